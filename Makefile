@@ -1,0 +1,81 @@
+# mtrain — build, run, test, bench.
+#   make            build ./mtrain (CPU backend; CUDA backend too when nvcc is found, CUDA=0 turns it off)
+#   make run        install deps, build, fetch + preprocess the corpus, train configs/gpt-tiny.yaml
+#   make test       install deps, build, run every test (test/run.sh prints the summary)
+#   make bench      benchmarks (printed tables)
+CC      ?= gcc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
+CUDA    ?= $(if $(NVCC),1,0)
+BUILD   := build
+OPT     ?= -O3 -march=native
+PKGS    := yaml-0.1 openblas pmix
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -fopenmp -I. $(PKG_CFLAGS)
+LDLIBS  += $(PKG_LIBS) -fopenmp -lm -lpthread
+
+CORE_SRC := $(sort $(wildcard core/*.c parallel/*.c))
+CMD_SRC  := $(sort $(wildcard cmd/*.c))
+ifeq ($(CUDA),1)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CU_SRC    := $(sort $(wildcard cuda/*.cu))
+CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.o)
+NVFLAGS   ?= -O2 -std=c++17 -I. -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
+CFLAGS    += -DMT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lnccl -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
+else
+CU_OBJ    :=
+endif
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
+LIB      := $(BUILD)/libmtrain.a
+
+UNIT_SRC := $(sort $(wildcard test/unit/*.c test/ops/*.c))
+UNIT_BIN := $(UNIT_SRC:%.c=$(BUILD)/%)
+
+.PHONY: all deps run test bench clean fuzz
+all: mtrain $(UNIT_BIN)
+
+$(BUILD)/%.o: %.c $(wildcard core/*.h parallel/*.h cmd/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh core/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(LIB): $(CORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+mtrain: $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB) $(LDLIBS)
+
+$(BUILD)/test/%: test/%.c $(LIB) $(wildcard test/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+deps:
+	@./scripts/install-deps.sh
+
+# `make run` — the README's first command.
+run: deps
+	@$(MAKE) --no-print-directory all
+	@./scripts/fetch-corpus.sh data
+	./mtrain --config configs/gpt-tiny.yaml
+
+# `make test` — the README's second command; .ci/run calls exactly this.
+test: deps
+	@$(MAKE) --no-print-directory all
+	@./scripts/fetch-corpus.sh data
+	@./test/run.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@./scripts/fetch-corpus.sh data
+	@./test/bench.sh
+
+fuzz:
+	@./test/fuzz/run-fuzzer.sh
+
+clean:
+	rm -rf $(BUILD) mtrain

@@ -1,0 +1,249 @@
+/* backend.h — the device interface (ggml-backend style): a const table of function pointers
+ * plus an opaque context. core/ and parallel/ never touch device memory; they call these.
+ * Rules:
+ *  - Ops take one argument struct each, so the table stays stable as ops grow.
+ *  - Every buffer's dtype is stated in its comment: "act" = the compute dtype of the backend
+ *    (fp32 on CPU, bf16 on CUDA), "f32" = always fp32 (gradients of weights, optimizer
+ *    state, norm statistics, losses), "i32" = int32.
+ *  - Backward (llm.c rule): weight gradients accumulate (+=); activation gradients are
+ *    overwritten (=), except the residual stream: norm backwards ADD into dinp.
+ *  - Weights are (out, in) row-major like torch.nn.Linear: y = x W^T + b.
+ *  - Nothing here synchronises with the host except copy_d2h and sync. */
+#ifndef MT_BACKEND_H
+#define MT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+typedef enum { MT_F32 = 0, MT_BF16 = 1 } mt_dtype;
+static inline size_t mt_dtype_bytes(mt_dtype dt) { return dt == MT_F32 ? 4 : 2; }
+const char *mt_dtype_name(mt_dtype dt);
+
+/* A device tensor view: data pointer into one of the big buffers, its dtype and count. */
+typedef struct {
+    void *data;
+    mt_dtype dtype;
+    size_t n;
+} mt_tensor;
+
+/* ---- op arguments ---- */
+
+typedef struct {            /* out = inp @ weight^T + bias */
+    void *out;              /* (M, N) act */
+    const void *inp;        /* (M, K) act */
+    const void *weight;     /* (N, K) act */
+    const void *bias;       /* (N) act, or NULL */
+    int M, N, K;
+} mt_matmul_fwd_args;
+
+typedef struct {
+    void *dinp;             /* (M, K) act: = dout @ weight (+= if accumulate_dinp); NULL to skip */
+    void *dweight;          /* (N, K) f32: += dout^T @ inp */
+    void *dbias;            /* (N) f32: += sum over rows of dout; NULL if no bias */
+    const void *dout;       /* (M, N) act */
+    const void *inp;        /* (M, K) act */
+    const void *weight;     /* (N, K) act */
+    int M, N, K;
+    int accumulate_dinp;
+} mt_matmul_bwd_args;
+
+typedef struct {            /* out = (x - mean) * rstd * weight + bias; rmsnorm: x * rstd * weight */
+    void *out;              /* (N, C) act */
+    void *mean;             /* (N) f32, saved (layernorm only; NULL for rmsnorm) */
+    void *rstd;             /* (N) f32, saved */
+    const void *inp;        /* (N, C) act */
+    const void *weight;     /* (C) act */
+    const void *bias;       /* (C) act (layernorm only) */
+    int N, C;
+    float eps;
+} mt_norm_fwd_args;
+
+typedef struct {
+    void *dinp;             /* (N, C) act: += (residual stream) */
+    void *dweight;          /* (C) f32: += */
+    void *dbias;            /* (C) f32: += (layernorm only) */
+    const void *dout;       /* (N, C) act */
+    const void *inp;        /* (N, C) act */
+    const void *weight;     /* (C) act */
+    const void *mean;       /* (N) f32 (layernorm only) */
+    const void *rstd;       /* (N) f32 */
+    int N, C;
+} mt_norm_bwd_args;
+
+typedef struct {            /* GeLU, tanh approximation (GPT-2's "gelu_new") */
+    void *out;              /* (n) act */
+    const void *inp;        /* (n) act */
+    size_t n;
+} mt_gelu_fwd_args;
+
+typedef struct {
+    void *dinp;             /* (n) act, = dout * gelu'(inp) */
+    const void *dout;       /* (n) act */
+    const void *inp;        /* (n) act */
+    size_t n;
+} mt_gelu_bwd_args;
+
+typedef struct {            /* out[r, j] = silu(inp[r, j]) * inp[r, F + j]: each row is [gate | up] */
+    void *out;              /* (N, F) act */
+    const void *inp;        /* (N, 2F) act */
+    int N, F;
+} mt_swiglu_fwd_args;
+
+typedef struct {
+    void *dinp;             /* (N, 2F) act, = */
+    const void *dout;       /* (N, F) act */
+    const void *inp;        /* (N, 2F) act */
+    int N, F;
+} mt_swiglu_bwd_args;
+
+/* Rotary embedding, in place, non-interleaved (rotate_half, as HF Llama): for each of the
+ * B*T rows (row stride `row_stride` elements), heads 0..n_heads-1 of size D starting at the
+ * row's start; position of row b*T+t is pos_offset + t; pair (i, i + D/2) rotated by
+ * angle pos * theta^(-2i/D). Backward (inverse = true) rotates by -angle: it is the
+ * transpose of the forward, applied in place to the gradient. */
+typedef struct {
+    void *x;                /* (B, T, row_stride) act, in place */
+    int B, T, n_heads, D, row_stride, pos_offset;
+    float theta;
+    int inverse;
+} mt_rope_args;
+
+/* Causal softmax attention with grouped-query heads. qkv rows are [q heads (H*D) | k heads
+ * (KV*D) | v heads (KV*D)]; query head h reads kv head h / (H / KV). Scale 1/sqrt(D). */
+typedef struct {
+    void *out;              /* (B, T, H*D) act */
+    void *probs;            /* (B, H, T, T) f32, saved softmax (upper triangle unused) */
+    const void *qkv;        /* (B, T, (H + 2KV)*D) act */
+    int B, T, H, KV, D;
+} mt_attention_fwd_args;
+
+typedef struct {
+    void *dqkv;             /* (B, T, (H + 2KV)*D) act, = */
+    void *dprobs;           /* (B, H, T, T) f32 scratch */
+    const void *dout;       /* (B, T, H*D) act */
+    const void *qkv;        /* (B, T, (H + 2KV)*D) act */
+    const void *probs;      /* (B, H, T, T) f32 from forward */
+    int B, T, H, KV, D;
+} mt_attention_bwd_args;
+
+/* out[b,t,:] = wte[tokens[b,t] - vocab_start, :] (0 if the token is outside
+ * [vocab_start, vocab_start + n_vocab): vocab-parallel shards) + wpe[pos_offset + t, :]. */
+typedef struct {
+    void *out;              /* (B, T, C) act */
+    const int32_t *tokens;  /* (B, T) i32 */
+    const void *wte;        /* (n_vocab, C) act */
+    const void *wpe;        /* (max_position, C) act, or NULL (rope models) */
+    int B, T, C, vocab_start, n_vocab, pos_offset;
+} mt_embedding_fwd_args;
+
+typedef struct {
+    void *dwte;             /* (n_vocab, C) f32, += */
+    void *dwpe;             /* (max_position, C) f32, +=, or NULL */
+    const void *dout;       /* (B, T, C) act */
+    const int32_t *tokens;  /* (B, T) i32 */
+    int B, T, C, vocab_start, n_vocab, pos_offset;
+} mt_embedding_bwd_args;
+
+/* Softmax cross-entropy fused with its backward. Columns >= V of each row (vocabulary
+ * padding) are excluded from the softmax and get gradient 0. Rows whose target is < 0 are
+ * ignored (loss 0, gradient 0). logits are overwritten by dlogits * dloss. */
+typedef struct {
+    void *logits;           /* (N, Vp) act: in logits, out d(loss)/d(logits) * dloss */
+    void *losses;           /* (N) f32, = -log softmax[target] */
+    const int32_t *targets; /* (N) i32 */
+    int N, V, Vp;
+    float dloss;            /* gradient scale: 1 / (tokens in the global batch) */
+} mt_xent_args;
+
+typedef struct {            /* out = a + b (all act) */
+    void *out;
+    const void *a, *b;
+    size_t n;
+} mt_add_args;
+
+typedef struct {            /* *out (f32 scalar) += sum(x) or sum(x*x) over n f32 elements */
+    void *out;
+    const void *x;
+    size_t n;
+    int squares;
+} mt_sum_args;
+
+/* AdamW on one contiguous tensor, PyTorch/Megatron formulation: g = grad * grad_scale;
+ * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; master -= lr * (m/bc1 / (sqrt(v/bc2) + eps)
+ * + weight_decay * master); param = master in the compute dtype (param may == master). */
+typedef struct {
+    void *master;           /* (n) f32 */
+    void *param;            /* (n) act, written from master; may alias master when act = f32 */
+    const void *grad;       /* (n) f32 */
+    void *m, *v;            /* (n) f32 */
+    size_t n;
+    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    float bias_correction1, bias_correction2; /* 1 - beta^t */
+} mt_adamw_args;
+
+typedef struct {            /* dst (act) = src (f32), n elements: master -> compute copies */
+    void *dst;
+    const void *src;
+    size_t n;
+} mt_cast_args;
+
+typedef struct mt_backend mt_backend;
+
+struct mt_backend_i {
+    const char *name;
+    void (*destroy)(mt_backend *be);
+    mt_status (*alloc)(mt_backend *be, size_t n_bytes, void **out); /* zeroed, >= 256-aligned */
+    void (*free)(mt_backend *be, void *ptr);
+    mt_status (*memset_zero)(mt_backend *be, void *ptr, size_t n_bytes);
+    mt_status (*copy_h2d)(mt_backend *be, void *dst, const void *src, size_t n_bytes);
+    mt_status (*copy_d2h)(mt_backend *be, void *dst, const void *src, size_t n_bytes);
+    mt_status (*copy_d2d)(mt_backend *be, void *dst, const void *src, size_t n_bytes);
+    mt_status (*sync)(mt_backend *be);
+
+    mt_status (*matmul_fwd)(mt_backend *be, const mt_matmul_fwd_args *a);
+    mt_status (*matmul_bwd)(mt_backend *be, const mt_matmul_bwd_args *a);
+    mt_status (*layernorm_fwd)(mt_backend *be, const mt_norm_fwd_args *a);
+    mt_status (*layernorm_bwd)(mt_backend *be, const mt_norm_bwd_args *a);
+    mt_status (*rmsnorm_fwd)(mt_backend *be, const mt_norm_fwd_args *a);
+    mt_status (*rmsnorm_bwd)(mt_backend *be, const mt_norm_bwd_args *a);
+    mt_status (*gelu_fwd)(mt_backend *be, const mt_gelu_fwd_args *a);
+    mt_status (*gelu_bwd)(mt_backend *be, const mt_gelu_bwd_args *a);
+    mt_status (*swiglu_fwd)(mt_backend *be, const mt_swiglu_fwd_args *a);
+    mt_status (*swiglu_bwd)(mt_backend *be, const mt_swiglu_bwd_args *a);
+    mt_status (*rope)(mt_backend *be, const mt_rope_args *a);
+    mt_status (*attention_fwd)(mt_backend *be, const mt_attention_fwd_args *a);
+    mt_status (*attention_bwd)(mt_backend *be, const mt_attention_bwd_args *a);
+    mt_status (*embedding_fwd)(mt_backend *be, const mt_embedding_fwd_args *a);
+    mt_status (*embedding_bwd)(mt_backend *be, const mt_embedding_bwd_args *a);
+    mt_status (*xent_fwd_bwd)(mt_backend *be, const mt_xent_args *a);
+    mt_status (*add)(mt_backend *be, const mt_add_args *a);
+    mt_status (*sum)(mt_backend *be, const mt_sum_args *a);
+    mt_status (*adamw)(mt_backend *be, const mt_adamw_args *a);
+    mt_status (*cast_f32_to_act)(mt_backend *be, const mt_cast_args *a);
+};
+
+struct mt_backend {
+    const struct mt_backend_i *i;
+    void *ctx;
+    mt_dtype act;           /* compute dtype of activations and weights */
+    const char *device_name;
+    double peak_tflops;     /* dense peak of the device in its compute dtype (0 = unknown) */
+};
+
+/* CPU backend: fp32, OpenBLAS GEMMs, OpenMP loops with n_threads threads (0 = all cores). */
+mt_status mt_backend_cpu_create(mt_backend *be, int n_threads);
+/* CUDA backend (cuda/): bf16 activations. Fails with MT_ERR_CUDA and a clear message when
+ * there is no GPU, and MT_ERR_UNSUPPORTED when this build has no CUDA. */
+mt_status mt_backend_cuda_create(mt_backend *be, int device);
+/* 1 if this build contains the CUDA backend and a GPU is present (no crash without one). */
+int mt_cuda_available(char *why, size_t why_bytes);
+void mt_backend_destroy(mt_backend *be);
+
+/* Returns MT_ERR_UNSUPPORTED naming the op when a backend leaves it NULL. */
+#define MT_BE_CALL(be, op, args)                                                           \
+    ((be)->i->op ? (be)->i->op((be), (args))                                               \
+                 : mt_errorf(MT_ERR_UNSUPPORTED, "backend '%s' has no op '%s' yet", (be)->i->name, #op))
+
+#endif

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mtrain needs to build, run and test. Idempotent: when
+# everything is present it only runs dpkg-query and returns in well under a second.
+set -euo pipefail
+
+# build: libyaml (recipes), OpenBLAS (CPU GEMMs), PMIx (bootstrap)
+# data:  bible-kjv (public-domain corpus for `make run` and the tests)
+# tests: slurm + munge, openmpi (launch tests), unicode-data (tokenizer tables)
+PKGS=(libyaml-dev libopenblas-dev libpmix-dev pkg-config
+      bible-kjv bible-kjv-text)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
