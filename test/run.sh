@@ -20,7 +20,7 @@ for t in "${tests[@]}"; do
   log="$logs/$(echo "$name" | tr '/' '_').log"
   t0=$(date +%s.%N)
   if [[ "$t" == *.sh ]]; then bash "$t" >"$log" 2>&1; rc=$?; else "$t" >"$log" 2>&1; rc=$?; fi
-  dt=$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")
+  dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
   if [ $rc -eq 0 ]; then
     pass=$((pass+1)); printf 'PASS  %-40s %6ss\n' "$name" "$dt"
   elif [ $rc -eq 77 ]; then
