@@ -1,0 +1,128 @@
+/* mtrain.c — the command line: argument parsing and subcommand dispatch. The only place in
+ * mtrain that decides to exit; everything below returns a status with a message.
+ *   mtrain [train] --config R [--set k=v ...] [Megatron-style flags]
+ *   mtrain check --config R [--world-size N]     validate a recipe, print it resolved
+ *   mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [...]
+ *   mtrain recipe-reference                       every recipe key as a markdown table */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cmd_preprocess.h"
+#include "core/backend.h"
+#include "core/backend_select.h"
+#include "core/recipe.h"
+#include "core/train.h"
+
+#define MT_VERSION "0.1.0"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "mtrain " MT_VERSION " — GPT / Llama pretraining from a YAML recipe\n"
+            "\n"
+            "usage:\n"
+            "  mtrain [train] --config RECIPE [--set key=value ...] [flags]   train\n"
+            "  mtrain check --config RECIPE [--world-size N] [overrides]     validate, print the resolved recipe\n"
+            "  mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [--append-eod]\n"
+            "  mtrain recipe-reference                                        all recipe keys (markdown)\n"
+            "  mtrain --version | --help\n"
+            "\n"
+            "overrides: --set section.key=value, and Megatron-style flags such as --lr, --train-iters,\n"
+            "--micro-batch-size, --global-batch-size, --seq-length, --tensor-model-parallel-size,\n"
+            "--backend cpu|cuda, --metrics FILE (see README, 'Recipe reference').\n");
+}
+
+static int fail(mt_status st) {
+    fprintf(stderr, "mtrain: error: %s\n", mt_last_error());
+    (void)st;
+    return 1;
+}
+
+/* Loads --config (required) and every override; leaves unknown arguments as an error. */
+static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
+    const char *config = NULL;
+    int n = 0;
+    mt_recipe_defaults(r);
+    /* first pass: --config and --world-size, the rest stays for the recipe overrides */
+    for (int i = 0; i < argc; i++) {
+        if ((!strcmp(argv[i], "--config") || !strcmp(argv[i], "-c")) && i + 1 < argc) {
+            config = argv[++i];
+        } else if (!strncmp(argv[i], "--config=", 9)) {
+            config = argv[i] + 9;
+        } else if (!strcmp(argv[i], "--world-size") && i + 1 < argc && world_size) {
+            *world_size = atoi(argv[++i]);
+        } else {
+            argv[n++] = argv[i];
+        }
+    }
+    argc = n;
+    if (!config) {
+        fprintf(stderr, "mtrain: error: no recipe given; pass --config configs/gpt-tiny.yaml (see configs/)\n");
+        return 2;
+    }
+    mt_status st = mt_recipe_load_file(r, config);
+    if (st != MT_OK) return fail(st);
+    st = mt_recipe_apply_args(r, &argc, argv);
+    if (st != MT_OK) return fail(st);
+    if (argc > 0) {
+        fprintf(stderr, "mtrain: error: unknown argument '%s'; see `mtrain --help` or use --set section.key=value\n",
+                argv[0]);
+        return 2;
+    }
+    st = mt_recipe_validate(r, world_size ? *world_size : 1);
+    if (st != MT_OK) return fail(st);
+    return 0;
+}
+
+static int cmd_train(int argc, char **argv) {
+    static mt_recipe r;
+    int rc = load_recipe(argc, argv, &r, NULL);
+    if (rc) return rc;
+    mt_backend be;
+    char note[1024];
+    mt_status st = mt_backend_select(&r, 1, &be, note, sizeof note);
+    if (st != MT_OK) return fail(st);
+    if (note[0]) fprintf(stderr, "mtrain: %s\n", note);
+    if (r.training.precision == MT_PREC_BF16 && be.act == MT_F32)
+        fprintf(stderr, "mtrain: note: training.precision=bf16 applies on the CUDA backend; the CPU backend computes in fp32\n");
+    mt_train_report rep;
+    st = mt_train(&r, &be, stdout, &rep);
+    mt_backend_destroy(&be);
+    if (st != MT_OK) return fail(st);
+    return 0;
+}
+
+static int cmd_check(int argc, char **argv) {
+    static mt_recipe r;
+    int world = 0;
+    int rc = load_recipe(argc, argv, &r, &world);
+    if (rc) return rc;
+    mt_recipe_write_yaml(stdout, &r);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *sub = argv[1];
+    if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(sub, "--version") || !strcmp(sub, "version")) {
+        printf("mtrain %s\n", MT_VERSION);
+        return 0;
+    }
+    if (!strcmp(sub, "train")) return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(sub, "check")) return cmd_check(argc - 2, argv + 2);
+    if (!strcmp(sub, "preprocess")) return mt_cmd_preprocess(argc - 2, argv + 2);
+    if (!strcmp(sub, "recipe-reference")) {
+        mt_recipe_print_reference(stdout);
+        return 0;
+    }
+    if (sub[0] == '-') return cmd_train(argc - 1, argv + 1);
+    fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, recipe-reference\n", sub);
+    return 2;
+}

@@ -1,0 +1,29 @@
+/* metrics.h — the Megatron-style iteration line and the JSON-lines metrics file. */
+#ifndef MT_METRICS_H
+#define MT_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "status.h"
+
+typedef struct {
+    int64_t iteration, train_iters, consumed_samples;
+    int global_batch;
+    double ms_per_iter, tokens_per_s, tflops;  /* achieved TFLOP/s per rank */
+    double mfu;                                /* fraction of peak, < 0 when peak unknown */
+    double lr, lm_loss, grad_norm;
+    int64_t skipped, nan_iters;
+} mt_iter_metrics;
+
+typedef struct {
+    FILE *file;            /* JSON lines, or NULL */
+    char path[1024];
+} mt_metrics_sink;
+
+mt_status mt_metrics_open(mt_metrics_sink *s, const char *path);
+void mt_metrics_close(mt_metrics_sink *s);
+void mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m);
+void mt_metrics_log_eval(FILE *log, mt_metrics_sink *s, int64_t iteration, double loss);
+
+#endif

@@ -1,0 +1,57 @@
+/* model.h — the GPT / Llama model on one rank: parameters, gradients, optimizer state and
+ * activations in one buffer each (offsets from model_layout), weight init from the seed,
+ * and forward + backward of one micro-batch through the backend interface.
+ * Rule: nothing here reads device memory; the only host reads are the loss sum and the
+ * gradient norm (mt_model_read_scalars). */
+#ifndef MT_MODEL_H
+#define MT_MODEL_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "model_layout.h"
+#include "recipe.h"
+
+typedef struct {
+    mt_backend *be;
+    mt_param_layout pl;
+    mt_act_layout al;
+    mt_dtype act;
+    int arch_llama;
+    int ln;                /* layernorm (1) or rmsnorm (0) */
+    int swiglu, rope, tied, bias;
+    float norm_eps, rope_theta;
+    void *params;          /* (pl.n_elems) act */
+    void *grads;           /* (pl.n_elems) f32 */
+    void *master;          /* (pl.n_elems) f32; == params when act is f32 */
+    void *adam_m, *adam_v; /* (pl.n_elems) f32 */
+    void *acts;            /* al.n_bytes */
+    size_t bytes_params, bytes_grads, bytes_optim, bytes_acts; /* what was allocated */
+} mt_model;
+
+/* Allocates everything for micro-batches of B sequences and initialises the weights as full
+ * tensors from `seed` (normal(0, init_std), output projections / sqrt(2 L), norms 1,
+ * biases 0). */
+mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B);
+void mt_model_free(mt_model *m);
+
+/* Checks that the backend has every op this model calls (error names the missing ops). */
+mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes);
+
+/* Zeroes the gradient buffer and the step's loss accumulator. */
+mt_status mt_model_zero_grads(mt_model *m);
+/* One micro-batch: tokens_host holds B rows of T+1 tokens (inputs t[0..T-1], targets
+ * t[1..T]). Adds the sum of token losses to the loss accumulator. dloss scales the
+ * gradient (1 / tokens per global batch). backward=0 for evaluation. */
+mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dloss, int backward);
+/* Puts sum(grad^2) on the device, then reads the loss sum and that into host memory: the
+ * step's one synchronisation. */
+mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq);
+/* Reads the loss accumulator only (evaluation). */
+mt_status mt_model_read_loss(mt_model *m, float *loss_sum);
+
+/* Training FLOPs of one sequence of T tokens (forward + backward), Megatron's formula
+ * generalised to GQA / SwiGLU; recompute adds one forward. */
+double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full);
+
+#endif

@@ -1,0 +1,170 @@
+/* train.c — one rank's training loop. Per iteration: zero grads; for each micro-batch,
+ * fetch its samples (a pure function of the consumed-samples count, so the data order is
+ * a property of the global batch), forward + backward; one host read (loss sum, grad
+ * norm); skip the update if either is not finite; clip; AdamW; log. */
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpt_dataset.h"
+#include "indexed.h"
+#include "metrics.h"
+#include "model.h"
+#include "optim.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* Fills B rows of T+1 tokens for micro-batch `mb` of the global batch that starts at
+ * `consumed` (Megatron's order: micro-batch-major, then dp rank, then row). */
+static mt_status fetch_micro(mt_gpt_dataset *ds, int64_t consumed, int mb, int dp, int dp_rank, int B, int T,
+                             int32_t *tokens) {
+    for (int b = 0; b < B; b++) {
+        int64_t sample = consumed + (int64_t)mb * B * dp + (int64_t)dp_rank * B + b;
+        mt_status st = mt_gpt_dataset_get(ds, sample, tokens + (size_t)b * (T + 1));
+        if (st != MT_OK) return st;
+    }
+    return MT_OK;
+}
+
+static mt_status evaluate(mt_model *m, const mt_recipe *r, mt_gpt_dataset *valid, int32_t *tokens, double *loss) {
+    mt_status st = MT_OK;
+    const int B = r->training.micro_batch, T = r->model.seq_length, G = r->training.global_batch;
+    const int n_micro = G / B;
+    const int64_t n_tok = (int64_t)r->logging.eval_iters * G * T;
+    float sum = 0;
+    MT_CHECK(mt_model_zero_grads(m));
+    for (int64_t e = 0; e < r->logging.eval_iters; e++)
+        for (int mb = 0; mb < n_micro; mb++) {
+            MT_CHECK(fetch_micro(valid, e * G, mb, 1, 0, B, T, tokens));
+            MT_CHECK(mt_model_step_micro(m, tokens, 0.0f, 0));
+        }
+    MT_CHECK(mt_model_read_loss(m, &sum));
+    *loss = (double)sum / (double)n_tok;
+out:
+    return st;
+}
+
+mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_report *rep) {
+    mt_status st = MT_OK;
+    mt_model model;
+    mt_indexed data;
+    mt_gpt_dataset *train = NULL, *valid = NULL;
+    mt_metrics_sink sink;
+    int32_t *tokens = NULL;
+    int have_data = 0, have_model = 0;
+    memset(rep, 0, sizeof *rep);
+    memset(&sink, 0, sizeof sink);
+    rep->last_val_loss = NAN;
+
+    const int B = r->training.micro_batch, T = r->model.seq_length, G = r->training.global_batch;
+    const int dp = 1, dp_rank = 0;
+    const int n_micro = G / (B * dp);
+    const int64_t iters = r->training.iters;
+    const double tokens_per_iter = (double)G * T;
+
+    if (!r->data.path[0])
+        return mt_errorf(MT_ERR_CONFIG, "data.path is empty: set it to a preprocessed dataset prefix "
+                                        "(e.g. data/kjv_text_document, made by scripts/fetch-corpus.sh)");
+    MT_CHECK(mt_indexed_open(&data, r->data.path));
+    have_data = 1;
+    MT_CHECK(mt_gpt_dataset_open(&train, &data, r->data.split, 0, T, r->training.seed, iters * G));
+    if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
+        MT_CHECK(mt_gpt_dataset_open(&valid, &data, r->data.split, 1, T, r->training.seed,
+                                     r->logging.eval_iters * G));
+    MT_CHECK(mt_model_init(&model, r, be, B));
+    have_model = 1;
+    MT_CHECK(mt_metrics_open(&sink, r->logging.metrics));
+    tokens = malloc((size_t)B * (T + 1) * sizeof *tokens);
+    if (!tokens) {
+        st = mt_errorf(MT_ERR_OOM, "token staging buffer");
+        goto out;
+    }
+    rep->bytes_params = model.bytes_params;
+    rep->bytes_grads = model.bytes_grads;
+    rep->bytes_optim = model.bytes_optim;
+    rep->bytes_acts = model.bytes_acts;
+    rep->flops_per_iter = mt_model_flops_per_seq(&model.pl, r->training.recompute == MT_RECOMPUTE_FULL) * G;
+    if (log)
+        fprintf(log, "mtrain: %s, %zu parameters (%.1f MiB weights, %.1f MiB grads, %.1f MiB optimizer, %.1f MiB activations), "
+                     "backend %s, %lld iterations of %d sequences x %d tokens (%d micro-batches of %d)\n",
+                r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", model.pl.n_params, model.bytes_params / 1048576.0,
+                model.bytes_grads / 1048576.0, model.bytes_optim / 1048576.0, model.bytes_acts / 1048576.0,
+                be->device_name ? be->device_name : be->i->name, (long long)iters, G, T, n_micro, B);
+
+    const float dloss = (float)(1.0 / tokens_per_iter);
+    int64_t consumed = 0, skipped = 0, nan_iters = 0, step = 0;
+    double window_ms = 0, timed_ms = 0;
+    int64_t window_iters = 0, timed_iters = 0;
+    for (int64_t it = 1; it <= iters; it++) {
+        double t0 = now_ms();
+        MT_CHECK(mt_model_zero_grads(&model));
+        for (int mb = 0; mb < n_micro; mb++) {
+            MT_CHECK(fetch_micro(train, consumed, mb, dp, dp_rank, B, T, tokens));
+            MT_CHECK(mt_model_step_micro(&model, tokens, dloss, 1));
+        }
+        float loss_sum = 0, grad_sq = 0;
+        MT_CHECK(mt_model_read_scalars(&model, &loss_sum, &grad_sq));
+        const double loss = (double)loss_sum / tokens_per_iter;
+        const double grad_norm = sqrt((double)grad_sq);
+        const double lr = mt_lr_at(&r->optimizer, it, iters);
+        if (!isfinite(loss) || !isfinite(grad_norm)) {
+            skipped++;
+            nan_iters++;
+        } else {
+            step++;
+            MT_CHECK(mt_optim_step(&model, &r->optimizer, step, lr, mt_clip_factor(grad_norm, r->optimizer.clip_grad)));
+        }
+        MT_CHECK(be->i->sync(be));
+        consumed += G;
+        const double dt = now_ms() - t0;
+        window_ms += dt;
+        window_iters++;
+        if (it > 1) {
+            timed_ms += dt;
+            timed_iters++;
+        }
+        if (it == 1) rep->first_loss = loss;
+        rep->last_loss = loss;
+        rep->iters_done = it;
+        if (r->logging.interval > 0 && (it % r->logging.interval == 0 || it == iters || it == 1)) {
+            const double ms = window_ms / window_iters;
+            mt_iter_metrics im = {.iteration = it, .train_iters = iters, .consumed_samples = consumed,
+                                  .global_batch = G, .ms_per_iter = ms, .tokens_per_s = tokens_per_iter / (ms * 1e-3),
+                                  .tflops = rep->flops_per_iter / (ms * 1e-3) / 1e12, .mfu = -1, .lr = lr,
+                                  .lm_loss = loss, .grad_norm = grad_norm, .skipped = skipped, .nan_iters = nan_iters};
+            const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : be->peak_tflops;
+            if (peak > 0) im.mfu = im.tflops / peak;
+            mt_metrics_log_iter(log, &sink, &im);
+            window_ms = 0;
+            window_iters = 0;
+        }
+        if (valid && (it % r->logging.eval_interval == 0 || it == iters)) {
+            double vl;
+            MT_CHECK(evaluate(&model, r, valid, tokens, &vl));
+            rep->last_val_loss = vl;
+            mt_metrics_log_eval(log, &sink, it, vl);
+        }
+    }
+    if (timed_iters > 0) {
+        rep->mean_ms_per_iter = timed_ms / timed_iters;
+        rep->tokens_per_s = tokens_per_iter / (rep->mean_ms_per_iter * 1e-3);
+    } else if (rep->iters_done > 0) {
+        rep->mean_ms_per_iter = window_ms;
+        rep->tokens_per_s = tokens_per_iter / (window_ms * 1e-3);
+    }
+out:
+    free(tokens);
+    mt_metrics_close(&sink);
+    if (have_model) mt_model_free(&model);
+    if (valid) mt_gpt_dataset_close(valid);
+    if (train) mt_gpt_dataset_close(train);
+    if (have_data) mt_indexed_close(&data);
+    return st;
+}

@@ -1,0 +1,25 @@
+/* train.h — the training loop of one rank: data -> micro-batches -> forward/backward ->
+ * clip -> AdamW -> log, with periodic validation. */
+#ifndef MT_TRAIN_H
+#define MT_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend.h"
+#include "recipe.h"
+
+typedef struct {
+    int64_t iters_done;
+    double first_loss, last_loss;   /* lm loss of the first and last iteration */
+    double mean_ms_per_iter;        /* over iterations after the first */
+    double tokens_per_s;            /* over iterations after the first */
+    double flops_per_iter;          /* model training FLOPs per iteration (Megatron's formula) */
+    double last_val_loss;           /* NAN if no validation ran */
+    size_t bytes_params, bytes_grads, bytes_optim, bytes_acts;
+} mt_train_report;
+
+/* Trains the validated recipe on the backend. Log lines go to `log` (NULL = silent). */
+mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_report *rep);
+
+#endif
