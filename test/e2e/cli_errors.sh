@@ -1,0 +1,39 @@
+# Bad input gets a clear error and a non-zero exit, never a crash: recipe errors through the
+# CLI (key + line in the message), unknown flags, the CUDA backend on a machine without a
+# GPU, and a corrupt / truncated dataset.
+source test/e2e/lib.sh
+need_data
+expect_error() { # expect_error "needle" cmd...: non-zero exit (not a signal) and needle in stderr
+  local needle="$1"; shift
+  "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+  [ $rc -ne 0 ] || fail "expected failure: $*"
+  [ $rc -lt 128 ] || fail "crashed with signal $((rc-128)): $*"
+  grep -qF -- "$needle" "$TMP/err" || { cat "$TMP/err"; fail "message lacks '$needle': $*"; }
+  echo "ok ($rc): $* -> $(head -c 200 "$TMP/err" | head -n 1)"
+}
+cp configs/gpt-tiny.yaml "$TMP/r.yaml"
+printf 'model:\n  layers: 2\n  hiden: 64\n' >"$TMP/typo.yaml"
+expect_error "model.hidden" "$MTRAIN" check --config "$TMP/typo.yaml"
+expect_error "typo.yaml:3" "$MTRAIN" check --config "$TMP/typo.yaml"
+printf 'model:\n  layers: two\n' >"$TMP/type.yaml"
+expect_error "type.yaml:2" "$MTRAIN" check --config "$TMP/type.yaml"
+expect_error "model.heads" "$MTRAIN" check --config configs/gpt-tiny.yaml --set model.heads=3
+expect_error "parallel.tensor" "$MTRAIN" check --config configs/gpt-tiny.yaml --tensor-model-parallel-size 2
+expect_error "no recipe" "$MTRAIN" train
+expect_error "unknown argument" "$MTRAIN" --config configs/gpt-tiny.yaml --no-such-flag
+expect_error "cannot open" "$MTRAIN" --config /nonexistent/recipe.yaml
+# CUDA backend on a machine without a GPU (or a build without CUDA): a clear error
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  expect_error "--backend cpu" "$MTRAIN" --config configs/gpt-tiny.yaml --backend cuda --train-iters 1
+fi
+# corrupt data: truncated .bin, truncated .idx, garbage .idx; each names the file
+cp "$DATA.idx" "$TMP/d_text_document.idx"; head -c 1000 "$DATA.bin" >"$TMP/d_text_document.bin"
+expect_error "d_text_document" "$MTRAIN" --config configs/gpt-tiny.yaml --set data.path="$TMP/d_text_document" --train-iters 1
+cp "$DATA.bin" "$TMP/e_text_document.bin"; head -c 500 "$DATA.idx" >"$TMP/e_text_document.idx"
+expect_error "e_text_document.idx" "$MTRAIN" --config configs/gpt-tiny.yaml --set data.path="$TMP/e_text_document" --train-iters 1
+head -c 4096 /dev/urandom >"$TMP/f_text_document.idx"; cp "$DATA.bin" "$TMP/f_text_document.bin"
+expect_error "f_text_document.idx" "$MTRAIN" --config configs/gpt-tiny.yaml --set data.path="$TMP/f_text_document" --train-iters 1
+expect_error "missing_text_document" "$MTRAIN" --config configs/gpt-tiny.yaml --set data.path="$TMP/missing_text_document" --train-iters 1
+# a metrics file that cannot be written
+expect_error "/nonexistent/dir/m.jsonl" "$MTRAIN" --config configs/gpt-tiny.yaml --train-iters 1 --metrics /nonexistent/dir/m.jsonl
+echo "all CLI error cases gave clear messages"
