@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cmd/cmd_preprocess.h"
 #include "core/backend.h"
@@ -89,6 +90,13 @@ static int cmd_train(int argc, char **argv) {
     st = mt_train(&r, &be, stdout, &rep);
     mt_backend_destroy(&be);
     if (st != MT_OK) return fail(st);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("mtrain: finished %lld iterations: %.1f ms/iteration, %.0f tokens/s, %.2f GFLOP/s achieved, "
+           "final lm loss %.4f, peak memory %.1f MiB\n",
+           (long long)rep.iters_done, rep.mean_ms_per_iter, rep.tokens_per_s,
+           rep.mean_ms_per_iter > 0 ? rep.flops_per_iter / (rep.mean_ms_per_iter * 1e-3) / 1e9 : 0.0, rep.last_loss,
+           ru.ru_maxrss / 1024.0);
     return 0;
 }
 
