@@ -1,0 +1,252 @@
+/* cuda_backend.cu — the CUDA backend's life cycle and memory: mt_backend_cuda_create picks
+ * the device, makes one stream, a cuBLASLt handle, a 32 MiB cuBLASLt workspace and a
+ * reduction scratch buffer, and fills the function table; destroy frees all of it.
+ * Rules kept: no GPU (or no driver) is an MT_ERR_CUDA with a message that says to use
+ * --backend cpu, never a crash; every op and copy runs in order on the backend's one
+ * stream; only copy_d2h and sync wait for the device (copy_h2d also waits when its source
+ * is pinned host memory, so the caller may always reuse the source on return).
+ * Ops not written yet stay NULL: MT_BE_CALL then reports "backend 'cuda' has no op X yet". */
+#include "cuda/cuda_common.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MT_CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+#define MT_CUDA_SCRATCH_BYTES ((size_t)16 << 20)
+
+/* ---- memory ---- */
+
+static mt_status cuda_alloc(mt_backend *be, size_t n_bytes, void **out) {
+    mt_cuda_ctx *ctx = mt_cuda_ctx_of(be);
+    *out = NULL;
+    if (n_bytes == 0) n_bytes = 256; /* a valid, freeable pointer for empty tensors */
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, n_bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        (void)cudaMemGetInfo(&free_b, &total_b);
+        return mt_errorf(e == cudaErrorMemoryAllocation ? MT_ERR_OOM : MT_ERR_CUDA,
+                         "cudaMalloc(%zu bytes = %.2f GiB) on GPU %d (%s): %s; %.2f of %.2f GiB "
+                         "free: lower training.micro_batch_size, raise tensor/pipeline "
+                         "parallelism, or turn on activation recompute",
+                         n_bytes, n_bytes / 1073741824.0, ctx->device, ctx->device_name,
+                         cudaGetErrorString(e), free_b / 1073741824.0, total_b / 1073741824.0);
+    }
+    /* cudaMalloc memory is >= 256-byte aligned; zero it in stream order */
+    e = cudaMemsetAsync(p, 0, n_bytes, ctx->stream);
+    if (e != cudaSuccess) {
+        (void)cudaFree(p);
+        (void)cudaGetLastError();
+        return mt_errorf(MT_ERR_CUDA, "%s:%d: cudaMemsetAsync after alloc: %s", __FILE__, __LINE__,
+                         cudaGetErrorString(e));
+    }
+    *out = p;
+    return MT_OK;
+}
+
+static void cuda_free(mt_backend *be, void *ptr) {
+    (void)be;
+    if (ptr) (void)cudaFree(ptr); /* cudaFree synchronises the device: not for the training loop */
+}
+
+static mt_status cuda_memset_zero(mt_backend *be, void *ptr, size_t n_bytes) {
+    if (n_bytes == 0) return MT_OK;
+    CUDA_CHECK(cudaMemsetAsync(ptr, 0, n_bytes, mt_cuda_ctx_of(be)->stream));
+    return MT_OK;
+}
+
+static mt_status cuda_copy_h2d(mt_backend *be, void *dst, const void *src, size_t n_bytes) {
+    mt_cuda_ctx *ctx = mt_cuda_ctx_of(be);
+    if (n_bytes == 0) return MT_OK;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n_bytes, cudaMemcpyHostToDevice, ctx->stream));
+    /* From pageable memory the runtime has staged the source before returning; from pinned
+     * memory the DMA may still be reading it, so wait: callers may reuse src at once. */
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, src) == cudaSuccess && attr.type == cudaMemoryTypeHost)
+        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    (void)cudaGetLastError();
+    return MT_OK;
+}
+
+static mt_status cuda_copy_d2h(mt_backend *be, void *dst, const void *src, size_t n_bytes) {
+    mt_cuda_ctx *ctx = mt_cuda_ctx_of(be);
+    if (n_bytes == 0) return MT_OK;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n_bytes, cudaMemcpyDeviceToHost, ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    return MT_OK;
+}
+
+static mt_status cuda_copy_d2d(mt_backend *be, void *dst, const void *src, size_t n_bytes) {
+    if (n_bytes == 0) return MT_OK;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n_bytes, cudaMemcpyDeviceToDevice,
+                               mt_cuda_ctx_of(be)->stream));
+    return MT_OK;
+}
+
+static mt_status cuda_sync(mt_backend *be) {
+    CUDA_CHECK(cudaStreamSynchronize(mt_cuda_ctx_of(be)->stream));
+    CUDA_CHECK(cudaGetLastError());
+    return MT_OK;
+}
+
+/* ---- life cycle ---- */
+
+static void cuda_ctx_free(mt_cuda_ctx *ctx) {
+    if (!ctx) return;
+    if (ctx->stream) (void)cudaStreamSynchronize(ctx->stream);
+    mt_cuda_matmul_cache_free(ctx);
+    if (ctx->workspace) (void)cudaFree(ctx->workspace);
+    if (ctx->scratch) (void)cudaFree(ctx->scratch);
+    if (ctx->lt) (void)cublasLtDestroy(ctx->lt);
+    if (ctx->stream) (void)cudaStreamDestroy(ctx->stream);
+    (void)cudaGetLastError();
+    free(ctx);
+}
+
+static void cuda_destroy(mt_backend *be) {
+    if (!be) return;
+    cuda_ctx_free(mt_cuda_ctx_of(be));
+    be->ctx = NULL;
+    be->device_name = NULL;
+}
+
+/* Dense bf16 tensor-core peak (TFLOP/s, no sparsity) by device name; 0 = unknown. */
+static double cuda_peak_tflops(const char *name) {
+    static const struct { const char *key; double tflops; } table[] = {
+        {"A100", 312.0},
+        {"H100", 989.0},
+        {"H200", 989.0},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strstr(name, table[i].key)) return table[i].tflops;
+    return 0.0;
+}
+
+static struct mt_backend_i g_cuda_iface;
+
+static void cuda_fill_iface(struct mt_backend_i *t) {
+    memset(t, 0, sizeof *t); /* every op not listed here stays NULL: MT_BE_CALL names it */
+    t->name = "cuda";
+    t->destroy = cuda_destroy;
+    t->alloc = cuda_alloc;
+    t->free = cuda_free;
+    t->memset_zero = cuda_memset_zero;
+    t->copy_h2d = cuda_copy_h2d;
+    t->copy_d2h = cuda_copy_d2h;
+    t->copy_d2d = cuda_copy_d2d;
+    t->sync = cuda_sync;
+    t->matmul_fwd = mt_cuda_matmul_fwd;
+    t->matmul_bwd = mt_cuda_matmul_bwd;
+    t->layernorm_fwd = mt_cuda_layernorm_fwd;
+    t->layernorm_bwd = mt_cuda_layernorm_bwd;
+    t->rmsnorm_fwd = mt_cuda_rmsnorm_fwd;
+    t->rmsnorm_bwd = mt_cuda_rmsnorm_bwd;
+}
+
+/* Writes why there is no usable GPU into why (if any); returns the device count (0 = none). */
+static int cuda_device_count(char *why, size_t why_bytes) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (why && why_bytes)
+            snprintf(why, why_bytes, "no CUDA GPU found (cudaGetDeviceCount: %s)",
+                     cudaGetErrorString(e));
+        return 0;
+    }
+    if (n <= 0) {
+        if (why && why_bytes)
+            snprintf(why, why_bytes, "no CUDA GPU found (cudaGetDeviceCount: 0 devices)");
+        return 0;
+    }
+    return n;
+}
+
+extern "C" int mt_cuda_available(char *why, size_t why_bytes) {
+    int n = cuda_device_count(why, why_bytes);
+    if (n == 0) return 0;
+    if (why && why_bytes) {
+        cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+            snprintf(why, why_bytes, "%d CUDA device(s); device 0: %s (sm_%d%d)", n, prop.name,
+                     prop.major, prop.minor);
+        else
+            snprintf(why, why_bytes, "%d CUDA device(s)", n);
+        (void)cudaGetLastError();
+    }
+    return 1;
+}
+
+/* Like CUDA_CHECK but for create's cleanup path: needs `st` and an `out:` label. */
+#define CREATE_CUDA(call)                                                                    \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
+            (void)cudaGetLastError();                                                        \
+            st = mt_errorf(MT_ERR_CUDA, "%s:%d: creating the CUDA backend on GPU %d: %s: %s", \
+                           __FILE__, __LINE__, device, #call, cudaGetErrorString(e_));       \
+            goto out;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+extern "C" mt_status mt_backend_cuda_create(mt_backend *be, int device) {
+    mt_status st = MT_OK;
+    mt_cuda_ctx *ctx = NULL;
+    char why[512];
+    cudaDeviceProp prop;
+    cublasStatus_t cs;
+    memset(be, 0, sizeof *be);
+
+    int n = cuda_device_count(why, sizeof why);
+    if (n == 0)
+        return mt_errorf(MT_ERR_CUDA, "%s; run with --backend cpu (or training.backend: cpu)", why);
+    if (device < 0 || device >= n)
+        return mt_errorf(MT_ERR_CUDA,
+                         "CUDA device %d requested but only %d GPU(s) visible (0..%d); check "
+                         "CUDA_VISIBLE_DEVICES / LOCAL_RANK, or run with --backend cpu",
+                         device, n, n - 1);
+
+    ctx = (mt_cuda_ctx *)calloc(1, sizeof *ctx);
+    if (!ctx) return mt_errorf(MT_ERR_OOM, "CUDA backend: out of host memory for its context");
+    ctx->device = device;
+    CREATE_CUDA(cudaSetDevice(device));
+    CREATE_CUDA(cudaGetDeviceProperties(&prop, device));
+    snprintf(ctx->device_name, sizeof ctx->device_name, "%s", prop.name);
+    ctx->n_sm = prop.multiProcessorCount;
+    ctx->cc_major = prop.major;
+    ctx->cc_minor = prop.minor;
+    if (prop.major < 8) {
+        st = mt_errorf(MT_ERR_CUDA,
+                       "GPU %d (%s) has compute capability %d.%d; the CUDA backend needs bf16 "
+                       "tensor cores (sm_80 or newer); run with --backend cpu",
+                       device, prop.name, prop.major, prop.minor);
+        goto out;
+    }
+    CREATE_CUDA(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    cs = cublasLtCreate(&ctx->lt);
+    if (cs != CUBLAS_STATUS_SUCCESS) {
+        ctx->lt = NULL;
+        st = mt_errorf(MT_ERR_CUDA, "cublasLtCreate on GPU %d: %s", device,
+                       cublasLtGetStatusString(cs));
+        goto out;
+    }
+    ctx->workspace_bytes = MT_CUDA_WORKSPACE_BYTES;
+    CREATE_CUDA(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
+    ctx->scratch_bytes = MT_CUDA_SCRATCH_BYTES;
+    CREATE_CUDA(cudaMalloc((void **)&ctx->scratch, ctx->scratch_bytes));
+    CREATE_CUDA(cudaStreamSynchronize(ctx->stream));
+
+    cuda_fill_iface(&g_cuda_iface);
+    be->i = &g_cuda_iface;
+    be->ctx = ctx;
+    be->act = MT_BF16;
+    be->device_name = ctx->device_name;
+    be->peak_tflops = cuda_peak_tflops(ctx->device_name);
+    return MT_OK;
+out:
+    cuda_ctx_free(ctx);
+    memset(be, 0, sizeof *be);
+    return st;
+}
