@@ -22,7 +22,13 @@ mt_status mt_error_context(mt_status st, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, g_msg, sizeof old);
-    snprintf(g_msg, sizeof g_msg, "%s%s", prefix, old);
+    size_t n_prefix = strlen(prefix);
+    if (n_prefix >= sizeof g_msg) n_prefix = sizeof g_msg - 1;
+    memcpy(g_msg, prefix, n_prefix);
+    size_t n_old = strnlen(old, sizeof old - 1);
+    if (n_old > sizeof g_msg - 1 - n_prefix) n_old = sizeof g_msg - 1 - n_prefix;
+    memcpy(g_msg + n_prefix, old, n_old);
+    g_msg[n_prefix + n_old] = 0;
     return st;
 }
 
