@@ -1,0 +1,216 @@
+/* cmd_preprocess.c — flag parsing, progress and summary for `mtrain preprocess` (the work is
+ * mt_preprocess_run in core/preprocess.c). Megatron's tools/preprocess_data.py spellings
+ * are accepted too (--tokenizer-type, --vocab-file, --merge-file, space-separated
+ * --json-keys). Rule kept: returns an exit code, never exits. */
+#include "cmd_preprocess.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/indexed.h"
+#include "core/preprocess.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mtrain preprocess --input FILE.jsonl|- --output-prefix PREFIX [options]\n"
+            "  writes PREFIX_<key>_document.{bin,idx} (Megatron indexed dataset), one document\n"
+            "  per input line\n"
+            "  --tokenizer NAME       byte (default; gpt2 is not available yet)\n"
+            "  --vocab FILE           tokenizer vocabulary (gpt2: encoder.json)\n"
+            "  --merges FILE          tokenizer merges (gpt2: vocab.bpe)\n"
+            "  --json-keys K[,K...]   keys to take from each line (default: text)\n"
+            "  --append-eod           end each non-empty document with the eod token\n"
+            "  --workers N            accepted; tokenization runs on one thread for now\n"
+            "  --on-error stop|skip   malformed lines: stop at the first (default) or skip and\n"
+            "                         count them\n"
+            "  --quiet                no progress lines\n");
+}
+
+typedef struct {
+    int is_tty;
+    int printed;
+    int quiet;
+} progress_state;
+
+static void on_progress(const mt_preprocess_stats *s, int final, void *user) {
+    progress_state *ps = user;
+    if (ps->quiet) return;
+    if (final) {
+        if (ps->printed && ps->is_tty) fputc('\n', stderr);
+        return;
+    }
+    double secs = s->seconds > 1e-9 ? s->seconds : 1e-9;
+    fprintf(stderr, "%spreprocess: %lld docs, %.0f docs/s, %.1f MB/s, %.1f MB read%s",
+            ps->is_tty ? "\r" : "", (long long)s->n_documents, (double)s->n_documents / secs,
+            (double)s->n_input_bytes / 1e6 / secs, (double)s->n_input_bytes / 1e6,
+            ps->is_tty ? "\033[K" : "\n");
+    fflush(stderr);
+    ps->printed = 1;
+}
+
+/* Value of a flag given as "--flag value" or "--flag=value"; NULL when argv[*i] is not it. */
+static const char *flag_value(int argc, char **argv, int *i, const char *name, int *missing) {
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (a[n] != 0) return NULL;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* Splits a comma list into opt->json_keys (pointing into `buf`, which it owns). */
+static int add_keys(mt_preprocess_options *opt, char *list) {
+    for (char *save = NULL, *k = strtok_r(list, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+        if (opt->n_json_keys >= MT_PREPROCESS_MAX_KEYS) {
+            fprintf(stderr, "mtrain preprocess: at most %d --json-keys\n",
+                    MT_PREPROCESS_MAX_KEYS);
+            return 0;
+        }
+        opt->json_keys[opt->n_json_keys++] = k;
+    }
+    return 1;
+}
+
+int mt_cmd_preprocess(int argc, char **argv) {
+    mt_preprocess_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.tokenizer = "byte";
+    opt.n_workers = 1;
+    progress_state ps = {isatty(2), 0, 0};
+    char *key_lists[MT_PREPROCESS_MAX_KEYS];
+    int n_key_lists = 0, rc = 2;
+
+    /* argv normally holds just the flags (cmd/mtrain.c passes argv + 2); a leading program
+     * name and/or "preprocess" (words before the first flag) are skipped. */
+    int i = 0;
+    if (i < argc && argv[i][0] != '-' && strcmp(argv[i], "preprocess") != 0) i++;
+    if (i < argc && strcmp(argv[i], "preprocess") == 0) i++;
+    for (; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int missing = 0;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            rc = 0;
+            goto out;
+        } else if ((v = flag_value(argc, argv, &i, "--input", &missing))) {
+            opt.input = v;
+        } else if ((v = flag_value(argc, argv, &i, "--output-prefix", &missing))) {
+            opt.output_prefix = v;
+        } else if ((v = flag_value(argc, argv, &i, "--tokenizer", &missing)) ||
+                   (!missing && (v = flag_value(argc, argv, &i, "--tokenizer-type", &missing)))) {
+            opt.tokenizer = v;
+        } else if ((v = flag_value(argc, argv, &i, "--vocab", &missing)) ||
+                   (!missing && (v = flag_value(argc, argv, &i, "--vocab-file", &missing)))) {
+            opt.tokenizer_files.vocab_path = v;
+        } else if ((v = flag_value(argc, argv, &i, "--merges", &missing)) ||
+                   (!missing && (v = flag_value(argc, argv, &i, "--merge-file", &missing)))) {
+            opt.tokenizer_files.merges_path = v;
+        } else if ((v = flag_value(argc, argv, &i, "--json-keys", &missing))) {
+            /* One comma list, or Megatron's space-separated words up to the next flag. */
+            for (;;) {
+                if (n_key_lists >= MT_PREPROCESS_MAX_KEYS || !(key_lists[n_key_lists] = strdup(v))) {
+                    fprintf(stderr, "mtrain preprocess: too many --json-keys\n");
+                    goto out;
+                }
+                if (!add_keys(&opt, key_lists[n_key_lists++])) goto out;
+                if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 && !strchr(a, '=')) {
+                    v = argv[++i];
+                } else {
+                    break;
+                }
+            }
+        } else if ((v = flag_value(argc, argv, &i, "--workers", &missing))) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 4096) {
+                fprintf(stderr, "mtrain preprocess: --workers %s: expected a count >= 1\n", v);
+                goto out;
+            }
+            opt.n_workers = (int)n;
+        } else if ((v = flag_value(argc, argv, &i, "--on-error", &missing))) {
+            if (strcmp(v, "skip") == 0) {
+                opt.skip_bad_lines = 1;
+            } else if (strcmp(v, "stop") == 0) {
+                opt.skip_bad_lines = 0;
+            } else {
+                fprintf(stderr, "mtrain preprocess: --on-error %s: expected skip or stop\n", v);
+                goto out;
+            }
+        } else if (strcmp(a, "--append-eod") == 0) {
+            opt.append_eod = 1;
+        } else if (strcmp(a, "--quiet") == 0) {
+            ps.quiet = 1;
+        } else {
+            if (missing) {
+                fprintf(stderr, "mtrain preprocess: %s needs a value\n", a);
+            } else {
+                fprintf(stderr, "mtrain preprocess: unknown argument '%s'\n", a);
+            }
+            usage(stderr);
+            goto out;
+        }
+    }
+    if (!opt.input || !opt.output_prefix) {
+        fprintf(stderr, "mtrain preprocess: %s is required\n",
+                !opt.input ? "--input" : "--output-prefix");
+        usage(stderr);
+        goto out;
+    }
+    if (opt.n_workers > 1) {
+        fprintf(stderr, "mtrain preprocess: --workers %d: tokenizing on 1 thread (parallel "
+                "workers are not implemented yet)\n", opt.n_workers);
+    }
+    opt.progress = on_progress;
+    opt.progress_user = &ps;
+
+    mt_preprocess_stats s;
+    mt_status st = mt_preprocess_run(&opt, &s);
+    if (st != MT_OK) {
+        if (ps.printed && ps.is_tty) fputc('\n', stderr);
+        fprintf(stderr, "mtrain preprocess: %s: %s\n", mt_status_name(st), mt_last_error());
+        if (s.n_skipped_malformed + s.n_skipped_missing > 0) {
+            fprintf(stderr, "mtrain preprocess: %lld lines had been skipped before that\n",
+                    (long long)(s.n_skipped_malformed + s.n_skipped_missing));
+        }
+        fprintf(stderr, "mtrain preprocess: no output written\n");
+        rc = 1;
+        goto out;
+    }
+    double secs = s.seconds > 1e-6 ? s.seconds : 1e-6;
+    int n_keys = opt.n_json_keys > 0 ? opt.n_json_keys : 1;
+    for (int k = 0; k < n_keys; k++) {
+        char name[4096];
+        if (mt_preprocess_output_name(opt.output_prefix, opt.n_json_keys ? opt.json_keys[k] : "text",
+                                      name, sizeof name) == MT_OK) {
+            printf("preprocess: wrote %s.{bin,idx}\n", name);
+        }
+    }
+    printf("preprocess: %lld documents, %lld tokens (%s, tokenizer %s%s), %.2f MB read in %.2f s "
+           "(%.0f docs/s, %.1f MB/s)\n",
+           (long long)s.n_documents, (long long)s.n_tokens, mt_indexed_dtype_name(s.dtype_code),
+           opt.tokenizer, opt.append_eod ? ", eod appended" : "", (double)s.n_input_bytes / 1e6,
+           s.seconds, (double)s.n_documents / secs, (double)s.n_input_bytes / 1e6 / secs);
+    if (s.n_empty > 0) {
+        printf("preprocess: %lld empty documents (no tokens: kept as documents without a "
+               "sequence, as Megatron does)\n", (long long)s.n_empty);
+    }
+    long long n_skipped = (long long)(s.n_skipped_malformed + s.n_skipped_missing);
+    if (n_skipped > 0) {
+        printf("preprocess: skipped %lld lines (%lld malformed, %lld without the key); first: %s\n",
+               n_skipped, (long long)s.n_skipped_malformed, (long long)s.n_skipped_missing,
+               s.first_skip);
+    } else {
+        printf("preprocess: skipped 0 lines\n");
+    }
+    fflush(stdout);
+    rc = 0;
+out:
+    for (int k = 0; k < n_key_lists; k++) free(key_lists[k]);
+    return rc;
+}

@@ -1,0 +1,423 @@
+/* test_indexed.c — Megatron indexed dataset: the writer reproduces FACTS.md's golden example
+ * byte for byte; the reader reads it back; every corruption class is MT_ERR_DATA naming the
+ * file; missing files are MT_ERR_IO; truncation at every length and random byte flips never
+ * crash; other dtypes, empty documents and many sequences round-trip. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/indexed.h"
+#include "test/test.h"
+
+static char g_dir[] = "/tmp/mt_test_indexed_XXXXXX";
+
+/* Golden example from FACTS.md "Data formats". */
+static const int32_t k_doc0[] = {15496, 995, 50256};
+static const int32_t k_doc1[] = {40, 716, 257, 3290, 13, 50256};
+static const int32_t k_doc2[] = {464, 50256};
+
+static const uint8_t k_golden_idx[102] = {
+    'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0,  /* magic */
+    1, 0, 0, 0, 0, 0, 0, 0,                   /* version 1 */
+    8,                                        /* dtype uint16 */
+    3, 0, 0, 0, 0, 0, 0, 0,                   /* sequence_count */
+    4, 0, 0, 0, 0, 0, 0, 0,                   /* document_count */
+    3, 0, 0, 0, 6, 0, 0, 0, 2, 0, 0, 0,       /* sequence_lengths */
+    0, 0, 0, 0, 0, 0, 0, 0,                   /* sequence_pointers */
+    6, 0, 0, 0, 0, 0, 0, 0,
+    18, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0,                   /* document_indices */
+    1, 0, 0, 0, 0, 0, 0, 0,
+    2, 0, 0, 0, 0, 0, 0, 0,
+    3, 0, 0, 0, 0, 0, 0, 0,
+};
+static const uint8_t k_golden_bin[22] = {
+    0x88, 0x3c, 0xe3, 0x03, 0x50, 0xc4,             /* 15496 995 50256 */
+    0x28, 0x00, 0xcc, 0x02, 0x01, 0x01, 0xda, 0x0c, 0x0d, 0x00, 0x50, 0xc4, /* 40 716 257 3290 13 50256 */
+    0xd0, 0x01, 0x50, 0xc4,                         /* 464 50256 */
+};
+
+static void path_of(char *out, size_t n, const char *name, const char *ext) {
+    snprintf(out, n, "%s/%s%s", g_dir, name, ext);
+}
+
+static int write_file(const char *path, const void *p, size_t n_bytes) {
+    /* A fresh file, not a truncated one: ext4 flushes files replaced by truncation on close,
+     * which made the fuzz loop slow. */
+    unlink(path);
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    size_t w = n_bytes ? fwrite(p, 1, n_bytes, f) : 0;
+    fclose(f);
+    return w == n_bytes;
+}
+
+static uint8_t *read_file(const char *path, size_t *n_bytes) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = malloc((size_t)n + 1);
+    *n_bytes = fread(p, 1, (size_t)n, f);
+    fclose(f);
+    return p;
+}
+
+/* Writes a dataset from raw bytes and tries to open it. */
+static mt_status open_raw(const char *name, const uint8_t *idx, size_t n_idx, const uint8_t *bin,
+                          size_t n_bin) {
+    char prefix[512], p[600];
+    path_of(prefix, sizeof prefix, name, "");
+    path_of(p, sizeof p, name, ".idx");
+    write_file(p, idx, n_idx);
+    path_of(p, sizeof p, name, ".bin");
+    write_file(p, bin, n_bin);
+    mt_indexed ds;
+    mt_clear_error();
+    mt_status st = mt_indexed_open(&ds, prefix);
+    if (st == MT_OK) {
+        /* Anything that opens must be fully readable. */
+        int32_t buf[64];
+        for (int64_t i = 0; i < mt_indexed_n_sequences(&ds); i++) {
+            int32_t len = mt_indexed_sequence_length(&ds, i);
+            int is_float = ds.dtype_code == MT_INDEXED_DTYPE_F32 ||
+                           ds.dtype_code == MT_INDEXED_DTYPE_F64;
+            mt_status rst = len <= 64 ? mt_indexed_read(&ds, i, 0, len, buf) : MT_OK;
+            CHECK(rst == MT_OK || (is_float && rst == MT_ERR_UNSUPPORTED));
+        }
+        mt_indexed_close(&ds);
+    }
+    return st;
+}
+
+static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static void put_i32(uint8_t *p, int32_t v) { memcpy(p, &v, 4); }
+
+/* One corruption: expects MT_ERR_DATA and a message naming `file_ext` and `field`. */
+static void expect_corrupt(const char *name, const uint8_t *idx, size_t n_idx, const uint8_t *bin,
+                           size_t n_bin, const char *file_ext, const char *field) {
+    mt_status st = open_raw(name, idx, n_idx, bin, n_bin);
+    CHECKF(st == MT_ERR_DATA, "%s: status %s (%s)", name, mt_status_name(st), mt_last_error());
+    char want[600];
+    path_of(want, sizeof want, name, file_ext);
+    CHECK_STR_CONTAINS(mt_last_error(), want);
+    CHECK_STR_CONTAINS(mt_last_error(), field);
+}
+
+static void test_golden_write_read(void) {
+    char prefix[512], p[600];
+    path_of(prefix, sizeof prefix, "golden", "");
+    mt_indexed_writer w;
+    CHECK(mt_indexed_dtype_for_vocab(50257) == MT_INDEXED_DTYPE_U16);
+    CHECK(mt_indexed_dtype_for_vocab(65500) == MT_INDEXED_DTYPE_I32);
+    CHECK(mt_indexed_dtype_for_vocab(257) == MT_INDEXED_DTYPE_U16);
+    CHECK(mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_U16) == MT_OK);
+    CHECK(mt_indexed_writer_add_document(&w, k_doc0, 3) == MT_OK);
+    CHECK(mt_indexed_writer_add_document(&w, k_doc1, 6) == MT_OK);
+    CHECK(mt_indexed_writer_add_document(&w, k_doc2, 2) == MT_OK);
+    /* Nothing at the final names until finish. */
+    path_of(p, sizeof p, "golden", ".idx");
+    CHECK(access(p, F_OK) != 0);
+    CHECK(mt_indexed_writer_finish(&w) == MT_OK);
+    path_of(p, sizeof p, "golden", ".idx.tmp");
+    CHECK(access(p, F_OK) != 0);
+    path_of(p, sizeof p, "golden", ".bin.tmp");
+    CHECK(access(p, F_OK) != 0);
+
+    size_t n_idx = 0, n_bin = 0;
+    path_of(p, sizeof p, "golden", ".idx");
+    uint8_t *idx = read_file(p, &n_idx);
+    path_of(p, sizeof p, "golden", ".bin");
+    uint8_t *bin = read_file(p, &n_bin);
+    CHECK(idx && n_idx == 102 && memcmp(idx, k_golden_idx, 102) == 0);
+    CHECK(bin && n_bin == 22 && memcmp(bin, k_golden_bin, 22) == 0);
+    if (idx && n_idx == 102) {
+        for (size_t i = 0; i < 102; i++) {
+            CHECKF(idx[i] == k_golden_idx[i], "idx byte %zu: %u vs %u", i, idx[i], k_golden_idx[i]);
+        }
+    }
+    free(idx);
+    free(bin);
+
+    mt_indexed ds;
+    CHECK(mt_indexed_open(&ds, prefix) == MT_OK);
+    CHECK(mt_indexed_n_sequences(&ds) == 3);
+    CHECK(mt_indexed_n_documents(&ds) == 3);
+    CHECK(mt_indexed_n_tokens(&ds) == 11);
+    CHECK(mt_indexed_sequence_length(&ds, 0) == 3);
+    CHECK(mt_indexed_sequence_length(&ds, 1) == 6);
+    CHECK(mt_indexed_sequence_length(&ds, 2) == 2);
+    CHECK(mt_indexed_sequence_length(&ds, 3) == 0);
+    int64_t first, end;
+    mt_indexed_document_range(&ds, 1, &first, &end);
+    CHECK(first == 1 && end == 2);
+    int32_t t[8];
+    CHECK(mt_indexed_read(&ds, 1, 0, 6, t) == MT_OK);
+    CHECK(memcmp(t, k_doc1, sizeof k_doc1) == 0);
+    CHECK(mt_indexed_read(&ds, 0, 1, 2, t) == MT_OK);
+    CHECK(t[0] == 995 && t[1] == 50256);
+    CHECK(mt_indexed_read(&ds, 2, 0, 2, t) == MT_OK);
+    CHECK(t[0] == 464 && t[1] == 50256);
+    CHECK(mt_indexed_read(&ds, 2, 1, 2, t) == MT_ERR_INTERNAL);
+    CHECK(mt_indexed_read(&ds, 3, 0, 1, t) == MT_ERR_INTERNAL);
+    CHECK(mt_indexed_read(&ds, -1, 0, 1, t) == MT_ERR_INTERNAL);
+    mt_indexed_close(&ds);
+}
+
+static void test_corruptions(void) {
+    uint8_t idx[102], bin[24];
+    memcpy(bin, k_golden_bin, 22);
+    bin[22] = bin[23] = 0;
+
+    /* The pristine copy opens. */
+    CHECK(open_raw("ok", k_golden_idx, 102, k_golden_bin, 22) == MT_OK);
+
+    expect_corrupt("trunc_idx", k_golden_idx, 101, k_golden_bin, 22, ".idx", "truncated");
+    expect_corrupt("trunc_idx_hdr", k_golden_idx, 20, k_golden_bin, 22, ".idx", "truncated");
+    expect_corrupt("trunc_bin", k_golden_idx, 102, k_golden_bin, 21, ".bin", "truncated");
+    expect_corrupt("long_bin", k_golden_idx, 102, bin, 24, ".bin", "size");
+
+    memcpy(idx, k_golden_idx, 102);
+    idx[0] = 'X';
+    expect_corrupt("magic", idx, 102, k_golden_bin, 22, ".idx", "magic");
+
+    memcpy(idx, k_golden_idx, 102);
+    put_u64(idx + 9, 2);
+    expect_corrupt("version", idx, 102, k_golden_bin, 22, ".idx", "version");
+
+    memcpy(idx, k_golden_idx, 102);
+    idx[17] = 0;
+    expect_corrupt("dtype0", idx, 102, k_golden_bin, 22, ".idx", "dtype");
+    idx[17] = 9;
+    expect_corrupt("dtype9", idx, 102, k_golden_bin, 22, ".idx", "dtype");
+
+    /* Header counts that disagree with the .idx size. */
+    memcpy(idx, k_golden_idx, 102);
+    put_u64(idx + 18, 1000);
+    expect_corrupt("seq_count", idx, 102, k_golden_bin, 22, ".idx", "1000 sequences");
+    memcpy(idx, k_golden_idx, 102);
+    put_u64(idx + 18, UINT64_MAX / 4);
+    expect_corrupt("seq_count_huge", idx, 102, k_golden_bin, 22, ".idx", "truncated");
+    memcpy(idx, k_golden_idx, 102);
+    put_u64(idx + 26, 3);
+    expect_corrupt("doc_count", idx, 102, k_golden_bin, 22, ".idx", "extra");
+
+    /* Lengths that disagree with the .bin (the pointers no longer line up). */
+    memcpy(idx, k_golden_idx, 102);
+    put_i32(idx + 34 + 4, 7);
+    expect_corrupt("length", idx, 102, k_golden_bin, 22, ".idx", "sequence_pointers[2]");
+    memcpy(idx, k_golden_idx, 102);
+    put_i32(idx + 34 + 8, 3);
+    expect_corrupt("last_length", idx, 102, k_golden_bin, 22, ".bin", "truncated");
+    memcpy(idx, k_golden_idx, 102);
+    put_i32(idx + 34, -3);
+    expect_corrupt("neg_length", idx, 102, k_golden_bin, 22, ".idx", "sequence_lengths[0]");
+
+    /* Non-monotonic pointers: [0, 18, 6]. */
+    memcpy(idx, k_golden_idx, 102);
+    put_u64(idx + 46 + 8, 18);
+    put_u64(idx + 46 + 16, 6);
+    expect_corrupt("pointers", idx, 102, k_golden_bin, 22, ".idx", "sequence_pointers[1]");
+    memcpy(idx, k_golden_idx, 102);
+    put_u64(idx + 46, 2);
+    expect_corrupt("pointer0", idx, 102, k_golden_bin, 22, ".idx", "sequence_pointers[0]");
+
+    /* document_indices: must start at 0, never decrease, end at sequence_count. */
+    memcpy(idx, k_golden_idx, 102);
+    put_u64(idx + 70, 1);
+    expect_corrupt("doc_start", idx, 102, k_golden_bin, 22, ".idx", "document_indices[0]");
+    memcpy(idx, k_golden_idx, 102);
+    put_u64(idx + 70 + 8, 2);
+    put_u64(idx + 70 + 16, 1);
+    expect_corrupt("doc_order", idx, 102, k_golden_bin, 22, ".idx", "document_indices[2]");
+    memcpy(idx, k_golden_idx, 102);
+    put_u64(idx + 70 + 24, 2);
+    expect_corrupt("doc_end", idx, 102, k_golden_bin, 22, ".idx", "document_indices[3]");
+
+    /* Missing files: MT_ERR_IO with the path and strerror. */
+    char prefix[512], p[600];
+    path_of(prefix, sizeof prefix, "missing", "");
+    mt_indexed ds;
+    CHECK(mt_indexed_open(&ds, prefix) == MT_ERR_IO);
+    path_of(p, sizeof p, "missing", ".idx");
+    CHECK_STR_CONTAINS(mt_last_error(), p);
+    CHECK_STR_CONTAINS(mt_last_error(), strerror(ENOENT));
+    path_of(p, sizeof p, "nobin", ".idx");
+    write_file(p, k_golden_idx, 102);
+    path_of(prefix, sizeof prefix, "nobin", "");
+    CHECK(mt_indexed_open(&ds, prefix) == MT_ERR_IO);
+    path_of(p, sizeof p, "nobin", ".bin");
+    CHECK_STR_CONTAINS(mt_last_error(), p);
+    mt_indexed_close(&ds); /* closing a failed open is safe */
+}
+
+static uint64_t g_rng = 0x1234567887654321ull;
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+static void test_fuzz(void) {
+    /* Every truncation of the .idx is rejected as data, never a crash. */
+    int n_bad = 0;
+    for (size_t n = 0; n < 102; n++) {
+        mt_status st = open_raw("fuzz_trunc", k_golden_idx, n, k_golden_bin, 22);
+        if (st != MT_ERR_DATA) n_bad++;
+    }
+    CHECKF(n_bad == 0, "%d truncations not rejected as MT_ERR_DATA", n_bad);
+    /* Truncations of the .bin too. */
+    n_bad = 0;
+    for (size_t n = 0; n < 22; n++) {
+        if (open_raw("fuzz_trunc_bin", k_golden_idx, 102, k_golden_bin, n) != MT_ERR_DATA) n_bad++;
+    }
+    CHECKF(n_bad == 0, "%d .bin truncations not rejected", n_bad);
+    /* Random byte flips: MT_OK or MT_ERR_DATA only (open_raw reads everything that opens). */
+    uint8_t idx[102], bin[22];
+    int n_ok = 0, n_data = 0, n_other = 0;
+    for (int it = 0; it < 3000; it++) {
+        memcpy(idx, k_golden_idx, 102);
+        memcpy(bin, k_golden_bin, 22);
+        int n_flips = 1 + (int)(rnd() % 4);
+        for (int k = 0; k < n_flips; k++) {
+            if (rnd() % 8 == 0) bin[rnd() % 22] ^= (uint8_t)(1 + rnd() % 255);
+            else idx[rnd() % 102] ^= (uint8_t)(1 << (rnd() % 8));
+        }
+        size_t n_idx = rnd() % 4 == 0 ? (size_t)(rnd() % 103) : 102;
+        mt_status st = open_raw("fuzz_flip", idx, n_idx, bin, 22);
+        if (st == MT_OK) n_ok++;
+        else if (st == MT_ERR_DATA) n_data++;
+        else n_other++;
+    }
+    CHECKF(n_other == 0, "%d fuzzed opens returned neither ok nor data error", n_other);
+    CHECK(n_data > 2000);
+    printf("fuzz: %d opened, %d rejected\n", n_ok, n_data);
+}
+
+static void test_roundtrips(void) {
+    char prefix[512];
+    mt_indexed ds;
+    int32_t out[16];
+    /* Every integer dtype, with values at its limits. */
+    struct { int code; int32_t vals[3]; int32_t bad; } cases[] = {
+        {MT_INDEXED_DTYPE_U8, {0, 7, 255}, 256},
+        {MT_INDEXED_DTYPE_I8, {-128, 0, 127}, 128},
+        {MT_INDEXED_DTYPE_I16, {-32768, 5, 32767}, 32768},
+        {MT_INDEXED_DTYPE_U16, {0, 1, 65535}, -1},
+        {MT_INDEXED_DTYPE_I32, {INT32_MIN, 0, INT32_MAX}, 0},
+        {MT_INDEXED_DTYPE_I64, {INT32_MIN, 9, INT32_MAX}, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char name[64];
+        snprintf(name, sizeof name, "dtype%d", cases[c].code);
+        path_of(prefix, sizeof prefix, name, "");
+        mt_indexed_writer w;
+        CHECK(mt_indexed_writer_open(&w, prefix, cases[c].code) == MT_OK);
+        CHECK(mt_indexed_writer_add_document(&w, cases[c].vals, 3) == MT_OK);
+        if (cases[c].bad) {
+            CHECK(mt_indexed_writer_add_document(&w, &cases[c].bad, 1) == MT_ERR_DATA);
+            CHECK_STR_CONTAINS(mt_last_error(), mt_indexed_dtype_name(cases[c].code));
+        }
+        CHECK(mt_indexed_writer_finish(&w) == MT_OK);
+        CHECK(mt_indexed_open(&ds, prefix) == MT_OK);
+        CHECK(ds.dtype_code == cases[c].code);
+        CHECK(mt_indexed_n_sequences(&ds) == 1);
+        CHECK(mt_indexed_read(&ds, 0, 0, 3, out) == MT_OK);
+        CHECK(memcmp(out, cases[c].vals, sizeof cases[c].vals) == 0);
+        mt_indexed_close(&ds);
+    }
+    /* Float dtypes are not token types. */
+    mt_indexed_writer w;
+    path_of(prefix, sizeof prefix, "f32", "");
+    CHECK(mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_F32) == MT_ERR_UNSUPPORTED);
+    CHECK(mt_indexed_writer_open(&w, prefix, 42) == MT_ERR_UNSUPPORTED);
+
+    /* Empty documents: a document without a sequence, as Megatron records it. */
+    path_of(prefix, sizeof prefix, "empty_docs", "");
+    CHECK(mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_U16) == MT_OK);
+    CHECK(mt_indexed_writer_add_document(&w, NULL, 0) == MT_OK);
+    CHECK(mt_indexed_writer_add_document(&w, k_doc2, 2) == MT_OK);
+    CHECK(mt_indexed_writer_add_document(&w, NULL, 0) == MT_OK);
+    CHECK(mt_indexed_writer_finish(&w) == MT_OK);
+    CHECK(mt_indexed_open(&ds, prefix) == MT_OK);
+    CHECK(mt_indexed_n_documents(&ds) == 3 && mt_indexed_n_sequences(&ds) == 1);
+    int64_t first, end;
+    mt_indexed_document_range(&ds, 0, &first, &end);
+    CHECK(first == 0 && end == 0);
+    mt_indexed_document_range(&ds, 1, &first, &end);
+    CHECK(first == 0 && end == 1);
+    mt_indexed_document_range(&ds, 2, &first, &end);
+    CHECK(first == 1 && end == 1);
+    mt_indexed_close(&ds);
+
+    /* A dataset with no documents at all. */
+    path_of(prefix, sizeof prefix, "nothing", "");
+    CHECK(mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_U16) == MT_OK);
+    CHECK(mt_indexed_writer_finish(&w) == MT_OK);
+    CHECK(mt_indexed_open(&ds, prefix) == MT_OK);
+    CHECK(mt_indexed_n_documents(&ds) == 0 && mt_indexed_n_sequences(&ds) == 0);
+    mt_indexed_close(&ds);
+
+    /* Many sequences (more than the writer's 2048-entry chunks), random lengths. */
+    path_of(prefix, sizeof prefix, "many", "");
+    CHECK(mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_I32) == MT_OK);
+    int32_t doc[300];
+    int64_t n_total = 0;
+    const int n_docs = 5000;
+    for (int d = 0; d < n_docs; d++) {
+        int n = 1 + d % 300;
+        for (int i = 0; i < n; i++) doc[i] = (int32_t)(n_total + i);
+        n_total += n;
+        CHECK(mt_indexed_writer_add_document(&w, doc, n) == MT_OK);
+    }
+    CHECK(mt_indexed_writer_finish(&w) == MT_OK);
+    CHECK(mt_indexed_open(&ds, prefix) == MT_OK);
+    CHECK(mt_indexed_n_sequences(&ds) == n_docs);
+    CHECK(mt_indexed_n_tokens(&ds) == n_total);
+    int64_t expect = 0;
+    int n_wrong = 0;
+    for (int d = 0; d < n_docs; d++) {
+        int n = mt_indexed_sequence_length(&ds, d);
+        if (n != 1 + d % 300 || mt_indexed_read(&ds, d, 0, n, doc) != MT_OK) n_wrong++;
+        for (int i = 0; i < n; i++) n_wrong += doc[i] != (int32_t)(expect + i);
+        expect += n;
+    }
+    CHECK(n_wrong == 0);
+    mt_indexed_close(&ds);
+
+    /* abort leaves nothing behind. */
+    char p[600];
+    path_of(prefix, sizeof prefix, "aborted", "");
+    CHECK(mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_U16) == MT_OK);
+    CHECK(mt_indexed_writer_add_document(&w, k_doc0, 3) == MT_OK);
+    mt_indexed_writer_abort(&w);
+    path_of(p, sizeof p, "aborted", ".bin.tmp");
+    CHECK(access(p, F_OK) != 0);
+    path_of(p, sizeof p, "aborted", ".idx.tmp");
+    CHECK(access(p, F_OK) != 0);
+    path_of(p, sizeof p, "aborted", ".idx");
+    CHECK(access(p, F_OK) != 0);
+
+    /* Writing into a folder that does not exist: MT_ERR_IO naming the file. */
+    CHECK(mt_indexed_writer_open(&w, "/nonexistent-dir/x", MT_INDEXED_DTYPE_U16) == MT_ERR_IO);
+    CHECK_STR_CONTAINS(mt_last_error(), "/nonexistent-dir/x.bin.tmp");
+}
+
+int main(void) {
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_golden_write_read();
+    test_corruptions();
+    test_fuzz();
+    test_roundtrips();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    TEST_MAIN_END();
+}
