@@ -7,6 +7,7 @@
 #ifndef MT_RECIPE_H
 #define MT_RECIPE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -137,18 +138,31 @@ void mt_recipe_defaults(mt_recipe *r);
  * wrong types and out-of-range values. */
 mt_status mt_recipe_load_file(mt_recipe *r, const char *path);
 mt_status mt_recipe_load_string(mt_recipe *r, const char *yaml, size_t n_bytes, const char *name);
-/* One override: dotted key and its value as text ("training.lr", "3e-4"). */
+/* One override: dotted key and its value as text ("optimizer.lr", "3e-4"). flag: a static
+ * string recorded as the origin ("--set" when NULL). */
 mt_status mt_recipe_set(mt_recipe *r, const char *key, const char *value, const char *flag);
 /* Consumes `--set k=v`, `--set k v` and Megatron-style aliases from argv (in place), leaving
  * the arguments it does not know. */
 mt_status mt_recipe_apply_args(mt_recipe *r, int *argc, char **argv);
 /* Checks ranges and the layout for world_size ranks, resolves auto values (parallel.data,
- * ffn_hidden, kv_heads, iters/tokens, max_position, decay_iters). Call before allocating. */
+ * global_batch, ffn_hidden, kv_heads, vocab, iters/tokens, max_position, decay_iters) and the
+ * model.arch defaults of norm/activation/position/tie_embeddings/bias the recipe did not set.
+ * Derived values are marked in origin.flag, so validating again re-derives them. Reports all
+ * problems found (one per line, up to 8). Call before allocating. */
 mt_status mt_recipe_validate(mt_recipe *r, int world_size);
 /* Writes the recipe back as YAML (all keys), e.g. to store beside a checkpoint. */
 void mt_recipe_write_yaml(FILE *f, const mt_recipe *r);
 /* Prints the key reference (key, type, default, unit, meaning) as a markdown table. */
 void mt_recipe_print_reference(FILE *f);
+
+/* The key table, for messages elsewhere (ids index mt_recipe_origin). */
+int mt_recipe_key_count(void);
+int mt_recipe_key_find(const char *name);       /* "model.hidden" -> id, or -1 */
+const char *mt_recipe_key_name(int id);         /* NULL when out of range */
+int mt_recipe_key_is_set(const mt_recipe *r, int id); /* set by the file or a flag (not default/derived) */
+/* Where a key's value came from, for "<where>: <key>: <problem>; <fix>" messages in other
+ * modules: "configs/x.yaml:12", "--set model.heads=7", "--lr 3e-4", "default", "derived". */
+const char *mt_recipe_where(const mt_recipe *r, const char *key, char *buf, size_t n_bytes);
 
 /* Derived quantities used everywhere. */
 int mt_recipe_padded_vocab(const mt_recipe *r); /* vocab rounded up to 128*tp */
