@@ -1,0 +1,193 @@
+/* cmd_plan.c — `mtrain plan --config R [--gpus N] [--gpu NAME] [--mfu X] [--tflops X]
+ * [--step-ms X] [--search] [--json] [--set k=v ...] [Megatron flags]`: loads the recipe the
+ * way training does, checks the layout for N GPUs (mt_recipe_validate + mt_plan_check) and
+ * prints the plan (core/plan.h) as a table or JSON.
+ * Rule kept: no exit here; returns the exit code (0 fits, 1 error / inconsistent layout,
+ * 2 bad usage, 3 does not fit) to cmd/mtrain.c. */
+#include "cmd/cmd_plan.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/plan.h"
+#include "core/recipe.h"
+
+static void plan_usage(FILE *f) {
+    fprintf(f,
+            "usage: mtrain plan --config RECIPE [--gpus N] [--gpu NAME] [--mfu X] [--tflops X] [--step-ms X]\n"
+            "                   [--search] [--json] [--set key=value ...] [Megatron-style flags]\n"
+            "  --gpus N       number of GPUs (world size); default tp*pp*cp*dp of the recipe\n"
+            "  --gpu NAME     %s (default: h100-80g for bf16 recipes,\n"
+            "                 this machine's memory for fp32 / CPU recipes)\n"
+            "  --mfu X        model FLOPs utilisation for time and days (default 0.40)\n"
+            "  --tflops X     achieved TFLOP/s per GPU, Megatron's accounting (counts recomputation)\n"
+            "  --step-ms X    a measured step time: the MFU and days it implies\n"
+            "  --search       rank every valid layout that fits on N GPUs (top ten, with reasons)\n"
+            "  --json         one JSON object instead of the table\n"
+            "  --gemm-eff X, --link-eff X, --usable X   cost-model assumptions (0.70, 0.80, 0.90)\n"
+            "exit status: 0 fits, 1 error or inconsistent layout, 2 bad usage, 3 does not fit.\n"
+            "The cost model and its sources: docs/plan.md\n",
+            mt_gpu_names());
+}
+
+/* A number in (lo, hi]; 0 and a message on stderr when malformed. */
+static int parse_num(const char *flag, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : NAN;
+    if (!s || end == s || *end || errno || !isfinite(v) || v <= lo || v > hi) {
+        fprintf(stderr, "mtrain plan: error: %s %s: expected a number above %g and at most %g\n", flag, s ? s : "(missing)",
+                lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static void print_problems(const char *config, int n_gpus, int json, const char *msg) {
+    if (json) {
+        mt_plan_print_problems_json(stdout, config, n_gpus, msg);
+        return;
+    }
+    fprintf(stderr, "mtrain plan: %s: the layout is inconsistent on %d GPUs:\n", config, n_gpus);
+    const char *s = msg;
+    while (*s) {
+        const char *e = strchr(s, '\n');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        fprintf(stderr, "  - %.*s\n", (int)n, s);
+        s = e ? e + 1 : s + n;
+    }
+}
+
+int mt_cmd_plan(int argc, char **argv) {
+    static mt_recipe r;
+    static mt_plan p;
+    static mt_plan_search_result sr;
+    mt_plan_opts o;
+    mt_gpu_spec host;
+    const char *config = NULL, *gpu_name = NULL;
+    int n_gpus = 0, search = 0, json = 0, n = 0;
+    mt_plan_opts_defaults(&o);
+    if (argc > 0 && !strcmp(argv[0], "plan")) argc--, argv++;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        double x;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            plan_usage(stdout);
+            return 0;
+        } else if ((!strcmp(a, "--config") || !strcmp(a, "-c")) && v) {
+            config = argv[++i];
+        } else if (!strncmp(a, "--config=", 9)) {
+            config = a + 9;
+        } else if (!strcmp(a, "--gpus") || !strcmp(a, "--world-size")) {
+            if (!parse_num(a, v, 0, 1 << 24, &x)) return 2;
+            if (x != floor(x)) {
+                fprintf(stderr, "mtrain plan: error: %s %s: needs a whole number of GPUs\n", a, v);
+                return 2;
+            }
+            n_gpus = (int)x;
+            i++;
+        } else if (!strcmp(a, "--gpu") && v) {
+            gpu_name = argv[++i];
+        } else if (!strcmp(a, "--mfu")) {
+            if (!parse_num(a, v, 0, 1, &o.mfu)) return 2;
+            i++;
+        } else if (!strcmp(a, "--tflops")) {
+            if (!parse_num(a, v, 0, 1e6, &o.tflops)) return 2;
+            i++;
+        } else if (!strcmp(a, "--step-ms")) {
+            if (!parse_num(a, v, 0, 1e12, &o.step_ms)) return 2;
+            i++;
+        } else if (!strcmp(a, "--gemm-eff")) {
+            if (!parse_num(a, v, 0, 1, &o.gemm_eff)) return 2;
+            i++;
+        } else if (!strcmp(a, "--link-eff")) {
+            if (!parse_num(a, v, 0, 1, &o.link_eff)) return 2;
+            i++;
+        } else if (!strcmp(a, "--usable")) {
+            if (!parse_num(a, v, 0, 1, &o.usable_frac)) return 2;
+            i++;
+        } else if (!strcmp(a, "--search")) {
+            search = 1;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else {
+            argv[n++] = argv[i];
+        }
+    }
+    argc = n;
+    if (!config) {
+        fprintf(stderr, "mtrain plan: error: no recipe given; pass --config configs/gpt175b.yaml (see configs/)\n");
+        plan_usage(stderr);
+        return 2;
+    }
+    mt_recipe_defaults(&r);
+    mt_status st = mt_recipe_load_file(&r, config);
+    if (st == MT_OK) st = mt_recipe_apply_args(&r, &argc, argv);
+    if (st != MT_OK) {
+        fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
+        return 1;
+    }
+    if (argc > 0) {
+        fprintf(stderr, "mtrain plan: error: unknown argument '%s'; see `mtrain plan --help` or use --set "
+                "section.key=value\n", argv[0]);
+        return 2;
+    }
+
+    /* the device */
+    const mt_gpu_spec *gpu = NULL;
+    if (gpu_name) {
+        gpu = mt_gpu_find(gpu_name);
+        if (!gpu) {
+            fprintf(stderr, "mtrain plan: error: --gpu %s: unknown device; use one of %s\n", gpu_name, mt_gpu_names());
+            return 2;
+        }
+    } else if (r.training.backend == MT_BACKEND_CPU ||
+               (r.training.backend == MT_BACKEND_AUTO && r.training.precision == MT_PREC_FP32)) {
+        mt_gpu_host(&host, r.logging.peak_tflops);
+        gpu = &host;
+    } else {
+        gpu = mt_gpu_find("h100-80g");
+        if (!json) fprintf(stderr, "mtrain plan: no --gpu given: assuming h100-80g (choose with --gpu %s)\n", mt_gpu_names());
+    }
+
+    /* the world size */
+    if (n_gpus == 0) {
+        if (r.parallel.data == 0) {
+            fprintf(stderr, "mtrain plan: error: parallel.data is auto (world / (tp*pp*cp)), so the number of GPUs is "
+                    "not known; pass --gpus N (e.g. --gpus %d for dp 1, or --gpus 1 for a one-rank CPU run)\n",
+                    r.parallel.tensor * r.parallel.pipeline * r.parallel.context);
+            return 2;
+        }
+        n_gpus = r.parallel.tensor * r.parallel.pipeline * r.parallel.context * r.parallel.data;
+    }
+
+    if (search) {
+        st = mt_plan_search(&r, n_gpus, gpu, &o, &sr);
+        if (st != MT_OK) {
+            fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
+            return 1;
+        }
+        if (json) mt_plan_search_print_json(stdout, config, &sr, &o);
+        else mt_plan_search_print(stdout, config, &sr, &o);
+        return sr.n_top > 0 ? 0 : 3;
+    }
+
+    st = mt_recipe_validate(&r, n_gpus);
+    if (st == MT_OK) st = mt_plan_check(&r, n_gpus, gpu);
+    if (st != MT_OK) {
+        print_problems(config, n_gpus, json, mt_last_error());
+        return 1;
+    }
+    st = mt_plan_compute(&r, n_gpus, gpu, &o, &p);
+    if (st != MT_OK) {
+        fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
+        return 1;
+    }
+    if (json) mt_plan_print_json(stdout, config, &p, &o);
+    else mt_plan_print(stdout, config, &p, &o);
+    return p.capacity_bytes > 0 && !p.fits ? 3 : 0;
+}
