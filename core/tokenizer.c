@@ -1,10 +1,13 @@
 /* tokenizer.c — token/byte buffers, the tokenizer factory (name -> implementation) and the
  * byte-level tokenizer: id = byte value 0..255, end-of-document = 256, vocabulary 257.
+ * GPT-2 BPE lives in tokenizer_bpe.c.
  * Rule kept: every implementation lives behind mt_tokenizer_i; callers never switch on it. */
 #include "tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "tokenizer_bpe.h"
 
 #define MT_EOD_TEXT "<|endoftext|>"
 
@@ -102,11 +105,17 @@ static mt_status byte_decode(const mt_tokenizer *tok, const int32_t *ids, int64_
 
 static void byte_free(mt_tokenizer *tok) { free(tok); }
 
+static mt_status byte_clone(const mt_tokenizer *tok, mt_tokenizer **out) {
+    (void)tok;
+    return mt_tokenizer_byte_open(out);
+}
+
 static const mt_tokenizer_i k_byte_iface = {
     .name = "byte",
     .encode = byte_encode,
     .decode = byte_decode,
     .free = byte_free,
+    .clone = byte_clone,
 };
 
 mt_status mt_tokenizer_byte_open(mt_tokenizer **out) {
@@ -124,21 +133,38 @@ mt_status mt_tokenizer_byte_open(mt_tokenizer **out) {
 
 mt_status mt_tokenizer_open(mt_tokenizer **out, const char *name,
                             const mt_tokenizer_files *files) {
-    (void)files;
     *out = NULL;
+    const mt_tokenizer_files none = {0};
+    if (!files) files = &none;
     if (strcmp(name, "byte") == 0) return mt_tokenizer_byte_open(out);
     if (strcmp(name, "gpt2") == 0 || strcmp(name, "gpt2bpe") == 0 ||
         strcmp(name, "GPT2BPETokenizer") == 0) {
-        return mt_errorf(MT_ERR_UNSUPPORTED,
-                         "tokenizer '%s': GPT-2 BPE is not available yet in this build; use "
-                         "--tokenizer byte", name);
+        if (!files->vocab_path || !files->vocab_path[0] || !files->merges_path ||
+            !files->merges_path[0]) {
+            return mt_errorf(MT_ERR_CONFIG,
+                             "tokenizer '%s' needs its vocabulary and merges files: give "
+                             "--vocab vocab.json --merges merges.txt (data.vocab, data.merges "
+                             "in a recipe); scripts/fetch-gpt2-tokenizer.sh DIR fetches "
+                             "GPT-2's", name);
+        }
+        return mt_tokenizer_gpt2_open(out, files->vocab_path, files->merges_path);
     }
-    if (strcmp(name, "hf") == 0) {
-        return mt_errorf(MT_ERR_UNSUPPORTED,
-                         "tokenizer '%s': Hugging Face tokenizers are not available yet; use "
-                         "--tokenizer byte", name);
+    if (strcmp(name, "hf") == 0 || strcmp(name, "HuggingFaceTokenizer") == 0) {
+        const char *json = files->json_path && files->json_path[0] ? files->json_path
+                                                                   : files->vocab_path;
+        if (!json || !json[0]) {
+            return mt_errorf(MT_ERR_CONFIG,
+                             "tokenizer '%s' needs a tokenizer.json: give --tokenizer-json "
+                             "FILE (data.vocab in a recipe)", name);
+        }
+        return mt_tokenizer_hf_open(out, json);
     }
-    return mt_errorf(MT_ERR_CONFIG, "tokenizer '%s': unknown (known: byte, gpt2)", name);
+    return mt_errorf(MT_ERR_CONFIG, "tokenizer '%s': unknown (known: byte, gpt2bpe, hf)", name);
+}
+
+mt_status mt_tokenizer_clone(const mt_tokenizer *tok, mt_tokenizer **out) {
+    *out = NULL;
+    return tok->iface->clone(tok, out);
 }
 
 void mt_tokenizer_free(mt_tokenizer *tok) {

@@ -1,10 +1,12 @@
 /* tokenizer.h — the tokenizer interface: a const table of functions plus an opaque context
  * (ggml-backend style), so preprocess, training and sampling do not care which tokenizer
- * they hold. Implementations: "byte" (tokenizer.c: id = byte value, eod = 256, vocab 257).
- * GPT-2 BPE comes in its own file behind the same table and is wired into
- * mt_tokenizer_open's name switch.
+ * they hold. Implementations: "byte" (tokenizer.c: id = byte value, eod = 256, vocab 257),
+ * GPT-2 byte-level BPE from vocab.json + merges.txt and from a Hugging Face tokenizer.json
+ * (tokenizer_bpe.c), all opened through mt_tokenizer_open's name switch.
  * Rules kept: encode/decode append to growable buffers (caller owns them, reuses them across
- * documents: no allocation per document once they are big enough); statuses, never exit. */
+ * documents: no allocation per document once they are big enough); statuses, never exit;
+ * one tokenizer object per thread (they may cache): mt_tokenizer_clone makes another that
+ * shares the read-only tables. */
 #ifndef MT_TOKENIZER_H
 #define MT_TOKENIZER_H
 
@@ -46,6 +48,8 @@ typedef struct {
     mt_status (*decode)(const mt_tokenizer *tok, const int32_t *ids, int64_t n_ids,
                         mt_byte_buf *out);
     void (*free)(mt_tokenizer *tok);
+    /* A new object for another thread, sharing what is read-only. */
+    mt_status (*clone)(const mt_tokenizer *tok, mt_tokenizer **out);
 } mt_tokenizer_i;
 
 struct mt_tokenizer {
@@ -57,15 +61,20 @@ struct mt_tokenizer {
 
 /* Where a tokenizer gets its files from (ignored by "byte"). */
 typedef struct {
-    const char *vocab_path;   /* GPT-2: encoder.json / vocab.json */
+    const char *vocab_path;   /* GPT-2: encoder.json / vocab.json; hf: tokenizer.json when
+                                 json_path is not given (the recipe's data.vocab) */
     const char *merges_path;  /* GPT-2: vocab.bpe / merges.txt */
+    const char *json_path;    /* hf: tokenizer.json */
 } mt_tokenizer_files;
 
-/* Opens the tokenizer called `name`: "byte"; "gpt2" (alias "gpt2bpe", "GPT2BPETokenizer")
- * returns MT_ERR_UNSUPPORTED until its implementation lands. files may be NULL. */
+/* Opens the tokenizer called `name`: "byte"; "gpt2" (aliases "gpt2bpe", "GPT2BPETokenizer")
+ * from files->vocab_path + merges_path; "hf" (alias "HuggingFaceTokenizer") from a
+ * byte-level BPE tokenizer.json. files may be NULL for "byte". */
 mt_status mt_tokenizer_open(mt_tokenizer **out, const char *name,
                             const mt_tokenizer_files *files);
 void mt_tokenizer_free(mt_tokenizer *tok);
+/* Another object with the same behaviour, for use on another thread. */
+mt_status mt_tokenizer_clone(const mt_tokenizer *tok, mt_tokenizer **out);
 
 /* The byte-level tokenizer, directly. */
 mt_status mt_tokenizer_byte_open(mt_tokenizer **out);

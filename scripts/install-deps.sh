@@ -4,10 +4,11 @@
 set -euo pipefail
 
 # build: libyaml (recipes), OpenBLAS (CPU GEMMs), PMIx (bootstrap)
-# data:  bible-kjv (public-domain corpus for `make run` and the tests)
+# data:  bible-kjv (public-domain corpus for `make run` and the tests), unicode-data (source
+#        of the tokenizer's generated Unicode tables: scripts/gen-unicode-tables.sh)
 # tests: slurm + munge, openmpi (launch tests), unicode-data (tokenizer tables)
 PKGS=(libyaml-dev libopenblas-dev libpmix-dev pkg-config
-      bible-kjv bible-kjv-text)
+      bible-kjv bible-kjv-text unicode-data)
 
 missing=()
 for p in "${PKGS[@]}"; do
