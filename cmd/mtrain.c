@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "cmd/cmd_preprocess.h"
+#include "cmd/cmd_plan.h"
 #include "cmd/cmd_tokenize.h"
 #include "core/backend.h"
 #include "core/backend_select.h"
@@ -26,6 +27,7 @@ static void usage(FILE *f) {
             "  mtrain [train] --config RECIPE [--set key=value ...] [flags]   train\n"
             "  mtrain check --config RECIPE [--world-size N] [overrides]     validate, print the resolved recipe\n"
             "  mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [--append-eod]\n"
+            "  mtrain plan --config RECIPE [--gpus N] [--gpu a100-80g] [--search] [--json]   memory, FLOPs, bubble, days\n"
             "  mtrain recipe-reference                                        all recipe keys (markdown)\n"
             "  mtrain --version | --help\n"
             "\n"
@@ -127,6 +129,7 @@ int main(int argc, char **argv) {
     if (!strcmp(sub, "train")) return cmd_train(argc - 2, argv + 2);
     if (!strcmp(sub, "check")) return cmd_check(argc - 2, argv + 2);
     if (!strcmp(sub, "preprocess")) return mt_cmd_preprocess(argc - 2, argv + 2);
+    if (!strcmp(sub, "plan")) return mt_cmd_plan(argc - 2, argv + 2);
     if (!strcmp(sub, "tokenize")) return mt_cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(sub, "recipe-reference")) {
         mt_recipe_print_reference(stdout);
