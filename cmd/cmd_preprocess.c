@@ -1,7 +1,7 @@
 /* cmd_preprocess.c — flag parsing, progress and summary for `mtrain preprocess` (the work is
  * mt_preprocess_run in core/preprocess.c). Megatron's tools/preprocess_data.py spellings
- * are accepted too (--tokenizer-type, --vocab-file, --merge-file, space-separated
- * --json-keys). Rule kept: returns an exit code, never exits. */
+ * are accepted too (--tokenizer-type, --vocab-file, --merge-file, --tokenizer-model,
+ * space-separated --json-keys). Rule kept: returns an exit code, never exits. */
 #include "cmd_preprocess.h"
 
 #include <stdio.h>
@@ -17,12 +17,14 @@ static void usage(FILE *f) {
             "usage: mtrain preprocess --input FILE.jsonl|- --output-prefix PREFIX [options]\n"
             "  writes PREFIX_<key>_document.{bin,idx} (Megatron indexed dataset), one document\n"
             "  per input line\n"
-            "  --tokenizer NAME       byte (default; gpt2 is not available yet)\n"
-            "  --vocab FILE           tokenizer vocabulary (gpt2: encoder.json)\n"
-            "  --merges FILE          tokenizer merges (gpt2: vocab.bpe)\n"
+            "  --tokenizer NAME       byte (default), gpt2bpe (Megatron's GPT2BPETokenizer; the\n"
+            "                         default when --vocab is given), hf (with --tokenizer-json)\n"
+            "  --vocab FILE           GPT-2 vocabulary: vocab.json / encoder.json (--vocab-file)\n"
+            "  --merges FILE          GPT-2 merges: merges.txt / vocab.bpe (--merge-file)\n"
+            "  --tokenizer-json FILE  a Hugging Face tokenizer.json (byte-level BPE)\n"
             "  --json-keys K[,K...]   keys to take from each line (default: text)\n"
             "  --append-eod           end each non-empty document with the eod token\n"
-            "  --workers N            accepted; tokenization runs on one thread for now\n"
+            "  --workers N            encoder threads (default 1); output identical for any N\n"
             "  --on-error stop|skip   malformed lines: stop at the first (default) or skip and\n"
             "                         count them\n"
             "  --quiet                no progress lines\n");
@@ -80,7 +82,7 @@ static int add_keys(mt_preprocess_options *opt, char *list) {
 int mt_cmd_preprocess(int argc, char **argv) {
     mt_preprocess_options opt;
     memset(&opt, 0, sizeof opt);
-    opt.tokenizer = "byte";
+    opt.tokenizer = NULL;
     opt.n_workers = 1;
     progress_state ps = {isatty(2), 0, 0};
     char *key_lists[MT_PREPROCESS_MAX_KEYS];
@@ -111,6 +113,9 @@ int mt_cmd_preprocess(int argc, char **argv) {
         } else if ((v = flag_value(argc, argv, &i, "--merges", &missing)) ||
                    (!missing && (v = flag_value(argc, argv, &i, "--merge-file", &missing)))) {
             opt.tokenizer_files.merges_path = v;
+        } else if ((v = flag_value(argc, argv, &i, "--tokenizer-json", &missing)) ||
+                   (!missing && (v = flag_value(argc, argv, &i, "--tokenizer-model", &missing)))) {
+            opt.tokenizer_files.json_path = v;
         } else if ((v = flag_value(argc, argv, &i, "--json-keys", &missing))) {
             /* One comma list, or Megatron's space-separated words up to the next flag. */
             for (;;) {
@@ -162,9 +167,9 @@ int mt_cmd_preprocess(int argc, char **argv) {
         usage(stderr);
         goto out;
     }
-    if (opt.n_workers > 1) {
-        fprintf(stderr, "mtrain preprocess: --workers %d: tokenizing on 1 thread (parallel "
-                "workers are not implemented yet)\n", opt.n_workers);
+    if (!opt.tokenizer) {
+        opt.tokenizer = opt.tokenizer_files.json_path ? "hf"
+                        : (opt.tokenizer_files.vocab_path ? "gpt2bpe" : "byte");
     }
     opt.progress = on_progress;
     opt.progress_user = &ps;

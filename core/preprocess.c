@@ -1,5 +1,7 @@
 /* preprocess.c — the streaming loop of `mtrain preprocess`: read a JSON line, tokenize each
- * requested key, append one document per key to its indexed-dataset writer.
+ * requested key, append one document per key to its indexed-dataset writer. With
+ * --workers N >= 2 the same work runs as a pipeline (preprocess_workers.c) whose output is
+ * byte-identical.
  * Rule kept: constant memory (one line, one token buffer, fixed writer buffers), and a
  * failed run leaves no output behind (every writer is aborted). */
 #include "preprocess.h"
@@ -10,6 +12,7 @@
 
 #include "indexed.h"
 #include "json_lines.h"
+#include "preprocess_internal.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -29,6 +32,9 @@ mt_status mt_preprocess_output_name(const char *output_prefix, const char *key, 
 static void note_skip(mt_preprocess_stats *s) {
     if (!s->first_skip[0]) snprintf(s->first_skip, sizeof s->first_skip, "%s", mt_last_error());
 }
+
+double mt_preprocess_now_s(void) { return now_s(); }
+void mt_preprocess_note_skip(mt_preprocess_stats *s) { note_skip(s); }
 
 mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stats *stats_out) {
     mt_status st = MT_OK;
@@ -86,7 +92,11 @@ mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stat
         MT_CHECK(mt_indexed_writer_open(&writers[k], name, stats.dtype_code));
     }
 
-    for (;;) {
+    if (opt->n_workers > 1) {
+        mt_preprocess_job job = {opt, tok, &reader, keys, n_keys, writers, &stats, t0};
+        MT_CHECK(mt_preprocess_pipeline(&job));
+    }
+    for (; opt->n_workers <= 1;) {
         int eof = 0;
         mt_status rst = mt_jsonl_next(&reader, &eof);
         stats.n_lines = reader.line_number;

@@ -36,7 +36,8 @@ typedef struct {
     const char *json_keys[MT_PREPROCESS_MAX_KEYS];
     int n_json_keys;            /* 0 = {"text"} */
     int append_eod;             /* add the eod token to each non-empty document */
-    int n_workers;              /* accepted; tokenization runs on 1 thread for now */
+    int n_workers;              /* encoder threads; >= 2 adds a reader thread and writes in
+                                   input order (output identical to 1 worker) */
     int skip_bad_lines;         /* 1: skip malformed lines and count them; 0: stop */
     double progress_interval_s; /* 0 = 1 s */
     /* Called every progress_interval_s (final = 0) and once at the end (final = 1). */

@@ -2,7 +2,9 @@
 # test/e2e/preprocess.sh — `mtrain preprocess` end to end on small JSON-lines files:
 # exact output bytes (byte tokenizer, --append-eod), --on-error stop (non-zero, names
 # file:line, leaves nothing behind) and skip (reports the count), a missing key, several
-# keys, stdin, unreadable inputs and unknown tokenizers/flags give clear errors.
+# keys, stdin, unreadable inputs and unknown tokenizers/flags give clear errors; --workers 2
+# and 3 write the same bytes as 1 (malformed lines skipped included). GPT-2 BPE is tested in
+# test/e2e/tokenizer_gpt2.sh.
 # Run from the repo root; MTRAIN defaults to ./mtrain.
 set -u
 MTRAIN="${MTRAIN:-./mtrain}"
@@ -65,6 +67,20 @@ if [ -f "$tmp/skip_text_document.idx" ] && [ "$(hexof "$tmp/skip_text_document.i
 else fail ".idx bytes: $(hexof "$tmp/skip_text_document.idx" 2>&1)"; fi
 if ls "$tmp" | grep -q 'tmp$'; then fail "temporaries left: $(ls "$tmp")"; else ok "no temporaries left"; fi
 
+# Any number of workers writes the same bytes (and reports the same skip).
+for w in 1 3; do
+  run "skipw$w" "$MTRAIN" preprocess --input "$tmp/in.jsonl" --output-prefix "$tmp/skipw$w" \
+    --tokenizer byte --append-eod --workers $w --on-error skip
+  if [ $rc -eq 0 ] && cmp -s "$tmp/skipw${w}_text_document.bin" "$tmp/skip_text_document.bin" &&
+     cmp -s "$tmp/skipw${w}_text_document.idx" "$tmp/skip_text_document.idx" &&
+     grep -q "skipped 1 lines" "$tmp/skipw$w.out"; then ok "--workers $w: same bytes, same skip"
+  else fail "--workers $w differs: rc $rc $(cat "$tmp/skipw$w.err")"; fi
+done
+run stopw2 "$MTRAIN" preprocess --input "$tmp/in.jsonl" --output-prefix "$tmp/stopw2" --workers 2
+if [ $rc -ne 0 ] && contains "$tmp/stopw2.err" "$tmp/in.jsonl:3:" && ! ls "$tmp" | grep -q '^stopw2_'; then
+  ok "--workers 2 stops at file:line, leaves nothing"
+else fail "--workers 2 stop: rc $rc $(cat "$tmp/stopw2.err")"; fi
+
 # stdin gives the same output.
 run stdin bash -c "grep -v broken '$tmp/in.jsonl' | '$MTRAIN' preprocess --input - --output-prefix '$tmp/stdin' --append-eod"
 if [ $rc -eq 0 ] && cmp -s "$tmp/stdin_text_document.bin" "$tmp/skip_text_document.bin" &&
@@ -106,9 +122,11 @@ run outdir "$MTRAIN" preprocess --input "$tmp/keys.jsonl" --output-prefix "$tmp/
 [ $rc -ne 0 ] && contains "$tmp/outdir.err" "$tmp/no/such/dir/x_title_document" && ok "missing output folder" ||
   fail "output folder: $(cat "$tmp/outdir.err")"
 
-# Tokenizers not available yet, and bad flags.
+# A tokenizer without its files, an unknown tokenizer, and bad flags.
 run gpt2 "$MTRAIN" preprocess --input "$tmp/keys.jsonl" --output-prefix "$tmp/x" --tokenizer gpt2
-[ $rc -ne 0 ] && contains "$tmp/gpt2.err" "not available yet" && ok "gpt2: not available yet" || fail "gpt2: $(cat "$tmp/gpt2.err")"
+[ $rc -ne 0 ] && contains "$tmp/gpt2.err" "--vocab" && ok "gpt2 without files: asks for --vocab/--merges" || fail "gpt2: $(cat "$tmp/gpt2.err")"
+run unknowntok "$MTRAIN" preprocess --input "$tmp/keys.jsonl" --output-prefix "$tmp/x" --tokenizer sentencepiece
+[ $rc -ne 0 ] && contains "$tmp/unknowntok.err" "sentencepiece" && ok "unknown tokenizer named" || fail "unknown tokenizer: $(cat "$tmp/unknowntok.err")"
 run badflag "$MTRAIN" preprocess --input "$tmp/keys.jsonl" --output-prefix "$tmp/x" --frobnicate
 [ $rc -eq 2 ] && contains "$tmp/badflag.err" "--frobnicate" && ok "unknown flag" || fail "unknown flag: rc $rc"
 run badpolicy "$MTRAIN" preprocess --input "$tmp/keys.jsonl" --output-prefix "$tmp/x" --on-error maybe

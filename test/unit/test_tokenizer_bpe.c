@@ -10,14 +10,17 @@
  * vectors, decode(encode(x)) == x over all of data/kjv.jsonl and over random bytes (invalid
  * UTF-8 included), cache on/off and small/heap loops give identical ids, a clone encodes
  * the same, tokenizer.json (both merges formats) equals vocab.json + merges.txt and splits
- * added tokens, and the single-thread throughput (printed). */
+ * added tokens, mt_preprocess_run writes FACTS' golden .idx/.bin (1 and 3 workers) and
+ * mt_indexed_open reads the documents back, and the single-thread throughput (printed). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/indexed.h"
 #include "core/json_lines.h"
+#include "core/preprocess.h"
 #include "core/tokenizer.h"
 #include "core/tokenizer_bpe.h"
 #include "test/test.h"
@@ -599,6 +602,53 @@ static void test_hf(mt_tokenizer *gpt2, const char *vocab, const char *merges) {
     CHECK(t == NULL);
 }
 
+
+/* FACTS golden: [15496,995,50256] [40,716,257,3290,13,50256] [464,50256]. */
+static void test_preprocess_golden(const char *vocab, const char *merges) {
+    const char *in = path_in("golden.jsonl");
+    write_file(in, "{\"text\": \"Hello world\"}\n{\"text\": \"I am a dog.\"}\n\n{\"text\": \"The\"}\n");
+    static const int32_t want[] = {15496, 995, 50256, 40, 716, 257, 3290, 13, 50256, 464, 50256};
+    static const int64_t want_len[] = {3, 6, 2};
+    for (int workers = 1; workers <= 3; workers += 2) {
+        mt_preprocess_options opt;
+        memset(&opt, 0, sizeof opt);
+        char prefix[600], dsname[700];
+        snprintf(prefix, sizeof prefix, "%s/golden%d", g_dir, workers);
+        opt.input = in;
+        opt.output_prefix = prefix;
+        opt.tokenizer = "gpt2bpe";
+        opt.tokenizer_files.vocab_path = vocab;
+        opt.tokenizer_files.merges_path = merges;
+        opt.append_eod = 1;
+        opt.n_workers = workers;
+        mt_preprocess_stats stats;
+        mt_status st = mt_preprocess_run(&opt, &stats);
+        CHECKF(st == MT_OK, "preprocess (%d workers): %s", workers, mt_last_error());
+        if (st != MT_OK) continue;
+        CHECK(stats.n_documents == 3 && stats.n_tokens == 11 && stats.n_lines == 4);
+        mt_indexed ds;
+        snprintf(dsname, sizeof dsname, "%s_text_document", prefix);
+        st = mt_indexed_open(&ds, dsname);
+        CHECKF(st == MT_OK, "read back: %s", mt_last_error());
+        if (st != MT_OK) continue;
+        CHECK(ds.n_idx_bytes == 102 && ds.n_bin_bytes == 22);
+        CHECK(ds.dtype_code == MT_INDEXED_DTYPE_U16);
+        CHECK(mt_indexed_n_documents(&ds) == 3 && mt_indexed_n_sequences(&ds) == 3);
+        int32_t got[11];
+        int at = 0;
+        for (int64_t d = 0; d < 3; d++) {
+            int64_t first, end;
+            mt_indexed_document_range(&ds, d, &first, &end);
+            CHECK(first == d && end == d + 1);
+            CHECK(mt_indexed_sequence_length(&ds, d) == want_len[d]);
+            CHECK(mt_indexed_read(&ds, d, 0, want_len[d], got + at) == MT_OK);
+            at += (int)want_len[d];
+        }
+        CHECK(memcmp(got, want, sizeof want) == 0);
+        mt_indexed_close(&ds);
+    }
+}
+
 int main(void) {
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
@@ -632,6 +682,7 @@ int main(void) {
             mt_bpe_cache_stats(tok, &hits, &misses);
             printf("word cache: %lld hits, %lld misses\n", (long long)hits, (long long)misses);
             test_hf(tok, vocab, merges);
+            test_preprocess_golden(vocab, merges);
         }
         mt_tokenizer_free(plain);
         mt_tokenizer_free(tok);
