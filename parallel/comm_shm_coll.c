@@ -1,0 +1,230 @@
+/* comm_shm_coll.c — the collectives of comm_shm, chunked through the per-rank slots of the
+ * segment. A "unit" writes this rank's slot in half (unit & 1), crosses a barrier, then reads
+ * the slots; with two halves, the next unit's barrier is what makes reuse safe, so most units
+ * cost one barrier (allreduce two: reduce its share in place, barrier, copy out).
+ * Rule kept: reductions run element by element in rank order 0, 1, ..., n-1 (bf16 in fp32,
+ * rounded once), whichever rank computes them, so every rank gets the bitwise-same result,
+ * equal to the serial sum in that order; counts are elements, sizes *_bytes. */
+#include "parallel/comm_shm_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static inline float bf16_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint16_t f32_to_bf16(float f) { /* round to nearest even; NaN stays NaN */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float max_nan(float a, float b) { return (b > a || b != b) ? b : a; }
+
+/* dst[0..count) = op over k = 0..n-1 (in order) of slot(half, k)[off_bytes ..] */
+static void reduce_slots(shm_ctx *c, int half, size_t off_bytes, void *dst, size_t count, mt_dtype dt,
+                         mt_redop op) {
+    int n = c->n;
+    if (dt == MT_F32) {
+        float *restrict d = dst;
+        const float *s0 = (const float *)(shm_slot(c, half, 0) + off_bytes);
+        if ((const float *)d != s0) memcpy(d, s0, count * sizeof(float));
+        for (int k = 1; k < n; k++) {
+            const float *restrict s = (const float *)(shm_slot(c, half, k) + off_bytes);
+            if (op == MT_RED_SUM)
+                for (size_t i = 0; i < count; i++) d[i] += s[i];
+            else
+                for (size_t i = 0; i < count; i++) d[i] = max_nan(d[i], s[i]);
+        }
+        return;
+    }
+    uint16_t *d = dst;
+    float acc[1024];
+    for (size_t base = 0; base < count; base += 1024) {
+        size_t m = count - base < 1024 ? count - base : 1024;
+        const uint16_t *s0 = (const uint16_t *)(shm_slot(c, half, 0) + off_bytes) + base;
+        for (size_t i = 0; i < m; i++) acc[i] = bf16_to_f32(s0[i]);
+        for (int k = 1; k < n; k++) {
+            const uint16_t *s = (const uint16_t *)(shm_slot(c, half, k) + off_bytes) + base;
+            if (op == MT_RED_SUM)
+                for (size_t i = 0; i < m; i++) acc[i] += bf16_to_f32(s[i]);
+            else
+                for (size_t i = 0; i < m; i++) acc[i] = max_nan(acc[i], bf16_to_f32(s[i]));
+        }
+        for (size_t i = 0; i < m; i++) d[base + i] = f32_to_bf16(acc[i]);
+    }
+}
+
+static mt_status check_args(shm_ctx *c, const char *what, mt_dtype dt, mt_redop op, int has_op) {
+    mt_status st = shm_check(c, what, 0);
+    if (st != MT_OK) return st;
+    if (dt != MT_F32 && dt != MT_BF16) return mt_errorf(MT_ERR_UNSUPPORTED, "comm_shm %s: dtype %d", what, (int)dt);
+    if (has_op && op != MT_RED_SUM && op != MT_RED_MAX)
+        return mt_errorf(MT_ERR_UNSUPPORTED, "comm_shm %s: reduction op %d", what, (int)op);
+    return MT_OK;
+}
+
+/* elements per share, a multiple of 64 bytes when there is room */
+static size_t share_elems(size_t n_elems, int n_parts, size_t esz) {
+    size_t align = 64 / esz, per = (n_elems + (size_t)n_parts - 1) / (size_t)n_parts;
+    return (per + align - 1) / align * align;
+}
+
+mt_status shm_allreduce(mt_comm *comm, const void *send, void *recv, size_t n, mt_dtype dt, mt_redop op) {
+    shm_ctx *c = shm_of(comm);
+    mt_status st = check_args(c, "allreduce", dt, op, 1);
+    if (st != MT_OK) return st;
+    size_t esz = mt_dtype_bytes(dt);
+    if (c->n == 1) {
+        if (send != recv && n) memmove(recv, send, n * esz);
+        return MT_OK;
+    }
+    size_t per_unit = c->hdr->slot_bytes / esz;
+    for (size_t off = 0; off < n; off += per_unit) {
+        size_t m = n - off < per_unit ? n - off : per_unit;
+        int half = (int)(c->unit++ & 1);
+        memcpy(shm_slot(c, half, c->rank), (const char *)send + off * esz, m * esz);
+        st = shm_barrier(c, "allreduce");
+        if (st != MT_OK) return st;
+        size_t share = share_elems(m, c->n, esz), lo = (size_t)c->rank * share;
+        if (lo < m) {
+            size_t cnt = m - lo < share ? m - lo : share;
+            reduce_slots(c, half, lo * esz, shm_slot(c, half, 0) + lo * esz, cnt, dt, op);
+        }
+        st = shm_barrier(c, "allreduce");
+        if (st != MT_OK) return st;
+        memcpy((char *)recv + off * esz, shm_slot(c, half, 0), m * esz);
+    }
+    return MT_OK;
+}
+
+mt_status shm_reduce_scatter(mt_comm *comm, const void *send, void *recv, size_t n_per_rank, mt_dtype dt,
+                             mt_redop op) {
+    shm_ctx *c = shm_of(comm);
+    mt_status st = check_args(c, "reduce_scatter", dt, op, 1);
+    if (st != MT_OK) return st;
+    size_t esz = mt_dtype_bytes(dt);
+    if (c->n == 1) {
+        if (send != recv && n_per_rank) memmove(recv, send, n_per_rank * esz);
+        return MT_OK;
+    }
+    size_t piece = c->hdr->slot_bytes / (size_t)c->n / esz, align = 64 / esz;
+    if (piece >= align) piece = piece / align * align;
+    for (size_t off = 0; off < n_per_rank; off += piece) {
+        size_t m = n_per_rank - off < piece ? n_per_rank - off : piece;
+        int half = (int)(c->unit++ & 1);
+        char *mine = shm_slot(c, half, c->rank);
+        for (int r = 0; r < c->n; r++)
+            memcpy(mine + (size_t)r * piece * esz, (const char *)send + ((size_t)r * n_per_rank + off) * esz, m * esz);
+        st = shm_barrier(c, "reduce_scatter");
+        if (st != MT_OK) return st;
+        reduce_slots(c, half, (size_t)c->rank * piece * esz, (char *)recv + off * esz, m, dt, op);
+    }
+    return MT_OK;
+}
+
+mt_status shm_allgather(mt_comm *comm, const void *send, void *recv, size_t n_per_rank, mt_dtype dt) {
+    shm_ctx *c = shm_of(comm);
+    mt_status st = check_args(c, "allgather", dt, MT_RED_SUM, 0);
+    if (st != MT_OK) return st;
+    size_t esz = mt_dtype_bytes(dt);
+    char *own = (char *)recv + (size_t)c->rank * n_per_rank * esz;
+    if (c->n == 1) {
+        if (send != own && n_per_rank) memmove(own, send, n_per_rank * esz);
+        return MT_OK;
+    }
+    size_t per_unit = c->hdr->slot_bytes / esz;
+    for (size_t off = 0; off < n_per_rank; off += per_unit) {
+        size_t m = n_per_rank - off < per_unit ? n_per_rank - off : per_unit;
+        int half = (int)(c->unit++ & 1);
+        memcpy(shm_slot(c, half, c->rank), (const char *)send + off * esz, m * esz);
+        st = shm_barrier(c, "allgather");
+        if (st != MT_OK) return st;
+        for (int r = 0; r < c->n; r++) {
+            if (r == c->rank && send == own) continue; /* in place: already there */
+            memcpy((char *)recv + ((size_t)r * n_per_rank + off) * esz, shm_slot(c, half, r), m * esz);
+        }
+    }
+    return MT_OK;
+}
+
+mt_status shm_broadcast(mt_comm *comm, void *buf, size_t n, mt_dtype dt, int root) {
+    shm_ctx *c = shm_of(comm);
+    mt_status st = check_args(c, "broadcast", dt, MT_RED_SUM, 0);
+    if (st != MT_OK) return st;
+    if (root < 0 || root >= c->n)
+        return mt_errorf(MT_ERR_INTERNAL, "comm_shm broadcast: root %d is not a rank of this %d-rank communicator",
+                         root, c->n);
+    if (c->n == 1) return MT_OK;
+    size_t esz = mt_dtype_bytes(dt), per_unit = c->hdr->slot_bytes * (size_t)c->n / esz; /* a whole half */
+    for (size_t off = 0; off < n; off += per_unit) {
+        size_t m = n - off < per_unit ? n - off : per_unit;
+        int half = (int)(c->unit++ & 1);
+        if (c->rank == root) memcpy(shm_slot(c, half, 0), (const char *)buf + off * esz, m * esz);
+        st = shm_barrier(c, "broadcast");
+        if (st != MT_OK) return st;
+        if (c->rank != root) memcpy((char *)buf + off * esz, shm_slot(c, half, 0), m * esz);
+    }
+    return MT_OK;
+}
+
+mt_status shm_alltoallv(mt_comm *comm, const void *send, const size_t *send_counts, const size_t *send_displs,
+                        void *recv, const size_t *recv_counts, const size_t *recv_displs, mt_dtype dt) {
+    shm_ctx *c = shm_of(comm);
+    mt_status st = check_args(c, "alltoallv", dt, MT_RED_SUM, 0);
+    if (st != MT_OK) return st;
+    int n = c->n, me = c->rank;
+    size_t esz = mt_dtype_bytes(dt);
+    /* unit 0: every rank publishes its send counts; all read the whole matrix */
+    int half = (int)(c->unit++ & 1);
+    uint64_t *mine = (uint64_t *)shm_slot(c, half, me);
+    for (int d = 0; d < n; d++) mine[d] = send_counts[d];
+    st = shm_barrier(c, "alltoallv");
+    if (st != MT_OK) return st;
+    size_t piece = c->hdr->slot_bytes / (size_t)n / esz, align = 64 / esz;
+    if (piece >= align) piece = piece / align * align;
+    uint64_t n_rounds = 0;
+    int bad_src = -1;
+    for (int s = 0; s < n; s++) {
+        const uint64_t *row = (const uint64_t *)shm_slot(c, half, s);
+        for (int d = 0; d < n; d++) {
+            c->counts[(size_t)s * n + d] = row[d];
+            uint64_t r = (row[d] + piece - 1) / piece;
+            if (r > n_rounds) n_rounds = r;
+        }
+        if (bad_src < 0 && row[me] != recv_counts[s]) bad_src = s;
+    }
+    char msg[256] = "";
+    if (bad_src >= 0) /* keep going (the others would hang), copy what fits, report at the end */
+        snprintf(msg, sizeof msg, "comm_shm alltoallv: rank %d sends %llu elements to rank %d, which expects %zu",
+                 bad_src, (unsigned long long)c->counts[(size_t)bad_src * n + me], me, recv_counts[bad_src]);
+    for (uint64_t round = 0; round < n_rounds; round++) {
+        uint64_t lo = round * piece;
+        half = (int)(c->unit++ & 1);
+        char *slot = shm_slot(c, half, me);
+        for (int d = 0; d < n; d++) {
+            uint64_t cnt = c->counts[(size_t)me * n + d];
+            if (lo >= cnt) continue;
+            uint64_t m = cnt - lo < piece ? cnt - lo : piece;
+            memcpy(slot + (size_t)d * piece * esz, (const char *)send + (send_displs[d] + lo) * esz, m * esz);
+        }
+        st = shm_barrier(c, "alltoallv");
+        if (st != MT_OK) return st;
+        for (int s = 0; s < n; s++) {
+            uint64_t cnt = c->counts[(size_t)s * n + me];
+            if (cnt > recv_counts[s]) cnt = recv_counts[s];
+            if (lo >= cnt) continue;
+            uint64_t m = cnt - lo < piece ? cnt - lo : piece;
+            memcpy((char *)recv + (recv_displs[s] + lo) * esz, shm_slot(c, half, s) + (size_t)me * piece * esz,
+                   m * esz);
+        }
+    }
+    if (bad_src >= 0) return mt_errorf(MT_ERR_INTERNAL, "%s", msg);
+    return MT_OK;
+}
