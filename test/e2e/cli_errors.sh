@@ -1,7 +1,7 @@
 # Bad input gets a clear error and a non-zero exit, never a crash: recipe errors through the
 # CLI (key + line in the message), unknown flags, the CUDA backend on a machine without a
 # GPU, and a corrupt / truncated dataset.
-source test/e2e/lib.sh
+source test/e2e_lib.sh
 need_data
 expect_error() { # expect_error "needle" cmd...: non-zero exit (not a signal) and needle in stderr
   local needle="$1"; shift
@@ -18,7 +18,8 @@ expect_error "typo.yaml:3" "$MTRAIN" check --config "$TMP/typo.yaml"
 printf 'model:\n  layers: two\n' >"$TMP/type.yaml"
 expect_error "type.yaml:2" "$MTRAIN" check --config "$TMP/type.yaml"
 expect_error "model.heads" "$MTRAIN" check --config configs/gpt-tiny.yaml --set model.heads=3
-expect_error "parallel.tensor" "$MTRAIN" check --config configs/gpt-tiny.yaml --tensor-model-parallel-size 2
+expect_error "parallel.tensor" "$MTRAIN" check --config configs/gpt-tiny.yaml --tensor-model-parallel-size 3
+expect_error "but the world has 2" "$MTRAIN" check --config configs/gpt-tiny.yaml --tensor-model-parallel-size 2 --set parallel.data=2 --world-size 2
 expect_error "no recipe" "$MTRAIN" train
 expect_error "unknown argument" "$MTRAIN" --config configs/gpt-tiny.yaml --no-such-flag
 expect_error "cannot open" "$MTRAIN" --config /nonexistent/recipe.yaml

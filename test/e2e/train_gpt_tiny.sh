@@ -5,7 +5,7 @@
 # the model has learned English letter statistics and short words: the mean of the last 10
 # logged losses must be below 2.6 (measured ~2.2 on this machine; 2.6 is about the loss of
 # a unigram byte model, so passing requires real context modelling).
-source test/e2e/lib.sh
+source test/e2e_lib.sh
 need_data
 "$MTRAIN" --config configs/gpt-tiny.yaml --set logging.interval=1 --metrics "$TMP/a.jsonl" --threads 2 >"$TMP/a.log" 2>&1 \
   || { cat "$TMP/a.log"; fail "training run failed"; }

@@ -1,7 +1,7 @@
 # Acceptance: the Llama-style tiny recipe (RMSNorm, SwiGLU, RoPE, GQA 4 heads / 2 kv heads,
 # untied, no biases) trains on the real corpus: over 200 iterations the mean of the last 10
 # losses falls below 2.8 from ~5.55 at the start (measured ~2.4).
-source test/e2e/lib.sh
+source test/e2e_lib.sh
 need_data
 "$MTRAIN" --config configs/llama-tiny.yaml --train-iters 200 --set logging.interval=1 --set logging.eval_interval=0 --metrics "$TMP/a.jsonl" --threads 2 >"$TMP/a.log" 2>&1 \
   || { cat "$TMP/a.log"; fail "training run failed"; }

@@ -338,8 +338,6 @@ static void test_validate_errors(void) {
     /* optimizer and lengths */
     EXPECT_ERR(BASE "optimizer:\n  lr: 1e-4\n  min_lr: 1e-3\n", 1, MT_ERR_CONFIG, "bad.yaml:10", "optimizer.min_lr",
                "optimizer.lr = 0.0001 (line 9)");
-    EXPECT_ERR(BASE "optimizer:\n  warmup_iters: 20\n", 1, MT_ERR_CONFIG, "bad.yaml:9", "optimizer.warmup_iters",
-               "training.iters = 10 (line 2)");
     EXPECT_ERR(BASE "optimizer:\n  warmup_iters: 5\n  decay_iters: 4\n", 1, MT_ERR_CONFIG, "optimizer.warmup_iters",
                "decay_iters = 4 (line 10)");
     EXPECT_ERR("model: {layers: 2, hidden: 64, heads: 4, seq_length: 8}\n", 1, MT_ERR_CONFIG, "training.iters",

@@ -1,4 +1,4 @@
-# test/e2e/lib.sh — helpers shared by the end-to-end scripts (sourced, not run).
+# test/e2e_lib.sh — helpers shared by the end-to-end scripts (sourced, not run).
 # MTRAIN is set by test/run.sh; tests run from the repository root.
 MTRAIN="${MTRAIN:-$PWD/mtrain}"
 DATA="${DATA:-data/kjv_text_document}"
