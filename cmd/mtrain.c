@@ -3,12 +3,15 @@
  *   mtrain [train] --config R [--set k=v ...] [Megatron-style flags]
  *   mtrain check --config R [--world-size N]     validate a recipe, print it resolved
  *   mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [...]
+ *   mtrain launch -n N [--] ARGS...               N local ranks under a built-in PMIx server
+ *   mtrain bootstrap-check                        diagnostic: bootstrap, allgather, check
  *   mtrain recipe-reference                       every recipe key as a markdown table */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
+#include "cmd/cmd_launch.h"
 #include "cmd/cmd_preprocess.h"
 #include "cmd/cmd_plan.h"
 #include "cmd/cmd_tokenize.h"
@@ -28,6 +31,8 @@ static void usage(FILE *f) {
             "  mtrain check --config RECIPE [--world-size N] [overrides]     validate, print the resolved recipe\n"
             "  mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [--append-eod]\n"
             "  mtrain plan --config RECIPE [--gpus N] [--gpu a100-80g] [--search] [--json]   memory, FLOPs, bubble, days\n"
+            "  mtrain launch -n N [--no-prefix] [--] ARGS...                  run N local ranks of `mtrain ARGS` (torchrun-style)\n"
+            "  mtrain bootstrap-check                                         check how ranks find each other (PMIx / env:// / single)\n"
             "  mtrain recipe-reference                                        all recipe keys (markdown)\n"
             "  mtrain --version | --help\n"
             "\n"
@@ -73,7 +78,15 @@ static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
                 argv[0]);
         return 2;
     }
-    st = mt_recipe_validate(r, world_size ? *world_size : 1);
+    int world = 1;
+    if (world_size && *world_size > 0) {
+        world = *world_size;
+    } else if (world_size) { /* check without --world-size: the recipe's own layout */
+        const mt_parallel_cfg *p = &r->parallel;
+        world = p->tensor * p->pipeline * p->context * (p->data > 0 ? p->data : 1);
+        if (world < 1) world = 1;
+    }
+    st = mt_recipe_validate(r, world);
     if (st != MT_OK) return fail(st);
     return 0;
 }
@@ -131,11 +144,13 @@ int main(int argc, char **argv) {
     if (!strcmp(sub, "preprocess")) return mt_cmd_preprocess(argc - 2, argv + 2);
     if (!strcmp(sub, "plan")) return mt_cmd_plan(argc - 2, argv + 2);
     if (!strcmp(sub, "tokenize")) return mt_cmd_tokenize(argc - 2, argv + 2);
+    if (!strcmp(sub, "launch")) return mt_cmd_launch(argc - 2, argv + 2);
+    if (!strcmp(sub, "bootstrap-check")) return mt_cmd_bootstrap_check(argc - 2, argv + 2);
     if (!strcmp(sub, "recipe-reference")) {
         mt_recipe_print_reference(stdout);
         return 0;
     }
     if (sub[0] == '-') return cmd_train(argc - 1, argv + 1);
-    fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, recipe-reference\n", sub);
+    fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, launch, bootstrap-check, recipe-reference\n", sub);
     return 2;
 }

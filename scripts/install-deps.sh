@@ -8,7 +8,8 @@ set -euo pipefail
 #        of the tokenizer's generated Unicode tables: scripts/gen-unicode-tables.sh)
 # tests: slurm + munge, openmpi (launch tests), unicode-data (tokenizer tables)
 PKGS=(libyaml-dev libopenblas-dev libpmix-dev pkg-config
-      bible-kjv bible-kjv-text unicode-data)
+      bible-kjv bible-kjv-text unicode-data
+      openmpi-bin slurmctld slurmd slurm-client)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,0 +1,565 @@
+/* bootstrap_env.c — env:// bootstrap, as torchrun sets it: RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Rank 0 serves a tiny TCP store: every other
+ * rank connects once (retrying until rank 0 listens), says hello (rank, world size, host
+ * name), and then each allgather round is "send my blob to rank 0, receive everyone's".
+ * Rank 0 waits on all its peers at once (poll), so a peer that dies is named within the
+ * poll interval, and a peer that never answers is named when the timeout passes.
+ *   - Store port: MT_STORE_PORT if set; else MASTER_PORT + 1 when TORCHELASTIC_USE_AGENT_STORE
+ *     is true (torchrun's agent already serves its own store on MASTER_PORT); else MASTER_PORT.
+ *   - LOCAL_RANK / LOCAL_WORLD_SIZE are optional: when unset they are derived from the host
+ *     names exchanged in the hello.
+ *   - Wire format is host byte order: all ranks run the same mtrain binary.
+ * Rule kept: no exit; every failure names the variable (MASTER_PORT=abc ...) or the rank. */
+#include "parallel/bootstrap_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ENV_MAGIC 0x5342544du /* "MTBS" */
+#define ENV_VERSION 1u
+#define HOST_BYTES 64
+
+typedef struct {
+    uint32_t magic, version, rank, world;
+    char host[HOST_BYTES];
+} env_hello;
+
+typedef struct {
+    uint32_t magic, seq;
+    uint64_t n_bytes; /* per rank in a request, total in a reply */
+} env_round;
+
+typedef struct {
+    int rank, size;
+    int timeout_s;
+    int fd0;      /* rank > 0: the connection to rank 0 */
+    int *peer_fd; /* rank 0: peer_fd[r] for r in 1..size-1 */
+    uint32_t seq;
+    char addr[256];
+    int port;
+} env_ctx;
+
+typedef enum { IO_OK, IO_TIMEOUT, IO_CLOSED, IO_ERROR } io_res;
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int ms_left(int64_t deadline) {
+    int64_t left = deadline - now_ms();
+    if (left < 0) return 0;
+    return left > 1000 ? 1000 : (int)left; /* wake up at least every second */
+}
+
+static io_res write_full(int fd, const void *buf, size_t n, int64_t deadline) {
+    const char *p = buf;
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (now_ms() >= deadline) return IO_TIMEOUT;
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            poll(&pfd, 1, ms_left(deadline));
+            continue;
+        }
+        if (k < 0 && (errno == EPIPE || errno == ECONNRESET)) return IO_CLOSED;
+        return IO_ERROR;
+    }
+    return IO_OK;
+}
+
+static io_res read_full(int fd, void *buf, size_t n, int64_t deadline) {
+    char *p = buf;
+    while (n) {
+        ssize_t k = recv(fd, p, n, MSG_DONTWAIT);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
+        if (k == 0) return IO_CLOSED;
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (now_ms() >= deadline) return IO_TIMEOUT;
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            poll(&pfd, 1, ms_left(deadline));
+            continue;
+        }
+        if (errno == ECONNRESET) return IO_CLOSED;
+        return IO_ERROR;
+    }
+    return IO_OK;
+}
+
+static void set_socket_opts(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* Peer names for messages */
+static mt_status peer_io_error(env_ctx *c, io_res r, int peer, const char *what) {
+    if (c->rank == 0) {
+        if (r == IO_TIMEOUT)
+            return mt_errorf(MT_ERR_PEER, "env:// bootstrap: rank %d did not answer %s within %d s", peer, what,
+                             c->timeout_s);
+        if (r == IO_CLOSED)
+            return mt_errorf(MT_ERR_PEER,
+                             "env:// bootstrap: rank %d closed its connection to rank 0 during %s (did it exit "
+                             "or crash?)",
+                             peer, what);
+        return mt_errorf(MT_ERR_PEER, "env:// bootstrap: talking to rank %d during %s: %s", peer, what,
+                         strerror(errno));
+    }
+    if (r == IO_TIMEOUT)
+        return mt_errorf(MT_ERR_PEER,
+                         "env:// bootstrap rank %d: no answer from rank 0's store (MASTER_ADDR=%s port %d) to %s "
+                         "within %d s; did every rank of WORLD_SIZE=%d start?",
+                         c->rank, c->addr, c->port, what, c->timeout_s, c->size);
+    if (r == IO_CLOSED)
+        return mt_errorf(MT_ERR_PEER,
+                         "env:// bootstrap rank %d: rank 0 (the store at MASTER_ADDR=%s port %d) closed the "
+                         "connection during %s: it exited or failed (see its log)",
+                         c->rank, c->addr, c->port, what);
+    return mt_errorf(MT_ERR_PEER, "env:// bootstrap rank %d: talking to rank 0 during %s: %s", c->rank, what,
+                     strerror(errno));
+}
+
+/* ---- rank 0: listen, accept every other rank's hello, answer with all host names ---- */
+
+static mt_status listen_socket(env_ctx *c, int *out_fd) {
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1, zero = 0, rc;
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_addr = in6addr_any,
+                                  .sin6_port = htons((uint16_t)c->port)};
+        rc = bind(fd, (struct sockaddr *)&a6, sizeof a6);
+    } else {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return mt_errorf(MT_ERR_IO, "env:// bootstrap rank 0: socket: %s", strerror(errno));
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY),
+                                 .sin_port = htons((uint16_t)c->port)};
+        rc = bind(fd, (struct sockaddr *)&a4, sizeof a4);
+    }
+    if (rc != 0) {
+        int e = errno;
+        close(fd);
+        return mt_errorf(MT_ERR_IO,
+                         "env:// bootstrap rank 0: cannot listen on port %d (MASTER_PORT / MT_STORE_PORT): %s%s",
+                         c->port, strerror(e),
+                         e == EADDRINUSE ? " (another job, or torchrun's own store, holds it: pick another "
+                                           "MASTER_PORT or set MT_STORE_PORT)"
+                                         : "");
+    }
+    if (listen(fd, c->size < 4096 ? c->size : 4096) != 0) {
+        int e = errno;
+        close(fd);
+        return mt_errorf(MT_ERR_IO, "env:// bootstrap rank 0: listen on port %d: %s", c->port, strerror(e));
+    }
+    *out_fd = fd;
+    return MT_OK;
+}
+
+static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
+    int lfd = -1, joined = 0;
+    mt_status st = listen_socket(c, &lfd);
+    if (st != MT_OK) return st;
+    /* rank 0 holds one socket per rank: make sure the fd limit allows it */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)c->size + 64 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    while (joined < c->size - 1) {
+        if (now_ms() >= deadline) {
+            char missing[256] = "";
+            size_t len = 0;
+            int n_missing = 0;
+            for (int r = 1; r < c->size; r++) {
+                if (c->peer_fd[r] >= 0) continue;
+                if (n_missing++ < 16 && len < sizeof missing - 16)
+                    len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", r);
+            }
+            st = mt_errorf(MT_ERR_PEER,
+                           "env:// bootstrap rank 0: only %d of WORLD_SIZE=%d ranks connected to port %d within "
+                           "%d s; missing rank(s) %s%s",
+                           joined + 1, c->size, c->port, c->timeout_s, missing, n_missing > 16 ? ", ..." : "");
+            goto out;
+        }
+        struct pollfd pfd = {.fd = lfd, .events = POLLIN};
+        if (poll(&pfd, 1, ms_left(deadline)) <= 0) continue;
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) continue; /* ECONNABORTED, EINTR, ...: keep waiting */
+        set_socket_opts(fd);
+        env_hello h;
+        int64_t hello_deadline = now_ms() + 10000 < deadline ? now_ms() + 10000 : deadline;
+        if (read_full(fd, &h, sizeof h, hello_deadline) != IO_OK || h.magic != ENV_MAGIC) {
+            close(fd); /* not an mtrain rank (port scan, stale client): ignore it */
+            continue;
+        }
+        if (h.version != ENV_VERSION) {
+            close(fd);
+            st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: rank %u runs a different mtrain (protocol %u, rank 0 "
+                                          "has %u)", h.rank, h.version, ENV_VERSION);
+            goto out;
+        }
+        if (h.world != (uint32_t)c->size) {
+            close(fd);
+            st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: rank %u has WORLD_SIZE=%u but rank 0 has WORLD_SIZE=%d",
+                           h.rank, h.world, c->size);
+            goto out;
+        }
+        if (h.rank == 0 || h.rank >= (uint32_t)c->size || c->peer_fd[h.rank] >= 0) {
+            close(fd);
+            st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: two processes claim RANK=%u (WORLD_SIZE=%d): check "
+                                          "RANK of every process",
+                           h.rank, c->size);
+            goto out;
+        }
+        c->peer_fd[h.rank] = fd;
+        memcpy(hosts + (size_t)h.rank * HOST_BYTES, h.host, HOST_BYTES);
+        hosts[(size_t)h.rank * HOST_BYTES + HOST_BYTES - 1] = 0;
+        joined++;
+    }
+    /* everyone is here: answer each with the table of host names */
+    for (int r = 1; r < c->size; r++) {
+        uint32_t magic = ENV_MAGIC;
+        io_res res = write_full(c->peer_fd[r], &magic, sizeof magic, deadline);
+        if (res == IO_OK) res = write_full(c->peer_fd[r], hosts, (size_t)c->size * HOST_BYTES, deadline);
+        if (res != IO_OK) {
+            st = peer_io_error(c, res, r, "the hello");
+            goto out;
+        }
+    }
+out:
+    close(lfd); /* nobody else connects after the hello */
+    return st;
+}
+
+/* ---- rank > 0: connect to rank 0 (retrying until it listens), hello, host table ---- */
+
+static mt_status connect_store(env_ctx *c, int64_t deadline, int *out_fd) {
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", c->port);
+    char last_err[256] = "no attempt";
+    for (;;) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+        int g = getaddrinfo(c->addr, port_s, &hints, &res);
+        if (g != 0) {
+            if (g == EAI_AGAIN && now_ms() < deadline) {
+                usleep(200000);
+                continue;
+            }
+            return mt_errorf(MT_ERR_CONFIG, "MASTER_ADDR=%s cannot be resolved: %s", c->addr, gai_strerror(g));
+        }
+        for (struct addrinfo *a = res; a; a = a->ai_next) {
+            int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+            if (fd < 0) continue;
+            int rc = connect(fd, a->ai_addr, a->ai_addrlen);
+            if (rc != 0 && errno == EINPROGRESS) {
+                struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+                int left = (int)(deadline - now_ms());
+                if (left < 100) left = 100;
+                if (left > 5000) left = 5000;
+                if (poll(&pfd, 1, left) == 1) {
+                    int err = 0;
+                    socklen_t len = sizeof err;
+                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                    rc = err ? -1 : 0;
+                    errno = err;
+                } else {
+                    rc = -1;
+                    errno = ETIMEDOUT;
+                }
+            }
+            if (rc == 0) {
+                freeaddrinfo(res);
+                set_socket_opts(fd);
+                *out_fd = fd;
+                return MT_OK;
+            }
+            snprintf(last_err, sizeof last_err, "%s", strerror(errno));
+            close(fd);
+        }
+        freeaddrinfo(res);
+        if (now_ms() >= deadline)
+            return mt_errorf(MT_ERR_PEER,
+                             "env:// bootstrap rank %d: could not connect to rank 0's store at MASTER_ADDR=%s port "
+                             "%d within %d s (last error: %s); is rank 0 running with the same MASTER_ADDR and "
+                             "MASTER_PORT?",
+                             c->rank, c->addr, c->port, c->timeout_s, last_err);
+        usleep(50000);
+    }
+}
+
+static mt_status join_store(env_ctx *c, const char *my_host, char *hosts, int64_t deadline) {
+    mt_status st = connect_store(c, deadline, &c->fd0);
+    if (st != MT_OK) return st;
+    env_hello h;
+    memset(&h, 0, sizeof h);
+    h.magic = ENV_MAGIC;
+    h.version = ENV_VERSION;
+    h.rank = (uint32_t)c->rank;
+    h.world = (uint32_t)c->size;
+    snprintf(h.host, sizeof h.host, "%s", my_host);
+    io_res r = write_full(c->fd0, &h, sizeof h, deadline);
+    uint32_t magic = 0;
+    if (r == IO_OK) r = read_full(c->fd0, &magic, sizeof magic, deadline);
+    if (r == IO_OK && magic != ENV_MAGIC)
+        return mt_errorf(MT_ERR_PEER, "env:// bootstrap rank %d: MASTER_ADDR=%s port %d is not an mtrain store",
+                         c->rank, c->addr, c->port);
+    if (r == IO_OK) r = read_full(c->fd0, hosts, (size_t)c->size * HOST_BYTES, deadline);
+    if (r != IO_OK) return peer_io_error(c, r, 0, "the hello (waiting for every rank to join)");
+    return MT_OK;
+}
+
+/* ---- allgather rounds ---- */
+
+/* rank 0: receive every peer's header + blob at once, whichever is ready first */
+static mt_status gather_at_root(env_ctx *c, uint32_t seq, size_t n_bytes, char *all, int64_t deadline) {
+    int n_peers = c->size - 1;
+    mt_status st = MT_OK;
+    size_t *got = calloc((size_t)c->size, sizeof *got);
+    env_round *hdr = calloc((size_t)c->size, sizeof *hdr);
+    struct pollfd *pfd = calloc((size_t)c->size, sizeof *pfd);
+    int *who = calloc((size_t)c->size, sizeof *who);
+    if (!got || !hdr || !pfd || !who) {
+        st = mt_errorf(MT_ERR_OOM, "env:// bootstrap: out of memory");
+        goto out;
+    }
+    int remaining = n_peers;
+    while (remaining > 0) {
+        int n = 0;
+        for (int r = 1; r < c->size; r++) {
+            if (got[r] == sizeof(env_round) + n_bytes && got[r] >= sizeof(env_round)) continue;
+            pfd[n] = (struct pollfd){.fd = c->peer_fd[r], .events = POLLIN};
+            who[n++] = r;
+        }
+        if (now_ms() >= deadline) {
+            st = peer_io_error(c, IO_TIMEOUT, who[0], "a bootstrap allgather / barrier");
+            goto out;
+        }
+        if (poll(pfd, (nfds_t)n, ms_left(deadline)) <= 0) continue;
+        for (int i = 0; i < n; i++) {
+            if (!pfd[i].revents) continue;
+            int r = who[i];
+            char *dst;
+            size_t want;
+            if (got[r] < sizeof(env_round)) {
+                dst = (char *)&hdr[r] + got[r];
+                want = sizeof(env_round) - got[r];
+            } else {
+                dst = all + (size_t)r * n_bytes + (got[r] - sizeof(env_round));
+                want = sizeof(env_round) + n_bytes - got[r];
+            }
+            ssize_t k = recv(c->peer_fd[r], dst, want, MSG_DONTWAIT);
+            if (k == 0 || (k < 0 && errno == ECONNRESET)) {
+                st = peer_io_error(c, IO_CLOSED, r, "a bootstrap allgather / barrier");
+                goto out;
+            }
+            if (k < 0) {
+                if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+                st = peer_io_error(c, IO_ERROR, r, "a bootstrap allgather / barrier");
+                goto out;
+            }
+            got[r] += (size_t)k;
+            if (got[r] == sizeof(env_round)) {
+                if (hdr[r].magic != ENV_MAGIC || hdr[r].seq != seq) {
+                    st = mt_errorf(MT_ERR_INTERNAL,
+                                   "env:// bootstrap: rank %d is at bootstrap call %u, rank 0 at %u (every rank "
+                                   "must make the same bootstrap calls in the same order)",
+                                   r, hdr[r].seq, seq);
+                    goto out;
+                }
+                if (hdr[r].n_bytes != n_bytes) {
+                    st = mt_errorf(MT_ERR_INTERNAL,
+                                   "env:// bootstrap allgather %u: rank %d contributed %llu bytes, rank 0 %zu (every "
+                                   "rank must pass the same n_bytes)",
+                                   seq, r, (unsigned long long)hdr[r].n_bytes, n_bytes);
+                    goto out;
+                }
+            }
+            if (got[r] == sizeof(env_round) + n_bytes) remaining--;
+        }
+    }
+out:
+    free(got);
+    free(hdr);
+    free(pfd);
+    free(who);
+    return st;
+}
+
+static mt_status env_allgather(mt_bootstrap *bs, const void *mine, size_t n_bytes, void *all) {
+    env_ctx *c = bs->ctx;
+    if (!c) return mt_errorf(MT_ERR_INTERNAL, "bootstrap allgather after finalize");
+    uint32_t seq = c->seq++;
+    int64_t deadline = now_ms() + (int64_t)c->timeout_s * 1000;
+    if (c->size == 1) {
+        if (n_bytes && all != mine) memmove(all, mine, n_bytes);
+        return MT_OK;
+    }
+    if (c->rank == 0) {
+        mt_status st = gather_at_root(c, seq, n_bytes, all, deadline);
+        if (st != MT_OK) return st;
+        if (n_bytes) memmove(all, mine, n_bytes);
+        env_round reply = {.magic = ENV_MAGIC, .seq = seq, .n_bytes = (uint64_t)n_bytes * (uint64_t)c->size};
+        for (int r = 1; r < c->size; r++) {
+            io_res res = write_full(c->peer_fd[r], &reply, sizeof reply, deadline);
+            if (res == IO_OK && n_bytes) res = write_full(c->peer_fd[r], all, n_bytes * (size_t)c->size, deadline);
+            if (res != IO_OK) return peer_io_error(c, res, r, "a bootstrap allgather / barrier");
+        }
+        return MT_OK;
+    }
+    env_round req = {.magic = ENV_MAGIC, .seq = seq, .n_bytes = n_bytes}, reply;
+    io_res res = write_full(c->fd0, &req, sizeof req, deadline);
+    if (res == IO_OK && n_bytes) res = write_full(c->fd0, mine, n_bytes, deadline);
+    if (res == IO_OK) res = read_full(c->fd0, &reply, sizeof reply, deadline);
+    if (res != IO_OK) return peer_io_error(c, res, 0, "a bootstrap allgather / barrier");
+    if (reply.magic != ENV_MAGIC || reply.seq != seq || reply.n_bytes != (uint64_t)n_bytes * (uint64_t)c->size)
+        return mt_errorf(MT_ERR_INTERNAL, "env:// bootstrap rank %d: rank 0 answered call %u with %llu bytes, expected "
+                                          "call %u with %zu",
+                         c->rank, reply.seq, (unsigned long long)reply.n_bytes, seq, n_bytes * (size_t)c->size);
+    if (n_bytes) {
+        res = read_full(c->fd0, all, n_bytes * (size_t)c->size, deadline);
+        if (res != IO_OK) return peer_io_error(c, res, 0, "a bootstrap allgather / barrier");
+    }
+    return MT_OK;
+}
+
+static mt_status env_barrier(mt_bootstrap *bs) {
+    char dummy = 0;
+    return env_allgather(bs, &dummy, 0, &dummy);
+}
+
+static void env_finalize(mt_bootstrap *bs) {
+    env_ctx *c = bs->ctx;
+    if (!c) return;
+    if (c->fd0 >= 0) close(c->fd0);
+    if (c->peer_fd)
+        for (int r = 1; r < c->size; r++)
+            if (c->peer_fd[r] >= 0) close(c->peer_fd[r]);
+    free(c->peer_fd);
+    free(c);
+    bs->ctx = NULL;
+}
+
+mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s) {
+    long rank = 0, world = 0, local_rank = 0, local_world = 0, port = 0, store_port = 0;
+    int have_local_rank = 0, have_local_world = 0, have_store_port = 0;
+    mt_status st;
+    if (!getenv("WORLD_SIZE") || !getenv("RANK"))
+        return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: %s is set but %s is not (set RANK, WORLD_SIZE, MASTER_ADDR and "
+                                        "MASTER_PORT together, as torchrun does)",
+                         getenv("RANK") ? "RANK" : "WORLD_SIZE", getenv("RANK") ? "WORLD_SIZE" : "RANK");
+    st = mt_bootstrap_env_int("WORLD_SIZE", 1, 1 << 20, "a world size", 1, &world, NULL);
+    if (st != MT_OK) return mt_error_context(st, "env:// bootstrap: ");
+    st = mt_bootstrap_env_int("RANK", 0, world - 1, "a rank below WORLD_SIZE", 1, &rank, NULL);
+    if (st != MT_OK) return mt_error_context(st, "env:// bootstrap: ");
+    st = mt_bootstrap_env_int("LOCAL_WORLD_SIZE", 1, world, "a local world size (<= WORLD_SIZE)", 0, &local_world,
+                              &have_local_world);
+    if (st != MT_OK) return st;
+    st = mt_bootstrap_env_int("LOCAL_RANK", 0, (have_local_world ? local_world : world) - 1,
+                              have_local_world ? "a rank below LOCAL_WORLD_SIZE" : "a rank below WORLD_SIZE", 0,
+                              &local_rank, &have_local_rank);
+    if (st != MT_OK) return st;
+    const char *addr = getenv("MASTER_ADDR");
+    if (world > 1) {
+        if (!addr || !*addr)
+            return mt_errorf(MT_ERR_CONFIG, "MASTER_ADDR is not set (env:// with WORLD_SIZE=%ld needs the host of "
+                                            "rank 0, e.g. MASTER_ADDR=127.0.0.1)",
+                             world);
+        st = mt_bootstrap_env_int("MASTER_PORT", 1, 65535, "a port number", 1, &port, NULL);
+        if (st != MT_OK) return mt_error_context(st, "env:// bootstrap: ");
+        st = mt_bootstrap_env_int("MT_STORE_PORT", 1, 65535, "a port number", 0, &store_port, &have_store_port);
+        if (st != MT_OK) return st;
+        if (!have_store_port) {
+            const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+            int agent_store = agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1"));
+            store_port = agent_store ? port + 1 : port;
+            if (store_port > 65535)
+                return mt_errorf(MT_ERR_CONFIG, "MASTER_PORT=%ld: torchrun's agent store holds it and %ld is not a "
+                                                "port; set MT_STORE_PORT",
+                                 port, store_port);
+        }
+    }
+    env_ctx *c = calloc(1, sizeof *c);
+    char *hosts = calloc((size_t)world, HOST_BYTES);
+    if (!c || !hosts) {
+        free(c);
+        free(hosts);
+        return mt_errorf(MT_ERR_OOM, "env:// bootstrap: out of memory");
+    }
+    c->rank = (int)rank;
+    c->size = (int)world;
+    c->timeout_s = timeout_s;
+    c->fd0 = -1;
+    c->port = (int)store_port;
+    snprintf(c->addr, sizeof c->addr, "%s", addr ? addr : "");
+    char my_host[HOST_BYTES] = "";
+    gethostname(my_host, sizeof my_host - 1);
+    memcpy(hosts + (size_t)rank * HOST_BYTES, my_host, HOST_BYTES);
+    int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+    if (world > 1 && rank == 0) {
+        c->peer_fd = malloc((size_t)world * sizeof *c->peer_fd);
+        if (!c->peer_fd) {
+            st = mt_errorf(MT_ERR_OOM, "env:// bootstrap: out of memory");
+            goto fail;
+        }
+        for (long r = 0; r < world; r++) c->peer_fd[r] = -1;
+        st = serve_hellos(c, hosts, deadline);
+    } else if (world > 1) {
+        st = join_store(c, my_host, hosts, deadline);
+    }
+    if (st != MT_OK) goto fail;
+    /* local rank / size from the host names where the launcher did not say */
+    int same_before = 0, same_all = 0;
+    for (long r = 0; r < world; r++) {
+        if (strncmp(hosts + (size_t)r * HOST_BYTES, my_host, HOST_BYTES) != 0) continue;
+        same_all++;
+        if (r < rank) same_before++;
+    }
+    free(hosts);
+    hosts = NULL;
+    bs->rank = c->rank;
+    bs->size = c->size;
+    bs->local_rank = have_local_rank ? (int)local_rank : same_before;
+    bs->local_size = have_local_world ? (int)local_world : same_all;
+    if (bs->local_rank >= bs->local_size) bs->local_size = bs->local_rank + 1;
+    bs->kind = "env";
+    bs->allgather = env_allgather;
+    bs->barrier = env_barrier;
+    bs->finalize = env_finalize;
+    bs->ctx = c;
+    return MT_OK;
+fail:
+    free(hosts);
+    {
+        mt_bootstrap tmp = {.ctx = c};
+        env_finalize(&tmp);
+    }
+    return st;
+}
