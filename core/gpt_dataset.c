@@ -1,14 +1,20 @@
 /* gpt_dataset.c — GPT sample stream: split bounds, per-epoch shuffled document order,
  * Megatron's build_sample_idx (add_extra_token_to_sequence = 1, drop_last_partial_sequence),
- * per-epoch sample shuffle, and the token gather of one sample.
+ * per-epoch sample shuffle, the token gather of one sample, and the index cache (load,
+ * validate, else build and save).
  * Rule kept: a pure function of its arguments: the only randomness is a local
  * xoshiro256** stream seeded (splitmix64) from (seed, split, epoch, purpose); no rand(). */
 #include "gpt_dataset.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "index_cache.h"
 
 struct mt_gpt_dataset {
     const mt_indexed *ds;
@@ -17,6 +23,7 @@ struct mt_gpt_dataset {
     uint64_t seed;
     int64_t first_document, end_document; /* .idx sequence range of the split */
     int64_t n_tokens_per_epoch;
+    int64_t n_samples_needed;
     int64_t n_epochs;
     int64_t n_doc_idx;
     int64_t *doc_idx;        /* [n_doc_idx]: sequence ids, epoch after epoch */
@@ -24,6 +31,9 @@ struct mt_gpt_dataset {
     int64_t *sample_doc;     /* [n_samples + 1]: position in doc_idx where sample i starts */
     int32_t *sample_offset;  /* [n_samples + 1]: token offset in that document */
     int64_t *shuffle_idx;    /* [n_samples] */
+    mt_index_cache_state cache_state;
+    char cache_file[1024];
+    char cache_note[600];
 };
 
 static const char *k_split_names[3] = {"train", "valid", "test"};
@@ -210,6 +220,173 @@ static mt_status build_indices(mt_gpt_dataset *d, const char *split) {
     return MT_OK;
 }
 
+/* ---- index cache ---------------------------------------------------------------------- */
+
+const char *mt_index_cache_state_name(mt_index_cache_state s) {
+    switch (s) {
+    case MT_INDEX_CACHE_OFF: return "not cached";
+    case MT_INDEX_CACHE_LOADED: return "loaded from the cache";
+    case MT_INDEX_CACHE_SAVED: return "built and saved to the cache";
+    case MT_INDEX_CACHE_REBUILT: return "cache file unusable: rebuilt and saved";
+    case MT_INDEX_CACHE_UNSAVED: return "built; the cache could not be written";
+    }
+    return "?";
+}
+
+/* Megatron's folder name, beside the data: dirname(prefix)/cache/GPTDataset_indices. */
+static void default_cache_dir(const char *idx_path, char *out, size_t n_out) {
+    const char *slash = strrchr(idx_path, '/');
+    if (!slash) {
+        snprintf(out, n_out, "cache/GPTDataset_indices");
+    } else {
+        snprintf(out, n_out, "%.*s/cache/GPTDataset_indices", (int)(slash - idx_path), idx_path);
+    }
+}
+
+/* Everything the index depends on, as text: the cache file is named by its hash and must
+ * hold the same text. */
+static void describe(const mt_gpt_dataset *d, const char *split, char *out, size_t n_out) {
+    const mt_indexed *ds = d->ds;
+    char real[PATH_MAX];
+    const char *idx = realpath(ds->idx_path, real) ? real : ds->idx_path;
+    struct stat si, sbin;
+    memset(&si, 0, sizeof si);
+    memset(&sbin, 0, sizeof sbin);
+    stat(ds->idx_path, &si);
+    stat(ds->bin_path, &sbin);
+    snprintf(out, n_out,
+             "mtrain GPTDataset indices v1 (xoshiro256** per-epoch shuffles)\n"
+             "idx: %s, %lld bytes, mtime %lld.%09ld\n"
+             "bin: %lld bytes, mtime %lld.%09ld\n"
+             "split: \"%s\" index %d -> documents [%lld, %lld), %lld tokens per epoch\n"
+             "seq_length: %d, seed: %llu, samples needed: %lld -> %lld epochs\n",
+             idx, (long long)si.st_size, (long long)si.st_mtim.tv_sec, si.st_mtim.tv_nsec,
+             (long long)sbin.st_size, (long long)sbin.st_mtim.tv_sec, sbin.st_mtim.tv_nsec,
+             split, d->split_index, (long long)d->first_document, (long long)d->end_document,
+             (long long)d->n_tokens_per_epoch, d->seq_length, (unsigned long long)d->seed,
+             (long long)d->n_samples_needed, (long long)d->n_epochs);
+}
+
+/* Checks loaded arrays against the dataset; 0 with a reason when they cannot be right. */
+static int indices_valid(const mt_gpt_dataset *d, char *why, size_t n_why) {
+    for (int64_t i = 0; i < d->n_doc_idx; i++) {
+        if (d->doc_idx[i] < d->first_document || d->doc_idx[i] >= d->end_document) {
+            snprintf(why, n_why, "doc_idx[%lld] = %lld is outside the split", (long long)i,
+                     (long long)d->doc_idx[i]);
+            return 0;
+        }
+    }
+    for (int64_t s = 0; s <= d->n_samples; s++) {
+        int64_t p = d->sample_doc[s];
+        if (p < 0 || p >= d->n_doc_idx || (s > 0 && p < d->sample_doc[s - 1]) ||
+            d->sample_offset[s] < 0 ||
+            (s > 0 && d->sample_offset[s] >= mt_indexed_sequence_length(d->ds, d->doc_idx[p])) ||
+            (s == 0 && (p != 0 || d->sample_offset[0] != 0))) {
+            snprintf(why, n_why, "sample_idx[%lld] = (%lld, %d) is not a token of the stream",
+                     (long long)s, (long long)p, d->sample_offset[s]);
+            return 0;
+        }
+    }
+    uint8_t *seen = calloc((size_t)d->n_samples / 8 + 1, 1);
+    if (!seen) {
+        snprintf(why, n_why, "out of memory checking shuffle_idx");
+        return 0;
+    }
+    for (int64_t s = 0; s < d->n_samples; s++) {
+        int64_t v = d->shuffle_idx[s];
+        if (v < 0 || v >= d->n_samples || (seen[v / 8] & (1u << (v % 8)))) {
+            snprintf(why, n_why, "shuffle_idx is not a permutation (entry %lld)", (long long)s);
+            free(seen);
+            return 0;
+        }
+        seen[v / 8] |= (uint8_t)(1u << (v % 8));
+    }
+    free(seen);
+    return 1;
+}
+
+static void free_indices(mt_gpt_dataset *d) {
+    free(d->doc_idx);
+    free(d->sample_doc);
+    free(d->sample_offset);
+    free(d->shuffle_idx);
+    d->doc_idx = d->sample_doc = d->shuffle_idx = NULL;
+    d->sample_offset = NULL;
+}
+
+/* Loads the index from the cache or builds it and saves it. Only a failure to build is an
+ * error; cache trouble is recorded in cache_state / cache_note. */
+static mt_status load_or_build(mt_gpt_dataset *d, const char *split, const char *cache_dir) {
+    char dir[1024], *desc = malloc(8192);
+    if (!desc) return mt_errorf(MT_ERR_OOM, "gpt dataset: out of memory");
+    if (cache_dir[0]) snprintf(dir, sizeof dir, "%s", cache_dir);
+    else default_cache_dir(d->ds->idx_path, dir, sizeof dir);
+    describe(d, split, desc, 8192);
+    char kind[64];
+    snprintf(kind, sizeof kind, "GPTDataset-%s", k_split_names[d->split_index]);
+    mt_status st = mt_index_cache_name(dir, kind, desc, d->cache_file, sizeof d->cache_file);
+    if (st != MT_OK) {
+        snprintf(d->cache_note, sizeof d->cache_note, "%s", mt_last_error());
+        d->cache_file[0] = 0;
+        d->cache_state = MT_INDEX_CACHE_UNSAVED;
+        free(desc);
+        return build_indices(d, split);
+    }
+    int64_t n_docs = d->end_document - d->first_document;
+    int64_t want_doc_idx = d->n_epochs * n_docs;
+    int64_t want_samples = (d->n_epochs * d->n_tokens_per_epoch - 1) / d->seq_length;
+    mt_cache_array a[4] = {{"doc_idx", 8, 0, NULL}, {"sample_doc", 8, 0, NULL},
+                           {"sample_offset", 4, 0, NULL}, {"shuffle_idx", 8, 0, NULL}};
+    int missing = 0;
+    st = mt_index_cache_read(d->cache_file, desc, a, 4, &missing);
+    if (st == MT_OK) {
+        d->doc_idx = a[0].data;
+        d->sample_doc = a[1].data;
+        d->sample_offset = a[2].data;
+        d->shuffle_idx = a[3].data;
+        d->n_doc_idx = a[0].n_items;
+        d->n_samples = a[3].n_items;
+        char why[300] = "";
+        if (a[0].n_items != want_doc_idx || a[3].n_items != want_samples ||
+            a[1].n_items != want_samples + 1 || a[2].n_items != want_samples + 1) {
+            snprintf(why, sizeof why, "array sizes differ from the expected %lld documents and "
+                     "%lld samples", (long long)want_doc_idx, (long long)want_samples);
+        }
+        if (!why[0] && indices_valid(d, why, sizeof why)) {
+            d->cache_state = MT_INDEX_CACHE_LOADED;
+            free(desc);
+            return MT_OK;
+        }
+        snprintf(d->cache_note, sizeof d->cache_note, "cache file rejected: %s", why);
+        free_indices(d);
+        d->cache_state = MT_INDEX_CACHE_REBUILT;
+    } else if (missing) {
+        d->cache_state = MT_INDEX_CACHE_SAVED;
+    } else {
+        snprintf(d->cache_note, sizeof d->cache_note, "%s", mt_last_error());
+        d->cache_state = MT_INDEX_CACHE_REBUILT;
+    }
+    st = build_indices(d, split);
+    if (st != MT_OK) {
+        free(desc);
+        return st;
+    }
+    mt_cache_array w[4] = {{"doc_idx", 8, d->n_doc_idx, d->doc_idx},
+                           {"sample_doc", 8, d->n_samples + 1, d->sample_doc},
+                           {"sample_offset", 4, d->n_samples + 1, d->sample_offset},
+                           {"shuffle_idx", 8, d->n_samples, d->shuffle_idx}};
+    mt_status ws = mt_index_cache_mkdir(dir);
+    if (ws == MT_OK) ws = mt_index_cache_write(d->cache_file, desc, w, 4);
+    if (ws != MT_OK) {
+        size_t used = strlen(d->cache_note);
+        snprintf(d->cache_note + used, sizeof d->cache_note - used, "%s%s", used ? "; " : "",
+                 mt_last_error());
+        d->cache_state = MT_INDEX_CACHE_UNSAVED;
+    }
+    free(desc);
+    return MT_OK;
+}
+
 void mt_gpt_dataset_close(mt_gpt_dataset *d) {
     if (!d) return;
     free(d->doc_idx);
@@ -222,6 +399,14 @@ void mt_gpt_dataset_close(mt_gpt_dataset *d) {
 mt_status mt_gpt_dataset_open(mt_gpt_dataset **out, const mt_indexed *ds, const char *split,
                               int split_index, int seq_length, uint64_t seed,
                               int64_t n_samples_needed) {
+    return mt_gpt_dataset_open_cached(out, ds, split, split_index, seq_length, seed,
+                                      n_samples_needed, NULL);
+}
+
+mt_status mt_gpt_dataset_open_cached(mt_gpt_dataset **out, const mt_indexed *ds,
+                                     const char *split, int split_index, int seq_length,
+                                     uint64_t seed, int64_t n_samples_needed,
+                                     const char *cache_dir) {
     mt_status st = MT_OK;
     *out = NULL;
     if (split_index < 0 || split_index > 2) {
@@ -237,6 +422,7 @@ mt_status mt_gpt_dataset_open(mt_gpt_dataset **out, const mt_indexed *ds, const 
     mt_gpt_dataset *d = calloc(1, sizeof *d);
     if (!d) return mt_errorf(MT_ERR_OOM, "gpt dataset: out of memory");
     d->ds = ds;
+    d->n_samples_needed = n_samples_needed;
     d->seq_length = seq_length;
     d->split_index = split_index;
     d->seed = seed;
@@ -273,7 +459,7 @@ mt_status mt_gpt_dataset_open(mt_gpt_dataset **out, const mt_indexed *ds, const 
         st = mt_errorf(MT_ERR_CONFIG, "split '%s' (%s): too many epochs", split, name);
         goto out;
     }
-    st = build_indices(d, split);
+    st = cache_dir ? load_or_build(d, split, cache_dir) : build_indices(d, split);
 out:
     if (st != MT_OK) {
         mt_gpt_dataset_close(d);
@@ -291,6 +477,9 @@ void mt_gpt_dataset_get_info(const mt_gpt_dataset *d, mt_gpt_dataset_info *info)
     info->n_tokens_per_epoch = d->n_tokens_per_epoch;
     info->n_epochs = d->n_epochs;
     info->n_samples = d->n_samples;
+    info->cache_state = d->cache_state;
+    snprintf(info->cache_file, sizeof info->cache_file, "%s", d->cache_file);
+    snprintf(info->cache_note, sizeof info->cache_note, "%s", d->cache_note);
 }
 
 mt_status mt_gpt_dataset_get(const mt_gpt_dataset *d, int64_t sample, int32_t *tokens) {
