@@ -326,7 +326,7 @@ static mt_status open_group(const char *name, int n, int rank, const shm_peer *p
 typedef struct {
     int32_t pid, rank;
     uint64_t starttime;
-    char host[64];
+    char host[100]; /* hostname/boot-id */
     char name[SHM_NAME_BYTES];
     cpu_set_t cpus;
 } world_xchg;
@@ -345,6 +345,21 @@ static size_t env_bytes(const char *var, size_t dflt, size_t lo, size_t hi) {
     return (size_t)x;
 }
 
+/* "hostname/boot-id": equal on every rank of one node (a hostname alone can repeat). */
+static void node_id(char *buf, size_t buf_bytes) {
+    char host[64] = "?", boot[40] = "";
+    if (gethostname(host, sizeof host - 1)) snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = 0;
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t k = read(fd, boot, sizeof boot - 1);
+        close(fd);
+        boot[k > 0 ? k : 0] = 0;
+        boot[strcspn(boot, "\n")] = 0;
+    }
+    snprintf(buf, buf_bytes, "%.60s/%.36s", host, boot);
+}
+
 static mt_status world_create(int rank, int n, xchg_fn xchg, void *xctx, int timeout_s, mt_comm **out) {
     mt_status st;
     *out = NULL;
@@ -355,7 +370,7 @@ static mt_status world_create(int rank, int n, xchg_fn xchg, void *xctx, int tim
     mine.pid = (int32_t)getpid();
     mine.rank = rank;
     mine.starttime = self_starttime();
-    if (gethostname(mine.host, sizeof mine.host - 1)) snprintf(mine.host, sizeof mine.host, "?");
+    node_id(mine.host, sizeof mine.host);
     if (rank == 0) make_name(mine.name);
     if (sched_getaffinity(0, sizeof mine.cpus, &mine.cpus)) CPU_ZERO(&mine.cpus);
 
@@ -380,8 +395,8 @@ static mt_status world_create(int rank, int n, xchg_fn xchg, void *xctx, int tim
     for (int k = 0; k < n; k++) {
         if (strcmp(all[k].host, all[0].host)) {
             st = mt_errorf(MT_ERR_UNSUPPORTED,
-                           "comm_shm: rank %d runs on %s but rank 0 on %s; the shared-memory communicator needs "
-                           "every rank on one node (several nodes need the NCCL communicator)",
+                           "comm_shm: rank %d runs on %s but rank 0 on %s (host/boot id); the shared-memory "
+                           "communicator needs every rank on one node (several nodes need the NCCL communicator)",
                            k, all[k].host, all[0].host);
             goto out;
         }
@@ -390,10 +405,16 @@ static mt_status world_create(int rank, int n, xchg_fn xchg, void *xctx, int tim
         peers[k].world_rank = k;
         peers[k].starttime = all[k].starttime;
     }
+    /* defaults shrink with many ranks: slots <= 128 MiB and rings <= 64 MiB per communicator
+     * (rings grow as n^2); explicit settings are taken as given */
     shm_params p;
-    p.slot_bytes = round_up(env_bytes("MT_COMM_SHM_SLOT_BYTES", SHM_DEFAULT_SLOT_BYTES, 256, (size_t)1 << 30), 64);
+    size_t slot_dflt = SHM_DEFAULT_SLOT_BYTES, ring_dflt = SHM_DEFAULT_RING_BYTES;
+    if (slot_dflt > ((size_t)64 << 20) / (size_t)n) slot_dflt = ((size_t)64 << 20) / (size_t)n;
+    if (ring_dflt > ((size_t)64 << 20) / ((size_t)n * (size_t)n)) ring_dflt = ((size_t)64 << 20) / ((size_t)n * (size_t)n);
+    if (ring_dflt < 4096) ring_dflt = 4096;
+    p.slot_bytes = round_up(env_bytes("MT_COMM_SHM_SLOT_BYTES", slot_dflt, 256, (size_t)1 << 30), 64);
     if (p.slot_bytes < (size_t)128 * (size_t)n) p.slot_bytes = (size_t)128 * (size_t)n; /* alltoallv counts fit */
-    p.ring_bytes = round_up(env_bytes("MT_COMM_SHM_RING_BYTES", SHM_DEFAULT_RING_BYTES, 64, (size_t)1 << 30), 64);
+    p.ring_bytes = round_up(env_bytes("MT_COMM_SHM_RING_BYTES", ring_dflt, 64, (size_t)1 << 30), 64);
     int n_cpus = CPU_COUNT(&cpus);
     p.spin = n_cpus <= 0 || n <= n_cpus;
     const char *spin = getenv("MT_COMM_SHM_SPIN");

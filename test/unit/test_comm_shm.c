@@ -8,7 +8,8 @@
  * through a bootstrap. Then failures: a peer that _exit()s or is SIGKILLed mid-collective (the
  * others must name it within 10 s), a SIGSTOPped peer (timeout after 2 s naming it), abort on
  * the world and on a sub-communicator (every rank learns the reason at once). Allreduce results
- * are compared across ranks bit for bit. At the end /dev/shm must hold no new mtrain-* entry.
+ * are compared across ranks bit for bit. At the end /dev/shm must hold no mtrain-* entry made by
+ * this test's ranks (names carry the creator's pid).
  * Usage: test_comm_shm [quick]   (quick: ranks 1..4, fewer sizes; for valgrind) */
 #include <dirent.h>
 #include <errno.h>
@@ -374,6 +375,13 @@ static void split_suite(mt_comm *w, uint32_t seed, int big) {
 
 typedef void (*rank_fn)(mt_comm *world, void *arg);
 
+/* every rank this test forked: segment names carry their creator's pid */
+static pid_t g_children[1024];
+static int g_n_children;
+static void note_child(pid_t p) {
+    if (p > 0 && g_n_children < 1024) g_children[g_n_children++] = p;
+}
+
 static _Atomic int *g_counter;
 
 /* Forks n ranks that each create the world (timeout_s) and run fn; returns the child pids in
@@ -386,6 +394,7 @@ static void run_ranks(int n, int timeout_s, rank_fn fn, void *arg, const char *w
     for (int r = 0; r < n; r++) {
         fflush(stdout);
         pids[r] = fork();
+        note_child(pids[r]);
         if (pids[r] == 0) {
             mt_test_failures = 0;
             mt_comm *w = NULL;
@@ -479,7 +488,9 @@ static void test_bootstrap_init(int n) {
     pid_t pids[MAX_RANKS];
     for (int r = 0; r < n; r++) {
         fflush(stdout);
-        if ((pids[r] = fork()) == 0) {
+        pids[r] = fork();
+        note_child(pids[r]);
+        if (pids[r] == 0) {
             mt_test_failures = 0;
             mt_bootstrap bs = {.rank = r, .size = n, .local_rank = r, .local_size = n, .kind = "test",
                                .allgather = tbs_allgather};
@@ -640,21 +651,27 @@ static void test_failure(int kind, int n, int victim) {
 
 /* ---------------- /dev/shm ---------------- */
 
-static int list_mtrain(char names[][256], int max) {
+/* entries "mtrain-<pid>-..." created by this test's ranks (other programs may run meanwhile) */
+static int count_ours(int print) {
     DIR *d = opendir("/dev/shm");
     int n = 0;
     if (!d) return 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < max)
-        if (!strncmp(e->d_name, "mtrain-", 7)) snprintf(names[n++], 256, "%s", e->d_name);
+    while ((e = readdir(d))) {
+        int pid = 0;
+        if (sscanf(e->d_name, "mtrain-%d-", &pid) != 1) continue;
+        for (int i = 0; i < g_n_children; i++)
+            if (g_children[i] == pid) {
+                n++;
+                if (print) fprintf(stderr, "left in /dev/shm: %s\n", e->d_name);
+            }
+    }
     closedir(d);
     return n;
 }
 
 int main(int argc, char **argv) {
     g_quick = argc > 1 && !strcmp(argv[1], "quick");
-    static char before[256][256], after[256][256];
-    int n_before = list_mtrain(before, 256);
     g_sh = mmap(NULL, sizeof *g_sh + 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     g_counter = (_Atomic int *)((char *)g_sh + sizeof *g_sh);
     double t0 = now_s();
@@ -681,17 +698,10 @@ int main(int argc, char **argv) {
     test_failure(F_ABORT, 4, 1);
     test_failure(F_ABORT_SUB, 4, 1);
 
-    int n_after = list_mtrain(after, 256), n_new = 0;
-    for (int i = 0; i < n_after; i++) {
-        int old = 0;
-        for (int j = 0; j < n_before; j++) old |= !strcmp(after[i], before[j]);
-        if (!old) {
-            n_new++;
-            fprintf(stderr, "left in /dev/shm: %s\n", after[i]);
-        }
-    }
-    CHECKF(n_new == 0, "%d new mtrain-* entries left in /dev/shm", n_new);
-    printf("/dev/shm: %d new mtrain-* entries; total %.1f s\n", n_new, now_s() - t0);
+    int n_left = count_ours(1);
+    CHECKF(n_left == 0, "%d mtrain-* entries of this test's ranks left in /dev/shm", n_left);
+    printf("/dev/shm: %d entries left by this test's %d processes; total %.1f s\n", n_left, g_n_children,
+           now_s() - t0);
     munmap(g_sh, sizeof *g_sh + 64);
     TEST_MAIN_END();
 }
