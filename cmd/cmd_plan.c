@@ -62,6 +62,42 @@ static void print_problems(const char *config, int n_gpus, int json, const char 
     }
 }
 
+/* Appends the lines of `more` not already in msg. */
+static void append_lines(char *msg, size_t n_bytes, char *more) {
+    for (char *line = more, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        if (strstr(msg, line)) continue;
+        size_t used = strlen(msg), n_line = strlen(line);
+        if (used + 1 + n_line + 1 > n_bytes) break;
+        msg[used] = '\n';
+        memcpy(msg + used + 1, line, n_line + 1);
+    }
+}
+
+/* A world-size mismatch stops mt_recipe_validate before its other layout checks: plan's own
+ * checks for n_gpus, and validating a copy for the recipe's own world (tp*pp*cp*dp, dp 1 when
+ * auto), find the rest. */
+static void add_more_problems(const mt_recipe *validated, mt_recipe *fresh, int n_gpus, const mt_gpu_spec *gpu,
+                              char *msg, size_t n_bytes) {
+    static char more[8192];
+    if (mt_plan_check(validated, n_gpus, gpu) != MT_OK) {
+        snprintf(more, sizeof more, "%s", mt_last_error());
+        append_lines(msg, n_bytes, more);
+    }
+    const long dp = fresh->parallel.data > 0 ? fresh->parallel.data : 1;
+    const long world = (long)fresh->parallel.tensor * fresh->parallel.pipeline * fresh->parallel.context * dp;
+    if (world < 1 || world > (1L << 24)) return;
+    if (mt_recipe_validate(fresh, (int)world) != MT_OK) {
+        snprintf(more, sizeof more, "%s", mt_last_error());
+        append_lines(msg, n_bytes, more);
+    }
+    if (mt_plan_check(fresh, (int)world, gpu) != MT_OK) {
+        snprintf(more, sizeof more, "%s", mt_last_error());
+        append_lines(msg, n_bytes, more);
+    }
+}
+
 int mt_cmd_plan(int argc, char **argv) {
     static mt_recipe r;
     static mt_plan p;
@@ -157,9 +193,9 @@ int mt_cmd_plan(int argc, char **argv) {
     /* the world size */
     if (n_gpus == 0) {
         if (r.parallel.data == 0) {
+            const int mr = r.parallel.tensor * r.parallel.pipeline * r.parallel.context;
             fprintf(stderr, "mtrain plan: error: parallel.data is auto (world / (tp*pp*cp)), so the number of GPUs is "
-                    "not known; pass --gpus N (e.g. --gpus %d for dp 1, or --gpus 1 for a one-rank CPU run)\n",
-                    r.parallel.tensor * r.parallel.pipeline * r.parallel.context);
+                    "not known; pass --gpus N (a multiple of tp*pp*cp = %d; --gpus %d for dp 1)\n", mr, mr);
             return 2;
         }
         n_gpus = r.parallel.tensor * r.parallel.pipeline * r.parallel.context * r.parallel.data;
@@ -176,10 +212,15 @@ int mt_cmd_plan(int argc, char **argv) {
         return sr.n_top > 0 ? 0 : 3;
     }
 
+    static mt_recipe r2;
+    r2 = r; /* before validation: a second look at the layout for its own world size */
     st = mt_recipe_validate(&r, n_gpus);
     if (st == MT_OK) st = mt_plan_check(&r, n_gpus, gpu);
     if (st != MT_OK) {
-        print_problems(config, n_gpus, json, mt_last_error());
+        static char msg[8192];
+        snprintf(msg, sizeof msg, "%s", mt_last_error());
+        add_more_problems(&r, &r2, n_gpus, gpu, msg, sizeof msg);
+        print_problems(config, n_gpus, json, msg);
         return 1;
     }
     st = mt_plan_compute(&r, n_gpus, gpu, &o, &p);

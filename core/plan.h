@@ -133,7 +133,8 @@ typedef struct {
 /* Bubble and ideal speed-up of p stages, m micro-batches, v virtual stages per rank. */
 double mt_plan_bubble_fraction(int p, int m, int v);
 double mt_plan_speedup(int p, int m, int v);
-/* Megatron's training-time estimate c*T*P / (n*X) in days. */
+/* Megatron's training-time estimate c*T*P / (n*X) in days (c = 6, or 8 with full recompute;
+ * P = active parameters for MoE). */
 double mt_plan_days_ctp(double c, double tokens, double n_params, int n_gpus, double flops_per_gpu);
 
 /* Parameter counts of the recipe's model. */
@@ -142,8 +143,9 @@ void mt_plan_count_params(const mt_recipe *r, mt_plan_params *out);
  * mt_model_flops_per_seq (equal to it for recompute none). */
 double mt_plan_flops_per_seq(const mt_recipe *r, mt_recompute rc);
 
-/* Plan's own layout checks beyond mt_recipe_validate (node size, interleaving). Call after
- * mt_recipe_validate(r, n_gpus) succeeded. MT_ERR_CONFIG with one problem per line. */
+/* Plan's own layout checks beyond mt_recipe_validate (node size, interleaving). Meant for a
+ * recipe validated for n_gpus; safe on any (the interleaving check needs dp and the global
+ * batch resolved). MT_ERR_CONFIG with one problem per line. */
 mt_status mt_plan_check(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu);
 /* The plan of the recipe's layout on n_gpus devices. r must be validated for n_gpus. */
 mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu, const mt_plan_opts *o, mt_plan *p);

@@ -254,7 +254,7 @@ mt_status mt_plan_check(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu) 
             note(msg, sizeof msg, "parallel.tensor: tp = %d spans nodes of %d GPUs; tensor parallelism needs "
                  "NVLink: use tp <= %d and raise parallel.pipeline instead", tp, node, node);
     }
-    if (v > 1 && pp > 1 && m % pp)
+    if (v > 1 && pp > 1 && r->parallel.data > 0 && r->training.global_batch > 0 && m % pp)
         note(msg, sizeof msg, "parallel.virtual_pipeline: the interleaved schedule needs the micro-batches per "
              "step (%d = global_batch / (micro_batch * dp)) to be a multiple of parallel.pipeline = %d; change "
              "training.global_batch or training.micro_batch, or set virtual_pipeline: 1", m, pp);
@@ -436,17 +436,17 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         p->ep_comm.network = spans_nodes(gpu, t, p->ep);
     }
 
-    /* time at the given utilisation */
+    /* time at the given utilisation; c T P / (n X) counts the active parameters (MoE: top_k experts) */
     const double n = n_gpus;
     if (p->peak_flops > 0) {
         p->step_s_mfu = p->flops_model_iter / (n * p->peak_flops * o->mfu);
         p->days_mfu = p->step_s_mfu * (double)p->iters / 86400.0;
-        p->days_6tp_mfu = mt_plan_days_ctp(6.0, (double)p->tokens, p->params.n_params, n_gpus, p->peak_flops * o->mfu);
+        p->days_6tp_mfu = mt_plan_days_ctp(6.0, (double)p->tokens, p->params.n_active, n_gpus, p->peak_flops * o->mfu);
     }
     if (o->tflops > 0) {
         p->step_s_tflops = p->flops_hw_iter / (n * o->tflops * 1e12);
         p->days_tflops = p->step_s_tflops * (double)p->iters / 86400.0;
-        p->days_ctp_tflops = mt_plan_days_ctp(full ? 8.0 : 6.0, (double)p->tokens, p->params.n_params, n_gpus,
+        p->days_ctp_tflops = mt_plan_days_ctp(full ? 8.0 : 6.0, (double)p->tokens, p->params.n_active, n_gpus,
                                               o->tflops * 1e12);
     }
     if (o->step_ms > 0) {

@@ -35,6 +35,14 @@ static const char *bytes_str(double b, char *buf, size_t n_bytes) {
     return buf;
 }
 
+static const char *dur_str(double s, char *buf, size_t n_bytes) {
+    if (s >= 86400) snprintf(buf, n_bytes, "%.1f days", s / 86400);
+    else if (s >= 3600) snprintf(buf, n_bytes, "%.1f hours", s / 3600);
+    else if (s >= 60) snprintf(buf, n_bytes, "%.1f minutes", s / 60);
+    else snprintf(buf, n_bytes, "%.1f s", s);
+    return buf;
+}
+
 static const char *link_str(const mt_plan_comm *c, const mt_gpu_spec *g) {
     if (g->is_host) return "shared memory";
     return c->network ? "network" : "NVLink";
@@ -50,16 +58,18 @@ const char *mt_plan_layout_str(const mt_plan *p, char *buf, size_t n_bytes) {
 }
 
 static void print_verdict(FILE *f, const mt_plan *p, const mt_plan_opts *o) {
-    if (p->capacity_bytes <= 0) {
-        fprintf(f, "  verdict: needs %.2f GiB per rank; device memory unknown\n", p->need_bytes / GIB);
-    } else if (p->fits) {
-        fprintf(f, "  verdict: fits (needs %.2f GiB of %.2f GiB usable = %.0f%% of %.2f GiB on %s)\n",
-                p->need_bytes / GIB, p->usable_bytes / GIB, 100 * o->usable_frac, p->capacity_bytes / GIB, p->gpu.name);
-    } else {
-        fprintf(f, "  verdict: does NOT fit (needs %.2f GiB, has %.2f GiB usable = %.0f%% of %.2f GiB on %s)\n",
-                p->need_bytes / GIB, p->usable_bytes / GIB, 100 * o->usable_frac, p->capacity_bytes / GIB,
-                p->gpu.name);
-    }
+    char need[32], has[32], cap[32];
+    bytes_str(p->need_bytes, need, sizeof need);
+    bytes_str(p->usable_bytes, has, sizeof has);
+    bytes_str(p->capacity_bytes, cap, sizeof cap);
+    if (p->capacity_bytes <= 0)
+        fprintf(f, "  verdict: needs %s per rank; device memory unknown\n", need);
+    else if (p->fits)
+        fprintf(f, "  verdict: fits (needs %s of %s usable = %.0f%% of %s on %s)\n", need, has, 100 * o->usable_frac,
+                cap, p->gpu.name);
+    else
+        fprintf(f, "  verdict: does NOT fit (needs %s, has %s usable = %.0f%% of %s on %s)\n", need, has,
+                100 * o->usable_frac, cap, p->gpu.name);
 }
 
 static void print_comm(FILE *f, const char *name, const mt_plan_comm *c, const mt_plan *p) {
@@ -68,8 +78,12 @@ static void print_comm(FILE *f, const char *name, const mt_plan_comm *c, const m
         fprintf(f, "  %-42s -\n", name);
         return;
     }
-    fprintf(f, "  %-42s %11s in %8.0f ops over %-13s ~%.3f s\n", name, bytes_str(c->bytes, b, sizeof b), c->n_ops,
-            link_str(c, &p->gpu), c->exposed_s);
+    if (p->gpu.is_host)
+        fprintf(f, "  %-42s %11s in %8.0f ops over %s\n", name, bytes_str(c->bytes, b, sizeof b), c->n_ops,
+                link_str(c, &p->gpu));
+    else
+        fprintf(f, "  %-42s %11s in %8.0f ops over %-13s ~%.3f s\n", name, bytes_str(c->bytes, b, sizeof b), c->n_ops,
+                link_str(c, &p->gpu), c->exposed_s);
 }
 
 void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_opts *o) {
@@ -108,26 +122,30 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
     fprintf(f, "  FLOPs                 %s without recompute (model FLOPs), %s with recompute %s, %s with full "
             "recompute\n", flops_str(p->flops_model_iter, a, sizeof a), flops_str(p->flops_hw_iter, b, sizeof b),
             k_rc[p->recompute], flops_str(p->flops_full_iter, c, sizeof c));
-    fprintf(f, "  per token             %.4g FLOPs (6 x params = %.4g)\n", p->flops_model_iter / p->tokens_iter,
-            6 * p->params.n_params);
+    fprintf(f, "  per token             %.4g FLOPs (6 x %sparams = %.4g)\n", p->flops_model_iter / p->tokens_iter,
+            p->params.n_expert > 0 ? "active " : "", 6 * p->params.n_active);
 
-    fprintf(f, "\nmemory per rank                      first stage      last stage\n");
-    fprintf(f, "  weights (%s)                 %10.2f GiB  %10.2f GiB\n", bf16 ? "bf16" : "fp32",
-            p->first.weights_bytes / GIB, p->last.weights_bytes / GIB);
-    fprintf(f, "  gradients (fp32)               %10.2f GiB  %10.2f GiB\n", p->first.grads_bytes / GIB,
-            p->last.grads_bytes / GIB);
-    fprintf(f, "  optimizer (%s)%s %10.2f GiB  %10.2f GiB%s\n", bf16 ? "master+m+v" : "m+v       ",
-            p->dist_opt ? " distrib." : "         ", p->first.optim_bytes / GIB, p->last.optim_bytes / GIB,
-            p->dist_opt ? "" : "  (recipe: not distributed)");
-    fprintf(f, "    without distributed opt.     %10.2f GiB  %10.2f GiB\n", p->first.optim_nodist_bytes / GIB,
-            p->last.optim_nodist_bytes / GIB);
-    fprintf(f, "    with distributed opt. (/%d)%s %10.2f GiB  %10.2f GiB\n", p->dp * p->cp,
-            p->dp * p->cp >= 10 ? "" : " ", p->first.optim_dist_bytes / GIB, p->last.optim_dist_bytes / GIB);
-    fprintf(f, "  activations                    %10.2f GiB  %10.2f GiB\n", p->first.acts_bytes / GIB,
-            p->last.acts_bytes / GIB);
-    fprintf(f, "    (layer x micro-batch) sets   %10.1f      %10.1f\n", p->first.n_layer_mbs, p->last.n_layer_mbs);
-    fprintf(f, "  total                          %10.2f GiB  %10.2f GiB\n", p->first.total_bytes / GIB,
-            p->last.total_bytes / GIB);
+    fprintf(f, "\nmemory per rank                          first stage    last stage\n");
+#define MEMROW(label, x, y) \
+    fprintf(f, "  %-36s %12s  %12s\n", label, bytes_str((x), a, sizeof a), bytes_str((y), b, sizeof b))
+    MEMROW(bf16 ? "weights (bf16)" : "weights (fp32)", p->first.weights_bytes, p->last.weights_bytes);
+    MEMROW("gradients (fp32)", p->first.grads_bytes, p->last.grads_bytes);
+    MEMROW(bf16 ? (p->dist_opt ? "optimizer (master+m+v, distributed)" : "optimizer (master+m+v)")
+                : (p->dist_opt ? "optimizer (m+v, distributed)" : "optimizer (m+v)"),
+           p->first.optim_bytes, p->last.optim_bytes);
+    MEMROW("  without distributed optimizer", p->first.optim_nodist_bytes, p->last.optim_nodist_bytes);
+    {
+        char label[96];
+        if (p->ep > 1 || p->params.n_expert > 0)
+            snprintf(label, sizeof label, "  distributed (/%d, experts /%d)", p->dp * p->cp, p->edp);
+        else
+            snprintf(label, sizeof label, "  distributed (/%d)", p->dp * p->cp);
+        MEMROW(label, p->first.optim_dist_bytes, p->last.optim_dist_bytes);
+    }
+    MEMROW("activations", p->first.acts_bytes, p->last.acts_bytes);
+    fprintf(f, "  %-36s %12.1f  %12.1f\n", "  (layer, micro-batch) sets alive", p->first.n_layer_mbs, p->last.n_layer_mbs);
+    MEMROW("total", p->first.total_bytes, p->last.total_bytes);
+#undef MEMROW
     print_verdict(f, p, o);
     fprintf(f, "  activations of one micro-batch per layer per rank (%s):\n",
             bf16 ? "Korthikanti et al. 2022" : "mtrain's fp32 layout");
@@ -157,25 +175,27 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
 
     fprintf(f, "\ntime (%lld iterations, %.4g tokens)\n", (long long)p->iters, (double)p->tokens);
     if (p->peak_flops > 0) {
-        fprintf(f, "  at MFU %.0f%% of %.0f TFLOP/s  step %.3f s, %.1f days; 6TP/(nX) = %.1f days\n", 100 * o->mfu,
-                p->peak_flops / 1e12, p->step_s_mfu, p->days_mfu, p->days_6tp_mfu);
+        fprintf(f, "  at MFU %.0f%% of %.0f TFLOP/s   step %.3f s, %s; 6TP/(nX) = %s\n", 100 * o->mfu,
+                p->peak_flops / 1e12, p->step_s_mfu, dur_str(p->days_mfu * 86400, a, sizeof a),
+                dur_str(p->days_6tp_mfu * 86400, b, sizeof b));
     }
     if (o->tflops > 0)
-        fprintf(f, "  at %.1f TFLOP/s per GPU       step %.3f s, %.1f days (FLOPs with recompute %s); %dTP/(nX) = %.1f "
-                "days\n", o->tflops, p->step_s_tflops, p->days_tflops, k_rc[p->recompute],
-                p->recompute == MT_RECOMPUTE_FULL ? 8 : 6, p->days_ctp_tflops);
+        fprintf(f, "  at %.1f TFLOP/s per GPU       step %.3f s, %s (FLOPs with recompute %s); %dTP/(nX) = %s\n",
+                o->tflops, p->step_s_tflops, dur_str(p->days_tflops * 86400, a, sizeof a), k_rc[p->recompute],
+                p->recompute == MT_RECOMPUTE_FULL ? 8 : 6, dur_str(p->days_ctp_tflops * 86400, b, sizeof b));
     if (o->step_ms > 0) {
         if (p->peak_flops > 0)
-            fprintf(f, "  measured step %.1f ms        MFU %.1f%%, HFU %.1f%% (with recompute), %.1f days\n", o->step_ms,
-                    100 * p->mfu_step, 100 * p->hfu_step, p->days_step);
+            fprintf(f, "  measured step %.1f ms        MFU %.1f%%, HFU %.1f%% (with recompute), %s\n", o->step_ms,
+                    100 * p->mfu_step, 100 * p->hfu_step, dur_str(p->days_step * 86400, a, sizeof a));
         else
-            fprintf(f, "  measured step %.1f ms        %.1f days (peak unknown: no MFU)\n", o->step_ms, p->days_step);
+            fprintf(f, "  measured step %.1f ms        %s (peak unknown: no MFU)\n", o->step_ms,
+                    dur_str(p->days_step * 86400, a, sizeof a));
     }
     if (p->t_step_s > 0) {
         const double T = p->t_step_s;
-        fprintf(f, "  cost model estimate      step %.3f s, MFU %.1f%%, %.1f days: compute %.0f%% (matmul efficiency "
+        fprintf(f, "  cost model estimate      step %.3f s, MFU %.1f%%, %s: compute %.0f%% (matmul efficiency "
                 "%.0f%%), bubble %.1f%%, tp %.1f%%, cp %.1f%%, pp %.1f%%, dp %.1f%%, ep %.1f%%, optimizer %.1f%%\n",
-                T, 100 * p->mfu_est, T * (double)p->iters / 86400.0, 100 * p->t_compute_s / T, 100 * p->gemm_eff,
+                T, 100 * p->mfu_est, dur_str(T * (double)p->iters, a, sizeof a), 100 * p->t_compute_s / T, 100 * p->gemm_eff,
                 100 * p->t_bubble_s / T, 100 * p->tp_comm.exposed_s / T, 100 * p->cp_comm.exposed_s / T,
                 100 * p->pp_comm.exposed_s / T, 100 * p->t_dp_s / T, 100 * p->ep_comm.exposed_s / T, 100 * p->t_opt_s / T);
     } else if (p->peak_flops <= 0) {

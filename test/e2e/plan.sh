@@ -1,0 +1,124 @@
+# `mtrain plan` through the CLI: the readable report, --json parsed by python3, the
+# published anchors end to end (GPT-3 175B ~34 days; Llama-3 70B 145 days), exit codes
+# (0 fits, 1 inconsistent layout, 2 bad usage, 3 does not fit), clear messages for every
+# inconsistency, and --search for gpt175b on 1024 x A100-80G (layouts that fit, #1 explained).
+source test/e2e_lib.sh
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+
+run() { # run EXPECTED_RC cmd...: output in $TMP/out, $TMP/err
+  local want="$1"; shift
+  "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+  [ $rc -eq "$want" ] || { cat "$TMP/out" "$TMP/err" | tail -n 30; fail "exit $rc (wanted $want): $*"; }
+}
+has() { grep -qF -- "$1" "$2" || { cat "$2" | tail -n 30; fail "'$1' not in $2"; }; }
+
+# the CPU recipe on one rank: fits in host memory; fp32 trainer layout
+run 0 "$MTRAIN" plan --config configs/gpt-tiny.yaml --gpus 1
+has "fp32 (mtrain's trainer layout)" "$TMP/out"
+has "verdict: fits" "$TMP/out"
+echo "ok: gpt-tiny on one CPU rank"
+
+# GPT-3 175B on 1024 A100 at 138 TFLOP/s with full recompute: Megatron's 8TP/(nX) ~ 34 days
+run 0 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 1024 --gpu a100-80g --set parallel.data=auto \
+  --recompute-granularity full --tflops 138 --json
+"$PY" - "$TMP/out" <<'EOF' || fail "gpt175b JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["ok"] and d["layout"]["dp"] == 8 and d["layout"]["tp"] == 8 and d["layout"]["pp"] == 16
+assert abs(d["params"]["n_params"] / 174.6e9 - 1) < 0.01, d["params"]
+days = d["time"]["days_ctp_tflops"]
+assert 33.5 < days < 35.0, days
+assert d["memory"]["fits"] is True
+assert abs(d["pipeline"]["bubble"] - 15 / (192 + 15)) < 1e-9
+for g in ("tp", "pp", "dp"):
+    assert d["comm"][g]["bytes"] > 0, g
+print("gpt175b: %.2f days at 138 TFLOP/s (8TP/nX), %.2f days from the detailed FLOPs" % (days, d["time"]["days_tflops"]))
+EOF
+
+# Llama-3 70B, 15T tokens, 1024 H100 at 50% MFU: 6TP/(nX) = 145 days
+run 0 "$MTRAIN" plan --config configs/llama3-70b.yaml --gpus 1024 --gpu h100-80g --set parallel.data=auto --mfu 0.5 --json
+"$PY" - "$TMP/out" <<'EOF' || fail "llama3-70b JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+days = d["time"]["days_6tp_mfu"]
+assert abs(days / 145.1 - 1) < 0.02, days
+print("llama3-70b: %.1f days at 50%% MFU (6TP/nX), %.1f days with attention FLOPs" % (days, d["time"]["days_mfu"]))
+EOF
+
+# the readable report of the same, and a measured step time
+run 0 "$MTRAIN" plan --config configs/llama3-70b.yaml --gpus 1024 --gpu h100-80g --set parallel.data=auto --step-ms 9000
+for s in "parameters" "embedding share" "memory per rank" "activations" "bubble" "ideal speed-up" \
+         "tp allgather + reduce-scatter" "pp send/recv" "dp reduce-scatter" "cp ring" "measured step" "MFU" "verdict: fits"; do
+  has "$s" "$TMP/out"
+done
+echo "ok: llama3-70b report"
+
+# Mixtral: total and active parameters, expert all-to-all
+run 0 "$MTRAIN" plan --config configs/mixtral-8x7b.yaml --gpu h100-80g --json
+"$PY" - "$TMP/out" <<'EOF' || fail "mixtral JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d["params"]
+assert abs(p["n_params"] / 46.7e9 - 1) < 0.01 and abs(p["n_active"] / 12.9e9 - 1) < 0.01, p
+assert d["comm"]["ep"]["bytes"] > 0
+print("mixtral: %.2fB total, %.2fB active" % (p["n_params"] / 1e9, p["n_active"] / 1e9))
+EOF
+
+# does not fit: exit 3 and the verdict says by how much
+run 3 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 8 --gpu a100-40g --set parallel.pipeline=1 --set parallel.data=auto
+has "does NOT fit (needs" "$TMP/out"
+run 3 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 8 --gpu a100-40g --set parallel.pipeline=1 --set parallel.data=auto --json
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["memory"]["fits"] is False' "$TMP/out" || fail "not-fit JSON"
+echo "ok: does-not-fit verdict"
+
+# inconsistencies: exit 1 with the key at fault
+run 1 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 1024 --gpu a100-80g
+has "parallel.data" "$TMP/err"
+run 1 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 1000 --gpu a100-80g --set parallel.data=auto
+has "parallel.data" "$TMP/err"
+run 1 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 1024 --gpu a100-80g --set parallel.data=auto --set model.heads=100
+has "model.heads" "$TMP/err"
+run 1 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 1536 --gpu a100-80g --set parallel.tensor=16 --set parallel.data=auto
+has "spans nodes" "$TMP/err"
+run 1 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 1024 --gpu a100-80g --set parallel.data=auto \
+  --virtual-pipeline-model-parallel-size 2 --global-batch-size 1544
+has "virtual_pipeline" "$TMP/err"
+run 1 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 1000 --gpu a100-80g --set parallel.data=auto --json
+"$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] is False and d["problems"]' "$TMP/out" || fail "problems JSON"
+echo "ok: inconsistent layouts named"
+
+# bad usage: exit 2
+run 2 "$MTRAIN" plan --config configs/gpt-tiny.yaml
+has "--gpus" "$TMP/err"
+run 2 "$MTRAIN" plan --config configs/gpt175b.yaml --gpu b200
+has "a100-80g" "$TMP/err"
+run 2 "$MTRAIN" plan --config configs/gpt175b.yaml --mfu 1.5
+run 2 "$MTRAIN" plan --config configs/gpt175b.yaml --no-such-flag
+has "unknown argument" "$TMP/err"
+run 2 "$MTRAIN" plan
+has "no recipe" "$TMP/err"
+run 0 "$MTRAIN" plan --help
+echo "ok: usage errors"
+
+# --search: gpt175b on 1024 x A100-80G
+run 0 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 1024 --gpu a100-80g --search
+has "why #1:" "$TMP/out"
+head -n 8 "$TMP/out"
+run 0 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 1024 --gpu a100-80g --search --json
+"$PY" - "$TMP/out" <<'EOF' || fail "search JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+top = d["top"]
+assert d["ok"] and len(top) == 10 and d["n_fit"] >= 10, (d["n_fit"], len(top))
+for c in top:
+    l, m = c["layout"], c["memory"]
+    assert m["fits"] and m["need_bytes"] <= m["usable_bytes"]
+    assert l["tp"] * l["pp"] * l["cp"] * l["dp"] == 1024 and l["tp"] <= 8
+    assert c["reason"]
+steps = [c["cost_model"]["step_s"] for c in top]
+assert steps == sorted(steps)
+assert d["why"].startswith("#1 (")
+print("search: %d fit; #1 %s, %.2f s/step" % (d["n_fit"], top[0]["layout_str"], steps[0]))
+EOF
+echo "all plan checks passed"

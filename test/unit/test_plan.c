@@ -1,0 +1,285 @@
+/* test_plan.c — `mtrain plan` arithmetic (core/plan.h) against published numbers and the
+ * trainer's own allocations:
+ *  1. parameter counts of the shipped recipes vs published sizes (within 1%; exact where the
+ *     Hugging Face checkpoints give the count);
+ *  2. Megatron's time anchors: GPT-3 175B, 1024 A100 at 138 TFLOP/s, 300B tokens ~ 34 days
+ *     (8TP/nX); Llama-3 70B, 15T tokens, 1024 H100 at 50% MFU (6TP/nX = 145.1 days);
+ *  3. memory of the CPU runs = what mt_model_init allocates (weights, grads, optimizer exactly,
+ *     activations within 10%), and the layout functions for gpt125m;
+ *  4. bubble p=16: m=8 65.2%, m=32 31.9%; speed-ups 5.6 and 10.9;
+ *  5. --search for gpt175b on 1024 x A100-80G: layouts that fit, #1 explained;
+ * plus FLOPs = mt_model_flops_per_seq and Megatron's closed forms, and Korthikanti's
+ * activation formulas. */
+#include <math.h>
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "core/model.h"
+#include "core/model_layout.h"
+#include "core/plan.h"
+#include "core/recipe.h"
+#include "test/test.h"
+
+static mt_recipe g_r;
+
+/* Loads a shipped recipe, applies "key=value" overrides, validates for `world` ranks. */
+static mt_recipe *load(const char *name, int world, const char *const *sets) {
+    char path[256];
+    snprintf(path, sizeof path, "configs/%s.yaml", name);
+    mt_recipe_defaults(&g_r);
+    mt_status st = mt_recipe_load_file(&g_r, path);
+    CHECKF(st == MT_OK, "%s: %s", path, mt_last_error());
+    for (int i = 0; sets && sets[i]; i++) {
+        char k[128];
+        const char *eq = strchr(sets[i], '=');
+        snprintf(k, sizeof k, "%.*s", (int)(eq - sets[i]), sets[i]);
+        st = mt_recipe_set(&g_r, k, eq + 1, NULL);
+        CHECKF(st == MT_OK, "%s: %s", sets[i], mt_last_error());
+    }
+    st = mt_recipe_validate(&g_r, world);
+    CHECKF(st == MT_OK, "%s on %d: %s", path, world, mt_last_error());
+    return &g_r;
+}
+
+static void test_param_counts(void) {
+    mt_plan_params pc;
+    static const char *const auto_dp[] = { "parallel.data=auto", NULL };
+    /* GPT-2 124M: 124,439,808 (Hugging Face gpt2) */
+    mt_plan_count_params(load("gpt125m", 8, NULL), &pc);
+    CHECK_NEAR(pc.n_params, 124.44e6, 0, 0.01);
+    CHECK(pc.n_params == 124439808.0);
+    printf("gpt125m: %.0f parameters (embedding %.1f%%)\n", pc.n_params, 100 * pc.n_embed / pc.n_params);
+    /* GPT-3 175B: 174.6B (Brown et al. 2020, Table 2.1 "175.0B"; 12 l h^2 + embeddings = 174.6B) */
+    mt_plan_count_params(load("gpt175b", 1536, NULL), &pc);
+    CHECK_NEAR(pc.n_params, 174.6e9, 0, 0.01);
+    printf("gpt175b: %.0f parameters\n", pc.n_params);
+    /* Llama 3 8B: 8,030,261,248; 70B: 70,553,706,496 (Hugging Face Meta-Llama-3 checkpoints) */
+    mt_plan_count_params(load("llama3-8b", 8, NULL), &pc);
+    CHECK_NEAR(pc.n_params, 8.03e9, 0, 0.01);
+    CHECK(pc.n_params == 8030261248.0);
+    printf("llama3-8b: %.0f parameters\n", pc.n_params);
+    mt_plan_count_params(load("llama3-70b", 64, NULL), &pc);
+    CHECK_NEAR(pc.n_params, 70.6e9, 0, 0.01);
+    CHECK(pc.n_params == 70553706496.0);
+    printf("llama3-70b: %.0f parameters\n", pc.n_params);
+    /* Mixtral 8x7B: 46.7B total, 12.9B active (Jiang et al. 2024); HF: 46,702,792,704 */
+    mt_plan_count_params(load("mixtral-8x7b", 64, NULL), &pc);
+    CHECK_NEAR(pc.n_params, 46.7e9, 0, 0.01);
+    CHECK_NEAR(pc.n_active, 12.9e9, 0, 0.01);
+    CHECK(pc.n_params == 46702792704.0);
+    printf("mixtral-8x7b: %.0f parameters, %.0f active\n", pc.n_params, pc.n_active);
+    /* a dense model: active = total */
+    mt_plan_count_params(load("llama3-70b", 1024, auto_dp), &pc);
+    CHECK(pc.n_active == pc.n_params && pc.n_expert == 0);
+}
+
+static void test_anchors(void) {
+    mt_plan_opts o;
+    static mt_plan p;
+    mt_plan_opts_defaults(&o);
+    /* GPT-3 175B, 1024 A100, 138 TFLOP/s, 300B tokens, full recomputation: 8TP/(nX) */
+    static const char *const g175[] = { "parallel.data=auto", "training.recompute=full", NULL };
+    mt_recipe *r = load("gpt175b", 1024, g175);
+    o.tflops = 138;
+    CHECK(mt_plan_compute(r, 1024, mt_gpu_find("a100-80g"), &o, &p) == MT_OK);
+    const double megatron = 8 * 300e9 * 175e9 / (1024 * 138e12) / 86400; /* 34.4 days, with P = 175e9 */
+    printf("gpt175b on 1024 A100 at 138 TFLOP/s: 8TP/(nX) = %.2f days (P = 175e9: %.2f), detailed FLOPs %.2f days\n",
+           p.days_ctp_tflops, megatron, p.days_tflops);
+    CHECK_NEAR(p.days_ctp_tflops, megatron, 0, 0.02);
+    CHECK(p.days_ctp_tflops > 33.5 && p.days_ctp_tflops < 35.0);
+    CHECK_NEAR(p.days_tflops, p.days_ctp_tflops, 0, 0.05); /* attention + logits add ~3% */
+    CHECK(p.tokens == (int64_t)300e9);
+
+    /* Llama 3 70B, 15T tokens, 1024 H100 at 50% MFU: 6TP/(nX) = 145.1 days (not 14) */
+    static const char *const l70[] = { "parallel.data=auto", NULL };
+    r = load("llama3-70b", 1024, l70);
+    mt_plan_opts_defaults(&o);
+    o.mfu = 0.5;
+    CHECK(mt_plan_compute(r, 1024, mt_gpu_find("h100-80g"), &o, &p) == MT_OK);
+    const double days = 6 * 15e12 * 70.553706496e9 / (1024 * 0.5 * 989e12) / 86400;
+    printf("llama3-70b on 1024 H100 at 50%% MFU: 6TP/(nX) = %.2f days (by hand %.2f); with attention FLOPs %.2f days\n",
+           p.days_6tp_mfu, days, p.days_mfu);
+    CHECK_NEAR(p.days_6tp_mfu, 145.1, 0, 0.02);
+    CHECK_NEAR(p.days_6tp_mfu, days, 0, 1e-9);
+    CHECK(p.days_mfu > p.days_6tp_mfu); /* 8K-token attention adds ~15% */
+    /* interleaved 1F1B (p 4, v 5, m 16): first stage holds L (1 + (p-1)/(p v)) layer-micro-batches */
+    CHECK_NEAR(p.first.n_layer_mbs, 80 * (1 + 3.0 / 20), 1e-9, 0);
+    CHECK_NEAR(p.last.n_layer_mbs, (4.0 * 4 + 1) * 80 / 20, 1e-9, 0);
+}
+
+/* The trainer's allocations for one recipe (fp32, one rank) vs plan's CPU mode. */
+static void check_trainer_memory(const char *name, int allocate) {
+    static const char *const cpu[] = { "training.precision=fp32", "training.backend=cpu", NULL };
+    mt_recipe *r = load(name, 1, cpu);
+    mt_plan_opts o;
+    static mt_plan p;
+    mt_gpu_spec host;
+    mt_plan_opts_defaults(&o);
+    mt_gpu_host(&host, 0);
+    CHECK(mt_plan_compute(r, 1, &host, &o, &p) == MT_OK);
+    CHECK(p.mode == MT_PLAN_TRAINER_FP32);
+    mt_param_layout pl;
+    mt_act_layout al;
+    CHECK(mt_param_layout_build(r, &pl) == MT_OK);
+    mt_act_layout_build(&pl, r->training.micro_batch, MT_F32, &al);
+    const double n = (double)pl.n_elems;
+    CHECKF(p.first.n_elems == n, "%s: plan %.0f elements, layout %.0f", name, p.first.n_elems, n);
+    CHECK(p.first.n_params == (double)pl.n_params);
+    CHECK(p.n_params_padded == (double)pl.n_params);
+    CHECK(p.first.weights_bytes == 4 * n);
+    CHECK(p.first.grads_bytes == 4 * n);
+    CHECK(p.first.optim_bytes == 8 * n);
+    CHECK_NEAR(p.first.acts_bytes, (double)al.n_bytes, 0, 0.10);
+    printf("%s: plan %.0f param elements (layout %zu), acts %.0f bytes vs trainer %zu (%+.3f%%)\n", name,
+           p.first.n_elems, pl.n_elems, p.first.acts_bytes, al.n_bytes,
+           100 * (p.first.acts_bytes / (double)al.n_bytes - 1));
+    /* FLOPs: the same as the trainer's count */
+    CHECK_NEAR(mt_plan_flops_per_seq(r, MT_RECOMPUTE_NONE), mt_model_flops_per_seq(&pl, 0), 0, 1e-12);
+    if (allocate) {
+        mt_backend be;
+        mt_model m;
+        CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
+        mt_status st = mt_model_init(&m, r, &be, r->training.micro_batch);
+        CHECKF(st == MT_OK, "%s", mt_last_error());
+        if (st == MT_OK) {
+            CHECK(p.first.weights_bytes == (double)m.bytes_params);
+            CHECK(p.first.grads_bytes == (double)m.bytes_grads);
+            CHECK(p.first.optim_bytes == (double)m.bytes_optim);
+            CHECK_NEAR(p.first.acts_bytes, (double)m.bytes_acts, 0, 0.10);
+            mt_model_free(&m);
+        }
+        mt_backend_destroy(&be);
+    }
+}
+
+static void test_trainer_memory(void) {
+    check_trainer_memory("gpt-tiny", 1);
+    check_trainer_memory("llama-tiny", 1);
+    check_trainer_memory("gpt125m", 0); /* 2.4 GB of weights + 7 GB of activations: layout only */
+    /* bf16 on a GPU: 2 + 4 + 12 bytes per element, as mt_model_init sizes them for a bf16 backend */
+    static const char *const bf[] = { "parallel.data=auto", NULL };
+    mt_recipe *r = load("gpt125m", 1, bf);
+    mt_plan_opts o;
+    static mt_plan p;
+    mt_plan_opts_defaults(&o);
+    CHECK(mt_plan_compute(r, 1, mt_gpu_find("a100-80g"), &o, &p) == MT_OK);
+    mt_param_layout pl;
+    CHECK(mt_param_layout_build(r, &pl) == MT_OK);
+    CHECK(p.mode == MT_PLAN_MIXED_BF16);
+    CHECK(p.first.weights_bytes == 2.0 * pl.n_elems);
+    CHECK(p.first.grads_bytes == 4.0 * pl.n_elems);
+    CHECK(p.first.optim_nodist_bytes == 12.0 * pl.n_elems);
+}
+
+static void test_bubble(void) {
+    CHECK_NEAR(mt_plan_bubble_fraction(16, 8, 1), 0.652, 0.0005, 0);
+    CHECK_NEAR(mt_plan_bubble_fraction(16, 32, 1), 0.319, 0.0005, 0);
+    CHECK_NEAR(mt_plan_speedup(16, 8, 1), 5.6, 0.05, 0);
+    CHECK_NEAR(mt_plan_speedup(16, 32, 1), 10.9, 0.05, 0);
+    printf("bubble p=16: m=8 %.1f%% (speed-up %.2f), m=32 %.1f%% (speed-up %.2f)\n",
+           100 * mt_plan_bubble_fraction(16, 8, 1), mt_plan_speedup(16, 8, 1), 100 * mt_plan_bubble_fraction(16, 32, 1),
+           mt_plan_speedup(16, 32, 1));
+    /* interleaving divides the bubble by v: (p-1)/(v m + p - 1) */
+    CHECK_NEAR(mt_plan_bubble_fraction(16, 8, 2), 15.0 / 31.0, 1e-12, 0);
+    CHECK(mt_plan_bubble_fraction(1, 8, 1) == 0.0 && mt_plan_speedup(1, 8, 1) == 1.0);
+}
+
+/* Megatron's closed forms for GPT (Narayanan et al. 2021, appendix) and Korthikanti's
+ * activation formulas, on gpt175b tp 8. */
+static void test_formulas(void) {
+    static const char *const g[] = { "parallel.data=auto", NULL };
+    mt_recipe *r = load("gpt175b", 1024, g);
+    mt_plan_opts o;
+    static mt_plan p;
+    mt_plan_opts_defaults(&o);
+    CHECK(mt_plan_compute(r, 1024, mt_gpu_find("a100-80g"), &o, &p) == MT_OK);
+    const double B = 1536, s = 2048, l = 96, h = 12288, V = mt_recipe_padded_vocab(r), a = 96, t = 8, b = 1;
+    CHECK_NEAR(p.flops_model_iter, 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)), 0, 1e-12);
+    CHECK_NEAR(p.flops_full_iter, 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)), 0, 1e-12);
+    CHECK(p.flops_hw_iter > p.flops_model_iter && p.flops_hw_iter < p.flops_full_iter); /* selective */
+    CHECK_NEAR(p.act_layer_bytes[MT_RECOMPUTE_NONE][0], s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), 0, 1e-12);
+    CHECK_NEAR(p.act_layer_bytes[MT_RECOMPUTE_NONE][1], s * b * h / t * (34 + 5 * a * s / h), 0, 1e-12);
+    CHECK_NEAR(p.act_layer_bytes[MT_RECOMPUTE_SELECTIVE][1], s * b * h / t * 34, 0, 1e-12);
+    CHECK_NEAR(p.act_layer_bytes[MT_RECOMPUTE_SELECTIVE][0], s * b * h * (10 + 24 / t), 0, 1e-12);
+    CHECK_NEAR(p.act_layer_bytes[MT_RECOMPUTE_FULL][1], 2 * s * b * h / t, 0, 1e-12);
+    CHECK_NEAR(p.act_layer_bytes[MT_RECOMPUTE_FULL][0], 2 * s * b * h, 0, 1e-12);
+    /* 1F1B: the first stage holds p micro-batches of L/p layers = L layers */
+    CHECK(p.first.n_layer_mbs == 96 && p.last.n_layer_mbs == 6);
+    /* distributed optimizer: 12 bytes / (dp cp), grads stay fp32 */
+    CHECK_NEAR(p.first.optim_dist_bytes, p.first.optim_nodist_bytes / 8, 0, 1e-12);
+    /* Megatron's sharding: the tp ranks of one stage hold the stage's parameters minus the
+     * replicated norms / row-parallel biases / positions counted t-1 extra times */
+    CHECK(p.first.n_params > 174.6e9 / 128 && p.first.n_params < 1.1 * 174.6e9 / 128);
+    CHECK(p.fits);
+    /* ring volumes: tp allreduce 2(t-1)/t of s b h bf16 per collective */
+    CHECK_NEAR(p.tp_comm.bytes, p.tp_comm.n_ops * 2 * 7.0 / 8 * s * b * h * 2, 0, 1e-12);
+    CHECK(p.dp_comm.bytes > 0 && p.pp_comm.bytes > 0 && p.ep_comm.bytes == 0 && p.cp_comm.bytes == 0);
+    /* padded vocabulary as the recipe pads it */
+    CHECK(V == 51200);
+    /* a layout that cannot fit: 175B on 8 x 40GB */
+    static const char *const small[] = { "parallel.pipeline=1", "parallel.data=auto", NULL };
+    r = load("gpt175b", 8, small);
+    CHECK(mt_plan_compute(r, 8, mt_gpu_find("a100-40g"), &o, &p) == MT_OK);
+    CHECK(!p.fits && p.need_bytes > p.usable_bytes);
+    /* MoE: expert all-to-all and the expert data-parallel group */
+    r = load("mixtral-8x7b", 64, NULL);
+    CHECK(mt_plan_compute(r, 64, mt_gpu_find("h100-80g"), &o, &p) == MT_OK);
+    CHECK(p.ep == 8 && p.edp == 1 && p.ep_comm.bytes > 0 && p.first.n_expert_elems > 0);
+    CHECK(p.flops_model_iter < 6.5 * p.params.n_params * p.tokens_iter); /* only top_k experts compute */
+}
+
+static void test_checks(void) {
+    /* interleaving needs m % p == 0 (Megatron) */
+    static const char *const bad[] = { "parallel.data=auto", "parallel.virtual_pipeline=2",
+                                       "training.global_batch=1544", NULL };
+    mt_recipe *r = load("gpt175b", 1024, bad);
+    CHECK(mt_plan_check(r, 1024, mt_gpu_find("a100-80g")) == MT_ERR_CONFIG);
+    CHECK_STR_CONTAINS(mt_last_error(), "virtual_pipeline");
+    /* not whole nodes */
+    static const char *const nodes[] = { "parallel.data=auto", "parallel.pipeline=1", "training.global_batch=12",
+                                         "training.micro_batch=1", NULL };
+    r = load("gpt1.3b", 12, nodes);
+    CHECK(mt_plan_check(r, 12, mt_gpu_find("h100-80g")) == MT_ERR_CONFIG);
+    CHECK_STR_CONTAINS(mt_last_error(), "whole nodes");
+    /* the recipe validator names a world-size mismatch */
+    mt_recipe_defaults(&g_r);
+    CHECK(mt_recipe_load_file(&g_r, "configs/gpt175b.yaml") == MT_OK);
+    CHECK(mt_recipe_validate(&g_r, 1024) == MT_ERR_CONFIG);
+    CHECK_STR_CONTAINS(mt_last_error(), "parallel.data");
+}
+
+static void test_search(void) {
+    static mt_plan_search_result s;
+    mt_plan_opts o;
+    mt_plan_opts_defaults(&o);
+    mt_recipe_defaults(&g_r);
+    CHECK(mt_recipe_load_file(&g_r, "configs/gpt175b.yaml") == MT_OK);
+    CHECK(mt_plan_search(&g_r, 1024, mt_gpu_find("a100-80g"), &o, &s) == MT_OK);
+    CHECK(s.n_top == MT_PLAN_TOP && s.n_fit >= s.n_top && s.n_valid >= s.n_fit && s.n_tried >= s.n_valid);
+    for (int i = 0; i < s.n_top; i++) {
+        const mt_plan *p = &s.top[i].plan;
+        CHECK(p->fits && p->need_bytes <= p->usable_bytes);
+        CHECK(p->tp * p->pp * p->cp * p->dp == 1024 && p->tp <= 8);
+        CHECK(p->global_batch == 1536);
+        if (i) CHECK(s.top[i - 1].plan.t_step_s <= p->t_step_s);
+        CHECK(s.top[i].reason[0] != 0);
+    }
+    CHECK_STR_CONTAINS(s.why, "#1 (");
+    CHECK_STR_CONTAINS(s.why, "#2 (");
+    CHECK(s.recipe_rank >= 1); /* tp 8 pp 16 dp 8 fits and is ranked */
+    char l[200];
+    printf("search gpt175b on 1024 x a100-80g: %ld tried, %ld valid, %ld fit; #1 %s, %.2f s/step, MFU %.1f%%\nwhy: %s\n",
+           s.n_tried, s.n_valid, s.n_fit, mt_plan_layout_str(&s.top[0].plan, l, sizeof l), s.top[0].plan.t_step_s,
+           100 * s.top[0].plan.mfu_est, s.why);
+}
+
+int main(void) {
+    test_param_counts();
+    test_anchors();
+    test_trainer_memory();
+    test_bubble();
+    test_formulas();
+    test_checks();
+    test_search();
+    TEST_MAIN_END();
+}
