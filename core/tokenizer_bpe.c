@@ -7,6 +7,7 @@
  * bounded (cleared when full), so memory stays flat whatever the input. */
 #include "tokenizer_bpe.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,17 +34,17 @@ uint32_t bpe_byte_to_cp(int b) {
     return 256u + (uint32_t)n;
 }
 
+static int g_cp_to_byte[512];
+static pthread_once_t g_cp_once = PTHREAD_ONCE_INIT;
+
+static void fill_cp_to_byte(void) {
+    for (int i = 0; i < 512; i++) g_cp_to_byte[i] = -1;
+    for (int b = 0; b < 256; b++) g_cp_to_byte[bpe_byte_to_cp(b)] = b;
+}
+
 int bpe_cp_to_byte(uint32_t cp) {
-    static int table[512];
-    static atomic_int ready;
-    if (!atomic_load_explicit(&ready, memory_order_acquire)) {
-        int t[512];
-        for (int i = 0; i < 512; i++) t[i] = -1;
-        for (int b = 0; b < 256; b++) t[bpe_byte_to_cp(b)] = b;
-        memcpy(table, t, sizeof t); /* every thread computes the same values */
-        atomic_store_explicit(&ready, 1, memory_order_release);
-    }
-    return cp < 512 ? table[cp] : -1;
+    pthread_once(&g_cp_once, fill_cp_to_byte);
+    return cp < 512 ? g_cp_to_byte[cp] : -1;
 }
 
 /* ---- pre-tokenizer -------------------------------------------------------------------- */
