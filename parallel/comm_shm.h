@@ -4,7 +4,8 @@
  *   - reductions run in a fixed order (rank 0 + rank 1 + ... + rank n-1, element by element,
  *     bf16 accumulated in fp32), so results are bitwise identical on every rank and every run
  *     and equal the serial sum in that order;
- *   - waits spin briefly only when the node's ranks fit its cores, else sleep on a futex; each has
+ *   - waits spin briefly (yielding every few us, adaptive budget <= 50 us) only when the node's
+ *     ranks fit its cores, else sleep on a futex at once; each has
  *     a deadline (timeout_s, 0 = none) and checks its peers every ~100 ms (a dead, zombie or
  *     pid-reused peer is "died"); errors are MT_ERR_PEER naming the rank (world rank, pid);
  *   - abort() on any communicator fails every wait of the whole family (the world communicator

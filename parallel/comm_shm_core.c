@@ -1,5 +1,5 @@
-/* comm_shm_core.c — how comm_shm waits: brief spinning (only when the node's ranks fit its
- * cores), then futex sleeps in slices of <= 100 ms; between slices the family's abort flag, the
+/* comm_shm_core.c — how comm_shm waits: brief spinning with sched_yield (only when the node's
+ * ranks fit its cores; the budget halves whenever spinning did not pay off), then futex sleeps in slices of <= 100 ms; between slices the family's abort flag, the
  * peers' liveness (/proc/<pid>/stat: gone, zombie, or a reused pid = died) and the deadline are
  * checked. Also the barrier every collective is built on, abort, and the sticky failure state.
  * Rule: every wait has a deadline and names the rank it waits for; nothing here allocates. */
@@ -18,7 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SHM_SPIN_NS 50000ull           /* spin this long before sleeping (spin mode only) */
+#define SHM_SPIN_NS 50000ull           /* spin at most this long before sleeping (spin mode only) */
+#define SHM_SPIN_MIN_NS 2000ull        /* ... and at least this long */
 #define SHM_CHECK_NS 100000000ull      /* liveness check and sleep slice: 100 ms */
 
 static uint64_t now_ns(void) {
@@ -163,13 +164,23 @@ mt_status shm_wait(shm_ctx *c, _Atomic uint32_t *word, _Atomic int32_t *sleepers
     shm_hdr *root = c->fam->root;
     if (cond(c, arg, &blocker)) return MT_OK;
     if (c->spin) {
+        /* spin with a sched_yield every ~128 polls (cheap when nothing else wants the core, and
+         * it lets the peer run when the node is busier than it looks); the budget adapts:
+         * halved each time spinning ended in a sleep, back to the maximum when it paid off */
         uint64_t t0 = now_ns();
         for (unsigned i = 1;; i++) {
             cpu_relax();
-            if (cond(c, arg, &blocker)) return MT_OK;
+            if (cond(c, arg, &blocker)) {
+                c->spin_ns = SHM_SPIN_NS;
+                return MT_OK;
+            }
             if (atomic_load_explicit(&root->aborted, memory_order_relaxed)) break;
-            if ((i & 127) == 0 && now_ns() - t0 > SHM_SPIN_NS) break;
+            if ((i & 127) == 0) {
+                if (now_ns() - t0 > c->spin_ns) break;
+                sched_yield();
+            }
         }
+        c->spin_ns = c->spin_ns / 2 > SHM_SPIN_MIN_NS ? c->spin_ns / 2 : SHM_SPIN_MIN_NS;
     } else {
         sched_yield(); /* oversubscribed: let the rank we wait for run */
         if (cond(c, arg, &blocker)) return MT_OK;

@@ -88,6 +88,7 @@ typedef struct {
     int world_rank;
     int timeout_s;
     int spin;
+    uint64_t spin_ns;   /* current spin budget (adaptive, see shm_wait) */
     shm_member *members;
     char *data;
     char *rings;

@@ -131,6 +131,7 @@ static mt_status make_ctx(shm_hdr *h, size_t map_bytes, int rank, int timeout_s,
     c->n = n;
     c->timeout_s = timeout_s;
     c->spin = h->spin;
+    c->spin_ns = 50000;
     c->members = (shm_member *)((char *)h + h->members_off);
     c->data = (char *)h + h->data_off;
     c->rings = (char *)h + h->rings_off;
