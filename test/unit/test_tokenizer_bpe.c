@@ -504,7 +504,7 @@ static void random_bytes(mt_tokenizer *tok) {
 
 /* tokenizer.json built from vocab.json + merges.txt; merges as strings or as pairs. */
 static int write_tokenizer_json(const char *out, const char *vocab, const char *merges,
-                                int pairs) {
+                                int pairs, int prefix_space, int ignore_merges) {
     FILE *fv = fopen(vocab, "rb"), *fm = fopen(merges, "rb"), *f = fopen(out, "wb");
     if (!fv || !fm || !f) {
         if (fv) fclose(fv);
@@ -512,11 +512,11 @@ static int write_tokenizer_json(const char *out, const char *vocab, const char *
         if (f) fclose(f);
         return 0;
     }
-    fputs("{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n"
+    fprintf(f, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n"
           " \"added_tokens\": [{\"id\": 50256, \"content\": \"<|endoftext|>\", \"single_word\": "
           "false, \"lstrip\": false, \"rstrip\": false, \"normalized\": true, \"special\": true}],\n"
           " \"normalizer\": null,\n"
-          " \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+          " \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": %s, "
           "\"trim_offsets\": true, \"use_regex\": true},\n"
           " \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
           "\"trim_offsets\": false, \"use_regex\": true},\n"
@@ -524,7 +524,8 @@ static int write_tokenizer_json(const char *out, const char *vocab, const char *
           "true, \"use_regex\": true},\n"
           " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
           "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", \"fuse_unk\": "
-          "false, \"byte_fallback\": false, \"vocab\": ", f);
+          "false, \"byte_fallback\": false, \"ignore_merges\": %s, \"vocab\": ",
+          prefix_space ? "true" : "false", ignore_merges ? "true" : "false");
     char buf[65536];
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, fv)) > 0) fwrite(buf, 1, n, f);
@@ -560,7 +561,7 @@ static int write_tokenizer_json(const char *out, const char *vocab, const char *
 static void test_hf(mt_tokenizer *gpt2, const char *vocab, const char *merges) {
     for (int pairs = 0; pairs < 2; pairs++) {
         const char *tj = path_in(pairs ? "tok-pairs.json" : "tok-strings.json");
-        CHECK(write_tokenizer_json(tj, vocab, merges, pairs));
+        CHECK(write_tokenizer_json(tj, vocab, merges, pairs, 0, 0));
         mt_tokenizer *hf = NULL;
         mt_tokenizer_files files = {NULL, NULL, tj};
         mt_status st = mt_tokenizer_open(&hf, "hf", &files);
@@ -581,6 +582,32 @@ static void test_hf(mt_tokenizer *gpt2, const char *vocab, const char *merges) {
         if (pairs) corpus_checks(gpt2, hf, "data/kjv.jsonl");
         mt_tokenizer_free(hf);
     }
+    /* ByteLevel add_prefix_space: "Hello" is encoded as " Hello"; ignore_merges: words that
+     * are tokens are taken whole (for GPT-2's vocabulary the same ids) */
+    const char *tp = path_in("tok-prefix.json"), *ti = path_in("tok-ignore.json");
+    CHECK(write_tokenizer_json(tp, vocab, merges, 0, 1, 0));
+    CHECK(write_tokenizer_json(ti, vocab, merges, 0, 0, 1));
+    mt_tokenizer *hp = NULL, *hi = NULL;
+    mt_tokenizer_files fp = {NULL, NULL, tp}, fi = {NULL, NULL, ti};
+    CHECKF(mt_tokenizer_open(&hp, "hf", &fp) == MT_OK, "%s", mt_last_error());
+    CHECKF(mt_tokenizer_open(&hi, "hf", &fi) == MT_OK, "%s", mt_last_error());
+    if (hp) {
+        mt_token_buf a = {0};
+        encode_str(hp, "Hello world", &a);
+        CHECK(a.n_ids == 2 && a.ids[0] == 18435 && a.ids[1] == 995); /* " Hello" " world" */
+        encode_str(hp, " Hello", &a);
+        CHECK(a.n_ids == 1 && a.ids[0] == 18435);
+        mt_token_buf_free(&a);
+    }
+    if (hi) {
+        golden(hi);
+        mt_token_buf a = {0};
+        encode_str(hi, " Hello world", &a);
+        CHECK(a.n_ids == 2 && a.ids[0] == 18435 && a.ids[1] == 995);
+        mt_token_buf_free(&a);
+    }
+    mt_tokenizer_free(hp);
+    mt_tokenizer_free(hi);
     /* unsupported tokenizer.json features and broken ones are named */
     const char *u1 = path_in("wp.json");
     write_file(u1, "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}");
