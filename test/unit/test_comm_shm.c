@@ -7,9 +7,10 @@
  * nested, tp/dp groups from the grid) with collectives inside the groups, and the world created
  * through a bootstrap. Then failures: a peer that _exit()s or is SIGKILLed mid-collective (the
  * others must name it within 10 s), a SIGSTOPped peer (timeout after 2 s naming it), abort on
- * the world and on a sub-communicator (every rank learns the reason at once). Allreduce results
- * are compared across ranks bit for bit. At the end /dev/shm must hold no mtrain-* entry made by
- * this test's ranks (names carry the creator's pid).
+ * the world and on a sub-communicator (every rank learns the reason at once); misuse (collective
+ * in a group, bad root/peer, mismatched alltoallv counts or send/recv sizes) is an error, not a
+ * hang. Allreduce results are compared across ranks bit for bit. At the end /dev/shm must hold
+ * no mtrain-* entry made by this test's ranks (names carry the creator's pid). ~15-20 s on 2 cores.
  * Usage: test_comm_shm [quick]   (quick: ranks 1..4, fewer sizes; for valgrind) */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -397,6 +399,7 @@ static void run_ranks(int n, int timeout_s, rank_fn fn, void *arg, const char *w
         note_child(pids[r]);
         if (pids[r] == 0) {
             mt_test_failures = 0;
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
             mt_comm *w = NULL;
             mt_status st = mt_comm_shm_create_local(local, r, timeout_s, &w);
             if (st != MT_OK) {
@@ -460,6 +463,44 @@ static void test_collectives(int n, int big) {
     printf("  %d rank%s: all collectives%s ok in %.2f s\n", n, n > 1 ? "s" : "", big ? " (big sizes)" : "",
            now_s() - t0);
     fflush(stdout);
+}
+
+/* ---------------- misuse is reported, not hung ---------------- */
+
+static void rank_misuse(mt_comm *w, void *arg) {
+    (void)arg;
+    int me = w->rank, n = w->size;
+    float x[16] = {0};
+    /* a collective inside a group, a bad root, a bad peer */
+    CHECK_ST(w->i->group_start(w));
+    CHECK(w->i->allreduce(w, x, x, 4, MT_F32, MT_RED_SUM) == MT_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(mt_last_error(), "inside group_start/group_end");
+    CHECK_ST(w->i->group_end(w));
+    CHECK(w->i->broadcast(w, x, 4, MT_F32, n) == MT_ERR_INTERNAL);
+    CHECK(w->i->send(w, x, 4, MT_F32, -1) == MT_ERR_INTERNAL);
+    /* alltoallv where rank 1 expects one element too many from rank 0: only rank 1 fails,
+     * nobody hangs, and the communicator keeps working */
+    size_t sc[MAX_RANKS], sd[MAX_RANKS], rc[MAX_RANKS], rd[MAX_RANKS];
+    for (int r = 0; r < n; r++) {
+        sc[r] = rc[r] = 1;
+        sd[r] = rd[r] = (size_t)r;
+    }
+    if (me == 1) rc[0] = 2;
+    mt_status st = w->i->alltoallv(w, x, sc, sd, x + 8, rc, rd, MT_F32);
+    if (me == 1) {
+        CHECK(st == MT_ERR_INTERNAL);
+        CHECK_STR_CONTAINS(mt_last_error(), "rank 0 sends 1 elements to rank 1, which expects 2");
+    } else {
+        CHECK(st == MT_OK);
+    }
+    CHECK_ST(w->i->barrier(w));
+    /* recv of another size than was sent: the receiver gets both sizes */
+    float y[12];
+    if (me == 0) CHECK_ST(w->i->send(w, x, 10, MT_F32, 1));
+    if (me == 1) {
+        CHECK(w->i->recv(w, y, 12, MT_F32, 0) == MT_ERR_INTERNAL);
+        CHECK_STR_CONTAINS(mt_last_error(), "sent a message of 40 bytes but rank 1 called recv for 48 bytes");
+    }
 }
 
 /* ---------------- the world through an mt_bootstrap ---------------- */
@@ -687,6 +728,11 @@ int main(int argc, char **argv) {
     if (!g_quick) test_collectives(8, 0);
     unsetenv("MT_COMM_SHM_SLOT_BYTES");
     unsetenv("MT_COMM_SHM_RING_BYTES");
+
+    printf("misuse:\n");
+    run_ranks(3, 10, rank_misuse, NULL, "misuse", NULL);
+    printf("  collective in a group, bad root / peer, alltoallv count and send/recv size mismatches: "
+           "errors, no hang\n");
 
     printf("creation through mt_bootstrap:\n");
     test_bootstrap_init(3);
