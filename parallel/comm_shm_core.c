@@ -139,23 +139,17 @@ mt_status shm_check(shm_ctx *c, const char *what, int groupable) {
     return MT_OK;
 }
 
-static mt_status check_peers(shm_ctx *c, const char *what) {
+/* The first member that is gone (no process, zombie, or its pid now names another process), or -1. */
+static int dead_peer(shm_ctx *c) {
     for (int k = 0; k < c->n; k++) {
         if (k == c->rank) continue;
         const shm_member *m = &c->members[k];
         char state;
         uint64_t start;
-        int gone = shm_proc_stat(m->pid, &state, &start) < 0;
-        if (!gone && (state == 'Z' || state == 'X')) gone = 1;
-        if (!gone && m->starttime && start && start != m->starttime) gone = 1; /* pid reused */
-        if (gone) {
-            char who[160];
-            describe(c, k, who, sizeof who);
-            return shm_fail(c, mt_errorf(MT_ERR_PEER, "%s died (noticed by rank %d in %s)", who,
-                                         c->members[c->rank].world_rank, what));
-        }
+        if (shm_proc_stat(m->pid, &state, &start) < 0 || state == 'Z' || state == 'X') return k;
+        if (m->starttime && start && start != m->starttime) return k;
     }
-    return MT_OK;
+    return -1;
 }
 
 mt_status shm_wait(shm_ctx *c, _Atomic uint32_t *word, _Atomic int32_t *sleepers, shm_cond_fn cond, void *arg,
@@ -192,10 +186,19 @@ mt_status shm_wait(shm_ctx *c, _Atomic uint32_t *word, _Atomic int32_t *sleepers
         if (atomic_load_explicit(&root->aborted, memory_order_acquire)) return abort_error(c);
         uint64_t now = now_ns();
         if (now >= next_check) {
-            mt_status st = check_peers(c, what);
-            if (st != MT_OK) return st;
+            int dead = dead_peer(c);
+            if (dead >= 0) {
+                /* a peer may finish its part and exit just before we look: only a wait that is
+                 * still unsatisfied after seeing the death fails */
+                if (cond(c, arg, &blocker)) return MT_OK;
+                char who[160];
+                describe(c, dead, who, sizeof who);
+                return shm_fail(c, mt_errorf(MT_ERR_PEER, "%s died (noticed by rank %d in %s)", who,
+                                             c->members[c->rank].world_rank, what));
+            }
             next_check = now + SHM_CHECK_NS;
         }
+        if (now >= deadline && cond(c, arg, &blocker)) return MT_OK;
         if (now >= deadline) {
             char who[160] = "a peer", state_msg[96] = "";
             if (blocker >= 0) {
