@@ -9,8 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpt_dataset.h"
-#include "indexed.h"
+#include "blended_dataset.h"
 #include "metrics.h"
 #include "model.h"
 #include "optim.h"
@@ -23,17 +22,17 @@ static double now_ms(void) {
 
 /* Fills B rows of T+1 tokens for micro-batch `mb` of the global batch that starts at
  * `consumed` (Megatron's order: micro-batch-major, then dp rank, then row). */
-static mt_status fetch_micro(mt_gpt_dataset *ds, int64_t consumed, int mb, int dp, int dp_rank, int B, int T,
+static mt_status fetch_micro(mt_blended_dataset *ds, int64_t consumed, int mb, int dp, int dp_rank, int B, int T,
                              int32_t *tokens) {
     for (int b = 0; b < B; b++) {
         int64_t sample = consumed + (int64_t)mb * B * dp + (int64_t)dp_rank * B + b;
-        mt_status st = mt_gpt_dataset_get(ds, sample, tokens + (size_t)b * (T + 1));
+        mt_status st = mt_blended_dataset_get(ds, sample, tokens + (size_t)b * (T + 1));
         if (st != MT_OK) return st;
     }
     return MT_OK;
 }
 
-static mt_status evaluate(mt_model *m, const mt_recipe *r, mt_gpt_dataset *valid, int32_t *tokens, double *loss) {
+static mt_status evaluate(mt_model *m, const mt_recipe *r, mt_blended_dataset *valid, int32_t *tokens, double *loss) {
     mt_status st = MT_OK;
     const int B = r->training.micro_batch, T = r->model.seq_length, G = r->training.global_batch;
     const int n_micro = G / B;
@@ -54,11 +53,10 @@ out:
 mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_report *rep) {
     mt_status st = MT_OK;
     mt_model model;
-    mt_indexed data;
-    mt_gpt_dataset *train = NULL, *valid = NULL;
+    mt_blended_dataset *train = NULL, *valid = NULL;
     mt_metrics_sink sink;
     int32_t *tokens = NULL;
-    int have_data = 0, have_model = 0;
+    int have_model = 0;
     memset(rep, 0, sizeof *rep);
     memset(&sink, 0, sizeof sink);
     rep->last_val_loss = NAN;
@@ -72,12 +70,11 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_repor
     if (!r->data.path[0])
         return mt_errorf(MT_ERR_CONFIG, "data.path is empty: set it to a preprocessed dataset prefix "
                                         "(e.g. data/kjv_text_document, made by scripts/fetch-corpus.sh)");
-    MT_CHECK(mt_indexed_open(&data, r->data.path));
-    have_data = 1;
-    MT_CHECK(mt_gpt_dataset_open(&train, &data, r->data.split, 0, T, r->training.seed, iters * G));
+    MT_CHECK(mt_blended_dataset_open(&train, r->data.path, r->data.split, MT_SPLIT_TRAIN, T,
+                                     r->training.seed, iters * G, r->data.cache_path));
     if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
-        MT_CHECK(mt_gpt_dataset_open(&valid, &data, r->data.split, 1, T, r->training.seed,
-                                     r->logging.eval_iters * G));
+        MT_CHECK(mt_blended_dataset_open(&valid, r->data.path, r->data.split, MT_SPLIT_VALID, T,
+                                         r->training.seed, r->logging.eval_iters * G, r->data.cache_path));
     MT_CHECK(mt_model_init(&model, r, be, B));
     have_model = 1;
     MT_CHECK(mt_metrics_open(&sink, r->logging.metrics));
@@ -163,8 +160,7 @@ out:
     free(tokens);
     mt_metrics_close(&sink);
     if (have_model) mt_model_free(&model);
-    if (valid) mt_gpt_dataset_close(valid);
-    if (train) mt_gpt_dataset_close(train);
-    if (have_data) mt_indexed_close(&data);
+    mt_blended_dataset_close(valid);
+    mt_blended_dataset_close(train);
     return st;
 }
