@@ -19,6 +19,7 @@
 #include "core/backend_select.h"
 #include "core/recipe.h"
 #include "core/train.h"
+#include "parallel/dist.h"
 
 #define MT_VERSION "0.1.0"
 
@@ -47,18 +48,20 @@ static int fail(mt_status st) {
     return 1;
 }
 
-/* Loads --config (required) and every override; leaves unknown arguments as an error. */
+/* Loads --config (required) and every override; an unknown argument is an error.
+ * *world_size gets --world-size N when given (0 otherwise). */
 static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
     const char *config = NULL;
     int n = 0;
     mt_recipe_defaults(r);
+    *world_size = 0;
     /* first pass: --config and --world-size, the rest stays for the recipe overrides */
     for (int i = 0; i < argc; i++) {
         if ((!strcmp(argv[i], "--config") || !strcmp(argv[i], "-c")) && i + 1 < argc) {
             config = argv[++i];
         } else if (!strncmp(argv[i], "--config=", 9)) {
             config = argv[i] + 9;
-        } else if (!strcmp(argv[i], "--world-size") && i + 1 < argc && world_size) {
+        } else if (!strcmp(argv[i], "--world-size") && i + 1 < argc) {
             *world_size = atoi(argv[++i]);
         } else {
             argv[n++] = argv[i];
@@ -78,41 +81,56 @@ static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
                 argv[0]);
         return 2;
     }
-    int world = 1;
-    if (world_size && *world_size > 0) {
-        world = *world_size;
-    } else if (world_size) { /* check without --world-size: the recipe's own layout */
-        const mt_parallel_cfg *p = &r->parallel;
-        world = p->tensor * p->pipeline * p->context * (p->data > 0 ? p->data : 1);
-        if (world < 1) world = 1;
-    }
-    st = mt_recipe_validate(r, world);
-    if (st != MT_OK) return fail(st);
     return 0;
+}
+
+/* Prints the error with the rank's prefix, aborts the communicators so no peer waits for
+ * this rank, and returns the exit code. */
+static int fail_rank(mt_dist *d, mt_status st) {
+    if (d->size > 1)
+        fprintf(stderr, "%s mtrain: error: %s\n", d->prefix, mt_last_error());
+    else
+        fprintf(stderr, "mtrain: error: %s\n", mt_last_error());
+    mt_dist_abort(d);
+    mt_dist_free(d);
+    return st == MT_ERR_PEER ? 3 : 1;
 }
 
 static int cmd_train(int argc, char **argv) {
     static mt_recipe r;
-    int rc = load_recipe(argc, argv, &r, NULL);
+    static mt_dist d;
+    int world_flag = 0;
+    int rc = load_recipe(argc, argv, &r, &world_flag);
     if (rc) return rc;
+    mt_status st = mt_dist_bootstrap(&d, r.parallel.timeout_s);
+    if (st != MT_OK) return fail_rank(&d, st);
+    st = mt_recipe_validate(&r, d.size);
+    if (st != MT_OK) return fail_rank(&d, st);
+    st = mt_dist_setup(&d, &r);
+    if (st != MT_OK) return fail_rank(&d, st);
     mt_backend be;
     char note[1024];
-    mt_status st = mt_backend_select(&r, 1, &be, note, sizeof note);
-    if (st != MT_OK) return fail(st);
-    if (note[0]) fprintf(stderr, "mtrain: %s\n", note);
-    if (r.training.precision == MT_PREC_BF16 && be.act == MT_F32)
+    st = mt_backend_select(&r, d.local_size, &be, note, sizeof note);
+    if (st != MT_OK) return fail_rank(&d, st);
+    const int logger = d.rank == d.size - 1 || d.size == 1 ? 1 : 0;
+    if (note[0] && logger) fprintf(stderr, "mtrain: %s\n", note);
+    if (r.training.precision == MT_PREC_BF16 && be.act == MT_F32 && d.rank == 0)
         fprintf(stderr, "mtrain: note: training.precision=bf16 applies on the CUDA backend; the CPU backend computes in fp32\n");
     mt_train_report rep;
-    st = mt_train(&r, &be, stdout, &rep);
+    st = mt_train(&r, &be, &d, stdout, &rep);
     mt_backend_destroy(&be);
-    if (st != MT_OK) return fail(st);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    printf("mtrain: finished %lld iterations: %.1f ms/iteration, %.0f tokens/s, %.2f GFLOP/s achieved, "
-           "final lm loss %.4f, peak memory %.1f MiB\n",
-           (long long)rep.iters_done, rep.mean_ms_per_iter, rep.tokens_per_s,
-           rep.mean_ms_per_iter > 0 ? rep.flops_per_iter / (rep.mean_ms_per_iter * 1e-3) / 1e9 : 0.0, rep.last_loss,
-           ru.ru_maxrss / 1024.0);
+    if (st != MT_OK) return fail_rank(&d, st);
+    if (d.coord[MT_AX_DP] == 0 && d.coord[MT_AX_TP] == 0 && d.coord[MT_AX_PP] == d.grid.pp - 1) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("%s%smtrain: finished %lld iterations: %.1f ms/iteration, %.0f tokens/s, %.2f GFLOP/s achieved, "
+               "final lm loss %.4f, peak memory %.1f MiB\n",
+               d.size > 1 ? d.prefix : "", d.size > 1 ? " " : "", (long long)rep.iters_done, rep.mean_ms_per_iter,
+               rep.tokens_per_s,
+               rep.mean_ms_per_iter > 0 ? rep.flops_per_iter / (rep.mean_ms_per_iter * 1e-3) / 1e9 : 0.0,
+               rep.last_loss, ru.ru_maxrss / 1024.0);
+    }
+    mt_dist_free(&d);
     return 0;
 }
 
@@ -121,6 +139,13 @@ static int cmd_check(int argc, char **argv) {
     int world = 0;
     int rc = load_recipe(argc, argv, &r, &world);
     if (rc) return rc;
+    if (world <= 0) { /* without --world-size: the recipe's own layout */
+        const mt_parallel_cfg *p = &r.parallel;
+        world = p->tensor * p->pipeline * p->context * (p->data > 0 ? p->data : 1);
+        if (world < 1) world = 1;
+    }
+    mt_status st = mt_recipe_validate(&r, world);
+    if (st != MT_OK) return fail(st);
     mt_recipe_write_yaml(stdout, &r);
     return 0;
 }

@@ -96,8 +96,13 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
                 }
             }
             size_t off = mt_param_offset(pl, ti, l);
-            if (m->master != m->params)
-                MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->master + off * 4, host, n * 4));
+            if (m->act != MT_F32) { /* fp32 master weights: only this rank's optimizer shard */
+                size_t lo = off > m->opt_begin ? off : m->opt_begin;
+                size_t hi = off + n < m->opt_begin + m->opt_n ? off + n : m->opt_begin + m->opt_n;
+                if (hi > lo)
+                    MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->master + (lo - m->opt_begin) * 4, host + (lo - off),
+                                                (hi - lo) * 4));
+            }
             if (m->act == MT_BF16) {
                 for (size_t e = 0; e < n; e++) host16[e] = f32_to_bf16(host[e]);
                 MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->params + off * 2, host16, n * 2));
@@ -112,7 +117,7 @@ out:
     return st;
 }
 
-mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B) {
+mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard) {
     mt_status st = MT_OK;
     char missing[512];
     memset(m, 0, sizeof *m);
@@ -128,20 +133,26 @@ mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B) 
     MT_CHECK(mt_model_check_backend(r, be, missing, sizeof missing));
     MT_CHECK(mt_param_layout_build(r, &m->pl));
     mt_act_layout_build(&m->pl, B, m->act, &m->al);
-    const size_t n = m->pl.n_elems;
+    if (n_shards < 1 || shard < 0 || shard >= n_shards)
+        return mt_errorf(MT_ERR_INTERNAL, "model init: optimizer shard %d of %d", shard, n_shards);
+    const size_t unit = (size_t)n_shards * MT_PARAM_ALIGN;
+    const size_t n = (m->pl.n_elems + unit - 1) / unit * unit;
+    m->n_flat = n;
+    m->opt_n = n / (size_t)n_shards;
+    m->opt_begin = (size_t)shard * m->opt_n;
     m->bytes_params = n * mt_dtype_bytes(m->act);
     m->bytes_grads = n * 4;
-    m->bytes_optim = 2 * n * 4 + (m->act == MT_F32 ? 0 : n * 4);
+    m->bytes_optim = 2 * m->opt_n * 4 + (m->act == MT_F32 ? 0 : m->opt_n * 4);
     m->bytes_acts = m->al.n_bytes;
     MT_CHECK(be->i->alloc(be, m->bytes_params, &m->params));
     MT_CHECK(be->i->alloc(be, m->bytes_grads, &m->grads));
     if (m->act == MT_F32) {
-        m->master = m->params;
+        m->master = (char *)m->params + m->opt_begin * 4;
     } else {
-        MT_CHECK(be->i->alloc(be, n * 4, &m->master));
+        MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->master));
     }
-    MT_CHECK(be->i->alloc(be, n * 4, &m->adam_m));
-    MT_CHECK(be->i->alloc(be, n * 4, &m->adam_v));
+    MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->adam_m));
+    MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->adam_v));
     MT_CHECK(be->i->alloc(be, m->bytes_acts, &m->acts));
     MT_CHECK(init_weights(m, r));
 out:
@@ -152,7 +163,7 @@ out:
 void mt_model_free(mt_model *m) {
     if (!m->be) return;
     mt_backend *be = m->be;
-    if (m->master && m->master != m->params) be->i->free(be, m->master);
+    if (m->master && m->act != MT_F32) be->i->free(be, m->master);
     if (m->params) be->i->free(be, m->params);
     if (m->grads) be->i->free(be, m->grads);
     if (m->adam_m) be->i->free(be, m->adam_m);
@@ -164,7 +175,7 @@ void mt_model_free(mt_model *m) {
 mt_status mt_model_zero_grads(mt_model *m) {
     mt_status st = MT_OK;
     MT_CHECK(m->be->i->memset_zero(m->be, m->grads, m->bytes_grads));
-    MT_CHECK(m->be->i->memset_zero(m->be, ACT(m, loss_sum), 4));
+    MT_CHECK(m->be->i->memset_zero(m->be, ACT(m, scalars), 8));
 out:
     return st;
 }
@@ -345,7 +356,7 @@ mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dlo
                        .targets = (const int32_t *)ACT(m, targets), .N = N, .V = m->pl.V, .Vp = m->pl.Vp,
                        .dloss = dloss};
     MT_CHECK(MT_BE_CALL(m->be, xent_fwd_bwd, &xa));
-    mt_sum_args sa = {.out = ACT(m, loss_sum), .x = ACT(m, losses), .n = (size_t)N, .squares = 0};
+    mt_sum_args sa = {.out = ACT(m, scalars), .x = ACT(m, losses), .n = (size_t)N, .squares = 0};
     MT_CHECK(MT_BE_CALL(m->be, sum, &sa));
     if (do_backward) MT_CHECK(backward(m));
 out:
@@ -353,19 +364,24 @@ out:
     return st;
 }
 
-mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq) {
+mt_status mt_model_grad_sq(mt_model *m, size_t begin, size_t n) {
     mt_status st = MT_OK;
-    MT_CHECK(m->be->i->memset_zero(m->be, ACT(m, norm_sum), 4));
-    mt_sum_args sa = {.out = ACT(m, norm_sum), .x = m->grads, .n = m->pl.n_elems, .squares = 1};
+    float *sq = (float *)ACT(m, scalars) + 1;
+    MT_CHECK(m->be->i->memset_zero(m->be, sq, 4));
+    mt_sum_args sa = {.out = sq, .x = (char *)m->grads + begin * 4, .n = n, .squares = 1};
     MT_CHECK(MT_BE_CALL(m->be, sum, &sa));
-    MT_CHECK(m->be->i->copy_d2h(m->be, loss_sum, ACT(m, loss_sum), 4));
-    MT_CHECK(m->be->i->copy_d2h(m->be, grad_sq, ACT(m, norm_sum), 4));
 out:
     return st;
 }
 
-mt_status mt_model_read_loss(mt_model *m, float *loss_sum) {
-    return m->be->i->copy_d2h(m->be, loss_sum, ACT(m, loss_sum), 4);
+void *mt_model_scalars(mt_model *m) { return ACT(m, scalars); }
+
+mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq) {
+    float s[2];
+    mt_status st = m->be->i->copy_d2h(m->be, s, ACT(m, scalars), 8);
+    *loss_sum = s[0];
+    *grad_sq = s[1];
+    return st;
 }
 
 double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full) {

@@ -21,18 +21,23 @@ typedef struct {
     int ln;                /* layernorm (1) or rmsnorm (0) */
     int swiglu, rope, tied, bias;
     float norm_eps, rope_theta;
-    void *params;          /* (pl.n_elems) act */
-    void *grads;           /* (pl.n_elems) f32 */
-    void *master;          /* (pl.n_elems) f32; == params when act is f32 */
-    void *adam_m, *adam_v; /* (pl.n_elems) f32 */
+    size_t n_flat;         /* parameter buffer length: pl.n_elems padded to a multiple of n_shards*align */
+    size_t opt_begin;      /* first element of the flat buffer this rank's optimizer owns */
+    size_t opt_n;          /* elements it owns: n_flat / n_shards (ZeRO-1), n_flat otherwise */
+    void *params;          /* (n_flat) act */
+    void *grads;           /* (n_flat) f32 */
+    void *master;          /* (opt_n) f32, element i of the flat buffer at master[i - opt_begin];
+                              aliases params + opt_begin when act is f32 */
+    void *adam_m, *adam_v; /* (opt_n) f32 */
     void *acts;            /* al.n_bytes */
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts; /* what was allocated */
 } mt_model;
 
 /* Allocates everything for micro-batches of B sequences and initialises the weights as full
  * tensors from `seed` (normal(0, init_std), output projections / sqrt(2 L), norms 1,
- * biases 0). */
-mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B);
+ * biases 0). The optimizer state covers shard `shard` of `n_shards` equal slices of the flat
+ * parameter buffer (ZeRO-1: n_shards = dp; otherwise 1, 0). */
+mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard);
 void mt_model_free(mt_model *m);
 
 /* Checks that the backend has every op this model calls (error names the missing ops). */
@@ -44,11 +49,12 @@ mt_status mt_model_zero_grads(mt_model *m);
  * t[1..T]). Adds the sum of token losses to the loss accumulator. dloss scales the
  * gradient (1 / tokens per global batch). backward=0 for evaluation. */
 mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dloss, int backward);
-/* Puts sum(grad^2) on the device, then reads the loss sum and that into host memory: the
- * step's one synchronisation. */
+/* scalars[1] = sum of grad^2 over flat elements [begin, begin + n) (on the device). */
+mt_status mt_model_grad_sq(mt_model *m, size_t begin, size_t n);
+/* Device pointer to the two f32 scalars [loss sum, grad sq] (to reduce them across ranks). */
+void *mt_model_scalars(mt_model *m);
+/* Reads both scalars into host memory: the step's one synchronisation. */
 mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq);
-/* Reads the loss accumulator only (evaluation). */
-mt_status mt_model_read_loss(mt_model *m, float *loss_sum);
 
 /* Training FLOPs of one sequence of T tokens (forward + backward), Megatron's formula
  * generalised to GQA / SwiGLU; recompute adds one forward. */

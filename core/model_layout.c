@@ -102,8 +102,7 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(lnf_rstd, N * f);
     PLACE(logits, N * pl->Vp * a);
     PLACE(losses, N * f);
-    PLACE(loss_sum, f);
-    PLACE(norm_sum, f);
+    PLACE(scalars, 2 * f);
     PLACE(dresid, N * C * a);
     PLACE(dln, N * C * a);
     PLACE(dtmp, N * C * a);

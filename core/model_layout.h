@@ -74,8 +74,8 @@ typedef struct {
     size_t lnf, lnf_mean, lnf_rstd;/* (N, C) act; (N) f32 x2 */
     size_t logits;                 /* (N, Vp) act; overwritten by dlogits */
     size_t losses;                 /* (N) f32 */
-    size_t loss_sum;               /* (1) f32: sum of losses over the step's micro-batches */
-    size_t norm_sum;               /* (1) f32: sum of squared gradients */
+    size_t scalars;                /* (2) f32: [0] sum of token losses over the step's micro-batches,
+                                      [1] sum of squared gradients (this rank's part) */
     /* backward scratch, one layer's worth, reused */
     size_t dresid;                 /* (N, C) act */
     size_t dln;                    /* (N, C) act */

@@ -13,7 +13,8 @@
 double mt_lr_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters);
 /* Global-norm clipping factor: min(1, clip / (norm + 1e-6)); 1 when clip <= 0. */
 double mt_clip_factor(double grad_norm, double clip);
-/* One AdamW step (`step` = number of this update, 1-based, for the bias corrections). */
+/* One AdamW step over this rank's optimizer shard of the flat buffer (all of it without
+ * ZeRO-1); `step` = number of this update, 1-based, for the bias corrections. */
 mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, double lr, double grad_scale);
 
 #endif

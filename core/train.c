@@ -1,7 +1,11 @@
-/* train.c — one rank's training loop. Per iteration: zero grads; for each micro-batch,
- * fetch its samples (a pure function of the consumed-samples count, so the data order is
- * a property of the global batch), forward + backward; one host read (loss sum, grad
- * norm); skip the update if either is not finite; clip; AdamW; log. */
+/* train.c — one rank's training loop. Per iteration: zero grads; for each of this rank's
+ * micro-batches, fetch its samples (a pure function of the consumed-samples count and the
+ * rank's dp coordinate, so the data order is a property of the global batch, never of dp),
+ * forward + backward; reduce gradients across dp (allreduce in buckets, or with the
+ * distributed optimizer a reduce-scatter so each rank holds its shard's sum); one host read
+ * (loss sum and squared grad norm, reduced across dp); skip the update if either is not
+ * finite; clip by the global norm; AdamW on this rank's optimizer shard; with the
+ * distributed optimizer, allgather the updated parameters; log (dp rank 0 only). */
 #include "train.h"
 
 #include <math.h>
@@ -13,6 +17,9 @@
 #include "metrics.h"
 #include "model.h"
 #include "optim.h"
+
+/* gradient allreduce bucket (elements): bounded so reduction can later overlap backward */
+#define MT_GRAD_BUCKET_ELEMS ((size_t)16 << 20)
 
 static double now_ms(void) {
     struct timespec ts;
@@ -32,25 +39,62 @@ static mt_status fetch_micro(mt_blended_dataset *ds, int64_t consumed, int mb, i
     return MT_OK;
 }
 
-static mt_status evaluate(mt_model *m, const mt_recipe *r, mt_blended_dataset *valid, int32_t *tokens, double *loss) {
+/* Sums the two step scalars (loss, grad sq) over the dp group. */
+static mt_status reduce_scalars(mt_model *m, mt_comm *dp) {
+    if (!dp || dp->size == 1) return MT_OK;
+    void *s = mt_model_scalars(m);
+    return dp->i->allreduce(dp, s, s, 2, MT_F32, MT_RED_SUM);
+}
+
+static mt_status evaluate(mt_model *m, const mt_recipe *r, mt_dist *d, mt_blended_dataset *valid, int32_t *tokens,
+                          double *loss) {
     mt_status st = MT_OK;
     const int B = r->training.micro_batch, T = r->model.seq_length, G = r->training.global_batch;
-    const int n_micro = G / B;
+    const int dp = d->dp ? d->dp->size : 1, dp_rank = d->dp ? d->dp->rank : 0;
+    const int n_micro = G / (B * dp);
     const int64_t n_tok = (int64_t)r->logging.eval_iters * G * T;
-    float sum = 0;
+    float sum = 0, unused = 0;
     MT_CHECK(mt_model_zero_grads(m));
     for (int64_t e = 0; e < r->logging.eval_iters; e++)
         for (int mb = 0; mb < n_micro; mb++) {
-            MT_CHECK(fetch_micro(valid, e * G, mb, 1, 0, B, T, tokens));
+            MT_CHECK(fetch_micro(valid, e * G, mb, dp, dp_rank, B, T, tokens));
             MT_CHECK(mt_model_step_micro(m, tokens, 0.0f, 0));
         }
-    MT_CHECK(mt_model_read_loss(m, &sum));
+    MT_CHECK(reduce_scalars(m, d->dp));
+    MT_CHECK(mt_model_read_scalars(m, &sum, &unused));
     *loss = (double)sum / (double)n_tok;
 out:
     return st;
 }
 
-mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_report *rep) {
+/* After the micro-batches: gradients summed over dp, and this rank's part of the squared
+ * norm in scalars[1] (the whole norm on dp rank 0 without the distributed optimizer, the
+ * shard's part with it), so one allreduce of the scalars gives the global values. */
+static mt_status sync_grads(mt_model *m, mt_comm *dp, int distributed) {
+    mt_status st = MT_OK;
+    if (dp && dp->size > 1) {
+        if (distributed) {
+            MT_CHECK(dp->i->reduce_scatter(dp, m->grads, (float *)m->grads + m->opt_begin, m->opt_n, MT_F32,
+                                           MT_RED_SUM));
+        } else {
+            for (size_t off = 0; off < m->n_flat; off += MT_GRAD_BUCKET_ELEMS) {
+                size_t n = m->n_flat - off < MT_GRAD_BUCKET_ELEMS ? m->n_flat - off : MT_GRAD_BUCKET_ELEMS;
+                float *g = (float *)m->grads + off;
+                MT_CHECK(dp->i->allreduce(dp, g, g, n, MT_F32, MT_RED_SUM));
+            }
+        }
+    }
+    if (distributed || !dp || dp->rank == 0) {
+        MT_CHECK(mt_model_grad_sq(m, m->opt_begin, m->opt_n));
+    } else {
+        MT_CHECK(mt_model_grad_sq(m, 0, 0));
+    }
+    MT_CHECK(reduce_scalars(m, dp));
+out:
+    return st;
+}
+
+mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt_train_report *rep) {
     mt_status st = MT_OK;
     mt_model model;
     mt_blended_dataset *train = NULL, *valid = NULL;
@@ -62,22 +106,28 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_repor
     rep->last_val_loss = NAN;
 
     const int B = r->training.micro_batch, T = r->model.seq_length, G = r->training.global_batch;
-    const int dp = 1, dp_rank = 0;
+    const int dp = d->dp ? d->dp->size : 1, dp_rank = d->dp ? d->dp->rank : 0;
+    const int distributed = r->parallel.distributed_optimizer && dp > 1;
     const int n_micro = G / (B * dp);
     const int64_t iters = r->training.iters;
     const double tokens_per_iter = (double)G * T;
+    /* Megatron: the last pipeline stage of tp 0 / dp 0 logs */
+    const int logger = d->coord[MT_AX_DP] == 0 && d->coord[MT_AX_TP] == 0 && d->coord[MT_AX_CP] == 0 &&
+                       d->coord[MT_AX_PP] == d->grid.pp - 1;
+    if (!logger) log = NULL;
 
     if (!r->data.path[0])
         return mt_errorf(MT_ERR_CONFIG, "data.path is empty: set it to a preprocessed dataset prefix "
                                         "(e.g. data/kjv_text_document, made by scripts/fetch-corpus.sh)");
-    MT_CHECK(mt_blended_dataset_open(&train, r->data.path, r->data.split, MT_SPLIT_TRAIN, T,
-                                     r->training.seed, iters * G, r->data.cache_path));
+    MT_CHECK(mt_blended_dataset_open(&train, r->data.path, r->data.split, MT_SPLIT_TRAIN, T, r->training.seed,
+                                     iters * G, r->data.cache_path));
     if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
-        MT_CHECK(mt_blended_dataset_open(&valid, r->data.path, r->data.split, MT_SPLIT_VALID, T,
-                                         r->training.seed, r->logging.eval_iters * G, r->data.cache_path));
-    MT_CHECK(mt_model_init(&model, r, be, B));
+        MT_CHECK(mt_blended_dataset_open(&valid, r->data.path, r->data.split, MT_SPLIT_VALID, T, r->training.seed,
+                                         r->logging.eval_iters * G, r->data.cache_path));
+    MT_CHECK(mt_model_init(&model, r, be, B, distributed ? dp : 1, distributed ? dp_rank : 0));
     have_model = 1;
-    MT_CHECK(mt_metrics_open(&sink, r->logging.metrics));
+    if (logger) MT_CHECK(mt_metrics_open(&sink, r->logging.metrics));
+    if (d->size > 1) snprintf(sink.prefix, sizeof sink.prefix, "%s", d->prefix);
     tokens = malloc((size_t)B * (T + 1) * sizeof *tokens);
     if (!tokens) {
         st = mt_errorf(MT_ERR_OOM, "token staging buffer");
@@ -89,13 +139,17 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_repor
     rep->bytes_acts = model.bytes_acts;
     rep->flops_per_iter = mt_model_flops_per_seq(&model.pl, r->training.recompute == MT_RECOMPUTE_FULL) * G;
     if (log)
-        fprintf(log, "mtrain: %s, %zu parameters (%.1f MiB weights, %.1f MiB grads, %.1f MiB optimizer, %.1f MiB activations), "
-                     "backend %s, %lld iterations of %d sequences x %d tokens (%d micro-batches of %d)\n",
-                r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", model.pl.n_params, model.bytes_params / 1048576.0,
-                model.bytes_grads / 1048576.0, model.bytes_optim / 1048576.0, model.bytes_acts / 1048576.0,
-                be->device_name ? be->device_name : be->i->name, (long long)iters, G, T, n_micro, B);
+        fprintf(log, "%smtrain: %s, %zu parameters (%.1f MiB weights, %.1f MiB grads, %.1f MiB optimizer%s, "
+                     "%.1f MiB activations per rank), backend %s, %d rank%s (dp %d), %lld iterations of %d sequences "
+                     "x %d tokens (%d micro-batches of %d per rank)\n",
+                sink.prefix, r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", model.pl.n_params,
+                model.bytes_params / 1048576.0, model.bytes_grads / 1048576.0, model.bytes_optim / 1048576.0,
+                distributed ? " (distributed)" : "", model.bytes_acts / 1048576.0,
+                be->device_name ? be->device_name : be->i->name, d->size, d->size > 1 ? "s" : "", dp,
+                (long long)iters, G, T, n_micro, B);
 
     const float dloss = (float)(1.0 / tokens_per_iter);
+    const size_t act_bytes = mt_dtype_bytes(model.act);
     int64_t consumed = 0, skipped = 0, nan_iters = 0, step = 0;
     double window_ms = 0, timed_ms = 0;
     int64_t window_iters = 0, timed_iters = 0;
@@ -106,6 +160,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_repor
             MT_CHECK(fetch_micro(train, consumed, mb, dp, dp_rank, B, T, tokens));
             MT_CHECK(mt_model_step_micro(&model, tokens, dloss, 1));
         }
+        MT_CHECK(sync_grads(&model, d->dp, distributed));
         float loss_sum = 0, grad_sq = 0;
         MT_CHECK(mt_model_read_scalars(&model, &loss_sum, &grad_sq));
         const double loss = (double)loss_sum / tokens_per_iter;
@@ -117,6 +172,10 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_repor
         } else {
             step++;
             MT_CHECK(mt_optim_step(&model, &r->optimizer, step, lr, mt_clip_factor(grad_norm, r->optimizer.clip_grad)));
+            if (distributed) {
+                char *p = (char *)model.params;
+                MT_CHECK(d->dp->i->allgather(d->dp, p + model.opt_begin * act_bytes, p, model.opt_n, model.act));
+            }
         }
         MT_CHECK(be->i->sync(be));
         consumed += G;
@@ -134,7 +193,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_repor
             const double ms = window_ms / window_iters;
             mt_iter_metrics im = {.iteration = it, .train_iters = iters, .consumed_samples = consumed,
                                   .global_batch = G, .ms_per_iter = ms, .tokens_per_s = tokens_per_iter / (ms * 1e-3),
-                                  .tflops = rep->flops_per_iter / (ms * 1e-3) / 1e12, .mfu = -1, .lr = lr,
+                                  .tflops = rep->flops_per_iter / d->size / (ms * 1e-3) / 1e12, .mfu = -1, .lr = lr,
                                   .lm_loss = loss, .grad_norm = grad_norm, .skipped = skipped, .nan_iters = nan_iters};
             const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : be->peak_tflops;
             if (peak > 0) im.mfu = im.tflops / peak;
@@ -144,7 +203,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_repor
         }
         if (valid && (it % r->logging.eval_interval == 0 || it == iters)) {
             double vl;
-            MT_CHECK(evaluate(&model, r, valid, tokens, &vl));
+            MT_CHECK(evaluate(&model, r, d, valid, tokens, &vl));
             rep->last_val_loss = vl;
             mt_metrics_log_eval(log, &sink, it, vl);
         }

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "recipe.h"
+#include "parallel/dist.h"
 
 typedef struct {
     int64_t iters_done;
@@ -19,7 +20,8 @@ typedef struct {
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts;
 } mt_train_report;
 
-/* Trains the validated recipe on the backend. Log lines go to `log` (NULL = silent). */
-mt_status mt_train(const mt_recipe *r, mt_backend *be, FILE *log, mt_train_report *rep);
+/* Trains the validated recipe on the backend as rank d->rank of the job (d set up by
+ * mt_dist_setup). Log lines go to `log` on the logging rank (NULL = silent). */
+mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt_train_report *rep);
 
 #endif

@@ -53,7 +53,7 @@ static void check_arch(const char *arch) {
     mt_backend be;
     CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
     mt_model m;
-    mt_status st = mt_model_init(&m, &r, &be, 3);
+    mt_status st = mt_model_init(&m, &r, &be, 3, 1, 0);
     CHECKF(st == MT_OK, "%s", mt_last_error());
     if (st != MT_OK) return;
     const int B = 3, T = 6, N = B * T;

@@ -139,7 +139,7 @@ static void check_trainer_memory(const char *name, int allocate) {
         mt_backend be;
         mt_model m;
         CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
-        mt_status st = mt_model_init(&m, r, &be, r->training.micro_batch);
+        mt_status st = mt_model_init(&m, r, &be, r->training.micro_batch, 1, 0);
         CHECKF(st == MT_OK, "%s", mt_last_error());
         if (st == MT_OK) {
             CHECK(p.first.weights_bytes == (double)m.bytes_params);
@@ -152,7 +152,40 @@ static void check_trainer_memory(const char *name, int allocate) {
     }
 }
 
+/* ZeRO-1 on the trainer: dp ranks of gpt-tiny with the distributed optimizer, rank 0's
+ * allocation (flat buffer padded to dp * MT_PARAM_ALIGN, optimizer on one slice). */
+static void check_trainer_zero1(int dp) {
+    char d[32], g[48];
+    snprintf(d, sizeof d, "parallel.data=%d", dp);
+    snprintf(g, sizeof g, "training.global_batch=%d", 8 * dp);
+    const char *const sets[] = { "training.precision=fp32", "training.backend=cpu", "parallel.distributed_optimizer=true",
+                                 d, g, NULL };
+    mt_recipe *r = load("gpt-tiny", dp, sets);
+    mt_plan_opts o;
+    static mt_plan p;
+    mt_gpu_spec host;
+    mt_plan_opts_defaults(&o);
+    mt_gpu_host(&host, 0);
+    CHECK(mt_plan_compute(r, dp, &host, &o, &p) == MT_OK);
+    mt_backend be;
+    mt_model m;
+    CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
+    mt_status st = mt_model_init(&m, r, &be, r->training.micro_batch, dp, 0);
+    CHECKF(st == MT_OK, "%s", mt_last_error());
+    if (st == MT_OK) {
+        CHECKF(p.first.weights_bytes == (double)m.bytes_params, "dp %d: %.0f vs %zu", dp, p.first.weights_bytes,
+               m.bytes_params);
+        CHECK(p.first.grads_bytes == (double)m.bytes_grads);
+        CHECKF(p.first.optim_bytes == (double)m.bytes_optim, "dp %d: %.0f vs %zu", dp, p.first.optim_bytes,
+               m.bytes_optim);
+        mt_model_free(&m);
+    }
+    mt_backend_destroy(&be);
+}
+
 static void test_trainer_memory(void) {
+    check_trainer_zero1(3);
+    check_trainer_zero1(4);
     check_trainer_memory("gpt-tiny", 1);
     check_trainer_memory("llama-tiny", 1);
     check_trainer_memory("gpt125m", 0); /* 2.4 GB of weights + 7 GB of activations: layout only */
