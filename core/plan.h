@@ -161,12 +161,15 @@ typedef struct {
 
 typedef struct {
     int n_gpus;
+    mt_gpu_spec gpu;
     long n_tried, n_valid, n_fit;
     mt_plan_candidate top[MT_PLAN_TOP];
     int n_top;
     int have_faster_nofit;
     mt_plan_candidate faster_nofit; /* the fastest layout that does not fit, when faster than #1 */
     long n_faster_nofit;
+    int have_smallest;
+    mt_plan_candidate smallest;     /* the valid layout needing the least memory (when none fits) */
     int recipe_rank;         /* 1-based rank of the recipe's own layout among those that fit; 0 = not among them */
     double recipe_step_s;    /* its estimated step time, 0 when invalid / not fitting */
     char why[1024];          /* why #1 wins */

@@ -345,10 +345,17 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         rk->n_params = c.n_params;
         rk->n_elems = c.n_elems;
         rk->n_expert_elems = c.n_expert_elems;
-        rk->weights_bytes = pbytes * c.n_elems;
-        rk->grads_bytes = 4.0 * c.n_elems; /* fp32 gradients (Megatron's main_grad buffer) */
+        /* The distributed optimizer shards a flat buffer padded to a multiple of
+         * shards * MT_PARAM_ALIGN elements, each shard owning an equal slice (mt_model_init):
+         * dense parameters over dp*cp, experts over the expert data-parallel group. */
+        const double dd = (double)dp * cp, de = p->edp, ua = MT_PARAM_ALIGN;
+        const double n_dense = c.n_elems - c.n_expert_elems, n_exp = c.n_expert_elems;
+        const double flat_dense = ceil(n_dense / (dd * ua)) * dd * ua, flat_exp = ceil(n_exp / (de * ua)) * de * ua;
+        const double n_buf = p->dist_opt ? flat_dense + flat_exp : c.n_elems;
+        rk->weights_bytes = pbytes * n_buf;
+        rk->grads_bytes = 4.0 * n_buf; /* fp32 gradients (Megatron's main_grad buffer) */
         rk->optim_nodist_bytes = obytes * c.n_elems;
-        rk->optim_dist_bytes = obytes * ((c.n_elems - c.n_expert_elems) / ((double)dp * cp) + c.n_expert_elems / p->edp);
+        rk->optim_dist_bytes = obytes * (flat_dense / dd + flat_exp / de);
         rk->optim_bytes = p->dist_opt ? rk->optim_dist_bytes : rk->optim_nodist_bytes;
         rk->n_layer_mbs = layer_mbs_in_flight(r->model.layers, pp, v, m, k);
         double acts = rk->n_layer_mbs * act_layer;
@@ -502,6 +509,13 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
     if (pp > 1 && d.tied)
         note(p->notes, sizeof p->notes, "tied embeddings with pp > 1: the last stage holds a copy of the "
              "embedding (Megatron), its gradient is allreduced with the first stage's");
+    if (p->recompute == MT_RECOMPUTE_NONE && act_layer > 0) {
+        const double score = p->act_layer_bytes[MT_RECOMPUTE_NONE][p->sp] - p->act_layer_bytes[MT_RECOMPUTE_SELECTIVE][p->sp];
+        if (score > 0.3 * act_layer)
+            note(p->notes, sizeof p->notes, "%.0f%% of the activations are attention scores (the 5 a s^2 b term): "
+                 "training.recompute=selective (or a fused attention kernel) drops them for ~%.1f%% more FLOPs",
+                 100 * score / act_layer, 100 * (p->flops_full_iter > 0 ? (p->global_batch * mt_plan_flops_per_seq(r, MT_RECOMPUTE_SELECTIVE)) / p->flops_model_iter - 1 : 0));
+    }
     if (gpu->is_host && p->capacity_bytes <= 0)
         note(p->notes, sizeof p->notes, "the host's memory size is unknown: no fit verdict");
     return MT_OK;

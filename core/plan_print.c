@@ -425,12 +425,16 @@ void mt_plan_print_problems_json(FILE *f, const char *config, int n_gpus, const 
 
 void mt_plan_search_print(FILE *f, const char *config, const mt_plan_search_result *s, const mt_plan_opts *o) {
     char l[200];
-    fprintf(f, "mtrain plan --search: %s on %d x %s\n", config, s->n_gpus,
-            s->n_top ? s->top[0].plan.gpu.name : "?");
+    fprintf(f, "mtrain plan --search: %s on %d x %s (%s)\n", config, s->n_gpus, s->gpu.name, s->gpu.desc);
     fprintf(f, "  tried %ld layouts: %ld valid, %ld fit in %.0f%% of device memory\n", s->n_tried, s->n_valid, s->n_fit,
             100 * o->usable_frac);
     if (s->n_top == 0) {
-        fprintf(f, "  no layout fits%s%s\n", s->first_problem[0] ? "; first problem: " : "", s->first_problem);
+        if (s->have_smallest)
+            fprintf(f, "  no layout fits: the smallest, %s, needs %.1f GiB per rank (%.1f GiB usable); use more GPUs "
+                    "or a larger device\n", mt_plan_layout_str(&s->smallest.plan, l, sizeof l),
+                    s->smallest.plan.need_bytes / GIB, s->smallest.plan.usable_bytes / GIB);
+        else
+            fprintf(f, "  no valid layout%s%s\n", s->first_problem[0] ? "; first problem: " : "", s->first_problem);
         return;
     }
     fprintf(f, "  ranked by the cost model's time per token (compute at %.0f%% peak matmul efficiency ceiling, "
@@ -461,10 +465,8 @@ void mt_plan_search_print_json(FILE *f, const char *config, const mt_plan_search
     json_str(f, config);
     fprintf(f, ", \"gpus\": %d, \"n_tried\": %ld, \"n_valid\": %ld, \"n_fit\": %ld, ", s->n_gpus, s->n_tried,
             s->n_valid, s->n_fit);
-    if (s->n_top) {
-        json_gpu(f, &s->top[0].plan.gpu);
-        fputs(", ", f);
-    }
+    json_gpu(f, &s->gpu);
+    fputs(", ", f);
     json_opts(f, o);
     fputs(", \"top\": [", f);
     for (int i = 0; i < s->n_top; i++) {
@@ -477,6 +479,10 @@ void mt_plan_search_print_json(FILE *f, const char *config, const mt_plan_search
     if (s->have_faster_nofit) {
         fputs(", \"faster_nofit\": ", f);
         json_candidate(f, &s->faster_nofit);
+    }
+    if (s->have_smallest) {
+        fputs(", \"smallest\": ", f);
+        json_candidate(f, &s->smallest);
     }
     fputs(", \"first_problem\": ", f);
     json_str(f, s->first_problem);

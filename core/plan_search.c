@@ -141,6 +141,7 @@ mt_status mt_plan_search(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu,
     int pps[64], n_pp, vs[64], n_v, eps[64], n_ep;
     memset(res, 0, sizeof *res);
     res->n_gpus = n_gpus;
+    res->gpu = *gpu;
     if (!c || !p || !rp) {
         st = mt_errorf(MT_ERR_OOM, "plan --search: out of memory");
         goto out;
@@ -204,6 +205,10 @@ mt_status mt_plan_search(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu,
                                     MT_CHECK(mt_plan_compute(c, n_gpus, gpu, o, p));
                                     res->n_valid++;
                                     if (p->t_step_s <= 0) continue; /* no peak known: nothing to rank */
+                                    if (!res->have_smallest || p->need_bytes < res->smallest.plan.need_bytes) {
+                                        res->smallest.plan = *p;
+                                        res->have_smallest = 1;
+                                    }
                                     if (!p->fits) {
                                         if (!dvec_push(&nofit, per_token(p))) goto oom;
                                         if (!res->have_faster_nofit || better(p, &res->faster_nofit.plan)) {
@@ -228,6 +233,7 @@ mt_status mt_plan_search(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu,
     }
     mt_clear_error();
     for (int i = 0; i < res->n_top; i++) reason(&res->top[i]);
+    if (res->have_smallest) reason(&res->smallest);
     if (res->n_top > 0) {
         const double best = per_token(&res->top[0].plan);
         res->n_faster_nofit = 0;

@@ -121,4 +121,8 @@ assert steps == sorted(steps)
 assert d["why"].startswith("#1 (")
 print("search: %d fit; #1 %s, %.2f s/step" % (d["n_fit"], top[0]["layout_str"], steps[0]))
 EOF
+# --search where nothing fits: exit 3, and how close the smallest layout comes
+run 3 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 8 --gpu a100-80g --search
+has "no layout fits: the smallest" "$TMP/out"
+echo "ok: search with nothing that fits"
 echo "all plan checks passed"
