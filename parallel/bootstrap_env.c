@@ -134,7 +134,7 @@ static mt_status peer_io_error(env_ctx *c, io_res r, int peer, const char *what)
     if (r == IO_TIMEOUT)
         return mt_errorf(MT_ERR_PEER,
                          "env:// bootstrap rank %d: no answer from rank 0's store (MASTER_ADDR=%s port %d) to %s "
-                         "within %d s; did every rank of WORLD_SIZE=%d start?",
+                         "within %d s; a rank of WORLD_SIZE=%d is missing, slow or hung (rank 0's log names it)",
                          c->rank, c->addr, c->port, what, c->timeout_s, c->size);
     if (r == IO_CLOSED)
         return mt_errorf(MT_ERR_PEER,
@@ -359,7 +359,14 @@ static mt_status gather_at_root(env_ctx *c, uint32_t seq, size_t n_bytes, char *
             who[n++] = r;
         }
         if (now_ms() >= deadline) {
-            st = peer_io_error(c, IO_TIMEOUT, who[0], "a bootstrap allgather / barrier");
+            char missing[192] = "";
+            size_t len = 0;
+            for (int i = 0; i < n && len < sizeof missing - 16; i++)
+                len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", i ? ", " : "", who[i]);
+            st = mt_errorf(MT_ERR_PEER,
+                           "env:// bootstrap: rank(s) %s%s did not reach bootstrap call %u (an allgather or "
+                           "barrier) within %d s",
+                           missing, len >= sizeof missing - 16 ? ", ..." : "", seq, c->timeout_s);
             goto out;
         }
         if (poll(pfd, (nfds_t)n, ms_left(deadline)) <= 0) continue;

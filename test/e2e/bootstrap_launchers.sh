@@ -5,7 +5,8 @@
 # local=L/LN ok"), N=4:
 #   (a) mtrain launch -n 4          (b) mpirun -n 4 (OpenMPI)
 #   (c) srun --mpi=pmix -n 4 on a one-machine Slurm this test starts and stops (scripts/slurm/)
-#   (d) env:// by hand: 4 processes with RANK, WORLD_SIZE, LOCAL_*, MASTER_ADDR, MASTER_PORT
+#   (d) env:// by hand: 4 processes with RANK, WORLD_SIZE, LOCAL_*, MASTER_ADDR, MASTER_PORT;
+#       and torchrun --no_python itself when python3-torch happens to be installed
 #   (e) nothing set: kind=single size=1
 # and the launcher's failure handling: a rank exiting 3 (launcher exits 3 naming it), kill -9 of
 # a rank (also while the others wait in a PMIx fence), SIGTERM to the launcher; each time no
@@ -23,6 +24,8 @@ REPO="$(pwd)"
 tmp=$(mktemp -d /tmp/mt_e2e_bootstrap.XXXXXX)
 export TMPDIR="$tmp/launch-tmp" # mtrain launch makes its private PMIx dir here: must end empty
 mkdir -p "$TMPDIR"
+# a private copy: a concurrent `make` relinking ./mtrain must not pull the binary from under the ranks
+cp "$MTRAIN" "$tmp/mtrain" && MTRAIN="$tmp/mtrain"
 slurm_up=""
 bg_pids=()
 cleanup() {
@@ -197,6 +200,32 @@ RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) "$MTRAIN" boo
 dt=$(since "$t0")
 [ $rc -ne 0 ] && grep -q "could not connect to rank 0" "$tmp/d-err3" && ok "(d) no rank 0: clear error after the 2 s timeout (${dt} s)" ||
   fail "(d) no rank 0: exit $rc, $(cat "$tmp/d-err3")"
+
+# torchrun itself, when Debian's python3-torch is installed (optional: not in install-deps, 170
+# packages). Its agent serves its own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True),
+# so mtrain's store moves to MASTER_PORT + 1. Debian's torch 1.13 torchrun fails under python
+# 3.11 in to_map(redirects=None); the wrapper below patches only that.
+if /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null; then
+  cat >"$tmp/torchrun.py" <<'PY'
+import sys
+import torch.distributed.elastic.multiprocessing as mp
+import torch.distributed.elastic.multiprocessing.api as api
+orig = api.to_map
+def to_map(v, n):
+    return {i: api.Std.NONE for i in range(n)} if v is None else orig(v, n)
+api.to_map = mp.to_map = to_map
+from torch.distributed.run import main
+sys.exit(main())
+PY
+  t0=$(now)
+  TMPDIR="$tmp" timeout 120 /usr/bin/python3 "$tmp/torchrun.py" --no_python --nproc_per_node 4 --master_port "$(free_port)" \
+    "$MTRAIN" bootstrap-check >"$tmp/t.out" 2>"$tmp/t.err"; rc=$?
+  dt=$(since "$t0"); timings+=("torchrun --no_python --nproc_per_node 4: ${dt} s")
+  if [ $rc -eq 0 ] && check_ranks "$tmp/t.out" env 4 0; then ok "(d) torchrun --no_python --nproc_per_node 4: kind=env, ${dt} s"
+  else fail "(d) torchrun exited $rc"; show "$tmp/t.out" "$tmp/t.err"; fi
+else
+  echo "note: (d) torchrun not tried (Debian python3-torch not installed; optional)"
+fi
 
 # ---- (e) nothing set: one rank ----
 "$MTRAIN" bootstrap-check >"$tmp/s.out" 2>&1; rc=$?
