@@ -35,7 +35,7 @@ void mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m
         timestamp(ts, sizeof ts);
         if (m->mfu >= 0) snprintf(mfu, sizeof mfu, " MFU: %.1f%% |", 100.0 * m->mfu);
         fprintf(log,
-                "%s [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f |"
+                "%s[%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f |"
                 " throughput (tokens/s): %.0f | TFLOP/s per rank: %.3f |%s learning rate: %.6E | global batch size: %5d |"
                 " lm loss: %.6E | grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |\n",
                 s ? s->prefix : "", ts, (long long)m->iteration, (long long)m->train_iters, (long long)m->consumed_samples, m->ms_per_iter,
@@ -59,7 +59,7 @@ void mt_metrics_log_eval(FILE *log, mt_metrics_sink *s, int64_t iteration, doubl
     const double ppl = exp(loss < 20 ? loss : 20);
     if (log) {
         char line[256];
-        int n = snprintf(line, sizeof line, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E | ",
+        int n = snprintf(line, sizeof line, "validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E | ",
                          (long long)iteration, loss, ppl);
         const char *px = s ? s->prefix : "";
         fprintf(log, "%s%.*s\n%s%s\n%s%.*s\n", px, n, "-------------------------------------------------------------------------"

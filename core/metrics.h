@@ -19,7 +19,7 @@ typedef struct {
 typedef struct {
     FILE *file;            /* JSON lines, or NULL */
     char path[1024];
-    char prefix[64];       /* put before every log line ("[r0 tp0 pp0 dp0] "), "" for one rank */
+    char prefix[80];       /* put before every log line ("[r0 tp0 pp0 dp0] "), "" for one rank */
 } mt_metrics_sink;
 
 mt_status mt_metrics_open(mt_metrics_sink *s, const char *path);

@@ -127,7 +127,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt
     MT_CHECK(mt_model_init(&model, r, be, B, distributed ? dp : 1, distributed ? dp_rank : 0));
     have_model = 1;
     if (logger) MT_CHECK(mt_metrics_open(&sink, r->logging.metrics));
-    if (d->size > 1) snprintf(sink.prefix, sizeof sink.prefix, "%s", d->prefix);
+    if (d->size > 1) snprintf(sink.prefix, sizeof sink.prefix, "%s ", d->prefix);
     tokens = malloc((size_t)B * (T + 1) * sizeof *tokens);
     if (!tokens) {
         st = mt_errorf(MT_ERR_OOM, "token staging buffer");

@@ -3,7 +3,8 @@
  * stdout/stderr line by line with a "[rR] " prefix (skipped for lines that already start with
  * "[r", i.e. mtrain's own "[rR tpT ppP dpD]" lines), forwards SIGINT/SIGTERM/SIGHUP (a second
  * one kills), and when a rank exits non-zero, is killed by a signal or calls PMIx_Abort, names
- * it, SIGTERMs the others, SIGKILLs what is left after the grace period and exits with that
+ * it, gives the others MT_LAUNCH_PEER_GRACE_S (10 s) to notice it and exit on their own, then
+ * SIGTERMs them, SIGKILLs what is left after the kill grace period and exits with that
  * rank's status (128 + signal for a signal).
  * Process control lives here on purpose: this file (with cmd/) is allowed _exit — in forked
  * children before exec, and on the failure path, where libpmix 4.2.2 must not be torn down
@@ -185,8 +186,18 @@ typedef struct {
     int n, n_running;
     int failed, fail_rank, fail_code;
     int interrupted, n_interrupts;
+    int64_t term_at; /* when the survivors of a failure get SIGTERM (after they had a chance to report) */
     int64_t kill_at;
 } job_t;
+
+/* After a rank fails, the others first get MT_LAUNCH_PEER_GRACE_S seconds (default 10) to notice
+ * it through their communicators and exit on their own, each naming the failed rank; only then
+ * are they sent SIGTERM (and SIGKILL after the kill grace). */
+static int64_t peer_grace_ms(void) {
+    const char *v = getenv("MT_LAUNCH_PEER_GRACE_S");
+    double s = v && *v ? atof(v) : 10.0;
+    return (int64_t)(s < 0 ? 0 : s * 1000);
+}
 
 static void signal_ranks(job_t *j, int sig, int except) {
     for (int r = 0; r < j->n; r++) {
@@ -200,6 +211,8 @@ static void stop_others(job_t *j, int except) {
     signal_ranks(j, SIGTERM, except);
     j->kill_at = now_ms() + (int64_t)(j->o->kill_grace_s > 0 ? j->o->kill_grace_s * 1000 : 5000);
 }
+
+static void stop_others_later(job_t *j) { j->term_at = now_ms() + peer_grace_ms(); }
 
 static void drain_rank(job_t *j, int r) {
     for (int w = 0; w < 2; w++)
@@ -227,7 +240,7 @@ static void reap(job_t *j) {
         else
             fprintf(stderr, "mtrain launch: rank %d exited with status %d; stopping the other %d rank(s)\n", r, code,
                     j->n_running);
-        stop_others(j, -1);
+        stop_others_later(j);
     }
 }
 
@@ -397,12 +410,20 @@ mt_status mt_launch_run(const mt_launch_opts *o, int *exit_code) {
             if (!drain_until) drain_until = now + 1000; /* a grandchild may hold a pipe: bounded */
             if (n_open == 0 || now >= drain_until) break;
         }
+        if (j.term_at && now >= j.term_at) {
+            j.term_at = 0;
+            if (j.n_running > 0) {
+                fprintf(stderr, "mtrain launch: %d rank(s) still running after the failure: SIGTERM\n", j.n_running);
+                stop_others(&j, -1);
+            }
+        }
         if (j.kill_at && now >= j.kill_at) {
             fprintf(stderr, "mtrain launch: %d rank(s) still running after the grace period: SIGKILL\n", j.n_running);
             signal_ranks(&j, SIGKILL, -1);
             j.kill_at = 0;
         }
         int timeout = 1000;
+        if (j.term_at && j.term_at - now < timeout) timeout = (int)(j.term_at - now);
         if (j.kill_at && j.kill_at - now < timeout) timeout = (int)(j.kill_at - now);
         if (drain_until && drain_until - now < timeout) timeout = (int)(drain_until - now);
         if (timeout < 0) timeout = 0;
