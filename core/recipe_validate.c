@@ -270,6 +270,21 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
         mark_derived(r, "training.global_batch");
     }
     int64_t per_step = (int64_t)t->global_batch * m->seq_length; /* <= 2^30 * 2^24 */
+    {   /* a length given on the command line replaces the other one from the file, as
+         * Megatron's --train-iters does: `--train-iters 6` on a recipe with training.tokens */
+        int ki = mt_recipe_key_find("training.iters"), kt = mt_recipe_key_find("training.tokens");
+        int iters_flag = r->origin.flag[ki] != NULL && r->origin.flag[ki] != mt_recipe_derived;
+        int tokens_flag = r->origin.flag[kt] != NULL && r->origin.flag[kt] != mt_recipe_derived;
+        if (t->iters > 0 && t->tokens > 0 && iters_flag != tokens_flag) {
+            if (iters_flag) {
+                t->tokens = 0;
+                r->origin.line[kt] = 0;
+            } else {
+                t->iters = 0;
+                r->origin.line[ki] = 0;
+            }
+        }
+    }
     if (t->iters == 0 && t->tokens == 0) {
         add(P, "training.iters", "the training length is not set; set training.iters or training.tokens");
         return 1;
