@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "cmd/cmd_launch.h"
 #include "cmd/cmd_preprocess.h"
@@ -150,7 +151,21 @@ static int cmd_check(int argc, char **argv) {
     return 0;
 }
 
+/* Training on the CPU backend: when OpenBLAS picked weaker GEMM kernels than the CPU supports,
+ * set OPENBLAS_CORETYPE and start again (the kernel is chosen when the library loads). Runs
+ * before any bootstrap, so PMIx / env:// see the same process. MT_NO_REEXEC=1 turns it off. */
+static void maybe_reexec_for_blas(char **argv) {
+    const char *core = mt_cpu_blas_better_coretype();
+    if (!core || getenv("MT_NO_REEXEC")) return;
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with the kernels we have */
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && (!strcmp(argv[1], "train") || !strcmp(argv[1], "launch") || argv[1][0] == '-') &&
+        strcmp(argv[1], "--help") && strcmp(argv[1], "-h") && strcmp(argv[1], "--version"))
+        maybe_reexec_for_blas(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -157,6 +157,28 @@ typedef struct {
     float dloss;            /* gradient scale: 1 / (tokens in the global batch) */
 } mt_xent_args;
 
+/* Vocab-parallel softmax cross-entropy (Megatron's VocabParallelCrossEntropy) in three phases
+ * around two allreduces over the tensor-parallel group, so the full logits are never gathered.
+ * This rank holds logits columns [vocab_start, vocab_start + n_cols) of the padded vocabulary;
+ * global columns >= V are padding (excluded from the softmax, gradient 0); rows whose target is
+ * < 0 are ignored (loss 0, gradient 0). stats is (3, N) f32: rows [max | sum exp | target logit].
+ *   xent_vp_max:    stats[0][r] = max of row r over this rank's valid columns (-inf if none)
+ *                   -> caller: allreduce MAX of stats[0] over the tp group
+ *   xent_vp_sumexp: logits[r][j] = exp(logits[r][j] - stats[0][r]) on valid columns;
+ *                   stats[1][r] = their sum; stats[2][r] = logits[r][target] - stats[0][r] when the
+ *                   target is in this shard, else 0   -> caller: allreduce SUM of stats[1..2]
+ *   xent_vp_finish: losses[r] = log(stats[1][r]) - stats[2][r]; logits[r][j] = (exp / sum
+ *                   - [j == target]) * dloss on valid columns, 0 on padding and ignored rows.
+ * With one rank (vocab_start 0, n_cols = Vp) the three phases equal xent_fwd_bwd. */
+typedef struct {
+    void *logits;           /* (N, n_cols) act: logits in, exp after sumexp, gradient after finish */
+    void *stats;            /* (3, N) f32 */
+    void *losses;           /* (N) f32, written by finish */
+    const int32_t *targets; /* (N) i32, global vocabulary ids */
+    int N, V, vocab_start, n_cols;
+    float dloss;            /* gradient scale: 1 / (tokens in the global batch) */
+} mt_xent_vp_args;
+
 typedef struct {            /* out = a + b (all act) */
     void *out;
     const void *a, *b;
@@ -222,6 +244,10 @@ struct mt_backend_i {
     mt_status (*sum)(mt_backend *be, const mt_sum_args *a);
     mt_status (*adamw)(mt_backend *be, const mt_adamw_args *a);
     mt_status (*cast_f32_to_act)(mt_backend *be, const mt_cast_args *a);
+    /* tensor parallelism (called only when tp > 1) */
+    mt_status (*xent_vp_max)(mt_backend *be, const mt_xent_vp_args *a);
+    mt_status (*xent_vp_sumexp)(mt_backend *be, const mt_xent_vp_args *a);
+    mt_status (*xent_vp_finish)(mt_backend *be, const mt_xent_vp_args *a);
 };
 
 struct mt_backend {
@@ -234,6 +260,9 @@ struct mt_backend {
 
 /* CPU backend: fp32, OpenBLAS GEMMs, OpenMP loops with n_threads threads (0 = all cores). */
 mt_status mt_backend_cpu_create(mt_backend *be, int n_threads);
+/* An OPENBLAS_CORETYPE worth setting before OpenBLAS loads (e.g. "SKYLAKEX" on AVX-512 CPUs
+ * that OpenBLAS runs with AVX2 kernels), or NULL. cmd/ sets it and re-executes itself. */
+const char *mt_cpu_blas_better_coretype(void);
 /* CUDA backend (cuda/): bf16 activations. Fails with MT_ERR_CUDA and a clear message when
  * there is no GPU, and MT_ERR_UNSUPPORTED when this build has no CUDA. */
 mt_status mt_backend_cuda_create(mt_backend *be, int device);

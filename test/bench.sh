@@ -20,7 +20,7 @@ row() { # row NAME ARGS...
   mem=$(sed -E 's/.*peak memory ([0-9.]+) MiB.*/\1/' <<<"$line")
   printf '| %-28s | %10s | %10s | %10s | %10s |\n' "$name" "$ms" "$tps" "$gf" "$mem"
 }
-echo "CPU backend, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "CPU backend, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-auto}"
 printf '| %-28s | %10s | %10s | %10s | %10s |\n' "recipe" "ms/iter" "tokens/s" "GFLOP/s" "peak MiB"
 printf '|%s|%s|%s|%s|%s|\n' "------------------------------" "------------" "------------" "------------" "------------"
 row "gpt125m mb4 x seq64 (fp32)" --config configs/gpt125m.yaml --set training.micro_batch=4 --set training.global_batch=4 \
