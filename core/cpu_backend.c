@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -92,6 +93,9 @@ static const struct mt_backend_i cpu_table = {
     .sum = mt_cpu_sum,
     .adamw = mt_cpu_adamw,
     .cast_f32_to_act = mt_cpu_cast_f32_to_act,
+    .xent_vp_max = mt_cpu_xent_vp_max,
+    .xent_vp_sumexp = mt_cpu_xent_vp_sumexp,
+    .xent_vp_finish = mt_cpu_xent_vp_finish,
 };
 
 mt_status mt_backend_cpu_create(mt_backend *be, int n_threads) {
@@ -100,8 +104,10 @@ mt_status mt_backend_cpu_create(mt_backend *be, int n_threads) {
     if (n_threads < 0)
         return mt_errorf(MT_ERR_CONFIG, "cpu backend: n_threads = %d; use 0 (all cores) or a positive count",
                          n_threads);
-    if (n_threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_threads == 0) { /* the cores this process may run on (taskset / cgroup pinning), else all */
+        cpu_set_t set;
+        long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+        if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = n > 0 ? (int)n : 1;
     }
     mt_cpu_ctx *ctx = calloc(1, sizeof *ctx);

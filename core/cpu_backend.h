@@ -52,6 +52,10 @@ mt_status mt_cpu_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a);
 mt_status mt_cpu_embedding_fwd(mt_backend *be, const mt_embedding_fwd_args *a);
 mt_status mt_cpu_embedding_bwd(mt_backend *be, const mt_embedding_bwd_args *a);
 mt_status mt_cpu_xent_fwd_bwd(mt_backend *be, const mt_xent_args *a);
+/* vocab-parallel cross-entropy phases (cpu_ops_xent.c) */
+mt_status mt_cpu_xent_vp_max(mt_backend *be, const mt_xent_vp_args *a);
+mt_status mt_cpu_xent_vp_sumexp(mt_backend *be, const mt_xent_vp_args *a);
+mt_status mt_cpu_xent_vp_finish(mt_backend *be, const mt_xent_vp_args *a);
 /* optimizer (cpu_ops_optim.c) */
 mt_status mt_cpu_adamw(mt_backend *be, const mt_adamw_args *a);
 

@@ -1,8 +1,9 @@
 /* cpu_ops_matmul.c — the linear layer on the CPU: out = inp @ W^T + bias and its backward,
  * through OpenBLAS sgemm (row-major, W is (N, K) like torch.nn.Linear).
+ * GEMMs are sliced over the OpenMP team (mt_cpu_sgemm), OpenBLAS itself runs one thread.
  * Rules: llm.c backward rule — dweight and dbias accumulate (+=), dinp is overwritten (=)
  * unless accumulate_dinp; the bias column sums run over fixed column blocks in row order, in
- * double, so they are deterministic for any thread count; no allocation. */
+ * double; every result is bitwise reproducible for a fixed thread count; no allocation. */
 #include "cpu_backend.h"
 
 #include <cblas.h>
@@ -13,8 +14,9 @@
 #define MT_MM_ALIGN 32           /* slice boundaries, in rows / columns of C */
 
 /* Row-major C (M, N) = alpha op(A) op(B) + beta C, with the OpenMP threads each running a
- * single-threaded OpenBLAS sgemm on a slice of C: columns when N >= M, else rows. Every C
- * entry is computed by the same kernel over the same K order whatever the slicing. */
+ * single-threaded OpenBLAS sgemm on a slice of C: columns when N >= M, else rows. The slices
+ * depend only on the shape and the thread count, so the result is bitwise reproducible for a
+ * fixed thread count (not across thread counts: OpenBLAS picks its blocking per slice). */
 void mt_cpu_sgemm(int n_threads, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     const enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;

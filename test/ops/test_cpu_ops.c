@@ -18,7 +18,9 @@
  * Also checked: the accumulate rules (+= on weight grads and norm dinp, = on activation grads
  * unless accumulate_dinp), vocab shards, padding columns and ignored targets, GQA, RoPE
  * inverse = identity, AdamW over 3 steps, argument errors, and bitwise run-to-run determinism.
- * Exit code 0 when all checks hold. */
+ * Every op test runs twice: on a backend with all cores and on one with 3 threads (uneven GEMM
+ * slices and work splits on any machine). MT_TEST_VERBOSE=1 prints each comparison's worst
+ * err/tol. Exit code 0 when all checks hold. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -878,22 +880,13 @@ static void test_backend_basics(void) {
     OK(MT_BE_CALL(&be, matmul_fwd, &m0));
 }
 
-int main(void) {
-    verbose = getenv("MT_TEST_VERBOSE") && atoi(getenv("MT_TEST_VERBOSE")) > 0;
-    mt_status st = mt_backend_cpu_create(&be, 0);
-    if (st != MT_OK) {
-        fprintf(stderr, "cannot create the cpu backend: %s\n", mt_last_error());
-        return 1;
-    }
-    printf("backend: %s\n", be.device_name);
-    test_backend_basics();
-    test_expf();
-
+/* Every op test, on the backend `be` currently holds. */
+static void test_all_ops(void) {
     test_matmul(7, 5, 3, 1);
     test_matmul(7, 5, 3, 0);
     test_matmul(1, 1, 1, 1);
     test_matmul(33, 20, 17, 1);
-    test_matmul(64, 48, 256, 1);
+    test_matmul(64, 48, 256, 1); /* large enough to be sliced over the threads */
     test_matmul(130, 70, 40, 0);
 
     test_norm(7, 5, 1);
@@ -930,7 +923,25 @@ int main(void) {
     test_adamw(20011);
 
     test_determinism();
+}
 
-    mt_backend_destroy(&be);
+int main(void) {
+    verbose = getenv("MT_TEST_VERBOSE") && atoi(getenv("MT_TEST_VERBOSE")) > 0;
+    /* all cores, then 3 threads: uneven GEMM slices and work splits whatever the machine */
+    const int thread_counts[2] = {0, 3};
+    for (int pass = 0; pass < 2; pass++) {
+        mt_status st = mt_backend_cpu_create(&be, thread_counts[pass]);
+        if (st != MT_OK) {
+            fprintf(stderr, "cannot create the cpu backend: %s\n", mt_last_error());
+            return 1;
+        }
+        printf("backend: %s\n", be.device_name);
+        if (pass == 0) {
+            test_backend_basics();
+            test_expf();
+        }
+        test_all_ops();
+        mt_backend_destroy(&be);
+    }
     TEST_MAIN_END();
 }
