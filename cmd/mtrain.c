@@ -107,6 +107,10 @@ static int cmd_train(int argc, char **argv) {
     if (st != MT_OK) return fail_rank(&d, st);
     st = mt_recipe_validate(&r, d.size);
     if (st != MT_OK) return fail_rank(&d, st);
+    char support_note[512];
+    st = mt_train_check_supported(&r, support_note, sizeof support_note);
+    if (st != MT_OK) return fail_rank(&d, st);
+    if (support_note[0] && d.rank == 0) fprintf(stderr, "mtrain: %s\n", support_note);
     st = mt_dist_setup(&d, &r);
     if (st != MT_OK) return fail_rank(&d, st);
     mt_backend be;
