@@ -1,6 +1,8 @@
 /* model.h — the GPT / Llama model on one rank: parameters, gradients, optimizer state and
  * activations in one buffer each (offsets from model_layout), weight init from the seed,
- * and forward + backward of one micro-batch through the backend interface.
+ * and forward + backward of one micro-batch through the backend interface, with Megatron
+ * tensor (and sequence) parallelism over a tp communicator (parallel/tp.h).
+ * Files: model.c (init, glue, gradient bookkeeping), model_fwd.c, model_bwd.c.
  * Rule: nothing here reads device memory; the only host reads are the loss sum and the
  * gradient norm (mt_model_read_scalars). */
 #ifndef MT_MODEL_H
@@ -11,6 +13,7 @@
 #include "backend.h"
 #include "model_layout.h"
 #include "recipe.h"
+#include "parallel/tp.h"
 
 typedef struct {
     mt_backend *be;
@@ -30,6 +33,7 @@ typedef struct {
                               aliases params + opt_begin when act is f32 */
     void *adam_m, *adam_v; /* (opt_n) f32 */
     void *acts;            /* al.n_bytes */
+    mt_tp tp;              /* tensor-parallel group, rank, SP flag, scratch, comm time (tp = 1: no group) */
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts; /* what was allocated */
 } mt_model;
 
@@ -38,6 +42,12 @@ typedef struct {
  * biases 0). The optimizer state covers shard `shard` of `n_shards` equal slices of the flat
  * parameter buffer (ZeRO-1: n_shards = dp; otherwise 1, 0). */
 mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard);
+/* The same as tensor-parallel rank tp_comm->rank of parallel.tensor = tp_comm->size ranks:
+ * this rank's shards, initialised as the slices of the full tensors (the serial run's
+ * weights). tp_comm NULL with parallel.tensor > 1 allocates tp rank 0's shard for memory
+ * accounting only (stepping it is an error). */
+mt_status mt_model_init_tp(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
+                           mt_comm *tp_comm);
 void mt_model_free(mt_model *m);
 
 /* Checks that the backend has every op this model calls (error names the missing ops). */
@@ -49,7 +59,11 @@ mt_status mt_model_zero_grads(mt_model *m);
  * t[1..T]). Adds the sum of token losses to the loss accumulator. dloss scales the
  * gradient (1 / tokens per global batch). backward=0 for evaluation. */
 mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dloss, int backward);
-/* scalars[1] = sum of grad^2 over flat elements [begin, begin + n) (on the device). */
+/* After the step's micro-batches: sums over the tp group the gradients that are partial sums
+ * there (norm weights under sequence parallelism); nothing otherwise. */
+mt_status mt_model_tp_sync_grads(mt_model *m);
+/* scalars[1] = sum of grad^2 over flat elements [begin, begin + n) (on the device), counting
+ * tensors replicated over tp on tp rank 0 only, so a sum over the tp group is the full norm. */
 mt_status mt_model_grad_sq(mt_model *m, size_t begin, size_t n);
 /* Device pointer to the two f32 scalars [loss sum, grad sq] (to reduce them across ranks). */
 void *mt_model_scalars(mt_model *m);

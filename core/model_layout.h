@@ -2,6 +2,11 @@
  * of tensors with element offsets into ONE parameter buffer (compute dtype) and ONE
  * gradient buffer (fp32, same offsets). Per-layer tensors are stacked (L, rows, cols), as in
  * llm.c. Offsets are aligned to MT_PARAM_ALIGN elements (>= 256 bytes in any dtype).
+ * With tensor parallelism (parallel.tensor = tp > 1) the table describes ONE tp rank's shards
+ * (every rank has the same shapes; which slice of the full tensor a rank holds is
+ * mt_param_full_index): Megatron's column-parallel weights (qkv, fc, wte / lm_head by vocab
+ * rows) split their output rows, row-parallel weights (proj, fcproj) their input columns;
+ * norms and row-parallel biases are replicated.
  * Also the activation layout (byte offsets into one activation buffer) for a micro-batch. */
 #ifndef MT_MODEL_LAYOUT_H
 #define MT_MODEL_LAYOUT_H
@@ -21,10 +26,25 @@ typedef enum {
     MT_INIT_NORMAL_OUTPUT  /* normal(0, init_std / sqrt(2 * layers)): output projections */
 } mt_init_kind;
 
+typedef enum {
+    MT_SHARD_NONE = 0,     /* replicated on every tp rank */
+    MT_SHARD_ROWS,         /* rows split over tp (column-parallel weights, vocabulary rows) */
+    MT_SHARD_COLS          /* columns split over tp (row-parallel weights, column-parallel biases) */
+} mt_shard_kind;
+
 typedef struct {
     const char *name;      /* "wte", "qkv_w", ... (stable: used for init streams and files) */
     int n_layers;          /* 1 for global tensors, L for stacked per-layer tensors */
-    int rows, cols;        /* shape of one layer's slice (rows = 1 for vectors) */
+    int rows, cols;        /* shape of one layer's slice ON THIS RANK (rows = 1 for vectors) */
+    int full_rows, full_cols; /* shape of the full (unsharded) slice */
+    mt_shard_kind shard;
+    /* the sharded axis is n_blocks consecutive blocks of the full tensor (qkv: Q, K, V; swiglu
+     * fc: gate, up), each split into tp equal parts: a rank's shard is [part of block 0; part
+     * of block 1; ...], so a SwiGLU rank holds [gate_r; up_r] and attention heads stay whole */
+    int n_blocks;
+    int block[3];          /* full sizes of the blocks along the sharded axis */
+    int sp_partial;        /* replicated, and its gradient is a partial sum over the tp group under
+                              sequence parallelism (norm weights / biases see 1/tp of the tokens) */
     size_t offset;         /* element offset of the first layer's slice */
     size_t n;              /* n_layers * rows * cols */
     int decay;             /* weight decay applies (matrices and embeddings, not biases/norms) */
@@ -49,9 +69,21 @@ typedef struct {
     int L, C, H, KV, D, F, V, Vp, T, max_pos;
     int qkv_rows;          /* (H + 2*KV) * D */
     int fc_rows;           /* F for gelu, 2F for swiglu ([gate; up]) */
+    /* tensor parallelism: the same dims on one tp rank ("_r"), = the full ones when tp = 1 */
+    int tp;                /* parallel.tensor */
+    int sp;                /* sequence parallelism (tp > 1 and parallel.sequence_parallel) */
+    int H_r, KV_r, F_r;    /* H/tp, KV/tp, F/tp */
+    int Vp_r;              /* Vp/tp vocabulary rows (Vp is a multiple of 128*tp) */
+    int qkv_rows_r;        /* (H_r + 2*KV_r) * D */
+    int fc_rows_r;         /* F_r or 2*F_r */
 } mt_param_layout;
 
+/* The layout of one tp rank (all ranks have the same shapes); errors name the dimension that
+ * does not split over parallel.tensor. */
 mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl);
+/* Element index in the FULL one-layer slice of tensor ti of element (i, j) of tp rank
+ * `tp_rank`'s shard: what weight init draws, so a tp run starts from the serial weights. */
+size_t mt_param_full_index(const mt_param_layout *pl, int ti, int tp_rank, int i, int j);
 /* Element offset of layer l's slice of tensor ti. */
 static inline size_t mt_param_offset(const mt_param_layout *pl, int ti, int l) {
     const mt_param_tensor *t = &pl->t[ti];
@@ -59,34 +91,42 @@ static inline size_t mt_param_offset(const mt_param_layout *pl, int ti, int l) {
 }
 
 /* Activations of one micro-batch of B sequences of T tokens, as byte offsets into one
- * buffer. Per-layer arrays hold L consecutive slices. "act" = compute dtype. */
+ * buffer. Per-layer arrays hold L consecutive slices. "act" = compute dtype. Shapes are one tp
+ * rank's ("_r" dims of mt_param_layout): tensor-parallel regions (qkv .. fch_act, logits)
+ * hold all N tokens and 1/tp of the features; the residual stream and the norms hold N_r rows:
+ * all N, or 1/tp of the flattened token rows b*T+t under sequence parallelism. */
 typedef struct {
     size_t tokens, targets;        /* (B*T) i32 */
-    size_t resid;                  /* (L+1, N, C) act: residual stream entering each layer, and the last output */
-    size_t ln1, ln1_mean, ln1_rstd;/* (L, N, C) act; (L, N) f32 x2 */
-    size_t qkv;                    /* (L, N, qkv_rows) act (q, k rotated when rope) */
-    size_t probs;                  /* (L, B, H, T, T) f32 */
-    size_t atty;                   /* (L, N, C) act */
-    size_t resid_mid;              /* (L, N, C) act */
+    size_t resid;                  /* (L+1, N_r, C) act: residual stream entering each layer, and the last output */
+    size_t ln1, ln1_mean, ln1_rstd;/* (L, N_r, C) act; (L, N_r) f32 x2 */
+    size_t qkv;                    /* (L, N, qkv_rows_r) act (q, k rotated when rope) */
+    size_t probs;                  /* (L, B, H_r, T, T) f32 */
+    size_t atty;                   /* (L, N, H_r*D) act */
+    size_t resid_mid;              /* (L, N_r, C) act */
     size_t ln2, ln2_mean, ln2_rstd;
-    size_t fch;                    /* (L, N, fc_rows) act */
-    size_t fch_act;                /* (L, N, F) act */
-    size_t lnf, lnf_mean, lnf_rstd;/* (N, C) act; (N) f32 x2 */
-    size_t logits;                 /* (N, Vp) act; overwritten by dlogits */
+    size_t fch;                    /* (L, N, fc_rows_r) act */
+    size_t fch_act;                /* (L, N, F_r) act */
+    size_t lnf, lnf_mean, lnf_rstd;/* (N_r, C) act; (N_r) f32 x2 */
+    size_t logits;                 /* (N, Vp_r) act; overwritten by dlogits */
     size_t losses;                 /* (N) f32 */
+    size_t xent_stats;             /* (3, N) f32 vocab-parallel softmax statistics (tp > 1 only) */
     size_t scalars;                /* (2) f32: [0] sum of token losses over the step's micro-batches,
                                       [1] sum of squared gradients (this rank's part) */
     /* backward scratch, one layer's worth, reused */
-    size_t dresid;                 /* (N, C) act */
-    size_t dln;                    /* (N, C) act */
-    size_t dtmp;                   /* (N, C) act: attention / mlp output projection */
-    size_t dqkv;                   /* (N, qkv_rows) act */
-    size_t datty;                  /* (N, C) act */
-    size_t dprobs;                 /* (B, H, T, T) f32 */
-    size_t dfch;                   /* (N, fc_rows) act */
-    size_t dfch_act;               /* (N, F) act */
+    size_t dresid;                 /* (N_r, C) act */
+    size_t dln;                    /* (N, C) act: input gradient of a column-parallel layer (partial over tp) */
+    size_t dtmp;                   /* (N, C) act: attention / mlp output projection (partial over tp) */
+    size_t dqkv;                   /* (N, qkv_rows_r) act */
+    size_t datty;                  /* (N, H_r*D) act */
+    size_t dprobs;                 /* (B, H_r, T, T) f32 */
+    size_t dfch;                   /* (N, fc_rows_r) act */
+    size_t dfch_act;               /* (N, F_r) act */
+    /* sequence-parallel scratch (SP only, else 0 bytes) */
+    size_t sp_full;                /* (N, C) act: allgathered activations / gradients */
+    size_t sp_slice;               /* (N_r, C) act: reduce-scattered partial sums */
     size_t n_bytes;                /* total */
     int B, T, N;
+    int N_r;                       /* rows of the residual stream on this rank: N, or N/tp with SP */
 } mt_act_layout;
 
 void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_layout *al);

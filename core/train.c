@@ -1,11 +1,15 @@
 /* train.c — one rank's training loop. Per iteration: zero grads; for each of this rank's
  * micro-batches, fetch its samples (a pure function of the consumed-samples count and the
- * rank's dp coordinate, so the data order is a property of the global batch, never of dp),
- * forward + backward; reduce gradients across dp (allreduce in buckets, or with the
- * distributed optimizer a reduce-scatter so each rank holds its shard's sum); one host read
- * (loss sum and squared grad norm, reduced across dp); skip the update if either is not
- * finite; clip by the global norm; AdamW on this rank's optimizer shard; with the
- * distributed optimizer, allgather the updated parameters; log (dp rank 0 only). */
+ * rank's dp coordinate, so the data order is a property of the global batch, never of dp;
+ * the ranks of a tp group read the same samples), forward + backward (tensor-parallel
+ * collectives inside the model); sum over tp the gradients that are partial there (norm
+ * weights under sequence parallelism); reduce gradients across dp (allreduce in buckets, or
+ * with the distributed optimizer a reduce-scatter so each rank holds its shard's sum); one
+ * host read (loss sum and squared grad norm: the norm summed over tp with replicated tensors
+ * counted once, then both reduced across dp; every tp rank holds the same loss); skip the
+ * update if either is not finite; clip by the global norm; AdamW on this rank's optimizer
+ * shard of its tp shard; with the distributed optimizer, allgather the updated parameters;
+ * log (tp rank 0, dp rank 0 only). Time spent in tp and dp collectives is measured. */
 #include "train.h"
 
 #include <math.h>
@@ -39,11 +43,17 @@ static mt_status fetch_micro(mt_blended_dataset *ds, int64_t consumed, int mb, i
     return MT_OK;
 }
 
+/* wall time spent in dp collectives (this rank), for the communication statistics */
+static double g_dp_comm_ms;
+
 /* Sums the two step scalars (loss, grad sq) over the dp group. */
 static mt_status reduce_scalars(mt_model *m, mt_comm *dp) {
     if (!dp || dp->size == 1) return MT_OK;
     void *s = mt_model_scalars(m);
-    return dp->i->allreduce(dp, s, s, 2, MT_F32, MT_RED_SUM);
+    double t0 = now_ms();
+    mt_status st = dp->i->allreduce(dp, s, s, 2, MT_F32, MT_RED_SUM);
+    g_dp_comm_ms += now_ms() - t0;
+    return st;
 }
 
 static mt_status evaluate(mt_model *m, const mt_recipe *r, mt_dist *d, mt_blended_dataset *valid, int32_t *tokens,
@@ -72,6 +82,8 @@ out:
  * shard's part with it), so one allreduce of the scalars gives the global values. */
 static mt_status sync_grads(mt_model *m, mt_comm *dp, int distributed) {
     mt_status st = MT_OK;
+    MT_CHECK(mt_model_tp_sync_grads(m));
+    double t0 = now_ms();
     if (dp && dp->size > 1) {
         if (distributed) {
             MT_CHECK(dp->i->reduce_scatter(dp, m->grads, (float *)m->grads + m->opt_begin, m->opt_n, MT_F32,
@@ -84,11 +96,14 @@ static mt_status sync_grads(mt_model *m, mt_comm *dp, int distributed) {
             }
         }
     }
+    g_dp_comm_ms += now_ms() - t0;
     if (distributed || !dp || dp->rank == 0) {
         MT_CHECK(mt_model_grad_sq(m, m->opt_begin, m->opt_n));
     } else {
         MT_CHECK(mt_model_grad_sq(m, 0, 0));
     }
+    /* tp: each rank's shards (+ the replicas on tp rank 0); the loss is not summed over tp */
+    MT_CHECK(mt_tp_allreduce_f32(&m->tp, (float *)mt_model_scalars(m) + 1, 1));
     MT_CHECK(reduce_scalars(m, dp));
 out:
     return st;
@@ -124,7 +139,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt
     if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
         MT_CHECK(mt_blended_dataset_open(&valid, r->data.path, r->data.split, MT_SPLIT_VALID, T, r->training.seed,
                                          r->logging.eval_iters * G, r->data.cache_path));
-    MT_CHECK(mt_model_init(&model, r, be, B, distributed ? dp : 1, distributed ? dp_rank : 0));
+    MT_CHECK(mt_model_init_tp(&model, r, be, B, distributed ? dp : 1, distributed ? dp_rank : 0, d->tp));
     have_model = 1;
     if (logger) MT_CHECK(mt_metrics_open(&sink, r->logging.metrics));
     if (d->size > 1) snprintf(sink.prefix, sizeof sink.prefix, "%s ", d->prefix);
@@ -138,23 +153,31 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt
     rep->bytes_optim = model.bytes_optim;
     rep->bytes_acts = model.bytes_acts;
     rep->flops_per_iter = mt_model_flops_per_seq(&model.pl, r->training.recompute == MT_RECOMPUTE_FULL) * G;
+    size_t n_full = 0; /* parameters of the whole model (the table holds this rank's shards) */
+    for (int ti = 0; ti < model.pl.n_tensors; ti++)
+        n_full += (size_t)model.pl.t[ti].n_layers * model.pl.t[ti].full_rows * model.pl.t[ti].full_cols;
+    const int tp = model.pl.tp;
     if (log)
-        fprintf(log, "%smtrain: %s, %zu parameters (%.1f MiB weights, %.1f MiB grads, %.1f MiB optimizer%s, "
-                     "%.1f MiB activations per rank), backend %s, %d rank%s (dp %d), %lld iterations of %d sequences "
-                     "x %d tokens (%d micro-batches of %d per rank)\n",
-                sink.prefix, r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", model.pl.n_params,
+        fprintf(log, "%smtrain: %s, %zu parameters (%zu on this tp rank; %.1f MiB weights, %.1f MiB grads, %.1f MiB "
+                     "optimizer%s, %.1f MiB activations per rank), backend %s, %d rank%s (tp %d%s, dp %d), %lld "
+                     "iterations of %d sequences x %d tokens (%d micro-batches of %d per rank)\n",
+                sink.prefix, r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", n_full, model.pl.n_params,
                 model.bytes_params / 1048576.0, model.bytes_grads / 1048576.0, model.bytes_optim / 1048576.0,
                 distributed ? " (distributed)" : "", model.bytes_acts / 1048576.0,
-                be->device_name ? be->device_name : be->i->name, d->size, d->size > 1 ? "s" : "", dp,
-                (long long)iters, G, T, n_micro, B);
+                be->device_name ? be->device_name : be->i->name, d->size, d->size > 1 ? "s" : "", tp,
+                model.pl.sp ? " sequence-parallel" : "", dp, (long long)iters, G, T, n_micro, B);
 
     const float dloss = (float)(1.0 / tokens_per_iter);
     const size_t act_bytes = mt_dtype_bytes(model.act);
     int64_t consumed = 0, skipped = 0, nan_iters = 0, step = 0;
-    double window_ms = 0, timed_ms = 0;
-    int64_t window_iters = 0, timed_iters = 0;
+    double window_ms = 0, timed_ms = 0, timed_tp_ms = 0, timed_dp_ms = 0;
+    int64_t window_iters = 0, timed_iters = 0, timed_coll = 0;
+    g_dp_comm_ms = 0;
     for (int64_t it = 1; it <= iters; it++) {
         double t0 = now_ms();
+        model.tp.comm_ms = 0;
+        model.tp.n_coll = 0;
+        g_dp_comm_ms = 0;
         MT_CHECK(mt_model_zero_grads(&model));
         for (int mb = 0; mb < n_micro; mb++) {
             MT_CHECK(fetch_micro(train, consumed, mb, dp, dp_rank, B, T, tokens));
@@ -174,7 +197,9 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt
             MT_CHECK(mt_optim_step(&model, &r->optimizer, step, lr, mt_clip_factor(grad_norm, r->optimizer.clip_grad)));
             if (distributed) {
                 char *p = (char *)model.params;
+                double ta = now_ms();
                 MT_CHECK(d->dp->i->allgather(d->dp, p + model.opt_begin * act_bytes, p, model.opt_n, model.act));
+                g_dp_comm_ms += now_ms() - ta;
             }
         }
         MT_CHECK(be->i->sync(be));
@@ -185,6 +210,9 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt
         if (it > 1) {
             timed_ms += dt;
             timed_iters++;
+            timed_tp_ms += model.tp.comm_ms;
+            timed_dp_ms += g_dp_comm_ms;
+            timed_coll += model.tp.n_coll;
         }
         if (it == 1) rep->first_loss = loss;
         rep->last_loss = loss;
@@ -211,6 +239,15 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt
     if (timed_iters > 0) {
         rep->mean_ms_per_iter = timed_ms / timed_iters;
         rep->tokens_per_s = tokens_per_iter / (rep->mean_ms_per_iter * 1e-3);
+        rep->tp_comm_ms_per_iter = timed_tp_ms / timed_iters;
+        rep->dp_comm_ms_per_iter = timed_dp_ms / timed_iters;
+        if (log && d->size > 1)
+            fprintf(log, "%smtrain: communication %.2f ms/iteration = %.1f%% of %.2f ms (tp %.2f ms in %.0f "
+                         "collectives, dp %.2f ms), this rank, iterations after the first\n",
+                    sink.prefix, rep->tp_comm_ms_per_iter + rep->dp_comm_ms_per_iter,
+                    100.0 * (rep->tp_comm_ms_per_iter + rep->dp_comm_ms_per_iter) / rep->mean_ms_per_iter,
+                    rep->mean_ms_per_iter, rep->tp_comm_ms_per_iter, (double)timed_coll / timed_iters,
+                    rep->dp_comm_ms_per_iter);
     } else if (rep->iters_done > 0) {
         rep->mean_ms_per_iter = window_ms;
         rep->tokens_per_s = tokens_per_iter / (window_ms * 1e-3);

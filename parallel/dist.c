@@ -1,6 +1,6 @@
 /* dist.c — builds a rank's communicators from the bootstrap and the recipe's layout:
- * world (shared memory on the CPU backend) and the dp group split from it by the grid's
- * (color, key), in Megatron's order. */
+ * world (shared memory on the CPU backend) and the dp and tp groups split from it by the
+ * grid's (color, key), in Megatron's order (tp fastest: a tp group is consecutive ranks). */
 #include "parallel/dist.h"
 
 #include <stdio.h>
@@ -31,6 +31,8 @@ mt_status mt_dist_setup(mt_dist *d, const mt_recipe *r) {
     MT_CHECK(mt_comm_shm_init(&d->bs, p->timeout_s, &d->world));
     MT_CHECK(mt_grid_color_key(&d->grid, MT_GRID_DP, d->rank, &color, &key));
     MT_CHECK(d->world->i->split(d->world, color, key, &d->dp));
+    MT_CHECK(mt_grid_color_key(&d->grid, MT_GRID_TP, d->rank, &color, &key));
+    MT_CHECK(d->world->i->split(d->world, color, key, &d->tp));
 out:
     return st;
 }
@@ -40,6 +42,7 @@ void mt_dist_abort(mt_dist *d) {
 }
 
 void mt_dist_free(mt_dist *d) {
+    if (d->tp) d->tp->i->destroy(d->tp);
     if (d->dp) d->dp->i->destroy(d->dp);
     if (d->world) d->world->i->destroy(d->world);
     if (d->have_bs && d->bs.finalize) d->bs.finalize(&d->bs);

@@ -17,6 +17,7 @@ typedef struct {
     int coord[MT_AXES];
     mt_comm *world;  /* all ranks */
     mt_comm *dp;     /* ranks holding the same model shard (data-parallel replicas) */
+    mt_comm *tp;     /* ranks sharing one model replica's tensors (tensor-parallel group; tp fastest) */
     char prefix[64]; /* "[r3 tp1 pp0 dp1]" for log lines */
 } mt_dist;
 
