@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# test/bench_tp.sh — tensor-parallel speed on the CPU backend (not part of make test): a
+# mid-size GPT (gpt-tiny scaled to hidden 512, 8 heads, 6 layers, seq 128; ~19M parameters)
+# at tp = 1, 2, 4, with and without sequence parallelism, one rank per tp slot under
+# `mtrain launch`. Each row: ms/iteration (mean over the iterations after the first, from the
+# logging rank), the time that rank spent inside tp collectives per iteration and its share of
+# the iteration, and collectives per iteration. The comm time is wall time in the collective
+# calls, so it includes waiting for slower peers (load imbalance, and oversubscription when
+# ranks x threads > cores: the launcher gives each rank cores/ranks threads, at least 1).
+# Usage: test/bench_tp.sh [iterations]   (default 6)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MTRAIN=./mtrain
+ITERS=${1:-6}
+out=$(mktemp -d /tmp/mtrain-bench-tp.XXXXXX); trap 'rm -rf "$out"' EXIT
+RECIPE=(--config configs/gpt-tiny.yaml --set model.hidden=512 --set model.heads=8 --set model.layers=6
+        --seq-length 128 --set training.micro_batch=4 --set training.global_batch=8 --train-iters "$ITERS"
+        --set logging.interval=1 --set logging.eval_interval=0 --backend cpu)
+row() { # row NAME TP ARGS...
+  local name="$1" tp="$2"; shift 2
+  if [ "$tp" -eq 1 ]; then
+    "$MTRAIN" "${RECIPE[@]}" "$@" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
+  else
+    "$MTRAIN" launch -n "$tp" -- "${RECIPE[@]}" --tensor-model-parallel-size "$tp" "$@" >"$out/log" 2>&1 \
+      || { cat "$out/log"; exit 1; }
+  fi
+  local ms comm share coll
+  ms=$(grep "mtrain: finished" "$out/log" | sed -E 's/.*: ([0-9.]+) ms\/iteration.*/\1/')
+  if grep -q "mtrain: communication" "$out/log"; then
+    local line; line=$(grep "mtrain: communication" "$out/log")
+    comm=$(sed -E 's/.*tp ([0-9.]+) ms in.*/\1/' <<<"$line")
+    coll=$(sed -E 's/.* in ([0-9]+) collectives.*/\1/' <<<"$line")
+    share=$(awk -v c="$comm" -v m="$ms" 'BEGIN { printf "%.1f%%", 100 * c / m }')
+  else
+    comm=0; coll=0; share="0.0%"
+  fi
+  printf '| %-22s | %10s | %12s | %8s | %11s |\n' "$name" "$ms" "$comm" "$share" "$coll"
+}
+echo "CPU backend, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "gpt hidden 512, 8 heads, 6 layers, seq 128, micro-batch 4, global batch 8, $ITERS iterations"
+printf '| %-22s | %10s | %12s | %8s | %11s |\n' "layout" "ms/iter" "tp comm ms" "share" "collectives"
+printf '|%s|%s|%s|%s|%s|\n' "------------------------" "------------" "--------------" "----------" "-------------"
+row "tp=1" 1
+row "tp=2" 2
+row "tp=2 sequence-parallel" 2 --sequence-parallel
+row "tp=4" 4
+row "tp=4 sequence-parallel" 4 --sequence-parallel
