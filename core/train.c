@@ -157,11 +157,13 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt
     for (int ti = 0; ti < model.pl.n_tensors; ti++)
         n_full += (size_t)model.pl.t[ti].n_layers * model.pl.t[ti].full_rows * model.pl.t[ti].full_cols;
     const int tp = model.pl.tp;
+    char shard[48] = "";
+    if (tp > 1) snprintf(shard, sizeof shard, "%zu on this tp rank; ", model.pl.n_params);
     if (log)
-        fprintf(log, "%smtrain: %s, %zu parameters (%zu on this tp rank; %.1f MiB weights, %.1f MiB grads, %.1f MiB "
-                     "optimizer%s, %.1f MiB activations per rank), backend %s, %d rank%s (tp %d%s, dp %d), %lld "
-                     "iterations of %d sequences x %d tokens (%d micro-batches of %d per rank)\n",
-                sink.prefix, r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", n_full, model.pl.n_params,
+        fprintf(log, "%smtrain: %s, %zu parameters (%s%.1f MiB weights, %.1f MiB grads, %.1f MiB optimizer%s, "
+                     "%.1f MiB activations per rank), backend %s, %d rank%s (tp %d%s, dp %d), %lld iterations of %d "
+                     "sequences x %d tokens (%d micro-batches of %d per rank)\n",
+                sink.prefix, r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", n_full, shard,
                 model.bytes_params / 1048576.0, model.bytes_grads / 1048576.0, model.bytes_optim / 1048576.0,
                 distributed ? " (distributed)" : "", model.bytes_acts / 1048576.0,
                 be->device_name ? be->device_name : be->i->name, d->size, d->size > 1 ? "s" : "", tp,
