@@ -24,6 +24,6 @@ echo "CPU backend, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -
 printf '| %-28s | %10s | %10s | %10s | %10s |\n' "recipe" "ms/iter" "tokens/s" "GFLOP/s" "peak MiB"
 printf '|%s|%s|%s|%s|%s|\n' "------------------------------" "------------" "------------" "------------" "------------"
 row "gpt125m mb4 x seq64 (fp32)" --config configs/gpt125m.yaml --set training.micro_batch=4 --set training.global_batch=4 \
-    --seq-length 64 --train-iters 6 --set logging.interval=1 --set training.precision=fp32
+    --seq-length 64 --train-iters 6 --set logging.interval=1 --set training.precision=fp32 --set checkpoint.dir= --set checkpoint.save_interval=0
 row "gpt-tiny (recipe shape)" --config configs/gpt-tiny.yaml --train-iters 30 --set logging.interval=10
 row "llama-tiny (recipe shape)" --config configs/llama-tiny.yaml --train-iters 30 --set logging.interval=10
