@@ -11,7 +11,8 @@
  *     micro-batch its loss equals the serial loss and every gradient element equals the serial
  *     gradient there (norm gradients after the SP reduction),
  * and compares with the serial result the parent computed before forking (the backend ops on
- * full tensors). Tolerance: max |a - b| <= 2e-5 * max |b| (+1e-7 absolute) per tensor: the
+ * full tensors). Also: the xent_vp_* phases on one rank equal xent_fwd_bwd, and token rows that
+ * do not split over tp under SP are a config error naming micro_batch and seq_length. Tolerance: max |a - b| <= 2e-5 * max |b| (+1e-7 absolute) per tensor: the
  * sharded results differ from the serial ones only by the order of fp32 sums (a K-split GEMM
  * adds two or four partial dot products, ~1e-7 relative); a wrong shard, a missing or doubled
  * reduction is off by O(1). The worst difference per check over all ranks is printed. */
@@ -87,6 +88,18 @@ static void serial_refs(mt_backend *be) {
     CHECK(be->i->matmul_fwd(be, &rf) == MT_OK && be->i->matmul_bwd(be, &rb) == MT_OK);
     CHECK(be->i->embedding_fwd(be, &ef) == MT_OK && be->i->embedding_bwd(be, &eb) == MT_OK);
     CHECK(be->i->xent_fwd_bwd(be, &xa) == MT_OK);
+    /* the three vocab-parallel phases on one rank (all columns) equal the fused op */
+    static float lg[N * VP], st[3 * N], ls[N];
+    memcpy(lg, logits, sizeof lg);
+    mt_xent_vp_args va = {.logits = lg, .stats = st, .losses = ls, .targets = tgt, .N = N, .V = V,
+                          .vocab_start = 0, .n_cols = VP, .dloss = 1.0f / N};
+    CHECK(be->i->xent_vp_max(be, &va) == MT_OK && be->i->xent_vp_sumexp(be, &va) == MT_OK &&
+          be->i->xent_vp_finish(be, &va) == MT_OK);
+    double dl = 0, dg = 0;
+    for (int i = 0; i < N; i++) dl = fmax(dl, fabs((double)ls[i] - losses[i]));
+    for (int i = 0; i < N * VP; i++) dg = fmax(dg, fabs((double)lg[i] - dlogits[i]));
+    printf("xent_vp phases on one rank vs xent_fwd_bwd: max loss diff %.2e, max dlogits diff %.2e\n", dl, dg);
+    CHECK(dl <= 1e-6 && dg <= 1e-8);
 }
 
 /* ---- comparisons (in the children) ---- */
@@ -128,6 +141,10 @@ static void rank_layers(mt_backend *be, mt_comm *w, int sp, const char *tag) {
     static float dw[OUT * KIN], db[OUT], dwt[VP * C], dwp[T * C];
     mt_tp t;
     char nm[64];
+    if (sp) { /* token rows that do not split over tp: a config error naming the keys */
+        CHECK(mt_tp_init(&t, be, w, sp, N + 1, C, full, slice) == MT_ERR_CONFIG);
+        CHECK_STR_CONTAINS(mt_last_error(), "training.micro_batch x model.seq_length");
+    }
     CHECK(mt_tp_init(&t, be, w, sp, N, C, full, slice) == MT_OK);
     CHECK(t.N_r == Nr);
     void *res = NULL;
