@@ -75,6 +75,8 @@ bench: deps
 	@./scripts/fetch-corpus.sh data
 	@./test/bench.sh
 	@./test/bench_data.sh
+	@./test/bench_tp.sh
+	@if [ -x test/bench_pp.sh ]; then ./test/bench_pp.sh; fi
 
 fuzz:
 	@./test/fuzz/run-fuzzer.sh
