@@ -143,6 +143,17 @@ static void cuda_fill_iface(struct mt_backend_i *t) {
     t->layernorm_bwd = mt_cuda_layernorm_bwd;
     t->rmsnorm_fwd = mt_cuda_rmsnorm_fwd;
     t->rmsnorm_bwd = mt_cuda_rmsnorm_bwd;
+    t->gelu_fwd = mt_cuda_gelu_fwd;             /* cuda_act.cu */
+    t->gelu_bwd = mt_cuda_gelu_bwd;
+    t->swiglu_fwd = mt_cuda_swiglu_fwd;
+    t->swiglu_bwd = mt_cuda_swiglu_bwd;
+    t->add = mt_cuda_add;
+    t->cast_f32_to_act = mt_cuda_cast_f32_to_act;
+    t->sum = mt_cuda_sum;                       /* cuda_sum.cu */
+    t->rope = mt_cuda_rope;                     /* cuda_rope.cu */
+    t->embedding_fwd = mt_cuda_embedding_fwd;   /* cuda_embed.cu */
+    t->embedding_bwd = mt_cuda_embedding_bwd;
+    t->adamw = mt_cuda_adamw;                   /* cuda_optim.cu */
 }
 
 /* Writes why there is no usable GPU into why (if any); returns the device count (0 = none). */

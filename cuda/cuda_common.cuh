@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cublasLt.h>
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -76,6 +77,36 @@ __device__ __forceinline__ float mt_warp_sum(float v) {
 __device__ __forceinline__ float mt_ld(const bf16 *p) { return __bfloat162float(*p); }
 __device__ __forceinline__ bf16 mt_to_bf16(float v) { return __float2bfloat16_rn(v); }
 
+__device__ __forceinline__ float mt_warp_max(float v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+/* Block-wide sum / max for blockDim.x a multiple of 32 (<= 1024): every thread gets the
+ * result. Fixed reduction tree, so deterministic. `sh` holds >= 32 floats; the call ends
+ * with a __syncthreads, so sh may be reused at once. All threads of the block must call. */
+__device__ __forceinline__ float mt_block_sum(float v, float *sh) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    v = mt_warp_sum(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    float r = lane < n_warps ? sh[lane] : 0.0f;
+    r = mt_warp_sum(r);
+    __syncthreads();
+    return r;
+}
+__device__ __forceinline__ float mt_block_max(float v, float *sh) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    v = mt_warp_max(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    float r = lane < n_warps ? sh[lane] : -INFINITY;
+    r = mt_warp_max(r);
+    __syncthreads();
+    return r;
+}
+
 /* ---- op entry points (each .cu file exports its family to cuda_backend.cu) ---- */
 
 /* cuda_matmul.cu */
@@ -88,5 +119,36 @@ mt_status mt_cuda_layernorm_fwd(mt_backend *be, const mt_norm_fwd_args *a);
 mt_status mt_cuda_layernorm_bwd(mt_backend *be, const mt_norm_bwd_args *a);
 mt_status mt_cuda_rmsnorm_fwd(mt_backend *be, const mt_norm_fwd_args *a);
 mt_status mt_cuda_rmsnorm_bwd(mt_backend *be, const mt_norm_bwd_args *a);
+
+/* cuda_act.cu */
+mt_status mt_cuda_gelu_fwd(mt_backend *be, const mt_gelu_fwd_args *a);
+mt_status mt_cuda_gelu_bwd(mt_backend *be, const mt_gelu_bwd_args *a);
+mt_status mt_cuda_swiglu_fwd(mt_backend *be, const mt_swiglu_fwd_args *a);
+mt_status mt_cuda_swiglu_bwd(mt_backend *be, const mt_swiglu_bwd_args *a);
+mt_status mt_cuda_add(mt_backend *be, const mt_add_args *a);
+mt_status mt_cuda_cast_f32_to_act(mt_backend *be, const mt_cast_args *a);
+
+/* cuda_sum.cu */
+mt_status mt_cuda_sum(mt_backend *be, const mt_sum_args *a);
+
+/* cuda_rope.cu */
+mt_status mt_cuda_rope(mt_backend *be, const mt_rope_args *a);
+
+/* cuda_attention.cu */
+mt_status mt_cuda_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a);
+mt_status mt_cuda_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a);
+
+/* cuda_embed.cu */
+mt_status mt_cuda_embedding_fwd(mt_backend *be, const mt_embedding_fwd_args *a);
+mt_status mt_cuda_embedding_bwd(mt_backend *be, const mt_embedding_bwd_args *a);
+
+/* cuda_xent.cu */
+mt_status mt_cuda_xent_fwd_bwd(mt_backend *be, const mt_xent_args *a);
+mt_status mt_cuda_xent_vp_max(mt_backend *be, const mt_xent_vp_args *a);
+mt_status mt_cuda_xent_vp_sumexp(mt_backend *be, const mt_xent_vp_args *a);
+mt_status mt_cuda_xent_vp_finish(mt_backend *be, const mt_xent_vp_args *a);
+
+/* cuda_optim.cu */
+mt_status mt_cuda_adamw(mt_backend *be, const mt_adamw_args *a);
 
 #endif
