@@ -14,6 +14,8 @@ typedef struct {
     double mfu;                                /* fraction of peak, < 0 when peak unknown */
     double lr, lm_loss, grad_norm;
     int64_t skipped, nan_iters;
+    double bubble, bubble_formula;             /* pipeline: measured idle share and (p-1)/(m+p-1)
+                                                  (interleaved: (p-1)/(vm+p-1)); < 0 without pp */
 } mt_iter_metrics;
 
 typedef struct {

@@ -67,12 +67,13 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
         st = mt_errorf(MT_ERR_OOM, "weight init: cannot allocate %zu bytes of host memory", max_slice * 4);
         goto out;
     }
-    const double out_scale = 1.0 / sqrt(2.0 * pl->L);
+    const double out_scale = 1.0 / sqrt(2.0 * pl->L_global);
     for (int ti = 0; ti < pl->n_tensors; ti++) {
         const mt_param_tensor *t = &pl->t[ti];
         const size_t n = (size_t)t->rows * t->cols;
         for (int l = 0; l < t->n_layers; l++) {
-            const uint64_t stream = mt_hash_str(t->name) ^ ((uint64_t)l * 0x9e3779b97f4a7c15ULL);
+            const int gl = t->stacked ? mt_param_global_layer(pl, l) : l; /* the serial run's layer */
+            const uint64_t stream = mt_hash_str(t->name) ^ ((uint64_t)gl * 0x9e3779b97f4a7c15ULL);
             for (size_t e = 0; e < n; e++) {
                 const size_t fe = t->shard == MT_SHARD_NONE
                                       ? e
@@ -116,6 +117,12 @@ mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B, 
 
 mt_status mt_model_init_tp(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
                            mt_comm *tp_comm) {
+    return mt_model_init_stage(m, r, be, B, n_shards, shard, tp_comm, -1);
+}
+
+/* pp_stage < 0: the whole model (every layer, both ends), whatever parallel.pipeline says */
+mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
+                              mt_comm *tp_comm, int pp_stage) {
     mt_status st = MT_OK;
     char missing[512];
     memset(m, 0, sizeof *m);
@@ -129,7 +136,11 @@ mt_status mt_model_init_tp(mt_model *m, const mt_recipe *r, mt_backend *be, int 
     m->norm_eps = r->model.norm_eps;
     m->rope_theta = r->model.rope_theta;
     MT_CHECK(mt_model_check_backend(r, be, missing, sizeof missing));
-    MT_CHECK(mt_param_layout_build(r, &m->pl));
+    if (pp_stage < 0) {
+        MT_CHECK(mt_param_layout_build(r, &m->pl));
+    } else {
+        MT_CHECK(mt_param_layout_build_stage(r, pp_stage, &m->pl));
+    }
     if (tp_comm && tp_comm->size != m->pl.tp)
         return mt_errorf(MT_ERR_INTERNAL, "model init: tp group of %d ranks for parallel.tensor = %d", tp_comm->size,
                          m->pl.tp);
@@ -161,6 +172,7 @@ mt_status mt_model_init_tp(mt_model *m, const mt_recipe *r, mt_backend *be, int 
     MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->adam_m));
     MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->adam_v));
     MT_CHECK(be->i->alloc(be, m->bytes_acts, &m->acts));
+    m->scalars = ACT(m, scalars);
     MT_CHECK(mt_tp_init(&m->tp, be, tp_comm, m->pl.sp, m->al.N, m->pl.C, m->pl.sp ? ACT(m, sp_full) : NULL,
                         m->pl.sp ? ACT(m, sp_slice) : NULL));
     MT_CHECK(init_weights(m, r));
@@ -184,17 +196,14 @@ void mt_model_free(mt_model *m) {
 mt_status mt_model_zero_grads(mt_model *m) {
     mt_status st = MT_OK;
     MT_CHECK(m->be->i->memset_zero(m->be, m->grads, m->bytes_grads));
-    MT_CHECK(m->be->i->memset_zero(m->be, ACT(m, scalars), 8));
+    MT_CHECK(m->be->i->memset_zero(m->be, m->scalars, 8));
 out:
     return st;
 }
 
-mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dloss, int do_backward) {
+mt_status mt_model_load_micro(mt_model *m, const int32_t *tokens_host) {
     mt_status st = MT_OK;
     const int B = m->al.B, T = m->al.T, N = m->al.N;
-    if (m->pl.tp > 1 && !m->tp.comm)
-        return mt_errorf(MT_ERR_INTERNAL, "model step: parallel.tensor = %d but no tp communicator was given "
-                                          "(mt_model_init_tp)", m->pl.tp);
     int32_t *inp = malloc((size_t)N * 4 * 2);
     if (!inp) return mt_errorf(MT_ERR_OOM, "micro-batch staging: out of host memory");
     int32_t *tgt = inp + N;
@@ -204,16 +213,41 @@ mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dlo
     }
     MT_CHECK(m->be->i->copy_h2d(m->be, ACT(m, tokens), inp, (size_t)N * 4));
     MT_CHECK(m->be->i->copy_h2d(m->be, ACT(m, targets), tgt, (size_t)N * 4));
-    MT_CHECK(mt_model_forward(m));
+out:
+    free(inp);
+    return st;
+}
+
+mt_status mt_model_loss(mt_model *m, float dloss) {
+    mt_status st = MT_OK;
+    const int N = m->al.N;
     MT_CHECK(mt_tp_xent(&m->tp, ACT(m, logits), ACT(m, losses), ACT(m, xent_stats), (const int32_t *)ACT(m, targets),
                         N, m->pl.V, m->pl.Vp, m->tp.rank * m->pl.Vp_r, m->pl.Vp_r, dloss));
     /* every tp rank holds the same full per-token losses: each sums them (the trainer reduces
      * the loss over dp only) */
-    mt_sum_args sa = {.out = ACT(m, scalars), .x = ACT(m, losses), .n = (size_t)N, .squares = 0};
+    mt_sum_args sa = {.out = m->scalars, .x = ACT(m, losses), .n = (size_t)N, .squares = 0};
     MT_CHECK(MT_BE_CALL(m->be, sum, &sa));
+out:
+    return st;
+}
+
+void *mt_model_resid(mt_model *m, int l) {
+    return ACT_L(m, resid, l, (size_t)m->al.N_r * m->pl.C, mt_dtype_bytes(m->act));
+}
+void *mt_model_dresid(mt_model *m) { return ACT(m, dresid); }
+
+mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dloss, int do_backward) {
+    mt_status st = MT_OK;
+    if (m->pl.tp > 1 && !m->tp.comm)
+        return mt_errorf(MT_ERR_INTERNAL, "model step: parallel.tensor = %d but no tp communicator was given "
+                                          "(mt_model_init_tp)", m->pl.tp);
+    if (m->pl.pp > 1)
+        return mt_errorf(MT_ERR_INTERNAL, "model step: a pipeline stage runs micro-batches through core/pipeline.c");
+    MT_CHECK(mt_model_load_micro(m, tokens_host));
+    MT_CHECK(mt_model_forward(m));
+    MT_CHECK(mt_model_loss(m, dloss));
     if (do_backward) MT_CHECK(mt_model_backward(m));
 out:
-    free(inp);
     return st;
 }
 
@@ -228,9 +262,10 @@ out:
 
 mt_status mt_model_grad_sq(mt_model *m, size_t begin, size_t n) {
     mt_status st = MT_OK;
-    float *sq = (float *)ACT(m, scalars) + 1;
+    float *sq = (float *)m->scalars + 1;
     MT_CHECK(m->be->i->memset_zero(m->be, sq, 4));
-    if (m->pl.tp == 1) { /* the whole range at once (padding between tensors holds zeros) */
+    if (m->pl.tp == 1 && !(m->pl.has_head && m->tied && !m->pl.has_embed)) {
+        /* the whole range at once (padding between tensors holds zeros) */
         mt_sum_args sa = {.out = sq, .x = (char *)m->grads + begin * 4, .n = n, .squares = 1};
         MT_CHECK(MT_BE_CALL(m->be, sum, &sa));
         goto out;
@@ -238,6 +273,7 @@ mt_status mt_model_grad_sq(mt_model *m, size_t begin, size_t n) {
     for (int ti = 0; ti < m->pl.n_tensors; ti++) {
         const mt_param_tensor *t = &m->pl.t[ti];
         if (t->shard == MT_SHARD_NONE && m->tp.rank != 0) continue; /* replicas: counted by tp rank 0 */
+        if (t->pp_copy) continue; /* the tied wte on the last stage: counted on stage 0 */
         const size_t lo = t->offset > begin ? t->offset : begin;
         const size_t hi = t->offset + t->n < begin + n ? t->offset + t->n : begin + n;
         if (hi <= lo) continue;
@@ -248,18 +284,18 @@ out:
     return st;
 }
 
-void *mt_model_scalars(mt_model *m) { return ACT(m, scalars); }
+void *mt_model_scalars(mt_model *m) { return m->scalars; }
 
 mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq) {
     float s[2];
-    mt_status st = m->be->i->copy_d2h(m->be, s, ACT(m, scalars), 8);
+    mt_status st = m->be->i->copy_d2h(m->be, s, m->scalars, 8);
     *loss_sum = s[0];
     *grad_sq = s[1];
     return st;
 }
 
 double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full) {
-    const double T = pl->T, C = pl->C, L = pl->L;
+    const double T = pl->T, C = pl->C, L = pl->L_global; /* the whole model, on any stage */
     /* weights touched per token by matmuls: qkv, proj, fc, fcproj per layer + output layer */
     const double per_layer = (double)pl->qkv_rows * C + C * pl->H * pl->D + (double)pl->fc_rows * C + C * pl->F;
     const double matmul = 2.0 * T * (L * per_layer + (double)pl->Vp * C);

@@ -32,7 +32,9 @@ typedef struct {
     void *master;          /* (opt_n) f32, element i of the flat buffer at master[i - opt_begin];
                               aliases params + opt_begin when act is f32 */
     void *adam_m, *adam_v; /* (opt_n) f32 */
-    void *acts;            /* al.n_bytes */
+    void *acts;            /* al.n_bytes; under pipeline parallelism the activation buffer of the
+                              micro-batch being computed (core/pipeline.c swaps it per slot) */
+    void *scalars;         /* (2) f32 in the first activation buffer: [loss sum, grad sq] */
     mt_tp tp;              /* tensor-parallel group, rank, SP flag, scratch, comm time (tp = 1: no group) */
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts; /* what was allocated */
 } mt_model;
@@ -48,6 +50,11 @@ mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B, 
  * accounting only (stepping it is an error). */
 mt_status mt_model_init_tp(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
                            mt_comm *tp_comm);
+/* Pipeline stage `pp_stage` of parallel.pipeline (parallel/model_layout: its layers only, the
+ * embedding on stage 0, the head on the last, a copy of wte there when tied), each weight drawn
+ * as in the serial run (global layer index). pp = 1: the same as mt_model_init_tp. */
+mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
+                              mt_comm *tp_comm, int pp_stage);
 void mt_model_free(mt_model *m);
 
 /* Checks that the backend has every op this model calls (error names the missing ops). */
@@ -59,11 +66,25 @@ mt_status mt_model_zero_grads(mt_model *m);
  * t[1..T]). Adds the sum of token losses to the loss accumulator. dloss scales the
  * gradient (1 / tokens per global batch). backward=0 for evaluation. */
 mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dloss, int backward);
+/* Pieces of a micro-batch step for the pipeline executor, on the current activation buffer
+ * (m->acts): copy B rows of T+1 tokens in as inputs and targets; forward of local layers
+ * [l0, l1) (embed: the embedding first, into resid[l0]; head: final norm and logits from
+ * resid[l1]); the loss (vocab-parallel xent, its sum added to the accumulator, dlogits scaled
+ * by dloss); backward of [l0, l1) (head: from dlogits; else from the gradient in dresid;
+ * embed: the embedding gradients last). resid slice l0 receives a stage's input, resid slice
+ * l1 is its output, dresid its input gradient after backward (mt_model_resid / _dresid). */
+mt_status mt_model_load_micro(mt_model *m, const int32_t *tokens_host);
+mt_status mt_model_forward_part(mt_model *m, int l0, int l1, int embed, int head);
+mt_status mt_model_loss(mt_model *m, float dloss);
+mt_status mt_model_backward_part(mt_model *m, int l0, int l1, int head, int embed);
+void *mt_model_resid(mt_model *m, int l); /* (N_r, C) act residual stream entering local layer l */
+void *mt_model_dresid(mt_model *m);       /* (N_r, C) act */
 /* After the step's micro-batches: sums over the tp group the gradients that are partial sums
  * there (norm weights under sequence parallelism); nothing otherwise. */
 mt_status mt_model_tp_sync_grads(mt_model *m);
 /* scalars[1] = sum of grad^2 over flat elements [begin, begin + n) (on the device), counting
- * tensors replicated over tp on tp rank 0 only, so a sum over the tp group is the full norm. */
+ * tensors replicated over tp on tp rank 0 only, so a sum over the tp group is the full norm,
+ * and skipping pipeline copies (the last stage's tied wte), so a sum over stages is too. */
 mt_status mt_model_grad_sq(mt_model *m, size_t begin, size_t n);
 /* Device pointer to the two f32 scalars [loss sum, grad sq] (to reduce them across ranks). */
 void *mt_model_scalars(mt_model *m);

@@ -4,28 +4,33 @@
  * tensor-parallel layer applies the dual of its forward collective: a column-parallel layer
  * reduces its input gradient (allreduce, or reduce-scatter under SP) before the norm
  * backward; a row-parallel layer gathers its output gradient (SP) before its GEMMs.
+ * Pipeline stages run a part: layers [l0, l1), from the head's dlogits or from a gradient
+ * received into dresid, down to the embedding or to dresid (sent to the previous stage).
  * Rules (backend.h): weight gradients +=, activation gradients =. */
 #include "model_internal.h"
 
-mt_status mt_model_backward(mt_model *m) {
+mt_status mt_model_backward_part(mt_model *m, int l0, int l1, int head, int embed) {
     mt_status st = MT_OK;
     mt_tp *tp = &m->tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
-    const int B = m->al.B, T = m->al.T, N = m->al.N, Nr = m->al.N_r, C = pl->C, L = pl->L;
+    const int B = m->al.B, T = m->al.T, N = m->al.N, Nr = m->al.N_r, C = pl->C;
     const int HD = pl->H_r * pl->D;
     const size_t a = mt_dtype_bytes(m->act);
     const size_t NrC = (size_t)Nr * C;
     void *dresid = ACT(m, dresid), *dln = ACT(m, dln), *dx = NULL;
 
-    const int wout = m->tied ? ix->wte : ix->lm_head;
-    MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, wout, 0), NULL, ACT(m, logits), ACT(m, lnf), P(m, wout, 0),
-                              pl->Vp_r, C));
-    MT_CHECK(m->be->i->memset_zero(m->be, dresid, NrC * a));
-    MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->lnf_w, 0), G(m, ix->lnf_b, 0), dx, ACT_L(m, resid, L, NrC, a),
-                               P(m, ix->lnf_w, 0), ACT(m, lnf_mean), ACT(m, lnf_rstd), Nr));
+    if (head) {
+        const int wout = m->tied ? ix->wte : ix->lm_head;
+        MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, wout, 0), NULL, ACT(m, logits), ACT(m, lnf), P(m, wout, 0),
+                                  pl->Vp_r, C));
+        MT_CHECK(m->be->i->memset_zero(m->be, dresid, NrC * a));
+        MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->lnf_w, 0), G(m, ix->lnf_b, 0), dx,
+                                   ACT_L(m, resid, l1, NrC, a), P(m, ix->lnf_w, 0), ACT(m, lnf_mean),
+                                   ACT(m, lnf_rstd), Nr));
+    } /* else dresid holds dL/dx of resid[l1] (received from the next pipeline stage) */
 
-    for (int l = L - 1; l >= 0; l--) {
+    for (int l = l1 - 1; l >= l0; l--) {
         void *x = ACT_L(m, resid, l, NrC, a);
         void *x1 = ACT_L(m, ln1, l, NrC, a);
         void *qkv = ACT_L(m, qkv, l, (size_t)N * pl->qkv_rows_r, a);
@@ -70,7 +75,8 @@ mt_status mt_model_backward(mt_model *m) {
                                    ACT_L(m, ln1_mean, l, Nr, 4), ACT_L(m, ln1_rstd, l, Nr, 4), Nr));
     }
 
-    MT_CHECK(mt_tp_embedding_bwd(tp, G(m, ix->wte, 0), G(m, ix->wpe, 0), dresid, (const int32_t *)ACT(m, tokens), B,
+    if (embed)
+        MT_CHECK(mt_tp_embedding_bwd(tp, G(m, ix->wte, 0), G(m, ix->wpe, 0), dresid, (const int32_t *)ACT(m, tokens), B,
                                  T, tp->rank * pl->Vp_r, pl->Vp_r));
 out:
     return st;

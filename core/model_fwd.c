@@ -4,6 +4,7 @@
  * Layer (pre-norm):  x1 = norm1(x); qkv = col(x1, Wqkv) (+b); rope(q, k); a = attn(qkv);
  *                    xm = x + row(a, Wproj) (+b); x2 = norm2(xm); h = col(x2, Wfc) (+b);
  *                    g = gelu(h) | swiglu(h); x' = xm + row(g, Wfcproj) (+b)
+ * Pipeline stages run a part: layers [l0, l1), the embedding and / or the head.
  * Head: y = normf(x_L); logits = col(y, Wout) (Wout = wte when tied); vocab-parallel xent.
  * Tensor parallelism: col / row are Megatron's column- and row-parallel linears; attention
  * runs on this rank's H/tp query heads and KV/tp key/value heads (its qkv rows), the MLP on
@@ -11,21 +12,22 @@
  * the norms hold N_r token rows (all N, or 1/tp of them with sequence parallelism). */
 #include "model_internal.h"
 
-mt_status mt_model_forward(mt_model *m) {
+mt_status mt_model_forward_part(mt_model *m, int l0, int l1, int embed, int head) {
     mt_status st = MT_OK;
     mt_tp *tp = &m->tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
-    const int B = m->al.B, T = m->al.T, N = m->al.N, Nr = m->al.N_r, C = pl->C, L = pl->L;
+    const int B = m->al.B, T = m->al.T, N = m->al.N, Nr = m->al.N_r, C = pl->C;
     const int HD = pl->H_r * pl->D;
     const size_t a = mt_dtype_bytes(m->act);
     const size_t NrC = (size_t)Nr * C;
     const int32_t *tokens = (const int32_t *)ACT(m, tokens);
 
-    MT_CHECK(mt_tp_embedding_fwd(tp, ACT(m, resid), tokens, P(m, ix->wte, 0), P(m, ix->wpe, 0), B, T,
+    if (embed)
+        MT_CHECK(mt_tp_embedding_fwd(tp, ACT_L(m, resid, l0, NrC, a), tokens, P(m, ix->wte, 0), P(m, ix->wpe, 0), B, T,
                                  tp->rank * pl->Vp_r, pl->Vp_r));
 
-    for (int l = 0; l < L; l++) {
+    for (int l = l0; l < l1; l++) {
         void *x = ACT_L(m, resid, l, NrC, a);
         void *x1 = ACT_L(m, ln1, l, NrC, a);
         void *qkv = ACT_L(m, qkv, l, (size_t)N * pl->qkv_rows_r, a);
@@ -70,7 +72,8 @@ mt_status mt_model_forward(mt_model *m) {
         MT_CHECK(MT_BE_CALL(m->be, add, &ad2));
     }
 
-    MT_CHECK(mt_model_norm_fwd(m, ACT(m, lnf), ACT(m, lnf_mean), ACT(m, lnf_rstd), ACT_L(m, resid, L, NrC, a),
+    if (!head) goto out;
+    MT_CHECK(mt_model_norm_fwd(m, ACT(m, lnf), ACT(m, lnf_mean), ACT(m, lnf_rstd), ACT_L(m, resid, l1, NrC, a),
                                P(m, ix->lnf_w, 0), P(m, ix->lnf_b, 0), Nr));
     const int wout = m->tied ? ix->wte : ix->lm_head;
     MT_CHECK(mt_tp_column_fwd(tp, ACT(m, logits), ACT(m, lnf), P(m, wout, 0), NULL, pl->Vp_r, C));

@@ -33,8 +33,8 @@ static inline mt_status mt_model_norm_bwd(mt_model *m, void *dinp, void *dw, voi
     return m->ln ? MT_BE_CALL(m->be, layernorm_bwd, &a) : MT_BE_CALL(m->be, rmsnorm_bwd, &a);
 }
 
-/* forward / backward of one micro-batch whose tokens and targets are on the device */
-mt_status mt_model_forward(mt_model *m);
-mt_status mt_model_backward(mt_model *m);
+/* forward / backward of one micro-batch whose tokens and targets are on the device: all layers */
+static inline mt_status mt_model_forward(mt_model *m) { return mt_model_forward_part(m, 0, m->pl.L, 1, 1); }
+static inline mt_status mt_model_backward(mt_model *m) { return mt_model_backward_part(m, 0, m->pl.L, 1, 1); }
 
 #endif

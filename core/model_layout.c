@@ -30,6 +30,8 @@ static int add_tensor(mt_param_layout *pl, size_t *cursor, const char *name, int
     t->decay = decay;
     t->init = init;
     t->sp_partial = 0;
+    t->stacked = 0; /* set by build for the per-layer tensors */
+    t->pp_copy = 0;
     *cursor = align_up(*cursor + t->n, MT_PARAM_ALIGN);
     pl->n_params += t->n;
     return i;
@@ -49,7 +51,7 @@ static mt_status split_check(const char *what, int n, int tp) {
     return MT_OK;
 }
 
-mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl) {
+static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layout *pl) {
     const mt_model_cfg *m = &r->model;
     mt_status st = MT_OK;
     memset(pl, 0, sizeof *pl);
@@ -81,14 +83,33 @@ mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl) {
     pl->Vp_r = pl->Vp / tp;
     pl->qkv_rows_r = (pl->H_r + 2 * pl->KV_r) * pl->D;
     pl->fc_rows_r = m->activation == MT_ACT_SWIGLU ? 2 * pl->F_r : pl->F_r;
+    pl->L_global = pl->L;
+    pl->pp = use_pp && r->parallel.pipeline > 1 ? r->parallel.pipeline : 1;
+    pl->vpp = pl->pp > 1 && r->parallel.virtual_pipeline > 1 ? r->parallel.virtual_pipeline : 1;
+    pl->stage = pl->pp > 1 ? stage : 0;
+    if (pl->pp > 1) {
+        if (pl->L % (pl->pp * pl->vpp))
+            return mt_errorf(MT_ERR_CONFIG, "model.layers = %d does not split evenly into parallel.pipeline * "
+                             "parallel.virtual_pipeline = %d * %d model chunks; pick pp * vpp dividing %d",
+                             pl->L, pl->pp, pl->vpp, pl->L);
+        if (stage < 0 || stage >= pl->pp)
+            return mt_errorf(MT_ERR_INTERNAL, "model layout: pipeline stage %d of %d", stage, pl->pp);
+        pl->L = pl->L_global / pl->pp;
+    }
+    pl->Lc = pl->L / pl->vpp;
+    pl->has_embed = pl->stage == 0;
+    pl->has_head = pl->stage == pl->pp - 1;
 
     const int L = pl->L, C = pl->C, bias = m->bias, ln = m->norm == MT_NORM_LAYERNORM;
     const int q = pl->H * pl->D, kv = pl->KV * pl->D, F = pl->F, nfb = m->activation == MT_ACT_SWIGLU ? 2 : 1;
     const mt_shard_kind ROWS = MT_SHARD_ROWS, COLS = MT_SHARD_COLS, NONE = MT_SHARD_NONE;
     mt_param_index *ix = &pl->idx;
     size_t cur = 0;
-    ix->wte = add_tensor(pl, &cur, "wte", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
-    if (m->position == MT_POS_LEARNED)
+    if (pl->has_embed || (m->tie_embeddings && pl->has_head)) {
+        ix->wte = add_tensor(pl, &cur, "wte", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
+        pl->t[ix->wte].pp_copy = !pl->has_embed;
+    }
+    if (m->position == MT_POS_LEARNED && pl->has_embed)
         ix->wpe = add_tensor(pl, &cur, "wpe", 1, pl->max_pos, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
     ix->ln1_w = add_norm(pl, &cur, "ln1_w", L, MT_INIT_ONE);
     if (ln) ix->ln1_b = add_norm(pl, &cur, "ln1_b", L, MT_INIT_ZERO);
@@ -102,13 +123,23 @@ mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl) {
     if (bias) ix->fc_b = add_tensor(pl, &cur, "fc_b", L, 1, pl->fc_rows, 0, MT_INIT_ZERO, COLS, nfb, F, F, 0);
     ix->fcproj_w = add_tensor(pl, &cur, "fcproj_w", L, C, F, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, F, 0, 0);
     if (bias) ix->fcproj_b = add_tensor(pl, &cur, "fcproj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
-    ix->lnf_w = add_norm(pl, &cur, "lnf_w", 1, MT_INIT_ONE);
-    if (ln) ix->lnf_b = add_norm(pl, &cur, "lnf_b", 1, MT_INIT_ZERO);
-    if (!m->tie_embeddings)
-        ix->lm_head = add_tensor(pl, &cur, "lm_head", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
+    if (pl->has_head) {
+        ix->lnf_w = add_norm(pl, &cur, "lnf_w", 1, MT_INIT_ONE);
+        if (ln) ix->lnf_b = add_norm(pl, &cur, "lnf_b", 1, MT_INIT_ZERO);
+        if (!m->tie_embeddings)
+            ix->lm_head = add_tensor(pl, &cur, "lm_head", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
+    }
     pl->n_elems = cur;
+    for (int ti = 0; ti < pl->n_tensors; ti++)
+        pl->t[ti].stacked = ti != ix->wte && ti != ix->wpe && ti != ix->lnf_w && ti != ix->lnf_b && ti != ix->lm_head;
 out:
     return st;
+}
+
+mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl) { return build(r, 0, 0, pl); }
+
+mt_status mt_param_layout_build_stage(const mt_recipe *r, int stage, mt_param_layout *pl) {
+    return build(r, 1, stage, pl);
 }
 
 /* local index k along a sharded axis of blocks -> full index */

@@ -45,6 +45,11 @@ typedef struct {
     int block[3];          /* full sizes of the blocks along the sharded axis */
     int sp_partial;        /* replicated, and its gradient is a partial sum over the tp group under
                               sequence parallelism (norm weights / biases see 1/tp of the tokens) */
+    int stacked;           /* per-layer tensor (L, rows, cols): layer l is global layer
+                              mt_param_global_layer(pl, l) (init streams) */
+    int pp_copy;           /* a copy of a tensor another pipeline stage owns (the last stage's wte
+                              under tied embeddings): its gradient is summed over the embedding
+                              group, the grad norm counts it on the owner only */
     size_t offset;         /* element offset of the first layer's slice */
     size_t n;              /* n_layers * rows * cols */
     int decay;             /* weight decay applies (matrices and embeddings, not biases/norms) */
@@ -76,11 +81,29 @@ typedef struct {
     int Vp_r;              /* Vp/tp vocabulary rows (Vp is a multiple of 128*tp) */
     int qkv_rows_r;        /* (H_r + 2*KV_r) * D */
     int fc_rows_r;         /* F_r or 2*F_r */
+    /* pipeline parallelism (mt_param_layout_build_stage): L above is the stage's local layer
+       count; the full-model build has pp = vpp = 1, stage 0, both ends */
+    int L_global;          /* model.layers */
+    int pp, vpp, stage;    /* parallel.pipeline, parallel.virtual_pipeline, this stage */
+    int Lc;                /* layers per model chunk: L_global / (pp * vpp); L = vpp * Lc */
+    int has_embed;         /* stage 0: wte (+ wpe) and the embedding */
+    int has_head;          /* last stage: final norm, output layer (lm_head, or a copy of wte), loss */
 } mt_param_layout;
+
+/* Global layer index of local layer l: chunk k = l / Lc of stage s holds the layers of virtual
+ * stage k*pp + s (Megatron's interleaved layout); l itself when pp = 1. */
+static inline int mt_param_global_layer(const mt_param_layout *pl, int l) {
+    if (pl->pp <= 1) return l;
+    return ((l / pl->Lc) * pl->pp + pl->stage) * pl->Lc + l % pl->Lc;
+}
 
 /* The layout of one tp rank (all ranks have the same shapes); errors name the dimension that
  * does not split over parallel.tensor. */
 mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl);
+/* The layout of pipeline stage `stage` of parallel.pipeline (with parallel.virtual_pipeline
+ * chunks): its L_global / pp layers, wte (+ wpe) on stage 0, the final norm and lm_head on the
+ * last stage, and a copy of wte there when embeddings are tied. Errors: layers % (pp * vpp). */
+mt_status mt_param_layout_build_stage(const mt_recipe *r, int stage, mt_param_layout *pl);
 /* Element index in the FULL one-layer slice of tensor ti of element (i, j) of tp rank
  * `tp_rank`'s shard: what weight init draws, so a tp run starts from the serial weights. */
 size_t mt_param_full_index(const mt_param_layout *pl, int ti, int tp_rank, int i, int j);

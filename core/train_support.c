@@ -18,8 +18,6 @@ mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_b
                              "`mtrain plan` models it, training needs it removed", where, key, what, what); \
         }                                                                                                   \
     } while (0)
-    REFUSE("parallel.pipeline", r->parallel.pipeline > 1, "pipeline parallelism");
-    REFUSE("parallel.virtual_pipeline", r->parallel.virtual_pipeline > 1, "the interleaved pipeline schedule");
     REFUSE("parallel.context", r->parallel.context > 1, "context parallelism");
     REFUSE("parallel.expert", r->parallel.expert > 1, "expert parallelism");
     REFUSE("model.moe.experts", r->model.moe.experts > 0, "mixture of experts");

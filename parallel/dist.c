@@ -1,5 +1,5 @@
 /* dist.c — builds a rank's communicators from the bootstrap and the recipe's layout:
- * world (shared memory on the CPU backend) and the dp and tp groups split from it by the
+ * world (shared memory on the CPU backend) and the dp, tp, pp and embedding groups split from it by the
  * grid's (color, key), in Megatron's order (tp fastest: a tp group is consecutive ranks). */
 #include "parallel/dist.h"
 
@@ -33,6 +33,12 @@ mt_status mt_dist_setup(mt_dist *d, const mt_recipe *r) {
     MT_CHECK(d->world->i->split(d->world, color, key, &d->dp));
     MT_CHECK(mt_grid_color_key(&d->grid, MT_GRID_TP, d->rank, &color, &key));
     MT_CHECK(d->world->i->split(d->world, color, key, &d->tp));
+    if (d->grid.pp > 1) { /* every rank agrees on pp, so every rank makes these splits */
+        MT_CHECK(mt_grid_color_key(&d->grid, MT_GRID_PP, d->rank, &color, &key));
+        MT_CHECK(d->world->i->split(d->world, color, key, &d->pp));
+        MT_CHECK(mt_grid_embedding_color_key(&d->grid, d->rank, &color, &key));
+        MT_CHECK(d->world->i->split(d->world, color, key, &d->emb));
+    }
 out:
     return st;
 }
@@ -42,6 +48,8 @@ void mt_dist_abort(mt_dist *d) {
 }
 
 void mt_dist_free(mt_dist *d) {
+    if (d->emb) d->emb->i->destroy(d->emb);
+    if (d->pp) d->pp->i->destroy(d->pp);
     if (d->tp) d->tp->i->destroy(d->tp);
     if (d->dp) d->dp->i->destroy(d->dp);
     if (d->world) d->world->i->destroy(d->world);

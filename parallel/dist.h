@@ -18,6 +18,9 @@ typedef struct {
     mt_comm *world;  /* all ranks */
     mt_comm *dp;     /* ranks holding the same model shard (data-parallel replicas) */
     mt_comm *tp;     /* ranks sharing one model replica's tensors (tensor-parallel group; tp fastest) */
+    mt_comm *pp;     /* the pipeline group (rank = stage); NULL when pp = 1 */
+    mt_comm *emb;    /* embedding group: first and last stage (tied embeddings); NULL on middle
+                        stages and when pp = 1 */
     char prefix[64]; /* "[r3 tp1 pp0 dp1]" for log lines */
 } mt_dist;
 
