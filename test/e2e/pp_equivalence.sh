@@ -1,0 +1,73 @@
+# Acceptance (issue 5, items 2 and 3): pipeline parallelism reproduces the serial run.
+# gpt-tiny (4 layers, tied embeddings, learned positions) and llama-tiny (4 layers, GQA, untied),
+# global batch 8, micro-batch 2 (m = 4 micro-batches >= p), 20 iterations, each against the
+# pp=1 run of the same recipe:
+#   pp=2 (1F1B), pp=4 (1F1B, one layer per stage), pp=2 x virtual_pipeline=2 (interleaved),
+#   and tp=2 x pp=2 x dp=2 on 8 ranks with sequence parallelism and the distributed optimizer.
+# Why they agree: every stage initialises its layers from the serial run's init streams (global
+# layer index), its forward/backward ops are the serial ops on the same inputs (activations
+# cross stages exactly), and weight gradients accumulate in micro-batch order as in the serial
+# run. What differs is only the order of fp32 sums: the grad norm is summed per stage then over
+# pp, and the tied wte gradient is the sum of the embedding part (stage 0) and the output-layer
+# part (last stage) instead of being accumulated in one buffer micro-batch by micro-batch; with tp
+# and dp the reductions of tp_equivalence / dp_equivalence. Tolerance: 1e-4 relative on every
+# loss, 1e-3 on grad norms (measured: 0 to ~1e-7). A wrong layer map, a lost wte sync or a
+# mis-ordered message moves the loss by > 1e-2 within a few steps.
+# Also: layers that do not split over pp*vpp are refused with a message naming the keys, and
+# the iteration line / metrics carry the measured and formula bubble.
+source test/e2e_lib.sh
+need_data
+ITERS=20
+BASE=(--train-iters $ITERS --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=0)
+worst() { # worst FIELD REF NEW -> worst relative difference, and the count of lines compared
+  paste <(json_field "$2" "$1") <(json_field "$3" "$1") | awk '
+    { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r; n++ }
+    END { printf "%.2e %d", w, n }'
+}
+compare() { # compare REF NEW NAME
+  read -r wl nl <<<"$(worst lm_loss "$1" "$2")"
+  read -r wg ng <<<"$(worst grad_norm "$1" "$2")"
+  echo "$3: $nl iterations, worst relative difference: loss $wl, grad norm $wg"
+  [ "$nl" -eq $ITERS ] && [ "$ng" -eq $ITERS ] || fail "$3: expected $ITERS iterations, got $nl"
+  awk -v l="$wl" -v g="$wg" 'BEGIN { exit !(l <= 1e-4 && g <= 1e-3) }' || fail "$3 differs from the serial run"
+}
+serial() { # serial NAME ARGS...
+  local name=$1; shift
+  "$MTRAIN" "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 || { cat "$TMP/$name.log"; fail "$name run failed"; }
+}
+parallel() { # parallel REF NAME RANKS PP ARGS...
+  local ref=$1 name=$2 n=$3 pp=$4; shift 4
+  "$MTRAIN" launch -n "$n" -- "$@" "${BASE[@]}" --pipeline-model-parallel-size "$pp" --metrics "$TMP/$name.jsonl" \
+    >"$TMP/$name.log" 2>&1 || { tail -n 30 "$TMP/$name.log"; fail "$name run failed"; }
+  grep -q "pp $pp" "$TMP/$name.log" || fail "$name: the run did not report pp $pp"
+  grep -q "pipeline bubble: measured [0-9.]*% (formula [0-9.]*%)" "$TMP/$name.log" || fail "$name: no bubble in the iteration line"
+  grep -q '"bubble":[0-9.]*,"bubble_formula":[0-9.]*' "$TMP/$name.jsonl" || fail "$name: no bubble in the metrics"
+  compare "$TMP/$ref.jsonl" "$TMP/$name.jsonl" "$name"
+}
+GPT=(--config configs/gpt-tiny.yaml)
+LLAMA=(--config configs/llama-tiny.yaml)
+serial gpt1 "${GPT[@]}"
+parallel gpt1 "gpt pp=2" 2 2 "${GPT[@]}"
+parallel gpt1 "gpt pp=4" 4 4 "${GPT[@]}"
+parallel gpt1 "gpt pp=2 vpp=2" 2 2 "${GPT[@]}" --virtual-pipeline-model-parallel-size 2
+grep -q "schedule interleaved" "$TMP/gpt pp=2 vpp=2.log" || fail "vpp=2 did not run the interleaved schedule"
+grep -q "(formula 20.0%)" "$TMP/gpt pp=2.log" || fail "pp=2 m=4: the formula bubble should be (p-1)/(m+p-1) = 20.0%"
+parallel gpt1 "gpt tp=2 pp=2 dp=2 sp distributed-optimizer" 8 2 "${GPT[@]}" --tensor-model-parallel-size 2 \
+  --sequence-parallel --use-distributed-optimizer
+grep -q "tp 2 sequence-parallel, pp 2 .*dp 2" "$TMP/gpt tp=2 pp=2 dp=2 sp distributed-optimizer.log" || fail "tp2 x pp2 x dp2 not reported"
+serial llama1 "${LLAMA[@]}"
+parallel llama1 "llama pp=2" 2 2 "${LLAMA[@]}"
+parallel llama1 "llama pp=4" 4 4 "${LLAMA[@]}"
+parallel llama1 "llama pp=2 vpp=2" 2 2 "${LLAMA[@]}" --virtual-pipeline-model-parallel-size 2
+parallel llama1 "llama tp=2 pp=2 dp=2 sp distributed-optimizer" 8 2 "${LLAMA[@]}" --tensor-model-parallel-size 2 \
+  --sequence-parallel --use-distributed-optimizer
+# only the last stage of tp 0 / dp 0 logs iteration lines
+[ "$(grep -c "iteration       $ITERS/" "$TMP/gpt pp=4.log")" -eq 1 ] || fail "expected exactly one rank to log"
+grep "iteration       $ITERS/" "$TMP/gpt pp=4.log" | grep -q "pp3" || fail "the last stage should log"
+# layers that do not split: refused before training, naming the keys
+if "$MTRAIN" launch -n 2 -- "${GPT[@]}" "${BASE[@]}" --pipeline-model-parallel-size 2 \
+     --virtual-pipeline-model-parallel-size 4 >"$TMP/split.log" 2>&1; then
+  fail "4 layers over pp=2 x vpp=4 should be refused"
+fi
+grep -q "parallel.virtual_pipeline" "$TMP/split.log" || { cat "$TMP/split.log"; fail "no layers % (pp*vpp) message"; }
+echo "refused: $(grep -m1 'virtual_pipeline' "$TMP/split.log" | cut -c1-200)"
