@@ -5,7 +5,8 @@
  * --backend cpu, never a crash; every op and copy runs in order on the backend's one
  * stream; only copy_d2h and sync wait for the device (copy_h2d also waits when its source
  * is pinned host memory, so the caller may always reuse the source on return).
- * Ops not written yet stay NULL: MT_BE_CALL then reports "backend 'cuda' has no op X yet". */
+ * Every op of backend.h is in the table (one op family per .cu file); an op added to backend.h
+ * later stays NULL until written: MT_BE_CALL then reports "backend 'cuda' has no op X yet". */
 #include "cuda/cuda_common.cuh"
 
 #include <stdio.h>
@@ -154,6 +155,12 @@ static void cuda_fill_iface(struct mt_backend_i *t) {
     t->embedding_fwd = mt_cuda_embedding_fwd;   /* cuda_embed.cu */
     t->embedding_bwd = mt_cuda_embedding_bwd;
     t->adamw = mt_cuda_adamw;                   /* cuda_optim.cu */
+    t->attention_fwd = mt_cuda_attention_fwd;   /* cuda_attention.cu */
+    t->attention_bwd = mt_cuda_attention_bwd;
+    t->xent_fwd_bwd = mt_cuda_xent_fwd_bwd;     /* cuda_xent.cu */
+    t->xent_vp_max = mt_cuda_xent_vp_max;
+    t->xent_vp_sumexp = mt_cuda_xent_vp_sumexp;
+    t->xent_vp_finish = mt_cuda_xent_vp_finish;
 }
 
 /* Writes why there is no usable GPU into why (if any); returns the device count (0 = none). */
