@@ -13,7 +13,8 @@
 # and dp the reductions of tp_equivalence / dp_equivalence. Tolerance: 1e-4 relative on every
 # loss, 1e-3 on grad norms (measured: 0 to ~1e-7). A wrong layer map, a lost wte sync or a
 # mis-ordered message moves the loss by > 1e-2 within a few steps.
-# Also: layers that do not split over pp*vpp are refused with a message naming the keys, and
+# Also: validation through the forward-only tables (pp=4, pp=2 x vpp=2) equals the serial one;
+# layers that do not split over pp*vpp are refused with a message naming the keys, and
 # the iteration line / metrics carry the measured and formula bubble.
 source test/e2e_lib.sh
 need_data
@@ -71,3 +72,16 @@ if "$MTRAIN" launch -n 2 -- "${GPT[@]}" "${BASE[@]}" --pipeline-model-parallel-s
 fi
 grep -q "parallel.virtual_pipeline" "$TMP/split.log" || { cat "$TMP/split.log"; fail "no layers % (pp*vpp) message"; }
 echo "refused: $(grep -m1 'virtual_pipeline' "$TMP/split.log" | cut -c1-200)"
+# evaluation through the forward-only tables: the validation losses equal the serial run's
+EVAL=(--train-iters 4 --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=2 --set logging.eval_iters=2)
+"$MTRAIN" "${GPT[@]}" "${EVAL[@]}" --metrics "$TMP/ev1.jsonl" >"$TMP/ev1.log" 2>&1 || fail "serial eval run failed"
+for cfg in "4 4 1" "2 2 2"; do
+  read -r n pp vpp <<<"$cfg"
+  "$MTRAIN" launch -n "$n" -- "${GPT[@]}" "${EVAL[@]}" --pipeline-model-parallel-size "$pp" \
+    --virtual-pipeline-model-parallel-size "$vpp" --metrics "$TMP/ev$pp.jsonl" >"$TMP/ev$pp.log" 2>&1 \
+    || { tail -n 20 "$TMP/ev$pp.log"; fail "eval run pp=$pp vpp=$vpp failed"; }
+  [ "$(json_field "$TMP/ev$pp.jsonl" val_loss | wc -l)" -eq 2 ] || fail "pp=$pp: expected 2 validation losses"
+  read -r wv nv <<<"$(worst val_loss "$TMP/ev1.jsonl" "$TMP/ev$pp.jsonl")"
+  echo "validation pp=$pp vpp=$vpp: $nv losses, worst relative difference $wv"
+  awk -v v="$wv" 'BEGIN { exit !(v <= 1e-5) }' || fail "pp=$pp vpp=$vpp validation loss differs from the serial run"
+done
