@@ -11,6 +11,7 @@
 
 #include "core/indexed.h"
 #include "core/preprocess.h"
+#include "tokenizer_args.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -52,20 +53,6 @@ static void on_progress(const mt_preprocess_stats *s, int final, void *user) {
     ps->printed = 1;
 }
 
-/* Value of a flag given as "--flag value" or "--flag=value"; NULL when argv[*i] is not it. */
-static const char *flag_value(int argc, char **argv, int *i, const char *name, int *missing) {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] != 0) return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 /* Splits a comma list into opt->json_keys (pointing into `buf`, which it owns). */
 static int add_keys(mt_preprocess_options *opt, char *list) {
     for (char *save = NULL, *k = strtok_r(list, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
@@ -100,23 +87,14 @@ int mt_cmd_preprocess(int argc, char **argv) {
             usage(stdout);
             rc = 0;
             goto out;
-        } else if ((v = flag_value(argc, argv, &i, "--input", &missing))) {
+        } else if ((v = mt_flag_value(argc, argv, &i, "--input", &missing))) {
             opt.input = v;
-        } else if ((v = flag_value(argc, argv, &i, "--output-prefix", &missing))) {
+        } else if ((v = mt_flag_value(argc, argv, &i, "--output-prefix", &missing))) {
             opt.output_prefix = v;
-        } else if ((v = flag_value(argc, argv, &i, "--tokenizer", &missing)) ||
-                   (!missing && (v = flag_value(argc, argv, &i, "--tokenizer-type", &missing)))) {
-            opt.tokenizer = v;
-        } else if ((v = flag_value(argc, argv, &i, "--vocab", &missing)) ||
-                   (!missing && (v = flag_value(argc, argv, &i, "--vocab-file", &missing)))) {
-            opt.tokenizer_files.vocab_path = v;
-        } else if ((v = flag_value(argc, argv, &i, "--merges", &missing)) ||
-                   (!missing && (v = flag_value(argc, argv, &i, "--merge-file", &missing)))) {
-            opt.tokenizer_files.merges_path = v;
-        } else if ((v = flag_value(argc, argv, &i, "--tokenizer-json", &missing)) ||
-                   (!missing && (v = flag_value(argc, argv, &i, "--tokenizer-model", &missing)))) {
-            opt.tokenizer_files.json_path = v;
-        } else if ((v = flag_value(argc, argv, &i, "--json-keys", &missing))) {
+        } else if (mt_tokenizer_flag(argc, argv, &i, &opt.tokenizer, &opt.tokenizer_files, 1,
+                                     &missing)) {
+            /* --tokenizer, --vocab, --merges, --tokenizer-json (Megatron spellings too) */
+        } else if ((v = mt_flag_value(argc, argv, &i, "--json-keys", &missing))) {
             /* One comma list, or Megatron's space-separated words up to the next flag. */
             for (;;) {
                 if (n_key_lists >= MT_PREPROCESS_MAX_KEYS || !(key_lists[n_key_lists] = strdup(v))) {
@@ -130,7 +108,7 @@ int mt_cmd_preprocess(int argc, char **argv) {
                     break;
                 }
             }
-        } else if ((v = flag_value(argc, argv, &i, "--workers", &missing))) {
+        } else if ((v = mt_flag_value(argc, argv, &i, "--workers", &missing))) {
             char *end;
             long n = strtol(v, &end, 10);
             if (*end || n < 1 || n > 4096) {
@@ -138,7 +116,7 @@ int mt_cmd_preprocess(int argc, char **argv) {
                 goto out;
             }
             opt.n_workers = (int)n;
-        } else if ((v = flag_value(argc, argv, &i, "--on-error", &missing))) {
+        } else if ((v = mt_flag_value(argc, argv, &i, "--on-error", &missing))) {
             if (strcmp(v, "skip") == 0) {
                 opt.skip_bad_lines = 1;
             } else if (strcmp(v, "stop") == 0) {
@@ -167,10 +145,7 @@ int mt_cmd_preprocess(int argc, char **argv) {
         usage(stderr);
         goto out;
     }
-    if (!opt.tokenizer) {
-        opt.tokenizer = opt.tokenizer_files.json_path ? "hf"
-                        : (opt.tokenizer_files.vocab_path ? "gpt2bpe" : "byte");
-    }
+    opt.tokenizer = mt_tokenizer_name_or_default(opt.tokenizer, &opt.tokenizer_files, "byte");
     opt.progress = on_progress;
     opt.progress_user = &ps;
 

@@ -13,6 +13,7 @@
 
 #include "core/json_lines.h"
 #include "core/tokenizer.h"
+#include "tokenizer_args.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -36,20 +37,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Value of "--flag value" / "--flag=value"; NULL when argv[*i] is not that flag. */
-static const char *flag_value(int argc, char **argv, int *i, const char *name, int *missing) {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] != 0) return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 /* Parses one line of decimal ids into ids; MT_ERR_DATA naming the line on junk. */
@@ -86,20 +73,11 @@ int mt_cmd_tokenize(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
-        } else if ((v = flag_value(argc, argv, &i, "--vocab", &missing)) ||
-                   (!missing && (v = flag_value(argc, argv, &i, "--vocab-file", &missing)))) {
-            files.vocab_path = v;
-        } else if ((v = flag_value(argc, argv, &i, "--merges", &missing)) ||
-                   (!missing && (v = flag_value(argc, argv, &i, "--merge-file", &missing)))) {
-            files.merges_path = v;
-        } else if ((v = flag_value(argc, argv, &i, "--tokenizer-json", &missing))) {
-            files.json_path = v;
-        } else if ((v = flag_value(argc, argv, &i, "--tokenizer", &missing)) ||
-                   (!missing && (v = flag_value(argc, argv, &i, "--tokenizer-type", &missing)))) {
-            tokenizer = v;
-        } else if ((v = flag_value(argc, argv, &i, "--input", &missing))) {
+        } else if (mt_tokenizer_flag(argc, argv, &i, &tokenizer, &files, 0, &missing)) {
+            /* --tokenizer, --vocab, --merges, --tokenizer-json (no --tokenizer-model here) */
+        } else if ((v = mt_flag_value(argc, argv, &i, "--input", &missing))) {
             input = v;
-        } else if ((v = flag_value(argc, argv, &i, "--json-key", &missing))) {
+        } else if ((v = mt_flag_value(argc, argv, &i, "--json-key", &missing))) {
             json_key = v;
         } else if (!strcmp(a, "--jsonl")) {
             jsonl = 1;
@@ -118,7 +96,7 @@ int mt_cmd_tokenize(int argc, char **argv) {
             return 2;
         }
     }
-    if (!tokenizer) tokenizer = files.json_path ? "hf" : (files.vocab_path ? "gpt2bpe" : NULL);
+    tokenizer = mt_tokenizer_name_or_default(tokenizer, &files, NULL);
     if (!tokenizer) {
         fprintf(stderr, "mtrain tokenize: give --vocab V --merges M, --tokenizer-json T or "
                         "--tokenizer byte\n");

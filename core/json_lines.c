@@ -2,7 +2,7 @@
  * out the string values of requested top-level keys and skips the rest.
  * Grammar: RFC 8259, plus Python json.loads' NaN / Infinity / -Infinity literals (Megatron's
  * preprocess reads its input with json.loads). Strings must be valid UTF-8 and must not hold
- * raw control characters or unpaired surrogates. Nesting deeper than MT_JSON_MAX_DEPTH is an
+ * raw control characters or unpaired surrogates (decoded by json_string.c). Nesting deeper than MT_JSON_MAX_DEPTH is an
  * error, so a hostile line cannot exhaust the stack. */
 #include "json_lines.h"
 
@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "json_string.h"
 
 #define MT_JSON_MAX_DEPTH 512
 
@@ -62,160 +64,48 @@ static void skip_ws(parser *p) {
     }
 }
 
-static int hex4(const unsigned char *s, unsigned *out) {
-    unsigned v = 0;
-    for (int k = 0; k < 4; k++) {
-        unsigned c = s[k], d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return 0;
-        v = v * 16 + d;
-    }
-    *out = v;
-    return 1;
+static mt_status jstr_sink(void *ctx, const void *bytes, size_t n) {
+    return jstr_append(ctx, bytes, n);
 }
 
-static size_t utf8_put(unsigned cp, char *o) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-/* Length of the valid UTF-8 sequence at s[0..n) (lead byte >= 0x80), 0 if invalid:
- * no overlong forms, no encoded surrogates, nothing above U+10FFFF. */
-static size_t utf8_valid_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    size_t len;
-    unsigned lo = 0x80, hi = 0xbf; /* range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf) len = 2;
-    else if (c == 0xe0) { len = 3; lo = 0xa0; }
-    else if (c >= 0xe1 && c <= 0xec) len = 3;
-    else if (c == 0xed) { len = 3; hi = 0x9f; }
-    else if (c >= 0xee && c <= 0xef) len = 3;
-    else if (c == 0xf0) { len = 4; lo = 0x90; }
-    else if (c >= 0xf1 && c <= 0xf3) len = 4;
-    else if (c == 0xf4) { len = 4; hi = 0x8f; }
-    else return 0;
-    if (n < len) return 0;
-    if (s[1] < lo || s[1] > hi) return 0;
-    for (size_t k = 2; k < len; k++) {
-        if (s[k] < 0x80 || s[k] > 0xbf) return 0;
-    }
-    return len;
-}
-
-/* At '"': parses a string, appending its decoded bytes to out (NULL: validate only). */
+/* At '"': parses a string, appending its decoded bytes to out (NULL: validate only). The
+ * decoding is json_string.c's; the messages here are this reader's ("column C: ..."). */
 static mt_status parse_string(parser *p, mt_json_string *out) {
-    p->i++; /* opening quote */
-    for (;;) {
-        /* Copy a run of plain ASCII in one go. */
-        size_t run = p->i;
-        while (run < p->n) {
-            unsigned char c = p->s[run];
-            if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
-            run++;
-        }
-        if (out && run > p->i) {
-            mt_status st = jstr_append(out, (const char *)p->s + p->i, run - p->i);
-            if (st != MT_OK) return st;
-        }
-        p->i = run;
-        if (p->i >= p->n) return perr(p, "unterminated string");
-        unsigned char c = p->s[p->i];
-        if (c == '"') {
-            p->i++;
-            return MT_OK;
-        }
-        if (c < 0x20) {
-            return mt_errorf(MT_ERR_DATA,
-                             "column %zu: raw control character 0x%02x inside a string (JSON "
-                             "needs it escaped, e.g. \\n)", p->i + 1, c);
-        }
-        if (c >= 0x80) {
-            size_t len = utf8_valid_len(p->s + p->i, p->n - p->i);
-            if (len == 0) {
-                return mt_errorf(MT_ERR_DATA, "column %zu: invalid UTF-8 byte 0x%02x in a string",
-                                 p->i + 1, c);
-            }
-            if (out) {
-                mt_status st = jstr_append(out, (const char *)p->s + p->i, len);
-                if (st != MT_OK) return st;
-            }
-            p->i += len;
-            continue;
-        }
-        /* Backslash escape. */
-        if (p->i + 1 >= p->n) {
-            p->i++;
-            return perr(p, "unterminated escape");
-        }
-        char e = (char)p->s[p->i + 1], ch;
-        switch (e) {
-        case '"': ch = '"'; break;
-        case '\\': ch = '\\'; break;
-        case '/': ch = '/'; break;
-        case 'b': ch = '\b'; break;
-        case 'f': ch = '\f'; break;
-        case 'n': ch = '\n'; break;
-        case 'r': ch = '\r'; break;
-        case 't': ch = '\t'; break;
-        case 'u': ch = 0; break;
-        default:
-            p->i++;
-            return perr(p, "invalid escape (valid: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
-        }
-        if (e != 'u') {
-            if (out) {
-                mt_status st = jstr_append(out, &ch, 1);
-                if (st != MT_OK) return st;
-            }
-            p->i += 2;
-            continue;
-        }
-        size_t at = p->i;
-        unsigned cp;
-        if (p->i + 6 > p->n || !hex4(p->s + p->i + 2, &cp)) {
-            return mt_errorf(MT_ERR_DATA, "column %zu: \\u must be followed by 4 hex digits",
-                             at + 1);
-        }
-        p->i += 6;
-        if (cp >= 0xdc00 && cp <= 0xdfff) {
-            return mt_errorf(MT_ERR_DATA,
-                             "column %zu: unpaired low surrogate \\u%04X", at + 1, cp);
-        }
-        if (cp >= 0xd800 && cp <= 0xdbff) {
-            unsigned lo;
-            if (p->i + 6 > p->n || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u' ||
-                !hex4(p->s + p->i + 2, &lo) || lo < 0xdc00 || lo > 0xdfff) {
-                return mt_errorf(MT_ERR_DATA,
-                                 "column %zu: high surrogate \\u%04X is not followed by a low "
-                                 "surrogate \\uDC00..\\uDFFF", at + 1, cp);
-            }
-            p->i += 6;
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-        }
-        if (out) {
-            char u[4];
-            size_t nu = utf8_put(cp, u);
-            mt_status st = jstr_append(out, u, nu);
-            if (st != MT_OK) return st;
-        }
+    mt_json_str_fault f;
+    mt_json_str_error e = mt_json_decode_string(p->s, p->n, &p->i, out ? jstr_sink : NULL, out,
+                                                &f);
+    switch (e) {
+    case MT_JSTR_OK: return MT_OK;
+    case MT_JSTR_SINK: return f.sink_status;
+    case MT_JSTR_UNTERMINATED:
+        p->i = f.at;
+        return perr(p, "unterminated string");
+    case MT_JSTR_CONTROL:
+        return mt_errorf(MT_ERR_DATA,
+                         "column %zu: raw control character 0x%02x inside a string (JSON "
+                         "needs it escaped, e.g. \\n)", f.at + 1, (unsigned)p->s[f.at]);
+    case MT_JSTR_BAD_UTF8:
+        return mt_errorf(MT_ERR_DATA, "column %zu: invalid UTF-8 byte 0x%02x in a string",
+                         f.at + 1, (unsigned)p->s[f.at]);
+    case MT_JSTR_UNTERMINATED_ESCAPE:
+        p->i = f.at;
+        return perr(p, "unterminated escape");
+    case MT_JSTR_BAD_ESCAPE:
+        p->i = f.at;
+        return perr(p, "invalid escape (valid: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
+    case MT_JSTR_BAD_HEX:
+        return mt_errorf(MT_ERR_DATA, "column %zu: \\u must be followed by 4 hex digits",
+                         f.esc + 1);
+    case MT_JSTR_LONE_LOW:
+        return mt_errorf(MT_ERR_DATA, "column %zu: unpaired low surrogate \\u%04X", f.esc + 1,
+                         f.cp);
+    case MT_JSTR_LONE_HIGH:
+        return mt_errorf(MT_ERR_DATA,
+                         "column %zu: high surrogate \\u%04X is not followed by a low "
+                         "surrogate \\uDC00..\\uDFFF", f.esc + 1, f.cp);
     }
+    return mt_errorf(MT_ERR_INTERNAL, "column %zu: JSON string decoder error %d", p->i + 1,
+                     (int)e);
 }
 
 static int match_word(parser *p, const char *w) {

@@ -6,10 +6,11 @@
 #include "json_tree.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+
+#include "file_read.h"
+#include "json_string.h"
 
 #define MAX_DEPTH 512
 #define CHUNK_BYTES (1u << 20)
@@ -108,123 +109,36 @@ static mt_status buf_put(parser *p, const void *src, size_t n) {
     return MT_OK;
 }
 
-static int hex4(const unsigned char *s, unsigned *out) {
-    unsigned v = 0;
-    for (int k = 0; k < 4; k++) {
-        unsigned c = s[k], d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return 0;
-        v = v * 16 + d;
-    }
-    *out = v;
-    return 1;
+static mt_status buf_sink(void *ctx, const void *bytes, size_t n) {
+    return buf_put(ctx, bytes, n);
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), 0 when invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    unsigned cp;
-    if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
-    else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
-    else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
-    else return 0;
-    if (n < len) return 0;
-    for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (s[k] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) return 0;
-    if (cp >= 0xd800 && cp <= 0xdfff) return 0;
-    return len;
-}
-
-/* Parses a string at p->i (which is '"') into p->buf (NUL-terminated, n_buf bytes). */
+/* Parses a string at p->i (which is '"') into p->buf (NUL-terminated, n_buf bytes). The
+ * decoding is json_string.c's; the messages here are this parser's (path:line:col). */
 static mt_status parse_string(parser *p) {
     p->n_buf = 0;
-    p->i++;
-    for (;;) {
-        size_t run = p->i;
-        while (p->i < p->n && p->s[p->i] != '"' && p->s[p->i] != '\\' && p->s[p->i] >= 0x20 &&
-               p->s[p->i] < 0x80) {
-            p->i++;
-        }
-        if (p->i > run) {
-            mt_status st = buf_put(p, p->s + run, p->i - run);
-            if (st != MT_OK) return st;
-        }
-        if (p->i >= p->n) return perr(p, "unterminated string");
-        unsigned char c = p->s[p->i];
-        if (c == '"') {
-            p->i++;
-            break;
-        }
-        if (c < 0x20) return perr(p, "raw control character in a string (escape it)");
-        if (c >= 0x80) {
-            size_t len = utf8_len(p->s + p->i, p->n - p->i);
-            if (!len) return perr(p, "invalid UTF-8 in a string");
-            mt_status st = buf_put(p, p->s + p->i, len);
-            if (st != MT_OK) return st;
-            p->i += len;
-            continue;
-        }
-        /* escape */
-        if (p->i + 1 >= p->n) {
-            p->i++;
-            return perr(p, "unterminated escape");
-        }
-        char e = (char)p->s[p->i + 1], out;
-        switch (e) {
-        case '"': out = '"'; break;
-        case '\\': out = '\\'; break;
-        case '/': out = '/'; break;
-        case 'b': out = '\b'; break;
-        case 'f': out = '\f'; break;
-        case 'n': out = '\n'; break;
-        case 'r': out = '\r'; break;
-        case 't': out = '\t'; break;
-        case 'u': {
-            unsigned cp, lo;
-            if (p->i + 6 > p->n || !hex4(p->s + p->i + 2, &cp)) {
-                p->i++;
-                return perr(p, "\\u needs 4 hex digits");
-            }
-            p->i += 6;
-            if (cp >= 0xdc00 && cp <= 0xdfff) {
-                p->i -= 6;
-                return perr(p, "unpaired low surrogate escape");
-            }
-            if (cp >= 0xd800 && cp <= 0xdbff) {
-                if (p->i + 6 > p->n || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u' ||
-                    !hex4(p->s + p->i + 2, &lo) || lo < 0xdc00 || lo > 0xdfff) {
-                    return perr(p, "high surrogate escape not followed by a low one");
-                }
-                p->i += 6;
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            }
-            unsigned char u[4];
-            size_t nu;
-            if (cp < 0x80) { u[0] = (unsigned char)cp; nu = 1; }
-            else if (cp < 0x800) { u[0] = (unsigned char)(0xc0 | (cp >> 6)); u[1] = (unsigned char)(0x80 | (cp & 0x3f)); nu = 2; }
-            else if (cp < 0x10000) { u[0] = (unsigned char)(0xe0 | (cp >> 12)); u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f)); u[2] = (unsigned char)(0x80 | (cp & 0x3f)); nu = 3; }
-            else { u[0] = (unsigned char)(0xf0 | (cp >> 18)); u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f)); u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f)); u[3] = (unsigned char)(0x80 | (cp & 0x3f)); nu = 4; }
-            mt_status st = buf_put(p, u, nu);
-            if (st != MT_OK) return st;
-            continue;
-        }
-        default:
-            p->i++;
-            return perr(p, "unknown escape");
-        }
-        mt_status st = buf_put(p, &out, 1);
+    mt_json_str_fault f;
+    mt_json_str_error e = mt_json_decode_string(p->s, p->n, &p->i, buf_sink, p, &f);
+    if (e == MT_JSTR_OK) {
+        /* Room for the NUL even for "" as the first string (p->buf is still NULL then). */
+        mt_status st = buf_put(p, "", 0);
         if (st != MT_OK) return st;
-        p->i += 2;
+        p->buf[p->n_buf] = 0;
+        return MT_OK;
     }
-    p->buf[p->n_buf] = 0;
-    return MT_OK;
+    if (e == MT_JSTR_SINK) return f.sink_status;
+    p->i = f.at;
+    switch (e) {
+    case MT_JSTR_UNTERMINATED: return perr(p, "unterminated string");
+    case MT_JSTR_CONTROL: return perr(p, "raw control character in a string (escape it)");
+    case MT_JSTR_BAD_UTF8: return perr(p, "invalid UTF-8 in a string");
+    case MT_JSTR_UNTERMINATED_ESCAPE: return perr(p, "unterminated escape");
+    case MT_JSTR_BAD_ESCAPE: return perr(p, "unknown escape");
+    case MT_JSTR_BAD_HEX: return perr(p, "\\u needs 4 hex digits");
+    case MT_JSTR_LONE_LOW: return perr(p, "unpaired low surrogate escape");
+    case MT_JSTR_LONE_HIGH: return perr(p, "high surrogate escape not followed by a low one");
+    default: return perr(p, "JSON string decoder error");
+    }
 }
 
 static mt_status copy_buf(parser *p, const char **out, size_t *n_out) {
@@ -425,32 +339,15 @@ out:
 
 mt_status mt_json_doc_load(mt_json_doc *doc, const char *path) {
     memset(doc, 0, sizeof *doc);
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(MT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return mt_errorf(MT_ERR_IO, "%s: cannot read: not a regular file", path);
-    }
-    size_t n = (size_t)sb.st_size;
-    char *text = malloc(n + 1);
-    if (!text) {
-        fclose(f);
-        return mt_errorf(MT_ERR_OOM, "%s: cannot hold %zu bytes", path, n);
-    }
-    size_t got = fread(text, 1, n, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (got != n || bad) {
-        free(text);
-        return mt_errorf(MT_ERR_IO, "%s: read failed (%zu of %zu bytes)", path, got, n);
-    }
-    text[n] = 0;
+    char *text;
+    size_t n;
+    mt_status st = mt_read_whole_file(path, &text, &n);
+    if (st != MT_OK) return st;
     if (n == 0) {
         free(text);
         return mt_errorf(MT_ERR_DATA, "%s:1:1: the file is empty; expected JSON", path);
     }
-    mt_status st = mt_json_doc_parse(doc, text, n, path);
+    st = mt_json_doc_parse(doc, text, n, path);
     free(text);
     return st;
 }

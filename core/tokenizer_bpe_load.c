@@ -5,12 +5,11 @@
  * (tokenizer.json) only the byte-level BPE features we implement are switched on.
  * Rule kept: every complaint names the file and line (the JSON parser keeps line numbers),
  * and says what to do. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "file_read.h"
 #include "json_tree.h"
 #include "tokenizer_bpe.h"
 #include "tokenizer_bpe_internal.h"
@@ -285,34 +284,6 @@ static mt_status merge_add(bpe_model *m, const char *a, size_t na, const char *b
     return MT_OK;
 }
 
-static mt_status read_file(const char *path, char **text, size_t *n_bytes) {
-    *text = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(MT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return mt_errorf(MT_ERR_IO, "%s: cannot read: not a regular file", path);
-    }
-    size_t n = (size_t)sb.st_size;
-    char *t = malloc(n + 1);
-    if (!t) {
-        fclose(f);
-        return mt_errorf(MT_ERR_OOM, "%s: cannot hold %zu bytes", path, n);
-    }
-    size_t got = fread(t, 1, n, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (got != n || bad) {
-        free(t);
-        return mt_errorf(MT_ERR_IO, "%s: read failed (%zu of %zu bytes)", path, got, n);
-    }
-    t[n] = 0;
-    *text = t;
-    *n_bytes = n;
-    return MT_OK;
-}
-
 static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
 /* merges.txt / vocab.bpe: the first line is skipped when it starts with "#version" (later
@@ -321,7 +292,7 @@ static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == 
 static mt_status merges_from_file(bpe_model *m, const char *path) {
     char *text = NULL;
     size_t n = 0;
-    mt_status st = read_file(path, &text, &n);
+    mt_status st = mt_read_whole_file(path, &text, &n);
     if (st != MT_OK) return st;
     size_t n_lines = 1;
     for (size_t i = 0; i < n; i++) n_lines += text[i] == '\n';
