@@ -14,11 +14,25 @@
  *    tolerance TOL_F32 = 1e-6 still catches any wrong index or missing term.
  * Accumulating outputs (+=) start from random values; for f32 gradients the increment
  * (result - initial) is compared, so a small wrong increment cannot hide under a large start.
+ * The same two tolerances cover every other op, for the same reasons:
+ *  - act outputs (gelu, swiglu, add, cast, rope, attention out / dqkv, embedding out, the
+ *    xent gradients) are one bf16 rounding of an fp32 result (the vocab-parallel gradient:
+ *    two, as its exp is stored in bf16 between phases) -> TOL_ACT. Checked on the CPU with the
+ *    stand-in that rounds the reference's act outputs to bf16 (this file with g_cuda created
+ *    by mt_backend_cpu_create): largest nmse 1.5e-5 (a single element: one rounding is at most
+ *    2^-8 relative), 7e-6 for any multi-element output;
+ *  - f32 outputs (attention probs, sum, embedding dwte/dwpe increments, xent losses and stats,
+ *    adamw master increment / m / v) differ only by fp32 summation order, expf vs the CPU's
+ *    polynomial exp (~1 ulp) and FMA contraction -> TOL_F32. sum and the dwte scatter are
+ *    also required to repeat bit for bit (no float atomics).
+ * Attention backward and the norm backwards start from the CPU's saved statistics / probs on
+ * both sides, so a forward difference cannot mask or cause a backward one.
  *
  * Runs here too: before anything else it checks that mt_backend_cuda_create fails cleanly
  * (MT_ERR_CUDA or MT_ERR_UNSUPPORTED, message naming --backend cpu) when there is no GPU.
  * Then, without a GPU, it exits 77 with "skipped: <reason>" as its last line. */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +284,264 @@ done:;
     free(h_mean); free(h_rstd);
 }
 
+/* ---- helpers for the ops below ---- */
+
+/* An i32 tensor (tokens, targets) on both backends, same bits on each. */
+static pair_t ipair_new(const int32_t *host, size_t n) {
+    pair_t p = {NULL, NULL, n, MT_F32};
+    if (g_cpu.i->alloc(&g_cpu, n * 4, &p.cpu) != MT_OK || g_cuda.i->alloc(&g_cuda, n * 4, &p.gpu) != MT_OK) {
+        fprintf(stderr, "alloc failed: %s\n", mt_last_error());
+        exit(1);
+    }
+    CHECK(g_cpu.i->copy_h2d(&g_cpu, p.cpu, host, n * 4) == MT_OK);
+    CHECK(g_cuda.i->copy_h2d(&g_cuda, p.gpu, host, n * 4) == MT_OK);
+    return p;
+}
+
+/* Puts the same host values into an existing pair on both sides (resets an in-place input). */
+static void pair_set(pair_t *p, const float *host, int is_act) {
+    up(&g_cpu, p->cpu, host, p->n, is_act ? g_cpu.act : MT_F32);
+    up(&g_cuda, p->gpu, host, p->n, p->dtype_gpu);
+}
+
+/* The CUDA side of an f32 tensor, downloaded twice after two identical runs, must match bit for
+ * bit; `first` holds the first run's values. */
+static void check_same_bits(const char *what, const float *first, const pair_t *p) {
+    float *second = malloc(p->n * sizeof *second + 1);
+    down(&g_cuda, second, p->gpu, p->n, MT_F32);
+    CHECKF(memcmp(first, second, p->n * sizeof *second) == 0,
+           "%s differs between two identical runs (not deterministic)", what);
+    free(second);
+}
+
+/* ---- elementwise: gelu, swiglu, add, cast ---- */
+
+static void test_elementwise(size_t n, int N, int F) {
+    printf("  gelu/add/cast n=%zu, swiglu N=%d F=%d\n", n, N, F);
+    float *h_x = host_rand(n, 3.0f, 0.0f), *h_y = host_rand(n, 1.0f, 0.0f), *h_d = host_rand(n, 1.0f, 0.0f);
+    float *h_f32 = malloc(n * sizeof(float) + 1);
+    for (size_t i = 0; i < n; i++) h_f32[i] = 2.0f * frand(); /* not bf16-exact: the cast rounds */
+    const size_t ns = (size_t)N * F;
+    float *h_g = host_rand(2 * ns, 3.0f, 0.0f), *h_gd = host_rand(ns, 1.0f, 0.0f);
+
+    pair_t x = pair_new(h_x, n, 1), y = pair_new(h_y, n, 1), d = pair_new(h_d, n, 1);
+    pair_t out = pair_new(NULL, n, 1), f32 = pair_new(h_f32, n, 0);
+    pair_t g = pair_new(h_g, 2 * ns, 1), gd = pair_new(h_gd, ns, 1);
+    pair_t gout = pair_new(NULL, ns, 1), gdinp = pair_new(NULL, 2 * ns, 1);
+
+    mt_gelu_fwd_args gfc = {out.cpu, x.cpu, n}, gfg = {out.gpu, x.gpu, n};
+    RUN_BOTH(gelu_fwd, gfc, gfg);
+    compare("gelu fwd out (act)", &out, 1, NULL, TOL_ACT);
+    mt_gelu_bwd_args gbc = {out.cpu, d.cpu, x.cpu, n}, gbg = {out.gpu, d.gpu, x.gpu, n};
+    RUN_BOTH(gelu_bwd, gbc, gbg);
+    compare("gelu bwd dinp = (act)", &out, 1, NULL, TOL_ACT);
+
+    mt_add_args ac = {out.cpu, x.cpu, y.cpu, n}, ag = {out.gpu, x.gpu, y.gpu, n};
+    RUN_BOTH(add, ac, ag);
+    compare("add out (act)", &out, 1, NULL, TOL_ACT);
+
+    mt_cast_args cc = {out.cpu, f32.cpu, n}, cg = {out.gpu, f32.gpu, n};
+    RUN_BOTH(cast_f32_to_act, cc, cg);
+    compare("cast_f32_to_act (act)", &out, 1, NULL, TOL_ACT);
+
+    mt_swiglu_fwd_args sfc = {gout.cpu, g.cpu, N, F}, sfg = {gout.gpu, g.gpu, N, F};
+    RUN_BOTH(swiglu_fwd, sfc, sfg);
+    compare("swiglu fwd out (act)", &gout, 1, NULL, TOL_ACT);
+    mt_swiglu_bwd_args sbc = {gdinp.cpu, gd.cpu, g.cpu, N, F}, sbg = {gdinp.gpu, gd.gpu, g.gpu, N, F};
+    RUN_BOTH(swiglu_bwd, sbc, sbg);
+    compare("swiglu bwd dinp = (act)", &gdinp, 1, NULL, TOL_ACT);
+
+    pair_t *all[] = {&x, &y, &d, &out, &f32, &g, &gd, &gout, &gdinp};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(h_x); free(h_y); free(h_d); free(h_f32); free(h_g); free(h_gd);
+}
+
+/* ---- sum (f32 in, f32 scalar +=) ---- */
+
+static void test_sum(size_t n, int squares) {
+    printf("  sum n=%zu squares=%d\n", n, squares);
+    float *h_x = malloc(n * sizeof(float) + 1);
+    for (size_t i = 0; i < n; i++) h_x[i] = frand() + 0.25f; /* f32, not bf16-rounded: sum reads f32 */
+    float h_out0 = 3.5f;
+    pair_t x = pair_new(h_x, n, 0), out = pair_new(&h_out0, 1, 0);
+    mt_sum_args c = {out.cpu, x.cpu, n, squares}, g = {out.gpu, x.gpu, n, squares};
+    RUN_BOTH(sum, c, g);
+    compare(squares ? "sum of squares += (f32, increment)" : "sum += (f32, increment)", &out, 0, &h_out0, TOL_F32);
+    float first;
+    down(&g_cuda, &first, out.gpu, 1, MT_F32);
+    up(&g_cuda, out.gpu, &h_out0, 1, MT_F32);
+    CHECKF(MT_BE_CALL(&g_cuda, sum, &g) == MT_OK, "cuda sum (repeat): %s", mt_last_error());
+    check_same_bits("sum", &first, &out);
+    pair_free(&x);
+    pair_free(&out);
+    free(h_x);
+}
+
+/* ---- rope (in place) ---- */
+
+static void test_rope(int B, int T, int H, int D, int stride, int pos_offset) {
+    printf("  rope B=%d T=%d heads=%d D=%d row_stride=%d pos_offset=%d\n", B, T, H, D, stride, pos_offset);
+    const size_t n = (size_t)B * T * stride;
+    float *h_x = host_rand(n, 1.0f, 0.0f);
+    pair_t x = pair_new(h_x, n, 1);
+    for (int inverse = 0; inverse <= 1; inverse++) {
+        pair_set(&x, h_x, 1);
+        mt_rope_args c = {x.cpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse};
+        mt_rope_args g = {x.gpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse};
+        RUN_BOTH(rope, c, g);
+        compare(inverse ? "rope inverse, in place (act)" : "rope forward, in place (act)", &x, 1, NULL, TOL_ACT);
+    }
+    pair_free(&x);
+    free(h_x);
+}
+
+/* ---- attention (causal, GQA) ---- */
+
+static void test_attention(int B, int T, int H, int KV, int D) {
+    printf("  attention B=%d T=%d H=%d KV=%d D=%d\n", B, T, H, KV, D);
+    const size_t S3 = (size_t)(H + 2 * KV) * D, nqkv = (size_t)B * T * S3, nout = (size_t)B * T * H * D;
+    const size_t np = (size_t)B * H * T * T;
+    float *h_qkv = host_rand(nqkv, 1.5f, 0.0f), *h_dout = host_rand(nout, 1.0f, 0.0f);
+    float *h_probs = malloc(np * sizeof(float) + 1);
+    pair_t qkv = pair_new(h_qkv, nqkv, 1), dout = pair_new(h_dout, nout, 1), out = pair_new(NULL, nout, 1);
+    pair_t probs = pair_new(NULL, np, 0), dprobs = pair_new(NULL, np, 0), dqkv = pair_new(NULL, nqkv, 1);
+
+    mt_attention_fwd_args fc = {out.cpu, probs.cpu, qkv.cpu, B, T, H, KV, D};
+    mt_attention_fwd_args fg = {out.gpu, probs.gpu, qkv.gpu, B, T, H, KV, D};
+    RUN_BOTH(attention_fwd, fc, fg);
+    compare("fwd out (act)", &out, 1, NULL, TOL_ACT);
+    compare("fwd probs (f32, zeros above diagonal)", &probs, 0, NULL, TOL_F32);
+
+    /* backward from the CPU's probs on both sides: isolates the backward kernels */
+    down(&g_cpu, h_probs, probs.cpu, np, MT_F32);
+    up(&g_cuda, probs.gpu, h_probs, np, MT_F32);
+    mt_attention_bwd_args bc = {dqkv.cpu, dprobs.cpu, dout.cpu, qkv.cpu, probs.cpu, B, T, H, KV, D};
+    mt_attention_bwd_args bg = {dqkv.gpu, dprobs.gpu, dout.gpu, qkv.gpu, probs.gpu, B, T, H, KV, D};
+    RUN_BOTH(attention_bwd, bc, bg);
+    compare("bwd dqkv = (act)", &dqkv, 1, NULL, TOL_ACT);
+
+    pair_t *all[] = {&qkv, &dout, &out, &probs, &dprobs, &dqkv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(h_qkv); free(h_dout); free(h_probs);
+}
+
+/* ---- embedding (vocab shard) ---- */
+
+static void test_embedding(int B, int T, int C, int vocab_total, int vocab_start, int n_vocab, int with_wpe,
+                           int pos_offset) {
+    printf("  embedding B=%d T=%d C=%d shard [%d, %d) of %d wpe=%d pos_offset=%d\n", B, T, C, vocab_start,
+           vocab_start + n_vocab, vocab_total, with_wpe, pos_offset);
+    const size_t rows = (size_t)B * T, max_pos = (size_t)pos_offset + T + 3;
+    int32_t *h_tok = malloc(rows * sizeof(int32_t) + 4);
+    for (size_t r = 0; r < rows; r++) /* a small id range for some rows: repeated tokens */
+        h_tok[r] = (int32_t)((r % 3 == 0 ? (size_t)((frand() + 1.0f) * 4.0f) + vocab_start
+                                         : (size_t)((frand() + 1.0f) * 0.5f * vocab_total)) % (size_t)vocab_total);
+    float *h_wte = host_rand((size_t)n_vocab * C, 1.0f, 0.0f), *h_wpe = host_rand(max_pos * C, 0.5f, 0.0f);
+    float *h_dout = host_rand(rows * C, 1.0f, 0.0f);
+    float *h_dwte0 = host_rand((size_t)n_vocab * C, 1.0f, 0.0f), *h_dwpe0 = host_rand(max_pos * C, 1.0f, 0.0f);
+    pair_t tok = ipair_new(h_tok, rows), wte = pair_new(h_wte, (size_t)n_vocab * C, 1);
+    pair_t wpe = pair_new(h_wpe, max_pos * C, 1), out = pair_new(NULL, rows * C, 1);
+    pair_t dout = pair_new(h_dout, rows * C, 1), dwte = pair_new(h_dwte0, (size_t)n_vocab * C, 0);
+    pair_t dwpe = pair_new(h_dwpe0, max_pos * C, 0);
+
+    mt_embedding_fwd_args fc = {out.cpu, tok.cpu, wte.cpu, with_wpe ? wpe.cpu : NULL, B, T, C, vocab_start,
+                                n_vocab, pos_offset};
+    mt_embedding_fwd_args fg = {out.gpu, tok.gpu, wte.gpu, with_wpe ? wpe.gpu : NULL, B, T, C, vocab_start,
+                                n_vocab, pos_offset};
+    RUN_BOTH(embedding_fwd, fc, fg);
+    compare("fwd out (act)", &out, 1, NULL, TOL_ACT);
+
+    mt_embedding_bwd_args bc = {dwte.cpu, with_wpe ? dwpe.cpu : NULL, dout.cpu, tok.cpu, B, T, C, vocab_start,
+                                n_vocab, pos_offset};
+    mt_embedding_bwd_args bg = {dwte.gpu, with_wpe ? dwpe.gpu : NULL, dout.gpu, tok.gpu, B, T, C, vocab_start,
+                                n_vocab, pos_offset};
+    RUN_BOTH(embedding_bwd, bc, bg);
+    compare("bwd dwte += (f32, increment)", &dwte, 0, h_dwte0, TOL_F32);
+    if (with_wpe) compare("bwd dwpe += (f32, increment)", &dwpe, 0, h_dwpe0, TOL_F32);
+
+    /* determinism of the scatter */
+    float *first = malloc((size_t)n_vocab * C * sizeof(float) + 1);
+    down(&g_cuda, first, dwte.gpu, (size_t)n_vocab * C, MT_F32);
+    up(&g_cuda, dwte.gpu, h_dwte0, (size_t)n_vocab * C, MT_F32);
+    if (with_wpe) up(&g_cuda, dwpe.gpu, h_dwpe0, max_pos * C, MT_F32);
+    CHECKF(MT_BE_CALL(&g_cuda, embedding_bwd, &bg) == MT_OK, "cuda embedding_bwd (repeat): %s", mt_last_error());
+    check_same_bits("embedding_bwd dwte", first, &dwte);
+    free(first);
+
+    pair_t *all[] = {&tok, &wte, &wpe, &out, &dout, &dwte, &dwpe};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(h_tok); free(h_wte); free(h_wpe); free(h_dout); free(h_dwte0); free(h_dwpe0);
+}
+
+/* ---- cross-entropy: fused, and the three vocab-parallel phases on one shard ---- */
+
+static int32_t *host_targets(int N, int V) { /* every 5th row ignored (-1) */
+    int32_t *t = malloc((size_t)N * sizeof(int32_t) + 4);
+    for (int r = 0; r < N; r++) t[r] = r % 5 == 4 ? -1 : (int32_t)((size_t)((frand() + 1.0f) * 0.5f * V) % (size_t)V);
+    return t;
+}
+
+static void test_xent(int N, int V, int Vp) {
+    printf("  xent_fwd_bwd N=%d V=%d Vp=%d\n", N, V, Vp);
+    const size_t n = (size_t)N * Vp;
+    float *h_logits = host_rand(n, 4.0f, 0.0f);
+    int32_t *h_tgt = host_targets(N, V);
+    pair_t logits = pair_new(h_logits, n, 1), tgt = ipair_new(h_tgt, (size_t)N), losses = pair_new(NULL, (size_t)N, 0);
+    const float dloss = 1.0f / (float)N;
+    mt_xent_args c = {logits.cpu, losses.cpu, tgt.cpu, N, V, Vp, dloss};
+    mt_xent_args g = {logits.gpu, losses.gpu, tgt.gpu, N, V, Vp, dloss};
+    RUN_BOTH(xent_fwd_bwd, c, g);
+    compare("losses (f32)", &losses, 0, NULL, TOL_F32);
+    compare("dlogits * dloss, in place (act)", &logits, 1, NULL, TOL_ACT);
+    pair_free(&logits); pair_free(&tgt); pair_free(&losses);
+    free(h_logits); free(h_tgt);
+}
+
+static void test_xent_vp(int N, int V, int vocab_start, int n_cols) {
+    printf("  xent_vp phases N=%d V=%d shard [%d, %d)\n", N, V, vocab_start, vocab_start + n_cols);
+    const size_t n = (size_t)N * n_cols;
+    float *h_logits = host_rand(n, 4.0f, 0.0f);
+    int32_t *h_tgt = host_targets(N, V);
+    pair_t logits = pair_new(h_logits, n, 1), tgt = ipair_new(h_tgt, (size_t)N);
+    pair_t stats = pair_new(NULL, 3 * (size_t)N, 0), losses = pair_new(NULL, (size_t)N, 0);
+    const float dloss = 1.0f / (float)N;
+    mt_xent_vp_args c = {logits.cpu, stats.cpu, losses.cpu, tgt.cpu, N, V, vocab_start, n_cols, dloss};
+    mt_xent_vp_args g = {logits.gpu, stats.gpu, losses.gpu, tgt.gpu, N, V, vocab_start, n_cols, dloss};
+    /* one shard without the allreduces: each phase reads this shard's own stats */
+    RUN_BOTH(xent_vp_max, c, g);
+    RUN_BOTH(xent_vp_sumexp, c, g);
+    compare("after sumexp: exp(x - max) (act)", &logits, 1, NULL, TOL_ACT);
+    compare("after sumexp: stats max|sum|x_t (f32)", &stats, 0, NULL, TOL_F32);
+    RUN_BOTH(xent_vp_finish, c, g);
+    compare("losses (f32)", &losses, 0, NULL, TOL_F32);
+    compare("gradient, in place (act)", &logits, 1, NULL, TOL_ACT);
+    pair_free(&logits); pair_free(&tgt); pair_free(&stats); pair_free(&losses);
+    free(h_logits); free(h_tgt);
+}
+
+/* ---- adamw ---- */
+
+static void test_adamw(size_t n) {
+    printf("  adamw n=%zu\n", n);
+    float *h_master = host_rand(n, 1.0f, 0.0f), *h_grad = host_rand(n, 2.0f, 0.0f);
+    float *h_m = host_rand(n, 0.1f, 0.0f), *h_v = host_rand(n, 0.01f, 0.011f); /* v > 0 */
+    pair_t master = pair_new(h_master, n, 0), grad = pair_new(h_grad, n, 0), m = pair_new(h_m, n, 0);
+    pair_t v = pair_new(h_v, n, 0), param = pair_new(NULL, n, 1);
+    const float b1 = 0.9f, b2 = 0.95f;
+    mt_adamw_args c = {master.cpu, param.cpu, grad.cpu, m.cpu, v.cpu, n, 1e-3f, b1, b2, 1e-8f, 0.1f, 0.5f,
+                       1.0f - b1 * b1 * b1, 1.0f - b2 * b2 * b2};
+    mt_adamw_args g = c;
+    g.master = master.gpu; g.param = param.gpu; g.grad = grad.gpu; g.m = m.gpu; g.v = v.gpu;
+    RUN_BOTH(adamw, c, g);
+    compare("master (f32, increment)", &master, 0, h_master, TOL_F32);
+    compare("m (f32)", &m, 0, NULL, TOL_F32);
+    compare("v (f32)", &v, 0, NULL, TOL_F32);
+    compare("param = master (act)", &param, 1, NULL, TOL_ACT);
+    pair_t *all[] = {&master, &grad, &m, &v, &param};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(h_master); free(h_grad); free(h_m); free(h_v);
+}
+
 int main(void) {
     char why[512] = "";
     int have_gpu = mt_cuda_available(why, sizeof why);
@@ -326,6 +598,48 @@ int main(void) {
         test_norm(rms, 2, 4099);
         test_norm(rms, 1024, 768);
     }
+
+    /* every op of backend.h is in the CUDA table now */
+    {
+        const void *const *ops = (const void *const *)&g_cuda.i->matmul_fwd;
+        const size_t n_ops = (sizeof(struct mt_backend_i) - offsetof(struct mt_backend_i, matmul_fwd)) / sizeof(void *);
+        for (size_t i = 0; i < n_ops; i++) CHECKF(ops[i] != NULL, "CUDA op #%zu of the table is NULL", i);
+    }
+
+    test_elementwise(1, 1, 1);
+    test_elementwise(1000, 7, 33);
+    test_elementwise((size_t)1 << 20, 256, 2048); /* gpt-2-ish MLP: 256 rows of 4*512 */
+
+    test_sum(1, 0);
+    test_sum(1000, 1);
+    test_sum((size_t)3 << 20, 0);      /* many blocks */
+    test_sum((size_t)124439808, 1);    /* GPT-2 124M parameter count: the grad-norm shape */
+
+    test_rope(1, 1, 1, 2, 2, 0);
+    test_rope(2, 37, 4, 64, 4 * 64 + 2 * 2 * 64, 5); /* q (4 heads) inside a GQA qkv row */
+    test_rope(2, 128, 12, 64, 3 * 768, 0);            /* q of a GPT-2 qkv row */
+
+    test_attention(1, 1, 1, 1, 8);
+    test_attention(2, 17, 4, 2, 16);   /* GQA, group 2 */
+    test_attention(1, 33, 6, 1, 40);   /* MQA, odd T, D not a multiple of 32 */
+    test_attention(2, 64, 4, 4, 64);   /* MHA */
+    test_attention(1, 300, 2, 1, 128); /* T > block size, D = 128 */
+
+    test_embedding(2, 9, 5, 50, 0, 50, 1, 0);
+    test_embedding(4, 64, 768, 1000, 0, 1000, 1, 0);   /* GPT-2-like, learned positions */
+    test_embedding(3, 33, 96, 1000, 250, 250, 0, 0);   /* a vocab shard, rope model (no wpe) */
+    test_embedding(2, 16, 64, 300, 200, 100, 1, 7);    /* last shard, position offset */
+
+    test_xent(1, 1, 1);
+    test_xent(7, 50, 64);              /* padding columns */
+    test_xent(64, 50257, 50304);       /* GPT-2 vocabulary */
+    test_xent_vp(9, 1000, 0, 1000);    /* one rank: the whole vocabulary */
+    test_xent_vp(33, 1000, 768, 256);  /* last shard: 232 real columns + 24 padding */
+    test_xent_vp(16, 50257, 25152, 25152);
+
+    test_adamw(1);
+    test_adamw(1000);
+    test_adamw((size_t)5 << 20);
 
     mt_backend_destroy(&g_cuda);
     mt_backend_destroy(&g_cpu);
