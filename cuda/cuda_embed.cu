@@ -4,17 +4,20 @@
  * get no gradient; dwte and dwpe accumulate (+=).
  * Determinism without float atomics:
  *  - dwte: one thread block per vocabulary row of the shard. The block scans all B*T tokens
- *    in order, 256 at a time (a coalesced read of the i32 token array, L2-resident); a chunk
+ *    in order, 1024 at a time (a coalesced read of the i32 token array, L2-resident); a chunk
  *    with no match costs one __syncthreads_count. For each matching token, in increasing row
  *    order, thread c adds dout[row, c] into dwte[v, c] (thread c owns its columns), so every
  *    element is summed in token order: the CPU reference's order, bit-exact for the same
- *    inputs and the same on every run. Cost ~ n_vocab * B*T token compares (L2 reads), e.g.
- *    50k * 8k = 4e8 -> well under a millisecond of L2 bandwidth; the dout reads are the same
- *    as any scatter.
+ *    inputs and the same on every run. Cost ~ n_vocab * B*T token compares from L2 (GPT-2:
+ *    50k rows * 16k tokens = 8e8 compares, 800k block-steps): an estimate of a few ms per
+ *    step, not measured; a sort-based (cub radix sort by token, stable) scatter is the
+ *    faster deterministic alternative if it shows in a profile.
  *  - dwpe: one thread per (position t, column c), summing over b in order. */
 #include "cuda/cuda_common.cuh"
 
 #define EMB_THREADS 256
+#define EMB_PER_THREAD 4
+#define EMB_CHUNK (EMB_THREADS * EMB_PER_THREAD) /* tokens scanned per step */
 
 __global__ void embedding_fwd_kernel(bf16 *out, const int32_t *tokens, const bf16 *wte, const bf16 *wpe, int T,
                                      int C, int vs, int nv, int po, size_t n) {
@@ -27,25 +30,31 @@ __global__ void embedding_fwd_kernel(bf16 *out, const int32_t *tokens, const bf1
     }
 }
 
-/* grid.x = n_vocab (one block per shard vocabulary row) */
+/* grid.x = n_vocab (one block per shard vocabulary row). Tokens are scanned in chunks of
+ * EMB_CHUNK (EMB_PER_THREAD per thread); matches are then applied in increasing row order. */
 __global__ void embedding_bwd_dwte_kernel(float *dwte, const bf16 *dout, const int32_t *tokens, long rows, int C,
                                           int vs) {
-    __shared__ int match[EMB_THREADS];
+    __shared__ unsigned char match[EMB_CHUNK];
     const int v = (int)blockIdx.x + vs; /* the global token id this block owns */
     float *g = dwte + (size_t)blockIdx.x * C;
-    for (long r0 = 0; r0 < rows; r0 += EMB_THREADS) {
-        const long r = r0 + threadIdx.x;
-        const int hit = r < rows && tokens[r] == v;
-        match[threadIdx.x] = hit;
-        if (__syncthreads_count(hit) != 0) { /* uniform branch: the count is block-wide */
-            const int n_here = rows - r0 < EMB_THREADS ? (int)(rows - r0) : EMB_THREADS;
+    for (long r0 = 0; r0 < rows; r0 += EMB_CHUNK) {
+        int hits = 0;
+#pragma unroll
+        for (int k = 0; k < EMB_PER_THREAD; k++) {
+            const int i = k * EMB_THREADS + (int)threadIdx.x;
+            const int hit = r0 + i < rows && tokens[r0 + i] == v;
+            match[i] = (unsigned char)hit;
+            hits += hit;
+        }
+        if (__syncthreads_count(hits) != 0) { /* uniform branch: the count is block-wide */
+            const int n_here = rows - r0 < EMB_CHUNK ? (int)(rows - r0) : EMB_CHUNK;
             for (int k = 0; k < n_here; k++) {
                 if (!match[k]) continue;
                 const bf16 *d = dout + (size_t)(r0 + k) * C;
                 for (int c = threadIdx.x; c < C; c += blockDim.x) g[c] += __bfloat162float(d[c]);
             }
         }
-        __syncthreads(); /* match[] is rewritten next chunk */
+        __syncthreads(); /* match[] is rewritten for the next chunk */
     }
 }
 
