@@ -34,6 +34,8 @@ typedef struct {
     void *adam_m, *adam_v; /* (opt_n) f32 */
     void *acts;            /* al.n_bytes; under pipeline parallelism the activation buffer of the
                               micro-batch being computed (core/pipeline.c swaps it per slot) */
+    int act_l0;            /* first local layer of the activation buffer: al holds Lc layers under
+                              pipeline parallelism (one chunk: core/pipeline.c sets it per F / B) */
     void *scalars;         /* (2) f32 in the first activation buffer: [loss sum, grad sq] */
     mt_tp tp;              /* tensor-parallel group, rank, SP flag, scratch, comm time (tp = 1: no group) */
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts; /* what was allocated */

@@ -7,8 +7,10 @@
 #include "model.h"
 
 #define ACT(m, field) ((char *)(m)->acts + (m)->al.field)
-/* slice l of a per-layer activation array whose one-layer slice has `per` elements of size `es` */
-#define ACT_L(m, field, l, per, es) (ACT(m, field) + (size_t)(l) * (size_t)(per) * (es))
+/* slice of local layer l of a per-layer activation array whose one-layer slice has `per`
+ * elements of size `es`; the buffer starts at layer act_l0 (the first layer of the pipeline chunk
+ * whose activations it holds; 0 without pipeline parallelism) */
+#define ACT_L(m, field, l, per, es) (ACT(m, field) + (size_t)((l) - (m)->act_l0) * (size_t)(per) * (es))
 
 static inline void *mt_model_P(const mt_model *m, int ti, int l) {
     return ti < 0 ? NULL : (char *)m->params + mt_param_offset(&m->pl, ti, l) * mt_dtype_bytes(m->act);

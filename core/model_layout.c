@@ -164,7 +164,9 @@ size_t mt_param_full_index(const mt_param_layout *pl, int ti, int tp_rank, int i
 void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_layout *al) {
     const size_t a = mt_dtype_bytes(act), f = 4;
     const int tp = pl->tp > 0 ? pl->tp : 1;
-    const size_t N = (size_t)B * pl->T, L = pl->L, C = pl->C;
+    /* a pipeline stage's buffer holds one model chunk (one in-flight micro-batch of one chunk) */
+    const size_t N = (size_t)B * pl->T, L = pl->pp > 1 ? pl->Lc : pl->L, C = pl->C;
+    const int head = pl->pp <= 1 || pl->has_head; /* the loss lives on the last stage only */
     const size_t Nr = pl->sp ? N / tp : N; /* N % tp is checked by mt_model_init */
     const size_t HD = (size_t)pl->H_r * pl->D;
     const size_t probs = (size_t)B * pl->H_r * pl->T * pl->T;
@@ -194,12 +196,12 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(ln2_rstd, L * Nr * f);
     PLACE(fch, L * N * pl->fc_rows_r * a);
     PLACE(fch_act, L * N * pl->F_r * a);
-    PLACE(lnf, Nr * C * a);
-    PLACE(lnf_mean, Nr * f);
-    PLACE(lnf_rstd, Nr * f);
-    PLACE(logits, N * pl->Vp_r * a);
+    PLACE(lnf, head ? Nr * C * a : 0);
+    PLACE(lnf_mean, head ? Nr * f : 0);
+    PLACE(lnf_rstd, head ? Nr * f : 0);
+    PLACE(logits, head ? N * pl->Vp_r * a : 0);
     PLACE(losses, N * f);
-    if (tp > 1) PLACE(xent_stats, 3 * N * f);
+    if (tp > 1) PLACE(xent_stats, head ? 3 * N * f : 0);
     PLACE(scalars, 2 * f);
     PLACE(dresid, Nr * C * a);
     PLACE(dln, N * C * a);

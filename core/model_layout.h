@@ -114,7 +114,8 @@ static inline size_t mt_param_offset(const mt_param_layout *pl, int ti, int l) {
 }
 
 /* Activations of one micro-batch of B sequences of T tokens, as byte offsets into one
- * buffer. Per-layer arrays hold L consecutive slices. "act" = compute dtype. Shapes are one tp
+ * buffer. Per-layer arrays hold L consecutive slices (a pipeline stage: Lc, one model chunk,
+ * and no head buffers except on the last stage). "act" = compute dtype. Shapes are one tp
  * rank's ("_r" dims of mt_param_layout): tensor-parallel regions (qkv .. fch_act, logits)
  * hold all N tokens and 1/tp of the features; the residual stream and the norms hold N_r rows:
  * all N, or 1/tp of the flattened token rows b*T+t under sequence parallelism. */

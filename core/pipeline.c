@@ -128,6 +128,7 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
         if (x->op == MT_PP_FWD || x->op == MT_PP_BWD) {
             double t0 = now_ms();
             md->acts = pp->slot[x->slot];
+            md->act_l0 = x->chunk * md->pl.Lc;
             if (x->op == MT_PP_FWD) {
                 MT_CHECK(run_fwd(pp, md, x, fetch, ctx, forward_only ? 0.0f : dloss));
             } else {
@@ -142,6 +143,7 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
             in_group = 1;
         }
         const int l0 = x->chunk * md->pl.Lc;
+        md->act_l0 = l0;
         switch (x->op) {
         case MT_PP_SEND_ACT: MT_CHECK(c->i->send(c, pp->act_out, pp->n_act, dt, x->peer)); break;
         case MT_PP_SEND_GRAD: MT_CHECK(c->i->send(c, pp->grad_out, pp->n_act, dt, x->peer)); break;
@@ -163,6 +165,7 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
 out:
     (void)in_group; /* a failed group is not closed: the communicator is aborted by cmd/ */
     md->acts = pp->slot[0];
+    md->act_l0 = 0;
     pp->busy_ms = busy;
     pp->table_ms = now_ms() - t_begin;
     return st;
