@@ -183,6 +183,9 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt
     const int pp = d->grid.pp, stage = d->coord[MT_AX_PP];
     if (pp > 1 && (!d->pp || d->pp->size != pp))
         return mt_errorf(MT_ERR_INTERNAL, "train: parallel.pipeline = %d without its communicator", pp);
+    if (pp > 1) /* Megatron's rule on m for the interleaved schedule, before anything is allocated */
+        MT_CHECK(mt_schedule_check(mt_schedule_default(pp, r->parallel.virtual_pipeline), pp, n_micro,
+                                   r->parallel.virtual_pipeline));
     MT_CHECK(mt_model_init_stage(&model, r, be, B, distributed ? dp : 1, distributed ? dp_rank : 0, d->tp,
                                  pp > 1 ? stage : -1));
     have_model = 1;

@@ -72,6 +72,12 @@ if "$MTRAIN" launch -n 2 -- "${GPT[@]}" "${BASE[@]}" --pipeline-model-parallel-s
 fi
 grep -q "parallel.virtual_pipeline" "$TMP/split.log" || { cat "$TMP/split.log"; fail "no layers % (pp*vpp) message"; }
 echo "refused: $(grep -m1 'virtual_pipeline' "$TMP/split.log" | cut -c1-200)"
+# interleaving with m % p != 0: refused before training, naming the keys (Megatron's rule)
+if "$MTRAIN" launch -n 2 -- "${GPT[@]}" "${BASE[@]}" --pipeline-model-parallel-size 2 \
+     --virtual-pipeline-model-parallel-size 2 --global-batch-size 6 >"$TMP/mp.log" 2>&1; then
+  fail "m = 3 with pp=2 x vpp=2 should be refused"
+fi
+grep -q "is not a multiple of parallel.pipeline = 2" "$TMP/mp.log" || { cat "$TMP/mp.log"; fail "no m % p message"; }
 # evaluation through the forward-only tables: the validation losses equal the serial run's
 EVAL=(--train-iters 4 --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=2 --set logging.eval_iters=2)
 "$MTRAIN" "${GPT[@]}" "${EVAL[@]}" --metrics "$TMP/ev1.jsonl" >"$TMP/ev1.log" 2>&1 || fail "serial eval run failed"
