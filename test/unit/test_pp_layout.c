@@ -1,0 +1,113 @@
+/* test_pp_layout.c — the per-stage parameter layout of pipeline parallelism
+ * (mt_param_layout_build_stage) and the stage model's init, for GPT (tied embeddings) and
+ * Llama (untied), 8 layers, pp in {2, 4, 8}, vpp in {1, 2, 4} where they split:
+ *  - chunk k of stage s holds the layers of virtual stage k*pp + s, and every global layer is on
+ *    exactly one (stage, local layer);
+ *  - the embedding on stage 0 only, the final norm and lm_head on the last stage only, a copy of
+ *    wte there (marked pp_copy) when tied; the stages' parameters add up to the model's plus
+ *    that copy;
+ *  - every stage's weights equal the serial model's (layer l = global layer), bitwise, the wte
+ *    copy included;
+ *  - layers % (pp * vpp) != 0 is MT_ERR_CONFIG. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/backend.h"
+#include "core/model.h"
+#include "core/recipe.h"
+#include "test/test.h"
+
+static void recipe(mt_recipe *r, const char *arch, int pp, int vpp) {
+    char b[16];
+    mt_recipe_defaults(r);
+    CHECK(mt_recipe_set(r, "model.arch", arch, "test") == MT_OK);
+    CHECK(mt_recipe_set(r, "model.layers", "8", "test") == MT_OK);
+    CHECK(mt_recipe_set(r, "model.hidden", "16", "test") == MT_OK);
+    CHECK(mt_recipe_set(r, "model.heads", "4", "test") == MT_OK);
+    CHECK(mt_recipe_set(r, "model.vocab", "37", "test") == MT_OK);
+    CHECK(mt_recipe_set(r, "model.seq_length", "6", "test") == MT_OK);
+    if (!strcmp(arch, "gpt")) CHECK(mt_recipe_set(r, "model.tie_embeddings", "true", "test") == MT_OK);
+    snprintf(b, sizeof b, "%d", pp);
+    CHECK(mt_recipe_set(r, "parallel.pipeline", b, "test") == MT_OK);
+    snprintf(b, sizeof b, "%d", vpp);
+    CHECK(mt_recipe_set(r, "parallel.virtual_pipeline", b, "test") == MT_OK);
+}
+
+static void check(const char *arch, int pp, int vpp, mt_backend *be) {
+    static mt_recipe r;
+    recipe(&r, arch, pp, vpp);
+    mt_model full;
+    CHECK(mt_model_init(&full, &r, be, 1, 1, 0) == MT_OK);
+    const int tied = r.model.tie_embeddings, L = r.model.layers;
+    int seen[64] = {0};
+    size_t sum = 0, wte_n = 0;
+    for (int s = 0; s < pp; s++) {
+        mt_model m;
+        mt_status st = mt_model_init_stage(&m, &r, be, 1, 1, 0, NULL, s);
+        CHECKF(st == MT_OK, "%s", mt_last_error());
+        if (st != MT_OK) return;
+        const mt_param_layout *pl = &m.pl;
+        CHECK(pl->L == L / pp && pl->Lc == L / (pp * vpp) && pl->L_global == L);
+        for (int l = 0; l < pl->L; l++) {
+            const int g = mt_param_global_layer(pl, l), k = l / pl->Lc;
+            CHECKF(g / pl->Lc == k * pp + s, "%s pp %d vpp %d stage %d layer %d -> %d", arch, pp, vpp, s, l, g);
+            seen[g]++;
+        }
+        CHECK((pl->idx.wpe >= 0) == (s == 0 && r.model.position == MT_POS_LEARNED));
+        CHECK((pl->idx.lnf_w >= 0) == (s == pp - 1));
+        CHECK((pl->idx.lm_head >= 0) == (s == pp - 1 && !tied));
+        CHECK((pl->idx.wte >= 0) == (s == 0 || (tied && s == pp - 1)));
+        if (pl->idx.wte >= 0) {
+            CHECK(pl->t[pl->idx.wte].pp_copy == (s != 0));
+            if (s != 0) wte_n = pl->t[pl->idx.wte].n;
+        }
+        sum += pl->n_params;
+        /* weights: every tensor of the stage equals the serial one (layer-mapped), bitwise */
+        for (int ti = 0; ti < pl->n_tensors; ti++) {
+            const mt_param_tensor *t = &pl->t[ti];
+            int fi = -1;
+            for (int u = 0; u < full.pl.n_tensors; u++)
+                if (!strcmp(full.pl.t[u].name, t->name)) fi = u;
+            CHECKF(fi >= 0, "tensor %s not in the full model", t->name);
+            if (fi < 0) continue;
+            const size_t per = (size_t)t->rows * t->cols;
+            for (int l = 0; l < t->n_layers; l++) {
+                const int g = t->stacked ? mt_param_global_layer(pl, l) : 0;
+                const float *a = (const float *)m.params + mt_param_offset(pl, ti, l);
+                const float *b = (const float *)full.params + mt_param_offset(&full.pl, fi, g);
+                CHECKF(memcmp(a, b, per * 4) == 0, "%s pp %d vpp %d stage %d tensor %s layer %d != serial layer %d",
+                       arch, pp, vpp, s, t->name, l, g);
+            }
+        }
+        mt_model_free(&m);
+    }
+    for (int g = 0; g < L; g++) CHECKF(seen[g] == 1, "%s pp %d vpp %d: global layer %d held %d times", arch, pp, vpp, g, seen[g]);
+    CHECKF(sum == full.pl.n_params + wte_n, "%s pp %d vpp %d: %zu parameters over the stages, %zu + copy %zu", arch, pp,
+           vpp, sum, full.pl.n_params, wte_n);
+    mt_model_free(&full);
+}
+
+int main(void) {
+    mt_backend be;
+    CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
+    const char *archs[] = {"gpt", "llama"};
+    int n = 0;
+    for (int a = 0; a < 2; a++)
+        for (int pp = 2; pp <= 8; pp *= 2)
+            for (int vpp = 1; vpp <= 4; vpp *= 2)
+                if (8 % (pp * vpp) == 0) {
+                    check(archs[a], pp, vpp, &be);
+                    n++;
+                }
+    printf("%d (arch, pp, vpp) layouts checked against the serial model\n", n);
+    /* layers that do not split */
+    static mt_recipe r;
+    mt_param_layout pl;
+    recipe(&r, "gpt", 2, 3);
+    mt_status st = mt_param_layout_build_stage(&r, 0, &pl);
+    CHECK(st == MT_ERR_CONFIG);
+    CHECK(strstr(mt_last_error(), "parallel.virtual_pipeline") != NULL);
+    printf("8 layers over pp 2 x vpp 3: %s\n", mt_last_error());
+    mt_backend_destroy(&be);
+    TEST_MAIN_END();
+}
