@@ -54,7 +54,7 @@ typedef struct mt_cuda_ctx {
     cublasLtHandle_t lt;
     void *workspace;            /* cuBLASLt workspace, workspace_bytes */
     size_t workspace_bytes;
-    float *scratch;             /* reduction partials (dbias, norm dweight/dbias), scratch_bytes */
+    float *scratch;             /* reduction partials (dbias, norm dweight/dbias, sum), scratch_bytes */
     size_t scratch_bytes;
     int n_sm;
     int cc_major, cc_minor;
