@@ -11,12 +11,12 @@
 # and the loss, the first the embedding (stages are not equal), and transfers and the
 # activation copies are not free; with ranks x threads > cores the stages also compete for
 # cores, which inflates both columns (run it on a machine with >= 4 free cores).
-# Usage: test/bench_pp.sh [iterations]   (default 8)
+# Usage: [P=stages] test/bench_pp.sh [iterations]   (default 4 stages, 8 iterations)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MTRAIN=./mtrain
 ITERS=${1:-8}
-P=4
+P=${P:-4} # P=2 test/bench_pp.sh: two stages (no oversubscription on a 2-core machine)
 out=$(mktemp -d /tmp/mtrain-bench-pp.XXXXXX); trap 'rm -rf "$out"' EXIT
 RECIPE=(--config configs/gpt-tiny.yaml --set model.layers=8 --set model.hidden=256 --set model.heads=4
         --seq-length 128 --micro-batch-size 1 --train-iters "$ITERS" --set logging.interval=1
@@ -33,5 +33,5 @@ row() { # row NAME M VPP
 }
 printf "%-12s %4s %12s %12s %12s\n" schedule m measured formula ms/iter
 for m in 1 2 4 8 16; do row 1f1b "$m" 1; done
-for m in 4 8 16; do row "interleaved" "$m" 2; done
+for m in 4 8 16; do [ $((m % P)) -eq 0 ] && row "interleaved" "$m" 2; done
 echo "(pp=$P, $(nproc) cores, each row the mean of iterations 2..$ITERS; formula: 1f1b (p-1)/(m+p-1), interleaved (p-1)/(2m+p-1))"
