@@ -122,7 +122,6 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
     mt_comm *c = pp->comm;
     const mt_dtype dt = md->act;
     double t_begin = now_ms(), busy = 0;
-    int in_group = 0;
     for (int i = 0; i < n; i++) {
         const mt_pp_step *x = &steps[i];
         if (x->op == MT_PP_FWD || x->op == MT_PP_BWD) {
@@ -140,7 +139,6 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
         }
         if (i == 0 || steps[i - 1].group != x->group) {
             MT_CHECK(c->i->group_start(c));
-            in_group = 1;
         }
         const int l0 = x->chunk * md->pl.Lc;
         md->act_l0 = l0;
@@ -158,12 +156,11 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
         default: st = mt_errorf(MT_ERR_INTERNAL, "pipeline: step %d has op %d", i, (int)x->op); goto out;
         }
         if (i + 1 == n || steps[i + 1].group != x->group) {
-            in_group = 0;
             MT_CHECK(c->i->group_end(c));
         }
     }
 out:
-    (void)in_group; /* a failed group is not closed: the communicator is aborted by cmd/ */
+    /* a failed group is left open: cmd/ aborts the communicators on any error */
     md->acts = pp->slot[0];
     md->act_l0 = 0;
     pp->busy_ms = busy;

@@ -181,8 +181,10 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt
         MT_CHECK(mt_blended_dataset_open(&valid, r->data.path, r->data.split, MT_SPLIT_VALID, T, r->training.seed,
                                          r->logging.eval_iters * G, r->data.cache_path));
     const int pp = d->grid.pp, stage = d->coord[MT_AX_PP];
-    if (pp > 1 && (!d->pp || d->pp->size != pp))
-        return mt_errorf(MT_ERR_INTERNAL, "train: parallel.pipeline = %d without its communicator", pp);
+    if (pp > 1 && (!d->pp || d->pp->size != pp)) {
+        st = mt_errorf(MT_ERR_INTERNAL, "train: parallel.pipeline = %d without its communicator", pp);
+        goto out;
+    }
     if (pp > 1) /* Megatron's rule on m for the interleaved schedule, before anything is allocated */
         MT_CHECK(mt_schedule_check(mt_schedule_default(pp, r->parallel.virtual_pipeline), pp, n_micro,
                                    r->parallel.virtual_pipeline));
