@@ -37,7 +37,7 @@ expect_error "f_text_document.idx" "$MTRAIN" --config configs/gpt-tiny.yaml --se
 expect_error "missing_text_document" "$MTRAIN" --config configs/gpt-tiny.yaml --set data.path="$TMP/missing_text_document" --train-iters 1
 # a feature the trainer does not have yet is refused, naming the key
 expect_error "checkpoint.dir" "$MTRAIN" --config configs/gpt-tiny.yaml --set checkpoint.dir=$TMP/ck --train-iters 1
-expect_error "parallel.pipeline" "$MTRAIN" --config configs/gpt-tiny.yaml --pipeline-model-parallel-size 2 --world-size 2 --train-iters 1
+expect_error "mixture of experts is not implemented" "$MTRAIN" --config configs/gpt-tiny.yaml --set model.moe.experts=4 --train-iters 1
 # a metrics file that cannot be written
 expect_error "/nonexistent/dir/m.jsonl" "$MTRAIN" --config configs/gpt-tiny.yaml --train-iters 1 --metrics /nonexistent/dir/m.jsonl
 echo "all CLI error cases gave clear messages"
