@@ -8,3 +8,68 @@ fail() { echo "FAIL: $*"; exit 1; }
 need_data() { [ -f "$DATA.idx" ] || fail "$DATA.idx missing: run scripts/fetch-corpus.sh data (make test does)"; }
 # json_field FILE KEY: the KEY values of every line of a JSON-lines file that has KEY
 json_field() { grep -o "\"$2\":[^,}]*" "$1" | cut -d: -f2; }
+
+# --- failure cases (dp_failures.sh, pp_failures.sh) ---
+# shm_segments: how many mtrain segments are in /dev/shm now
+shm_segments() { ls /dev/shm | grep -c '^mtrain-' || true; }
+rank_pid() { # rank_pid LAUNCHER_PID RANK: pid of that rank's process
+  local p
+  for p in $(pgrep -P "$1"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMIX_RANK=$2"; then echo "$p"; return; fi
+  done
+}
+wait_iter() { # wait until the log shows an iteration line (training is in its loop)
+  for _ in $(seq 1 300); do grep -q "iteration " "$1" 2>/dev/null && return 0; sleep 0.1; done
+  cat "$1"; fail "training did not start"
+}
+# run_case NAME SIGNAL TIMEOUT_S EXPECTED_TEXT [CHECK]: `mtrain launch -n 4 -- "${ARGS[@]}"`, once
+# training is in its loop (and `CHECK NAME LOG` passed, when given) send SIGNAL to rank 2; the
+# launcher must exit non-zero within 30 s, the log must show EXPECTED_TEXT and an error from each
+# of the 3 surviving ranks, and no rank may be left running.
+run_case() {
+  local name="$1" sig="$2" tmo="$3" want="$4" check="${5:-}"
+  "$MTRAIN" launch -n 4 -- "${ARGS[@]}" --set parallel.timeout_s=$tmo >"$TMP/$name.log" 2>&1 &
+  local launcher=$!
+  wait_iter "$TMP/$name.log"
+  [ -z "$check" ] || "$check" "$name" "$TMP/$name.log"
+  local victim; victim=$(rank_pid $launcher 2)
+  [ -n "$victim" ] || fail "$name: could not find rank 2's pid"
+  local t0; t0=$(date +%s.%N)
+  kill -$sig "$victim"
+  local rc=0
+  for _ in $(seq 1 300); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $launcher 2>/dev/null; then kill -9 $launcher; cat "$TMP/$name.log"; fail "$name: launcher still running after 30 s"; fi
+  wait $launcher; rc=$?
+  local dt; dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+  echo "$name: launcher exited $rc after ${dt}s"
+  [ $rc -ne 0 ] || fail "$name: launcher exited 0"
+  grep -q "$want" "$TMP/$name.log" || { tail -n 20 "$TMP/$name.log"; fail "$name: no message naming rank 2 ('$want')"; }
+  # each surviving rank reported the error itself
+  local n_err; n_err=$(grep -c "mtrain: error:" "$TMP/$name.log" || true)
+  echo "$name: $n_err ranks reported an error; e.g.: $(grep -m1 'mtrain: error:' "$TMP/$name.log" | cut -c1-200)"
+  [ "$n_err" -ge 3 ] || { tail -n 20 "$TMP/$name.log"; fail "$name: expected the 3 surviving ranks to report the failure"; }
+  sleep 0.5
+  pgrep -f "parallel.timeout_s=$tmo" >/dev/null && fail "$name: ranks left running"
+  return 0
+}
+
+# --- equivalence against a serial run (tp_equivalence.sh, pp_equivalence.sh) ---
+worst() { # worst FIELD REF NEW -> worst relative difference, and the count of lines compared
+  paste <(json_field "$2" "$1") <(json_field "$3" "$1") | awk '
+    { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r; n++ }
+    END { printf "%.2e %d", w, n }'
+}
+# compare REF NEW NAME ITERS LOSS_TOL GRAD_NORM_TOL: NEW has ITERS lm_loss and grad_norm lines and
+# each is within the relative tolerance of REF's
+compare() {
+  local iters=$4 ltol=$5 gtol=$6 wl nl wg ng
+  read -r wl nl <<<"$(worst lm_loss "$1" "$2")"
+  read -r wg ng <<<"$(worst grad_norm "$1" "$2")"
+  echo "$3: $nl iterations, worst relative difference: loss $wl, grad norm $wg"
+  [ "$nl" -eq $iters ] && [ "$ng" -eq $iters ] || fail "$3: expected $iters iterations, got $nl"
+  awk -v l="$wl" -v g="$wg" -v lt="$ltol" -v gt="$gtol" 'BEGIN { exit !(l + 0 <= lt + 0 && g + 0 <= gt + 0) }' || fail "$3 differs from the serial run"
+}
+serial() { # serial NAME ARGS...: one process, "${BASE[@]}" appended, metrics to $TMP/NAME.jsonl
+  local name=$1; shift
+  "$MTRAIN" "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 || { cat "$TMP/$name.log"; fail "$name run failed"; }
+}
