@@ -28,6 +28,45 @@ static float loss_of(mt_model *m, const int32_t *tokens, float dloss, int backwa
     return loss / n_tok;
 }
 
+typedef struct {
+    mt_model *m;
+    mt_backend *be;
+    const int32_t *tokens;
+    float dloss;
+    int n_tok;
+    size_t n;              /* parameter elements */
+    const float *p0, *g;   /* parameters and their gradient at the base point */
+    float *p, *d;          /* scratch: perturbed parameters, direction */
+} directional_ctx;
+
+/* A random unit direction d over parameter elements [lo, hi) (zero elsewhere, seeded by
+ * (seed, stream)): *fd = central difference of the loss along d with h = 1e-2, *gd = g . d. */
+static void directional(const directional_ctx *c, size_t lo, size_t hi, uint64_t seed, uint64_t stream, double *fd,
+                        double *gd) {
+    const double h = 1e-2;
+    double norm = 0, dot = 0;
+    memset(c->d, 0, c->n * 4);
+    for (size_t i = lo; i < hi; i++) {
+        c->d[i] = (float)mt_rng_normal(seed, stream, i);
+        norm += (double)c->d[i] * c->d[i];
+    }
+    norm = sqrt(norm);
+    for (size_t i = lo; i < hi; i++) {
+        c->d[i] = (float)(c->d[i] / norm);
+        dot += (double)c->g[i] * c->d[i];
+    }
+    double l[2];
+    for (int k = 0; k < 2; k++) {
+        const float sign = k == 0 ? 1.0f : -1.0f;
+        for (size_t i = 0; i < c->n; i++) c->p[i] = c->p0[i] + sign * (float)h * c->d[i];
+        c->be->i->copy_h2d(c->be, c->m->params, c->p, c->n * 4);
+        l[k] = loss_of(c->m, c->tokens, c->dloss, 0, c->n_tok);
+    }
+    c->be->i->copy_h2d(c->be, c->m->params, c->p0, c->n * 4);
+    *fd = (l[0] - l[1]) / (2 * h);
+    *gd = dot;
+}
+
 static void check_arch(const char *arch) {
     static mt_recipe r;
     mt_recipe_defaults(&r);
@@ -66,26 +105,10 @@ static void check_arch(const char *arch) {
     loss_of(&m, tokens, dloss, 1, N);
     be.i->copy_d2h(&be, g, m.grads, n * 4);
 
-    const double h = 1e-2;
+    const directional_ctx dc = {&m, &be, tokens, dloss, N, n, p0, g, p, d};
     for (int trial = 0; trial < 4; trial++) {
-        double norm = 0, gd = 0;
-        for (size_t i = 0; i < n; i++) {
-            d[i] = (float)mt_rng_normal(99, trial, i);
-            norm += (double)d[i] * d[i];
-        }
-        norm = sqrt(norm);
-        for (size_t i = 0; i < n; i++) {
-            d[i] = (float)(d[i] / norm);
-            gd += (double)g[i] * d[i];
-        }
-        for (size_t i = 0; i < n; i++) p[i] = p0[i] + (float)h * d[i];
-        be.i->copy_h2d(&be, m.params, p, n * 4);
-        double lp = loss_of(&m, tokens, dloss, 0, N);
-        for (size_t i = 0; i < n; i++) p[i] = p0[i] - (float)h * d[i];
-        be.i->copy_h2d(&be, m.params, p, n * 4);
-        double lm = loss_of(&m, tokens, dloss, 0, N);
-        be.i->copy_h2d(&be, m.params, p0, n * 4);
-        double fd = (lp - lm) / (2 * h);
+        double fd, gd;
+        directional(&dc, 0, n, 99, (uint64_t)trial, &fd, &gd);
         printf("%s trial %d: finite difference %.6f, analytic %.6f\n", arch, trial, fd, gd);
         CHECK_NEAR(gd, fd, 2e-4, 2e-2);
     }
@@ -93,25 +116,8 @@ static void check_arch(const char *arch) {
      * gradient is wrong but small relative to the total */
     for (int ti = 0; ti < m.pl.n_tensors; ti++) {
         const mt_param_tensor *t = &m.pl.t[ti];
-        double norm = 0, gd = 0;
-        memset(d, 0, n * 4);
-        for (size_t i = t->offset; i < t->offset + t->n; i++) {
-            d[i] = (float)mt_rng_normal(5, ti, i);
-            norm += (double)d[i] * d[i];
-        }
-        norm = sqrt(norm);
-        for (size_t i = t->offset; i < t->offset + t->n; i++) {
-            d[i] = (float)(d[i] / norm);
-            gd += (double)g[i] * d[i];
-        }
-        for (size_t i = 0; i < n; i++) p[i] = p0[i] + (float)h * d[i];
-        be.i->copy_h2d(&be, m.params, p, n * 4);
-        double lp = loss_of(&m, tokens, dloss, 0, N);
-        for (size_t i = 0; i < n; i++) p[i] = p0[i] - (float)h * d[i];
-        be.i->copy_h2d(&be, m.params, p, n * 4);
-        double lm = loss_of(&m, tokens, dloss, 0, N);
-        be.i->copy_h2d(&be, m.params, p0, n * 4);
-        double fd = (lp - lm) / (2 * h);
+        double fd, gd;
+        directional(&dc, t->offset, t->offset + t->n, 5, (uint64_t)ti, &fd, &gd);
         printf("%s tensor %-9s: finite difference %.6f, analytic %.6f\n", arch, t->name, fd, gd);
         CHECKF(fabs(gd - fd) <= 2e-4 + 2e-2 * fabs(fd), "%s tensor %s: fd %.6g analytic %.6g", arch, t->name, fd, gd);
     }
