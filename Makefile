@@ -14,7 +14,8 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -fopenmp -I. $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -fopenmp -lm -lpthread
 
-CORE_SRC := $(sort $(wildcard core/*.c parallel/*.c))
+CORE_SRC := $(sort $(wildcard core/*.c core/*/*.c parallel/*.c train/*.c))
+HDRS     := $(wildcard core/*.h core/*/*.h parallel/*.h train/*.h cmd/*.h)
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
 ifeq ($(CUDA),1)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -35,7 +36,7 @@ UNIT_BIN := $(UNIT_SRC:%.c=$(BUILD)/%)
 .PHONY: all deps run test bench clean fuzz
 all: mtrain $(UNIT_BIN)
 
-$(BUILD)/%.o: %.c $(wildcard core/*.h parallel/*.h cmd/*.h)
+$(BUILD)/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/plan.h"
-#include "core/recipe.h"
+#include "core/plan/plan.h"
+#include "core/recipe/recipe.h"
 
 static void plan_usage(FILE *f) {
     fprintf(f,

@@ -2,16 +2,16 @@
  * mt_preprocess_run in core/preprocess.c). Megatron's tools/preprocess_data.py spellings
  * are accepted too (--tokenizer-type, --vocab-file, --merge-file, --tokenizer-model,
  * space-separated --json-keys). Rule kept: returns an exit code, never exits. */
-#include "cmd_preprocess.h"
+#include "cmd/cmd_preprocess.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "core/indexed.h"
-#include "core/preprocess.h"
-#include "tokenizer_args.h"
+#include "core/data/indexed.h"
+#include "core/data/preprocess.h"
+#include "cmd/tokenizer_args.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -3,7 +3,7 @@
  * output line; --decode reads such id lines and prints the text; --summary prints only the
  * totals and throughput; --check-roundtrip verifies decode(encode(x)) == x for every line.
  * Rule kept: returns an exit code, never exits; errors name the file and line. */
-#include "cmd_tokenize.h"
+#include "cmd/cmd_tokenize.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/json_lines.h"
-#include "core/tokenizer.h"
-#include "tokenizer_args.h"
+#include "core/data/json_lines.h"
+#include "core/data/tokenizer.h"
+#include "cmd/tokenizer_args.h"
 
 static void usage(FILE *f) {
     fprintf(f,

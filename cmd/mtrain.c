@@ -17,9 +17,9 @@
 #include "cmd/cmd_plan.h"
 #include "cmd/cmd_tokenize.h"
 #include "core/backend.h"
-#include "core/backend_select.h"
-#include "core/recipe.h"
-#include "core/train.h"
+#include "train/backend_select.h"
+#include "core/recipe/recipe.h"
+#include "train/train.h"
 #include "parallel/dist.h"
 
 #define MT_VERSION "0.1.0"

@@ -1,6 +1,6 @@
 /* tokenizer_args.c — the flag reader and tokenizer flags shared by cmd_preprocess.c and
  * cmd_tokenize.c (tokenizer_args.h). */
-#include "tokenizer_args.h"
+#include "cmd/tokenizer_args.h"
 
 #include <string.h>
 

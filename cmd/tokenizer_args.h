@@ -6,7 +6,7 @@
 #ifndef MT_CMD_TOKENIZER_ARGS_H
 #define MT_CMD_TOKENIZER_ARGS_H
 
-#include "core/tokenizer.h"
+#include "core/data/tokenizer.h"
 
 /* Value of argv[*i] when it is "NAME value" (then *i moves onto the value) or "NAME=value";
  * NULL when argv[*i] is another flag. "NAME" as the last word: NULL and *missing = 1. */

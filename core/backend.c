@@ -1,7 +1,7 @@
 /* backend.c — the few backend helpers that do not belong to any one backend: dtype names and
  * destroying a backend through its table. Rule: no device code here; backends live in
  * cpu_*.c and cuda/. */
-#include "backend.h"
+#include "core/backend.h"
 
 #include <string.h>
 

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "core/status.h"
 
 typedef enum { MT_F32 = 0, MT_BF16 = 1 } mt_dtype;
 static inline size_t mt_dtype_bytes(mt_dtype dt) { return dt == MT_F32 ? 4 : 2; }

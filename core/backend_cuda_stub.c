@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend.h"
+#include "core/backend.h"
 
 #define MT_NO_CUDA_MSG                                                                     \
     "this mtrain was built without the CUDA backend (nvcc not found or CUDA=0); rebuild "  \

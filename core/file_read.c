@@ -1,7 +1,7 @@
 /* file_read.c — mt_read_whole_file (file_read.h): fopen + fstat + one fread of the whole
  * regular file, NUL-terminated. Shared by json_tree.c (mt_json_doc_load) and
  * tokenizer_bpe_load.c (merges.txt). */
-#include "file_read.h"
+#include "core/file_read.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "status.h"
+#include "core/status.h"
 
 /* On success *text is a malloc'd copy of the file plus a NUL terminator (the caller frees it)
  * and *n_bytes its size without the NUL; an empty file gives "" and 0. On failure *text is

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "status.h"
+#include "core/status.h"
 
 /* Receives decoded bytes in order; a non-MT_OK return (its message already set) stops the
  * decoder, which then returns MT_JSTR_SINK with that status in fault->sink_status. */

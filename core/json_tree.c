@@ -3,14 +3,14 @@
  * when the container closes, so a document costs one node per value plus its strings.
  * Rule kept: every byte is checked (grammar, UTF-8, escapes, depth, number range) and every
  * message carries path:line:col. */
-#include "json_tree.h"
+#include "core/json_tree.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "file_read.h"
-#include "json_string.h"
+#include "core/file_read.h"
+#include "core/json_string.h"
 
 #define MAX_DEPTH 512
 #define CHUNK_BYTES (1u << 20)

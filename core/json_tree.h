@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "core/status.h"
 
 typedef enum {
     MT_JSON_NULL = 0,

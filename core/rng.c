@@ -1,5 +1,5 @@
 /* rng.c — counter-based RNG (splitmix64 mixing). Pure functions, no state. */
-#include "rng.h"
+#include "core/rng.h"
 
 #include <math.h>
 

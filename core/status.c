@@ -1,5 +1,5 @@
 /* status.c — the per-thread error message behind mt_errorf / mt_last_error. */
-#include "status.h"
+#include "core/status.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
 #ifndef MT_DIST_H
 #define MT_DIST_H
 
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 #include "parallel/bootstrap.h"
 #include "parallel/comm.h"
 #include "parallel/grid.h"

@@ -1,7 +1,7 @@
 /* grid.c — rank <-> coordinates and groups in Megatron's tp-cp-ep-dp-pp order (see grid.h).
  * Rule: pure functions of (grid, rank, mask); colors and keys are mixed-radix numbers, the same
  * as Megatron's group index and position in generate_masked_orthogonal_rank_groups. */
-#include "grid.h"
+#include "parallel/grid.h"
 
 #include <stdio.h>
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/recipe.h"
+#include "core/recipe/recipe.h"
 
 #define FUZZ_MAX_ARGS 64
 

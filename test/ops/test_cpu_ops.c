@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../test.h"
+#include "test/test.h"
 #include "core/backend.h"
-#include "core/cpu_backend.h" /* mt_cpu_expf, the exp every softmax / sigmoid of the backend uses */
+#include "core/cpu/cpu_backend.h" /* mt_cpu_expf, the exp every softmax / sigmoid of the backend uses */
 
 static mt_backend be;
 static int verbose; /* MT_TEST_VERBOSE=1: print each comparison's worst err / tol */

@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/blended_dataset.h"
-#include "core/gpt_dataset.h"
-#include "core/index_cache.h"
-#include "core/indexed.h"
+#include "core/data/blended_dataset.h"
+#include "core/data/gpt_dataset.h"
+#include "core/data/index_cache.h"
+#include "core/data/indexed.h"
 #include "test/test.h"
 
 static char g_dir[] = "/tmp/mt_test_blend_XXXXXX";

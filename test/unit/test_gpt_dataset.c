@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/gpt_dataset.h"
-#include "core/indexed.h"
+#include "core/data/gpt_dataset.h"
+#include "core/data/indexed.h"
 #include "test/test.h"
 
 static char g_dir[] = "/tmp/mt_test_gpt_XXXXXX";

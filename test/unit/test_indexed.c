@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/indexed.h"
+#include "core/data/indexed.h"
 #include "test/test.h"
 
 static char g_dir[] = "/tmp/mt_test_indexed_XXXXXX";

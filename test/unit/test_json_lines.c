@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json_lines.h"
+#include "core/data/json_lines.h"
 #include "test/test.h"
 
 /* Extracts one key from a NUL-terminated line. */

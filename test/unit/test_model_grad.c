@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "core/backend.h"
-#include "core/model.h"
-#include "core/recipe.h"
+#include "train/model.h"
+#include "core/recipe/recipe.h"
 #include "core/rng.h"
 #include "test/test.h"
 

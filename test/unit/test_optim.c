@@ -3,10 +3,10 @@
  *   FLOPs/iter = 72 B s l h^2 (1 + s/(6h) + V/(12 l h)). */
 #include <math.h>
 
-#include "core/model_layout.h"
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/recipe.h"
+#include "core/model/model_layout.h"
+#include "train/model.h"
+#include "train/optim.h"
+#include "core/recipe/recipe.h"
 #include "test/test.h"
 
 int main(void) {

@@ -14,10 +14,10 @@
 #include <stdint.h>
 
 #include "core/backend.h"
-#include "core/model.h"
-#include "core/model_layout.h"
-#include "core/plan.h"
-#include "core/recipe.h"
+#include "train/model.h"
+#include "core/model/model_layout.h"
+#include "core/plan/plan.h"
+#include "core/recipe/recipe.h"
 #include "test/test.h"
 
 static mt_recipe g_r;

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "core/backend.h"
-#include "core/model.h"
-#include "core/recipe.h"
+#include "train/model.h"
+#include "core/recipe/recipe.h"
 #include "test/test.h"
 
 static void recipe(mt_recipe *r, const char *arch, int pp, int vpp) {

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/recipe.h"
-#include "core/recipe_internal.h"
+#include "core/recipe/recipe.h"
+#include "core/recipe/recipe_internal.h"
 #include "test/test.h"
 
 static const char *const shipped[] = { "configs/gpt-tiny.yaml",  "configs/llama-tiny.yaml",

@@ -18,11 +18,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "core/indexed.h"
-#include "core/json_lines.h"
-#include "core/preprocess.h"
-#include "core/tokenizer.h"
-#include "core/tokenizer_bpe.h"
+#include "core/data/indexed.h"
+#include "core/data/json_lines.h"
+#include "core/data/preprocess.h"
+#include "core/data/tokenizer.h"
+#include "core/data/tokenizer_bpe.h"
 #include "test/test.h"
 
 static char g_dir[] = "/tmp/mt_test_bpe_XXXXXX";

@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "core/backend.h"
-#include "core/model.h"
-#include "core/recipe.h"
+#include "train/model.h"
+#include "core/recipe/recipe.h"
 #include "core/rng.h"
 #include "parallel/comm_shm.h"
 #include "parallel/tp.h"

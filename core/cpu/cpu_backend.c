@@ -1,0 +1,140 @@
+/* cpu_backend.c — the CPU backend's table and its memory functions: fp32 activations, host
+ * memory as "device" memory, OpenBLAS for GEMMs and OpenMP for loops. The ops themselves
+ * live in cpu_ops_*.c. Rules: every allocation is >= 256-byte aligned and zeroed (the DESIGN
+ * memory rule), failures return MT_ERR_OOM naming the byte count; nothing here exits. */
+#include "core/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define MT_CPU_ALIGN 256
+
+static void cpu_destroy(mt_backend *be) {
+    free(be->ctx);
+    be->ctx = NULL;
+}
+
+static mt_status cpu_alloc(mt_backend *be, size_t n_bytes, void **out) {
+    (void)be;
+    if (!out) return mt_errorf(MT_ERR_INTERNAL, "cpu alloc: NULL output pointer");
+    *out = NULL;
+    /* aligned_alloc wants a multiple of the alignment; 0 bytes still gets a valid block */
+    size_t rounded = n_bytes == 0 ? MT_CPU_ALIGN : (n_bytes + MT_CPU_ALIGN - 1) / MT_CPU_ALIGN * MT_CPU_ALIGN;
+    if (rounded < n_bytes)
+        return mt_errorf(MT_ERR_OOM, "cpu alloc: %zu bytes is too large to align", n_bytes);
+    void *p = aligned_alloc(MT_CPU_ALIGN, rounded);
+    if (!p)
+        return mt_errorf(MT_ERR_OOM,
+                         "cpu alloc: cannot allocate %zu bytes (%.2f GiB) of host memory; "
+                         "reduce the micro batch, sequence length or model size, or add memory",
+                         n_bytes, (double)n_bytes / (1024.0 * 1024.0 * 1024.0));
+    memset(p, 0, rounded);
+    *out = p;
+    return MT_OK;
+}
+
+static void cpu_free(mt_backend *be, void *ptr) {
+    (void)be;
+    free(ptr);
+}
+
+static mt_status cpu_memset_zero(mt_backend *be, void *ptr, size_t n_bytes) {
+    (void)be;
+    if (n_bytes == 0) return MT_OK;
+    if (!ptr) return mt_errorf(MT_ERR_INTERNAL, "cpu memset_zero: NULL pointer for %zu bytes", n_bytes);
+    /* big buffers (the gradient buffer, every step) are cleared by all threads: one core's
+     * memset bandwidth is about half of what the machine has */
+    const size_t chunk = (size_t)1 << 20;
+    if (n_bytes >= 8 * chunk && mt_cpu_nt(be) > 1) {
+        const long n_chunks = (long)((n_bytes + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static) num_threads(mt_cpu_nt(be))
+        for (long c = 0; c < n_chunks; c++) {
+            size_t off = (size_t)c * chunk;
+            memset((char *)ptr + off, 0, n_bytes - off < chunk ? n_bytes - off : chunk);
+        }
+    } else {
+        memset(ptr, 0, n_bytes);
+    }
+    return MT_OK;
+}
+
+static mt_status cpu_copy(mt_backend *be, void *dst, const void *src, size_t n_bytes) {
+    (void)be;
+    if (n_bytes == 0 || dst == src) return MT_OK;
+    if (!dst || !src) return mt_errorf(MT_ERR_INTERNAL, "cpu copy: NULL pointer for %zu bytes", n_bytes);
+    memcpy(dst, src, n_bytes);
+    return MT_OK;
+}
+
+static mt_status cpu_sync(mt_backend *be) {
+    (void)be;
+    return MT_OK;
+}
+
+static const struct mt_backend_i cpu_table = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .memset_zero = cpu_memset_zero,
+    .copy_h2d = cpu_copy,
+    .copy_d2h = cpu_copy,
+    .copy_d2d = cpu_copy,
+    .sync = cpu_sync,
+    .matmul_fwd = mt_cpu_matmul_fwd,
+    .matmul_bwd = mt_cpu_matmul_bwd,
+    .layernorm_fwd = mt_cpu_layernorm_fwd,
+    .layernorm_bwd = mt_cpu_layernorm_bwd,
+    .rmsnorm_fwd = mt_cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = mt_cpu_rmsnorm_bwd,
+    .gelu_fwd = mt_cpu_gelu_fwd,
+    .gelu_bwd = mt_cpu_gelu_bwd,
+    .swiglu_fwd = mt_cpu_swiglu_fwd,
+    .swiglu_bwd = mt_cpu_swiglu_bwd,
+    .rope = mt_cpu_rope,
+    .attention_fwd = mt_cpu_attention_fwd,
+    .attention_bwd = mt_cpu_attention_bwd,
+    .embedding_fwd = mt_cpu_embedding_fwd,
+    .embedding_bwd = mt_cpu_embedding_bwd,
+    .xent_fwd_bwd = mt_cpu_xent_fwd_bwd,
+    .add = mt_cpu_add,
+    .sum = mt_cpu_sum,
+    .adamw = mt_cpu_adamw,
+    .cast_f32_to_act = mt_cpu_cast_f32_to_act,
+    .xent_vp_max = mt_cpu_xent_vp_max,
+    .xent_vp_sumexp = mt_cpu_xent_vp_sumexp,
+    .xent_vp_finish = mt_cpu_xent_vp_finish,
+};
+
+mt_status mt_backend_cpu_create(mt_backend *be, int n_threads) {
+    if (!be) return mt_errorf(MT_ERR_INTERNAL, "mt_backend_cpu_create: NULL backend");
+    memset(be, 0, sizeof *be);
+    if (n_threads < 0)
+        return mt_errorf(MT_ERR_CONFIG, "cpu backend: n_threads = %d; use 0 (all cores) or a positive count",
+                         n_threads);
+    if (n_threads == 0) { /* the cores this process may run on (taskset / cgroup pinning), else all */
+        cpu_set_t set;
+        long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+        if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n > 0 ? (int)n : 1;
+    }
+    mt_cpu_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return mt_errorf(MT_ERR_OOM, "cpu backend: cannot allocate its %zu-byte context", sizeof *ctx);
+    ctx->n_threads = n_threads;
+    snprintf(ctx->device_name, sizeof ctx->device_name, "cpu (%d thread%s)", n_threads, n_threads == 1 ? "" : "s");
+    /* one thread pool: OpenMP. OpenBLAS runs single-threaded inside each OpenMP thread (its
+     * own pool would spin against OpenMP's on the same cores); GEMMs are sliced in
+     * mt_cpu_sgemm. */
+    openblas_set_num_threads(1);
+    omp_set_num_threads(n_threads);
+    be->i = &cpu_table;
+    be->ctx = ctx;
+    be->act = MT_F32;
+    be->device_name = ctx->device_name;
+    be->peak_tflops = 0.0;
+    return MT_OK;
+}

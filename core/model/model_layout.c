@@ -1,0 +1,220 @@
+/* model_layout.c — the pure layout functions of model_layout.h. No allocation, no I/O:
+ * the same recipe always gives the same offsets (tested in test/unit/test_model_layout.c).
+ * With tp > 1 every sharded tensor gets its per-rank shape; mt_param_full_index maps a
+ * shard's element back to the full tensor (the init and any resharding rely on it). */
+#include "core/model/model_layout.h"
+
+#include <string.h>
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* Adds a tensor with full one-layer shape (rows, cols); `shard` splits rows or cols into
+ * n_blocks blocks of sizes b0, b1, b2 (full), each divided by tp. */
+static int add_tensor(mt_param_layout *pl, size_t *cursor, const char *name, int n_layers, int rows, int cols,
+                      int decay, mt_init_kind init, mt_shard_kind shard, int n_blocks, int b0, int b1, int b2) {
+    int i = pl->n_tensors++;
+    mt_param_tensor *t = &pl->t[i];
+    t->name = name;
+    t->n_layers = n_layers;
+    t->full_rows = rows;
+    t->full_cols = cols;
+    t->shard = pl->tp > 1 ? shard : MT_SHARD_NONE;
+    t->n_blocks = t->shard == MT_SHARD_NONE ? 0 : n_blocks;
+    t->block[0] = b0;
+    t->block[1] = b1;
+    t->block[2] = b2;
+    t->rows = t->shard == MT_SHARD_ROWS ? rows / pl->tp : rows;
+    t->cols = t->shard == MT_SHARD_COLS ? cols / pl->tp : cols;
+    t->n = (size_t)n_layers * t->rows * t->cols;
+    t->offset = *cursor;
+    t->decay = decay;
+    t->init = init;
+    t->sp_partial = 0;
+    t->stacked = 0; /* set by build for the per-layer tensors */
+    t->pp_copy = 0;
+    *cursor = align_up(*cursor + t->n, MT_PARAM_ALIGN);
+    pl->n_params += t->n;
+    return i;
+}
+
+/* a replicated norm weight / bias: partial gradients under sequence parallelism */
+static int add_norm(mt_param_layout *pl, size_t *cursor, const char *name, int n_layers, mt_init_kind init) {
+    int i = add_tensor(pl, cursor, name, n_layers, 1, pl->C, 0, init, MT_SHARD_NONE, 0, 0, 0, 0);
+    pl->t[i].sp_partial = pl->sp;
+    return i;
+}
+
+static mt_status split_check(const char *what, int n, int tp) {
+    if (n % tp)
+        return mt_errorf(MT_ERR_CONFIG, "model layout: %s = %d does not split over parallel.tensor = %d; use a tp "
+                         "that divides it (validate the recipe first: mtrain check)", what, n, tp);
+    return MT_OK;
+}
+
+static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layout *pl) {
+    const mt_model_cfg *m = &r->model;
+    mt_status st = MT_OK;
+    memset(pl, 0, sizeof *pl);
+    memset(&pl->idx, -1, sizeof pl->idx);
+    pl->L = m->layers;
+    pl->C = m->hidden;
+    pl->H = m->heads;
+    pl->KV = m->kv_heads > 0 ? m->kv_heads : m->heads;
+    pl->D = m->heads > 0 ? m->hidden / m->heads : 0;
+    pl->F = m->ffn_hidden > 0 ? m->ffn_hidden : 4 * m->hidden;
+    pl->V = m->vocab;
+    pl->Vp = mt_recipe_padded_vocab(r);
+    pl->T = m->seq_length;
+    pl->max_pos = m->max_position > 0 ? m->max_position : m->seq_length;
+    pl->qkv_rows = (pl->H + 2 * pl->KV) * pl->D;
+    pl->fc_rows = m->activation == MT_ACT_SWIGLU ? 2 * pl->F : pl->F;
+    if (pl->L <= 0 || pl->C <= 0 || pl->H <= 0 || pl->C % pl->H || pl->V <= 0 || pl->T <= 0)
+        return mt_errorf(MT_ERR_CONFIG, "model layout: invalid model dimensions (validate the recipe first)");
+    const int tp = r->parallel.tensor > 0 ? r->parallel.tensor : 1;
+    pl->tp = tp;
+    pl->sp = tp > 1 && r->parallel.sequence_parallel;
+    MT_CHECK(split_check("model.heads", pl->H, tp));
+    MT_CHECK(split_check("model.kv_heads", pl->KV, tp));
+    MT_CHECK(split_check("model.ffn_hidden", pl->F, tp));
+    MT_CHECK(split_check("the padded vocabulary", pl->Vp, tp));
+    pl->H_r = pl->H / tp;
+    pl->KV_r = pl->KV / tp;
+    pl->F_r = pl->F / tp;
+    pl->Vp_r = pl->Vp / tp;
+    pl->qkv_rows_r = (pl->H_r + 2 * pl->KV_r) * pl->D;
+    pl->fc_rows_r = m->activation == MT_ACT_SWIGLU ? 2 * pl->F_r : pl->F_r;
+    pl->L_global = pl->L;
+    pl->pp = use_pp && r->parallel.pipeline > 1 ? r->parallel.pipeline : 1;
+    pl->vpp = pl->pp > 1 && r->parallel.virtual_pipeline > 1 ? r->parallel.virtual_pipeline : 1;
+    pl->stage = pl->pp > 1 ? stage : 0;
+    if (pl->pp > 1) {
+        if (pl->L % (pl->pp * pl->vpp))
+            return mt_errorf(MT_ERR_CONFIG, "model.layers = %d does not split evenly into parallel.pipeline * "
+                             "parallel.virtual_pipeline = %d * %d model chunks; pick pp * vpp dividing %d",
+                             pl->L, pl->pp, pl->vpp, pl->L);
+        if (stage < 0 || stage >= pl->pp)
+            return mt_errorf(MT_ERR_INTERNAL, "model layout: pipeline stage %d of %d", stage, pl->pp);
+        pl->L = pl->L_global / pl->pp;
+    }
+    pl->Lc = pl->L / pl->vpp;
+    pl->has_embed = pl->stage == 0;
+    pl->has_head = pl->stage == pl->pp - 1;
+
+    const int L = pl->L, C = pl->C, bias = m->bias, ln = m->norm == MT_NORM_LAYERNORM;
+    const int q = pl->H * pl->D, kv = pl->KV * pl->D, F = pl->F, nfb = m->activation == MT_ACT_SWIGLU ? 2 : 1;
+    const mt_shard_kind ROWS = MT_SHARD_ROWS, COLS = MT_SHARD_COLS, NONE = MT_SHARD_NONE;
+    mt_param_index *ix = &pl->idx;
+    size_t cur = 0;
+    if (pl->has_embed || (m->tie_embeddings && pl->has_head)) {
+        ix->wte = add_tensor(pl, &cur, "wte", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
+        pl->t[ix->wte].pp_copy = !pl->has_embed;
+    }
+    if (m->position == MT_POS_LEARNED && pl->has_embed)
+        ix->wpe = add_tensor(pl, &cur, "wpe", 1, pl->max_pos, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
+    ix->ln1_w = add_norm(pl, &cur, "ln1_w", L, MT_INIT_ONE);
+    if (ln) ix->ln1_b = add_norm(pl, &cur, "ln1_b", L, MT_INIT_ZERO);
+    ix->qkv_w = add_tensor(pl, &cur, "qkv_w", L, pl->qkv_rows, C, 1, MT_INIT_NORMAL, ROWS, 3, q, kv, kv);
+    if (bias) ix->qkv_b = add_tensor(pl, &cur, "qkv_b", L, 1, pl->qkv_rows, 0, MT_INIT_ZERO, COLS, 3, q, kv, kv);
+    ix->proj_w = add_tensor(pl, &cur, "proj_w", L, C, q, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, q, 0, 0);
+    if (bias) ix->proj_b = add_tensor(pl, &cur, "proj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
+    ix->ln2_w = add_norm(pl, &cur, "ln2_w", L, MT_INIT_ONE);
+    if (ln) ix->ln2_b = add_norm(pl, &cur, "ln2_b", L, MT_INIT_ZERO);
+    ix->fc_w = add_tensor(pl, &cur, "fc_w", L, pl->fc_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, F, F, 0);
+    if (bias) ix->fc_b = add_tensor(pl, &cur, "fc_b", L, 1, pl->fc_rows, 0, MT_INIT_ZERO, COLS, nfb, F, F, 0);
+    ix->fcproj_w = add_tensor(pl, &cur, "fcproj_w", L, C, F, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, F, 0, 0);
+    if (bias) ix->fcproj_b = add_tensor(pl, &cur, "fcproj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
+    if (pl->has_head) {
+        ix->lnf_w = add_norm(pl, &cur, "lnf_w", 1, MT_INIT_ONE);
+        if (ln) ix->lnf_b = add_norm(pl, &cur, "lnf_b", 1, MT_INIT_ZERO);
+        if (!m->tie_embeddings)
+            ix->lm_head = add_tensor(pl, &cur, "lm_head", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
+    }
+    pl->n_elems = cur;
+    for (int ti = 0; ti < pl->n_tensors; ti++)
+        pl->t[ti].stacked = ti != ix->wte && ti != ix->wpe && ti != ix->lnf_w && ti != ix->lnf_b && ti != ix->lm_head;
+out:
+    return st;
+}
+
+mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl) { return build(r, 0, 0, pl); }
+
+mt_status mt_param_layout_build_stage(const mt_recipe *r, int stage, mt_param_layout *pl) {
+    return build(r, 1, stage, pl);
+}
+
+/* local index k along a sharded axis of blocks -> full index */
+static int full_along(const mt_param_tensor *t, int tp, int tp_rank, int k) {
+    int full_base = 0;
+    for (int b = 0; b < t->n_blocks; b++) {
+        const int part = t->block[b] / tp;
+        if (k < part) return full_base + tp_rank * part + k;
+        k -= part;
+        full_base += t->block[b];
+    }
+    return -1; /* outside the shard: a caller bug */
+}
+
+size_t mt_param_full_index(const mt_param_layout *pl, int ti, int tp_rank, int i, int j) {
+    const mt_param_tensor *t = &pl->t[ti];
+    if (t->shard == MT_SHARD_ROWS) i = full_along(t, pl->tp, tp_rank, i);
+    if (t->shard == MT_SHARD_COLS) j = full_along(t, pl->tp, tp_rank, j);
+    return (size_t)i * t->full_cols + (size_t)j;
+}
+
+void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_layout *al) {
+    const size_t a = mt_dtype_bytes(act), f = 4;
+    const int tp = pl->tp > 0 ? pl->tp : 1;
+    /* a pipeline stage's buffer holds one model chunk (one in-flight micro-batch of one chunk) */
+    const size_t N = (size_t)B * pl->T, L = pl->pp > 1 ? pl->Lc : pl->L, C = pl->C;
+    const int head = pl->pp <= 1 || pl->has_head; /* the loss lives on the last stage only */
+    const size_t Nr = pl->sp ? N / tp : N; /* N % tp is checked by mt_model_init */
+    const size_t HD = (size_t)pl->H_r * pl->D;
+    const size_t probs = (size_t)B * pl->H_r * pl->T * pl->T;
+    size_t cur = 0;
+#define PLACE(field, bytes)              \
+    do {                                 \
+        al->field = cur;                 \
+        cur = align_up(cur + (bytes), 256); \
+    } while (0)
+    memset(al, 0, sizeof *al);
+    al->B = B;
+    al->T = pl->T;
+    al->N = (int)N;
+    al->N_r = (int)Nr;
+    PLACE(tokens, N * 4);
+    PLACE(targets, N * 4);
+    PLACE(resid, (L + 1) * Nr * C * a);
+    PLACE(ln1, L * Nr * C * a);
+    PLACE(ln1_mean, L * Nr * f);
+    PLACE(ln1_rstd, L * Nr * f);
+    PLACE(qkv, L * N * pl->qkv_rows_r * a);
+    PLACE(probs, L * probs * f);
+    PLACE(atty, L * N * HD * a);
+    PLACE(resid_mid, L * Nr * C * a);
+    PLACE(ln2, L * Nr * C * a);
+    PLACE(ln2_mean, L * Nr * f);
+    PLACE(ln2_rstd, L * Nr * f);
+    PLACE(fch, L * N * pl->fc_rows_r * a);
+    PLACE(fch_act, L * N * pl->F_r * a);
+    PLACE(lnf, head ? Nr * C * a : 0);
+    PLACE(lnf_mean, head ? Nr * f : 0);
+    PLACE(lnf_rstd, head ? Nr * f : 0);
+    PLACE(logits, head ? N * pl->Vp_r * a : 0);
+    PLACE(losses, N * f);
+    if (tp > 1) PLACE(xent_stats, head ? 3 * N * f : 0);
+    PLACE(scalars, 2 * f);
+    PLACE(dresid, Nr * C * a);
+    PLACE(dln, N * C * a);
+    PLACE(dtmp, N * C * a);
+    PLACE(dqkv, N * pl->qkv_rows_r * a);
+    PLACE(datty, N * HD * a);
+    PLACE(dprobs, probs * f);
+    PLACE(dfch, N * pl->fc_rows_r * a);
+    PLACE(dfch_act, N * pl->F_r * a);
+    if (pl->sp) {
+        PLACE(sp_full, N * C * a);
+        PLACE(sp_slice, Nr * C * a);
+    }
+#undef PLACE
+    al->n_bytes = cur;
+}

@@ -1,0 +1,158 @@
+/* model_layout.h — where every parameter lives: a pure function from the recipe to a table
+ * of tensors with element offsets into ONE parameter buffer (compute dtype) and ONE
+ * gradient buffer (fp32, same offsets). Per-layer tensors are stacked (L, rows, cols), as in
+ * llm.c. Offsets are aligned to MT_PARAM_ALIGN elements (>= 256 bytes in any dtype).
+ * With tensor parallelism (parallel.tensor = tp > 1) the table describes ONE tp rank's shards
+ * (every rank has the same shapes; which slice of the full tensor a rank holds is
+ * mt_param_full_index): Megatron's column-parallel weights (qkv, fc, wte / lm_head by vocab
+ * rows) split their output rows, row-parallel weights (proj, fcproj) their input columns;
+ * norms and row-parallel biases are replicated.
+ * Also the activation layout (byte offsets into one activation buffer) for a micro-batch. */
+#ifndef MT_MODEL_LAYOUT_H
+#define MT_MODEL_LAYOUT_H
+
+#include <stddef.h>
+
+#include "core/backend.h"
+#include "core/recipe/recipe.h"
+
+#define MT_PARAM_ALIGN 128
+#define MT_MAX_PARAM_TENSORS 32
+
+typedef enum {
+    MT_INIT_ZERO = 0,
+    MT_INIT_ONE,
+    MT_INIT_NORMAL,        /* normal(0, init_std) */
+    MT_INIT_NORMAL_OUTPUT  /* normal(0, init_std / sqrt(2 * layers)): output projections */
+} mt_init_kind;
+
+typedef enum {
+    MT_SHARD_NONE = 0,     /* replicated on every tp rank */
+    MT_SHARD_ROWS,         /* rows split over tp (column-parallel weights, vocabulary rows) */
+    MT_SHARD_COLS          /* columns split over tp (row-parallel weights, column-parallel biases) */
+} mt_shard_kind;
+
+typedef struct {
+    const char *name;      /* "wte", "qkv_w", ... (stable: used for init streams and files) */
+    int n_layers;          /* 1 for global tensors, L for stacked per-layer tensors */
+    int rows, cols;        /* shape of one layer's slice ON THIS RANK (rows = 1 for vectors) */
+    int full_rows, full_cols; /* shape of the full (unsharded) slice */
+    mt_shard_kind shard;
+    /* the sharded axis is n_blocks consecutive blocks of the full tensor (qkv: Q, K, V; swiglu
+     * fc: gate, up), each split into tp equal parts: a rank's shard is [part of block 0; part
+     * of block 1; ...], so a SwiGLU rank holds [gate_r; up_r] and attention heads stay whole */
+    int n_blocks;
+    int block[3];          /* full sizes of the blocks along the sharded axis */
+    int sp_partial;        /* replicated, and its gradient is a partial sum over the tp group under
+                              sequence parallelism (norm weights / biases see 1/tp of the tokens) */
+    int stacked;           /* per-layer tensor (L, rows, cols): layer l is global layer
+                              mt_param_global_layer(pl, l) (init streams) */
+    int pp_copy;           /* a copy of a tensor another pipeline stage owns (the last stage's wte
+                              under tied embeddings): its gradient is summed over the embedding
+                              group, the grad norm counts it on the owner only */
+    size_t offset;         /* element offset of the first layer's slice */
+    size_t n;              /* n_layers * rows * cols */
+    int decay;             /* weight decay applies (matrices and embeddings, not biases/norms) */
+    mt_init_kind init;
+} mt_param_tensor;
+
+/* Indices into the table; -1 when the architecture has no such tensor. */
+typedef struct {
+    int wte, wpe, lm_head;
+    int ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
+    int ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+    int lnf_w, lnf_b;
+} mt_param_index;
+
+typedef struct {
+    mt_param_tensor t[MT_MAX_PARAM_TENSORS];
+    int n_tensors;
+    mt_param_index idx;
+    size_t n_elems;        /* buffer length in elements, alignment padding included */
+    size_t n_params;       /* real parameters (no padding) */
+    /* model dims used by the layout */
+    int L, C, H, KV, D, F, V, Vp, T, max_pos;
+    int qkv_rows;          /* (H + 2*KV) * D */
+    int fc_rows;           /* F for gelu, 2F for swiglu ([gate; up]) */
+    /* tensor parallelism: the same dims on one tp rank ("_r"), = the full ones when tp = 1 */
+    int tp;                /* parallel.tensor */
+    int sp;                /* sequence parallelism (tp > 1 and parallel.sequence_parallel) */
+    int H_r, KV_r, F_r;    /* H/tp, KV/tp, F/tp */
+    int Vp_r;              /* Vp/tp vocabulary rows (Vp is a multiple of 128*tp) */
+    int qkv_rows_r;        /* (H_r + 2*KV_r) * D */
+    int fc_rows_r;         /* F_r or 2*F_r */
+    /* pipeline parallelism (mt_param_layout_build_stage): L above is the stage's local layer
+       count; the full-model build has pp = vpp = 1, stage 0, both ends */
+    int L_global;          /* model.layers */
+    int pp, vpp, stage;    /* parallel.pipeline, parallel.virtual_pipeline, this stage */
+    int Lc;                /* layers per model chunk: L_global / (pp * vpp); L = vpp * Lc */
+    int has_embed;         /* stage 0: wte (+ wpe) and the embedding */
+    int has_head;          /* last stage: final norm, output layer (lm_head, or a copy of wte), loss */
+} mt_param_layout;
+
+/* Global layer index of local layer l: chunk k = l / Lc of stage s holds the layers of virtual
+ * stage k*pp + s (Megatron's interleaved layout); l itself when pp = 1. */
+static inline int mt_param_global_layer(const mt_param_layout *pl, int l) {
+    if (pl->pp <= 1) return l;
+    return ((l / pl->Lc) * pl->pp + pl->stage) * pl->Lc + l % pl->Lc;
+}
+
+/* The layout of one tp rank (all ranks have the same shapes); errors name the dimension that
+ * does not split over parallel.tensor. */
+mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl);
+/* The layout of pipeline stage `stage` of parallel.pipeline (with parallel.virtual_pipeline
+ * chunks): its L_global / pp layers, wte (+ wpe) on stage 0, the final norm and lm_head on the
+ * last stage, and a copy of wte there when embeddings are tied. Errors: layers % (pp * vpp). */
+mt_status mt_param_layout_build_stage(const mt_recipe *r, int stage, mt_param_layout *pl);
+/* Element index in the FULL one-layer slice of tensor ti of element (i, j) of tp rank
+ * `tp_rank`'s shard: what weight init draws, so a tp run starts from the serial weights. */
+size_t mt_param_full_index(const mt_param_layout *pl, int ti, int tp_rank, int i, int j);
+/* Element offset of layer l's slice of tensor ti. */
+static inline size_t mt_param_offset(const mt_param_layout *pl, int ti, int l) {
+    const mt_param_tensor *t = &pl->t[ti];
+    return t->offset + (size_t)l * t->rows * t->cols;
+}
+
+/* Activations of one micro-batch of B sequences of T tokens, as byte offsets into one
+ * buffer. Per-layer arrays hold L consecutive slices (a pipeline stage: Lc, one model chunk,
+ * and no head buffers except on the last stage). "act" = compute dtype. Shapes are one tp
+ * rank's ("_r" dims of mt_param_layout): tensor-parallel regions (qkv .. fch_act, logits)
+ * hold all N tokens and 1/tp of the features; the residual stream and the norms hold N_r rows:
+ * all N, or 1/tp of the flattened token rows b*T+t under sequence parallelism. */
+typedef struct {
+    size_t tokens, targets;        /* (B*T) i32 */
+    size_t resid;                  /* (L+1, N_r, C) act: residual stream entering each layer, and the last output */
+    size_t ln1, ln1_mean, ln1_rstd;/* (L, N_r, C) act; (L, N_r) f32 x2 */
+    size_t qkv;                    /* (L, N, qkv_rows_r) act (q, k rotated when rope) */
+    size_t probs;                  /* (L, B, H_r, T, T) f32 */
+    size_t atty;                   /* (L, N, H_r*D) act */
+    size_t resid_mid;              /* (L, N_r, C) act */
+    size_t ln2, ln2_mean, ln2_rstd;
+    size_t fch;                    /* (L, N, fc_rows_r) act */
+    size_t fch_act;                /* (L, N, F_r) act */
+    size_t lnf, lnf_mean, lnf_rstd;/* (N_r, C) act; (N_r) f32 x2 */
+    size_t logits;                 /* (N, Vp_r) act; overwritten by dlogits */
+    size_t losses;                 /* (N) f32 */
+    size_t xent_stats;             /* (3, N) f32 vocab-parallel softmax statistics (tp > 1 only) */
+    size_t scalars;                /* (2) f32: [0] sum of token losses over the step's micro-batches,
+                                      [1] sum of squared gradients (this rank's part) */
+    /* backward scratch, one layer's worth, reused */
+    size_t dresid;                 /* (N_r, C) act */
+    size_t dln;                    /* (N, C) act: input gradient of a column-parallel layer (partial over tp) */
+    size_t dtmp;                   /* (N, C) act: attention / mlp output projection (partial over tp) */
+    size_t dqkv;                   /* (N, qkv_rows_r) act */
+    size_t datty;                  /* (N, H_r*D) act */
+    size_t dprobs;                 /* (B, H_r, T, T) f32 */
+    size_t dfch;                   /* (N, fc_rows_r) act */
+    size_t dfch_act;               /* (N, F_r) act */
+    /* sequence-parallel scratch (SP only, else 0 bytes) */
+    size_t sp_full;                /* (N, C) act: allgathered activations / gradients */
+    size_t sp_slice;               /* (N_r, C) act: reduce-scattered partial sums */
+    size_t n_bytes;                /* total */
+    int B, T, N;
+    int N_r;                       /* rows of the residual stream on this rank: N, or N/tp with SP */
+} mt_act_layout;
+
+void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_layout *al);
+
+#endif

@@ -1,0 +1,195 @@
+/* plan.h — `mtrain plan`: what a layout costs before spending GPU hours. From a validated
+ * recipe and a device (core/plan_gpu.c) it derives parameter counts (total, active, per rank),
+ * FLOPs per iteration (Megatron's formula generalised), memory per rank (weights, gradients,
+ * optimizer state, activations in flight; Korthikanti et al. 2022 for bf16 mixed precision,
+ * the trainer's own layout for fp32), the pipeline bubble, communication volumes per group,
+ * time and days to train, and a search over layouts ranked by a documented cost model.
+ * The cost model is written down in docs/plan.md; each formula names its source there.
+ * Files: plan_gpu.c (device table), plan_model.c (counts, FLOPs, memory, comm, time),
+ * plan_search.c (--search), plan_print.c (table and JSON).
+ * Rule: pure functions of (recipe, device, options): no I/O except the print functions, no
+ * exit; counts are n_*, sizes in bytes *_bytes (doubles: exact for integers below 2^53). */
+#ifndef MT_PLAN_H
+#define MT_PLAN_H
+
+#include <stdio.h>
+
+#include "core/recipe/recipe.h"
+#include "core/status.h"
+
+/* ---------- devices (plan_gpu.c) ---------- */
+
+typedef struct {
+    const char *name;          /* "a100-80g": what --gpu takes */
+    const char *desc;          /* "NVIDIA A100 SXM4 80GB" */
+    double peak_bf16_tflops;   /* dense bf16 tensor-core peak (no sparsity), TFLOP/s */
+    double peak_fp32_tflops;   /* plain fp32 (no TF32) peak, TFLOP/s */
+    double mem_bytes;          /* device memory as the driver reports it */
+    double hbm_gbs;            /* memory bandwidth, GB/s */
+    double nvlink_gbs;         /* intra-node link per GPU, one direction, GB/s */
+    double net_gbs;            /* inter-node network per GPU (one NIC per GPU), one direction, GB/s */
+    int gpus_per_node;
+    int is_host;               /* the CPU of this machine (mt_gpu_host), not a GPU */
+} mt_gpu_spec;
+
+int mt_gpu_n_specs(void);
+const mt_gpu_spec *mt_gpu_spec_at(int i);
+/* Case-insensitive name or alias ("h100" = "h100-80g"); NULL when unknown. */
+const mt_gpu_spec *mt_gpu_find(const char *name);
+/* "a100-40g, a100-80g, ..." for messages. */
+const char *mt_gpu_names(void);
+/* This machine as a pseudo device: physical memory, peak_tflops as given (0 = unknown). */
+void mt_gpu_host(mt_gpu_spec *out, double peak_tflops);
+
+/* ---------- options of the estimate ---------- */
+
+typedef struct {
+    double mfu;          /* model FLOPs utilisation assumed for time and days (default 0.40) */
+    double tflops;       /* achieved TFLOP/s per GPU in Megatron's accounting (counts recompute); 0 = not given */
+    double step_ms;      /* a measured step time; 0 = not given */
+    double gemm_eff;     /* cost model: matmul efficiency ceiling (default 0.70) */
+    double link_eff;     /* cost model: achieved fraction of link bandwidth (default 0.80) */
+    double usable_frac;  /* a layout fits when it needs at most this fraction of device memory (0.90) */
+} mt_plan_opts;
+
+void mt_plan_opts_defaults(mt_plan_opts *o);
+
+/* ---------- the plan of one layout (plan_model.c) ---------- */
+
+typedef enum {
+    MT_PLAN_TRAINER_FP32 = 0, /* fp32 (or the CPU backend): mtrain's own layout, 4+4+8 bytes per parameter */
+    MT_PLAN_MIXED_BF16        /* bf16 params, fp32 grads, fp32 master + Adam m, v (Megatron mixed precision) */
+} mt_plan_mode;
+
+/* Parameter counts of the whole model (tp = pp = ep = 1, unpadded vocabulary). */
+typedef struct {
+    double n_params;         /* every parameter once (tied embedding counted once) */
+    double n_active;         /* parameters one token uses (MoE: top_k of the experts) */
+    double n_embed;          /* input embedding + learned positions + untied output layer */
+    double n_expert;         /* expert MLP parameters (0 for a dense model) */
+} mt_plan_params;
+
+/* What one rank of one pipeline stage holds. */
+typedef struct {
+    int stage;               /* 0 = first, pp-1 = last */
+    double n_params;         /* real parameters on the rank */
+    double n_elems;          /* buffer elements incl. the trainer's alignment padding */
+    double n_expert_elems;   /* of n_elems: expert parameters (sharded over edp, not dp) */
+    double n_layer_mbs;      /* (layer, micro-batch) activation sets alive at the peak of the schedule */
+    double weights_bytes, grads_bytes;
+    double optim_bytes;      /* with the recipe's parallel.distributed_optimizer */
+    double optim_nodist_bytes, optim_dist_bytes;
+    double acts_bytes;       /* activations at the peak, incl. embedding / output layer */
+    double total_bytes;
+} mt_plan_rank;
+
+/* Communication of one rank in one iteration: bytes it sends (ring algorithms), and time. */
+typedef struct {
+    double bytes;
+    double n_ops;            /* collectives / messages */
+    int network;             /* 1: the group spans nodes (network), 0: within a node (NVLink) */
+    double exposed_s;        /* cost model: time not hidden behind compute */
+} mt_plan_comm;
+
+typedef struct {
+    /* layout */
+    int n_gpus, tp, pp, vpp, cp, dp, ep, edp;
+    int micro_batch, n_micro, global_batch, seq_length;
+    int sp, dist_opt, n_layers_stage;
+    mt_recompute recompute;
+    mt_plan_mode mode;
+    mt_gpu_spec gpu;
+    double peak_flops;       /* per GPU, FLOP/s, for the mode's dtype (0 = unknown) */
+    /* parameters */
+    mt_plan_params params;
+    double n_params_padded;  /* as allocated on tp = 1: padded vocabulary, no alignment */
+    /* FLOPs */
+    double tokens_iter;
+    double flops_model_iter; /* 3 passes (fwd + 2x bwd): what MFU counts */
+    double flops_hw_iter;    /* plus the recipe's recomputation */
+    double flops_full_iter;  /* with full recomputation (Megatron's 96 B s l h^2 ...) */
+    int64_t iters, tokens;
+    /* memory */
+    mt_plan_rank first, last;
+    int worst_stage;         /* stage index of the larger total */
+    double act_layer_bytes[3][2]; /* one micro-batch, one layer, per rank: [recompute][sp] */
+    double capacity_bytes, usable_bytes, need_bytes;
+    int fits;
+    /* pipeline */
+    double bubble;           /* fraction of the step: (p-1) / (v m + p - 1) */
+    double bubble_ratio;     /* Megatron's bubble time over ideal time: (p-1) / (v m) */
+    double speedup;          /* ideal speed-up over one stage: p / (1 + (p-1)/(v m)) */
+    /* communication */
+    mt_plan_comm tp_comm, pp_comm, dp_comm, ep_comm, cp_comm;
+    /* time */
+    double step_s_mfu, days_mfu, days_6tp_mfu;       /* at opts.mfu of peak */
+    double step_s_tflops, days_tflops, days_ctp_tflops; /* at opts.tflops (if given); c = 8 with full recompute else 6 */
+    double mfu_step, hfu_step, days_step;             /* implied by opts.step_ms (if given) */
+    /* cost model */
+    double gemm_eff, t_compute_s, t_bubble_s, t_dp_s, t_opt_s, t_step_s, mfu_est;
+    char notes[1024];        /* warnings, one per line */
+} mt_plan;
+
+/* Bubble and ideal speed-up of p stages, m micro-batches, v virtual stages per rank. */
+double mt_plan_bubble_fraction(int p, int m, int v);
+double mt_plan_speedup(int p, int m, int v);
+/* Megatron's training-time estimate c*T*P / (n*X) in days (c = 6, or 8 with full recompute;
+ * P = active parameters for MoE). */
+double mt_plan_days_ctp(double c, double tokens, double n_params, int n_gpus, double flops_per_gpu);
+
+/* Parameter counts of the recipe's model. */
+void mt_plan_count_params(const mt_recipe *r, mt_plan_params *out);
+/* Training FLOPs of one sequence (3 passes; recompute adds its forward work), generalising
+ * mt_model_flops_per_seq (equal to it for recompute none). */
+double mt_plan_flops_per_seq(const mt_recipe *r, mt_recompute rc);
+
+/* Plan's own layout checks beyond mt_recipe_validate (node size, interleaving). Meant for a
+ * recipe validated for n_gpus; safe on any (the interleaving check needs dp and the global
+ * batch resolved). MT_ERR_CONFIG with one problem per line. */
+mt_status mt_plan_check(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu);
+/* The plan of the recipe's layout on n_gpus devices. r must be validated for n_gpus. */
+mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu, const mt_plan_opts *o, mt_plan *p);
+
+/* ---------- search (plan_search.c) ---------- */
+
+#define MT_PLAN_TOP 10
+
+typedef struct {
+    mt_plan plan;
+    char reason[320];        /* one line: where the step time goes and the memory */
+} mt_plan_candidate;
+
+typedef struct {
+    int n_gpus;
+    mt_gpu_spec gpu;
+    long n_tried, n_valid, n_fit;
+    mt_plan_candidate top[MT_PLAN_TOP];
+    int n_top;
+    int have_faster_nofit;
+    mt_plan_candidate faster_nofit; /* the fastest layout that does not fit, when faster than #1 */
+    long n_faster_nofit;
+    int have_smallest;
+    mt_plan_candidate smallest;     /* the valid layout needing the least memory (when none fits) */
+    int recipe_rank;         /* 1-based rank of the recipe's own layout among those that fit; 0 = not among them */
+    double recipe_step_s;    /* its estimated step time, 0 when invalid / not fitting */
+    char why[1024];          /* why #1 wins */
+    char first_problem[512]; /* when nothing is valid: the first validation message */
+} mt_plan_search_result;
+
+/* Tries every valid (tp in {1,2,4,8} <= node, pp | layers, vpp, dp, ep (MoE), micro-batch
+ * in {1,2,4,8}, recompute, sp, distributed optimizer) for n_gpus, keeps those that fit and
+ * ranks them by the cost model's step time. Keeps the recipe's model, batch and cp. */
+mt_status mt_plan_search(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu, const mt_plan_opts *o,
+                         mt_plan_search_result *res);
+
+/* ---------- output (plan_print.c) ---------- */
+
+/* One line "tp 8 pp 16 vpp 1 dp 8 mb 1 sp on dopt on rc selective" into buf. */
+const char *mt_plan_layout_str(const mt_plan *p, char *buf, size_t n_bytes);
+void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_opts *o);
+void mt_plan_print_json(FILE *f, const char *config, const mt_plan *p, const mt_plan_opts *o);
+void mt_plan_print_problems_json(FILE *f, const char *config, int n_gpus, const char *problems);
+void mt_plan_search_print(FILE *f, const char *config, const mt_plan_search_result *s, const mt_plan_opts *o);
+void mt_plan_search_print_json(FILE *f, const char *config, const mt_plan_search_result *s, const mt_plan_opts *o);
+
+#endif

@@ -1,0 +1,63 @@
+/* plan_gpu.c — the device table `mtrain plan` estimates against, and this machine as a
+ * pseudo device for CPU recipes.
+ * Rule: every number names its source; peaks are dense (no 2:4 sparsity), bandwidths one
+ * direction per GPU.
+ * Sources:
+ *  - NVIDIA A100 Tensor Core GPU datasheet (2021): BF16 312 TFLOP/s dense, FP32 19.5 TFLOP/s,
+ *    40GB HBM2 1,555 GB/s, 80GB HBM2e 2,039 GB/s (SXM), NVLink 600 GB/s (both directions).
+ *  - NVIDIA H100 Tensor Core GPU datasheet (2023): SXM BF16 989 TFLOP/s dense (1,979 with
+ *    sparsity), FP32 67, 80GB HBM3 3.35 TB/s, NVLink 900 GB/s; PCIe BF16 756 dense, FP32 51,
+ *    80GB HBM2e 2 TB/s, PCIe Gen5 128 GB/s (both directions).
+ *  - NVIDIA H200 Tensor Core GPU datasheet (2024): SXM BF16 989 dense, FP32 67, 141GB HBM3e
+ *    4.8 TB/s, NVLink 900 GB/s.
+ *  - DGX A100 user guide: 8 x ConnectX-6 HDR 200 Gb/s compute NICs (25 GB/s per GPU);
+ *    DGX H100 / H200 user guide: 8 x ConnectX-7 NDR 400 Gb/s (50 GB/s per GPU).
+ *  - Memory as nvidia-smi reports it (MiB): A100 40GB 40960, A100 80GB 81920, H100 80GB
+ *    81559, H200 143771. */
+#include "core/plan/plan.h"
+
+#include <strings.h>
+#include <unistd.h>
+
+#define MIB (1024.0 * 1024.0)
+
+static const mt_gpu_spec k_gpus[] = {
+    { "a100-40g", "NVIDIA A100 SXM4 40GB", 312.0, 19.5, 40960 * MIB, 1555.0, 300.0, 25.0, 8, 0 },
+    { "a100-80g", "NVIDIA A100 SXM4 80GB", 312.0, 19.5, 81920 * MIB, 2039.0, 300.0, 25.0, 8, 0 },
+    { "h100-80g", "NVIDIA H100 SXM5 80GB", 989.0, 67.0, 81559 * MIB, 3350.0, 450.0, 50.0, 8, 0 },
+    /* PCIe card: GPUs of a node talk over PCIe Gen5 (64 GB/s one way; NVLink bridges join
+     * pairs only); one 400 Gb/s NIC per two GPUs assumed (25 GB/s per GPU). */
+    { "h100-pcie", "NVIDIA H100 PCIe 80GB", 756.0, 51.0, 81559 * MIB, 2000.0, 64.0, 25.0, 8, 0 },
+    { "h200", "NVIDIA H200 SXM 141GB", 989.0, 67.0, 143771 * MIB, 4800.0, 450.0, 50.0, 8, 0 },
+};
+
+static const struct {
+    const char *alias, *name;
+} k_aliases[] = {
+    { "a100", "a100-80g" },     { "a100-80", "a100-80g" },  { "a100-40", "a100-40g" },
+    { "h100", "h100-80g" },     { "h100-sxm", "h100-80g" }, { "h100-80", "h100-80g" },
+    { "h200-141g", "h200" },    { "h200-sxm", "h200" },
+};
+
+int mt_gpu_n_specs(void) { return (int)(sizeof k_gpus / sizeof k_gpus[0]); }
+
+const mt_gpu_spec *mt_gpu_spec_at(int i) { return i >= 0 && i < mt_gpu_n_specs() ? &k_gpus[i] : NULL; }
+
+const mt_gpu_spec *mt_gpu_find(const char *name) {
+    if (!name) return NULL;
+    for (int i = 0; i < mt_gpu_n_specs(); i++)
+        if (!strcasecmp(name, k_gpus[i].name)) return &k_gpus[i];
+    for (size_t i = 0; i < sizeof k_aliases / sizeof k_aliases[0]; i++)
+        if (!strcasecmp(name, k_aliases[i].alias)) return mt_gpu_find(k_aliases[i].name);
+    return NULL;
+}
+
+const char *mt_gpu_names(void) { return "a100-40g, a100-80g, h100-80g, h100-pcie, h200"; }
+
+void mt_gpu_host(mt_gpu_spec *out, double peak_tflops) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    *out = (mt_gpu_spec){ "cpu", "this machine's CPU (host memory)", peak_tflops, peak_tflops,
+                          pages > 0 && page > 0 ? (double)pages * (double)page : 0.0, 0.0, 0.0, 0.0,
+                          cores > 0 ? (int)cores : 1, 1 };
+}

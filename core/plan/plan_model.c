@@ -1,0 +1,522 @@
+/* plan_model.c — the numbers of one layout: parameter counts (total, active, per rank),
+ * FLOPs, memory per rank, pipeline bubble, communication per group and time.
+ * Rules: pure functions of (recipe, device, options); every formula is in docs/plan.md with
+ * its source. Per-rank parameter buffers follow core/model_layout.c (same tensors, each
+ * rounded up to MT_PARAM_ALIGN elements) sharded the Megatron way, so for tp = pp = 1 the
+ * weight, gradient and optimizer bytes equal what the trainer allocates. */
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "core/model/model_layout.h"
+#include "core/plan/plan.h"
+
+void mt_plan_opts_defaults(mt_plan_opts *o) {
+    o->mfu = 0.40;
+    o->tflops = 0.0;
+    o->step_ms = 0.0;
+    o->gemm_eff = 0.70;
+    o->link_eff = 0.80;
+    o->usable_frac = 0.90;
+}
+
+/* Model dimensions as doubles; vocabulary padded for a given tp. */
+typedef struct {
+    double L, C, H, KV, D, F, V, Vp, T, max_pos, qkv_rows, fc_rows, E, K;
+    int ln, bias, tied, learned, moe;
+} dims;
+
+static double padded_vocab(double V, int tp) {
+    const double m = 128.0 * tp;
+    return ceil(V / m) * m;
+}
+
+static void get_dims(const mt_recipe *r, dims *d) {
+    const mt_model_cfg *m = &r->model;
+    d->L = m->layers;
+    d->C = m->hidden;
+    d->H = m->heads;
+    d->KV = m->kv_heads > 0 ? m->kv_heads : m->heads;
+    d->D = m->heads > 0 ? m->hidden / m->heads : 0;
+    d->F = m->ffn_hidden > 0 ? m->ffn_hidden : 4.0 * m->hidden;
+    d->V = m->vocab;
+    d->Vp = padded_vocab(m->vocab, r->parallel.tensor > 0 ? r->parallel.tensor : 1);
+    d->T = m->seq_length;
+    d->max_pos = m->max_position > 0 ? m->max_position : m->seq_length;
+    d->qkv_rows = (d->H + 2 * d->KV) * d->D;
+    d->fc_rows = m->activation == MT_ACT_SWIGLU ? 2 * d->F : d->F;
+    d->moe = m->moe.experts > 0;
+    d->E = d->moe ? m->moe.experts : 0;
+    d->K = d->moe ? m->moe.top_k : 1;
+    d->ln = m->norm == MT_NORM_LAYERNORM;
+    d->bias = m->bias;
+    d->tied = m->tie_embeddings;
+    d->learned = m->position == MT_POS_LEARNED;
+}
+
+/* ---------- parameters ---------- */
+
+typedef struct {
+    double n_params, n_elems, n_expert_elems, n_expert, n_embed;
+} pcount;
+
+static void put(pcount *c, double n, int expert, int embed) {
+    if (n <= 0) return;
+    const double a = ceil(n / MT_PARAM_ALIGN) * MT_PARAM_ALIGN; /* model_layout.c: align_up per tensor */
+    c->n_params += n;
+    c->n_elems += a;
+    if (expert) {
+        c->n_expert_elems += a;
+        c->n_expert += n;
+    }
+    if (embed) c->n_embed += n;
+}
+
+/* What one rank holds: Megatron sharding. Column-parallel (qkv, fc) split rows by t,
+ * row-parallel (proj, fcproj) split columns by t, row-parallel biases and norms replicated,
+ * vocabulary (padded to 128 t) split by t, learned positions replicated; the first stage
+ * holds the embeddings, the last the final norm and output layer (a copy of the embedding
+ * when tied and pp > 1); experts split over ep, each expert's MLP over t (etp = tp); the
+ * router is replicated. Tensor order and stacking follow core/model_layout.c. */
+static void rank_params(const dims *d, double V, int t, int ep, double n_layers, int first, int last, int pp,
+                        pcount *c) {
+    const double Ls = n_layers, C = d->C;
+    memset(c, 0, sizeof *c);
+    if (first) {
+        put(c, V / t * C, 0, 1);
+        if (d->learned) put(c, d->max_pos * C, 0, 1);
+    }
+    put(c, Ls * C, 0, 0); /* ln1_w */
+    if (d->ln) put(c, Ls * C, 0, 0);
+    put(c, Ls * d->qkv_rows / t * C, 0, 0);
+    if (d->bias) put(c, Ls * d->qkv_rows / t, 0, 0);
+    put(c, Ls * C * (d->H * d->D / t), 0, 0);
+    if (d->bias) put(c, Ls * C, 0, 0);
+    put(c, Ls * C, 0, 0); /* ln2_w */
+    if (d->ln) put(c, Ls * C, 0, 0);
+    if (!d->moe) {
+        put(c, Ls * d->fc_rows / t * C, 0, 0);
+        if (d->bias) put(c, Ls * d->fc_rows / t, 0, 0);
+        put(c, Ls * C * (d->F / t), 0, 0);
+        if (d->bias) put(c, Ls * C, 0, 0);
+    } else {
+        const double El = d->E / ep;
+        put(c, Ls * d->E * C, 0, 0); /* router, replicated */
+        put(c, Ls * El * d->fc_rows / t * C, 1, 0);
+        if (d->bias) put(c, Ls * El * d->fc_rows / t, 1, 0);
+        put(c, Ls * El * C * (d->F / t), 1, 0);
+        if (d->bias) put(c, Ls * El * C, 1, 0);
+    }
+    if (last) {
+        put(c, C, 0, 0); /* lnf_w */
+        if (d->ln) put(c, C, 0, 0);
+        if (!d->tied) put(c, V / t * C, 0, 1);
+        else if (pp > 1) put(c, V / t * C, 0, 0); /* Megatron's copy of the tied embedding */
+    }
+}
+
+void mt_plan_count_params(const mt_recipe *r, mt_plan_params *out) {
+    dims d;
+    pcount c;
+    get_dims(r, &d);
+    rank_params(&d, d.V, 1, 1, d.L, 1, 1, 1, &c);
+    out->n_params = c.n_params;
+    out->n_embed = c.n_embed;
+    out->n_expert = c.n_expert;
+    out->n_active = d.moe ? c.n_params - c.n_expert + c.n_expert * d.K / d.E : c.n_params;
+}
+
+/* ---------- FLOPs ---------- */
+
+/* Forward FLOPs per token of one transformer layer: matmuls (2 per multiply-add) and the
+ * attention scores + weighted sum over the full T x T square, as Megatron counts. */
+static double layer_fwd_flops_token(const dims *d) {
+    const double attn_lin = 2.0 * (d->qkv_rows * d->C + d->C * d->H * d->D);
+    const double attn_core = 2.0 * 2.0 * d->T * d->H * d->D;
+    const double mlp_one = 2.0 * (d->fc_rows * d->C + d->C * d->F);
+    const double mlp = d->moe ? d->K * mlp_one + 2.0 * d->C * d->E : mlp_one;
+    return attn_lin + attn_core + mlp;
+}
+
+static double attn_core_flops_token(const dims *d) { return 2.0 * 2.0 * d->T * d->H * d->D; }
+
+/* Extra forward work of recomputation per token per layer: selective recomputes the
+ * attention core, full the whole layer (not the output layer: Megatron's 96 B s l h^2
+ * (1 + s/(6h) + V/(16 l h)) keeps the logits at 3 passes). */
+static double recompute_flops_token(const dims *d, mt_recompute rc) {
+    if (rc == MT_RECOMPUTE_FULL) return layer_fwd_flops_token(d);
+    if (rc == MT_RECOMPUTE_SELECTIVE) return attn_core_flops_token(d);
+    return 0.0;
+}
+
+double mt_plan_flops_per_seq(const mt_recipe *r, mt_recompute rc) {
+    dims d;
+    get_dims(r, &d);
+    const double logits = 2.0 * d.C * d.Vp;
+    return d.T * (3.0 * (d.L * layer_fwd_flops_token(&d) + logits) + d.L * recompute_flops_token(&d, rc));
+}
+
+/* ---------- activations ---------- */
+
+/* Bytes one micro-batch leaves for the backward pass in one transformer layer on one rank,
+ * bf16 mixed precision: Korthikanti et al. 2022, eq. (1)-(2) and Table 2, generalised.
+ * Per token: replicated across tp = 2h (qkv input) + 4h (two norm inputs) + 2h (MLP input)
+ * + 2h (two 1-byte dropout masks) [+ 2kh permuted tokens for MoE]; split by tp = 2h (Q) +
+ * 4 kv_dim (K, V) + 2h (projection input) + k (2 fc_rows + 2F) (activation and fc2 inputs);
+ * attention: 5 a s_k bytes (softmax 2, its dropout mask 1, dropout output 2), split by tp.
+ * GPT (4h MLP, kv = h): 10h + 24h/t + 5as/t  -> s b h (10 + 24/t + 5as/(ht)).
+ * sp: everything / t -> s b h (34 + 5as/h) / t. Selective drops the 5as term. Full keeps the
+ * layer input only: 2 s b h (/ t with sp). s = T / cp (context parallelism splits queries). */
+static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_recompute rc) {
+    const double s = d->T / cp, sk = d->T, h = d->C;
+    if (rc == MT_RECOMPUTE_FULL) return 2.0 * s * b * h / (sp ? t : 1);
+    double rep = 10.0 * h + (d->moe ? 2.0 * d->K * h : 0.0);
+    double split = 2.0 * h + 4.0 * d->KV * d->D + 2.0 * h + d->K * (2.0 * d->fc_rows + 2.0 * d->F);
+    double per_token = sp ? (rep + split) / t : rep + split / t;
+    double score = rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * sk / t;
+    return s * b * (per_token + score);
+}
+
+/* The same for the trainer's own layout (core/model_layout.c, mt_act_layout_build), fp32:
+ * resid, ln1, qkv, atty, resid_mid, ln2, fch, fch_act, 4 norm statistics per token, and the
+ * (B, H, T, T) f32 attention probabilities. Selective drops the probabilities; full keeps the
+ * residual input only. */
+static double act_layer_fp32(const dims *d, double b, int t, int sp, int cp, mt_recompute rc) {
+    const double s = d->T / cp, sk = d->T, N = b * s, C = d->C;
+    if (rc == MT_RECOMPUTE_FULL) return 4.0 * N * C / (sp ? t : 1);
+    double rep = 4.0 * C; /* resid, ln1, resid_mid, ln2 */
+    double split = d->qkv_rows + d->H * d->D + d->K * (d->fc_rows + d->F);
+    double per_token = 4.0 * (sp ? (rep + split) / t : rep + split / t) + 4.0 * 4.0;
+    double probs = rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 4.0 * d->H * sk / t;
+    return N * (per_token + probs);
+}
+
+/* (layer, micro-batch) activation sets alive on stage k at the schedule's peak.
+ * 1F1B (Narayanan et al. 2021): stage k runs p-k-1 warm-up forwards, so p-k micro-batches of
+ * L/p layers are in flight (at most m). Interleaved (Megatron-Core
+ * get_forward_backward_func, interleaved warm-up): (p-k-1)*2 + (v-1)*p + 1 chunk micro-batches
+ * of L/(p v) layers (at most m v); for k = 0 that is L (1 + (p-1)/(p v)), Korthikanti's
+ * interleaving penalty. */
+static double layer_mbs_in_flight(int L, int p, int v, int m, int k) {
+    if (p <= 1) return L;
+    if (v <= 1) {
+        double n = p - k;
+        if (n > m) n = m;
+        return n * ((double)L / p);
+    }
+    double n = (double)(p - k - 1) * 2 + (double)(v - 1) * p + 1;
+    if (n > (double)m * v) n = (double)m * v;
+    return n * ((double)L / ((double)p * v));
+}
+
+/* ---------- pipeline ---------- */
+
+double mt_plan_bubble_fraction(int p, int m, int v) {
+    if (p <= 1 || m <= 0) return 0.0;
+    if (v < 1) v = 1;
+    return (double)(p - 1) / ((double)v * m + p - 1);
+}
+
+double mt_plan_speedup(int p, int m, int v) {
+    if (p <= 1 || m <= 0) return 1.0;
+    if (v < 1) v = 1;
+    return p / (1.0 + (double)(p - 1) / ((double)v * m));
+}
+
+double mt_plan_days_ctp(double c, double tokens, double n_params, int n_gpus, double flops_per_gpu) {
+    if (n_gpus <= 0 || flops_per_gpu <= 0) return 0.0;
+    return c * tokens * n_params / (n_gpus * flops_per_gpu) / 86400.0;
+}
+
+/* ---------- checks ---------- */
+
+static void note(char *buf, size_t n_bytes, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(char *buf, size_t n_bytes, const char *fmt, ...) {
+    size_t used = strlen(buf);
+    if (used + 2 >= n_bytes) return;
+    if (used) buf[used++] = '\n', buf[used] = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, n_bytes - used, fmt, ap);
+    va_end(ap);
+}
+
+mt_status mt_plan_check(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu) {
+    char msg[2048] = "";
+    const int tp = r->parallel.tensor, pp = r->parallel.pipeline, v = r->parallel.virtual_pipeline;
+    const int m = mt_recipe_micro_batches(r);
+    if (!gpu->is_host) {
+        const int node = gpu->gpus_per_node;
+        if (n_gpus > node && n_gpus % node)
+            note(msg, sizeof msg, "--gpus: %d GPUs are not whole nodes of %d %s; use a multiple of %d", n_gpus, node,
+                 gpu->name, node);
+        if (tp > node)
+            note(msg, sizeof msg, "parallel.tensor: tp = %d spans nodes of %d GPUs; tensor parallelism needs "
+                 "NVLink: use tp <= %d and raise parallel.pipeline instead", tp, node, node);
+    }
+    if (v > 1 && pp > 1 && r->parallel.data > 0 && r->training.global_batch > 0 && m % pp)
+        note(msg, sizeof msg, "parallel.virtual_pipeline: the interleaved schedule needs the micro-batches per "
+             "step (%d = global_batch / (micro_batch * dp)) to be a multiple of parallel.pipeline = %d; change "
+             "training.global_batch or training.micro_batch, or set virtual_pipeline: 1", m, pp);
+    if (msg[0]) return mt_errorf(MT_ERR_CONFIG, "%s", msg);
+    return MT_OK;
+}
+
+/* ---------- the plan ---------- */
+
+/* Group of `size` ranks `stride` apart in Megatron's rank order (tp fastest): within a node
+ * when it fits in one. */
+static int spans_nodes(const mt_gpu_spec *g, long stride, long size) {
+    return size > 1 && !g->is_host && stride * size > g->gpus_per_node;
+}
+
+static void comm_time(mt_plan_comm *c, const mt_gpu_spec *g, const mt_plan_opts *o) {
+    const double bw = (c->network ? g->net_gbs : g->nvlink_gbs) * 1e9 * o->link_eff;
+    const double alpha = c->network ? 25e-6 : 10e-6;
+    c->exposed_s = bw > 0 ? c->n_ops * alpha + c->bytes / bw : 0.0;
+}
+
+mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu, const mt_plan_opts *o, mt_plan *p) {
+    dims d;
+    memset(p, 0, sizeof *p);
+    get_dims(r, &d);
+    const mt_parallel_cfg *pc = &r->parallel;
+    const int t = pc->tensor, pp = pc->pipeline, v = pc->virtual_pipeline > 0 ? pc->virtual_pipeline : 1;
+    const int cp = pc->context, dp = pc->data, ep = pc->expert;
+    if (t < 1 || pp < 1 || cp < 1 || dp < 1 || ep < 1 || d.L <= 0 || d.C <= 0 || d.H <= 0 || d.T <= 0)
+        return mt_errorf(MT_ERR_CONFIG, "plan: the recipe is not validated (validate it for %d ranks first)", n_gpus);
+    p->n_gpus = n_gpus;
+    p->tp = t;
+    p->pp = pp;
+    p->vpp = v;
+    p->cp = cp;
+    p->dp = dp;
+    p->ep = d.moe ? ep : 1;
+    p->edp = d.moe ? dp * cp / p->ep : dp * cp;
+    p->micro_batch = r->training.micro_batch;
+    p->global_batch = r->training.global_batch;
+    p->n_micro = mt_recipe_micro_batches(r);
+    p->seq_length = r->model.seq_length;
+    p->sp = pc->sequence_parallel && t > 1;
+    p->dist_opt = pc->distributed_optimizer;
+    p->n_layers_stage = r->model.layers / pp;
+    p->recompute = r->training.recompute;
+    p->mode = r->training.precision == MT_PREC_BF16 && r->training.backend != MT_BACKEND_CPU ? MT_PLAN_MIXED_BF16
+                                                                                             : MT_PLAN_TRAINER_FP32;
+    p->gpu = *gpu;
+    p->peak_flops = (p->mode == MT_PLAN_MIXED_BF16 ? gpu->peak_bf16_tflops : gpu->peak_fp32_tflops) * 1e12;
+    p->iters = r->training.iters;
+    p->tokens = r->training.tokens;
+    const int m = p->n_micro;
+    const double b = p->micro_batch;
+    const int bf16 = p->mode == MT_PLAN_MIXED_BF16;
+    const double pbytes = bf16 ? 2.0 : 4.0, obytes = bf16 ? 12.0 : 8.0, abytes = pbytes;
+
+    /* parameters */
+    mt_plan_count_params(r, &p->params);
+    {
+        pcount c;
+        rank_params(&d, d.Vp, 1, 1, d.L, 1, 1, 1, &c);
+        p->n_params_padded = c.n_params;
+    }
+
+    /* FLOPs */
+    p->tokens_iter = (double)p->global_batch * d.T;
+    p->flops_model_iter = p->global_batch * mt_plan_flops_per_seq(r, MT_RECOMPUTE_NONE);
+    p->flops_hw_iter = p->global_batch * mt_plan_flops_per_seq(r, p->recompute);
+    p->flops_full_iter = p->global_batch * mt_plan_flops_per_seq(r, MT_RECOMPUTE_FULL);
+
+    /* activations per layer, every (recompute, sp) variant */
+    for (int rc = 0; rc < 3; rc++)
+        for (int s = 0; s < 2; s++)
+            p->act_layer_bytes[rc][s] = bf16 ? act_layer_bf16(&d, b, t, s && t > 1, cp, (mt_recompute)rc)
+                                             : act_layer_fp32(&d, b, t, s && t > 1, cp, (mt_recompute)rc);
+    const double act_layer = p->act_layer_bytes[p->recompute][p->sp];
+    const double act_layer_none = p->act_layer_bytes[MT_RECOMPUTE_NONE][p->sp];
+
+    /* memory per rank, first and last stage */
+    const double s_loc = d.T / cp, N = b * s_loc, spdiv = p->sp ? t : 1;
+    for (int which = 0; which < 2; which++) {
+        mt_plan_rank *rk = which ? &p->last : &p->first;
+        const int k = which ? pp - 1 : 0;
+        pcount c;
+        rank_params(&d, d.Vp, t, p->ep, p->n_layers_stage, k == 0, k == pp - 1, pp, &c);
+        rk->stage = k;
+        rk->n_params = c.n_params;
+        rk->n_elems = c.n_elems;
+        rk->n_expert_elems = c.n_expert_elems;
+        /* The distributed optimizer shards a flat buffer padded to a multiple of
+         * shards * MT_PARAM_ALIGN elements, each shard owning an equal slice (mt_model_init):
+         * dense parameters over dp*cp, experts over the expert data-parallel group. */
+        const double dd = (double)dp * cp, de = p->edp, ua = MT_PARAM_ALIGN;
+        const double n_dense = c.n_elems - c.n_expert_elems, n_exp = c.n_expert_elems;
+        const double flat_dense = ceil(n_dense / (dd * ua)) * dd * ua, flat_exp = ceil(n_exp / (de * ua)) * de * ua;
+        const double n_buf = p->dist_opt ? flat_dense + flat_exp : c.n_elems;
+        rk->weights_bytes = pbytes * n_buf;
+        rk->grads_bytes = 4.0 * n_buf; /* fp32 gradients (Megatron's main_grad buffer) */
+        rk->optim_nodist_bytes = obytes * c.n_elems;
+        rk->optim_dist_bytes = obytes * (flat_dense / dd + flat_exp / de);
+        rk->optim_bytes = p->dist_opt ? rk->optim_dist_bytes : rk->optim_nodist_bytes;
+        rk->n_layer_mbs = layer_mbs_in_flight(r->model.layers, pp, v, m, k);
+        double acts = rk->n_layer_mbs * act_layer;
+        if (p->recompute == MT_RECOMPUTE_FULL) acts += act_layer_none; /* the layer being recomputed */
+        const double mbs = ceil(rk->n_layer_mbs / p->n_layers_stage);
+        if (bf16) {
+            /* Megatron theoretical_memory_usage.py: tokens (8 s b) and the embedding dropout
+             * mask (s b h) per in-flight micro-batch; output: final-norm and output-layer
+             * inputs (2 + 2 bytes) and the fp32 logits 4 s b Vp / t. */
+            if (k == 0) acts += mbs * (8.0 * N + N * d.C / spdiv);
+            if (k == pp - 1) acts += 4.0 * N * d.C / spdiv + 4.0 * N * d.Vp / t;
+        } else {
+            /* the trainer's per-micro-batch buffers: tokens, targets, the last residual, final
+             * norm (+ statistics), logits, losses, two scalars, and one layer's backward
+             * scratch (dresid, dln, dtmp, dqkv, datty, dprobs, dfch, dfch_act) */
+            if (k == 0) acts += mbs * 4.0 * N;
+            if (k == pp - 1)
+                acts += 4.0 * N + 4.0 * N * d.C + 4.0 * N * d.C + 8.0 * N + 4.0 * N * d.Vp / t + 4.0 * N + 8.0;
+            acts += 4.0 * N * (3.0 * d.C + (d.qkv_rows + d.H * d.D + d.K * (d.fc_rows + d.F)) / t) +
+                    4.0 * b * (d.H / t) * s_loc * d.T;
+        }
+        rk->acts_bytes = acts;
+        rk->total_bytes = rk->weights_bytes + rk->grads_bytes + rk->optim_bytes + rk->acts_bytes;
+    }
+    p->worst_stage = p->last.total_bytes > p->first.total_bytes ? pp - 1 : 0;
+    p->need_bytes = fmax(p->first.total_bytes, p->last.total_bytes);
+    p->capacity_bytes = gpu->mem_bytes;
+    p->usable_bytes = gpu->mem_bytes * o->usable_frac;
+    p->fits = p->capacity_bytes > 0 && p->need_bytes <= p->usable_bytes;
+
+    /* pipeline */
+    p->bubble = mt_plan_bubble_fraction(pp, m, v);
+    p->bubble_ratio = pp > 1 && m > 0 ? (double)(pp - 1) / ((double)v * m) : 0.0;
+    p->speedup = mt_plan_speedup(pp, m, v);
+
+    /* communication per rank per iteration (bytes sent; ring: allreduce 2(g-1)/g of the
+     * buffer, allgather / reduce-scatter (g-1)/g) */
+    const double A = N * d.C * abytes; /* one micro-batch's hidden states on this rank's sequence */
+    const double Ls = p->n_layers_stage;
+    const int full = p->recompute == MT_RECOMPUTE_FULL;
+    if (t > 1) {
+        /* per layer: 2 fwd + 2 bwd allreduce (or sp's allgather + reduce-scatter, same bytes),
+         * 2 more when full recompute reruns the forward; plus the embedding (fwd) and the
+         * output layer's input gradient (bwd) on the first / last stage */
+        double ops_mb = Ls * (4.0 + (full ? 2.0 : 0.0)) + (pp == 1 ? 2.0 : 1.0);
+        p->tp_comm.n_ops = ops_mb * m;
+        p->tp_comm.bytes = p->tp_comm.n_ops * 2.0 * (t - 1) / t * A;
+        p->tp_comm.network = spans_nodes(gpu, 1, t);
+    }
+    if (cp > 1) {
+        /* ring attention: the K,V chunk passes every other rank in the forward; K,V and dK,dV
+         * in the backward (3x the forward bytes) */
+        const double kv = 2.0 * N * d.KV * d.D / t * abytes;
+        p->cp_comm.n_ops = 3.0 * (cp - 1) * Ls * m;
+        p->cp_comm.bytes = p->cp_comm.n_ops * kv;
+        p->cp_comm.network = spans_nodes(gpu, t, cp);
+    }
+    if (pp > 1) {
+        /* per micro-batch and model chunk: activations forward, gradients backward; split over
+         * tp (sequence parallel, or Megatron's scatter-gather of the replicated tensor) */
+        p->pp_comm.n_ops = 2.0 * m * v;
+        p->pp_comm.bytes = p->pp_comm.n_ops * A / t;
+        p->pp_comm.network = spans_nodes(gpu, (long)t * cp * dp, pp);
+    }
+    const mt_plan_rank *wr = p->worst_stage ? &p->last : &p->first;
+    {
+        const double dd = (double)dp * cp, de = p->edp;
+        const double n_dense = wr->n_elems - wr->n_expert_elems, n_exp = wr->n_expert_elems;
+        if (p->dist_opt) { /* reduce-scatter fp32 grads, allgather updated params */
+            p->dp_comm.bytes = (dd - 1) / dd * (4.0 + pbytes) * n_dense + (de - 1) / de * (4.0 + pbytes) * n_exp;
+            p->dp_comm.n_ops = 2.0 * ceil(wr->n_elems / 40e6); /* Megatron buckets of 40M elements */
+        } else {
+            p->dp_comm.bytes = 2.0 * (dd - 1) / dd * 4.0 * n_dense + 2.0 * (de - 1) / de * 4.0 * n_exp;
+            p->dp_comm.n_ops = ceil(wr->n_elems / 40e6);
+        }
+        if (dd <= 1 && de <= 1) p->dp_comm.n_ops = 0;
+        p->dp_comm.network = spans_nodes(gpu, t, (long)dp * cp);
+    }
+    if (d.moe && p->ep > 1) {
+        /* dispatch + combine, forward and backward (+2 with full recompute): each rank's s b k
+         * routed token copies of h values, (ep-1)/ep of them leave the rank */
+        const double toks = N * d.K / spdiv;
+        p->ep_comm.n_ops = (4.0 + (full ? 2.0 : 0.0)) * Ls * m;
+        p->ep_comm.bytes = p->ep_comm.n_ops * (p->ep - 1.0) / p->ep * toks * d.C * abytes;
+        p->ep_comm.network = spans_nodes(gpu, t, p->ep);
+    }
+
+    /* time at the given utilisation; c T P / (n X) counts the active parameters (MoE: top_k experts) */
+    const double n = n_gpus;
+    if (p->peak_flops > 0) {
+        p->step_s_mfu = p->flops_model_iter / (n * p->peak_flops * o->mfu);
+        p->days_mfu = p->step_s_mfu * (double)p->iters / 86400.0;
+        p->days_6tp_mfu = mt_plan_days_ctp(6.0, (double)p->tokens, p->params.n_active, n_gpus, p->peak_flops * o->mfu);
+    }
+    if (o->tflops > 0) {
+        p->step_s_tflops = p->flops_hw_iter / (n * o->tflops * 1e12);
+        p->days_tflops = p->step_s_tflops * (double)p->iters / 86400.0;
+        p->days_ctp_tflops = mt_plan_days_ctp(full ? 8.0 : 6.0, (double)p->tokens, p->params.n_active, n_gpus,
+                                              o->tflops * 1e12);
+    }
+    if (o->step_ms > 0) {
+        const double st = o->step_ms * 1e-3;
+        if (p->peak_flops > 0) {
+            p->mfu_step = p->flops_model_iter / (n * p->peak_flops * st);
+            p->hfu_step = p->flops_hw_iter / (n * p->peak_flops * st);
+        }
+        p->days_step = st * (double)p->iters / 86400.0;
+    }
+
+    /* cost model: compute at an efficiency that falls for small matmuls, exposed
+     * communication, the pipeline bubble, unoverlapped dp, the optimizer step */
+    if (p->peak_flops > 0) {
+        const double nt = N, kc = d.C / t;
+        p->gemm_eff = o->gemm_eff * nt / (nt + 384.0) * kc / (kc + 192.0);
+        const double rate = p->peak_flops * p->gemm_eff;
+        const double per_tok_layer = 3.0 * layer_fwd_flops_token(&d) + recompute_flops_token(&d, p->recompute);
+        const double tok_mb = N; /* tokens of one micro-batch on this rank's sequence share */
+        const double comp_first = tok_mb * Ls * per_tok_layer / t / rate;
+        const double comp_last = comp_first + tok_mb * 3.0 * 2.0 * d.C * d.Vp / t / rate;
+        const double comp_mb = pp == 1 ? comp_last : fmax(comp_first, comp_last);
+        const double attn_mb = tok_mb * Ls * 3.0 * attn_core_flops_token(&d) / t / rate;
+        comm_time(&p->tp_comm, gpu, o);
+        comm_time(&p->cp_comm, gpu, o);
+        comm_time(&p->pp_comm, gpu, o);
+        comm_time(&p->ep_comm, gpu, o);
+        comm_time(&p->dp_comm, gpu, o);
+        /* ring attention overlaps its transfers with the attention compute */
+        p->cp_comm.exposed_s = fmax(0.0, p->cp_comm.exposed_s - attn_mb * m);
+        const double t_mb = comp_mb + (p->tp_comm.exposed_s + p->cp_comm.exposed_s + p->pp_comm.exposed_s +
+                                       p->ep_comm.exposed_s) / m;
+        p->t_compute_s = comp_mb * m;
+        p->t_bubble_s = pp > 1 ? t_mb * (pp - 1.0) / v : 0.0;
+        p->t_dp_s = p->dp_comm.exposed_s; /* not overlapped (Megatron's default without --overlap-grad-reduce) */
+        /* AdamW streams master, m, v (read + write), the gradient (read), the param (write) */
+        const double opt_elems = p->dist_opt ? (wr->n_elems - wr->n_expert_elems) / ((double)dp * cp) +
+                                                   wr->n_expert_elems / p->edp
+                                             : wr->n_elems;
+        p->t_opt_s = gpu->hbm_gbs > 0 ? opt_elems * (bf16 ? 30.0 : 28.0) / (gpu->hbm_gbs * 1e9) : 0.0;
+        p->t_step_s = t_mb * m + p->t_bubble_s + p->t_dp_s + p->t_opt_s;
+        p->mfu_est = p->flops_model_iter / (n * p->peak_flops * p->t_step_s);
+    }
+
+    /* notes */
+    if (p->mode == MT_PLAN_TRAINER_FP32 && r->training.precision == MT_PREC_BF16)
+        note(p->notes, sizeof p->notes, "training.precision=bf16 on the CPU backend computes in fp32: planned as fp32");
+    if (!gpu->is_host && t > gpu->gpus_per_node)
+        note(p->notes, sizeof p->notes, "tp = %d spans nodes: its allreduces go over the network", t);
+    if (pp > 1 && m < pp)
+        note(p->notes, sizeof p->notes, "%d micro-batches for %d pipeline stages: the pipeline never fills "
+             "(bubble %.0f%%); raise training.global_batch or lower training.micro_batch", m, pp, 100 * p->bubble);
+    if (pp > 1 && d.tied)
+        note(p->notes, sizeof p->notes, "tied embeddings with pp > 1: the last stage holds a copy of the "
+             "embedding (Megatron), its gradient is allreduced with the first stage's");
+    if (p->recompute == MT_RECOMPUTE_NONE && act_layer > 0) {
+        const double score = p->act_layer_bytes[MT_RECOMPUTE_NONE][p->sp] - p->act_layer_bytes[MT_RECOMPUTE_SELECTIVE][p->sp];
+        if (score > 0.3 * act_layer)
+            note(p->notes, sizeof p->notes, "%.0f%% of the activations are attention scores (the 5 a s^2 b term): "
+                 "training.recompute=selective (or a fused attention kernel) drops them for ~%.1f%% more FLOPs",
+                 100 * score / act_layer, 100 * (p->flops_full_iter > 0 ? (p->global_batch * mt_plan_flops_per_seq(r, MT_RECOMPUTE_SELECTIVE)) / p->flops_model_iter - 1 : 0));
+    }
+    if (gpu->is_host && p->capacity_bytes <= 0)
+        note(p->notes, sizeof p->notes, "the host's memory size is unknown: no fit verdict");
+    return MT_OK;
+}

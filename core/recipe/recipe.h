@@ -1,0 +1,172 @@
+/* recipe.h — the training recipe: one struct with the sections of the YAML file
+ * (model, parallel, training, optimizer, data, checkpoint, logging), its defaults, the
+ * loader (libyaml), `--set key=value` overrides and Megatron-style flag aliases, and the
+ * validation that runs before anything is allocated.
+ * Rule: every message names the key, where its value came from (file:line or the flag)
+ * and the fix. Units: counts are plain integers, lr in absolute units, sizes in elements. */
+#ifndef MT_RECIPE_H
+#define MT_RECIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/status.h"
+
+#define MT_PATH_MAX 1024
+#define MT_BLEND_MAX 4096
+
+typedef enum { MT_ARCH_GPT = 0, MT_ARCH_LLAMA } mt_arch;
+typedef enum { MT_NORM_LAYERNORM = 0, MT_NORM_RMSNORM } mt_norm;
+typedef enum { MT_ACT_GELU = 0, MT_ACT_SWIGLU } mt_act;
+typedef enum { MT_POS_LEARNED = 0, MT_POS_ROPE } mt_pos;
+typedef enum { MT_DECAY_COSINE = 0, MT_DECAY_LINEAR, MT_DECAY_CONSTANT } mt_decay;
+typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL } mt_recompute;
+typedef enum { MT_PREC_FP32 = 0, MT_PREC_BF16 } mt_precision;
+typedef enum { MT_BACKEND_AUTO = 0, MT_BACKEND_CPU, MT_BACKEND_CUDA } mt_backend_kind;
+typedef enum { MT_TOK_BYTE = 0, MT_TOK_GPT2BPE, MT_TOK_HF } mt_tokenizer_kind;
+
+typedef struct {
+    mt_arch arch;          /* gpt | llama */
+    int layers;
+    int hidden;            /* C */
+    int heads;             /* H */
+    int kv_heads;          /* KV (0 = heads; < heads is grouped-query attention) */
+    int ffn_hidden;        /* F (0 = 4*hidden for gpt; for llama must be given) */
+    int vocab;             /* V, real vocabulary size (padded internally to 128*tp) */
+    int seq_length;        /* T */
+    int max_position;      /* learned position table rows (0 = seq_length) */
+    mt_norm norm;          /* layernorm | rmsnorm */
+    mt_act activation;     /* gelu | swiglu */
+    mt_pos position;       /* learned | rope */
+    int tie_embeddings;    /* bool */
+    int bias;              /* bool: biases in linear layers (gpt: true, llama: false) */
+    float norm_eps;
+    float rope_theta;
+    float init_std;        /* normal(0, init_std); output projections / sqrt(2*layers) */
+    struct {
+        int experts;       /* 0 = dense */
+        int top_k;
+        float capacity_factor;
+        float aux_loss_coeff;
+    } moe;
+} mt_model_cfg;
+
+typedef struct {
+    int tensor;            /* tp */
+    int pipeline;          /* pp */
+    int virtual_pipeline;  /* vpp (1 = no interleaving) */
+    int data;              /* dp; 0 = auto = world / (tp*pp*cp) */
+    int expert;            /* ep */
+    int context;           /* cp */
+    int sequence_parallel; /* bool */
+    int distributed_optimizer; /* bool, ZeRO-1 */
+    int timeout_s;         /* collective timeout, seconds */
+} mt_parallel_cfg;
+
+typedef struct {
+    int micro_batch;
+    int global_batch;
+    int64_t iters;         /* 0 = derive from tokens */
+    int64_t tokens;        /* 0 = derive from iters */
+    uint64_t seed;
+    mt_precision precision;
+    mt_recompute recompute;
+    mt_backend_kind backend;
+    int threads;           /* CPU threads per rank; 0 = cores / local ranks */
+} mt_training_cfg;
+
+typedef struct {
+    float lr;
+    float min_lr;
+    int64_t warmup_iters;
+    int64_t decay_iters;   /* 0 = training.iters */
+    mt_decay decay;        /* cosine | linear | constant */
+    float weight_decay;
+    float beta1, beta2, eps;
+    float clip_grad;       /* 0 = no clipping */
+} mt_optimizer_cfg;
+
+typedef struct {
+    char path[MT_BLEND_MAX];      /* prefix, or blend "0.3 A 0.7 B" */
+    char split[64];               /* "969,30,1" */
+    mt_tokenizer_kind tokenizer;  /* byte | gpt2bpe | hf */
+    char vocab[MT_PATH_MAX];
+    char merges[MT_PATH_MAX];
+    char cache_path[MT_PATH_MAX];
+} mt_data_cfg;
+
+typedef struct {
+    char dir[MT_PATH_MAX];
+    int64_t save_interval;  /* 0 = only at the end (when dir is set) */
+    char load[MT_PATH_MAX];
+} mt_checkpoint_cfg;
+
+typedef struct {
+    int64_t interval;
+    int64_t eval_interval;  /* 0 = no evaluation */
+    int64_t eval_iters;
+    char metrics[MT_PATH_MAX];     /* JSON-lines file, "" = none */
+    char tensorboard[MT_PATH_MAX];
+    float peak_tflops;             /* per device; 0 = from the device table */
+} mt_logging_cfg;
+
+/* Where each key's value came from, for messages: "configs/x.yaml:12", "--set", "--lr",
+ * or "default". Indexed by key id (see mt_recipe_key_*). */
+#define MT_RECIPE_MAX_KEYS 128
+typedef struct {
+    char file[MT_PATH_MAX];
+    int line[MT_RECIPE_MAX_KEYS];        /* 0 = not from the file */
+    const char *flag[MT_RECIPE_MAX_KEYS]; /* static string of the flag that set it, or NULL */
+} mt_recipe_origin;
+
+typedef struct {
+    mt_model_cfg model;
+    mt_parallel_cfg parallel;
+    mt_training_cfg training;
+    mt_optimizer_cfg optimizer;
+    mt_data_cfg data;
+    mt_checkpoint_cfg checkpoint;
+    mt_logging_cfg logging;
+    mt_recipe_origin origin;
+} mt_recipe;
+
+/* Fills every field with its documented default. */
+void mt_recipe_defaults(mt_recipe *r);
+/* Parses a YAML recipe on top of the current values. MT_ERR_IO if unreadable, MT_ERR_CONFIG
+ * with "file:line: key: problem; fix" for unknown keys (nearest known key suggested),
+ * wrong types and out-of-range values. */
+mt_status mt_recipe_load_file(mt_recipe *r, const char *path);
+mt_status mt_recipe_load_string(mt_recipe *r, const char *yaml, size_t n_bytes, const char *name);
+/* One override: dotted key and its value as text ("optimizer.lr", "3e-4"). flag: a static
+ * string recorded as the origin ("--set" when NULL). */
+mt_status mt_recipe_set(mt_recipe *r, const char *key, const char *value, const char *flag);
+/* Consumes `--set k=v`, `--set k v` and Megatron-style aliases from argv (in place), leaving
+ * the arguments it does not know. */
+mt_status mt_recipe_apply_args(mt_recipe *r, int *argc, char **argv);
+/* Checks ranges and the layout for world_size ranks, resolves auto values (parallel.data,
+ * global_batch, ffn_hidden, kv_heads, vocab, iters/tokens, max_position, decay_iters) and the
+ * model.arch defaults of norm/activation/position/tie_embeddings/bias the recipe did not set.
+ * Derived values are marked in origin.flag, so validating again re-derives them. Reports all
+ * problems found (one per line, up to 8). Call before allocating. */
+mt_status mt_recipe_validate(mt_recipe *r, int world_size);
+/* Writes the recipe back as YAML (all keys), e.g. to store beside a checkpoint. */
+void mt_recipe_write_yaml(FILE *f, const mt_recipe *r);
+/* Prints the key reference (key, type, default, unit, meaning) as a markdown table. */
+void mt_recipe_print_reference(FILE *f);
+
+/* The key table, for messages elsewhere (ids index mt_recipe_origin). */
+int mt_recipe_key_count(void);
+int mt_recipe_key_find(const char *name);       /* "model.hidden" -> id, or -1 */
+const char *mt_recipe_key_name(int id);         /* NULL when out of range */
+int mt_recipe_key_is_set(const mt_recipe *r, int id); /* set by the file or a flag (not default/derived) */
+/* Where a key's value came from, for "<where>: <key>: <problem>; <fix>" messages in other
+ * modules: "configs/x.yaml:12", "--set model.heads=7", "--lr 3e-4", "default", "derived". */
+const char *mt_recipe_where(const mt_recipe *r, const char *key, char *buf, size_t n_bytes);
+
+/* Derived quantities used everywhere. */
+int mt_recipe_padded_vocab(const mt_recipe *r); /* vocab rounded up to 128*tp */
+int mt_recipe_head_dim(const mt_recipe *r);
+int mt_recipe_micro_batches(const mt_recipe *r); /* global / (micro * dp) */
+
+#endif

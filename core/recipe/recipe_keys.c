@@ -1,0 +1,222 @@
+/* recipe_keys.c — THE key table of the recipe (name, type, field, default, range, unit,
+ * help, enum names) and the Megatron-style flag aliases. Loading, --set, defaults,
+ * docs/recipe.md (mt_recipe_print_reference) and mt_recipe_write_yaml are driven by it.
+ * Rule: to add a key, add a field to recipe.h and one row here; keep rows grouped by
+ * section (write_yaml emits them in this order), nested keys (model.moe.*) last in a section. */
+#include <stddef.h>
+
+#include "core/recipe/recipe_internal.h"
+
+#define FIELD_BYTES(f) sizeof(((mt_recipe *)0)->f)
+#define ROW(nm, ty, f, def, lo, hi, unit, help, en, fl, dd) \
+    { nm, ty, offsetof(mt_recipe, f), FIELD_BYTES(f), def, lo, hi, unit, help, en, fl, dd }
+#define KINT(nm, f, def, lo, hi, unit, help, fl) ROW(nm, MT_KEY_INT, f, def, lo, hi, unit, help, NULL, fl, NULL)
+#define KI64(nm, f, def, lo, hi, unit, help, fl) ROW(nm, MT_KEY_INT64, f, def, lo, hi, unit, help, NULL, fl, NULL)
+#define KFLT(nm, f, def, lo, hi, unit, help, fl) ROW(nm, MT_KEY_FLOAT, f, def, lo, hi, unit, help, NULL, fl, NULL)
+#define KBOOL(nm, f, def, help, fl) ROW(nm, MT_KEY_BOOL, f, def, 0, 1, "", help, NULL, fl, NULL)
+#define KENUM(nm, f, def, names, help, fl) ROW(nm, MT_KEY_ENUM, f, def, 0, 0, "", help, names, fl, NULL)
+#define KSTR(nm, f, def, help) ROW(nm, MT_KEY_STRING, f, def, 0, 0, "", help, NULL, 0, NULL)
+
+#define BIG 1e15 /* iteration counts */
+
+static const char *const arch_names[] = { "gpt", "llama", NULL };
+static const char *const norm_names[] = { "layernorm", "rmsnorm", NULL };
+static const char *const act_names[] = { "gelu", "swiglu", NULL };
+static const char *const pos_names[] = { "learned", "rope", NULL };
+static const char *const decay_names[] = { "cosine", "linear", "constant", NULL };
+static const char *const recompute_names[] = { "none", "selective", "full", NULL };
+static const char *const prec_names[] = { "fp32", "bf16", NULL };
+static const char *const backend_names[] = { "auto", "cpu", "cuda", NULL };
+static const char *const tok_names[] = { "byte", "gpt2bpe", "hf", NULL };
+
+const mt_recipe_key mt_recipe_keys[] = {
+    /* model */
+    KENUM("model.arch", model.arch, "gpt", arch_names,
+          "model family; sets the defaults of norm, activation, position, tie_embeddings, bias", 0),
+    KINT("model.layers", model.layers, "0", 1, 1024, "", "transformer layers (L)", MT_KF_REQUIRED),
+    KINT("model.hidden", model.hidden, "0", 1, 1 << 20, "", "hidden size (C)", MT_KF_REQUIRED),
+    KINT("model.heads", model.heads, "0", 1, 4096, "", "attention heads (H)", MT_KF_REQUIRED),
+    KINT("model.kv_heads", model.kv_heads, "auto", 0, 4096, "",
+         "key/value heads; 0 or auto = heads, fewer = grouped-query attention", MT_KF_AUTO),
+    KINT("model.ffn_hidden", model.ffn_hidden, "auto", 0, 1 << 22, "",
+         "MLP inner size (F); 0 or auto = 4*hidden for gpt, must be given for llama", MT_KF_AUTO),
+    KINT("model.vocab", model.vocab, "auto", 0, 1 << 24, "tokens",
+         "real vocabulary size (padded to a multiple of 128*tp internally); 0 or auto = from "
+         "the tokenizer (byte: 257, gpt2bpe: 50257)", MT_KF_AUTO),
+    KINT("model.seq_length", model.seq_length, "0", 1, 1 << 24, "tokens",
+         "sequence length (T)", MT_KF_REQUIRED),
+    KINT("model.max_position", model.max_position, "auto", 0, 1 << 24, "tokens",
+         "rows of the learned position table; 0 or auto = seq_length", MT_KF_AUTO),
+    ROW("model.norm", MT_KEY_ENUM, model.norm, "layernorm", 0, 0, "", "normalisation layer",
+        norm_names, MT_KF_ARCH, "gpt: `layernorm`, llama: `rmsnorm`"),
+    ROW("model.activation", MT_KEY_ENUM, model.activation, "gelu", 0, 0, "", "MLP activation",
+        act_names, MT_KF_ARCH, "gpt: `gelu`, llama: `swiglu`"),
+    ROW("model.position", MT_KEY_ENUM, model.position, "learned", 0, 0, "",
+        "position encoding", pos_names, MT_KF_ARCH, "gpt: `learned`, llama: `rope`"),
+    ROW("model.tie_embeddings", MT_KEY_BOOL, model.tie_embeddings, "true", 0, 1, "",
+        "share the input embedding with the output layer", NULL, MT_KF_ARCH,
+        "gpt: `true`, llama: `false`"),
+    ROW("model.bias", MT_KEY_BOOL, model.bias, "true", 0, 1, "",
+        "biases in linear and norm layers", NULL, MT_KF_ARCH, "gpt: `true`, llama: `false`"),
+    KFLT("model.norm_eps", model.norm_eps, "1e-5", 0, 1, "", "epsilon of the norm layers",
+         MT_KF_MIN_EXCL),
+    KFLT("model.rope_theta", model.rope_theta, "10000", 0, 1e12, "", "RoPE base frequency",
+         MT_KF_MIN_EXCL),
+    KFLT("model.init_std", model.init_std, "0.02", 0, 10, "",
+         "weights ~ normal(0, init_std); output projections also / sqrt(2*layers)", MT_KF_MIN_EXCL),
+    KINT("model.moe.experts", model.moe.experts, "0", 0, 4096, "",
+         "experts per MoE layer; 0 = dense MLP", 0),
+    KINT("model.moe.top_k", model.moe.top_k, "2", 1, 4096, "", "experts each token is routed to", 0),
+    KFLT("model.moe.capacity_factor", model.moe.capacity_factor, "1.0", 0, 1000, "",
+         "expert capacity = factor * tokens * top_k / experts; 0 = no limit (dropless)", 0),
+    KFLT("model.moe.aux_loss_coeff", model.moe.aux_loss_coeff, "0.01", 0, 1000, "",
+         "weight of the load-balancing loss", 0),
+
+    /* parallel */
+    KINT("parallel.tensor", parallel.tensor, "1", 1, 1024, "ranks", "tensor-parallel size (tp)", 0),
+    KINT("parallel.pipeline", parallel.pipeline, "1", 1, 4096, "ranks", "pipeline-parallel size (pp)", 0),
+    KINT("parallel.virtual_pipeline", parallel.virtual_pipeline, "1", 1, 1024, "",
+         "model chunks per pipeline rank (interleaved 1F1B when > 1)", 0),
+    KINT("parallel.data", parallel.data, "auto", 0, 1 << 20, "ranks",
+         "data-parallel size (dp); auto (0) = world / (tp*pp*cp)", MT_KF_AUTO),
+    KINT("parallel.expert", parallel.expert, "1", 1, 4096, "ranks", "expert-parallel size (ep)", 0),
+    KINT("parallel.context", parallel.context, "1", 1, 1024, "ranks", "context-parallel size (cp)", 0),
+    KBOOL("parallel.sequence_parallel", parallel.sequence_parallel, "false",
+          "shard norms/dropout along the sequence across the tp group (needs tp > 1)", 0),
+    KBOOL("parallel.distributed_optimizer", parallel.distributed_optimizer, "false",
+          "shard the optimizer state across dp (ZeRO-1)", 0),
+    KINT("parallel.timeout_s", parallel.timeout_s, "300", 1, 7 * 86400, "s",
+         "collective timeout before a rank declares its peers dead", 0),
+
+    /* training */
+    KINT("training.micro_batch", training.micro_batch, "1", 1, 1 << 20, "sequences",
+         "sequences per micro-batch per data-parallel rank", 0),
+    KINT("training.global_batch", training.global_batch, "auto", 0, 1 << 30, "sequences",
+         "sequences per optimizer step; 0 or auto = micro_batch * dp", MT_KF_AUTO),
+    KI64("training.iters", training.iters, "0", 0, BIG, "steps",
+         "optimizer steps; 0 = derive from training.tokens", 0),
+    KI64("training.tokens", training.tokens, "0", 0, 1e18, "tokens",
+         "tokens to train on; 0 = derive from training.iters", 0),
+    ROW("training.seed", MT_KEY_UINT64, training.seed, "1234", 0, 0, "",
+        "seed of initialisation and data order", NULL, 0, NULL),
+    KENUM("training.precision", training.precision, "fp32", prec_names,
+          "fp32, or bf16 weights/activations with fp32 master weights and gradients", 0),
+    KENUM("training.recompute", training.recompute, "none", recompute_names,
+          "activation recomputation: none, selective (attention core), full (whole layers)", 0),
+    KENUM("training.backend", training.backend, "auto", backend_names,
+          "compute backend; auto = cuda when a GPU is usable, else cpu", 0),
+    KINT("training.threads", training.threads, "auto", 0, 4096, "",
+         "CPU threads per rank; 0 or auto = cores / local ranks", MT_KF_AUTO),
+
+    /* optimizer */
+    KFLT("optimizer.lr", optimizer.lr, "1e-4", 0, 10, "", "peak learning rate", 0),
+    KFLT("optimizer.min_lr", optimizer.min_lr, "0", 0, 10, "",
+         "learning rate at the end of the decay", 0),
+    KI64("optimizer.warmup_iters", optimizer.warmup_iters, "0", 0, BIG, "steps",
+         "linear warmup from 0 to lr", 0),
+    KI64("optimizer.decay_iters", optimizer.decay_iters, "0", 0, BIG, "steps",
+         "steps from the start to the end of the decay; 0 = training.iters", 0),
+    KENUM("optimizer.decay", optimizer.decay, "cosine", decay_names,
+          "learning-rate decay after warmup", 0),
+    KFLT("optimizer.weight_decay", optimizer.weight_decay, "0.01", 0, 10, "",
+         "AdamW decoupled weight decay (not applied to biases and norms)", 0),
+    KFLT("optimizer.beta1", optimizer.beta1, "0.9", 0, 1, "", "Adam beta1", MT_KF_MAX_EXCL),
+    KFLT("optimizer.beta2", optimizer.beta2, "0.95", 0, 1, "", "Adam beta2", MT_KF_MAX_EXCL),
+    KFLT("optimizer.eps", optimizer.eps, "1e-8", 0, 1, "", "Adam epsilon", MT_KF_MIN_EXCL),
+    KFLT("optimizer.clip_grad", optimizer.clip_grad, "1.0", 0, 1e9, "",
+         "clip the global gradient norm to this; 0 = no clipping", 0),
+
+    /* data */
+    ROW("data.path", MT_KEY_STRING, data.path, "", 0, 0, "",
+        "indexed dataset prefix, or a blend: \"w1 p1 w2 p2\", [w1, p1, w2, p2] or "
+        "[{weight: w1, path: p1}, ...]", NULL, MT_KF_BLEND, NULL),
+    KSTR("data.split", data.split, "969,30,1", "train,valid,test proportions"),
+    KENUM("data.tokenizer", data.tokenizer, "byte", tok_names,
+          "byte (256 bytes + end-of-document), gpt2bpe (vocab.json + merges.txt), hf (tokenizer.json)", 0),
+    KSTR("data.vocab", data.vocab, "", "tokenizer vocabulary file (gpt2bpe: vocab.json, hf: tokenizer.json)"),
+    KSTR("data.merges", data.merges, "", "BPE merges file (gpt2bpe)"),
+    KSTR("data.cache_path", data.cache_path, "", "where sample-index caches go; \"\" = beside the data"),
+
+    /* checkpoint */
+    KSTR("checkpoint.dir", checkpoint.dir, "", "directory checkpoints are saved to; \"\" = no saving"),
+    KI64("checkpoint.save_interval", checkpoint.save_interval, "0", 0, BIG, "steps",
+         "save every this many steps; 0 = only at the end (when dir is set)", 0),
+    KSTR("checkpoint.load", checkpoint.load, "", "checkpoint directory to resume from; \"\" = start fresh"),
+
+    /* logging */
+    KI64("logging.interval", logging.interval, "1", 1, BIG, "steps", "print a log line every this many steps", 0),
+    KI64("logging.eval_interval", logging.eval_interval, "0", 0, BIG, "steps",
+         "evaluate on the validation split every this many steps; 0 = never", 0),
+    KI64("logging.eval_iters", logging.eval_iters, "10", 0, BIG, "batches", "batches per evaluation", 0),
+    KSTR("logging.metrics", logging.metrics, "", "JSON-lines metrics file; \"\" = none"),
+    KSTR("logging.tensorboard", logging.tensorboard, "", "TensorBoard event directory; \"\" = none"),
+    KFLT("logging.peak_tflops", logging.peak_tflops, "0", 0, 1e6, "TFLOP/s",
+         "peak dense TFLOP/s of one device for MFU; 0 = from the device table", 0),
+};
+const int mt_recipe_n_keys = (int)(sizeof mt_recipe_keys / sizeof mt_recipe_keys[0]);
+
+_Static_assert(sizeof mt_recipe_keys / sizeof mt_recipe_keys[0] <= MT_RECIPE_MAX_KEYS,
+               "raise MT_RECIPE_MAX_KEYS in recipe.h");
+
+const mt_recipe_alias mt_recipe_aliases[] = {
+    { "--tensor-model-parallel-size", "parallel.tensor", NULL },
+    { "--pipeline-model-parallel-size", "parallel.pipeline", NULL },
+    { "--virtual-pipeline-model-parallel-size", "parallel.virtual_pipeline", NULL },
+    { "--context-parallel-size", "parallel.context", NULL },
+    { "--expert-model-parallel-size", "parallel.expert", NULL },
+    { "--data-parallel-size", "parallel.data", NULL },
+    { "--sequence-parallel", "parallel.sequence_parallel", "true" },
+    { "--use-distributed-optimizer", "parallel.distributed_optimizer", "true" },
+    { "--micro-batch-size", "training.micro_batch", NULL },
+    { "--global-batch-size", "training.global_batch", NULL },
+    { "--train-iters", "training.iters", NULL },
+    { "--train-tokens", "training.tokens", NULL },
+    { "--seed", "training.seed", NULL },
+    { "--bf16", "training.precision", "bf16" },
+    { "--fp32", "training.precision", "fp32" },
+    { "--recompute-granularity", "training.recompute", NULL },
+    { "--backend", "training.backend", NULL },
+    { "--threads", "training.threads", NULL },
+    { "--lr", "optimizer.lr", NULL },
+    { "--min-lr", "optimizer.min_lr", NULL },
+    { "--lr-warmup-iters", "optimizer.warmup_iters", NULL },
+    { "--lr-decay-style", "optimizer.decay", NULL },
+    { "--lr-decay-iters", "optimizer.decay_iters", NULL },
+    { "--weight-decay", "optimizer.weight_decay", NULL },
+    { "--adam-beta1", "optimizer.beta1", NULL },
+    { "--adam-beta2", "optimizer.beta2", NULL },
+    { "--adam-eps", "optimizer.eps", NULL },
+    { "--clip-grad", "optimizer.clip_grad", NULL },
+    { "--num-layers", "model.layers", NULL },
+    { "--hidden-size", "model.hidden", NULL },
+    { "--num-attention-heads", "model.heads", NULL },
+    { "--num-query-groups", "model.kv_heads", NULL },
+    { "--ffn-hidden-size", "model.ffn_hidden", NULL },
+    { "--seq-length", "model.seq_length", NULL },
+    { "--max-position-embeddings", "model.max_position", NULL },
+    { "--vocab-size", "model.vocab", NULL },
+    { "--swiglu", "model.activation", "swiglu" },
+    { "--untie-embeddings-and-output-weights", "model.tie_embeddings", "false" },
+    { "--disable-bias-linear", "model.bias", "false" },
+    { "--norm-epsilon", "model.norm_eps", NULL },
+    { "--rotary-base", "model.rope_theta", NULL },
+    { "--init-method-std", "model.init_std", NULL },
+    { "--num-experts", "model.moe.experts", NULL },
+    { "--moe-router-topk", "model.moe.top_k", NULL },
+    { "--moe-expert-capacity-factor", "model.moe.capacity_factor", NULL },
+    { "--moe-aux-loss-coeff", "model.moe.aux_loss_coeff", NULL },
+    { "--data-path", "data.path", NULL },
+    { "--split", "data.split", NULL },
+    { "--vocab-file", "data.vocab", NULL },
+    { "--merge-file", "data.merges", NULL },
+    { "--data-cache-path", "data.cache_path", NULL },
+    { "--save", "checkpoint.dir", NULL },
+    { "--load", "checkpoint.load", NULL },
+    { "--save-interval", "checkpoint.save_interval", NULL },
+    { "--log-interval", "logging.interval", NULL },
+    { "--eval-interval", "logging.eval_interval", NULL },
+    { "--eval-iters", "logging.eval_iters", NULL },
+    { "--metrics", "logging.metrics", NULL },
+    { "--tensorboard-dir", "logging.tensorboard", NULL },
+};
+const int mt_recipe_n_aliases = (int)(sizeof mt_recipe_aliases / sizeof mt_recipe_aliases[0]);

@@ -1,0 +1,437 @@
+/* recipe_validate.c — mt_recipe_validate: ranges, auto values (parallel.data, global_batch,
+ * iters/tokens, kv_heads, ffn_hidden, vocab, max_position, decay_iters), per-arch defaults
+ * of unset keys, and the layout checks (world = tp*pp*cp*dp, heads % tp, layers % (pp*vpp), ...).
+ * Rules: runs before anything is allocated; every problem is reported as
+ * "<where>: <key>: <problem>; <fix>" (several at once, one per line); derived values are
+ * marked mt_recipe_derived so validating again (another world size) derives them again. */
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/recipe/recipe_internal.h"
+
+#define MAX_PROBLEMS 8
+
+typedef struct {
+    const mt_recipe *r;
+    char msg[4000];
+    size_t used;
+    int n;
+    mt_status st;
+} problems;
+
+static int kid(const char *name) { return mt_recipe_key_index(name); }
+
+/* Ring of buffers so one message can name several origins. */
+static const char *where(const mt_recipe *r, const char *key) {
+    static _Thread_local char ring[6][1300];
+    static _Thread_local int next;
+    char *buf = ring[next];
+    next = (next + 1) % 6;
+    int k = kid(key);
+    if (k < 0) { snprintf(buf, sizeof ring[0], "%s", r->origin.file[0] ? r->origin.file : "recipe"); return buf; }
+    return mt_recipe_where_id(r, k, buf, sizeof ring[0]);
+}
+
+/* Where a key mentioned inside a message came from: "line 9" when from the recipe file
+ * (the message already names the file), else the flag, "default" or "derived". */
+static const char *ref(const mt_recipe *r, const char *key) {
+    static _Thread_local char ring[6][1300];
+    static _Thread_local int next;
+    int k = kid(key);
+    if (k < 0 || r->origin.line[k] <= 0) {
+        if (k >= 0 && r->origin.flag[k] == NULL) return "default";
+        if (k >= 0 && r->origin.flag[k] == mt_recipe_derived) return "derived";
+        return where(r, key);
+    }
+    char *buf = ring[next];
+    next = (next + 1) % 6;
+    snprintf(buf, sizeof ring[0], "line %d", r->origin.line[k]);
+    return buf;
+}
+
+__attribute__((format(printf, 3, 4))) static void add(problems *P, const char *key, const char *fmt, ...) {
+    P->st = MT_ERR_CONFIG;
+    if (P->n >= MAX_PROBLEMS || P->used + 2 >= sizeof P->msg) { P->n++; return; }
+    int w = snprintf(P->msg + P->used, sizeof P->msg - P->used, "%s%s: %s: ", P->n ? "\n" : "",
+                     where(P->r, key), key);
+    if (w > 0) P->used += (size_t)w;
+    if (P->used >= sizeof P->msg) P->used = sizeof P->msg - 1;
+    va_list ap;
+    va_start(ap, fmt);
+    w = vsnprintf(P->msg + P->used, sizeof P->msg - P->used, fmt, ap);
+    va_end(ap);
+    if (w > 0) P->used += (size_t)w;
+    if (P->used >= sizeof P->msg) P->used = sizeof P->msg - 1;
+    P->n++;
+}
+
+static mt_status finish(problems *P) {
+    if (P->st == MT_OK) return MT_OK;
+    if (P->n > MAX_PROBLEMS)
+        return mt_errorf(P->st, "%s\n(%d more problems not shown)", P->msg, P->n - MAX_PROBLEMS);
+    return mt_errorf(P->st, "%s", P->msg);
+}
+
+/* "1, 2, 4, 8" — the first divisors of n (searched up to 65536, so a huge n stays cheap),
+ * for "use a tp that divides ..." fixes. */
+static const char *divisors(int64_t n, char *buf, size_t n_bytes) {
+    size_t used = 0;
+    int shown = 0;
+    buf[0] = 0;
+    for (int64_t d = 1; d <= n && d <= 65536 && shown < 12 && used + 24 < n_bytes; d++)
+        if (n % d == 0) {
+            used += (size_t)snprintf(buf + used, n_bytes - used, "%s%" PRId64, shown ? ", " : "", d);
+            shown++;
+        }
+    return buf;
+}
+
+static void mark_derived(mt_recipe *r, const char *key) {
+    int k = kid(key);
+    r->origin.line[k] = 0;
+    r->origin.flag[k] = mt_recipe_derived;
+}
+
+
+/* Blend "w1 p1 w2 p2" or a single prefix; returns 0 and a problem text when malformed. */
+static int blend_ok(const char *s, char *problem, size_t n_bytes) {
+    char buf[MT_BLEND_MAX], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", s);
+    int n = 0, bad_weight = 0;
+    double sum = 0;
+    for (char *t = strtok_r(buf, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save), n++) {
+        if (n % 2) continue;
+        char *end;
+        double w = strtod(t, &end);
+        if (*end || !isfinite(w) || w < 0) bad_weight = 1;
+        else sum += w;
+    }
+    if (n <= 1) return 1;
+    if (n % 2 || bad_weight || !(sum > 0)) {
+        snprintf(problem, n_bytes, "a blend must be weight/path pairs with non-negative weights "
+                 "summing to more than 0; write \"0.3 prefixA 0.7 prefixB\"");
+        return 0;
+    }
+    return 1;
+}
+
+static int split_ok(const char *s) {
+    char buf[64], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", s);
+    int n = 0;
+    double sum = 0;
+    for (char *t = strtok_r(buf, ",/", &save); t; t = strtok_r(NULL, ",/", &save), n++) {
+        char *end;
+        while (*t == ' ') t++;
+        double v = strtod(t, &end);
+        while (*end == ' ') end++;
+        if (end == t || *end || !isfinite(v) || v < 0) return 0;
+        sum += v;
+    }
+    return n >= 1 && n <= 3 && sum > 0;
+}
+
+/* Phase 1: every key's value is a legal value of its type and range. */
+static void check_ranges(const mt_recipe *r, problems *P) {
+    char val[64], lo[32], hi[32];
+    for (int k = 0; k < mt_recipe_n_keys; k++) {
+        const mt_recipe_key *key = &mt_recipe_keys[k];
+        const void *p = (const char *)r + key->offset;
+        if (key->type == MT_KEY_STRING) {
+            if (!memchr(p, 0, key->n_bytes)) add(P, key->name, "value is not terminated; set it with mt_recipe_set");
+            continue;
+        }
+        if (key->type == MT_KEY_UINT64) continue;
+        double v = mt_recipe_numeric(r, k);
+        if (key->type == MT_KEY_ENUM || key->type == MT_KEY_BOOL) {
+            int n = 0;
+            if (key->type == MT_KEY_BOOL) n = 2;
+            else while (key->enum_names[n]) n++;
+            if (v < 0 || v >= n) add(P, key->name, "invalid value %.0f; set it with mt_recipe_set", v);
+            continue;
+        }
+        if ((key->flags & MT_KF_REQUIRED) && v == 0) {
+            add(P, key->name, "not set; add `%s: N` under `%.*s:` in the recipe, or pass --set %s=N",
+                strrchr(key->name, '.') + 1, (int)(strchr(key->name, '.') - key->name), key->name, key->name);
+            continue;
+        }
+        int integral = key->type != MT_KEY_FLOAT;
+        int below = (key->flags & MT_KF_MIN_EXCL) ? !(v > key->min) : !(v >= key->min);
+        int above = (key->flags & MT_KF_MAX_EXCL) ? !(v < key->max) : !(v <= key->max);
+        if (below || above || !isfinite(v)) {
+            mt_recipe_format_value(r, k, val, sizeof val);
+            snprintf(lo, sizeof lo, integral ? "%.0f" : "%g", key->min);
+            snprintf(hi, sizeof hi, integral ? "%.0f" : "%g", key->max);
+            add(P, key->name, "out of range: %s; use a value from %s to %s", val, lo, hi);
+        }
+    }
+}
+
+/* Undo what the previous validate derived, so it is derived again from the current values. */
+static void reset_derived(mt_recipe *r) {
+    char err[256];
+    for (int k = 0; k < mt_recipe_n_keys; k++)
+        if (r->origin.flag[k] == mt_recipe_derived) {
+            (void)mt_recipe_parse_value(r, k, mt_recipe_keys[k].def, err, sizeof err);
+            r->origin.flag[k] = NULL;
+        }
+}
+
+/* model.arch decides norm/activation/position/tie_embeddings/bias unless the recipe set them. */
+static void resolve_arch(mt_recipe *r) {
+    static const char *const llama[][2] = { { "model.norm", "rmsnorm" }, { "model.activation", "swiglu" },
+                                            { "model.position", "rope" }, { "model.tie_embeddings", "false" },
+                                            { "model.bias", "false" } };
+    char err[256], cur[64], def[64];
+    for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++) {
+        int k = kid(llama[i][0]);
+        if (mt_recipe_key_is_set(r, k)) continue;
+        /* a value assigned in C without an origin stays, unless it is the table default */
+        mt_recipe_format_value(r, k, cur, sizeof cur);
+        snprintf(def, sizeof def, "%s", mt_recipe_keys[k].def);
+        if (strcmp(cur, def) != 0) continue;
+        const char *v = r->model.arch == MT_ARCH_LLAMA ? llama[i][1] : mt_recipe_keys[k].def;
+        (void)mt_recipe_parse_value(r, k, v, err, sizeof err);
+        mark_derived(r, llama[i][0]);
+    }
+}
+
+/* Phase 2: auto values. Returns nonzero when a problem stops the later checks. */
+static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
+    mt_model_cfg *m = &r->model;
+    mt_parallel_cfg *pc = &r->parallel;
+    mt_training_cfg *t = &r->training;
+    if (m->vocab == 0) {
+        if (r->data.tokenizer == MT_TOK_BYTE) m->vocab = 257;
+        else if (r->data.tokenizer == MT_TOK_GPT2BPE) m->vocab = 50257;
+        else add(P, "model.vocab", "not set, and the size of an hf tokenizer is not known here; set "
+                 "model.vocab (e.g. 128256 for Llama 3)");
+        if (m->vocab) mark_derived(r, "model.vocab");
+    }
+    if (m->kv_heads == 0) { m->kv_heads = m->heads; mark_derived(r, "model.kv_heads"); }
+    if (m->ffn_hidden == 0) {
+        if (m->arch == MT_ARCH_LLAMA) {
+            int64_t f = ((int64_t)8 * m->hidden / 3 + 7) / 8 * 8;
+            add(P, "model.ffn_hidden", "not set; llama's SwiGLU width must be given: set model.ffn_hidden "
+                "(about 8/3*hidden = %" PRId64 ", rounded to a multiple of 8)", f);
+        } else {
+            m->ffn_hidden = 4 * m->hidden;
+            mark_derived(r, "model.ffn_hidden");
+        }
+    }
+    if (m->max_position == 0) { m->max_position = m->seq_length; mark_derived(r, "model.max_position"); }
+
+    if (world_size < 1) {
+        add(P, "parallel.data", "world size %d; it must be at least 1 (one rank per process)", world_size);
+        return 1;
+    }
+    int64_t tp = pc->tensor, pp = pc->pipeline, cp = pc->context, model_ranks = tp * pp * cp;
+    if (pc->data == 0) {
+        if (world_size % model_ranks) {
+            add(P, "parallel.data", "auto needs the world size (%d ranks) to be a multiple of tp*pp*cp = "
+                "%" PRId64 "*%" PRId64 "*%" PRId64 " = %" PRId64 " (parallel.tensor: %s, parallel.pipeline: "
+                "%s, parallel.context: %s); run on a multiple of %" PRId64 " ranks or change the layout",
+                world_size, tp, pp, cp, model_ranks, ref(r, "parallel.tensor"), ref(r, "parallel.pipeline"),
+                ref(r, "parallel.context"), model_ranks);
+            return 1;
+        }
+        if (world_size / model_ranks > (1 << 20)) {
+            add(P, "parallel.data", "auto gives dp = %" PRId64 ", more than the 1048576 supported; check the "
+                "world size", world_size / model_ranks);
+            return 1;
+        }
+        pc->data = (int)(world_size / model_ranks);
+        mark_derived(r, "parallel.data");
+    } else if (model_ranks * pc->data != world_size) {
+        if (world_size % model_ranks == 0)
+            add(P, "parallel.data", "tp*pp*cp*dp = %" PRId64 "*%" PRId64 "*%" PRId64 "*%d = %" PRId64 " ranks but "
+                "the world has %d; set parallel.data: %" PRId64 " (or auto), or run on %" PRId64 " ranks",
+                tp, pp, cp, pc->data, model_ranks * pc->data, world_size, world_size / model_ranks,
+                model_ranks * pc->data);
+        else
+            add(P, "parallel.data", "tp*pp*cp*dp = %" PRId64 "*%" PRId64 "*%" PRId64 "*%d = %" PRId64 " ranks but "
+                "the world has %d, which is not a multiple of tp*pp*cp = %" PRId64 "; run on %" PRId64
+                " ranks or change the layout", tp, pp, cp, pc->data, model_ranks * pc->data, world_size,
+                model_ranks, model_ranks * pc->data);
+        return 1;
+    }
+    int64_t dp = pc->data, mb_dp = (int64_t)t->micro_batch * dp;
+    if (t->global_batch == 0) {
+        if (mb_dp > (1 << 30)) {
+            add(P, "training.micro_batch", "micro_batch*dp = %" PRId64 " sequences per step is too large; "
+                "lower training.micro_batch", mb_dp);
+            return 1;
+        }
+        t->global_batch = (int)mb_dp;
+        mark_derived(r, "training.global_batch");
+    }
+    int64_t per_step = (int64_t)t->global_batch * m->seq_length; /* <= 2^30 * 2^24 */
+    {   /* a length given on the command line replaces the other one from the file, as
+         * Megatron's --train-iters does: `--train-iters 6` on a recipe with training.tokens */
+        int ki = mt_recipe_key_find("training.iters"), kt = mt_recipe_key_find("training.tokens");
+        int iters_flag = r->origin.flag[ki] != NULL && r->origin.flag[ki] != mt_recipe_derived;
+        int tokens_flag = r->origin.flag[kt] != NULL && r->origin.flag[kt] != mt_recipe_derived;
+        if (t->iters > 0 && t->tokens > 0 && iters_flag != tokens_flag) {
+            if (iters_flag) {
+                t->tokens = 0;
+                r->origin.line[kt] = 0;
+            } else {
+                t->iters = 0;
+                r->origin.line[ki] = 0;
+            }
+        }
+    }
+    if (t->iters == 0 && t->tokens == 0) {
+        add(P, "training.iters", "the training length is not set; set training.iters or training.tokens");
+        return 1;
+    }
+    if (t->iters == 0) {
+        if ((t->tokens + per_step - 1) / per_step > (int64_t)1e15) {
+            add(P, "training.tokens", "%" PRId64 " tokens at %" PRId64 " tokens per step is more than 1e15 "
+                "steps; lower training.tokens or raise training.global_batch", t->tokens, per_step);
+            return 1;
+        }
+        t->iters = (t->tokens + per_step - 1) / per_step;
+        mark_derived(r, "training.iters");
+    } else if (t->tokens == 0) {
+        if (t->iters > (int64_t)1e18 / per_step) {
+            add(P, "training.iters", "%" PRId64 " steps of %" PRId64 " tokens (global_batch*seq_length) is "
+                "more than 1e18 tokens; lower training.iters", t->iters, per_step);
+            return 1;
+        }
+        t->tokens = t->iters * per_step;
+        mark_derived(r, "training.tokens");
+    } else if (t->iters != (t->tokens + per_step - 1) / per_step) {
+        add(P, "training.tokens", "%" PRId64 " tokens at %" PRId64 " tokens per step (global_batch*seq_length) "
+            "is %" PRId64 " steps, but training.iters is %" PRId64 " (%s); set only one of the two",
+            t->tokens, per_step, (t->tokens + per_step - 1) / per_step, t->iters, ref(r, "training.iters"));
+        return 1;
+    }
+    if (r->optimizer.decay_iters == 0) {
+        r->optimizer.decay_iters = t->iters;
+        mark_derived(r, "optimizer.decay_iters");
+    }
+    return P->n > 0;
+}
+
+/* Phase 3: the layout and the cross-key rules. */
+static void check_layout(const mt_recipe *r, problems *P) {
+    const mt_model_cfg *m = &r->model;
+    const mt_parallel_cfg *pc = &r->parallel;
+    const mt_training_cfg *t = &r->training;
+    const mt_optimizer_cfg *o = &r->optimizer;
+    int64_t tp = pc->tensor, pp = pc->pipeline, vpp = pc->virtual_pipeline, dp = pc->data;
+    int64_t ep = pc->expert, cp = pc->context;
+    char dv[256], problem[256];
+
+    if (m->hidden % m->heads)
+        add(P, "model.hidden", "%d is not divisible by model.heads = %d (%s); pick heads dividing hidden "
+            "(head_dim = hidden/heads, usually 64 or 128)", m->hidden, m->heads, ref(r, "model.heads"));
+    if (m->heads % tp)
+        add(P, "model.heads", "%d heads do not split over parallel.tensor = %" PRId64 " (%s); use a tp that "
+            "divides %d (%s)", m->heads, tp, ref(r, "parallel.tensor"), m->heads, divisors(m->heads, dv, sizeof dv));
+    if (m->kv_heads > m->heads || m->heads % m->kv_heads)
+        add(P, "model.kv_heads", "%d does not divide model.heads = %d; use one of %s", m->kv_heads, m->heads,
+            divisors(m->heads, dv, sizeof dv));
+    else if (m->kv_heads % tp && m->kv_heads != m->heads) /* else the heads message says it */
+        add(P, "model.kv_heads", "%d key/value heads do not split over parallel.tensor = %" PRId64 " (%s); use a "
+            "tp that divides %d (%s)", m->kv_heads, tp, ref(r, "parallel.tensor"), m->kv_heads,
+            divisors(m->kv_heads, dv, sizeof dv));
+    if (m->ffn_hidden % tp)
+        add(P, "model.ffn_hidden", "%d does not split over parallel.tensor = %" PRId64 " (%s); use a multiple "
+            "of %" PRId64, m->ffn_hidden, tp, ref(r, "parallel.tensor"), tp);
+    if (m->layers % pp)
+        add(P, "model.layers", "%d layers do not split into parallel.pipeline = %" PRId64 " stages (%s); use a "
+            "pp that divides %d (%s)", m->layers, pp, ref(r, "parallel.pipeline"), m->layers,
+            divisors(m->layers, dv, sizeof dv));
+    else if (vpp > 1 && pp == 1)
+        add(P, "parallel.virtual_pipeline", "%" PRId64 " model chunks need pipeline parallelism; set "
+            "parallel.pipeline > 1 or virtual_pipeline: 1", vpp);
+    else if (vpp > 1 && m->layers % (pp * vpp))
+        add(P, "parallel.virtual_pipeline", "model.layers = %d (%s) does not split into pp*vpp = %" PRId64 "*%"
+            PRId64 " chunks; pick vpp so that pp*vpp divides %d", m->layers, ref(r, "model.layers"), pp, vpp,
+            m->layers);
+    int64_t mb_dp = (int64_t)t->micro_batch * dp;
+    if (t->global_batch % mb_dp)
+        add(P, "training.global_batch", "%d is not a multiple of micro_batch*dp = %d*%" PRId64 " = %" PRId64
+            " (training.micro_batch: %s, parallel.data: %s); use a multiple of %" PRId64 " (e.g. %" PRId64 ")",
+            t->global_batch, t->micro_batch, dp, mb_dp, ref(r, "training.micro_batch"),
+            ref(r, "parallel.data"), mb_dp, (t->global_batch / mb_dp + 1) * mb_dp);
+    if (m->moe.experts > 0) {
+        if (m->moe.experts % ep)
+            add(P, "model.moe.experts", "%d experts do not split over parallel.expert = %" PRId64 " (%s); use an "
+                "ep that divides %d (%s)", m->moe.experts, ep, ref(r, "parallel.expert"), m->moe.experts,
+                divisors(m->moe.experts, dv, sizeof dv));
+        if (m->moe.top_k > m->moe.experts)
+            add(P, "model.moe.top_k", "routes each token to %d experts but there are only %d; set top_k <= %d",
+                m->moe.top_k, m->moe.experts, m->moe.experts);
+        if ((dp * cp) % ep)
+            add(P, "parallel.expert", "ep = %" PRId64 " must divide dp*cp = %" PRId64 "*%" PRId64 " (expert "
+                "groups are carved out of the data-parallel ranks); use ep in %s", ep, dp, cp,
+                divisors(dp * cp, dv, sizeof dv));
+    } else if (ep > 1) {
+        add(P, "parallel.expert", "%" PRId64 " but the model is dense (model.moe.experts = 0, %s); set "
+            "parallel.expert: 1 or give model.moe.experts", ep, ref(r, "model.moe.experts"));
+    }
+    if (pc->sequence_parallel && tp == 1)
+        add(P, "parallel.sequence_parallel", "needs parallel.tensor > 1 (it shards activations across the "
+            "tensor-parallel group; tp = 1, %s); set sequence_parallel: false or raise parallel.tensor",
+            ref(r, "parallel.tensor"));
+    else if (pc->sequence_parallel && m->seq_length % tp)
+        add(P, "model.seq_length", "%d is not divisible by parallel.tensor = %" PRId64 " as sequence "
+            "parallelism needs; use a multiple of %" PRId64, m->seq_length, tp, tp);
+    if (cp > 1 && m->seq_length % (2 * cp))
+        add(P, "model.seq_length", "%d is not divisible by 2*parallel.context = %" PRId64 " (context "
+            "parallelism splits each sequence into 2*cp chunks); use a multiple of %" PRId64,
+            m->seq_length, 2 * cp, 2 * cp);
+    if (m->position == MT_POS_LEARNED && m->max_position < m->seq_length)
+        add(P, "model.max_position", "%d learned positions are fewer than model.seq_length = %d (%s); set "
+            "max_position >= seq_length (or auto)", m->max_position, m->seq_length, ref(r, "model.seq_length"));
+    if (m->position == MT_POS_ROPE && mt_recipe_head_dim(r) % 2)
+        add(P, "model.position", "rope needs an even head dimension, hidden/heads = %d; change model.hidden "
+            "or model.heads", mt_recipe_head_dim(r));
+    /* the tokenizer's ids must fit, when there is data to read (tests may use any vocab) */
+    if (r->data.path[0] && r->data.tokenizer == MT_TOK_BYTE && m->vocab < 257)
+        add(P, "model.vocab", "%d is smaller than the byte tokenizer's 257 ids (256 bytes + end-of-document); "
+            "set model.vocab: 257", m->vocab);
+    if (r->data.path[0] && r->data.tokenizer == MT_TOK_GPT2BPE && m->vocab < 50257)
+        add(P, "model.vocab", "%d is smaller than the GPT-2 tokenizer's 50257 ids; set model.vocab: 50257",
+            m->vocab);
+    if (o->min_lr > o->lr)
+        add(P, "optimizer.min_lr", "%g is above optimizer.lr = %g (%s); set min_lr <= lr", (double)o->min_lr,
+            (double)o->lr, ref(r, "optimizer.lr"));
+    /* warmup longer than a short run is fine (a smoke test with --train-iters 1 must work: the
+     * lr simply never reaches its peak); longer than an explicitly set decay horizon is not */
+    if (mt_recipe_key_is_set(r, mt_recipe_key_find("optimizer.decay_iters")) && o->warmup_iters > o->decay_iters)
+        add(P, "optimizer.warmup_iters", "%" PRId64 " warmup steps exceed optimizer.decay_iters = %" PRId64
+            " (%s); shorten the warmup or lengthen the decay", o->warmup_iters, o->decay_iters,
+            ref(r, "optimizer.decay_iters"));
+    if (r->logging.eval_interval > 0 && r->logging.eval_iters == 0)
+        add(P, "logging.eval_iters", "0 batches per evaluation but logging.eval_interval = %" PRId64 " (%s); "
+            "set eval_iters > 0, or eval_interval: 0 to turn evaluation off", r->logging.eval_interval,
+            ref(r, "logging.eval_interval"));
+    if (r->checkpoint.save_interval > 0 && !r->checkpoint.dir[0])
+        add(P, "checkpoint.save_interval", "%" PRId64 " but checkpoint.dir is empty; set checkpoint.dir (or "
+            "--save DIR)", r->checkpoint.save_interval);
+    if (!blend_ok(r->data.path, problem, sizeof problem)) add(P, "data.path", "%s", problem);
+    if (!split_ok(r->data.split))
+        add(P, "data.split", "'%.60s' is not 1 to 3 non-negative numbers separated by commas; write e.g. "
+            "\"969,30,1\"", r->data.split);
+}
+
+mt_status mt_recipe_validate(mt_recipe *r, int world_size) {
+    problems P;
+    memset(&P, 0, sizeof P);
+    P.r = r;
+    reset_derived(r);
+    check_ranges(r, &P);
+    if (P.n) return finish(&P);
+    resolve_arch(r);
+    if (resolve_auto(r, world_size, &P)) return finish(&P);
+    check_layout(r, &P);
+    return finish(&P);
+}

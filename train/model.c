@@ -1,0 +1,306 @@
+/* model.c — the model's allocation, weight init (each rank draws its shard as the slice of
+ * the full tensor from the seed), the micro-batch step (tokens in, forward, vocab-parallel
+ * cross-entropy, backward: model_fwd.c / model_bwd.c) and the gradient bookkeeping of tensor
+ * parallelism (partial gradients reduced over tp, the grad norm counting replicas once).
+ * Rule: with tp = 1 nothing here communicates or copies beyond the serial model. */
+#include "train/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/model_internal.h"
+#include "core/rng.h"
+
+static uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fff + ((u >> 16) & 1); /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes) {
+    const struct mt_backend_i *i = be->i;
+    int ln = r->model.norm == MT_NORM_LAYERNORM, sw = r->model.activation == MT_ACT_SWIGLU;
+    int tp = r->parallel.tensor > 1;
+    struct { const char *name; int needed; const void *fn; } ops[] = {
+        {"matmul_fwd", 1, (const void *)i->matmul_fwd}, {"matmul_bwd", 1, (const void *)i->matmul_bwd},
+        {"layernorm_fwd", ln, (const void *)i->layernorm_fwd}, {"layernorm_bwd", ln, (const void *)i->layernorm_bwd},
+        {"rmsnorm_fwd", !ln, (const void *)i->rmsnorm_fwd}, {"rmsnorm_bwd", !ln, (const void *)i->rmsnorm_bwd},
+        {"gelu_fwd", !sw, (const void *)i->gelu_fwd}, {"gelu_bwd", !sw, (const void *)i->gelu_bwd},
+        {"swiglu_fwd", sw, (const void *)i->swiglu_fwd}, {"swiglu_bwd", sw, (const void *)i->swiglu_bwd},
+        {"rope", r->model.position == MT_POS_ROPE, (const void *)i->rope},
+        {"attention_fwd", 1, (const void *)i->attention_fwd}, {"attention_bwd", 1, (const void *)i->attention_bwd},
+        {"embedding_fwd", 1, (const void *)i->embedding_fwd}, {"embedding_bwd", 1, (const void *)i->embedding_bwd},
+        {"xent_fwd_bwd", 1, (const void *)i->xent_fwd_bwd}, {"add", 1, (const void *)i->add},
+        {"sum", 1, (const void *)i->sum}, {"adamw", 1, (const void *)i->adamw},
+        {"xent_vp_max", tp, (const void *)i->xent_vp_max}, {"xent_vp_sumexp", tp, (const void *)i->xent_vp_sumexp},
+        {"xent_vp_finish", tp, (const void *)i->xent_vp_finish},
+    };
+    size_t used = 0;
+    missing[0] = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        if (ops[k].needed && !ops[k].fn && used + 32 < n_bytes)
+            used += (size_t)snprintf(missing + used, n_bytes - used, "%s%s", used ? ", " : "", ops[k].name);
+    }
+    if (used)
+        return mt_errorf(MT_ERR_UNSUPPORTED, "backend '%s' cannot train this model yet: missing ops %s",
+                         i->name, missing);
+    return MT_OK;
+}
+
+/* Initialises every tensor as the full tensor from the seed: element e of layer l of tensor
+ * `name` is normal(seed, stream(name, l), e) — the same value whatever the layout. A tp rank
+ * draws exactly its shard's elements, e mapped to the full tensor (mt_param_full_index). */
+static mt_status init_weights(mt_model *m, const mt_recipe *r) {
+    mt_status st = MT_OK;
+    const mt_param_layout *pl = &m->pl;
+    size_t max_slice = 0;
+    for (int ti = 0; ti < pl->n_tensors; ti++) {
+        size_t n = (size_t)pl->t[ti].rows * pl->t[ti].cols;
+        if (n > max_slice) max_slice = n;
+    }
+    float *host = malloc(max_slice * sizeof(float));
+    uint16_t *host16 = m->act == MT_BF16 ? malloc(max_slice * 2) : NULL;
+    if (!host || (m->act == MT_BF16 && !host16)) {
+        st = mt_errorf(MT_ERR_OOM, "weight init: cannot allocate %zu bytes of host memory", max_slice * 4);
+        goto out;
+    }
+    const double out_scale = 1.0 / sqrt(2.0 * pl->L_global);
+    for (int ti = 0; ti < pl->n_tensors; ti++) {
+        const mt_param_tensor *t = &pl->t[ti];
+        const size_t n = (size_t)t->rows * t->cols;
+        for (int l = 0; l < t->n_layers; l++) {
+            const int gl = t->stacked ? mt_param_global_layer(pl, l) : l; /* the serial run's layer */
+            const uint64_t stream = mt_hash_str(t->name) ^ ((uint64_t)gl * 0x9e3779b97f4a7c15ULL);
+            for (size_t e = 0; e < n; e++) {
+                const size_t fe = t->shard == MT_SHARD_NONE
+                                      ? e
+                                      : mt_param_full_index(pl, ti, m->tp.rank, (int)(e / t->cols), (int)(e % t->cols));
+                switch (t->init) {
+                case MT_INIT_ZERO: host[e] = 0.0f; break;
+                case MT_INIT_ONE: host[e] = 1.0f; break;
+                case MT_INIT_NORMAL:
+                    host[e] = (float)(r->model.init_std * mt_rng_normal(r->training.seed, stream, fe));
+                    break;
+                case MT_INIT_NORMAL_OUTPUT:
+                    host[e] = (float)(r->model.init_std * out_scale * mt_rng_normal(r->training.seed, stream, fe));
+                    break;
+                }
+            }
+            size_t off = mt_param_offset(pl, ti, l);
+            if (m->act != MT_F32) { /* fp32 master weights: only this rank's optimizer shard */
+                size_t lo = off > m->opt_begin ? off : m->opt_begin;
+                size_t hi = off + n < m->opt_begin + m->opt_n ? off + n : m->opt_begin + m->opt_n;
+                if (hi > lo)
+                    MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->master + (lo - m->opt_begin) * 4, host + (lo - off),
+                                                (hi - lo) * 4));
+            }
+            if (m->act == MT_BF16) {
+                for (size_t e = 0; e < n; e++) host16[e] = f32_to_bf16(host[e]);
+                MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->params + off * 2, host16, n * 2));
+            } else {
+                MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->params + off * 4, host, n * 4));
+            }
+        }
+    }
+out:
+    free(host);
+    free(host16);
+    return st;
+}
+
+mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard) {
+    return mt_model_init_tp(m, r, be, B, n_shards, shard, NULL);
+}
+
+mt_status mt_model_init_tp(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
+                           mt_comm *tp_comm) {
+    return mt_model_init_stage(m, r, be, B, n_shards, shard, tp_comm, -1);
+}
+
+/* pp_stage < 0: the whole model (every layer, both ends), whatever parallel.pipeline says */
+mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
+                              mt_comm *tp_comm, int pp_stage) {
+    mt_status st = MT_OK;
+    char missing[512];
+    memset(m, 0, sizeof *m);
+    m->be = be;
+    m->act = be->act;
+    m->ln = r->model.norm == MT_NORM_LAYERNORM;
+    m->swiglu = r->model.activation == MT_ACT_SWIGLU;
+    m->rope = r->model.position == MT_POS_ROPE;
+    m->tied = r->model.tie_embeddings;
+    m->bias = r->model.bias;
+    m->norm_eps = r->model.norm_eps;
+    m->rope_theta = r->model.rope_theta;
+    MT_CHECK(mt_model_check_backend(r, be, missing, sizeof missing));
+    if (pp_stage < 0) {
+        MT_CHECK(mt_param_layout_build(r, &m->pl));
+    } else {
+        MT_CHECK(mt_param_layout_build_stage(r, pp_stage, &m->pl));
+    }
+    if (tp_comm && tp_comm->size != m->pl.tp)
+        return mt_errorf(MT_ERR_INTERNAL, "model init: tp group of %d ranks for parallel.tensor = %d", tp_comm->size,
+                         m->pl.tp);
+    if (m->pl.sp && ((long)B * m->pl.T) % m->pl.tp)
+        return mt_errorf(MT_ERR_CONFIG,
+                         "sequence parallelism splits the %d x %d = %ld token rows of a micro-batch "
+                         "(training.micro_batch x model.seq_length) over parallel.tensor = %d ranks; make their "
+                         "product a multiple of %d",
+                         B, m->pl.T, (long)B * m->pl.T, m->pl.tp, m->pl.tp);
+    mt_act_layout_build(&m->pl, B, m->act, &m->al);
+    if (n_shards < 1 || shard < 0 || shard >= n_shards)
+        return mt_errorf(MT_ERR_INTERNAL, "model init: optimizer shard %d of %d", shard, n_shards);
+    const size_t unit = (size_t)n_shards * MT_PARAM_ALIGN;
+    const size_t n = (m->pl.n_elems + unit - 1) / unit * unit;
+    m->n_flat = n;
+    m->opt_n = n / (size_t)n_shards;
+    m->opt_begin = (size_t)shard * m->opt_n;
+    m->bytes_params = n * mt_dtype_bytes(m->act);
+    m->bytes_grads = n * 4;
+    m->bytes_optim = 2 * m->opt_n * 4 + (m->act == MT_F32 ? 0 : m->opt_n * 4);
+    m->bytes_acts = m->al.n_bytes;
+    MT_CHECK(be->i->alloc(be, m->bytes_params, &m->params));
+    MT_CHECK(be->i->alloc(be, m->bytes_grads, &m->grads));
+    if (m->act == MT_F32) {
+        m->master = (char *)m->params + m->opt_begin * 4;
+    } else {
+        MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->master));
+    }
+    MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->adam_m));
+    MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->adam_v));
+    MT_CHECK(be->i->alloc(be, m->bytes_acts, &m->acts));
+    m->scalars = ACT(m, scalars);
+    MT_CHECK(mt_tp_init(&m->tp, be, tp_comm, m->pl.sp, m->al.N, m->pl.C, m->pl.sp ? ACT(m, sp_full) : NULL,
+                        m->pl.sp ? ACT(m, sp_slice) : NULL));
+    MT_CHECK(init_weights(m, r));
+out:
+    if (st != MT_OK) mt_model_free(m);
+    return st;
+}
+
+void mt_model_free(mt_model *m) {
+    if (!m->be) return;
+    mt_backend *be = m->be;
+    if (m->master && m->act != MT_F32) be->i->free(be, m->master);
+    if (m->params) be->i->free(be, m->params);
+    if (m->grads) be->i->free(be, m->grads);
+    if (m->adam_m) be->i->free(be, m->adam_m);
+    if (m->adam_v) be->i->free(be, m->adam_v);
+    if (m->acts) be->i->free(be, m->acts);
+    memset(m, 0, sizeof *m);
+}
+
+mt_status mt_model_zero_grads(mt_model *m) {
+    mt_status st = MT_OK;
+    MT_CHECK(m->be->i->memset_zero(m->be, m->grads, m->bytes_grads));
+    MT_CHECK(m->be->i->memset_zero(m->be, m->scalars, 8));
+out:
+    return st;
+}
+
+mt_status mt_model_load_micro(mt_model *m, const int32_t *tokens_host) {
+    mt_status st = MT_OK;
+    const int B = m->al.B, T = m->al.T, N = m->al.N;
+    int32_t *inp = malloc((size_t)N * 4 * 2);
+    if (!inp) return mt_errorf(MT_ERR_OOM, "micro-batch staging: out of host memory");
+    int32_t *tgt = inp + N;
+    for (int b = 0; b < B; b++) {
+        memcpy(inp + (size_t)b * T, tokens_host + (size_t)b * (T + 1), (size_t)T * 4);
+        memcpy(tgt + (size_t)b * T, tokens_host + (size_t)b * (T + 1) + 1, (size_t)T * 4);
+    }
+    MT_CHECK(m->be->i->copy_h2d(m->be, ACT(m, tokens), inp, (size_t)N * 4));
+    MT_CHECK(m->be->i->copy_h2d(m->be, ACT(m, targets), tgt, (size_t)N * 4));
+out:
+    free(inp);
+    return st;
+}
+
+mt_status mt_model_loss(mt_model *m, float dloss) {
+    mt_status st = MT_OK;
+    const int N = m->al.N;
+    MT_CHECK(mt_tp_xent(&m->tp, ACT(m, logits), ACT(m, losses), ACT(m, xent_stats), (const int32_t *)ACT(m, targets),
+                        N, m->pl.V, m->pl.Vp, m->tp.rank * m->pl.Vp_r, m->pl.Vp_r, dloss));
+    /* every tp rank holds the same full per-token losses: each sums them (the trainer reduces
+     * the loss over dp only) */
+    mt_sum_args sa = {.out = m->scalars, .x = ACT(m, losses), .n = (size_t)N, .squares = 0};
+    MT_CHECK(MT_BE_CALL(m->be, sum, &sa));
+out:
+    return st;
+}
+
+void *mt_model_resid(mt_model *m, int l) {
+    return ACT_L(m, resid, l, (size_t)m->al.N_r * m->pl.C, mt_dtype_bytes(m->act));
+}
+void *mt_model_dresid(mt_model *m) { return ACT(m, dresid); }
+
+mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dloss, int do_backward) {
+    mt_status st = MT_OK;
+    if (m->pl.tp > 1 && !m->tp.comm)
+        return mt_errorf(MT_ERR_INTERNAL, "model step: parallel.tensor = %d but no tp communicator was given "
+                                          "(mt_model_init_tp)", m->pl.tp);
+    if (m->pl.pp > 1)
+        return mt_errorf(MT_ERR_INTERNAL, "model step: a pipeline stage runs micro-batches through core/pipeline.c");
+    MT_CHECK(mt_model_load_micro(m, tokens_host));
+    MT_CHECK(mt_model_forward(m));
+    MT_CHECK(mt_model_loss(m, dloss));
+    if (do_backward) MT_CHECK(mt_model_backward(m));
+out:
+    return st;
+}
+
+mt_status mt_model_tp_sync_grads(mt_model *m) {
+    mt_status st = MT_OK;
+    if (!m->tp.comm) return MT_OK;
+    for (int ti = 0; ti < m->pl.n_tensors; ti++)
+        if (m->pl.t[ti].sp_partial) MT_CHECK(mt_tp_allreduce_f32(&m->tp, G(m, ti, 0), m->pl.t[ti].n));
+out:
+    return st;
+}
+
+mt_status mt_model_grad_sq(mt_model *m, size_t begin, size_t n) {
+    mt_status st = MT_OK;
+    float *sq = (float *)m->scalars + 1;
+    MT_CHECK(m->be->i->memset_zero(m->be, sq, 4));
+    if (m->pl.tp == 1 && !(m->pl.has_head && m->tied && !m->pl.has_embed)) {
+        /* the whole range at once (padding between tensors holds zeros) */
+        mt_sum_args sa = {.out = sq, .x = (char *)m->grads + begin * 4, .n = n, .squares = 1};
+        MT_CHECK(MT_BE_CALL(m->be, sum, &sa));
+        goto out;
+    }
+    for (int ti = 0; ti < m->pl.n_tensors; ti++) {
+        const mt_param_tensor *t = &m->pl.t[ti];
+        if (t->shard == MT_SHARD_NONE && m->tp.rank != 0) continue; /* replicas: counted by tp rank 0 */
+        if (t->pp_copy) continue; /* the tied wte on the last stage: counted on stage 0 */
+        const size_t lo = t->offset > begin ? t->offset : begin;
+        const size_t hi = t->offset + t->n < begin + n ? t->offset + t->n : begin + n;
+        if (hi <= lo) continue;
+        mt_sum_args sa = {.out = sq, .x = (char *)m->grads + lo * 4, .n = hi - lo, .squares = 1};
+        MT_CHECK(MT_BE_CALL(m->be, sum, &sa));
+    }
+out:
+    return st;
+}
+
+void *mt_model_scalars(mt_model *m) { return m->scalars; }
+
+mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq) {
+    float s[2];
+    mt_status st = m->be->i->copy_d2h(m->be, s, m->scalars, 8);
+    *loss_sum = s[0];
+    *grad_sq = s[1];
+    return st;
+}
+
+double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full) {
+    const double T = pl->T, C = pl->C, L = pl->L_global; /* the whole model, on any stage */
+    /* weights touched per token by matmuls: qkv, proj, fc, fcproj per layer + output layer */
+    const double per_layer = (double)pl->qkv_rows * C + C * pl->H * pl->D + (double)pl->fc_rows * C + C * pl->F;
+    const double matmul = 2.0 * T * (L * per_layer + (double)pl->Vp * C);
+    /* attention scores and weighted sum, counted over the full T x T square as Megatron does */
+    const double attn = L * 2.0 * 2.0 * T * T * pl->H * pl->D;
+    const double fwd = matmul + attn;
+    return fwd * (recompute_full ? 4.0 : 3.0);
+}

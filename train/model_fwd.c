@@ -1,0 +1,82 @@
+/* model_fwd.c — GPT / Llama forward of one micro-batch on one rank, written against the
+ * backend table and the tensor-parallel layers of parallel/tp.h (which are the plain ops at
+ * tp = 1: no collective, no copy).
+ * Layer (pre-norm):  x1 = norm1(x); qkv = col(x1, Wqkv) (+b); rope(q, k); a = attn(qkv);
+ *                    xm = x + row(a, Wproj) (+b); x2 = norm2(xm); h = col(x2, Wfc) (+b);
+ *                    g = gelu(h) | swiglu(h); x' = xm + row(g, Wfcproj) (+b)
+ * Pipeline stages run a part: layers [l0, l1), the embedding and / or the head.
+ * Head: y = normf(x_L); logits = col(y, Wout) (Wout = wte when tied); vocab-parallel xent.
+ * Tensor parallelism: col / row are Megatron's column- and row-parallel linears; attention
+ * runs on this rank's H/tp query heads and KV/tp key/value heads (its qkv rows), the MLP on
+ * F/tp hidden units, the logits on Vp/tp vocabulary columns. The residual stream x, xm and
+ * the norms hold N_r token rows (all N, or 1/tp of them with sequence parallelism). */
+#include "train/model_internal.h"
+
+mt_status mt_model_forward_part(mt_model *m, int l0, int l1, int embed, int head) {
+    mt_status st = MT_OK;
+    mt_tp *tp = &m->tp;
+    const mt_param_layout *pl = &m->pl;
+    const mt_param_index *ix = &pl->idx;
+    const int B = m->al.B, T = m->al.T, N = m->al.N, Nr = m->al.N_r, C = pl->C;
+    const int HD = pl->H_r * pl->D;
+    const size_t a = mt_dtype_bytes(m->act);
+    const size_t NrC = (size_t)Nr * C;
+    const int32_t *tokens = (const int32_t *)ACT(m, tokens);
+
+    if (embed)
+        MT_CHECK(mt_tp_embedding_fwd(tp, ACT_L(m, resid, l0, NrC, a), tokens, P(m, ix->wte, 0), P(m, ix->wpe, 0), B, T,
+                                 tp->rank * pl->Vp_r, pl->Vp_r));
+
+    for (int l = l0; l < l1; l++) {
+        void *x = ACT_L(m, resid, l, NrC, a);
+        void *x1 = ACT_L(m, ln1, l, NrC, a);
+        void *qkv = ACT_L(m, qkv, l, (size_t)N * pl->qkv_rows_r, a);
+        void *probs = ACT_L(m, probs, l, (size_t)B * pl->H_r * T * T, 4);
+        void *atty = ACT_L(m, atty, l, (size_t)N * HD, a);
+        void *xm = ACT_L(m, resid_mid, l, NrC, a);
+        void *x2 = ACT_L(m, ln2, l, NrC, a);
+        void *h = ACT_L(m, fch, l, (size_t)N * pl->fc_rows_r, a);
+        void *g = ACT_L(m, fch_act, l, (size_t)N * pl->F_r, a);
+        void *xo = ACT_L(m, resid, l + 1, NrC, a);
+        void *part = ACT(m, dtmp); /* row-parallel outputs before the reduction and residual add */
+        void *y = NULL;
+
+        MT_CHECK(mt_model_norm_fwd(m, x1, ACT_L(m, ln1_mean, l, Nr, 4), ACT_L(m, ln1_rstd, l, Nr, 4), x,
+                                   P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
+        MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
+        if (m->rope) {
+            mt_rope_args ra = {.x = qkv, .B = B, .T = T, .n_heads = pl->H_r + pl->KV_r, .D = pl->D,
+                               .row_stride = pl->qkv_rows_r, .pos_offset = 0, .theta = m->rope_theta,
+                               .inverse = 0};
+            MT_CHECK(MT_BE_CALL(m->be, rope, &ra));
+        }
+        mt_attention_fwd_args at = {.out = atty, .probs = probs, .qkv = qkv, .B = B, .T = T,
+                                    .H = pl->H_r, .KV = pl->KV_r, .D = pl->D};
+        MT_CHECK(MT_BE_CALL(m->be, attention_fwd, &at));
+        MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
+        mt_add_args ad1 = {.out = xm, .a = x, .b = y, .n = NrC};
+        MT_CHECK(MT_BE_CALL(m->be, add, &ad1));
+
+        MT_CHECK(mt_model_norm_fwd(m, x2, ACT_L(m, ln2_mean, l, Nr, 4), ACT_L(m, ln2_rstd, l, Nr, 4), xm,
+                                   P(m, ix->ln2_w, l), P(m, ix->ln2_b, l), Nr));
+        MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
+        if (m->swiglu) {
+            mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = N, .F = pl->F_r};
+            MT_CHECK(MT_BE_CALL(m->be, swiglu_fwd, &sa));
+        } else {
+            mt_gelu_fwd_args ga = {.out = g, .inp = h, .n = (size_t)N * pl->F_r};
+            MT_CHECK(MT_BE_CALL(m->be, gelu_fwd, &ga));
+        }
+        MT_CHECK(mt_tp_row_fwd(tp, part, &y, g, P(m, ix->fcproj_w, l), P(m, ix->fcproj_b, l), C, pl->F_r));
+        mt_add_args ad2 = {.out = xo, .a = xm, .b = y, .n = NrC};
+        MT_CHECK(MT_BE_CALL(m->be, add, &ad2));
+    }
+
+    if (!head) goto out;
+    MT_CHECK(mt_model_norm_fwd(m, ACT(m, lnf), ACT(m, lnf_mean), ACT(m, lnf_rstd), ACT_L(m, resid, l1, NrC, a),
+                               P(m, ix->lnf_w, 0), P(m, ix->lnf_b, 0), Nr));
+    const int wout = m->tied ? ix->wte : ix->lm_head;
+    MT_CHECK(mt_tp_column_fwd(tp, ACT(m, logits), ACT(m, lnf), P(m, wout, 0), NULL, pl->Vp_r, C));
+out:
+    return st;
+}

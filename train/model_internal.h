@@ -1,0 +1,42 @@
+/* model_internal.h — shared by model.c, model_fwd.c and model_bwd.c (not a public header):
+ * views into the model's buffers and the norm wrappers. Rule: only pointer arithmetic on the
+ * layouts' offsets here; no device access. */
+#ifndef MT_MODEL_INTERNAL_H
+#define MT_MODEL_INTERNAL_H
+
+#include "train/model.h"
+
+#define ACT(m, field) ((char *)(m)->acts + (m)->al.field)
+/* slice of local layer l of a per-layer activation array whose one-layer slice has `per`
+ * elements of size `es`; the buffer starts at layer act_l0 (the first layer of the pipeline chunk
+ * whose activations it holds; 0 without pipeline parallelism) */
+#define ACT_L(m, field, l, per, es) (ACT(m, field) + (size_t)((l) - (m)->act_l0) * (size_t)(per) * (es))
+
+static inline void *mt_model_P(const mt_model *m, int ti, int l) {
+    return ti < 0 ? NULL : (char *)m->params + mt_param_offset(&m->pl, ti, l) * mt_dtype_bytes(m->act);
+}
+static inline void *mt_model_G(const mt_model *m, int ti, int l) {
+    return ti < 0 ? NULL : (char *)m->grads + mt_param_offset(&m->pl, ti, l) * 4;
+}
+#define P(m, ti, l) mt_model_P((m), (ti), (l))
+#define G(m, ti, l) mt_model_G((m), (ti), (l))
+
+static inline mt_status mt_model_norm_fwd(mt_model *m, void *out, void *mean, void *rstd, const void *inp,
+                                          const void *w, const void *b, int N) {
+    mt_norm_fwd_args a = {.out = out, .mean = m->ln ? mean : NULL, .rstd = rstd, .inp = inp,
+                          .weight = w, .bias = b, .N = N, .C = m->pl.C, .eps = m->norm_eps};
+    return m->ln ? MT_BE_CALL(m->be, layernorm_fwd, &a) : MT_BE_CALL(m->be, rmsnorm_fwd, &a);
+}
+
+static inline mt_status mt_model_norm_bwd(mt_model *m, void *dinp, void *dw, void *db, const void *dout,
+                                          const void *inp, const void *w, const void *mean, const void *rstd, int N) {
+    mt_norm_bwd_args a = {.dinp = dinp, .dweight = dw, .dbias = db, .dout = dout, .inp = inp,
+                          .weight = w, .mean = mean, .rstd = rstd, .N = N, .C = m->pl.C};
+    return m->ln ? MT_BE_CALL(m->be, layernorm_bwd, &a) : MT_BE_CALL(m->be, rmsnorm_bwd, &a);
+}
+
+/* forward / backward of one micro-batch whose tokens and targets are on the device: all layers */
+static inline mt_status mt_model_forward(mt_model *m) { return mt_model_forward_part(m, 0, m->pl.L, 1, 1); }
+static inline mt_status mt_model_backward(mt_model *m) { return mt_model_backward_part(m, 0, m->pl.L, 1, 1); }
+
+#endif

@@ -1,0 +1,57 @@
+/* optim.c — LR schedule, clipping factor, AdamW over the parameter table. The update runs
+ * on the device through the backend's adamw op, one call per (stacked) tensor. */
+#include "train/optim.h"
+
+#include <math.h>
+
+double mt_lr_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters) {
+    const double max_lr = o->lr, min_lr = o->min_lr;
+    const int64_t warmup = o->warmup_iters;
+    const int64_t decay_iters = o->decay_iters > 0 ? o->decay_iters : train_iters;
+    if (warmup > 0 && it <= warmup) return max_lr * (double)it / (double)warmup;
+    if (o->decay == MT_DECAY_CONSTANT) return max_lr;
+    if (it >= decay_iters) return min_lr;
+    const double span = (double)(decay_iters - warmup);
+    const double ratio = span > 0 ? (double)(it - warmup) / span : 1.0;
+    if (o->decay == MT_DECAY_LINEAR) return max_lr - (max_lr - min_lr) * ratio;
+    return min_lr + (max_lr - min_lr) * 0.5 * (1.0 + cos(M_PI * ratio));
+}
+
+double mt_clip_factor(double grad_norm, double clip) {
+    if (clip <= 0 || !(grad_norm > clip)) return 1.0;
+    return clip / (grad_norm + 1e-6);
+}
+
+mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, double lr, double grad_scale) {
+    mt_status st = MT_OK;
+    const size_t ab = mt_dtype_bytes(m->act);
+    const float bc1 = (float)(1.0 - pow(o->beta1, (double)step));
+    const float bc2 = (float)(1.0 - pow(o->beta2, (double)step));
+    const size_t sb = m->opt_begin, se = m->opt_begin + m->opt_n;
+    for (int ti = 0; ti < m->pl.n_tensors; ti++) {
+        const mt_param_tensor *t = &m->pl.t[ti];
+        /* the part of this tensor inside this rank's optimizer shard */
+        const size_t lo = t->offset > sb ? t->offset : sb;
+        const size_t hi = t->offset + t->n < se ? t->offset + t->n : se;
+        if (hi <= lo) continue;
+        mt_adamw_args a = {
+            .master = (char *)m->master + (lo - sb) * 4,
+            .param = (char *)m->params + lo * ab,
+            .grad = (char *)m->grads + lo * 4,
+            .m = (char *)m->adam_m + (lo - sb) * 4,
+            .v = (char *)m->adam_v + (lo - sb) * 4,
+            .n = hi - lo,
+            .lr = (float)lr,
+            .beta1 = o->beta1,
+            .beta2 = o->beta2,
+            .eps = o->eps,
+            .weight_decay = t->decay ? o->weight_decay : 0.0f,
+            .grad_scale = (float)grad_scale,
+            .bias_correction1 = bc1,
+            .bias_correction2 = bc2,
+        };
+        MT_CHECK(MT_BE_CALL(m->be, adamw, &a));
+    }
+out:
+    return st;
+}

@@ -1,0 +1,20 @@
+/* optim.h — learning-rate schedule (pure), gradient clipping factor (pure) and the AdamW
+ * step over the model's parameter tensors (no weight decay on biases and norm weights). */
+#ifndef MT_OPTIM_H
+#define MT_OPTIM_H
+
+#include <stdint.h>
+
+#include "train/model.h"
+#include "core/recipe/recipe.h"
+
+/* Learning rate for iteration `it` (1-based): linear warmup from 0 to lr over warmup_iters,
+ * then cosine / linear / constant decay to min_lr at decay_iters, min_lr afterwards. */
+double mt_lr_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters);
+/* Global-norm clipping factor: min(1, clip / (norm + 1e-6)); 1 when clip <= 0. */
+double mt_clip_factor(double grad_norm, double clip);
+/* One AdamW step over this rank's optimizer shard of the flat buffer (all of it without
+ * ZeRO-1); `step` = number of this update, 1-based, for the bias corrections. */
+mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, double lr, double grad_scale);
+
+#endif

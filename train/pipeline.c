@@ -1,0 +1,180 @@
+/* pipeline.c — executes a pipeline schedule table on one stage (see pipeline.h and the
+ * pseudocode in docs/pipeline.md): F / B of (micro-batch, chunk) on the slot's activation
+ * buffer, transfers in comm groups (group_start / group_end around each run of steps with one
+ * group number). Chunk k of this stage holds local layers [k*Lc, (k+1)*Lc) (virtual stage
+ * k*p + s); virtual stage 0 embeds the tokens, the last virtual stage computes the loss.
+ * Rule: every transfer is n_act elements of the compute dtype; no shapes are exchanged. */
+#include "train/pipeline.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r, int m, mt_comm *comm) {
+    mt_status st = MT_OK;
+    mt_backend *be = model->be;
+    memset(pp, 0, sizeof *pp);
+    pp->comm = comm;
+    pp->p = model->pl.pp;
+    pp->v = model->pl.vpp;
+    pp->m = m;
+    pp->stage = model->pl.stage;
+    pp->kind = mt_schedule_default(pp->p, pp->v);
+    if (!comm || comm->size != pp->p || comm->rank != pp->stage)
+        return mt_errorf(MT_ERR_INTERNAL, "pipeline: pp communicator of %d ranks (rank %d) for stage %d of %d",
+                         comm ? comm->size : 0, comm ? comm->rank : -1, pp->stage, pp->p);
+    MT_CHECK(mt_schedule_check(pp->kind, pp->p, m, pp->v));
+    const int cap = mt_schedule_max_steps(pp->kind, pp->p, m, pp->v);
+    pp->steps = malloc((size_t)cap * sizeof *pp->steps);
+    pp->fsteps = malloc((size_t)cap * sizeof *pp->fsteps);
+    pp->tokens = malloc((size_t)model->al.B * (model->al.T + 1) * sizeof(int32_t));
+    if (!pp->steps || !pp->fsteps || !pp->tokens) {
+        st = mt_errorf(MT_ERR_OOM, "pipeline: schedule tables of %d steps", cap);
+        goto out;
+    }
+    MT_CHECK(mt_schedule_build(pp->kind, pp->p, m, pp->v, pp->stage, pp->steps, cap, &pp->n_steps));
+    MT_CHECK(mt_schedule_build_forward(pp->kind, pp->p, m, pp->v, pp->stage, pp->fsteps, cap, &pp->n_fsteps, NULL));
+    pp->n_slots = mt_schedule_max_in_flight(pp->kind, pp->p, m, pp->v, pp->stage);
+    for (int i = 0; i < pp->n_fsteps; i++) /* forward-only slots are a subset (tested: 1) */
+        if (pp->fsteps[i].slot + 1 > pp->n_slots) pp->n_slots = pp->fsteps[i].slot + 1;
+    pp->slot = calloc((size_t)pp->n_slots, sizeof *pp->slot);
+    if (!pp->slot) {
+        st = mt_errorf(MT_ERR_OOM, "pipeline: %d slots", pp->n_slots);
+        goto out;
+    }
+    pp->slot[0] = model->acts;
+    for (int k = 1; k < pp->n_slots; k++) MT_CHECK(be->i->alloc(be, model->al.n_bytes, &pp->slot[k]));
+    pp->n_act = (size_t)model->al.N_r * model->pl.C;
+    const size_t act_bytes = pp->n_act * mt_dtype_bytes(model->act);
+    MT_CHECK(be->i->alloc(be, act_bytes, &pp->act_out));
+    MT_CHECK(be->i->alloc(be, act_bytes, &pp->grad_out));
+    MT_CHECK(be->i->alloc(be, 256, &pp->stats_dev));
+    (void)r;
+out:
+    if (st != MT_OK) mt_pipeline_free(pp, model);
+    return st;
+}
+
+void mt_pipeline_free(mt_pipeline *pp, mt_model *model) {
+    mt_backend *be = model->be;
+    if (pp->slot) {
+        for (int k = 1; k < pp->n_slots; k++)
+            if (pp->slot[k]) be->i->free(be, pp->slot[k]);
+        model->acts = pp->slot[0];
+    }
+    if (pp->act_out) be->i->free(be, pp->act_out);
+    if (pp->grad_out) be->i->free(be, pp->grad_out);
+    if (pp->stats_dev) be->i->free(be, pp->stats_dev);
+    free(pp->slot);
+    free(pp->steps);
+    free(pp->fsteps);
+    free(pp->tokens);
+    memset(pp, 0, sizeof *pp);
+}
+
+size_t mt_pipeline_extra_bytes(const mt_pipeline *pp, const mt_model *model) {
+    return (size_t)(pp->n_slots > 0 ? pp->n_slots - 1 : 0) * model->al.n_bytes +
+           2 * pp->n_act * mt_dtype_bytes(model->act);
+}
+
+/* F of (mb, chunk) on the current slot buffer */
+static mt_status run_fwd(mt_pipeline *pp, mt_model *md, const mt_pp_step *x, mt_pp_fetch_fn fetch, void *ctx,
+                         float dloss) {
+    mt_status st = MT_OK;
+    const int vfirst = pp->stage == 0 && x->chunk == 0, vlast = pp->stage == pp->p - 1 && x->chunk == pp->v - 1;
+    const int l0 = x->chunk * md->pl.Lc, l1 = l0 + md->pl.Lc;
+    if (vfirst || vlast) { /* tokens for the embedding, targets for the loss: the same samples */
+        MT_CHECK(fetch(ctx, x->mb, pp->tokens));
+        MT_CHECK(mt_model_load_micro(md, pp->tokens));
+    }
+    MT_CHECK(mt_model_forward_part(md, l0, l1, vfirst, vlast));
+    if (vlast) {
+        MT_CHECK(mt_model_loss(md, dloss));
+    } else {
+        MT_CHECK(md->be->i->copy_d2d(md->be, pp->act_out, mt_model_resid(md, l1), pp->n_act * mt_dtype_bytes(md->act)));
+    }
+out:
+    return st;
+}
+
+static mt_status run_bwd(mt_pipeline *pp, mt_model *md, const mt_pp_step *x) {
+    mt_status st = MT_OK;
+    const int vfirst = pp->stage == 0 && x->chunk == 0, vlast = pp->stage == pp->p - 1 && x->chunk == pp->v - 1;
+    const int l0 = x->chunk * md->pl.Lc, l1 = l0 + md->pl.Lc;
+    MT_CHECK(mt_model_backward_part(md, l0, l1, vlast, vfirst));
+    if (!vfirst)
+        MT_CHECK(md->be->i->copy_d2d(md->be, pp->grad_out, mt_model_dresid(md), pp->n_act * mt_dtype_bytes(md->act)));
+out:
+    return st;
+}
+
+mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, void *ctx, float dloss,
+                          int forward_only) {
+    mt_status st = MT_OK;
+    const mt_pp_step *steps = forward_only ? pp->fsteps : pp->steps;
+    const int n = forward_only ? pp->n_fsteps : pp->n_steps;
+    mt_comm *c = pp->comm;
+    const mt_dtype dt = md->act;
+    double t_begin = now_ms(), busy = 0;
+    for (int i = 0; i < n; i++) {
+        const mt_pp_step *x = &steps[i];
+        if (x->op == MT_PP_FWD || x->op == MT_PP_BWD) {
+            double t0 = now_ms();
+            md->acts = pp->slot[x->slot];
+            md->act_l0 = x->chunk * md->pl.Lc;
+            if (x->op == MT_PP_FWD) {
+                MT_CHECK(run_fwd(pp, md, x, fetch, ctx, forward_only ? 0.0f : dloss));
+            } else {
+                MT_CHECK(run_bwd(pp, md, x));
+            }
+            MT_CHECK(md->be->i->sync(md->be)); /* device time counts as busy, not as waiting */
+            busy += now_ms() - t0;
+            continue;
+        }
+        if (i == 0 || steps[i - 1].group != x->group) {
+            MT_CHECK(c->i->group_start(c));
+        }
+        const int l0 = x->chunk * md->pl.Lc;
+        md->act_l0 = l0;
+        switch (x->op) {
+        case MT_PP_SEND_ACT: MT_CHECK(c->i->send(c, pp->act_out, pp->n_act, dt, x->peer)); break;
+        case MT_PP_SEND_GRAD: MT_CHECK(c->i->send(c, pp->grad_out, pp->n_act, dt, x->peer)); break;
+        case MT_PP_RECV_ACT:
+            md->acts = pp->slot[x->slot];
+            MT_CHECK(c->i->recv(c, mt_model_resid(md, l0), pp->n_act, dt, x->peer));
+            break;
+        case MT_PP_RECV_GRAD:
+            md->acts = pp->slot[x->slot];
+            MT_CHECK(c->i->recv(c, mt_model_dresid(md), pp->n_act, dt, x->peer));
+            break;
+        default: st = mt_errorf(MT_ERR_INTERNAL, "pipeline: step %d has op %d", i, (int)x->op); goto out;
+        }
+        if (i + 1 == n || steps[i + 1].group != x->group) {
+            MT_CHECK(c->i->group_end(c));
+        }
+    }
+out:
+    /* a failed group is left open: cmd/ aborts the communicators on any error */
+    md->acts = pp->slot[0];
+    md->act_l0 = 0;
+    pp->busy_ms = busy;
+    pp->table_ms = now_ms() - t_begin;
+    return st;
+}
+
+mt_status mt_pipeline_bubble(mt_pipeline *pp, mt_backend *be, double busy_ms, double table_ms, double *bubble) {
+    mt_status st = MT_OK;
+    float s[2] = {(float)busy_ms, (float)table_ms};
+    MT_CHECK(be->i->copy_h2d(be, pp->stats_dev, s, sizeof s));
+    MT_CHECK(pp->comm->i->allreduce(pp->comm, pp->stats_dev, pp->stats_dev, 2, MT_F32, MT_RED_SUM));
+    MT_CHECK(be->i->copy_d2h(be, s, pp->stats_dev, sizeof s));
+    *bubble = s[1] > 0 ? 1.0 - (double)s[0] / (double)s[1] : 0.0;
+out:
+    return st;
+}

@@ -1,0 +1,34 @@
+/* train.h — the training loop of one rank: data -> micro-batches -> forward/backward ->
+ * clip -> AdamW -> log, with periodic validation. */
+#ifndef MT_TRAIN_H
+#define MT_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/backend.h"
+#include "core/recipe/recipe.h"
+#include "parallel/dist.h"
+
+typedef struct {
+    int64_t iters_done;
+    double first_loss, last_loss;   /* lm loss of the first and last iteration */
+    double mean_ms_per_iter;        /* over iterations after the first */
+    double tokens_per_s;            /* over iterations after the first */
+    double flops_per_iter;          /* model training FLOPs per iteration (Megatron's formula) */
+    double tp_comm_ms_per_iter;     /* this rank's time in tp / dp collectives, iterations after the first */
+    double dp_comm_ms_per_iter;
+    double last_val_loss;           /* NAN if no validation ran */
+    size_t bytes_params, bytes_grads, bytes_optim, bytes_acts;
+} mt_train_report;
+
+/* MT_ERR_UNSUPPORTED naming the key when the recipe asks for something the trainer cannot do
+ * yet (context, expert parallelism, MoE, checkpoints, TensorBoard); `note` gets a
+ * line to print for accepted-but-not-applied keys (recompute). */
+mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_bytes);
+
+/* Trains the validated recipe on the backend as rank d->rank of the job (d set up by
+ * mt_dist_setup). Log lines go to `log` on the logging rank (NULL = silent). */
+mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt_train_report *rep);
+
+#endif
