@@ -15,11 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
-typedef enum { MT_F32 = 0, MT_BF16 = 1 } mt_dtype;
-static inline size_t mt_dtype_bytes(mt_dtype dt) { return dt == MT_F32 ? 4 : 2; }
-const char *mt_dtype_name(mt_dtype dt);
 
 /* A device tensor view: data pointer into one of the big buffers, its dtype and count. */
 typedef struct {

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "core/backend.h"
+#include "core/dtype.h"
 #include "core/status.h"
 
 typedef enum { MT_RED_SUM = 0, MT_RED_MAX } mt_redop;

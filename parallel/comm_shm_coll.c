@@ -10,21 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static inline float bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint16_t f32_to_bf16(float f) { /* round to nearest even; NaN stays NaN */
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 static inline float max_nan(float a, float b) { return (b > a || b != b) ? b : a; }
 
 /* dst[0..count) = op over k = 0..n-1 (in order) of slot(half, k)[off_bytes ..] */
@@ -49,15 +34,15 @@ static void reduce_slots(shm_ctx *c, int half, size_t off_bytes, void *dst, size
     for (size_t base = 0; base < count; base += 1024) {
         size_t m = count - base < 1024 ? count - base : 1024;
         const uint16_t *s0 = (const uint16_t *)(shm_slot(c, half, 0) + off_bytes) + base;
-        for (size_t i = 0; i < m; i++) acc[i] = bf16_to_f32(s0[i]);
+        for (size_t i = 0; i < m; i++) acc[i] = mt_bf16_to_f32(s0[i]);
         for (int k = 1; k < n; k++) {
             const uint16_t *s = (const uint16_t *)(shm_slot(c, half, k) + off_bytes) + base;
             if (op == MT_RED_SUM)
-                for (size_t i = 0; i < m; i++) acc[i] += bf16_to_f32(s[i]);
+                for (size_t i = 0; i < m; i++) acc[i] += mt_bf16_to_f32(s[i]);
             else
-                for (size_t i = 0; i < m; i++) acc[i] = max_nan(acc[i], bf16_to_f32(s[i]));
+                for (size_t i = 0; i < m; i++) acc[i] = max_nan(acc[i], mt_bf16_to_f32(s[i]));
         }
-        for (size_t i = 0; i < m; i++) d[base + i] = f32_to_bf16(acc[i]);
+        for (size_t i = 0; i < m; i++) d[base + i] = mt_f32_to_bf16(acc[i]);
     }
 }
 

@@ -13,13 +13,6 @@
 #include "train/model_internal.h"
 #include "core/rng.h"
 
-static uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fff + ((u >> 16) & 1); /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
 mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes) {
     const struct mt_backend_i *i = be->i;
     int ln = r->model.norm == MT_NORM_LAYERNORM, sw = r->model.activation == MT_ACT_SWIGLU;
@@ -98,7 +91,7 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
                                                 (hi - lo) * 4));
             }
             if (m->act == MT_BF16) {
-                for (size_t e = 0; e < n; e++) host16[e] = f32_to_bf16(host[e]);
+                for (size_t e = 0; e < n; e++) host16[e] = mt_f32_to_bf16(host[e]);
                 MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->params + off * 2, host16, n * 2));
             } else {
                 MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->params + off * 4, host, n * 4));
@@ -292,15 +285,4 @@ mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq) {
     *loss_sum = s[0];
     *grad_sq = s[1];
     return st;
-}
-
-double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full) {
-    const double T = pl->T, C = pl->C, L = pl->L_global; /* the whole model, on any stage */
-    /* weights touched per token by matmuls: qkv, proj, fc, fcproj per layer + output layer */
-    const double per_layer = (double)pl->qkv_rows * C + C * pl->H * pl->D + (double)pl->fc_rows * C + C * pl->F;
-    const double matmul = 2.0 * T * (L * per_layer + (double)pl->Vp * C);
-    /* attention scores and weighted sum, counted over the full T x T square as Megatron does */
-    const double attn = L * 2.0 * 2.0 * T * T * pl->H * pl->D;
-    const double fwd = matmul + attn;
-    return fwd * (recompute_full ? 4.0 : 3.0);
 }

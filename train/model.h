@@ -93,8 +93,4 @@ void *mt_model_scalars(mt_model *m);
 /* Reads both scalars into host memory: the step's one synchronisation. */
 mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq);
 
-/* Training FLOPs of one sequence of T tokens (forward + backward), Megatron's formula
- * generalised to GQA / SwiGLU; recompute adds one forward. */
-double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full);
-
 #endif

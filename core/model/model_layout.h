@@ -153,6 +153,11 @@ typedef struct {
     int N_r;                       /* rows of the residual stream on this rank: N, or N/tp with SP */
 } mt_act_layout;
 
+/* Training FLOPs of one sequence of T tokens (forward + backward) of the WHOLE model (any stage's
+ * layout gives the same number): Megatron's formula generalised to GQA / SwiGLU; full recompute
+ * adds one forward (model_flops.c). */
+double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full);
+
 void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_layout *al);
 
 #endif

@@ -55,19 +55,7 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)((g_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-static uint16_t f32_to_bf16(float f) { /* round to nearest even (no NaNs in this test) */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+static float round_bf16(float f) { return mt_bf16_to_f32(mt_f32_to_bf16(f)); }
 
 /* n values scale * U[-1,1) + offset, rounded to bf16 so both backends see the same numbers */
 static float *host_rand(size_t n, float scale, float offset) {
@@ -102,7 +90,7 @@ static void up(mt_backend *be, void *dev, const float *host, size_t n, mt_dtype 
         return;
     }
     uint16_t *h = malloc(n * 2 + 2);
-    for (size_t i = 0; i < n; i++) h[i] = f32_to_bf16(host[i]);
+    for (size_t i = 0; i < n; i++) h[i] = mt_f32_to_bf16(host[i]);
     CHECK(be->i->copy_h2d(be, dev, h, n * 2) == MT_OK);
     free(h);
 }
@@ -114,7 +102,7 @@ static void down(mt_backend *be, float *host, const void *dev, size_t n, mt_dtyp
     }
     uint16_t *h = malloc(n * 2 + 2);
     CHECKF(be->i->copy_d2h(be, h, dev, n * 2) == MT_OK, "%s", mt_last_error());
-    for (size_t i = 0; i < n; i++) host[i] = bf16_to_f32(h[i]);
+    for (size_t i = 0; i < n; i++) host[i] = mt_bf16_to_f32(h[i]);
     free(h);
 }
 
