@@ -20,7 +20,7 @@
 #include "train/backend_select.h"
 #include "core/recipe/recipe.h"
 #include "train/train.h"
-#include "parallel/dist.h"
+#include "parallel/parallel_state.h"
 
 #define MT_VERSION "0.1.0"
 
@@ -87,55 +87,58 @@ static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
 
 /* Prints the error with the rank's prefix, aborts the communicators so no peer waits for
  * this rank, and returns the exit code. */
-static int fail_rank(mt_dist *d, mt_status st) {
-    if (d->size > 1)
-        fprintf(stderr, "%s mtrain: error: %s\n", d->prefix, mt_last_error());
+static int fail_rank(mt_parallel_state *ps, mt_status st) {
+    if (ps->size > 1)
+        fprintf(stderr, "%s mtrain: error: %s\n", ps->prefix, mt_last_error());
     else
         fprintf(stderr, "mtrain: error: %s\n", mt_last_error());
-    mt_dist_abort(d);
-    mt_dist_free(d);
+    mt_pstate_abort(ps);
+    mt_pstate_free(ps);
     return st == MT_ERR_PEER ? 3 : 1;
 }
 
 static int cmd_train(int argc, char **argv) {
     static mt_recipe r;
-    static mt_dist d;
+    static mt_parallel_state ps;
     int world_flag = 0;
     int rc = load_recipe(argc, argv, &r, &world_flag);
     if (rc) return rc;
-    mt_status st = mt_dist_bootstrap(&d, r.parallel.timeout_s);
-    if (st != MT_OK) return fail_rank(&d, st);
-    st = mt_recipe_validate(&r, d.size);
-    if (st != MT_OK) return fail_rank(&d, st);
+    mt_status st = mt_pstate_bootstrap(&ps, r.parallel.timeout_s);
+    if (st != MT_OK) return fail_rank(&ps, st);
+    st = mt_recipe_validate(&r, ps.size);
+    if (st != MT_OK) return fail_rank(&ps, st);
     char support_note[512];
     st = mt_train_check_supported(&r, support_note, sizeof support_note);
-    if (st != MT_OK) return fail_rank(&d, st);
-    if (support_note[0] && d.rank == 0) fprintf(stderr, "mtrain: %s\n", support_note);
-    st = mt_dist_setup(&d, &r);
-    if (st != MT_OK) return fail_rank(&d, st);
+    if (st != MT_OK) return fail_rank(&ps, st);
+    /* the backend first: where its buffers live decides which communicator can carry them */
     mt_backend be;
     char note[1024];
-    st = mt_backend_select(&r, d.local_size, &be, note, sizeof note);
-    if (st != MT_OK) return fail_rank(&d, st);
-    const int logger = d.rank == d.size - 1 || d.size == 1 ? 1 : 0;
-    if (note[0] && logger) fprintf(stderr, "mtrain: %s\n", note);
-    if (r.training.precision == MT_PREC_BF16 && be.act == MT_F32 && d.rank == 0)
+    st = mt_backend_select(&r, ps.local_size, &be, note, sizeof note);
+    if (st != MT_OK) return fail_rank(&ps, st);
+    st = mt_pstate_setup(&ps, &r, !strcmp(be.i->name, "cpu")); /* TODO host_memory */
+    if (st != MT_OK) {
+        mt_backend_destroy(&be);
+        return fail_rank(&ps, st);
+    }
+    if (support_note[0] && ps.logger) fprintf(stderr, "mtrain: %s\n", support_note);
+    if (note[0] && ps.logger) fprintf(stderr, "mtrain: %s\n", note);
+    if (r.training.precision == MT_PREC_BF16 && be.act == MT_F32 && ps.logger)
         fprintf(stderr, "mtrain: note: training.precision=bf16 applies on the CUDA backend; the CPU backend computes in fp32\n");
     mt_train_report rep;
-    st = mt_train(&r, &be, &d, stdout, &rep);
+    st = mt_train(&r, &be, &ps, stdout, NULL, &rep);
     mt_backend_destroy(&be);
-    if (st != MT_OK) return fail_rank(&d, st);
-    if (d.coord[MT_AX_DP] == 0 && d.coord[MT_AX_TP] == 0 && d.coord[MT_AX_PP] == d.grid.pp - 1) {
+    if (st != MT_OK) return fail_rank(&ps, st);
+    if (ps.logger) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         printf("%s%smtrain: finished %lld iterations: %.1f ms/iteration, %.0f tokens/s, %.2f GFLOP/s achieved, "
                "final lm loss %.4f, peak memory %.1f MiB\n",
-               d.size > 1 ? d.prefix : "", d.size > 1 ? " " : "", (long long)rep.iters_done, rep.mean_ms_per_iter,
+               ps.size > 1 ? ps.prefix : "", ps.size > 1 ? " " : "", (long long)rep.iters_done, rep.mean_ms_per_iter,
                rep.tokens_per_s,
                rep.mean_ms_per_iter > 0 ? rep.flops_per_iter / (rep.mean_ms_per_iter * 1e-3) / 1e9 : 0.0,
                rep.last_loss, ru.ru_maxrss / 1024.0);
     }
-    mt_dist_free(&d);
+    mt_pstate_free(&ps);
     return 0;
 }
 

@@ -1,8 +1,7 @@
 /* model.c — the model's allocation, weight init (each rank draws its shard as the slice of
- * the full tensor from the seed), the micro-batch step (tokens in, forward, vocab-parallel
- * cross-entropy, backward: model_fwd.c / model_bwd.c) and the gradient bookkeeping of tensor
- * parallelism (partial gradients reduced over tp, the grad norm counting replicas once).
- * Rule: with tp = 1 nothing here communicates or copies beyond the serial model. */
+ * the full tensor from the seed; fp32 master weights only for its optimizer pieces) and the
+ * micro-batch step (tokens in, forward, vocab-parallel cross-entropy, backward: model_fwd.c /
+ * model_bwd.c). Rule: with tp = 1 nothing here communicates or copies beyond the serial model. */
 #include "train/model.h"
 
 #include <math.h>
@@ -83,13 +82,10 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
                 }
             }
             size_t off = mt_param_offset(pl, ti, l);
-            if (m->act != MT_F32) { /* fp32 master weights: only this rank's optimizer shard */
-                size_t lo = off > m->opt_begin ? off : m->opt_begin;
-                size_t hi = off + n < m->opt_begin + m->opt_n ? off + n : m->opt_begin + m->opt_n;
-                if (hi > lo)
-                    MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->master + (lo - m->opt_begin) * 4, host + (lo - off),
-                                                (hi - lo) * 4));
-            }
+            mt_opt_piece pc; /* fp32 master weights: only this rank's optimizer piece of the slice */
+            if (!m->master_aliased && mt_opt_piece_in(pl, &m->ol, ti, off, off + n, &pc))
+                MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->master + pc.opt * 4, host + (pc.lo - off),
+                                            (pc.hi - pc.lo) * 4));
             if (m->act == MT_BF16) {
                 for (size_t e = 0; e < n; e++) host16[e] = mt_f32_to_bf16(host[e]);
                 MT_CHECK(m->be->i->copy_h2d(m->be, (char *)m->params + off * 2, host16, n * 2));
@@ -104,20 +100,42 @@ out:
     return st;
 }
 
+static mt_status init_shorthand(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
+                                mt_comm *tp_comm, int pp_stage) {
+    mt_model_shape s = {.B = B, .tp_comm = tp_comm, .pp_stage = pp_stage};
+    for (int b = 0; b < MT_GBUFS; b++) {
+        s.shards[b] = n_shards;
+        s.shard[b] = shard;
+    }
+    return mt_model_create(m, r, be, &s);
+}
+
 mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard) {
-    return mt_model_init_tp(m, r, be, B, n_shards, shard, NULL);
+    return init_shorthand(m, r, be, B, n_shards, shard, NULL, -1);
 }
 
 mt_status mt_model_init_tp(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
                            mt_comm *tp_comm) {
-    return mt_model_init_stage(m, r, be, B, n_shards, shard, tp_comm, -1);
+    return init_shorthand(m, r, be, B, n_shards, shard, tp_comm, -1);
 }
 
-/* pp_stage < 0: the whole model (every layer, both ends), whatever parallel.pipeline says */
 mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
                               mt_comm *tp_comm, int pp_stage) {
+    return init_shorthand(m, r, be, B, n_shards, shard, tp_comm, pp_stage);
+}
+
+/* the owned optimizer shards form one contiguous flat range (f32 master weights can alias the
+ * parameters there): at most one non-empty region */
+static int one_region(const mt_opt_layout *ol) {
+    int k = 0;
+    for (int b = 0; b < MT_GBUFS; b++) k += ol->reg[b].n > 0;
+    return k <= 1;
+}
+
+mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const mt_model_shape *s) {
     mt_status st = MT_OK;
     char missing[512];
+    const int B = s->B;
     memset(m, 0, sizeof *m);
     m->be = be;
     m->act = be->act;
@@ -129,45 +147,50 @@ mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, i
     m->norm_eps = r->model.norm_eps;
     m->rope_theta = r->model.rope_theta;
     MT_CHECK(mt_model_check_backend(r, be, missing, sizeof missing));
-    if (pp_stage < 0) {
+    if (s->pp_stage < 0) {
         MT_CHECK(mt_param_layout_build(r, &m->pl));
     } else {
-        MT_CHECK(mt_param_layout_build_stage(r, pp_stage, &m->pl));
+        MT_CHECK(mt_param_layout_build_stage(r, s->pp_stage, &m->pl));
     }
-    if (tp_comm && tp_comm->size != m->pl.tp)
-        return mt_errorf(MT_ERR_INTERNAL, "model init: tp group of %d ranks for parallel.tensor = %d", tp_comm->size,
-                         m->pl.tp);
-    if (m->pl.sp && ((long)B * m->pl.T) % m->pl.tp)
+    if (s->tp_comm && s->tp_comm->size != m->pl.tp)
+        return mt_errorf(MT_ERR_INTERNAL, "model init: tp group of %d ranks for parallel.tensor = %d",
+                         s->tp_comm->size, m->pl.tp);
+    if (m->pl.sp && ((long)B * m->pl.T) % m->pl.tp) /* TODO(sp rule): one function in core/recipe */
         return mt_errorf(MT_ERR_CONFIG,
                          "sequence parallelism splits the %d x %d = %ld token rows of a micro-batch "
                          "(training.micro_batch x model.seq_length) over parallel.tensor = %d ranks; make their "
                          "product a multiple of %d",
                          B, m->pl.T, (long)B * m->pl.T, m->pl.tp, m->pl.tp);
     mt_act_layout_build(&m->pl, B, m->act, &m->al);
-    if (n_shards < 1 || shard < 0 || shard >= n_shards)
-        return mt_errorf(MT_ERR_INTERNAL, "model init: optimizer shard %d of %d", shard, n_shards);
-    const size_t unit = (size_t)n_shards * MT_PARAM_ALIGN;
-    const size_t n = (m->pl.n_elems + unit - 1) / unit * unit;
-    m->n_flat = n;
-    m->opt_n = n / (size_t)n_shards;
-    m->opt_begin = (size_t)shard * m->opt_n;
+    MT_CHECK(mt_opt_layout_build(&m->pl, s->shards, s->shard, &m->ol));
+    const size_t n = m->ol.n_flat, n_opt = m->ol.n_opt;
+    m->master_aliased = m->act == MT_F32 && one_region(&m->ol);
     m->bytes_params = n * mt_dtype_bytes(m->act);
     m->bytes_grads = n * 4;
-    m->bytes_optim = 2 * m->opt_n * 4 + (m->act == MT_F32 ? 0 : m->opt_n * 4);
+    m->bytes_optim = 2 * n_opt * 4 + (m->master_aliased ? 0 : n_opt * 4);
     m->bytes_acts = m->al.n_bytes;
     MT_CHECK(be->i->alloc(be, m->bytes_params, &m->params));
     MT_CHECK(be->i->alloc(be, m->bytes_grads, &m->grads));
-    if (m->act == MT_F32) {
-        m->master = (char *)m->params + m->opt_begin * 4;
+    if (m->master_aliased) {
+        size_t lo = 0;
+        for (int b = 0; b < MT_GBUFS; b++)
+            if (m->ol.reg[b].n > 0) lo = mt_opt_shard_lo(&m->ol, (mt_grad_buffer_id)b);
+        m->master = (char *)m->params + lo * 4;
     } else {
-        MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->master));
+        MT_CHECK(be->i->alloc(be, n_opt * 4, &m->master));
     }
-    MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->adam_m));
-    MT_CHECK(be->i->alloc(be, m->opt_n * 4, &m->adam_v));
-    MT_CHECK(be->i->alloc(be, m->bytes_acts, &m->acts));
-    m->scalars = ACT(m, scalars);
-    MT_CHECK(mt_tp_init(&m->tp, be, tp_comm, m->pl.sp, m->al.N, m->pl.C, m->pl.sp ? ACT(m, sp_full) : NULL,
-                        m->pl.sp ? ACT(m, sp_slice) : NULL));
+    MT_CHECK(be->i->alloc(be, n_opt * 4, &m->adam_m));
+    MT_CHECK(be->i->alloc(be, n_opt * 4, &m->adam_v));
+    MT_CHECK(be->i->alloc(be, m->bytes_acts, &m->acts.base));
+    m->acts.l0 = 0;
+    m->scalars = ACT(m, &m->acts, scalars);
+    m->staging = malloc((size_t)m->al.N * 2 * sizeof *m->staging);
+    if (!m->staging) {
+        st = mt_errorf(MT_ERR_OOM, "model init: micro-batch staging of %d tokens", m->al.N);
+        goto out;
+    }
+    MT_CHECK(mt_tp_init(&m->tp, be, s->tp_comm, m->pl.sp, m->al.N, m->pl.C, m->pl.sp ? ACT(m, &m->acts, sp_full) : NULL,
+                        m->pl.sp ? ACT(m, &m->acts, sp_slice) : NULL));
     MT_CHECK(init_weights(m, r));
 out:
     if (st != MT_OK) mt_model_free(m);
@@ -177,12 +200,13 @@ out:
 void mt_model_free(mt_model *m) {
     if (!m->be) return;
     mt_backend *be = m->be;
-    if (m->master && m->act != MT_F32) be->i->free(be, m->master);
+    if (m->master && !m->master_aliased) be->i->free(be, m->master);
     if (m->params) be->i->free(be, m->params);
     if (m->grads) be->i->free(be, m->grads);
     if (m->adam_m) be->i->free(be, m->adam_m);
     if (m->adam_v) be->i->free(be, m->adam_v);
-    if (m->acts) be->i->free(be, m->acts);
+    if (m->acts.base) be->i->free(be, m->acts.base);
+    free(m->staging);
     memset(m, 0, sizeof *m);
 }
 
@@ -194,40 +218,41 @@ out:
     return st;
 }
 
-mt_status mt_model_load_micro(mt_model *m, const int32_t *tokens_host) {
+mt_status mt_model_load_micro(mt_model *m, const mt_acts *a, const int32_t *tokens_host) {
     mt_status st = MT_OK;
     const int B = m->al.B, T = m->al.T, N = m->al.N;
-    int32_t *inp = malloc((size_t)N * 4 * 2);
-    if (!inp) return mt_errorf(MT_ERR_OOM, "micro-batch staging: out of host memory");
-    int32_t *tgt = inp + N;
+    int32_t *inp = m->staging, *tgt = m->staging + N;
     for (int b = 0; b < B; b++) {
         memcpy(inp + (size_t)b * T, tokens_host + (size_t)b * (T + 1), (size_t)T * 4);
         memcpy(tgt + (size_t)b * T, tokens_host + (size_t)b * (T + 1) + 1, (size_t)T * 4);
     }
-    MT_CHECK(m->be->i->copy_h2d(m->be, ACT(m, tokens), inp, (size_t)N * 4));
-    MT_CHECK(m->be->i->copy_h2d(m->be, ACT(m, targets), tgt, (size_t)N * 4));
+    MT_CHECK(m->be->i->copy_h2d(m->be, ACT(m, a, tokens), inp, (size_t)N * 4));
+    MT_CHECK(m->be->i->copy_h2d(m->be, ACT(m, a, targets), tgt, (size_t)N * 4));
 out:
-    free(inp);
     return st;
 }
 
-mt_status mt_model_loss(mt_model *m, float dloss) {
+mt_status mt_model_loss(mt_model *m, const mt_acts *a, float dloss) {
     mt_status st = MT_OK;
     const int N = m->al.N;
-    MT_CHECK(mt_tp_xent(&m->tp, ACT(m, logits), ACT(m, losses), ACT(m, xent_stats), (const int32_t *)ACT(m, targets),
+    MT_CHECK(mt_tp_xent(&m->tp, ACT(m, a, logits), ACT(m, a, losses), ACT(m, a, xent_stats), (const int32_t *)ACT(m, a, targets),
                         N, m->pl.V, m->pl.Vp, m->tp.rank * m->pl.Vp_r, m->pl.Vp_r, dloss));
     /* every tp rank holds the same full per-token losses: each sums them (the trainer reduces
-     * the loss over dp only) */
-    mt_sum_args sa = {.out = m->scalars, .x = ACT(m, losses), .n = (size_t)N, .squares = 0};
+     * the loss over the world from tp rank 0: parallel/grad_sync.h) */
+    mt_sum_args sa = {.out = m->scalars, .x = ACT(m, a, losses), .n = (size_t)N, .squares = 0};
     MT_CHECK(MT_BE_CALL(m->be, sum, &sa));
 out:
     return st;
 }
 
-void *mt_model_resid(mt_model *m, int l) {
-    return ACT_L(m, resid, l, (size_t)m->al.N_r * m->pl.C, mt_dtype_bytes(m->act));
+void *mt_model_resid(const mt_model *m, const mt_acts *a, int l) {
+    return ACT_L(m, a, resid, l, (size_t)m->al.N_r * m->pl.C, mt_dtype_bytes(m->act));
 }
-void *mt_model_dresid(mt_model *m) { return ACT(m, dresid); }
+void *mt_model_dresid(const mt_model *m, const mt_acts *a) { return ACT(m, a, dresid); }
+
+mt_model_part mt_model_whole(const mt_model *m) {
+    return (mt_model_part){.l0 = 0, .l1 = m->pl.L, .embed = m->pl.has_embed, .head = m->pl.has_head};
+}
 
 mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dloss, int do_backward) {
     mt_status st = MT_OK;
@@ -235,44 +260,11 @@ mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dlo
         return mt_errorf(MT_ERR_INTERNAL, "model step: parallel.tensor = %d but no tp communicator was given "
                                           "(mt_model_init_tp)", m->pl.tp);
     if (m->pl.pp > 1)
-        return mt_errorf(MT_ERR_INTERNAL, "model step: a pipeline stage runs micro-batches through core/pipeline.c");
-    MT_CHECK(mt_model_load_micro(m, tokens_host));
-    MT_CHECK(mt_model_forward(m));
-    MT_CHECK(mt_model_loss(m, dloss));
-    if (do_backward) MT_CHECK(mt_model_backward(m));
-out:
-    return st;
-}
-
-mt_status mt_model_tp_sync_grads(mt_model *m) {
-    mt_status st = MT_OK;
-    if (!m->tp.comm) return MT_OK;
-    for (int ti = 0; ti < m->pl.n_tensors; ti++)
-        if (m->pl.t[ti].sp_partial) MT_CHECK(mt_tp_allreduce_f32(&m->tp, G(m, ti, 0), m->pl.t[ti].n));
-out:
-    return st;
-}
-
-mt_status mt_model_grad_sq(mt_model *m, size_t begin, size_t n) {
-    mt_status st = MT_OK;
-    float *sq = (float *)m->scalars + 1;
-    MT_CHECK(m->be->i->memset_zero(m->be, sq, 4));
-    if (m->pl.tp == 1 && !(m->pl.has_head && m->tied && !m->pl.has_embed)) {
-        /* the whole range at once (padding between tensors holds zeros) */
-        mt_sum_args sa = {.out = sq, .x = (char *)m->grads + begin * 4, .n = n, .squares = 1};
-        MT_CHECK(MT_BE_CALL(m->be, sum, &sa));
-        goto out;
-    }
-    for (int ti = 0; ti < m->pl.n_tensors; ti++) {
-        const mt_param_tensor *t = &m->pl.t[ti];
-        if (t->shard == MT_SHARD_NONE && m->tp.rank != 0) continue; /* replicas: counted by tp rank 0 */
-        if (t->pp_copy) continue; /* the tied wte on the last stage: counted on stage 0 */
-        const size_t lo = t->offset > begin ? t->offset : begin;
-        const size_t hi = t->offset + t->n < begin + n ? t->offset + t->n : begin + n;
-        if (hi <= lo) continue;
-        mt_sum_args sa = {.out = sq, .x = (char *)m->grads + lo * 4, .n = hi - lo, .squares = 1};
-        MT_CHECK(MT_BE_CALL(m->be, sum, &sa));
-    }
+        return mt_errorf(MT_ERR_INTERNAL, "model step: a pipeline stage runs micro-batches through train/pipeline.c");
+    MT_CHECK(mt_model_load_micro(m, &m->acts, tokens_host));
+    MT_CHECK(mt_model_forward(m, &m->acts, mt_model_whole(m)));
+    MT_CHECK(mt_model_loss(m, &m->acts, dloss));
+    if (do_backward) MT_CHECK(mt_model_backward(m, &m->acts, mt_model_whole(m)));
 out:
     return st;
 }

@@ -1,10 +1,14 @@
-/* model.h — the GPT / Llama model on one rank: parameters, gradients, optimizer state and
- * activations in one buffer each (offsets from model_layout), weight init from the seed,
- * and forward + backward of one micro-batch through the backend interface, with Megatron
- * tensor (and sequence) parallelism over a tp communicator (parallel/tp.h).
- * Files: model.c (init, glue, gradient bookkeeping), model_fwd.c, model_bwd.c.
- * Rule: nothing here reads device memory; the only host reads are the loss sum and the
- * gradient norm (mt_model_read_scalars). */
+/* model.h — the GPT / Llama model on one rank: parameters, gradients, optimizer state and one
+ * activation buffer, each one allocation (offsets from core/model: the parameter, activation and
+ * optimizer-shard layouts), weight init from the seed, and forward + backward of one micro-batch
+ * through the backend interface, with Megatron tensor (and sequence) parallelism over a tp
+ * communicator (parallel/tp.h).
+ * Activations are passed explicitly (mt_acts): the model's own buffer for plain micro-batch
+ * steps; the pipeline executor passes the buffer of the slot it runs. Nothing here keeps a "current"
+ * buffer.
+ * Files: model.c (init, glue), model_fwd.c, model_bwd.c.
+ * Rules: nothing here reads device memory except mt_model_read_scalars; nothing is allocated after
+ * init (host staging included). Gradient reductions live in parallel/grad_sync.h. */
 #ifndef MT_MODEL_H
 #define MT_MODEL_H
 
@@ -12,49 +16,67 @@
 
 #include "core/backend.h"
 #include "core/model/model_layout.h"
+#include "core/model/opt_layout.h"
 #include "core/recipe/recipe.h"
 #include "parallel/tp.h"
+
+/* One micro-batch's activation buffer (al.n_bytes of backend memory) and the first local layer
+ * whose activations it holds: 0 without pipeline parallelism, a chunk's first layer with it. */
+typedef struct {
+    void *base;
+    int l0;
+} mt_acts;
+
+/* Which part of the stage's model a forward or backward runs: local layers [l0, l1), starting
+ * with the embedding (embed) and / or ending with the final norm and logits (head). */
+typedef struct {
+    int l0, l1;
+    int embed, head;
+} mt_model_part;
+
+typedef struct {
+    int B;                  /* sequences per micro-batch */
+    int shards[MT_GBUFS];   /* distributed optimizer: shards per gradient buffer (1 without) */
+    int shard[MT_GBUFS];    /* the one this rank owns */
+    mt_comm *tp_comm;       /* the tp group; NULL when tp = 1 (or for memory accounting only) */
+    int pp_stage;           /* pipeline stage; -1: the whole model whatever parallel.pipeline says */
+} mt_model_shape;
 
 typedef struct {
     mt_backend *be;
     mt_param_layout pl;
     mt_act_layout al;
+    mt_opt_layout ol;      /* flat buffer length, optimizer shards (core/model/opt_layout.h) */
     mt_dtype act;
     int arch_llama;
     int ln;                /* layernorm (1) or rmsnorm (0) */
     int swiglu, rope, tied, bias;
     float norm_eps, rope_theta;
-    size_t n_flat;         /* parameter buffer length: pl.n_elems padded to a multiple of n_shards*align */
-    size_t opt_begin;      /* first element of the flat buffer this rank's optimizer owns */
-    size_t opt_n;          /* elements it owns: n_flat / n_shards (ZeRO-1), n_flat otherwise */
-    void *params;          /* (n_flat) act */
-    void *grads;           /* (n_flat) f32 */
-    void *master;          /* (opt_n) f32, element i of the flat buffer at master[i - opt_begin];
-                              aliases params + opt_begin when act is f32 */
-    void *adam_m, *adam_v; /* (opt_n) f32 */
-    void *acts;            /* al.n_bytes; under pipeline parallelism the activation buffer of the
-                              micro-batch being computed (core/pipeline.c swaps it per slot) */
-    int act_l0;            /* first local layer of the activation buffer: al holds Lc layers under
-                              pipeline parallelism (one chunk: core/pipeline.c sets it per F / B) */
-    void *scalars;         /* (2) f32 in the first activation buffer: [loss sum, grad sq] */
+    void *params;          /* (ol.n_flat) act */
+    void *grads;           /* (ol.n_flat) f32 */
+    void *master;          /* (ol.n_opt) f32: this rank's optimizer shards (mt_opt_piece gives the
+                              index of a flat element); aliases params when act is f32 and one
+                              region is the whole shard */
+    void *adam_m, *adam_v; /* (ol.n_opt) f32 */
+    int master_aliased;    /* master points into params (not a separate allocation) */
+    mt_acts acts;          /* the model's own activation buffer (l0 = 0) */
+    void *scalars;         /* (2) f32 in the model's activation buffer: [loss sum, grad sq] */
+    int32_t *staging;      /* (2, N) i32 host: inputs and targets of a micro-batch before upload */
     mt_tp tp;              /* tensor-parallel group, rank, SP flag, scratch, comm time (tp = 1: no group) */
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts; /* what was allocated */
 } mt_model;
 
-/* Allocates everything for micro-batches of B sequences and initialises the weights as full
- * tensors from `seed` (normal(0, init_std), output projections / sqrt(2 L), norms 1,
- * biases 0). The optimizer state covers shard `shard` of `n_shards` equal slices of the flat
- * parameter buffer (ZeRO-1: n_shards = dp; otherwise 1, 0). */
+/* Allocates everything for micro-batches of s->B sequences and initialises the weights as full
+ * tensors from `seed` (normal(0, init_std), output projections / sqrt(2 L), norms 1, biases 0):
+ * a tp rank draws exactly its shard (the serial run's values), a pipeline stage its layers (by
+ * global layer index). The optimizer state covers this rank's shards (s->shards / s->shard). */
+mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const mt_model_shape *s);
+/* Shorthands (tests): the whole model; tp rank tp_comm->rank of its group; a pipeline stage.
+ * n_shards / shard apply to every gradient buffer. tp_comm NULL with parallel.tensor > 1
+ * allocates tp rank 0's shard for memory accounting only (stepping it is an error). */
 mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard);
-/* The same as tensor-parallel rank tp_comm->rank of parallel.tensor = tp_comm->size ranks:
- * this rank's shards, initialised as the slices of the full tensors (the serial run's
- * weights). tp_comm NULL with parallel.tensor > 1 allocates tp rank 0's shard for memory
- * accounting only (stepping it is an error). */
 mt_status mt_model_init_tp(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
                            mt_comm *tp_comm);
-/* Pipeline stage `pp_stage` of parallel.pipeline (parallel/model_layout: its layers only, the
- * embedding on stage 0, the head on the last, a copy of wte there when tied), each weight drawn
- * as in the serial run (global layer index). pp = 1: the same as mt_model_init_tp. */
 mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
                               mt_comm *tp_comm, int pp_stage);
 void mt_model_free(mt_model *m);
@@ -62,32 +84,26 @@ void mt_model_free(mt_model *m);
 /* Checks that the backend has every op this model calls (error names the missing ops). */
 mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes);
 
-/* Zeroes the gradient buffer and the step's loss accumulator. */
+/* Zeroes the gradient buffer and the step's scalars. */
 mt_status mt_model_zero_grads(mt_model *m);
-/* One micro-batch: tokens_host holds B rows of T+1 tokens (inputs t[0..T-1], targets
- * t[1..T]). Adds the sum of token losses to the loss accumulator. dloss scales the
- * gradient (1 / tokens per global batch). backward=0 for evaluation. */
+/* One micro-batch on the model's own buffer: tokens_host holds B rows of T+1 tokens (inputs
+ * t[0..T-1], targets t[1..T]). Adds the sum of token losses to the loss accumulator. dloss scales
+ * the gradient (1 / tokens per global batch). backward=0 for evaluation. Whole model only. */
 mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dloss, int backward);
-/* Pieces of a micro-batch step for the pipeline executor, on the current activation buffer
- * (m->acts): copy B rows of T+1 tokens in as inputs and targets; forward of local layers
- * [l0, l1) (embed: the embedding first, into resid[l0]; head: final norm and logits from
- * resid[l1]); the loss (vocab-parallel xent, its sum added to the accumulator, dlogits scaled
- * by dloss); backward of [l0, l1) (head: from dlogits; else from the gradient in dresid;
- * embed: the embedding gradients last). resid slice l0 receives a stage's input, resid slice
- * l1 is its output, dresid its input gradient after backward (mt_model_resid / _dresid). */
-mt_status mt_model_load_micro(mt_model *m, const int32_t *tokens_host);
-mt_status mt_model_forward_part(mt_model *m, int l0, int l1, int embed, int head);
-mt_status mt_model_loss(mt_model *m, float dloss);
-mt_status mt_model_backward_part(mt_model *m, int l0, int l1, int head, int embed);
-void *mt_model_resid(mt_model *m, int l); /* (N_r, C) act residual stream entering local layer l */
-void *mt_model_dresid(mt_model *m);       /* (N_r, C) act */
-/* After the step's micro-batches: sums over the tp group the gradients that are partial sums
- * there (norm weights under sequence parallelism); nothing otherwise. */
-mt_status mt_model_tp_sync_grads(mt_model *m);
-/* scalars[1] = sum of grad^2 over flat elements [begin, begin + n) (on the device), counting
- * tensors replicated over tp on tp rank 0 only, so a sum over the tp group is the full norm,
- * and skipping pipeline copies (the last stage's tied wte), so a sum over stages is too. */
-mt_status mt_model_grad_sq(mt_model *m, size_t begin, size_t n);
+/* The whole stage: layers [0, L), with the embedding on the first stage and the head on the last. */
+mt_model_part mt_model_whole(const mt_model *m);
+/* Pieces of a micro-batch step (the pipeline executor's), on activation buffer `a`: copy B rows of
+ * T+1 tokens in as inputs and targets; forward of a part (the embedding first into resid[l0];
+ * the head: final norm and logits from resid[l1]); the loss (vocab-parallel xent, its sum added to
+ * the accumulator, dlogits scaled by dloss); backward of the same part (from dlogits with the head,
+ * else from the gradient in dresid; the embedding gradients last). resid slice l0 receives a
+ * stage's input, slice l1 is its output, dresid its input gradient after backward. */
+mt_status mt_model_load_micro(mt_model *m, const mt_acts *a, const int32_t *tokens_host);
+mt_status mt_model_forward(mt_model *m, const mt_acts *a, mt_model_part part);
+mt_status mt_model_loss(mt_model *m, const mt_acts *a, float dloss);
+mt_status mt_model_backward(mt_model *m, const mt_acts *a, mt_model_part part);
+void *mt_model_resid(const mt_model *m, const mt_acts *a, int l); /* (N_r, C) act entering local layer l */
+void *mt_model_dresid(const mt_model *m, const mt_acts *a);       /* (N_r, C) act */
 /* Device pointer to the two f32 scalars [loss sum, grad sq] (to reduce them across ranks). */
 void *mt_model_scalars(mt_model *m);
 /* Reads both scalars into host memory: the step's one synchronisation. */

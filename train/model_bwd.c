@@ -9,8 +9,9 @@
  * Rules (backend.h): weight gradients +=, activation gradients =. */
 #include "train/model_internal.h"
 
-mt_status mt_model_backward_part(mt_model *m, int l0, int l1, int head, int embed) {
+mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
     mt_status st = MT_OK;
+    const int l0 = part.l0, l1 = part.l1, embed = part.embed, head = part.head;
     mt_tp *tp = &m->tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
@@ -18,65 +19,65 @@ mt_status mt_model_backward_part(mt_model *m, int l0, int l1, int head, int embe
     const int HD = pl->H_r * pl->D;
     const size_t a = mt_dtype_bytes(m->act);
     const size_t NrC = (size_t)Nr * C;
-    void *dresid = ACT(m, dresid), *dln = ACT(m, dln), *dx = NULL;
+    void *dresid = ACT(m, A, dresid), *dln = ACT(m, A, dln), *dx = NULL;
 
     if (head) {
         const int wout = m->tied ? ix->wte : ix->lm_head;
-        MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, wout, 0), NULL, ACT(m, logits), ACT(m, lnf), P(m, wout, 0),
+        MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, wout, 0), NULL, ACT(m, A, logits), ACT(m, A, lnf), P(m, wout, 0),
                                   pl->Vp_r, C));
         MT_CHECK(m->be->i->memset_zero(m->be, dresid, NrC * a));
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->lnf_w, 0), G(m, ix->lnf_b, 0), dx,
-                                   ACT_L(m, resid, l1, NrC, a), P(m, ix->lnf_w, 0), ACT(m, lnf_mean),
-                                   ACT(m, lnf_rstd), Nr));
+                                   ACT_L(m, A, resid, l1, NrC, a), P(m, ix->lnf_w, 0), ACT(m, A, lnf_mean),
+                                   ACT(m, A, lnf_rstd), Nr));
     } /* else dresid holds dL/dx of resid[l1] (received from the next pipeline stage) */
 
     for (int l = l1 - 1; l >= l0; l--) {
-        void *x = ACT_L(m, resid, l, NrC, a);
-        void *x1 = ACT_L(m, ln1, l, NrC, a);
-        void *qkv = ACT_L(m, qkv, l, (size_t)N * pl->qkv_rows_r, a);
-        void *probs = ACT_L(m, probs, l, (size_t)B * pl->H_r * T * T, 4);
-        void *atty = ACT_L(m, atty, l, (size_t)N * HD, a);
-        void *xm = ACT_L(m, resid_mid, l, NrC, a);
-        void *x2 = ACT_L(m, ln2, l, NrC, a);
-        void *h = ACT_L(m, fch, l, (size_t)N * pl->fc_rows_r, a);
-        void *g = ACT_L(m, fch_act, l, (size_t)N * pl->F_r, a);
+        void *x = ACT_L(m, A, resid, l, NrC, a);
+        void *x1 = ACT_L(m, A, ln1, l, NrC, a);
+        void *qkv = ACT_L(m, A, qkv, l, (size_t)N * pl->qkv_rows_r, a);
+        void *probs = ACT_L(m, A, probs, l, (size_t)B * pl->H_r * T * T, 4);
+        void *atty = ACT_L(m, A, atty, l, (size_t)N * HD, a);
+        void *xm = ACT_L(m, A, resid_mid, l, NrC, a);
+        void *x2 = ACT_L(m, A, ln2, l, NrC, a);
+        void *h = ACT_L(m, A, fch, l, (size_t)N * pl->fc_rows_r, a);
+        void *g = ACT_L(m, A, fch_act, l, (size_t)N * pl->F_r, a);
 
         /* MLP: dresid holds dL/dx' */
-        MT_CHECK(mt_tp_row_bwd(tp, ACT(m, dfch_act), G(m, ix->fcproj_w, l), G(m, ix->fcproj_b, l), dresid, g,
+        MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, dfch_act), G(m, ix->fcproj_w, l), G(m, ix->fcproj_b, l), dresid, g,
                                P(m, ix->fcproj_w, l), C, pl->F_r));
         if (m->swiglu) {
-            mt_swiglu_bwd_args sa = {.dinp = ACT(m, dfch), .dout = ACT(m, dfch_act), .inp = h, .N = N, .F = pl->F_r};
+            mt_swiglu_bwd_args sa = {.dinp = ACT(m, A, dfch), .dout = ACT(m, A, dfch_act), .inp = h, .N = N, .F = pl->F_r};
             MT_CHECK(MT_BE_CALL(m->be, swiglu_bwd, &sa));
         } else {
-            mt_gelu_bwd_args ga = {.dinp = ACT(m, dfch), .dout = ACT(m, dfch_act), .inp = h,
+            mt_gelu_bwd_args ga = {.dinp = ACT(m, A, dfch), .dout = ACT(m, A, dfch_act), .inp = h,
                                    .n = (size_t)N * pl->F_r};
             MT_CHECK(MT_BE_CALL(m->be, gelu_bwd, &ga));
         }
-        MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->fc_w, l), G(m, ix->fc_b, l), ACT(m, dfch), x2,
+        MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->fc_w, l), G(m, ix->fc_b, l), ACT(m, A, dfch), x2,
                                   P(m, ix->fc_w, l), pl->fc_rows_r, C));
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->ln2_w, l), G(m, ix->ln2_b, l), dx, xm, P(m, ix->ln2_w, l),
-                                   ACT_L(m, ln2_mean, l, Nr, 4), ACT_L(m, ln2_rstd, l, Nr, 4), Nr));
+                                   ACT_L(m, A, ln2_mean, l, Nr, 4), ACT_L(m, A, ln2_rstd, l, Nr, 4), Nr));
         /* attention: dresid holds dL/dxm */
-        MT_CHECK(mt_tp_row_bwd(tp, ACT(m, datty), G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, atty,
+        MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, datty), G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, atty,
                                P(m, ix->proj_w, l), C, HD));
-        mt_attention_bwd_args ab = {.dqkv = ACT(m, dqkv), .dprobs = ACT(m, dprobs), .dout = ACT(m, datty),
+        mt_attention_bwd_args ab = {.dqkv = ACT(m, A, dqkv), .dprobs = ACT(m, A, dprobs), .dout = ACT(m, A, datty),
                                     .qkv = qkv, .probs = probs, .B = B, .T = T, .H = pl->H_r, .KV = pl->KV_r,
                                     .D = pl->D};
         MT_CHECK(MT_BE_CALL(m->be, attention_bwd, &ab));
         if (m->rope) {
-            mt_rope_args ra = {.x = ACT(m, dqkv), .B = B, .T = T, .n_heads = pl->H_r + pl->KV_r, .D = pl->D,
+            mt_rope_args ra = {.x = ACT(m, A, dqkv), .B = B, .T = T, .n_heads = pl->H_r + pl->KV_r, .D = pl->D,
                                .row_stride = pl->qkv_rows_r, .pos_offset = 0, .theta = m->rope_theta,
                                .inverse = 1};
             MT_CHECK(MT_BE_CALL(m->be, rope, &ra));
         }
-        MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->qkv_w, l), G(m, ix->qkv_b, l), ACT(m, dqkv), x1,
+        MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->qkv_w, l), G(m, ix->qkv_b, l), ACT(m, A, dqkv), x1,
                                   P(m, ix->qkv_w, l), pl->qkv_rows_r, C));
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->ln1_w, l), G(m, ix->ln1_b, l), dx, x, P(m, ix->ln1_w, l),
-                                   ACT_L(m, ln1_mean, l, Nr, 4), ACT_L(m, ln1_rstd, l, Nr, 4), Nr));
+                                   ACT_L(m, A, ln1_mean, l, Nr, 4), ACT_L(m, A, ln1_rstd, l, Nr, 4), Nr));
     }
 
     if (embed)
-        MT_CHECK(mt_tp_embedding_bwd(tp, G(m, ix->wte, 0), G(m, ix->wpe, 0), dresid, (const int32_t *)ACT(m, tokens), B,
+        MT_CHECK(mt_tp_embedding_bwd(tp, G(m, ix->wte, 0), G(m, ix->wpe, 0), dresid, (const int32_t *)ACT(m, A, tokens), B,
                                  T, tp->rank * pl->Vp_r, pl->Vp_r));
 out:
     return st;

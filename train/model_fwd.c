@@ -12,8 +12,9 @@
  * the norms hold N_r token rows (all N, or 1/tp of them with sequence parallelism). */
 #include "train/model_internal.h"
 
-mt_status mt_model_forward_part(mt_model *m, int l0, int l1, int embed, int head) {
+mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
     mt_status st = MT_OK;
+    const int l0 = part.l0, l1 = part.l1, embed = part.embed, head = part.head;
     mt_tp *tp = &m->tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
@@ -21,27 +22,27 @@ mt_status mt_model_forward_part(mt_model *m, int l0, int l1, int embed, int head
     const int HD = pl->H_r * pl->D;
     const size_t a = mt_dtype_bytes(m->act);
     const size_t NrC = (size_t)Nr * C;
-    const int32_t *tokens = (const int32_t *)ACT(m, tokens);
+    const int32_t *tokens = (const int32_t *)ACT(m, A, tokens);
 
     if (embed)
-        MT_CHECK(mt_tp_embedding_fwd(tp, ACT_L(m, resid, l0, NrC, a), tokens, P(m, ix->wte, 0), P(m, ix->wpe, 0), B, T,
+        MT_CHECK(mt_tp_embedding_fwd(tp, ACT_L(m, A, resid, l0, NrC, a), tokens, P(m, ix->wte, 0), P(m, ix->wpe, 0), B, T,
                                  tp->rank * pl->Vp_r, pl->Vp_r));
 
     for (int l = l0; l < l1; l++) {
-        void *x = ACT_L(m, resid, l, NrC, a);
-        void *x1 = ACT_L(m, ln1, l, NrC, a);
-        void *qkv = ACT_L(m, qkv, l, (size_t)N * pl->qkv_rows_r, a);
-        void *probs = ACT_L(m, probs, l, (size_t)B * pl->H_r * T * T, 4);
-        void *atty = ACT_L(m, atty, l, (size_t)N * HD, a);
-        void *xm = ACT_L(m, resid_mid, l, NrC, a);
-        void *x2 = ACT_L(m, ln2, l, NrC, a);
-        void *h = ACT_L(m, fch, l, (size_t)N * pl->fc_rows_r, a);
-        void *g = ACT_L(m, fch_act, l, (size_t)N * pl->F_r, a);
-        void *xo = ACT_L(m, resid, l + 1, NrC, a);
-        void *part = ACT(m, dtmp); /* row-parallel outputs before the reduction and residual add */
+        void *x = ACT_L(m, A, resid, l, NrC, a);
+        void *x1 = ACT_L(m, A, ln1, l, NrC, a);
+        void *qkv = ACT_L(m, A, qkv, l, (size_t)N * pl->qkv_rows_r, a);
+        void *probs = ACT_L(m, A, probs, l, (size_t)B * pl->H_r * T * T, 4);
+        void *atty = ACT_L(m, A, atty, l, (size_t)N * HD, a);
+        void *xm = ACT_L(m, A, resid_mid, l, NrC, a);
+        void *x2 = ACT_L(m, A, ln2, l, NrC, a);
+        void *h = ACT_L(m, A, fch, l, (size_t)N * pl->fc_rows_r, a);
+        void *g = ACT_L(m, A, fch_act, l, (size_t)N * pl->F_r, a);
+        void *xo = ACT_L(m, A, resid, l + 1, NrC, a);
+        void *part = ACT(m, A, dtmp); /* row-parallel outputs before the reduction and residual add */
         void *y = NULL;
 
-        MT_CHECK(mt_model_norm_fwd(m, x1, ACT_L(m, ln1_mean, l, Nr, 4), ACT_L(m, ln1_rstd, l, Nr, 4), x,
+        MT_CHECK(mt_model_norm_fwd(m, x1, ACT_L(m, A, ln1_mean, l, Nr, 4), ACT_L(m, A, ln1_rstd, l, Nr, 4), x,
                                    P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
         MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
         if (m->rope) {
@@ -57,7 +58,7 @@ mt_status mt_model_forward_part(mt_model *m, int l0, int l1, int embed, int head
         mt_add_args ad1 = {.out = xm, .a = x, .b = y, .n = NrC};
         MT_CHECK(MT_BE_CALL(m->be, add, &ad1));
 
-        MT_CHECK(mt_model_norm_fwd(m, x2, ACT_L(m, ln2_mean, l, Nr, 4), ACT_L(m, ln2_rstd, l, Nr, 4), xm,
+        MT_CHECK(mt_model_norm_fwd(m, x2, ACT_L(m, A, ln2_mean, l, Nr, 4), ACT_L(m, A, ln2_rstd, l, Nr, 4), xm,
                                    P(m, ix->ln2_w, l), P(m, ix->ln2_b, l), Nr));
         MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
         if (m->swiglu) {
@@ -73,10 +74,10 @@ mt_status mt_model_forward_part(mt_model *m, int l0, int l1, int embed, int head
     }
 
     if (!head) goto out;
-    MT_CHECK(mt_model_norm_fwd(m, ACT(m, lnf), ACT(m, lnf_mean), ACT(m, lnf_rstd), ACT_L(m, resid, l1, NrC, a),
+    MT_CHECK(mt_model_norm_fwd(m, ACT(m, A, lnf), ACT(m, A, lnf_mean), ACT(m, A, lnf_rstd), ACT_L(m, A, resid, l1, NrC, a),
                                P(m, ix->lnf_w, 0), P(m, ix->lnf_b, 0), Nr));
     const int wout = m->tied ? ix->wte : ix->lm_head;
-    MT_CHECK(mt_tp_column_fwd(tp, ACT(m, logits), ACT(m, lnf), P(m, wout, 0), NULL, pl->Vp_r, C));
+    MT_CHECK(mt_tp_column_fwd(tp, ACT(m, A, logits), ACT(m, A, lnf), P(m, wout, 0), NULL, pl->Vp_r, C));
 out:
     return st;
 }

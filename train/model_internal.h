@@ -6,11 +6,11 @@
 
 #include "train/model.h"
 
-#define ACT(m, field) ((char *)(m)->acts + (m)->al.field)
+/* field of activation buffer A (an mt_acts *) */
+#define ACT(m, A, field) ((char *)(A)->base + (m)->al.field)
 /* slice of local layer l of a per-layer activation array whose one-layer slice has `per`
- * elements of size `es`; the buffer starts at layer act_l0 (the first layer of the pipeline chunk
- * whose activations it holds; 0 without pipeline parallelism) */
-#define ACT_L(m, field, l, per, es) (ACT(m, field) + (size_t)((l) - (m)->act_l0) * (size_t)(per) * (es))
+ * elements of size `es`; the buffer starts at layer A->l0 */
+#define ACT_L(m, A, field, l, per, es) (ACT(m, A, field) + (size_t)((l) - (A)->l0) * (size_t)(per) * (es))
 
 static inline void *mt_model_P(const mt_model *m, int ti, int l) {
     return ti < 0 ? NULL : (char *)m->params + mt_param_offset(&m->pl, ti, l) * mt_dtype_bytes(m->act);
@@ -34,9 +34,5 @@ static inline mt_status mt_model_norm_bwd(mt_model *m, void *dinp, void *dw, voi
                           .weight = w, .mean = mean, .rstd = rstd, .N = N, .C = m->pl.C};
     return m->ln ? MT_BE_CALL(m->be, layernorm_bwd, &a) : MT_BE_CALL(m->be, rmsnorm_bwd, &a);
 }
-
-/* forward / backward of one micro-batch whose tokens and targets are on the device: all layers */
-static inline mt_status mt_model_forward(mt_model *m) { return mt_model_forward_part(m, 0, m->pl.L, 1, 1); }
-static inline mt_status mt_model_backward(mt_model *m) { return mt_model_backward_part(m, 0, m->pl.L, 1, 1); }
 
 #endif

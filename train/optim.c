@@ -27,20 +27,17 @@ mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, do
     const size_t ab = mt_dtype_bytes(m->act);
     const float bc1 = (float)(1.0 - pow(o->beta1, (double)step));
     const float bc2 = (float)(1.0 - pow(o->beta2, (double)step));
-    const size_t sb = m->opt_begin, se = m->opt_begin + m->opt_n;
     for (int ti = 0; ti < m->pl.n_tensors; ti++) {
         const mt_param_tensor *t = &m->pl.t[ti];
-        /* the part of this tensor inside this rank's optimizer shard */
-        const size_t lo = t->offset > sb ? t->offset : sb;
-        const size_t hi = t->offset + t->n < se ? t->offset + t->n : se;
-        if (hi <= lo) continue;
+        mt_opt_piece pc; /* the part of this tensor inside this rank's optimizer shards */
+        if (!mt_opt_piece_of(&m->pl, &m->ol, ti, &pc)) continue;
         mt_adamw_args a = {
-            .master = (char *)m->master + (lo - sb) * 4,
-            .param = (char *)m->params + lo * ab,
-            .grad = (char *)m->grads + lo * 4,
-            .m = (char *)m->adam_m + (lo - sb) * 4,
-            .v = (char *)m->adam_v + (lo - sb) * 4,
-            .n = hi - lo,
+            .master = (char *)m->master + pc.opt * 4,
+            .param = (char *)m->params + pc.lo * ab,
+            .grad = (char *)m->grads + pc.lo * 4,
+            .m = (char *)m->adam_m + pc.opt * 4,
+            .v = (char *)m->adam_v + pc.opt * 4,
+            .n = pc.hi - pc.lo,
             .lr = (float)lr,
             .beta1 = o->beta1,
             .beta2 = o->beta2,

@@ -8,13 +8,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+#include "core/clock.h"
 
 mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r, int m, mt_comm *comm) {
     mt_status st = MT_OK;
@@ -48,7 +43,7 @@ mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r,
         st = mt_errorf(MT_ERR_OOM, "pipeline: %d slots", pp->n_slots);
         goto out;
     }
-    pp->slot[0] = model->acts;
+    pp->slot[0] = model->acts.base;
     for (int k = 1; k < pp->n_slots; k++) MT_CHECK(be->i->alloc(be, model->al.n_bytes, &pp->slot[k]));
     pp->n_act = (size_t)model->al.N_r * model->pl.C;
     const size_t act_bytes = pp->n_act * mt_dtype_bytes(model->act);
@@ -66,7 +61,6 @@ void mt_pipeline_free(mt_pipeline *pp, mt_model *model) {
     if (pp->slot) {
         for (int k = 1; k < pp->n_slots; k++)
             if (pp->slot[k]) be->i->free(be, pp->slot[k]);
-        model->acts = pp->slot[0];
     }
     if (pp->act_out) be->i->free(be, pp->act_out);
     if (pp->grad_out) be->i->free(be, pp->grad_out);
@@ -83,33 +77,48 @@ size_t mt_pipeline_extra_bytes(const mt_pipeline *pp, const mt_model *model) {
            2 * pp->n_act * mt_dtype_bytes(model->act);
 }
 
-/* F of (mb, chunk) on the current slot buffer */
+/* the part of the stage's model that step x runs: chunk x->chunk's layers, the embedding on the
+ * first virtual stage, the head on the last */
+static mt_model_part step_part(const mt_pipeline *pp, const mt_model *md, const mt_pp_step *x) {
+    const int l0 = x->chunk * md->pl.Lc;
+    return (mt_model_part){.l0 = l0, .l1 = l0 + md->pl.Lc, .embed = pp->stage == 0 && x->chunk == 0,
+                           .head = pp->stage == pp->p - 1 && x->chunk == pp->v - 1};
+}
+
+/* the activation buffer of step x: its slot, holding its chunk's layers */
+static mt_acts step_acts(const mt_pipeline *pp, const mt_model *md, const mt_pp_step *x) {
+    return (mt_acts){.base = pp->slot[x->slot], .l0 = x->chunk * md->pl.Lc};
+}
+
+/* F of (mb, chunk) */
 static mt_status run_fwd(mt_pipeline *pp, mt_model *md, const mt_pp_step *x, mt_pp_fetch_fn fetch, void *ctx,
                          float dloss) {
     mt_status st = MT_OK;
-    const int vfirst = pp->stage == 0 && x->chunk == 0, vlast = pp->stage == pp->p - 1 && x->chunk == pp->v - 1;
-    const int l0 = x->chunk * md->pl.Lc, l1 = l0 + md->pl.Lc;
-    if (vfirst || vlast) { /* tokens for the embedding, targets for the loss: the same samples */
+    const mt_model_part part = step_part(pp, md, x);
+    const mt_acts a = step_acts(pp, md, x);
+    if (part.embed || part.head) { /* tokens for the embedding, targets for the loss: the same samples */
         MT_CHECK(fetch(ctx, x->mb, pp->tokens));
-        MT_CHECK(mt_model_load_micro(md, pp->tokens));
+        MT_CHECK(mt_model_load_micro(md, &a, pp->tokens));
     }
-    MT_CHECK(mt_model_forward_part(md, l0, l1, vfirst, vlast));
-    if (vlast) {
-        MT_CHECK(mt_model_loss(md, dloss));
+    MT_CHECK(mt_model_forward(md, &a, part));
+    if (part.head) {
+        MT_CHECK(mt_model_loss(md, &a, dloss));
     } else {
-        MT_CHECK(md->be->i->copy_d2d(md->be, pp->act_out, mt_model_resid(md, l1), pp->n_act * mt_dtype_bytes(md->act)));
+        MT_CHECK(md->be->i->copy_d2d(md->be, pp->act_out, mt_model_resid(md, &a, part.l1),
+                                     pp->n_act * mt_dtype_bytes(md->act)));
     }
 out:
     return st;
 }
 
+/* B of (mb, chunk) */
 static mt_status run_bwd(mt_pipeline *pp, mt_model *md, const mt_pp_step *x) {
     mt_status st = MT_OK;
-    const int vfirst = pp->stage == 0 && x->chunk == 0, vlast = pp->stage == pp->p - 1 && x->chunk == pp->v - 1;
-    const int l0 = x->chunk * md->pl.Lc, l1 = l0 + md->pl.Lc;
-    MT_CHECK(mt_model_backward_part(md, l0, l1, vlast, vfirst));
-    if (!vfirst)
-        MT_CHECK(md->be->i->copy_d2d(md->be, pp->grad_out, mt_model_dresid(md), pp->n_act * mt_dtype_bytes(md->act)));
+    const mt_model_part part = step_part(pp, md, x);
+    const mt_acts a = step_acts(pp, md, x);
+    MT_CHECK(mt_model_backward(md, &a, part));
+    if (!part.embed)
+        MT_CHECK(md->be->i->copy_d2d(md->be, pp->grad_out, mt_model_dresid(md, &a), pp->n_act * mt_dtype_bytes(md->act)));
 out:
     return st;
 }
@@ -121,37 +130,30 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
     const int n = forward_only ? pp->n_fsteps : pp->n_steps;
     mt_comm *c = pp->comm;
     const mt_dtype dt = md->act;
-    double t_begin = now_ms(), busy = 0;
+    double t_begin = mt_clock_ms(), busy = 0;
     for (int i = 0; i < n; i++) {
         const mt_pp_step *x = &steps[i];
         if (x->op == MT_PP_FWD || x->op == MT_PP_BWD) {
-            double t0 = now_ms();
-            md->acts = pp->slot[x->slot];
-            md->act_l0 = x->chunk * md->pl.Lc;
+            double t0 = mt_clock_ms();
             if (x->op == MT_PP_FWD) {
                 MT_CHECK(run_fwd(pp, md, x, fetch, ctx, forward_only ? 0.0f : dloss));
             } else {
                 MT_CHECK(run_bwd(pp, md, x));
             }
             MT_CHECK(md->be->i->sync(md->be)); /* device time counts as busy, not as waiting */
-            busy += now_ms() - t0;
+            busy += mt_clock_ms() - t0;
             continue;
         }
         if (i == 0 || steps[i - 1].group != x->group) {
             MT_CHECK(c->i->group_start(c));
         }
-        const int l0 = x->chunk * md->pl.Lc;
-        md->act_l0 = l0;
+        const mt_acts a = step_acts(pp, md, x);
         switch (x->op) {
         case MT_PP_SEND_ACT: MT_CHECK(c->i->send(c, pp->act_out, pp->n_act, dt, x->peer)); break;
         case MT_PP_SEND_GRAD: MT_CHECK(c->i->send(c, pp->grad_out, pp->n_act, dt, x->peer)); break;
-        case MT_PP_RECV_ACT:
-            md->acts = pp->slot[x->slot];
-            MT_CHECK(c->i->recv(c, mt_model_resid(md, l0), pp->n_act, dt, x->peer));
-            break;
+        case MT_PP_RECV_ACT: MT_CHECK(c->i->recv(c, mt_model_resid(md, &a, a.l0), pp->n_act, dt, x->peer)); break;
         case MT_PP_RECV_GRAD:
-            md->acts = pp->slot[x->slot];
-            MT_CHECK(c->i->recv(c, mt_model_dresid(md), pp->n_act, dt, x->peer));
+            MT_CHECK(c->i->recv(c, mt_model_dresid(md, &a), pp->n_act, dt, x->peer));
             break;
         default: st = mt_errorf(MT_ERR_INTERNAL, "pipeline: step %d has op %d", i, (int)x->op); goto out;
         }
@@ -161,10 +163,8 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
     }
 out:
     /* a failed group is left open: cmd/ aborts the communicators on any error */
-    md->acts = pp->slot[0];
-    md->act_l0 = 0;
     pp->busy_ms = busy;
-    pp->table_ms = now_ms() - t_begin;
+    pp->table_ms = mt_clock_ms() - t_begin;
     return st;
 }
 

@@ -2,343 +2,324 @@
  * micro-batches, fetch its samples (a pure function of the consumed-samples count and the
  * rank's dp coordinate, so the data order is a property of the global batch, never of dp;
  * the ranks of a tp group read the same samples), forward + backward (tensor-parallel
- * collectives inside the model); sum over tp the gradients that are partial there (norm
- * weights under sequence parallelism); reduce gradients across dp (allreduce in buckets, or
- * with the distributed optimizer a reduce-scatter so each rank holds its shard's sum); one
- * host read (loss sum and squared grad norm: the norm summed over tp with replicated tensors
- * counted once, then both reduced across dp; every tp rank holds the same loss); skip the
- * update if either is not finite; clip by the global norm; AdamW on this rank's optimizer
- * shard of its tp shard; with the distributed optimizer, allgather the updated parameters;
- * log (tp rank 0, dp rank 0 only). Time spent in tp and dp collectives is measured.
- * Pipeline parallelism (pp > 1): each rank holds one stage (core/pipeline.c runs the schedule
- * table over the micro-batches; stage 0 and the last stage read the same samples, for tokens and
- * targets); after backward the tied wte gradient is summed over the embedding group (first and
- * last stage), and the two step scalars are summed over the pp group (the loss lives on the last
- * stage, the other stages add 0; the grad norm counts the wte copy once). The last stage logs,
- * with the measured bubble beside the formula's. */
+ * collectives inside the model; pipeline parallelism: train/pipeline.c runs the schedule table,
+ * stage 0 and the last stage reading the same samples for tokens and targets); then one call
+ * synchronises the gradients per gradient class (parallel/grad_sync.h: tp-partial and embedding
+ * pre-reductions, dp x cp allreduce in buckets or the distributed optimizer's reduce-scatter, the
+ * squared norm and the loss summed over the world); one host read of the two scalars; skip the
+ * update if either is not finite; clip by the global norm; AdamW on this rank's optimizer shards;
+ * with the distributed optimizer, allgather the updated parameters; log (one rank: Megatron's
+ * last stage, tp 0, dp 0), with the measured pipeline bubble beside the formula's.
+ * Rule: nothing is allocated inside the loop (test/unit/test_train_alloc.c counts). */
 #include "train/train.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/data/blended_dataset.h"
+#include "parallel/grad_sync.h"
 #include "train/metrics.h"
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/pipeline.h"
 
-/* gradient allreduce bucket (elements): bounded so reduction can later overlap backward */
-#define MT_GRAD_BUCKET_ELEMS ((size_t)16 << 20)
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+/* Everything one rank's run holds. */
+typedef struct {
+    const mt_recipe *r;
+    mt_backend *be;
+    const mt_parallel_state *ps;
+    mt_model model;
+    int have_model;
+    mt_grad_sync gs;
+    mt_pipeline pipe;
+    mt_pipeline *pipe_exec;  /* &pipe when pp > 1 */
+    mt_blended_dataset *train, *valid;
+    mt_metrics_sink sink;
+    int have_sink;
+    int32_t *tokens;         /* (B, T+1) host staging */
+    int B, T, G, dp, dp_rank, n_micro, distributed;
+    double tokens_per_iter;
+} trainer;
 
 /* Fills B rows of T+1 tokens for micro-batch `mb` of the global batch that starts at
  * `consumed` (Megatron's order: micro-batch-major, then dp rank, then row). */
-static mt_status fetch_micro(mt_blended_dataset *ds, int64_t consumed, int mb, int dp, int dp_rank, int B, int T,
-                             int32_t *tokens) {
-    for (int b = 0; b < B; b++) {
-        int64_t sample = consumed + (int64_t)mb * B * dp + (int64_t)dp_rank * B + b;
-        mt_status st = mt_blended_dataset_get(ds, sample, tokens + (size_t)b * (T + 1));
+typedef struct {
+    const trainer *t;
+    mt_blended_dataset *ds;
+    int64_t consumed;
+} fetch_ctx;
+
+static mt_status fetch_cb(void *ctx, int mb, int32_t *tokens) {
+    const fetch_ctx *f = ctx;
+    const trainer *t = f->t;
+    for (int b = 0; b < t->B; b++) {
+        int64_t sample = f->consumed + (int64_t)mb * t->B * t->dp + (int64_t)t->dp_rank * t->B + b;
+        mt_status st = mt_blended_dataset_get(f->ds, sample, tokens + (size_t)b * (t->T + 1));
         if (st != MT_OK) return st;
     }
     return MT_OK;
 }
 
-typedef struct {
-    mt_blended_dataset *ds;
-    int64_t consumed;
-    int dp, dp_rank, B, T;
-} fetch_ctx;
-
-static mt_status fetch_cb(void *ctx, int mb, int32_t *tokens) {
-    fetch_ctx *f = ctx;
-    return fetch_micro(f->ds, f->consumed, mb, f->dp, f->dp_rank, f->B, f->T, tokens);
-}
-
-/* Sums the two step scalars over the pipeline group (pp > 1): the loss from the last stage,
- * the squared-norm parts of every stage. */
-static mt_status reduce_scalars_pp(mt_model *m, mt_comm *pp) {
-    if (!pp || pp->size == 1) return MT_OK;
-    void *s = mt_model_scalars(m);
-    return pp->i->allreduce(pp, s, s, 2, MT_F32, MT_RED_SUM);
-}
-
-/* wall time spent in dp collectives (this rank), for the communication statistics */
-static double g_dp_comm_ms;
-
-/* Sums the two step scalars (loss, grad sq) over the dp group. */
-static mt_status reduce_scalars(mt_model *m, mt_comm *dp) {
-    if (!dp || dp->size == 1) return MT_OK;
-    void *s = mt_model_scalars(m);
-    double t0 = now_ms();
-    mt_status st = dp->i->allreduce(dp, s, s, 2, MT_F32, MT_RED_SUM);
-    g_dp_comm_ms += now_ms() - t0;
+/* Forward (+ backward) of every micro-batch of this rank for the batch starting at `consumed`. */
+static mt_status run_batch(trainer *t, mt_blended_dataset *ds, int64_t consumed, float dloss, int backward) {
+    mt_status st = MT_OK;
+    fetch_ctx fc = {.t = t, .ds = ds, .consumed = consumed};
+    if (t->pipe_exec) return mt_pipeline_run(t->pipe_exec, &t->model, fetch_cb, &fc, dloss, !backward);
+    for (int mb = 0; mb < t->n_micro; mb++) {
+        MT_CHECK(fetch_cb(&fc, mb, t->tokens));
+        MT_CHECK(mt_model_step_micro(&t->model, t->tokens, dloss, backward));
+    }
+out:
     return st;
 }
 
-static mt_status evaluate(mt_model *m, mt_pipeline *pipe, const mt_recipe *r, mt_dist *d, mt_blended_dataset *valid,
-                          int32_t *tokens, double *loss) {
+static mt_status evaluate(trainer *t, double *loss) {
     mt_status st = MT_OK;
-    const int B = r->training.micro_batch, T = r->model.seq_length, G = r->training.global_batch;
-    const int dp = d->dp ? d->dp->size : 1, dp_rank = d->dp ? d->dp->rank : 0;
-    const int n_micro = G / (B * dp);
-    const int64_t n_tok = (int64_t)r->logging.eval_iters * G * T;
+    const int64_t n_tok = (int64_t)t->r->logging.eval_iters * t->G * t->T;
     float sum = 0, unused = 0;
-    MT_CHECK(mt_model_zero_grads(m));
-    for (int64_t e = 0; e < r->logging.eval_iters; e++) {
-        if (pipe) { /* the forward-only table */
-            fetch_ctx fc = {.ds = valid, .consumed = e * G, .dp = dp, .dp_rank = dp_rank, .B = B, .T = T};
-            MT_CHECK(mt_pipeline_run(pipe, m, fetch_cb, &fc, 0.0f, 1));
-            continue;
-        }
-        for (int mb = 0; mb < n_micro; mb++) {
-            MT_CHECK(fetch_micro(valid, e * G, mb, dp, dp_rank, B, T, tokens));
-            MT_CHECK(mt_model_step_micro(m, tokens, 0.0f, 0));
-        }
-    }
-    MT_CHECK(reduce_scalars_pp(m, d->pp));
-    MT_CHECK(reduce_scalars(m, d->dp));
-    MT_CHECK(mt_model_read_scalars(m, &sum, &unused));
+    MT_CHECK(mt_model_zero_grads(&t->model));
+    for (int64_t e = 0; e < t->r->logging.eval_iters; e++) MT_CHECK(run_batch(t, t->valid, e * t->G, 0.0f, 0));
+    MT_CHECK(mt_grad_sync_scalars(&t->gs, mt_model_scalars(&t->model)));
+    MT_CHECK(mt_model_read_scalars(&t->model, &sum, &unused));
     *loss = (double)sum / (double)n_tok;
 out:
     return st;
 }
 
-/* After the micro-batches: gradients summed over dp, and this rank's part of the squared
- * norm in scalars[1] (the whole norm on dp rank 0 without the distributed optimizer, the
- * shard's part with it), so one allreduce of the scalars gives the global values. */
-static mt_status sync_grads(mt_model *m, mt_comm *dp, int distributed, mt_comm *pp, mt_comm *emb) {
-    mt_status st = MT_OK;
-    MT_CHECK(mt_model_tp_sync_grads(m));
-    if (emb && m->tied && m->pl.idx.wte >= 0) { /* Megatron's embedding-group allreduce */
-        const mt_param_tensor *t = &m->pl.t[m->pl.idx.wte];
-        float *g = (float *)m->grads + t->offset;
-        MT_CHECK(emb->i->allreduce(emb, g, g, t->n, MT_F32, MT_RED_SUM));
-    }
-    double t0 = now_ms();
-    if (dp && dp->size > 1) {
-        if (distributed) {
-            MT_CHECK(dp->i->reduce_scatter(dp, m->grads, (float *)m->grads + m->opt_begin, m->opt_n, MT_F32,
-                                           MT_RED_SUM));
-        } else {
-            for (size_t off = 0; off < m->n_flat; off += MT_GRAD_BUCKET_ELEMS) {
-                size_t n = m->n_flat - off < MT_GRAD_BUCKET_ELEMS ? m->n_flat - off : MT_GRAD_BUCKET_ELEMS;
-                float *g = (float *)m->grads + off;
-                MT_CHECK(dp->i->allreduce(dp, g, g, n, MT_F32, MT_RED_SUM));
-            }
-        }
-    }
-    g_dp_comm_ms += now_ms() - t0;
-    if (distributed || !dp || dp->rank == 0) {
-        MT_CHECK(mt_model_grad_sq(m, m->opt_begin, m->opt_n));
-    } else {
-        MT_CHECK(mt_model_grad_sq(m, 0, 0));
-    }
-    /* tp: each rank's shards (+ the replicas on tp rank 0); the loss is not summed over tp */
-    MT_CHECK(mt_tp_allreduce_f32(&m->tp, (float *)mt_model_scalars(m) + 1, 1));
-    MT_CHECK(reduce_scalars_pp(m, pp));
-    MT_CHECK(reduce_scalars(m, dp));
-out:
-    return st;
+static void trainer_close(trainer *t) {
+    free(t->tokens);
+    if (t->have_sink) mt_metrics_close(&t->sink);
+    if (t->pipe_exec) mt_pipeline_free(t->pipe_exec, &t->model);
+    if (t->have_model) mt_model_free(&t->model);
+    mt_blended_dataset_close(t->valid);
+    mt_blended_dataset_close(t->train);
 }
 
-mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt_train_report *rep) {
+/* Datasets, model (this rank's shards and optimizer shards), gradient sync, pipeline executor,
+ * metrics sink, staging: everything the loop uses, allocated before it starts. */
+static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps) {
     mt_status st = MT_OK;
-    mt_model model;
-    mt_pipeline pipe;
-    mt_pipeline *pp_exec = NULL;
-    mt_blended_dataset *train = NULL, *valid = NULL;
-    mt_metrics_sink sink;
-    int32_t *tokens = NULL;
-    int have_model = 0;
-    memset(rep, 0, sizeof *rep);
-    memset(&sink, 0, sizeof sink);
-    rep->last_val_loss = NAN;
-
-    const int B = r->training.micro_batch, T = r->model.seq_length, G = r->training.global_batch;
-    const int dp = d->dp ? d->dp->size : 1, dp_rank = d->dp ? d->dp->rank : 0;
-    const int distributed = r->parallel.distributed_optimizer && dp > 1;
-    const int n_micro = G / (B * dp);
+    memset(t, 0, sizeof *t);
+    t->r = r;
+    t->be = be;
+    t->ps = ps;
+    t->B = r->training.micro_batch;
+    t->T = r->model.seq_length;
+    t->G = r->training.global_batch;
+    t->dp = mt_pstate_group(ps, MT_PG_DP)->size;
+    t->dp_rank = mt_pstate_group(ps, MT_PG_DP)->rank;
+    t->distributed = r->parallel.distributed_optimizer && mt_pstate_group(ps, MT_PG_DP_CP)->size > 1;
+    t->n_micro = t->G / (t->B * t->dp);
+    t->tokens_per_iter = (double)t->G * t->T;
     const int64_t iters = r->training.iters;
-    const double tokens_per_iter = (double)G * T;
-    /* Megatron: the last pipeline stage of tp 0 / dp 0 logs */
-    const int logger = d->coord[MT_AX_DP] == 0 && d->coord[MT_AX_TP] == 0 && d->coord[MT_AX_CP] == 0 &&
-                       d->coord[MT_AX_PP] == d->grid.pp - 1;
-    if (!logger) log = NULL;
+    const int pp = ps->grid.pp, stage = ps->coord[MT_AX_PP];
 
     if (!r->data.path[0])
         return mt_errorf(MT_ERR_CONFIG, "data.path is empty: set it to a preprocessed dataset prefix "
                                         "(e.g. data/kjv_text_document, made by scripts/fetch-corpus.sh)");
-    MT_CHECK(mt_blended_dataset_open(&train, r->data.path, r->data.split, MT_SPLIT_TRAIN, T, r->training.seed,
-                                     iters * G, r->data.cache_path));
+    MT_CHECK(mt_blended_dataset_open(&t->train, r->data.path, r->data.split, MT_SPLIT_TRAIN, t->T, r->training.seed,
+                                     iters * t->G, r->data.cache_path));
     if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
-        MT_CHECK(mt_blended_dataset_open(&valid, r->data.path, r->data.split, MT_SPLIT_VALID, T, r->training.seed,
-                                         r->logging.eval_iters * G, r->data.cache_path));
-    const int pp = d->grid.pp, stage = d->coord[MT_AX_PP];
-    if (pp > 1 && (!d->pp || d->pp->size != pp)) {
-        st = mt_errorf(MT_ERR_INTERNAL, "train: parallel.pipeline = %d without its communicator", pp);
-        goto out;
-    }
+        MT_CHECK(mt_blended_dataset_open(&t->valid, r->data.path, r->data.split, MT_SPLIT_VALID, t->T,
+                                         r->training.seed, r->logging.eval_iters * t->G, r->data.cache_path));
     if (pp > 1) /* Megatron's rule on m for the interleaved schedule, before anything is allocated */
-        MT_CHECK(mt_schedule_check(mt_schedule_default(pp, r->parallel.virtual_pipeline), pp, n_micro,
+        MT_CHECK(mt_schedule_check(mt_schedule_default(pp, r->parallel.virtual_pipeline), pp, t->n_micro,
                                    r->parallel.virtual_pipeline));
-    MT_CHECK(mt_model_init_stage(&model, r, be, B, distributed ? dp : 1, distributed ? dp_rank : 0, d->tp,
-                                 pp > 1 ? stage : -1));
-    have_model = 1;
+    mt_model_shape shape = {.B = t->B, .tp_comm = mt_pstate_group(ps, MT_PG_TP)->comm, .pp_stage = pp > 1 ? stage : -1};
+    mt_grad_sync_shards(ps, t->distributed, shape.shards, shape.shard);
+    MT_CHECK(mt_model_create(&t->model, r, be, &shape));
+    t->have_model = 1;
+    mt_grad_sync_init(&t->gs, &t->model.pl, &t->model.ol, ps, be, t->distributed);
     if (pp > 1) {
-        MT_CHECK(mt_pipeline_init(&pipe, &model, r, n_micro, d->pp));
-        pp_exec = &pipe;
+        MT_CHECK(mt_pipeline_init(&t->pipe, &t->model, r, t->n_micro, mt_pstate_group(ps, MT_PG_PP)->comm));
+        t->pipe_exec = &t->pipe;
     }
-    if (logger) MT_CHECK(mt_metrics_open(&sink, r->logging.metrics));
-    if (d->size > 1) snprintf(sink.prefix, sizeof sink.prefix, "%s ", d->prefix);
-    tokens = malloc((size_t)B * (T + 1) * sizeof *tokens);
-    if (!tokens) {
-        st = mt_errorf(MT_ERR_OOM, "token staging buffer");
+    if (ps->logger) {
+        MT_CHECK(mt_metrics_open(&t->sink, r->logging.metrics));
+        t->have_sink = 1;
+    }
+    if (ps->size > 1) snprintf(t->sink.prefix, sizeof t->sink.prefix, "%s ", ps->prefix);
+    t->tokens = malloc((size_t)t->B * (t->T + 1) * sizeof *t->tokens);
+    if (!t->tokens) {
+        st = mt_errorf(MT_ERR_OOM, "token staging buffer of %d x %d tokens", t->B, t->T + 1);
         goto out;
     }
-    rep->bytes_params = model.bytes_params;
-    rep->bytes_grads = model.bytes_grads;
-    rep->bytes_optim = model.bytes_optim;
-    rep->bytes_acts = model.bytes_acts + (pp_exec ? mt_pipeline_extra_bytes(pp_exec, &model) : 0);
-    rep->flops_per_iter = mt_model_flops_per_seq(&model.pl, r->training.recompute == MT_RECOMPUTE_FULL) * G;
+out:
+    return st;
+}
+
+static mt_status print_start(const trainer *t, FILE *log) {
+    mt_status st = MT_OK;
+    const mt_recipe *r = t->r;
+    const mt_model *m = &t->model;
+    const mt_parallel_state *ps = t->ps;
     size_t n_full = 0; /* parameters of the whole model (the table holds this rank's shards) */
     mt_param_layout full_pl;
     MT_CHECK(mt_param_layout_build(r, &full_pl));
     for (int ti = 0; ti < full_pl.n_tensors; ti++)
         n_full += (size_t)full_pl.t[ti].n_layers * full_pl.t[ti].full_rows * full_pl.t[ti].full_cols;
-    const int tp = model.pl.tp;
+    if (!log) goto out;
+    const int tp = m->pl.tp, pp = ps->grid.pp;
     char shard[48] = "";
     if (tp > 1 || pp > 1)
-        snprintf(shard, sizeof shard, "%zu on this %s; ", model.pl.n_params, pp > 1 ? "rank's stage" : "tp rank");
+        snprintf(shard, sizeof shard, "%zu on this %s; ", m->pl.n_params, pp > 1 ? "rank's stage" : "tp rank");
     char pps[160] = "";
-    if (pp_exec) {
+    if (t->pipe_exec) {
         char vs[32] = "";
-        if (pp_exec->v > 1) snprintf(vs, sizeof vs, " x vpp %d", pp_exec->v);
+        if (t->pipe_exec->v > 1) snprintf(vs, sizeof vs, " x vpp %d", t->pipe_exec->v);
         snprintf(pps, sizeof pps, ", pp %d%s schedule %s with %d activation slot%s on this stage", pp, vs,
-                 mt_schedule_name(pp_exec->kind), pp_exec->n_slots, pp_exec->n_slots > 1 ? "s" : "");
+                 mt_schedule_name(t->pipe_exec->kind), t->pipe_exec->n_slots, t->pipe_exec->n_slots > 1 ? "s" : "");
     }
-    if (log)
-        fprintf(log, "%smtrain: %s, %zu parameters (%s%.1f MiB weights, %.1f MiB grads, %.1f MiB optimizer%s, "
-                     "%.1f MiB activations per rank), backend %s, %d rank%s (tp %d%s%s, dp %d), %lld iterations of %d "
-                     "sequences x %d tokens (%d micro-batches of %d per rank)\n",
-                sink.prefix, r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", n_full, shard,
-                model.bytes_params / 1048576.0, model.bytes_grads / 1048576.0, model.bytes_optim / 1048576.0,
-                distributed ? " (distributed)" : "", model.bytes_acts / 1048576.0,
-                be->device_name ? be->device_name : be->i->name, d->size, d->size > 1 ? "s" : "", tp,
-                model.pl.sp ? " sequence-parallel" : "", pps, dp, (long long)iters, G, T, n_micro, B);
+    fprintf(log,
+            "%smtrain: %s, %zu parameters (%s%.1f MiB weights, %.1f MiB grads, %.1f MiB optimizer%s, "
+            "%.1f MiB activations per rank), backend %s, %d rank%s (tp %d%s%s, dp %d), %lld iterations of %d "
+            "sequences x %d tokens (%d micro-batches of %d per rank)\n",
+            t->sink.prefix, r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", n_full, shard,
+            m->bytes_params / 1048576.0, m->bytes_grads / 1048576.0, m->bytes_optim / 1048576.0,
+            t->distributed ? " (distributed)" : "", m->bytes_acts / 1048576.0,
+            t->be->device_name ? t->be->device_name : t->be->i->name, ps->size, ps->size > 1 ? "s" : "", tp,
+            m->pl.sp ? " sequence-parallel" : "", pps, t->dp, (long long)r->training.iters, t->G, t->T, t->n_micro,
+            t->B);
+out:
+    return st;
+}
 
-    const float dloss = (float)(1.0 / tokens_per_iter);
-    const size_t act_bytes = mt_dtype_bytes(model.act);
-    int64_t consumed = 0, skipped = 0, nan_iters = 0, step = 0;
-    double window_ms = 0, timed_ms = 0, timed_tp_ms = 0, timed_dp_ms = 0;
-    int64_t window_iters = 0, timed_iters = 0, timed_coll = 0;
-    double window_busy = 0, window_table = 0; /* pipeline: F+B time and table time in the window */
-    const double bubble_formula = pp_exec ? mt_schedule_bubble_formula(pp_exec->kind, pp, n_micro, pp_exec->v) : -1;
-    g_dp_comm_ms = 0;
-    for (int64_t it = 1; it <= iters; it++) {
-        double t0 = now_ms();
-        model.tp.comm_ms = 0;
-        model.tp.n_coll = 0;
-        g_dp_comm_ms = 0;
-        MT_CHECK(mt_model_zero_grads(&model));
-        if (pp_exec) {
-            fetch_ctx fc = {.ds = train, .consumed = consumed, .dp = dp, .dp_rank = dp_rank, .B = B, .T = T};
-            MT_CHECK(mt_pipeline_run(pp_exec, &model, fetch_cb, &fc, dloss, 0));
-            window_busy += pp_exec->busy_ms;
-            window_table += pp_exec->table_ms;
-        } else {
-            for (int mb = 0; mb < n_micro; mb++) {
-                MT_CHECK(fetch_micro(train, consumed, mb, dp, dp_rank, B, T, tokens));
-                MT_CHECK(mt_model_step_micro(&model, tokens, dloss, 1));
-            }
-        }
-        MT_CHECK(sync_grads(&model, d->dp, distributed, d->pp, d->emb));
-        float loss_sum = 0, grad_sq = 0;
-        MT_CHECK(mt_model_read_scalars(&model, &loss_sum, &grad_sq));
-        const double loss = (double)loss_sum / tokens_per_iter;
-        const double grad_norm = sqrt((double)grad_sq);
-        const double lr = mt_lr_at(&r->optimizer, it, iters);
-        if (!isfinite(loss) || !isfinite(grad_norm)) {
-            skipped++;
-            nan_iters++;
-        } else {
-            step++;
-            MT_CHECK(mt_optim_step(&model, &r->optimizer, step, lr, mt_clip_factor(grad_norm, r->optimizer.clip_grad)));
-            if (distributed) {
-                char *p = (char *)model.params;
-                double ta = now_ms();
-                MT_CHECK(d->dp->i->allgather(d->dp, p + model.opt_begin * act_bytes, p, model.opt_n, model.act));
-                g_dp_comm_ms += now_ms() - ta;
-            }
-        }
-        MT_CHECK(be->i->sync(be));
-        consumed += G;
-        const double dt = now_ms() - t0;
-        window_ms += dt;
-        window_iters++;
-        if (it > 1) {
-            timed_ms += dt;
-            timed_iters++;
-            timed_tp_ms += model.tp.comm_ms;
-            timed_dp_ms += g_dp_comm_ms;
-            timed_coll += model.tp.n_coll;
-        }
-        if (it == 1) rep->first_loss = loss;
-        rep->last_loss = loss;
-        rep->iters_done = it;
-        if (r->logging.interval > 0 && (it % r->logging.interval == 0 || it == iters || it == 1)) {
-            const double ms = window_ms / window_iters;
-            double bubble = -1;
-            if (pp_exec) { /* collective over the pp group: every stage reaches it at the same iteration */
-                MT_CHECK(mt_pipeline_bubble(pp_exec, be, window_busy, window_table, &bubble));
-                window_busy = window_table = 0;
-            }
-            mt_iter_metrics im = {.iteration = it, .train_iters = iters, .consumed_samples = consumed,
-                                  .global_batch = G, .ms_per_iter = ms, .tokens_per_s = tokens_per_iter / (ms * 1e-3),
-                                  .tflops = rep->flops_per_iter / d->size / (ms * 1e-3) / 1e12, .mfu = -1, .lr = lr,
-                                  .lm_loss = loss, .grad_norm = grad_norm, .skipped = skipped, .nan_iters = nan_iters,
-                                  .bubble = bubble, .bubble_formula = bubble_formula};
-            const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : be->peak_tflops;
-            if (peak > 0) im.mfu = im.tflops / peak;
-            mt_metrics_log_iter(log, &sink, &im);
-            window_ms = 0;
-            window_iters = 0;
-        }
-        if (valid && (it % r->logging.eval_interval == 0 || it == iters)) {
-            double vl;
-            MT_CHECK(evaluate(&model, pp_exec, r, d, valid, tokens, &vl));
-            rep->last_val_loss = vl;
-            mt_metrics_log_eval(log, &sink, it, vl);
-        }
+/* One optimizer step's numbers. */
+typedef struct {
+    double loss, grad_norm, lr;
+    int skipped;
+} step_result;
+
+static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n_steps, step_result *res) {
+    mt_status st = MT_OK;
+    mt_model *m = &t->model;
+    float loss_sum = 0, grad_sq = 0;
+    MT_CHECK(mt_model_zero_grads(m));
+    MT_CHECK(run_batch(t, t->train, consumed, (float)(1.0 / t->tokens_per_iter), 1));
+    MT_CHECK(mt_grad_sync_reduce(&t->gs, m->grads, mt_model_scalars(m)));
+    MT_CHECK(mt_model_read_scalars(m, &loss_sum, &grad_sq));
+    res->loss = (double)loss_sum / t->tokens_per_iter;
+    res->grad_norm = sqrt((double)grad_sq);
+    res->lr = mt_lr_at(&t->r->optimizer, it, t->r->training.iters);
+    res->skipped = !isfinite(res->loss) || !isfinite(res->grad_norm);
+    if (!res->skipped) {
+        ++*n_steps;
+        MT_CHECK(mt_optim_step(m, &t->r->optimizer, *n_steps, res->lr,
+                               mt_clip_factor(res->grad_norm, t->r->optimizer.clip_grad)));
+        MT_CHECK(mt_grad_sync_gather_params(&t->gs, m->params, m->act));
     }
-    if (timed_iters > 0) {
-        rep->mean_ms_per_iter = timed_ms / timed_iters;
-        rep->tokens_per_s = tokens_per_iter / (rep->mean_ms_per_iter * 1e-3);
-        rep->tp_comm_ms_per_iter = timed_tp_ms / timed_iters;
-        rep->dp_comm_ms_per_iter = timed_dp_ms / timed_iters;
-        if (log && d->size > 1)
-            fprintf(log, "%smtrain: communication %.2f ms/iteration = %.1f%% of %.2f ms (tp %.2f ms in %.0f "
-                         "collectives, dp %.2f ms), this rank, iterations after the first\n",
-                    sink.prefix, rep->tp_comm_ms_per_iter + rep->dp_comm_ms_per_iter,
+    MT_CHECK(t->be->i->sync(t->be));
+out:
+    return st;
+}
+
+/* Running sums between log lines and over the timed iterations (all but the first). */
+typedef struct {
+    double window_ms, window_busy, window_table; /* pipeline: F+B time and table time in the window */
+    int64_t window_iters;
+    double timed_ms, timed_tp_ms, timed_dp_ms;
+    int64_t timed_iters, timed_coll;
+} loop_stats;
+
+static void print_comm_summary(const trainer *t, FILE *log, const loop_stats *ls, mt_train_report *rep) {
+    if (ls->timed_iters > 0) {
+        rep->mean_ms_per_iter = ls->timed_ms / ls->timed_iters;
+        rep->tokens_per_s = t->tokens_per_iter / (rep->mean_ms_per_iter * 1e-3);
+        rep->tp_comm_ms_per_iter = ls->timed_tp_ms / ls->timed_iters;
+        rep->dp_comm_ms_per_iter = ls->timed_dp_ms / ls->timed_iters;
+        if (log && t->ps->size > 1)
+            fprintf(log,
+                    "%smtrain: communication %.2f ms/iteration = %.1f%% of %.2f ms (tp %.2f ms in %.0f "
+                    "collectives, dp %.2f ms), this rank, iterations after the first\n",
+                    t->sink.prefix, rep->tp_comm_ms_per_iter + rep->dp_comm_ms_per_iter,
                     100.0 * (rep->tp_comm_ms_per_iter + rep->dp_comm_ms_per_iter) / rep->mean_ms_per_iter,
-                    rep->mean_ms_per_iter, rep->tp_comm_ms_per_iter, (double)timed_coll / timed_iters,
+                    rep->mean_ms_per_iter, rep->tp_comm_ms_per_iter, (double)ls->timed_coll / ls->timed_iters,
                     rep->dp_comm_ms_per_iter);
     } else if (rep->iters_done > 0) {
-        rep->mean_ms_per_iter = window_ms;
-        rep->tokens_per_s = tokens_per_iter / (window_ms * 1e-3);
+        rep->mean_ms_per_iter = ls->window_ms;
+        rep->tokens_per_s = t->tokens_per_iter / (ls->window_ms * 1e-3);
     }
+}
+
+mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps, FILE *log,
+                   const mt_train_hooks *hooks, mt_train_report *rep) {
+    mt_status st = MT_OK;
+    trainer t;
+    memset(rep, 0, sizeof *rep);
+    rep->last_val_loss = NAN;
+    if (!ps->logger) log = NULL;
+    MT_CHECK(trainer_open(&t, r, be, ps));
+    rep->bytes_params = t.model.bytes_params;
+    rep->bytes_grads = t.model.bytes_grads;
+    rep->bytes_optim = t.model.bytes_optim;
+    rep->bytes_acts = t.model.bytes_acts + (t.pipe_exec ? mt_pipeline_extra_bytes(t.pipe_exec, &t.model) : 0);
+    rep->flops_per_iter = mt_model_flops_per_seq(&t.model.pl, r->training.recompute == MT_RECOMPUTE_FULL) * t.G;
+    MT_CHECK(print_start(&t, log));
+
+    const int64_t iters = r->training.iters;
+    const int pp = ps->grid.pp;
+    int64_t consumed = 0, skipped = 0, n_steps = 0;
+    loop_stats ls;
+    memset(&ls, 0, sizeof ls);
+    const double bubble_formula =
+        t.pipe_exec ? mt_schedule_bubble_formula(t.pipe_exec->kind, pp, t.n_micro, t.pipe_exec->v) : -1;
+    for (int64_t it = 1; it <= iters; it++) {
+        const double t0 = mt_clock_ms();
+        t.model.tp.comm_ms = 0;
+        t.model.tp.n_coll = 0;
+        t.gs.comm_ms = 0;
+        step_result res;
+        MT_CHECK(train_step(&t, it, consumed, &n_steps, &res));
+        skipped += res.skipped;
+        if (t.pipe_exec) {
+            ls.window_busy += t.pipe_exec->busy_ms;
+            ls.window_table += t.pipe_exec->table_ms;
+        }
+        consumed += t.G;
+        const double dt = mt_clock_ms() - t0;
+        ls.window_ms += dt;
+        ls.window_iters++;
+        if (it > 1) {
+            ls.timed_ms += dt;
+            ls.timed_iters++;
+            ls.timed_tp_ms += t.model.tp.comm_ms;
+            ls.timed_dp_ms += t.gs.comm_ms;
+            ls.timed_coll += t.model.tp.n_coll;
+        }
+        if (it == 1) rep->first_loss = res.loss;
+        rep->last_loss = res.loss;
+        rep->iters_done = it;
+        if (r->logging.interval > 0 && (it % r->logging.interval == 0 || it == iters || it == 1)) {
+            const double ms = ls.window_ms / ls.window_iters;
+            double bubble = -1;
+            if (t.pipe_exec) { /* collective over the pp group: every stage reaches it at the same iteration */
+                MT_CHECK(mt_pipeline_bubble(t.pipe_exec, be, ls.window_busy, ls.window_table, &bubble));
+                ls.window_busy = ls.window_table = 0;
+            }
+            mt_iter_metrics im = {.iteration = it, .train_iters = iters, .consumed_samples = consumed,
+                                  .global_batch = t.G, .ms_per_iter = ms,
+                                  .tokens_per_s = t.tokens_per_iter / (ms * 1e-3),
+                                  .tflops = rep->flops_per_iter / ps->size / (ms * 1e-3) / 1e12, .mfu = -1,
+                                  .lr = res.lr, .lm_loss = res.loss, .grad_norm = res.grad_norm, .skipped = skipped,
+                                  .nan_iters = skipped, .bubble = bubble, .bubble_formula = bubble_formula};
+            const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : be->peak_tflops;
+            if (peak > 0) im.mfu = im.tflops / peak;
+            mt_metrics_log_iter(log, &t.sink, &im);
+            ls.window_ms = 0;
+            ls.window_iters = 0;
+        }
+        if (t.valid && (it % r->logging.eval_interval == 0 || it == iters)) {
+            double vl;
+            MT_CHECK(evaluate(&t, &vl));
+            rep->last_val_loss = vl;
+            mt_metrics_log_eval(log, &t.sink, it, vl);
+        }
+        if (hooks && hooks->on_iteration) MT_CHECK(hooks->on_iteration(hooks->ctx, it));
+    }
+    print_comm_summary(&t, log, &ls, rep);
 out:
-    free(tokens);
-    mt_metrics_close(&sink);
-    if (pp_exec) mt_pipeline_free(pp_exec, &model);
-    if (have_model) mt_model_free(&model);
-    mt_blended_dataset_close(valid);
-    mt_blended_dataset_close(train);
+    trainer_close(&t);
     return st;
 }

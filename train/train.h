@@ -1,5 +1,5 @@
 /* train.h — the training loop of one rank: data -> micro-batches -> forward/backward ->
- * clip -> AdamW -> log, with periodic validation. */
+ * gradient sync -> clip -> AdamW -> log, with periodic validation. */
 #ifndef MT_TRAIN_H
 #define MT_TRAIN_H
 
@@ -8,7 +8,7 @@
 
 #include "core/backend.h"
 #include "core/recipe/recipe.h"
-#include "parallel/dist.h"
+#include "parallel/parallel_state.h"
 
 typedef struct {
     int64_t iters_done;
@@ -22,13 +22,22 @@ typedef struct {
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts;
 } mt_train_report;
 
+/* Optional callbacks into the loop (tests, tools): on_iteration runs at the end of every
+ * iteration, after logging; a non-OK status stops training with that status. */
+typedef struct {
+    mt_status (*on_iteration)(void *ctx, int64_t iteration);
+    void *ctx;
+} mt_train_hooks;
+
 /* MT_ERR_UNSUPPORTED naming the key when the recipe asks for something the trainer cannot do
  * yet (context, expert parallelism, MoE, checkpoints, TensorBoard); `note` gets a
  * line to print for accepted-but-not-applied keys (recompute). */
 mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_bytes);
 
-/* Trains the validated recipe on the backend as rank d->rank of the job (d set up by
- * mt_dist_setup). Log lines go to `log` on the logging rank (NULL = silent). */
-mt_status mt_train(const mt_recipe *r, mt_backend *be, mt_dist *d, FILE *log, mt_train_report *rep);
+/* Trains the validated recipe on the backend as this rank of the job (ps set up by
+ * mt_pstate_setup). Log lines go to `log` on the logging rank (ps->logger; NULL = silent).
+ * hooks may be NULL. */
+mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps, FILE *log,
+                   const mt_train_hooks *hooks, mt_train_report *rep);
 
 #endif

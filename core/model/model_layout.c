@@ -130,8 +130,13 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
             ix->lm_head = add_tensor(pl, &cur, "lm_head", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
     }
     pl->n_elems = cur;
-    for (int ti = 0; ti < pl->n_tensors; ti++)
-        pl->t[ti].stacked = ti != ix->wte && ti != ix->wpe && ti != ix->lnf_w && ti != ix->lnf_b && ti != ix->lm_head;
+    for (int ti = 0; ti < pl->n_tensors; ti++) {
+        mt_param_tensor *t = &pl->t[ti];
+        t->stacked = ti != ix->wte && ti != ix->wpe && ti != ix->lnf_w && ti != ix->lnf_b && ti != ix->lm_head;
+        t->gclass = MT_GRAD_DENSE;
+        if (t->sp_partial) t->gclass = MT_GRAD_TP_PARTIAL;
+        if (ti == ix->wte && m->tie_embeddings && pl->pp > 1) t->gclass = MT_GRAD_EMBEDDING;
+    }
 out:
     return st;
 }

@@ -32,6 +32,22 @@ typedef enum {
     MT_SHARD_COLS          /* columns split over tp (row-parallel weights, column-parallel biases) */
 } mt_shard_kind;
 
+/* Gradient class of a tensor: over which groups its gradient is summed and over which its
+ * optimizer state is sharded (parallel/grad_sync.h runs them; Megatron-Core's grad buffers):
+ *   DENSE        summed over data x context parallel; optimizer sharded over dp x cp
+ *   TP_PARTIAL   first summed over tp (a replicated norm weight / bias under sequence parallelism
+ *                sees 1/tp of the tokens on each rank), then as DENSE
+ *   EMBEDDING    first summed over the embedding group (the tied word embedding on the first
+ *                stage and its copy on the last), then as DENSE
+ *   EXPERT       summed over expert-data-parallel; optimizer sharded over it (MoE experts) */
+typedef enum { MT_GRAD_DENSE = 0, MT_GRAD_TP_PARTIAL, MT_GRAD_EMBEDDING, MT_GRAD_EXPERT, MT_GRAD_CLASSES } mt_grad_class;
+
+/* The flat buffers a class lives in: one per reduce group (dense classes share one). */
+typedef enum { MT_GBUF_DENSE = 0, MT_GBUF_EXPERT, MT_GBUFS } mt_grad_buffer_id;
+static inline mt_grad_buffer_id mt_grad_class_buffer(mt_grad_class c) {
+    return c == MT_GRAD_EXPERT ? MT_GBUF_EXPERT : MT_GBUF_DENSE;
+}
+
 typedef struct {
     const char *name;      /* "wte", "qkv_w", ... (stable: used for init streams and files) */
     int n_layers;          /* 1 for global tensors, L for stacked per-layer tensors */
@@ -50,6 +66,7 @@ typedef struct {
     int pp_copy;           /* a copy of a tensor another pipeline stage owns (the last stage's wte
                               under tied embeddings): its gradient is summed over the embedding
                               group, the grad norm counts it on the owner only */
+    mt_grad_class gclass;  /* how its gradient is reduced and its optimizer state sharded */
     size_t offset;         /* element offset of the first layer's slice */
     size_t n;              /* n_layers * rows * cols */
     int decay;             /* weight decay applies (matrices and embeddings, not biases/norms) */

@@ -30,6 +30,7 @@
 #include "core/recipe/recipe.h"
 #include "core/rng.h"
 #include "parallel/comm_shm.h"
+#include "parallel/grad_sync.h"
 #include "parallel/tp.h"
 #include "test/test.h"
 
@@ -251,12 +252,20 @@ typedef struct {
 static serial_model g_ser[2][2]; /* [arch gpt/llama][kv heads 2 / 4 (llama at tp 4)] */
 static int32_t g_mtok[2 * 9];
 
+/* one micro-batch, then the gradient classes' tp pre-reduction (norm weights under SP) through
+ * the trainer's gradient sync on a state whose only group is tp */
 static void model_step(mt_model *m, float *loss) {
     float gsq = 0;
+    mt_parallel_state ps;
+    mt_grad_sync gs;
+    mt_pstate_single(&ps);
+    if (m->tp.comm) ps.g[MT_PG_TP] = (mt_group){.size = m->tp.comm->size, .rank = m->tp.comm->rank, .member = 1,
+                                                .comm = m->tp.comm};
+    mt_grad_sync_init(&gs, &m->pl, &m->ol, &ps, m->be, 0);
     CHECK(mt_model_zero_grads(m) == MT_OK);
     mt_status st = mt_model_step_micro(m, g_mtok, 1.0f / 16, 1);
     CHECKF(st == MT_OK, "%s", mt_last_error());
-    CHECK(mt_model_tp_sync_grads(m) == MT_OK);
+    CHECK(mt_grad_sync_classes(&gs, m->grads) == MT_OK);
     CHECK(mt_model_read_scalars(m, loss, &gsq) == MT_OK);
 }
 

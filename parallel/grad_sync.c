@@ -1,0 +1,152 @@
+/* grad_sync.c — the gradient classes' communication (see grad_sync.h). */
+#include "parallel/grad_sync.h"
+
+#include "core/clock.h"
+
+mt_pgroup mt_grad_buffer_group(mt_grad_buffer_id b) { return b == MT_GBUF_EXPERT ? MT_PG_EDP : MT_PG_DP_CP; }
+
+void mt_grad_sync_shards(const mt_parallel_state *ps, int distributed, int shards[MT_GBUFS], int shard[MT_GBUFS]) {
+    for (int b = 0; b < MT_GBUFS; b++) {
+        const mt_group *g = mt_pstate_group(ps, mt_grad_buffer_group((mt_grad_buffer_id)b));
+        shards[b] = distributed ? g->size : 1;
+        shard[b] = distributed ? g->rank : 0;
+    }
+}
+
+void mt_grad_sync_init(mt_grad_sync *gs, const mt_param_layout *pl, const mt_opt_layout *ol,
+                       const mt_parallel_state *ps, mt_backend *be, int distributed) {
+    gs->pl = pl;
+    gs->ol = ol;
+    gs->ps = ps;
+    gs->be = be;
+    gs->distributed = distributed;
+    gs->comm_ms = 0;
+}
+
+/* the group a class is summed over before its buffer's reduction (MT_PG_COUNT: none) */
+static mt_pgroup class_pre_group(mt_grad_class c) {
+    switch (c) {
+    case MT_GRAD_TP_PARTIAL: return MT_PG_TP;
+    case MT_GRAD_EMBEDDING: return MT_PG_EMB;
+    default: return MT_PG_COUNT;
+    }
+}
+
+mt_status mt_grad_sync_classes(mt_grad_sync *gs, void *grads) {
+    mt_status st = MT_OK;
+    for (int ti = 0; ti < gs->pl->n_tensors; ti++) {
+        const mt_param_tensor *t = &gs->pl->t[ti];
+        const mt_pgroup pg = class_pre_group(t->gclass);
+        if (pg == MT_PG_COUNT) continue;
+        const mt_group *g = mt_pstate_group(gs->ps, pg);
+        if (g->size <= 1) continue;
+        float *p = (float *)grads + t->offset;
+        MT_CHECK(g->comm->i->allreduce(g->comm, p, p, t->n, MT_F32, MT_RED_SUM));
+    }
+out:
+    return st;
+}
+
+static mt_status reduce_buffers(mt_grad_sync *gs, void *grads) {
+    mt_status st = MT_OK;
+    const double t0 = mt_clock_ms();
+    for (int b = 0; b < MT_GBUFS; b++) {
+        const mt_grad_region *r = &gs->ol->reg[b];
+        const mt_group *g = mt_pstate_group(gs->ps, mt_grad_buffer_group((mt_grad_buffer_id)b));
+        if (r->n == 0 || g->size <= 1) continue;
+        float *base = (float *)grads + r->begin;
+        if (gs->distributed) {
+            MT_CHECK(g->comm->i->reduce_scatter(g->comm, base, base + (size_t)r->shard * r->shard_n, r->shard_n, MT_F32,
+                                                MT_RED_SUM));
+            continue;
+        }
+        for (size_t off = 0; off < r->n; off += MT_GRAD_BUCKET_ELEMS) {
+            const size_t n = r->n - off < MT_GRAD_BUCKET_ELEMS ? r->n - off : MT_GRAD_BUCKET_ELEMS;
+            MT_CHECK(g->comm->i->allreduce(g->comm, base + off, base + off, n, MT_F32, MT_RED_SUM));
+        }
+    }
+out:
+    gs->comm_ms += mt_clock_ms() - t0;
+    return st;
+}
+
+/* squares of grads[lo, hi) added into *sq (device) */
+static mt_status add_squares(mt_grad_sync *gs, float *sq, const void *grads, size_t lo, size_t hi) {
+    if (hi <= lo) return MT_OK;
+    mt_sum_args sa = {.out = sq, .x = (const char *)grads + lo * 4, .n = hi - lo, .squares = 1};
+    return MT_BE_CALL(gs->be, sum, &sa);
+}
+
+mt_status mt_grad_sync_norm_part(mt_grad_sync *gs, const void *grads, void *scalars) {
+    mt_status st = MT_OK;
+    const mt_param_layout *pl = gs->pl;
+    const int tp_rank = mt_pstate_group(gs->ps, MT_PG_TP)->rank;
+    float *sq = (float *)scalars + 1;
+    MT_CHECK(gs->be->i->memset_zero(gs->be, sq, 4));
+    int skips = 0; /* tensors this rank must leave out: tp replicas off tp rank 0, pipeline copies */
+    for (int ti = 0; ti < pl->n_tensors; ti++)
+        skips |= (pl->t[ti].shard == MT_SHARD_NONE && tp_rank != 0 && pl->tp > 1) || pl->t[ti].pp_copy;
+    for (int b = 0; b < MT_GBUFS; b++) {
+        const mt_grad_region *r = &gs->ol->reg[b];
+        const mt_group *g = mt_pstate_group(gs->ps, mt_grad_buffer_group((mt_grad_buffer_id)b));
+        if (r->n == 0) continue;
+        if (!gs->distributed && g->rank != 0) continue; /* replicas of the reduced sum: rank 0 counts */
+        const size_t lo = gs->distributed ? mt_opt_shard_lo(gs->ol, (mt_grad_buffer_id)b) : r->begin;
+        const size_t hi = lo + (gs->distributed ? r->shard_n : r->n);
+        if (!skips) { /* the whole range at once (padding holds zeros) */
+            MT_CHECK(add_squares(gs, sq, grads, lo, hi));
+            continue;
+        }
+        for (int ti = 0; ti < pl->n_tensors; ti++) {
+            const mt_param_tensor *t = &pl->t[ti];
+            if ((int)mt_grad_class_buffer(t->gclass) != b) continue;
+            if (t->shard == MT_SHARD_NONE && tp_rank != 0) continue; /* replicas: counted by tp rank 0 */
+            if (t->pp_copy) continue; /* the tied wte on the last stage: counted on stage 0 */
+            const size_t a = t->offset > lo ? t->offset : lo;
+            const size_t z = t->offset + t->n < hi ? t->offset + t->n : hi;
+            MT_CHECK(add_squares(gs, sq, grads, a, z));
+        }
+    }
+out:
+    return st;
+}
+
+mt_status mt_grad_sync_scalars(mt_grad_sync *gs, void *scalars) {
+    const mt_group *w = mt_pstate_group(gs->ps, MT_PG_WORLD);
+    if (w->size <= 1) return MT_OK;
+    mt_status st = MT_OK;
+    if (mt_pstate_group(gs->ps, MT_PG_TP)->rank != 0) /* every tp rank holds the full loss sum */
+        MT_CHECK(gs->be->i->memset_zero(gs->be, scalars, 4));
+    const double t0 = mt_clock_ms();
+    st = w->comm->i->allreduce(w->comm, scalars, scalars, 2, MT_F32, MT_RED_SUM);
+    gs->comm_ms += mt_clock_ms() - t0;
+out:
+    return st;
+}
+
+mt_status mt_grad_sync_reduce(mt_grad_sync *gs, void *grads, void *scalars) {
+    mt_status st = MT_OK;
+    MT_CHECK(mt_grad_sync_classes(gs, grads));
+    MT_CHECK(reduce_buffers(gs, grads));
+    MT_CHECK(mt_grad_sync_norm_part(gs, grads, scalars));
+    MT_CHECK(mt_grad_sync_scalars(gs, scalars));
+out:
+    return st;
+}
+
+mt_status mt_grad_sync_gather_params(mt_grad_sync *gs, void *params, mt_dtype act) {
+    mt_status st = MT_OK;
+    if (!gs->distributed) return MT_OK;
+    const size_t ab = mt_dtype_bytes(act);
+    const double t0 = mt_clock_ms();
+    for (int b = 0; b < MT_GBUFS; b++) {
+        const mt_grad_region *r = &gs->ol->reg[b];
+        const mt_group *g = mt_pstate_group(gs->ps, mt_grad_buffer_group((mt_grad_buffer_id)b));
+        if (r->n == 0 || g->size <= 1) continue;
+        char *base = (char *)params + r->begin * ab;
+        MT_CHECK(g->comm->i->allgather(g->comm, base + (size_t)r->shard * r->shard_n * ab, base, r->shard_n, act));
+    }
+out:
+    gs->comm_ms += mt_clock_ms() - t0;
+    return st;
+}
