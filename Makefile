@@ -55,6 +55,13 @@ $(BUILD)/test/%: test/%.c $(LIB) $(wildcard test/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# a test binary whose test/{unit,ops}/NAME.c was deleted or renamed is removed (test/run.sh skips it too)
+STALE_TEST_BIN := $(filter-out $(UNIT_BIN),$(wildcard $(BUILD)/test/unit/* $(BUILD)/test/ops/*))
+.PHONY: prune-test-bins
+all: prune-test-bins
+prune-test-bins:
+	$(if $(STALE_TEST_BIN),rm -f $(STALE_TEST_BIN))
+
 deps:
 	@./scripts/install-deps.sh
 

@@ -1,7 +1,7 @@
 /* cmd_plan.c — `mtrain plan --config R [--gpus N] [--gpu NAME] [--mfu X] [--tflops X]
  * [--step-ms X] [--search] [--json] [--set k=v ...] [Megatron flags]`: loads the recipe the
  * way training does, checks the layout for N GPUs (mt_recipe_validate + mt_plan_check) and
- * prints the plan (core/plan.h) as a table or JSON.
+ * prints the plan (core/plan/plan.h) as a table or JSON.
  * Rule kept: no exit here; returns the exit code (0 fits, 1 error / inconsistent layout,
  * 2 bad usage, 3 does not fit) to cmd/mtrain.c. */
 #include "cmd/cmd_plan.h"

@@ -1,5 +1,5 @@
 /* cmd_preprocess.c — flag parsing, progress and summary for `mtrain preprocess` (the work is
- * mt_preprocess_run in core/preprocess.c). Megatron's tools/preprocess_data.py spellings
+ * mt_preprocess_run in core/data/preprocess.c). Megatron's tools/preprocess_data.py spellings
  * are accepted too (--tokenizer-type, --vocab-file, --merge-file, --tokenizer-model,
  * space-separated --json-keys). Rule kept: returns an exit code, never exits. */
 #include "cmd/cmd_preprocess.h"

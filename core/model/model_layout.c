@@ -1,5 +1,6 @@
 /* model_layout.c — the pure layout functions of model_layout.h. No allocation, no I/O:
- * the same recipe always gives the same offsets (tested in test/unit/test_model_layout.c).
+ * the same recipe always gives the same offsets (exercised by test/unit/test_pp_layout.c,
+ * test_tp_layers.c and test_plan.c).
  * With tp > 1 every sharded tensor gets its per-rank shape; mt_param_full_index maps a
  * shard's element back to the full tensor (the init and any resharding rely on it). */
 #include "core/model/model_layout.h"

@@ -1,5 +1,5 @@
 /* plan.h — `mtrain plan`: what a layout costs before spending GPU hours. From a validated
- * recipe and a device (core/plan_gpu.c) it derives parameter counts (total, active, per rank),
+ * recipe and a device (core/plan/plan_gpu.c) it derives parameter counts (total, active, per rank),
  * FLOPs per iteration (Megatron's formula generalised), memory per rank (weights, gradients,
  * optimizer state, activations in flight; Korthikanti et al. 2022 for bf16 mixed precision,
  * the trainer's own layout for fp32), the pipeline bubble, communication volumes per group,

@@ -1,7 +1,7 @@
 /* plan_model.c — the numbers of one layout: parameter counts (total, active, per rank),
  * FLOPs, memory per rank, pipeline bubble, communication per group and time.
  * Rules: pure functions of (recipe, device, options); every formula is in docs/plan.md with
- * its source. Per-rank parameter buffers follow core/model_layout.c (same tensors, each
+ * its source. Per-rank parameter buffers follow core/model/model_layout.c (same tensors, each
  * rounded up to MT_PARAM_ALIGN elements) sharded the Megatron way, so for tp = pp = 1 the
  * weight, gradient and optimizer bytes equal what the trainer allocates. */
 #include <math.h>
@@ -77,7 +77,7 @@ static void put(pcount *c, double n, int expert, int embed) {
  * vocabulary (padded to 128 t) split by t, learned positions replicated; the first stage
  * holds the embeddings, the last the final norm and output layer (a copy of the embedding
  * when tied and pp > 1); experts split over ep, each expert's MLP over t (etp = tp); the
- * router is replicated. Tensor order and stacking follow core/model_layout.c. */
+ * router is replicated. Tensor order and stacking follow core/model/model_layout.c. */
 static void rank_params(const dims *d, double V, int t, int ep, double n_layers, int first, int last, int pp,
                         pcount *c) {
     const double Ls = n_layers, C = d->C;
@@ -177,7 +177,7 @@ static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_
     return s * b * (per_token + score);
 }
 
-/* The same for the trainer's own layout (core/model_layout.c, mt_act_layout_build), fp32:
+/* The same for the trainer's own layout (core/model/model_layout.c, mt_act_layout_build), fp32:
  * resid, ln1, qkv, atty, resid_mid, ln2, fch, fch_act, 4 norm statistics per token, and the
  * (B, H, T, T) f32 attention probabilities. Selective drops the probabilities; full keeps the
  * residual input only. */

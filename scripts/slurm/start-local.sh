@@ -9,7 +9,8 @@
 # node stuck in COMPLETING after a failed step) is stopped and started afresh. The daemons are
 # started with `-f DIR/slurm.conf`, which is how stop-local.sh recognises them; nothing else is
 # touched. Needs root (SlurmUser=root) and the Debian packages slurmctld slurmd slurm-client,
-# plus libpmix-dev (Slurm's PMIx plugin dlopens the unversioned libpmix.so). See FACTS.md.
+# plus libpmix-dev (Slurm's PMIx plugin dlopens the unversioned libpmix.so that only
+# libpmix-dev ships; without it srun hangs and the node sticks in COMPLETING).
 set -euo pipefail
 DIR="${1:-${MT_SLURM_DIR:-/tmp/mtrain-slurm}}"
 HERE="$(cd "$(dirname "$0")" && pwd)"

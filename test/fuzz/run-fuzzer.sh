@@ -14,7 +14,7 @@ CC_FUZZ=${CC_FUZZ:-$(command -v clang || command -v clang-14 || true)}
 out=build/fuzz
 mkdir -p "$out/corpus"
 if [ -z "$CC_FUZZ" ]; then echo "run-fuzzer: clang not found; skipping"; exit 77; fi
-src="test/fuzz/fuzz_recipe.c core/recipe.c core/recipe_keys.c core/recipe_yaml.c core/recipe_validate.c core/status.c"
+src="test/fuzz/fuzz_recipe.c core/recipe/recipe.c core/recipe/recipe_keys.c core/recipe/recipe_yaml.c core/recipe/recipe_validate.c core/status.c"
 # shellcheck disable=SC2086
 if ! "$CC_FUZZ" -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
       -fno-sanitize-recover=undefined -I. $src $(pkg-config --cflags --libs yaml-0.1) -lm \
@@ -24,9 +24,9 @@ if ! "$CC_FUZZ" -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefine
 fi
 # Dictionary from the key table: key names, their last parts, section names, flags, enum words.
 {
-  grep -o '"[a-z_]*\.[a-z_.]*"' core/recipe_keys.c | sort -u
-  grep -o '"[a-z_]*\.[a-z_.]*"' core/recipe_keys.c | sed 's/"\(.*\)"/\1/' | tr '.' '\n' | sort -u | sed 's/.*/"&:"/'
-  grep -o '"--[a-z0-9-]*"' core/recipe_keys.c | sort -u
+  grep -o '"[a-z_]*\.[a-z_.]*"' core/recipe/recipe_keys.c | sort -u
+  grep -o '"[a-z_]*\.[a-z_.]*"' core/recipe/recipe_keys.c | sed 's/"\(.*\)"/\1/' | tr '.' '\n' | sort -u | sed 's/.*/"&:"/'
+  grep -o '"--[a-z0-9-]*"' core/recipe/recipe_keys.c | sort -u
   for w in gpt llama layernorm rmsnorm gelu swiglu learned rope cosine linear constant none selective \
            full fp32 bf16 auto cpu cuda byte gpt2bpe hf true false yes no '--set' '#args\x0a' '---' \
            '[' ']' '{' '}' '- ' ': ' '&a' '*a' '~' 'null' 'weight:' 'path:' '1e9' '-1' '0.5'; do

@@ -1,5 +1,5 @@
 /* test_cpu_ops.c — every op of the CPU backend against a naive double-precision reference
- * written here, independently of core/cpu_ops_*.c.
+ * written here, independently of core/cpu/cpu_ops_*.c.
  *
  * Forward: the backend's fp32 output vs the double reference evaluated on the very same
  * (fp32-representable) inputs, so the only error measured is the backend's own rounding.

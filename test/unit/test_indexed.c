@@ -1,4 +1,6 @@
-/* test_indexed.c — Megatron indexed dataset: the writer reproduces FACTS.md's golden example
+/* test_indexed.c — Megatron indexed dataset: the writer reproduces a golden example (the
+ * OpenAI GPT-2 ids of "Hello world", "I am a dog.", "The", each + <|endoftext|> 50256: a 102-byte
+ * .idx and a 22-byte .bin, the layout of Megatron-LM's megatron/core/datasets/indexed_dataset.py)
  * byte for byte; the reader reads it back; every corruption class is MT_ERR_DATA naming the
  * file; missing files are MT_ERR_IO; truncation at every length and random byte flips never
  * crash; other dtypes, empty documents and many sequences round-trip. */
@@ -13,7 +15,9 @@
 
 static char g_dir[] = "/tmp/mt_test_indexed_XXXXXX";
 
-/* Golden example from FACTS.md "Data formats". */
+/* Golden example: the OpenAI GPT-2 encodings of "Hello world", "I am a dog." and "The", each
+ * followed by <|endoftext|> (50256), as `preprocess --append-eod` writes them: uint16 tokens, a
+ * 102-byte .idx (document_count 4, sequence_pointers [0, 6, 18]) and a 22-byte .bin. */
 static const int32_t k_doc0[] = {15496, 995, 50256};
 static const int32_t k_doc1[] = {40, 716, 257, 3290, 13, 50256};
 static const int32_t k_doc2[] = {464, 50256};

@@ -1,4 +1,4 @@
-/* test_plan.c — `mtrain plan` arithmetic (core/plan.h) against published numbers and the
+/* test_plan.c — `mtrain plan` arithmetic (core/plan/plan.h) against published numbers and the
  * trainer's own allocations:
  *  1. parameter counts of the shipped recipes vs published sizes (within 1%; exact where the
  *     Hugging Face checkpoints give the count);

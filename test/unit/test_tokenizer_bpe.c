@@ -6,11 +6,12 @@
  * file:line (corrupt JSON, non-integer id, duplicate id, missing byte symbol, bad merge
  * lines, unknown merge tokens, missing files, tokenizer.json given as vocab.json).
  * With GPT-2's files (data/gpt2-vocab.json + data/gpt2-merges.txt from
- * scripts/fetch-gpt2-tokenizer.sh; else exit 77 after the checks above): the FACTS golden
- * vectors, decode(encode(x)) == x over all of data/kjv.jsonl and over random bytes (invalid
+ * scripts/fetch-gpt2-tokenizer.sh; else exit 77 after the checks above): golden vectors
+ * (ids as OpenAI's GPT-2 encoder gives them), decode(encode(x)) == x over all of data/kjv.jsonl and over random bytes (invalid
  * UTF-8 included), cache on/off and small/heap loops give identical ids, a clone encodes
  * the same, tokenizer.json (both merges formats) equals vocab.json + merges.txt and splits
- * added tokens, mt_preprocess_run writes FACTS' golden .idx/.bin (1 and 3 workers) and
+ * added tokens, mt_preprocess_run writes the golden 102-byte .idx / 22-byte .bin of
+ * test_indexed.c (1 and 3 workers) and
  * mt_indexed_open reads the documents back, and the single-thread throughput (printed). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -630,7 +631,8 @@ static void test_hf(mt_tokenizer *gpt2, const char *vocab, const char *merges) {
 }
 
 
-/* FACTS golden: [15496,995,50256] [40,716,257,3290,13,50256] [464,50256]. */
+/* Golden: the OpenAI GPT-2 ids of "Hello world", "I am a dog.", "The", each + <|endoftext|>:
+ * [15496,995,50256] [40,716,257,3290,13,50256] [464,50256]. */
 static void test_preprocess_golden(const char *vocab, const char *merges) {
     const char *in = path_in("golden.jsonl");
     write_file(in, "{\"text\": \"Hello world\"}\n{\"text\": \"I am a dog.\"}\n\n{\"text\": \"The\"}\n");
