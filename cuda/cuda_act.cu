@@ -1,7 +1,7 @@
 /* cuda_act.cu — elementwise ops on the CUDA backend: GeLU (tanh approximation) forward and
  * backward, SwiGLU forward and backward, add, and the f32 -> act (bf16) cast.
  * Rules kept (backend.h): activations and their gradients are bf16, all arithmetic in fp32;
- * activation gradients are overwritten (=). Same formulas as core/cpu_ops_act.c (GeLU as
+ * activation gradients are overwritten (=). Same formulas as core/cpu/cpu_ops_act.c (GeLU as
  * x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)); expf here vs the CPU's polynomial exp
  * differ by ~1 ulp, far below the bf16 rounding of the outputs.
  * Shape of the work: one thread per element, grid-stride loops over size_t indices. */

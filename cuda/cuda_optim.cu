@@ -4,7 +4,7 @@
  *   master -= lr * (m/bc1 / (sqrt(v/bc2) + eps) + wd * master); param (bf16) = master.
  * Rules kept: master, grad, m, v are f32; param is the bf16 compute copy, rounded to nearest
  * even from the new master (skipped when param is NULL or aliases master). Elementwise, one
- * thread per element: deterministic. The same operation order as core/cpu_ops_optim.c; nvcc
+ * thread per element: deterministic. The same operation order as core/cpu/cpu_ops_optim.c; nvcc
  * may contract a*b+c into an FMA, so results may differ from the CPU by ~1 ulp. */
 #include "cuda/cuda_common.cuh"
 

@@ -75,9 +75,23 @@ static mt_status group_ranks(const mt_parallel_state *ps, mt_pgroup id, int *ran
 }
 
 mt_status mt_pstate_setup(mt_parallel_state *ps, const mt_recipe *r, int host_memory) {
+    mt_comm *world = NULL;
+    mt_status st = mt_comm_world_create(mt_comm_kind_for(host_memory), &ps->bs, r->parallel.timeout_s, &world);
+    if (st != MT_OK) return st;
+    return mt_pstate_setup_world(ps, r, world);
+}
+
+mt_status mt_pstate_setup_world(mt_parallel_state *ps, const mt_recipe *r, mt_comm *world) {
     mt_status st = MT_OK;
     const mt_parallel_cfg *p = &r->parallel;
     int *ranks = NULL;
+    if (world) {
+        ps->rank = world->rank;
+        ps->size = world->size;
+    } else if (ps->size <= 0) {
+        ps->size = 1;
+    }
+    ps->g[MT_PG_WORLD] = (mt_group){.size = ps->size, .rank = ps->rank, .member = 1, .comm = world, .owner = 1};
     MT_CHECK(mt_grid_dense(&ps->grid, ps->size, p->tensor, p->context, p->pipeline));
     if (ps->grid.dp != (p->data > 0 ? p->data : ps->grid.dp)) {
         st = mt_errorf(MT_ERR_CONFIG, "parallel.data = %d, but %d ranks / (tp %d x cp %d x pp %d) = %d", p->data,
@@ -91,9 +105,6 @@ mt_status mt_pstate_setup(mt_parallel_state *ps, const mt_recipe *r, int host_me
     ps->logger = ps->coord[MT_AX_TP] == 0 && ps->coord[MT_AX_CP] == 0 && ps->coord[MT_AX_DP] == 0 &&
                  ps->coord[MT_AX_PP] == ps->grid.pp - 1;
 
-    mt_comm *world = NULL;
-    MT_CHECK(mt_comm_world_create(mt_comm_kind_for(host_memory), &ps->bs, p->timeout_s, &world));
-    ps->g[MT_PG_WORLD] = (mt_group){.size = ps->size, .rank = ps->rank, .member = 1, .comm = world, .owner = 1};
 
     /* member lists of every group, to share one communicator between groups with the same ranks
      * (a property of the grid sizes, so every rank makes the same decision and the same splits) */

@@ -65,6 +65,9 @@ void mt_pstate_single(mt_parallel_state *ps);
  * host_memory: the backend's buffers are host memory (the shared-memory communicator can carry
  * them); device memory needs NCCL. Collective over all ranks. */
 mt_status mt_pstate_setup(mt_parallel_state *ps, const mt_recipe *r, int host_memory);
+/* The same over a world communicator made elsewhere (tests that fork their ranks: the state takes
+ * ownership of world; rank and size come from it; NULL: one rank). */
+mt_status mt_pstate_setup_world(mt_parallel_state *ps, const mt_recipe *r, mt_comm *world);
 /* The group `id` of this rank. */
 static inline const mt_group *mt_pstate_group(const mt_parallel_state *ps, mt_pgroup id) { return &ps->g[id]; }
 const char *mt_pgroup_name(mt_pgroup id);
