@@ -115,7 +115,7 @@ static int cmd_train(int argc, char **argv) {
     if (st != MT_OK) return fail_rank(&d, st);
     mt_backend be;
     char note[1024];
-    st = mt_backend_select(&r, d.local_size, &be, note, sizeof note);
+    st = mt_backend_select(&r, d.local_rank, d.local_size, &be, note, sizeof note);
     if (st != MT_OK) return fail_rank(&d, st);
     const int logger = d.rank == d.size - 1 || d.size == 1 ? 1 : 0;
     if (note[0] && logger) fprintf(stderr, "mtrain: %s\n", note);
