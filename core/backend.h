@@ -248,12 +248,19 @@ struct mt_backend_i {
     mt_status (*xent_vp_finish)(mt_backend *be, const mt_xent_vp_args *a);
 };
 
+/* One created backend. host_memory says where the pointers alloc returns live: 1 = ordinary
+ * host memory the CPU may read and write directly (CPU backend), 0 = device memory reachable
+ * only through copy_h2d / copy_d2h (CUDA backend). A communicator that touches buffers with
+ * the CPU (the shared-memory one, parallel/comm_shm) must refuse a backend with
+ * host_memory == 0 and say which communicator the device needs instead (NCCL). */
 struct mt_backend {
     const struct mt_backend_i *i;
     void *ctx;
     mt_dtype act;           /* compute dtype of activations and weights */
-    const char *device_name;
+    const char *device_name; /* for logs: "cpu (8 threads)", "NVIDIA H100 80GB HBM3 (cuda:1)" */
     double peak_tflops;     /* dense peak of the device in its compute dtype (0 = unknown) */
+    int host_memory;        /* 1: alloc'd buffers are host memory (CPU); 0: device memory (CUDA) */
+    int device;             /* CUDA device index (as CUDA_VISIBLE_DEVICES numbers them); -1 on CPU */
 };
 
 /* CPU backend: fp32, OpenBLAS GEMMs, OpenMP loops with n_threads threads (0 = all cores). */
@@ -261,9 +268,15 @@ mt_status mt_backend_cpu_create(mt_backend *be, int n_threads);
 /* An OPENBLAS_CORETYPE worth setting before OpenBLAS loads (e.g. "SKYLAKEX" on AVX-512 CPUs
  * that OpenBLAS runs with AVX2 kernels), or NULL. cmd/ sets it and re-executes itself. */
 const char *mt_cpu_blas_better_coretype(void);
-/* CUDA backend (cuda/): bf16 activations. Fails with MT_ERR_CUDA and a clear message when
- * there is no GPU, and MT_ERR_UNSUPPORTED when this build has no CUDA. */
+/* CUDA backend (cuda/): bf16 activations, on CUDA device `device` (0-based among the devices
+ * CUDA_VISIBLE_DEVICES leaves visible; the create calls cudaSetDevice(device) on the calling
+ * thread, and device_name ends with "(cuda:<device>)"). One process per GPU: the trainer passes
+ * the rank's local rank (train/backend_select.c). Fails with MT_ERR_CUDA and a clear message
+ * when there is no GPU or `device` is not below the visible device count, and
+ * MT_ERR_UNSUPPORTED when this build has no CUDA. */
 mt_status mt_backend_cuda_create(mt_backend *be, int device);
+/* Number of visible CUDA devices (0 without a GPU or without CUDA in this build). */
+int mt_cuda_device_count(void);
 /* 1 if this build contains the CUDA backend and a GPU is present (no crash without one). */
 int mt_cuda_available(char *why, size_t why_bytes);
 void mt_backend_destroy(mt_backend *be);

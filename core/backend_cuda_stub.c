@@ -1,8 +1,8 @@
 /* backend_cuda_stub.c — the CUDA backend's entry points for builds without CUDA (CUDA=0 or no
  * nvcc): mt_backend_cuda_create fails with MT_ERR_UNSUPPORTED and says how to get a CUDA
- * build, mt_cuda_available says 0 and why. Rule kept: a missing backend is an error message,
- * never a link error or a crash. When MT_HAVE_CUDA is defined, cuda/cuda_backend.cu provides
- * both functions and this file compiles to nothing but a typedef. */
+ * build, mt_cuda_available says 0 and why, mt_cuda_device_count says 0. Rule kept: a missing
+ * backend is an error message, never a link error or a crash. When MT_HAVE_CUDA is defined, cuda/cuda_backend.cu provides
+ * all three functions and this file compiles to nothing but a typedef. */
 #ifndef MT_HAVE_CUDA
 
 #include <stdio.h>
@@ -19,6 +19,8 @@ mt_status mt_backend_cuda_create(mt_backend *be, int device) {
     if (be) memset(be, 0, sizeof *be);
     return mt_errorf(MT_ERR_UNSUPPORTED, "%s", MT_NO_CUDA_MSG);
 }
+
+int mt_cuda_device_count(void) { return 0; }
 
 int mt_cuda_available(char *why, size_t why_bytes) {
     if (why && why_bytes) snprintf(why, why_bytes, "%s", MT_NO_CUDA_MSG);

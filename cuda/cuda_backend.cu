@@ -1,6 +1,7 @@
-/* cuda_backend.cu — the CUDA backend's life cycle and memory: mt_backend_cuda_create picks
- * the device, makes one stream, a cuBLASLt handle, a 32 MiB cuBLASLt workspace and a
- * reduction scratch buffer, and fills the function table; destroy frees all of it.
+/* cuda_backend.cu — the CUDA backend's life cycle and memory: mt_backend_cuda_create selects
+ * the device it is given (cudaSetDevice; the trainer passes the rank's local rank), makes one
+ * stream, a cuBLASLt handle, a 32 MiB cuBLASLt workspace and a reduction scratch buffer, and
+ * fills the function table; destroy frees all of it.
  * Rules kept: no GPU (or no driver) is an MT_ERR_CUDA with a message that says to use
  * --backend cpu, never a crash; every op and copy runs in order on the backend's one
  * stream; only copy_d2h and sync wait for the device (copy_h2d also waits when its source
@@ -182,6 +183,8 @@ static int cuda_device_count(char *why, size_t why_bytes) {
     return n;
 }
 
+extern "C" int mt_cuda_device_count(void) { return cuda_device_count(NULL, 0); }
+
 extern "C" int mt_cuda_available(char *why, size_t why_bytes) {
     int n = cuda_device_count(why, why_bytes);
     if (n == 0) return 0;
@@ -232,6 +235,7 @@ extern "C" mt_status mt_backend_cuda_create(mt_backend *be, int device) {
     CREATE_CUDA(cudaSetDevice(device));
     CREATE_CUDA(cudaGetDeviceProperties(&prop, device));
     snprintf(ctx->device_name, sizeof ctx->device_name, "%s", prop.name);
+    snprintf(ctx->display_name, sizeof ctx->display_name, "%s (cuda:%d)", prop.name, device);
     ctx->n_sm = prop.multiProcessorCount;
     ctx->cc_major = prop.major;
     ctx->cc_minor = prop.minor;
@@ -260,8 +264,10 @@ extern "C" mt_status mt_backend_cuda_create(mt_backend *be, int device) {
     be->i = &g_cuda_iface;
     be->ctx = ctx;
     be->act = MT_BF16;
-    be->device_name = ctx->device_name;
+    be->device_name = ctx->display_name;
     be->peak_tflops = cuda_peak_tflops(ctx->device_name);
+    be->host_memory = 0;
+    be->device = device;
     return MT_OK;
 out:
     cuda_ctx_free(ctx);

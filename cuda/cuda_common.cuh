@@ -58,7 +58,8 @@ typedef struct mt_cuda_ctx {
     size_t scratch_bytes;
     int n_sm;
     int cc_major, cc_minor;
-    char device_name[256];
+    char device_name[256];      /* cudaDeviceProp.name, e.g. "NVIDIA H100 80GB HBM3" */
+    char display_name[288];     /* be->device_name: device_name + " (cuda:<device>)" */
     struct mt_cuda_matmul_cache *mm_cache;
 } mt_cuda_ctx;
 

@@ -1,5 +1,7 @@
 /* metrics.c — formats the iteration and validation lines as Megatron prints them, and
- * writes the same numbers as JSON lines (flushed per line so a crash loses nothing). */
+ * writes the same numbers as JSON lines (flushed per line so a crash loses nothing). Every
+ * write, flush and close of the JSON file is checked: a full disk is an MT_ERR_IO naming the
+ * file, never silently lost metrics. The stdout lines are best effort (errors ignored). */
 #include "train/metrics.h"
 
 #include <errno.h>
@@ -17,9 +19,32 @@ mt_status mt_metrics_open(mt_metrics_sink *s, const char *path) {
     return MT_OK;
 }
 
-void mt_metrics_close(mt_metrics_sink *s) {
-    if (s->file) fclose(s->file);
+/* The error for a failed write / flush / close of the metrics file; errno as the call left it. */
+static mt_status write_error(const mt_metrics_sink *s, const char *what, int err) {
+    return mt_errorf(MT_ERR_IO,
+                     "%s: %s the metrics file failed: %s; free space on that filesystem or write the metrics "
+                     "elsewhere (logging.metrics in the recipe, or --metrics PATH)",
+                     s->path[0] ? s->path : "(metrics file)", what, err ? strerror(err) : "the stream's error flag is set");
+}
+
+mt_status mt_metrics_close(mt_metrics_sink *s) {
+    if (!s || !s->file) return MT_OK;
+    FILE *f = s->file;
     s->file = NULL;
+    const int had_error = ferror(f);
+    errno = 0;
+    if (fclose(f) != 0) return write_error(s, "closing", errno);
+    if (had_error) return write_error(s, "an earlier write to", 0);
+    return MT_OK;
+}
+
+/* Checks the outcome of one JSON line: `wrote` < 0 (fprintf failed), fflush and ferror. */
+static mt_status check_line(mt_metrics_sink *s, int wrote) {
+    if (wrote < 0) return write_error(s, "writing to", errno);
+    errno = 0;
+    if (fflush(s->file) != 0) return write_error(s, "flushing", errno);
+    if (ferror(s->file)) return write_error(s, "writing to", errno);
+    return MT_OK;
 }
 
 static void timestamp(char *buf, size_t n) {
@@ -29,7 +54,7 @@ static void timestamp(char *buf, size_t n) {
     strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
-void mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m) {
+mt_status mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m) {
     if (log) {
         char ts[32], mfu[48] = "", bub[96] = "";
         timestamp(ts, sizeof ts);
@@ -51,16 +76,18 @@ void mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m
         if (m->mfu >= 0) snprintf(mfu, sizeof mfu, "%.6f", m->mfu);
         if (m->bubble >= 0)
             snprintf(bub, sizeof bub, ",\"bubble\":%.6f,\"bubble_formula\":%.6f", m->bubble, m->bubble_formula);
-        fprintf(s->file,
+        errno = 0;
+        const int wrote = fprintf(s->file,
                 "{\"iteration\":%lld,\"consumed_samples\":%lld,\"lm_loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,"
                 "\"tokens_per_s\":%.3f,\"ms_per_iter\":%.3f,\"tflops\":%.6f,\"mfu\":%s,\"skipped\":%lld,\"nan\":%lld%s}\n",
                 (long long)m->iteration, (long long)m->consumed_samples, m->lm_loss, m->lr, m->grad_norm,
                 m->tokens_per_s, m->ms_per_iter, m->tflops, mfu, (long long)m->skipped, (long long)m->nan_iters, bub);
-        fflush(s->file);
+        return check_line(s, wrote);
     }
+    return MT_OK;
 }
 
-void mt_metrics_log_eval(FILE *log, mt_metrics_sink *s, int64_t iteration, double loss) {
+mt_status mt_metrics_log_eval(FILE *log, mt_metrics_sink *s, int64_t iteration, double loss) {
     const double ppl = exp(loss < 20 ? loss : 20);
     if (log) {
         char line[256];
@@ -74,7 +101,10 @@ void mt_metrics_log_eval(FILE *log, mt_metrics_sink *s, int64_t iteration, doubl
         fflush(log);
     }
     if (s && s->file) {
-        fprintf(s->file, "{\"iteration\":%lld,\"val_loss\":%.9g,\"val_ppl\":%.9g}\n", (long long)iteration, loss, ppl);
-        fflush(s->file);
+        errno = 0;
+        const int wrote = fprintf(s->file, "{\"iteration\":%lld,\"val_loss\":%.9g,\"val_ppl\":%.9g}\n",
+                                  (long long)iteration, loss, ppl);
+        return check_line(s, wrote);
     }
+    return MT_OK;
 }

@@ -136,5 +136,7 @@ mt_status mt_backend_cpu_create(mt_backend *be, int n_threads) {
     be->act = MT_F32;
     be->device_name = ctx->device_name;
     be->peak_tflops = 0.0;
+    be->host_memory = 1;
+    be->device = -1;
     return MT_OK;
 }

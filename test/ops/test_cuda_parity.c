@@ -30,7 +30,9 @@
  *
  * Runs here too: before anything else it checks that mt_backend_cuda_create fails cleanly
  * (MT_ERR_CUDA or MT_ERR_UNSUPPORTED, message naming --backend cpu) when there is no GPU.
- * Then, without a GPU, it exits 77 with "skipped: <reason>" as its last line. */
+ * Then, without a GPU, it exits 77 with "skipped: <reason>" as its last line. With a GPU it
+ * first checks placement: the backend on the last visible device names "(cuda:N-1)", one past
+ * it is MT_ERR_CUDA, and host_memory is 0 for CUDA and 1 for the CPU reference. */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -546,6 +548,7 @@ int main(void) {
         CHECK_STR_CONTAINS(mt_last_error(), "--backend cpu");
         CHECK(be.i == NULL && be.ctx == NULL);
         CHECK(why[0] != 0);
+        CHECK(mt_cuda_device_count() == 0);
         printf("no-GPU path: mt_backend_cuda_create -> %s: %s\n", mt_status_name(st), mt_last_error());
         printf("%s: %d checks, %d failed\n", __FILE__, mt_test_checks, mt_test_failures);
         if (mt_test_failures) return 1;
@@ -554,7 +557,25 @@ int main(void) {
     }
 
     printf("CUDA: %s\n", why);
-    mt_status st = mt_backend_cuda_create(&g_cuda, 0);
+    /* placement, before the backend under test exists (create makes its device current on
+     * this thread, and the ops below run on device 0): the last device gets "(cuda:N-1)" in
+     * its name, one past it is a clear error */
+    const int n_dev = mt_cuda_device_count();
+    CHECK(n_dev >= 1);
+    mt_backend other;
+    mt_status st = mt_backend_cuda_create(&other, n_dev);
+    CHECKF(st == MT_ERR_CUDA, "create on device %d of %d: %s", n_dev, n_dev, mt_status_name(st));
+    if (st == MT_ERR_CUDA) CHECK_STR_CONTAINS(mt_last_error(), "CUDA_VISIBLE_DEVICES");
+    st = mt_backend_cuda_create(&other, n_dev - 1);
+    CHECKF(st == MT_OK, "create on device %d: %s", n_dev - 1, mt_last_error());
+    if (st == MT_OK) {
+        char want[32];
+        snprintf(want, sizeof want, "(cuda:%d)", n_dev - 1);
+        CHECK_STR_CONTAINS(other.device_name, want);
+        CHECK(other.device == n_dev - 1 && other.host_memory == 0);
+        mt_backend_destroy(&other);
+    }
+    st = mt_backend_cuda_create(&g_cuda, 0);
     if (st != MT_OK) {
         fprintf(stderr, "mt_backend_cuda_create: %s\n", mt_last_error());
         return 1;
@@ -566,6 +587,10 @@ int main(void) {
     }
     printf("cuda backend: %s (act %s, peak %.0f TFLOP/s); reference: %s\n", g_cuda.device_name,
            mt_dtype_name(g_cuda.act), g_cuda.peak_tflops, g_cpu.device_name);
+    /* placement: the name carries the device index; memory kinds for the communicators */
+    CHECK_STR_CONTAINS(g_cuda.device_name, "(cuda:0)");
+    CHECK(g_cuda.device == 0 && g_cuda.host_memory == 0);
+    CHECK(g_cpu.device == -1 && g_cpu.host_memory == 1);
 
     /* (M, N, K): aligned, odd, a single row, GPT-2 124M shapes */
     test_matmul(64, 128, 96, 1, 0);
