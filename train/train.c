@@ -88,13 +88,16 @@ out:
     return st;
 }
 
-static void trainer_close(trainer *t) {
+/* Frees everything; the metrics file's close status (a full disk shows here last) */
+static mt_status trainer_close(trainer *t) {
+    mt_status st = MT_OK;
     free(t->tokens);
-    if (t->have_sink) mt_metrics_close(&t->sink);
+    if (t->have_sink) st = mt_metrics_close(&t->sink);
     if (t->pipe_exec) mt_pipeline_free(t->pipe_exec, &t->model);
     if (t->have_model) mt_model_free(&t->model);
     mt_blended_dataset_close(t->valid);
     mt_blended_dataset_close(t->train);
+    return st;
 }
 
 /* Datasets, model (this rank's shards and optimizer shards), gradient sync, pipeline executor,
@@ -306,7 +309,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
                                   .nan_iters = skipped, .bubble = bubble, .bubble_formula = bubble_formula};
             const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : be->peak_tflops;
             if (peak > 0) im.mfu = im.tflops / peak;
-            mt_metrics_log_iter(log, &t.sink, &im);
+            MT_CHECK(mt_metrics_log_iter(log, &t.sink, &im));
             ls.window_ms = 0;
             ls.window_iters = 0;
         }
@@ -314,12 +317,12 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             double vl;
             MT_CHECK(evaluate(&t, &vl));
             rep->last_val_loss = vl;
-            mt_metrics_log_eval(log, &t.sink, it, vl);
+            MT_CHECK(mt_metrics_log_eval(log, &t.sink, it, vl));
         }
         if (hooks && hooks->on_iteration) MT_CHECK(hooks->on_iteration(hooks->ctx, it));
     }
     print_comm_summary(&t, log, &ls, rep);
-out:
-    trainer_close(&t);
-    return st;
+out:;
+    const mt_status close_st = trainer_close(&t);
+    return st != MT_OK ? st : close_st; /* the first error wins */
 }
