@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/data/json_lines.h"
 #include "core/data/tokenizer.h"
 #include "cmd/tokenizer_args.h"
@@ -31,12 +32,6 @@ static void usage(FILE *f) {
             "  --append-eod           end each line's ids with the end-of-document id\n"
             "  --summary              print totals and MB/s, tokens/s instead of the ids\n"
             "  --check-roundtrip      check decode(encode(line)) == line; exit 1 on a mismatch\n");
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Parses one line of decimal ids into ids; MT_ERR_DATA naming the line on junk. */
@@ -138,7 +133,7 @@ int mt_cmd_tokenize(int argc, char **argv) {
     } else {
         in = stdin;
     }
-    double t0 = now_s();
+    double t0 = mt_clock_s();
     for (;;) {
         const char *s;
         size_t n;
@@ -209,7 +204,7 @@ int mt_cmd_tokenize(int argc, char **argv) {
             fputc('\n', stdout);
         }
     }
-    double secs = now_s() - t0;
+    double secs = mt_clock_s() - t0;
     if (secs < 1e-9) secs = 1e-9;
     if (summary || roundtrip) {
         printf("tokenize: %lld lines, %llu bytes, %lld tokens (tokenizer %s, vocabulary %d) in "

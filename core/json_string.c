@@ -1,5 +1,5 @@
 /* json_string.c — mt_json_decode_string (json_string.h): the JSON string-literal decoder
- * used by json_lines.c and json_tree.c, with its helpers (hex digits, UTF-8 encode and
+ * of the JSON parser (json_tree.c), with its helpers (hex digits, UTF-8 encode and
  * validate). Plain ASCII runs go to the sink in one call. */
 #include "core/json_string.h"
 

@@ -1,9 +1,8 @@
-/* json_string.h — the one JSON string-literal decoder (RFC 8259) shared by the JSON-lines
- * reader (json_lines.c) and the whole-document parser (json_tree.c): escapes, \uXXXX with
+/* json_string.h — the JSON string-literal decoder (RFC 8259) of the JSON parser (json_tree.c,
+ * which also serves the JSON-lines reader): escapes, \uXXXX with
  * surrogate pairs to UTF-8, raw UTF-8 validated (no overlong forms, no encoded surrogates,
- * nothing above U+10FFFF), raw control characters rejected. Both parsers accept exactly the
- * same strings; only their messages differ, so the decoder reports what went wrong and where
- * (mt_json_str_fault) and leaves the wording to the caller. */
+ * nothing above U+10FFFF), raw control characters rejected. The decoder reports what went
+ * wrong and where (mt_json_str_fault) and leaves the wording to the parser. */
 #ifndef MT_JSON_STRING_H
 #define MT_JSON_STRING_H
 

@@ -18,15 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 #define SHM_SPIN_NS 50000ull           /* spin at most this long before sleeping (spin mode only) */
 #define SHM_SPIN_MIN_NS 2000ull        /* ... and at least this long */
 #define SHM_CHECK_NS 100000000ull      /* liveness check and sleep slice: 100 ms */
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -161,7 +157,7 @@ mt_status shm_wait(shm_ctx *c, _Atomic uint32_t *word, _Atomic int32_t *sleepers
         /* spin with a sched_yield every ~128 polls (cheap when nothing else wants the core, and
          * it lets the peer run when the node is busier than it looks); the budget adapts:
          * halved each time spinning ended in a sleep, back to the maximum when it paid off */
-        uint64_t t0 = now_ns();
+        uint64_t t0 = mt_clock_ns();
         for (unsigned i = 1;; i++) {
             cpu_relax();
             if (cond(c, arg, &blocker)) {
@@ -170,7 +166,7 @@ mt_status shm_wait(shm_ctx *c, _Atomic uint32_t *word, _Atomic int32_t *sleepers
             }
             if (atomic_load_explicit(&root->aborted, memory_order_relaxed)) break;
             if ((i & 127) == 0) {
-                if (now_ns() - t0 > c->spin_ns) break;
+                if (mt_clock_ns() - t0 > c->spin_ns) break;
                 sched_yield();
             }
         }
@@ -179,12 +175,12 @@ mt_status shm_wait(shm_ctx *c, _Atomic uint32_t *word, _Atomic int32_t *sleepers
         sched_yield(); /* oversubscribed: let the rank we wait for run */
         if (cond(c, arg, &blocker)) return MT_OK;
     }
-    uint64_t start = now_ns();
+    uint64_t start = mt_clock_ns();
     uint64_t deadline = c->timeout_s > 0 ? start + (uint64_t)c->timeout_s * 1000000000ull : UINT64_MAX;
     uint64_t next_check = start + SHM_CHECK_NS;
     for (;;) {
         if (atomic_load_explicit(&root->aborted, memory_order_acquire)) return abort_error(c);
-        uint64_t now = now_ns();
+        uint64_t now = mt_clock_ns();
         if (now >= next_check) {
             int dead = dead_peer(c);
             if (dead >= 0) {

@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 const struct mt_comm_i mt_comm_shm_i = {
     .name = "shm",
     .allreduce = shm_allreduce,
@@ -57,17 +59,10 @@ static void sleep_us(long us) {
     nanosleep(&ts, NULL);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void make_name(char name[SHM_NAME_BYTES]) {
     uint64_t r = 0;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
+        struct timespec ts = mt_clock_realtime_after(0);
         r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^ (uintptr_t)&r;
     }
     snprintf(name, SHM_NAME_BYTES, "/mtrain-%d-%016llx", (int)getpid(), (unsigned long long)r);
@@ -212,7 +207,7 @@ static mt_status create_segment(const char *name, int n, const shm_peer *peers, 
 /* Member: wait for the leader's segment (watching the leader), then map it. */
 static mt_status attach_segment(const char *name, const shm_peer *leader, int timeout_s, shm_hdr **out,
                                 size_t *out_bytes) {
-    double deadline = timeout_s > 0 ? now_s() + timeout_s : 1e300, next_check = now_s() + 0.1;
+    double deadline = timeout_s > 0 ? mt_clock_s() + timeout_s : 1e300, next_check = mt_clock_s() + 0.1;
     long pause_us = 50;
     int fd = -1;
     uint64_t magic = 0;
@@ -223,7 +218,7 @@ static mt_status attach_segment(const char *name, const shm_peer *leader, int ti
                 return mt_errorf(MT_ERR_IO, "comm_shm: shm_open(%s) failed: %s", name, strerror(errno));
         }
         if (fd >= 0 && pread(fd, &magic, sizeof magic, 0) == (ssize_t)sizeof magic && magic != 0) break;
-        double now = now_s();
+        double now = mt_clock_s();
         if (now >= next_check) {
             char state;
             uint64_t start;
@@ -520,9 +515,9 @@ static mt_status local_barrier(local_xctx *x) {
     uint64_t target = (atomic_fetch_add(&l->arrived, 1) / n + 1) * n;
     atomic_fetch_add(&l->word, 1);
     if (atomic_load(&l->sleepers) > 0) syscall(SYS_futex, (uint32_t *)&l->word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-    double deadline = x->timeout_s > 0 ? now_s() + x->timeout_s : 1e300;
+    double deadline = x->timeout_s > 0 ? mt_clock_s() + x->timeout_s : 1e300;
     while (atomic_load(&l->arrived) < target) {
-        if (now_s() >= deadline)
+        if (mt_clock_s() >= deadline)
             return mt_errorf(MT_ERR_PEER,
                              "timed out after %d s waiting for the other %d ranks to create the local communicator",
                              x->timeout_s, l->n_ranks - 1);

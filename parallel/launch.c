@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "parallel/launch_internal.h"
 
 extern char **environ;
@@ -58,12 +59,6 @@ static void on_signal(int sig) {
     ssize_t k = write(g_sig_pipe[1], &c, 1);
     (void)k;
     errno = saved;
-}
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- output relay ---- */
@@ -209,10 +204,10 @@ static void signal_ranks(job_t *j, int sig, int except) {
 
 static void stop_others(job_t *j, int except) {
     signal_ranks(j, SIGTERM, except);
-    j->kill_at = now_ms() + (int64_t)(j->o->kill_grace_s > 0 ? j->o->kill_grace_s * 1000 : 5000);
+    j->kill_at = mt_clock_ms_i64() + (int64_t)(j->o->kill_grace_s > 0 ? j->o->kill_grace_s * 1000 : 5000);
 }
 
-static void stop_others_later(job_t *j) { j->term_at = now_ms() + peer_grace_ms(); }
+static void stop_others_later(job_t *j) { j->term_at = mt_clock_ms_i64() + peer_grace_ms(); }
 
 static void drain_rank(job_t *j, int r) {
     for (int w = 0; w < 2; w++)
@@ -251,7 +246,7 @@ static void on_interrupt(job_t *j, int sig) {
         fprintf(stderr, "mtrain launch: got %s, passing it to the %d running rank(s) (again to kill them)\n",
                 strsignal(sig), j->n_running);
         signal_ranks(j, sig, -1);
-        j->kill_at = now_ms() + (int64_t)(j->o->kill_grace_s > 0 ? j->o->kill_grace_s * 1000 : 5000);
+        j->kill_at = mt_clock_ms_i64() + (int64_t)(j->o->kill_grace_s > 0 ? j->o->kill_grace_s * 1000 : 5000);
     } else {
         if (!j->interrupted && !j->failed) j->interrupted = sig;
         fprintf(stderr, "mtrain launch: got %s again, killing the %d remaining rank(s)\n", strsignal(sig),
@@ -403,7 +398,7 @@ mt_status mt_launch_run(const mt_launch_opts *o, int *exit_code) {
     }
     for (;;) {
         reap(&j);
-        int64_t now = now_ms();
+        int64_t now = mt_clock_ms_i64();
         int n_open = 0;
         for (int r = 0; r < j.n; r++) n_open += (j.ranks[r].fd[0] >= 0) + (j.ranks[r].fd[1] >= 0);
         if (j.n_running == 0) {

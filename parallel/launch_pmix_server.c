@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 static struct {
     int started;
     int n_ranks;
@@ -60,9 +62,7 @@ static void op_done(pmix_status_t st, void *cbdata) {
 static pmix_status_t waiter_wait(waiter *w, pmix_status_t rc) {
     if (rc == PMIX_OPERATION_SUCCEEDED) return PMIX_SUCCESS;
     if (rc != PMIX_SUCCESS) return rc;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 60;
+    struct timespec ts = mt_clock_realtime_after(60);
     pthread_mutex_lock(&w->m);
     int e = 0;
     while (!w->done && e != ETIMEDOUT) e = pthread_cond_timedwait(&w->cv, &w->m, &ts);

@@ -155,12 +155,7 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     if (s->tp_comm && s->tp_comm->size != m->pl.tp)
         return mt_errorf(MT_ERR_INTERNAL, "model init: tp group of %d ranks for parallel.tensor = %d",
                          s->tp_comm->size, m->pl.tp);
-    if (m->pl.sp && ((long)B * m->pl.T) % m->pl.tp) /* TODO(sp rule): one function in core/recipe */
-        return mt_errorf(MT_ERR_CONFIG,
-                         "sequence parallelism splits the %d x %d = %ld token rows of a micro-batch "
-                         "(training.micro_batch x model.seq_length) over parallel.tensor = %d ranks; make their "
-                         "product a multiple of %d",
-                         B, m->pl.T, (long)B * m->pl.T, m->pl.tp, m->pl.tp);
+    MT_CHECK(mt_recipe_check_sp_split(r)); /* the one sequence-parallel rule (core/recipe) */
     mt_act_layout_build(&m->pl, B, m->act, &m->al);
     MT_CHECK(mt_opt_layout_build(&m->pl, s->shards, s->shard, &m->ol));
     const size_t n = m->ol.n_flat, n_opt = m->ol.n_opt;

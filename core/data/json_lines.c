@@ -1,9 +1,8 @@
-/* json_lines.c — JSON-lines reader: a recursive-descent validator over one line that copies
- * out the string values of requested top-level keys and skips the rest.
- * Grammar: RFC 8259, plus Python json.loads' NaN / Infinity / -Infinity literals (Megatron's
- * preprocess reads its input with json.loads). Strings must be valid UTF-8 and must not hold
- * raw control characters or unpaired surrogates (decoded by json_string.c). Nesting deeper than MT_JSON_MAX_DEPTH is an
- * error, so a hostile line cannot exhaust the stack. */
+/* json_lines.c — JSON-lines reader: each line is parsed by the project's JSON parser
+ * (json_tree.h, with MT_JSON_LINE | MT_JSON_PYTHON_LITERALS: RFC 8259 plus Python json.loads'
+ * NaN / Infinity / -Infinity, since Megatron's preprocess reads its input with json.loads),
+ * and the string values of the requested top-level keys are copied out. The grammar, the
+ * UTF-8 / escape / depth checks and the "column C: what" messages are the parser's. */
 #include "core/data/json_lines.h"
 
 #include <errno.h>
@@ -11,9 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/json_string.h"
-
-#define MT_JSON_MAX_DEPTH 512
 
 void mt_json_string_free(mt_json_string *s) {
     free(s->bytes);
@@ -41,227 +37,50 @@ static void jstr_clear(mt_json_string *s) {
     if (s->bytes) s->bytes[0] = 0;
 }
 
-typedef struct {
-    const unsigned char *s;
-    size_t n;
-    size_t i;
-} parser;
-
-static mt_status perr(const parser *p, const char *what) {
-    if (p->i >= p->n) return mt_errorf(MT_ERR_DATA, "column %zu: %s (line ended)", p->i + 1, what);
-    unsigned c = p->s[p->i];
-    if (c >= 0x20 && c < 0x7f) {
-        return mt_errorf(MT_ERR_DATA, "column %zu: %s, found '%c'", p->i + 1, what, c);
-    }
-    return mt_errorf(MT_ERR_DATA, "column %zu: %s, found byte 0x%02x", p->i + 1, what, c);
-}
-
-static void skip_ws(parser *p) {
-    while (p->i < p->n) {
-        unsigned char c = p->s[p->i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-        p->i++;
-    }
-}
-
-static mt_status jstr_sink(void *ctx, const void *bytes, size_t n) {
-    return jstr_append(ctx, bytes, n);
-}
-
-/* At '"': parses a string, appending its decoded bytes to out (NULL: validate only). The
- * decoding is json_string.c's; the messages here are this reader's ("column C: ..."). */
-static mt_status parse_string(parser *p, mt_json_string *out) {
-    mt_json_str_fault f;
-    mt_json_str_error e = mt_json_decode_string(p->s, p->n, &p->i, out ? jstr_sink : NULL, out,
-                                                &f);
-    switch (e) {
-    case MT_JSTR_OK: return MT_OK;
-    case MT_JSTR_SINK: return f.sink_status;
-    case MT_JSTR_UNTERMINATED:
-        p->i = f.at;
-        return perr(p, "unterminated string");
-    case MT_JSTR_CONTROL:
-        return mt_errorf(MT_ERR_DATA,
-                         "column %zu: raw control character 0x%02x inside a string (JSON "
-                         "needs it escaped, e.g. \\n)", f.at + 1, (unsigned)p->s[f.at]);
-    case MT_JSTR_BAD_UTF8:
-        return mt_errorf(MT_ERR_DATA, "column %zu: invalid UTF-8 byte 0x%02x in a string",
-                         f.at + 1, (unsigned)p->s[f.at]);
-    case MT_JSTR_UNTERMINATED_ESCAPE:
-        p->i = f.at;
-        return perr(p, "unterminated escape");
-    case MT_JSTR_BAD_ESCAPE:
-        p->i = f.at;
-        return perr(p, "invalid escape (valid: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
-    case MT_JSTR_BAD_HEX:
-        return mt_errorf(MT_ERR_DATA, "column %zu: \\u must be followed by 4 hex digits",
-                         f.esc + 1);
-    case MT_JSTR_LONE_LOW:
-        return mt_errorf(MT_ERR_DATA, "column %zu: unpaired low surrogate \\u%04X", f.esc + 1,
-                         f.cp);
-    case MT_JSTR_LONE_HIGH:
-        return mt_errorf(MT_ERR_DATA,
-                         "column %zu: high surrogate \\u%04X is not followed by a low "
-                         "surrogate \\uDC00..\\uDFFF", f.esc + 1, f.cp);
-    }
-    return mt_errorf(MT_ERR_INTERNAL, "column %zu: JSON string decoder error %d", p->i + 1,
-                     (int)e);
-}
-
-static int match_word(parser *p, const char *w) {
-    size_t n = strlen(w);
-    if (p->n - p->i >= n && memcmp(p->s + p->i, w, n) == 0) {
-        p->i += n;
-        return 1;
-    }
-    return 0;
-}
-
-static int is_digit(parser *p) { return p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9'; }
-
-static mt_status parse_number(parser *p) {
-    if (p->i < p->n && p->s[p->i] == '-') {
-        p->i++;
-        if (match_word(p, "Infinity")) return MT_OK;
-    }
-    if (!is_digit(p)) return perr(p, "expected a digit");
-    if (p->s[p->i] == '0') {
-        p->i++;
-    } else {
-        while (is_digit(p)) p->i++;
-    }
-    if (p->i < p->n && p->s[p->i] == '.') {
-        p->i++;
-        if (!is_digit(p)) return perr(p, "expected a digit after '.'");
-        while (is_digit(p)) p->i++;
-    }
-    if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
-        p->i++;
-        if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-')) p->i++;
-        if (!is_digit(p)) return perr(p, "expected a digit in the exponent");
-        while (is_digit(p)) p->i++;
+/* Copies the requested keys' values from the line's object. A member whose key is requested
+ * must hold a string (every occurrence: a repeated key is checked each time, the last wins). */
+static mt_status extract(const mt_json_node *obj, const char *const *keys, int n_keys,
+                         mt_json_string *values) {
+    for (size_t m = 0; m < obj->n_items; m++) {
+        const mt_json_node *v = &obj->items[m];
+        for (int k = 0; k < n_keys; k++) {
+            if (strlen(keys[k]) != v->n_key_bytes || memcmp(keys[k], v->key, v->n_key_bytes)) {
+                continue;
+            }
+            if (v->type != MT_JSON_STRING) {
+                return mt_errorf(MT_ERR_DATA, "column %d: key \"%s\" holds %s; expected a string",
+                                 v->col, keys[k], mt_json_type_name(v->type));
+            }
+            jstr_clear(&values[k]);
+            values[k].found = 1;
+            mt_status st = jstr_append(&values[k], v->str, v->n_str_bytes);
+            if (st != MT_OK) return st;
+        }
     }
     return MT_OK;
 }
 
-static mt_status skip_value(parser *p, int depth);
-
-/* At '{' or '['. At depth 0 (the line's object) requested keys are captured. */
-static mt_status parse_container(parser *p, int depth, const char *const *keys, int n_keys,
-                                 mt_json_string *values, mt_json_string *key_buf) {
-    if (depth >= MT_JSON_MAX_DEPTH) {
-        return mt_errorf(MT_ERR_DATA, "column %zu: nested deeper than %d levels", p->i + 1,
-                         MT_JSON_MAX_DEPTH);
+mt_status mt_json_extract_strings_with(mt_json_parser *parser, const char *line,
+                                       size_t n_line_bytes, const char *const *keys,
+                                       int n_keys, mt_json_string *values) {
+    for (int k = 0; k < n_keys; k++) {
+        jstr_clear(&values[k]);
+        values[k].found = 0;
     }
-    int is_object = p->s[p->i] == '{';
-    char close = is_object ? '}' : ']';
-    p->i++;
-    skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == (unsigned char)close) {
-        p->i++;
-        return MT_OK;
-    }
-    for (;;) {
-        mt_status st;
-        if (is_object) {
-            if (p->i >= p->n || p->s[p->i] != '"') return perr(p, "expected a \"key\"");
-            int want = -1;
-            if (depth == 0 && n_keys > 0) {
-                jstr_clear(key_buf);
-                st = parse_string(p, key_buf);
-                if (st != MT_OK) return st;
-                for (int k = 0; k < n_keys; k++) {
-                    if (strlen(keys[k]) == key_buf->n_bytes &&
-                        memcmp(keys[k], key_buf->bytes, key_buf->n_bytes) == 0) {
-                        want = k;
-                    }
-                }
-            } else {
-                st = parse_string(p, NULL);
-                if (st != MT_OK) return st;
-            }
-            skip_ws(p);
-            if (p->i >= p->n || p->s[p->i] != ':') return perr(p, "expected ':' after a key");
-            p->i++;
-            skip_ws(p);
-            if (want >= 0) {
-                if (p->i >= p->n || p->s[p->i] != '"') {
-                    const char *kind = "a value that is not a string";
-                    if (p->i < p->n) {
-                        switch (p->s[p->i]) {
-                        case '{': kind = "an object"; break;
-                        case '[': kind = "an array"; break;
-                        case 'n': kind = "null"; break;
-                        case 't': case 'f': kind = "a boolean"; break;
-                        default: kind = "a number"; break;
-                        }
-                    }
-                    return mt_errorf(MT_ERR_DATA,
-                                     "column %zu: key \"%s\" holds %s; expected a string",
-                                     p->i + 1, keys[want], kind);
-                }
-                jstr_clear(&values[want]); /* a repeated key: the last one wins */
-                values[want].found = 1;
-                st = parse_string(p, &values[want]);
-            } else {
-                st = skip_value(p, depth + 1);
-            }
-            if (st != MT_OK) return st;
-        } else {
-            st = skip_value(p, depth + 1);
-            if (st != MT_OK) return st;
-        }
-        skip_ws(p);
-        if (p->i < p->n && p->s[p->i] == ',') {
-            p->i++;
-            skip_ws(p);
-            continue;
-        }
-        if (p->i < p->n && p->s[p->i] == (unsigned char)close) {
-            p->i++;
-            return MT_OK;
-        }
-        return perr(p, is_object ? "expected ',' or '}'" : "expected ',' or ']'");
-    }
-}
-
-static mt_status skip_value(parser *p, int depth) {
-    if (p->i >= p->n) return perr(p, "expected a value");
-    switch (p->s[p->i]) {
-    case '"': return parse_string(p, NULL);
-    case '{': case '[': return parse_container(p, depth, NULL, 0, NULL, NULL);
-    case 't': if (match_word(p, "true")) return MT_OK; break;
-    case 'f': if (match_word(p, "false")) return MT_OK; break;
-    case 'n': if (match_word(p, "null")) return MT_OK; break;
-    case 'N': if (match_word(p, "NaN")) return MT_OK; break;
-    case 'I': if (match_word(p, "Infinity")) return MT_OK; break;
-    default:
-        if (p->s[p->i] == '-' || (p->s[p->i] >= '0' && p->s[p->i] <= '9')) return parse_number(p);
-    }
-    return perr(p, "expected a value");
+    const mt_json_node *root = NULL;
+    mt_status st = mt_json_parser_parse(parser, line, n_line_bytes, NULL, &root);
+    if (st != MT_OK) return st;
+    return extract(root, keys, n_keys, values);
 }
 
 mt_status mt_json_extract_strings(const char *line, size_t n_line_bytes,
                                   const char *const *keys, int n_keys,
                                   mt_json_string *values) {
-    parser p = {(const unsigned char *)line, n_line_bytes, 0};
-    mt_json_string key_buf = {0};
-    for (int k = 0; k < n_keys; k++) {
-        jstr_clear(&values[k]);
-        values[k].found = 0;
-    }
-    skip_ws(&p);
-    mt_status st;
-    if (p.i >= p.n || p.s[p.i] != '{') {
-        st = perr(&p, "expected a JSON object '{'");
-        goto out;
-    }
-    st = parse_container(&p, 0, keys, n_keys, values, &key_buf);
-    if (st != MT_OK) goto out;
-    skip_ws(&p);
-    if (p.i < p.n) st = perr(&p, "unexpected text after the object");
-out:
-    mt_json_string_free(&key_buf);
+    mt_json_parser *parser = NULL;
+    mt_status st = mt_json_parser_new(&parser, MT_JSONL_PARSER_FLAGS);
+    if (st != MT_OK) return st;
+    st = mt_json_extract_strings_with(parser, line, n_line_bytes, keys, n_keys, values);
+    mt_json_parser_free(parser);
     return st;
 }
 
@@ -280,6 +99,7 @@ void mt_jsonl_close(mt_jsonl_reader *r) {
         for (int k = 0; k < r->n_keys; k++) mt_json_string_free(&r->values[k]);
         free(r->values);
     }
+    mt_json_parser_free(r->parser);
     memset(r, 0, sizeof *r);
 }
 
@@ -291,7 +111,8 @@ mt_status mt_jsonl_open(mt_jsonl_reader *r, const char *path, const char *const 
     r->path = strdup(is_stdin ? "<stdin>" : path);
     r->keys = calloc((size_t)(n_keys > 0 ? n_keys : 1), sizeof *r->keys);
     r->values = calloc((size_t)(n_keys > 0 ? n_keys : 1), sizeof *r->values);
-    if (!r->path || !r->keys || !r->values) {
+    if (!r->path || !r->keys || !r->values ||
+        mt_json_parser_new(&r->parser, MT_JSONL_PARSER_FLAGS) != MT_OK) {
         st = mt_errorf(MT_ERR_OOM, "%s: out of memory", path);
         goto out;
     }
@@ -344,8 +165,9 @@ mt_status mt_jsonl_next(mt_jsonl_reader *r, int *eof) {
         size_t i = 0;
         while (i < n && (r->line[i] == ' ' || r->line[i] == '\t' || r->line[i] == '\r')) i++;
         if (i == n) continue; /* blank line */
-        mt_status st = mt_json_extract_strings(r->line, n, (const char *const *)r->keys,
-                                               r->n_keys, r->values);
+        mt_status st = mt_json_extract_strings_with(r->parser, r->line, n,
+                                                    (const char *const *)r->keys, r->n_keys,
+                                                    r->values);
         if (st != MT_OK) {
             return mt_error_context(st, "%s:%lld: ", r->path, (long long)r->line_number);
         }

@@ -1,7 +1,8 @@
-/* json_lines.h — a small streaming JSON-lines reader: one JSON object per line; pulls the
- * string values of chosen top-level keys (fully unescaped to UTF-8, \uXXXX and surrogate
- * pairs included) and validates-and-skips everything else (numbers, literals, nested
- * objects and arrays). Memory is bounded by the longest line, never by the file.
+/* json_lines.h — a small streaming JSON-lines reader: one JSON object per line, parsed by
+ * the project's one JSON parser (core/json_tree.h); pulls the string values of chosen
+ * top-level keys (fully unescaped to UTF-8, \uXXXX and surrogate pairs included); everything
+ * else on the line is validated by the same parser. Memory is bounded by the longest line,
+ * never by the file.
  * Rules kept: a malformed line is MT_ERR_DATA with "path:line: column C: what" and the reader
  * stays usable (the caller may skip the line); an I/O failure is MT_ERR_IO and final. */
 #ifndef MT_JSON_LINES_H
@@ -11,7 +12,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/json_tree.h"
 #include "core/status.h"
+
+/* The parser flags of a JSON line (Python's NaN / Infinity literals accepted, as Megatron's
+ * json.loads does). */
+#define MT_JSONL_PARSER_FLAGS (MT_JSON_LINE | MT_JSON_PYTHON_LITERALS)
 
 /* One extracted value: UTF-8 bytes (NUL-terminated; may contain NUL from \u0000). */
 typedef struct {
@@ -31,6 +37,12 @@ mt_status mt_json_extract_strings(const char *line, size_t n_line_bytes,
                                   const char *const *keys, int n_keys,
                                   mt_json_string *values);
 
+/* The same with a parser made with MT_JSONL_PARSER_FLAGS and kept by the caller (one per
+ * thread), so that lines after the first allocate nothing. */
+mt_status mt_json_extract_strings_with(mt_json_parser *parser, const char *line,
+                                       size_t n_line_bytes, const char *const *keys,
+                                       int n_keys, mt_json_string *values);
+
 typedef struct {
     FILE *f;
     int owns_f;                 /* 0 for stdin */
@@ -43,6 +55,7 @@ typedef struct {
     int n_keys;
     char **keys;
     mt_json_string *values;     /* [n_keys] */
+    mt_json_parser *parser;
 } mt_jsonl_reader;
 
 /* Opens path ("-" = stdin) to extract keys[0..n_keys). MT_ERR_IO names the file. */

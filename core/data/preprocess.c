@@ -10,15 +10,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/data/indexed.h"
 #include "core/data/json_lines.h"
 #include "core/data/preprocess_internal.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 mt_status mt_preprocess_output_name(const char *output_prefix, const char *key, char *out,
                                     size_t n_out_bytes) {
@@ -33,7 +28,7 @@ static void note_skip(mt_preprocess_stats *s) {
     if (!s->first_skip[0]) snprintf(s->first_skip, sizeof s->first_skip, "%s", mt_last_error());
 }
 
-double mt_preprocess_now_s(void) { return now_s(); }
+double mt_preprocess_now_s(void) { return mt_clock_s(); }
 void mt_preprocess_note_skip(mt_preprocess_stats *s) { note_skip(s); }
 
 mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stats *stats_out) {
@@ -46,7 +41,7 @@ mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stat
     const char *keys[MT_PREPROCESS_MAX_KEYS];
     int n_keys = opt->n_json_keys > 0 ? opt->n_json_keys : 1;
     int reader_open = 0;
-    double t0 = now_s(), t_last = t0;
+    double t0 = mt_clock_s(), t_last = t0;
     double interval = opt->progress_interval_s > 0 ? opt->progress_interval_s : 1.0;
 
     memset(&stats, 0, sizeof stats);
@@ -141,7 +136,7 @@ mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stat
             stats.n_tokens += ids.n_ids;
         }
         stats.n_documents++;
-        double t = now_s();
+        double t = mt_clock_s();
         if (opt->progress && t - t_last >= interval) {
             t_last = t;
             stats.seconds = t - t0;
@@ -167,13 +162,13 @@ mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stat
             goto out;
         }
     }
-    stats.seconds = now_s() - t0;
+    stats.seconds = mt_clock_s() - t0;
     if (opt->progress) opt->progress(&stats, 1, opt->progress_user);
 out:
     if (st != MT_OK) {
         /* Aborting a finished or never-opened (zeroed) writer is a no-op. */
         for (int k = 0; k < MT_PREPROCESS_MAX_KEYS; k++) mt_indexed_writer_abort(&writers[k]);
-        stats.seconds = now_s() - t0;
+        stats.seconds = mt_clock_s() - t0;
     }
     if (reader_open) mt_jsonl_close(&reader);
     mt_token_buf_free(&ids);

@@ -222,7 +222,8 @@ static void put_msg(batch *b, int l, const char *msg) {
     if (mt_byte_buf_append(&b->msgs, msg, strlen(msg) + 1) != MT_OK) b->msg_off[l] = -1;
 }
 
-static void encode_batch(pipeline *p, batch *b, mt_tokenizer *tok, mt_json_string *values) {
+static void encode_batch(pipeline *p, batch *b, mt_tokenizer *tok, mt_json_parser *parser,
+                         mt_json_string *values) {
     const mt_preprocess_job *job = p->job;
     int n_keys = job->n_keys;
     b->ids.n_ids = 0;
@@ -231,8 +232,11 @@ static void encode_batch(pipeline *p, batch *b, mt_tokenizer *tok, mt_json_strin
         b->line_status[l] = L_OK;
         b->msg_off[l] = -1;
         const char *s = b->text + b->line_off[l];
-        mt_status st = mt_json_extract_strings(s, (size_t)b->line_len[l], job->keys, n_keys,
-                                               values);
+        /* Without a parser of its own (it could not be allocated) a one-off one per line. */
+        mt_status st = parser ? mt_json_extract_strings_with(parser, s, (size_t)b->line_len[l],
+                                                             job->keys, n_keys, values)
+                              : mt_json_extract_strings(s, (size_t)b->line_len[l], job->keys,
+                                                        n_keys, values);
         if (st != MT_OK) {
             mt_error_context(st, "%s:%lld: ", job->reader->path, (long long)b->line_no[l]);
             b->line_status[l] = st == MT_ERR_DATA ? L_MALFORMED : L_FATAL;
@@ -273,6 +277,8 @@ static void *worker_main(void *arg) {
     pipeline *p = wa->p;
     mt_json_string values[MT_PREPROCESS_MAX_KEYS];
     memset(values, 0, sizeof values);
+    mt_json_parser *parser = NULL;
+    if (mt_json_parser_new(&parser, MT_JSONL_PARSER_FLAGS) != MT_OK) parser = NULL;
     for (;;) {
         pthread_mutex_lock(&p->mu);
         while (!atomic_load(&p->cancel) && p->q_count == 0 && !p->reader_done) {
@@ -288,7 +294,7 @@ static void *worker_main(void *arg) {
         b->state = B_WORKING;
         pthread_mutex_unlock(&p->mu);
 
-        encode_batch(p, b, p->toks[wa->index], values);
+        encode_batch(p, b, p->toks[wa->index], parser, values);
 
         pthread_mutex_lock(&p->mu);
         b->state = B_DONE;
@@ -296,6 +302,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&p->mu);
     }
     for (int k = 0; k < MT_PREPROCESS_MAX_KEYS; k++) mt_json_string_free(&values[k]);
+    mt_json_parser_free(parser);
     return NULL;
 }
 

@@ -1,15 +1,27 @@
 /* model_flops.c — the model's training FLOPs from its layout (pure): Megatron's formula
- * (Narayanan et al. 2021, appendix: 72 B s l h^2 (1 + s/6h + V/12hl) for GPT) generalised to GQA
- * and SwiGLU by counting every GEMM's weights. The trainer's MFU and `mtrain plan` both call it. */
+ * (Narayanan et al. 2021, appendix: 72 B s l h^2 (1 + s/6h + V/12hl) for GPT) generalised to GQA,
+ * SwiGLU and MoE by counting every GEMM's weights. The trainer's MFU and `mtrain plan` both call
+ * it: the per-token pieces (mt_model_fwd_flops_per_token) are the one count; the trainer's
+ * per-sequence total and the planner's recompute variants are sums of them. */
 #include "core/model/model_layout.h"
 
-double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full) {
-    const double T = pl->T, C = pl->C, L = pl->L_global; /* the whole model, on any stage */
-    /* weights touched per token by matmuls: qkv, proj, fc, fcproj per layer + output layer */
-    const double per_layer = (double)pl->qkv_rows * C + C * pl->H * pl->D + (double)pl->fc_rows * C + C * pl->F;
-    const double matmul = 2.0 * T * (L * per_layer + (double)pl->Vp * C);
+void mt_model_fwd_flops_per_token(const mt_param_layout *pl, int moe_experts, int moe_top_k,
+                                  mt_model_fwd_flops *f) {
+    const double T = pl->T, C = pl->C;
+    /* weights touched per token by matmuls: qkv, proj (attention), fc, fcproj (MLP) */
+    const double attn_lin = 2.0 * ((double)pl->qkv_rows * C + C * pl->H * pl->D);
+    const double mlp_one = 2.0 * ((double)pl->fc_rows * C + C * pl->F);
+    /* a MoE layer runs top_k experts' MLPs and the router (C x E) */
+    const double mlp = moe_experts > 0 ? moe_top_k * mlp_one + 2.0 * C * moe_experts : mlp_one;
     /* attention scores and weighted sum, counted over the full T x T square as Megatron does */
-    const double attn = L * 2.0 * 2.0 * T * T * pl->H * pl->D;
-    const double fwd = matmul + attn;
+    f->attn_core = 2.0 * 2.0 * T * pl->H * pl->D;
+    f->layer = attn_lin + f->attn_core + mlp;
+    f->head = 2.0 * C * pl->Vp;
+}
+
+double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full) {
+    mt_model_fwd_flops f;
+    mt_model_fwd_flops_per_token(pl, 0, 1, &f);
+    const double fwd = pl->T * (pl->L_global * f.layer + f.head); /* the whole model, on any stage */
     return fwd * (recompute_full ? 4.0 : 3.0);
 }

@@ -170,6 +170,17 @@ typedef struct {
     int N_r;                       /* rows of the residual stream on this rank: N, or N/tp with SP */
 } mt_act_layout;
 
+/* Forward FLOPs per token of the model's pieces (2 per multiply-add), from the layout's
+ * shapes (full, not per rank). moe_experts > 0: each layer's MLP is top_k of the layout's MLP
+ * plus the router (the layout itself holds one dense MLP); 0 for a dense model. */
+typedef struct {
+    double layer;     /* one transformer layer: qkv, proj, MLP and the attention core */
+    double attn_core; /* of which the attention scores and weighted sum (full T x T square) */
+    double head;      /* the output layer: logits over the padded vocabulary */
+} mt_model_fwd_flops;
+void mt_model_fwd_flops_per_token(const mt_param_layout *pl, int moe_experts, int moe_top_k,
+                                  mt_model_fwd_flops *f);
+
 /* Training FLOPs of one sequence of T tokens (forward + backward) of the WHOLE model (any stage's
  * layout gives the same number): Megatron's formula generalised to GQA / SwiGLU; full recompute
  * adds one forward (model_flops.c). */

@@ -137,13 +137,16 @@ double mt_plan_speedup(int p, int m, int v);
  * P = active parameters for MoE). */
 double mt_plan_days_ctp(double c, double tokens, double n_params, int n_gpus, double flops_per_gpu);
 
-/* Parameter counts of the recipe's model. */
-void mt_plan_count_params(const mt_recipe *r, mt_plan_params *out);
-/* Training FLOPs of one sequence (3 passes; recompute adds its forward work), generalising
- * mt_model_flops_per_seq (equal to it for recompute none). */
+/* Parameter counts of the recipe's model (from its layout, mt_param_layout_build, with the
+ * unpadded vocabulary); the layout's error when the recipe's shapes do not build. */
+mt_status mt_plan_count_params(const mt_recipe *r, mt_plan_params *out);
+/* Training FLOPs of one sequence (3 passes; recompute adds its forward work, the output layer
+ * excepted), from mt_model_fwd_flops_per_token as mt_model_flops_per_seq (equal to it for
+ * recompute none); 0 when the recipe's layout does not build. */
 double mt_plan_flops_per_seq(const mt_recipe *r, mt_recompute rc);
 
-/* Plan's own layout checks beyond mt_recipe_validate (node size, interleaving). Meant for a
+/* Plan's own layout checks beyond mt_recipe_validate (node size, interleaving, and the
+ * sequence-parallel split, mt_recipe_check_sp_split). Meant for a
  * recipe validated for n_gpus; safe on any (the interleaving check needs dp and the global
  * batch resolved). MT_ERR_CONFIG with one problem per line. */
 mt_status mt_plan_check(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu);

@@ -1,9 +1,12 @@
 /* plan_model.c — the numbers of one layout: parameter counts (total, active, per rank),
  * FLOPs, memory per rank, pipeline bubble, communication per group and time.
  * Rules: pure functions of (recipe, device, options); every formula is in docs/plan.md with
- * its source. Per-rank parameter buffers follow core/model/model_layout.c (same tensors, each
- * rounded up to MT_PARAM_ALIGN elements) sharded the Megatron way, so for tp = pp = 1 the
- * weight, gradient and optimizer bytes equal what the trainer allocates. */
+ * its source. Shapes, the padded vocabulary, the per-rank parameter tensors and the FLOPs come
+ * from the trainer's own layout functions (core/model/model_layout.h: mt_param_layout_build,
+ * mt_param_layout_build_stage, mt_model_fwd_flops_per_token; the vocabulary padding is
+ * mt_recipe_padded_vocab's), so the weight, gradient and optimizer bytes equal what the
+ * trainer allocates; the planner adds only what the trainer does not model (MoE experts,
+ * bf16 mixed precision, recompute, pipeline schedules, communication). */
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -20,38 +23,41 @@ void mt_plan_opts_defaults(mt_plan_opts *o) {
     o->usable_frac = 0.90;
 }
 
-/* Model dimensions as doubles; vocabulary padded for a given tp. */
+/* Model dimensions as doubles, read off the full-model layout (mt_param_layout_build: the
+ * vocabulary padded for the recipe's tp); the MoE sizes from the recipe (the layout holds one
+ * dense MLP, which a MoE layer has E of). */
 typedef struct {
     double L, C, H, KV, D, F, V, Vp, T, max_pos, qkv_rows, fc_rows, E, K;
     int ln, bias, tied, learned, moe;
+    mt_model_fwd_flops fwd; /* forward FLOPs per token (mt_model_fwd_flops_per_token) */
 } dims;
 
-static double padded_vocab(double V, int tp) {
-    const double m = 128.0 * tp;
-    return ceil(V / m) * m;
-}
-
-static void get_dims(const mt_recipe *r, dims *d) {
+static mt_status get_dims(const mt_recipe *r, mt_param_layout *pl, dims *d) {
     const mt_model_cfg *m = &r->model;
-    d->L = m->layers;
-    d->C = m->hidden;
-    d->H = m->heads;
-    d->KV = m->kv_heads > 0 ? m->kv_heads : m->heads;
-    d->D = m->heads > 0 ? m->hidden / m->heads : 0;
-    d->F = m->ffn_hidden > 0 ? m->ffn_hidden : 4.0 * m->hidden;
-    d->V = m->vocab;
-    d->Vp = padded_vocab(m->vocab, r->parallel.tensor > 0 ? r->parallel.tensor : 1);
-    d->T = m->seq_length;
-    d->max_pos = m->max_position > 0 ? m->max_position : m->seq_length;
-    d->qkv_rows = (d->H + 2 * d->KV) * d->D;
-    d->fc_rows = m->activation == MT_ACT_SWIGLU ? 2 * d->F : d->F;
+    memset(d, 0, sizeof *d);
+    mt_status st = mt_param_layout_build(r, pl);
+    if (st != MT_OK) return st;
+    d->L = pl->L_global;
+    d->C = pl->C;
+    d->H = pl->H;
+    d->KV = pl->KV;
+    d->D = pl->D;
+    d->F = pl->F;
+    d->V = pl->V;
+    d->Vp = pl->Vp;
+    d->T = pl->T;
+    d->max_pos = pl->max_pos;
+    d->qkv_rows = pl->qkv_rows;
+    d->fc_rows = pl->fc_rows;
     d->moe = m->moe.experts > 0;
     d->E = d->moe ? m->moe.experts : 0;
     d->K = d->moe ? m->moe.top_k : 1;
-    d->ln = m->norm == MT_NORM_LAYERNORM;
-    d->bias = m->bias;
-    d->tied = m->tie_embeddings;
-    d->learned = m->position == MT_POS_LEARNED;
+    d->ln = pl->idx.ln1_b >= 0;
+    d->bias = pl->idx.qkv_b >= 0;
+    d->tied = pl->idx.lm_head < 0;
+    d->learned = pl->idx.wpe >= 0;
+    mt_model_fwd_flops_per_token(pl, d->moe ? m->moe.experts : 0, d->moe ? m->moe.top_k : 1, &d->fwd);
+    return MT_OK;
 }
 
 /* ---------- parameters ---------- */
@@ -72,88 +78,64 @@ static void put(pcount *c, double n, int expert, int embed) {
     if (embed) c->n_embed += n;
 }
 
-/* What one rank holds: Megatron sharding. Column-parallel (qkv, fc) split rows by t,
- * row-parallel (proj, fcproj) split columns by t, row-parallel biases and norms replicated,
- * vocabulary (padded to 128 t) split by t, learned positions replicated; the first stage
- * holds the embeddings, the last the final norm and output layer (a copy of the embedding
- * when tied and pp > 1); experts split over ep, each expert's MLP over t (etp = tp); the
- * router is replicated. Tensor order and stacking follow core/model/model_layout.c. */
-static void rank_params(const dims *d, double V, int t, int ep, double n_layers, int first, int last, int pp,
-                        pcount *c) {
-    const double Ls = n_layers, C = d->C;
+/* The parameters of one layout's tensors (a stage's, one tp rank's: Megatron's sharding, as
+ * mt_param_layout_build_stage lays it out), each rounded up to MT_PARAM_ALIGN as the trainer
+ * allocates them. full: the unsharded shapes instead of this rank's; unpadded: the vocabulary
+ * tensors with model.vocab rows (the published parameter counts), not the padded ones. MoE:
+ * the layout's MLP tensors become E / ep experts (split over ep, each over tp), plus the
+ * replicated router (C x E per layer). */
+static void layout_params(const mt_param_layout *pl, const dims *d, int ep, int full, int unpadded, pcount *c) {
+    const mt_param_index *ix = &pl->idx;
     memset(c, 0, sizeof *c);
-    if (first) {
-        put(c, V / t * C, 0, 1);
-        if (d->learned) put(c, d->max_pos * C, 0, 1);
-    }
-    put(c, Ls * C, 0, 0); /* ln1_w */
-    if (d->ln) put(c, Ls * C, 0, 0);
-    put(c, Ls * d->qkv_rows / t * C, 0, 0);
-    if (d->bias) put(c, Ls * d->qkv_rows / t, 0, 0);
-    put(c, Ls * C * (d->H * d->D / t), 0, 0);
-    if (d->bias) put(c, Ls * C, 0, 0);
-    put(c, Ls * C, 0, 0); /* ln2_w */
-    if (d->ln) put(c, Ls * C, 0, 0);
-    if (!d->moe) {
-        put(c, Ls * d->fc_rows / t * C, 0, 0);
-        if (d->bias) put(c, Ls * d->fc_rows / t, 0, 0);
-        put(c, Ls * C * (d->F / t), 0, 0);
-        if (d->bias) put(c, Ls * C, 0, 0);
-    } else {
-        const double El = d->E / ep;
-        put(c, Ls * d->E * C, 0, 0); /* router, replicated */
-        put(c, Ls * El * d->fc_rows / t * C, 1, 0);
-        if (d->bias) put(c, Ls * El * d->fc_rows / t, 1, 0);
-        put(c, Ls * El * C * (d->F / t), 1, 0);
-        if (d->bias) put(c, Ls * El * C, 1, 0);
-    }
-    if (last) {
-        put(c, C, 0, 0); /* lnf_w */
-        if (d->ln) put(c, C, 0, 0);
-        if (!d->tied) put(c, V / t * C, 0, 1);
-        else if (pp > 1) put(c, V / t * C, 0, 0); /* Megatron's copy of the tied embedding */
+    for (int ti = 0; ti < pl->n_tensors; ti++) {
+        const mt_param_tensor *t = &pl->t[ti];
+        const int vocab = ti == ix->wte || ti == ix->lm_head;
+        double rows = full ? t->full_rows : t->rows;
+        if (vocab && unpadded) rows = rows / pl->Vp * pl->V; /* rows: Vp (or Vp / tp) */
+        double n = (double)t->n_layers * rows * (full ? t->full_cols : t->cols);
+        const int embed = (ti == ix->wte && !t->pp_copy) || ti == ix->wpe || ti == ix->lm_head;
+        const int mlp = ti == ix->fc_w || ti == ix->fc_b || ti == ix->fcproj_w || ti == ix->fcproj_b;
+        if (d->moe && ti == ix->fc_w) put(c, t->n_layers * d->E * d->C, 0, 0); /* router, replicated */
+        if (d->moe && mlp) put(c, n * (d->E / ep), 1, 0);
+        else put(c, n, 0, embed);
     }
 }
 
-void mt_plan_count_params(const mt_recipe *r, mt_plan_params *out) {
+mt_status mt_plan_count_params(const mt_recipe *r, mt_plan_params *out) {
+    mt_param_layout pl;
     dims d;
     pcount c;
-    get_dims(r, &d);
-    rank_params(&d, d.V, 1, 1, d.L, 1, 1, 1, &c);
+    memset(out, 0, sizeof *out);
+    mt_status st = get_dims(r, &pl, &d);
+    if (st != MT_OK) return st;
+    layout_params(&pl, &d, 1, 1, 1, &c);
     out->n_params = c.n_params;
     out->n_embed = c.n_embed;
     out->n_expert = c.n_expert;
     out->n_active = d.moe ? c.n_params - c.n_expert + c.n_expert * d.K / d.E : c.n_params;
+    return MT_OK;
 }
 
 /* ---------- FLOPs ---------- */
-
-/* Forward FLOPs per token of one transformer layer: matmuls (2 per multiply-add) and the
- * attention scores + weighted sum over the full T x T square, as Megatron counts. */
-static double layer_fwd_flops_token(const dims *d) {
-    const double attn_lin = 2.0 * (d->qkv_rows * d->C + d->C * d->H * d->D);
-    const double attn_core = 2.0 * 2.0 * d->T * d->H * d->D;
-    const double mlp_one = 2.0 * (d->fc_rows * d->C + d->C * d->F);
-    const double mlp = d->moe ? d->K * mlp_one + 2.0 * d->C * d->E : mlp_one;
-    return attn_lin + attn_core + mlp;
-}
-
-static double attn_core_flops_token(const dims *d) { return 2.0 * 2.0 * d->T * d->H * d->D; }
 
 /* Extra forward work of recomputation per token per layer: selective recomputes the
  * attention core, full the whole layer (not the output layer: Megatron's 96 B s l h^2
  * (1 + s/(6h) + V/(16 l h)) keeps the logits at 3 passes). */
 static double recompute_flops_token(const dims *d, mt_recompute rc) {
-    if (rc == MT_RECOMPUTE_FULL) return layer_fwd_flops_token(d);
-    if (rc == MT_RECOMPUTE_SELECTIVE) return attn_core_flops_token(d);
+    if (rc == MT_RECOMPUTE_FULL) return d->fwd.layer;
+    if (rc == MT_RECOMPUTE_SELECTIVE) return d->fwd.attn_core;
     return 0.0;
 }
 
+static double flops_per_seq(const dims *d, mt_recompute rc) {
+    return d->T * (3.0 * (d->L * d->fwd.layer + d->fwd.head) + d->L * recompute_flops_token(d, rc));
+}
+
 double mt_plan_flops_per_seq(const mt_recipe *r, mt_recompute rc) {
+    mt_param_layout pl;
     dims d;
-    get_dims(r, &d);
-    const double logits = 2.0 * d.C * d.Vp;
-    return d.T * (3.0 * (d.L * layer_fwd_flops_token(&d) + logits) + d.L * recompute_flops_token(&d, rc));
+    if (get_dims(r, &pl, &d) != MT_OK) return 0.0;
+    return flops_per_seq(&d, rc);
 }
 
 /* ---------- activations ---------- */
@@ -258,6 +240,7 @@ mt_status mt_plan_check(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu) 
         note(msg, sizeof msg, "parallel.virtual_pipeline: the interleaved schedule needs the micro-batches per "
              "step (%d = global_batch / (micro_batch * dp)) to be a multiple of parallel.pipeline = %d; change "
              "training.global_batch or training.micro_batch, or set virtual_pipeline: 1", m, pp);
+    if (mt_recipe_check_sp_split(r) != MT_OK) note(msg, sizeof msg, "%s", mt_last_error());
     if (msg[0]) return mt_errorf(MT_ERR_CONFIG, "%s", msg);
     return MT_OK;
 }
@@ -278,13 +261,17 @@ static void comm_time(mt_plan_comm *c, const mt_gpu_spec *g, const mt_plan_opts 
 
 mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu, const mt_plan_opts *o, mt_plan *p) {
     dims d;
+    mt_param_layout pl, stage_pl;
     memset(p, 0, sizeof *p);
-    get_dims(r, &d);
     const mt_parallel_cfg *pc = &r->parallel;
     const int t = pc->tensor, pp = pc->pipeline, v = pc->virtual_pipeline > 0 ? pc->virtual_pipeline : 1;
     const int cp = pc->context, dp = pc->data, ep = pc->expert;
-    if (t < 1 || pp < 1 || cp < 1 || dp < 1 || ep < 1 || d.L <= 0 || d.C <= 0 || d.H <= 0 || d.T <= 0)
+    const mt_model_cfg *mc = &r->model;
+    if (t < 1 || pp < 1 || cp < 1 || dp < 1 || ep < 1 || mc->layers <= 0 || mc->hidden <= 0 || mc->heads <= 0 ||
+        mc->seq_length <= 0)
         return mt_errorf(MT_ERR_CONFIG, "plan: the recipe is not validated (validate it for %d ranks first)", n_gpus);
+    mt_status st = get_dims(r, &pl, &d);
+    if (st != MT_OK) return st;
     p->n_gpus = n_gpus;
     p->tp = t;
     p->pp = pp;
@@ -313,18 +300,19 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
     const double pbytes = bf16 ? 2.0 : 4.0, obytes = bf16 ? 12.0 : 8.0, abytes = pbytes;
 
     /* parameters */
-    mt_plan_count_params(r, &p->params);
+    st = mt_plan_count_params(r, &p->params);
+    if (st != MT_OK) return st;
     {
         pcount c;
-        rank_params(&d, d.Vp, 1, 1, d.L, 1, 1, 1, &c);
+        layout_params(&pl, &d, 1, 1, 0, &c);
         p->n_params_padded = c.n_params;
     }
 
     /* FLOPs */
     p->tokens_iter = (double)p->global_batch * d.T;
-    p->flops_model_iter = p->global_batch * mt_plan_flops_per_seq(r, MT_RECOMPUTE_NONE);
-    p->flops_hw_iter = p->global_batch * mt_plan_flops_per_seq(r, p->recompute);
-    p->flops_full_iter = p->global_batch * mt_plan_flops_per_seq(r, MT_RECOMPUTE_FULL);
+    p->flops_model_iter = p->global_batch * flops_per_seq(&d, MT_RECOMPUTE_NONE);
+    p->flops_hw_iter = p->global_batch * flops_per_seq(&d, p->recompute);
+    p->flops_full_iter = p->global_batch * flops_per_seq(&d, MT_RECOMPUTE_FULL);
 
     /* activations per layer, every (recompute, sp) variant */
     for (int rc = 0; rc < 3; rc++)
@@ -340,7 +328,9 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         mt_plan_rank *rk = which ? &p->last : &p->first;
         const int k = which ? pp - 1 : 0;
         pcount c;
-        rank_params(&d, d.Vp, t, p->ep, p->n_layers_stage, k == 0, k == pp - 1, pp, &c);
+        st = mt_param_layout_build_stage(r, k, &stage_pl);
+        if (st != MT_OK) return st;
+        layout_params(&stage_pl, &d, p->ep, 0, 0, &c);
         rk->stage = k;
         rk->n_params = c.n_params;
         rk->n_elems = c.n_elems;
@@ -471,12 +461,12 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         const double nt = N, kc = d.C / t;
         p->gemm_eff = o->gemm_eff * nt / (nt + 384.0) * kc / (kc + 192.0);
         const double rate = p->peak_flops * p->gemm_eff;
-        const double per_tok_layer = 3.0 * layer_fwd_flops_token(&d) + recompute_flops_token(&d, p->recompute);
+        const double per_tok_layer = 3.0 * d.fwd.layer + recompute_flops_token(&d, p->recompute);
         const double tok_mb = N; /* tokens of one micro-batch on this rank's sequence share */
         const double comp_first = tok_mb * Ls * per_tok_layer / t / rate;
-        const double comp_last = comp_first + tok_mb * 3.0 * 2.0 * d.C * d.Vp / t / rate;
+        const double comp_last = comp_first + tok_mb * 3.0 * d.fwd.head / t / rate;
         const double comp_mb = pp == 1 ? comp_last : fmax(comp_first, comp_last);
-        const double attn_mb = tok_mb * Ls * 3.0 * attn_core_flops_token(&d) / t / rate;
+        const double attn_mb = tok_mb * Ls * 3.0 * d.fwd.attn_core / t / rate;
         comm_time(&p->tp_comm, gpu, o);
         comm_time(&p->cp_comm, gpu, o);
         comm_time(&p->pp_comm, gpu, o);
@@ -514,7 +504,7 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         if (score > 0.3 * act_layer)
             note(p->notes, sizeof p->notes, "%.0f%% of the activations are attention scores (the 5 a s^2 b term): "
                  "training.recompute=selective (or a fused attention kernel) drops them for ~%.1f%% more FLOPs",
-                 100 * score / act_layer, 100 * (p->flops_full_iter > 0 ? (p->global_batch * mt_plan_flops_per_seq(r, MT_RECOMPUTE_SELECTIVE)) / p->flops_model_iter - 1 : 0));
+                 100 * score / act_layer, 100 * (p->flops_full_iter > 0 ? (p->global_batch * flops_per_seq(&d, MT_RECOMPUTE_SELECTIVE)) / p->flops_model_iter - 1 : 0));
     }
     if (gpu->is_host && p->capacity_bytes <= 0)
         note(p->notes, sizeof p->notes, "the host's memory size is unknown: no fit verdict");

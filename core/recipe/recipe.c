@@ -572,6 +572,20 @@ int mt_recipe_padded_vocab(const mt_recipe *r) {
     return p > INT_MAX ? INT_MAX : (int)p;
 }
 
+mt_status mt_recipe_check_sp_split(const mt_recipe *r) {
+    const int tp = r->parallel.tensor, T = r->model.seq_length;
+    if (!r->parallel.sequence_parallel || tp <= 1 || T % tp == 0) return MT_OK;
+    char where[1300], sp_where[1300];
+    mt_recipe_where(r, "model.seq_length", where, sizeof where);
+    mt_recipe_where(r, "parallel.sequence_parallel", sp_where, sizeof sp_where);
+    return mt_errorf(MT_ERR_CONFIG,
+                     "%s: model.seq_length: %d is not divisible by parallel.tensor = %d, as sequence "
+                     "parallelism (parallel.sequence_parallel: true, %s) needs: each tp rank holds "
+                     "seq_length / tp positions of the residual stream; use a seq_length multiple of %d "
+                     "(e.g. %d), a tp that divides %d, or set sequence_parallel: false",
+                     where, T, tp, sp_where, tp, (T / tp + 1) * tp, T);
+}
+
 int mt_recipe_head_dim(const mt_recipe *r) {
     return r->model.heads > 0 ? r->model.hidden / r->model.heads : 0;
 }

@@ -169,4 +169,16 @@ int mt_recipe_padded_vocab(const mt_recipe *r); /* vocab rounded up to 128*tp */
 int mt_recipe_head_dim(const mt_recipe *r);
 int mt_recipe_micro_batches(const mt_recipe *r); /* global / (micro * dp) */
 
+/* Sequence parallelism's split rule, written once (the validator, the planner and the trainer
+ * call it). Under parallel.sequence_parallel with tp = parallel.tensor > 1 the residual stream,
+ * the norms and their inputs are split along the sequence over the tp ranks, so
+ * model.seq_length must be a multiple of tp: Megatron's rule (arguments.py asserts
+ * seq_length % tensor_model_parallel_size == 0). mtrain's kernels split the flattened
+ * micro_batch x seq_length token rows, which needs only their product to divide; the stronger
+ * rule is kept so that every micro-batch size works and a recipe valid here is valid for
+ * Megatron. MT_OK when sequence parallelism is off or tp <= 1 (sequence_parallel with tp = 1
+ * is the validator's own message); else MT_ERR_CONFIG
+ * "<where>: model.seq_length: N is not divisible by parallel.tensor = tp ...; <fix>". */
+mt_status mt_recipe_check_sp_split(const mt_recipe *r);
+
 #endif

@@ -69,6 +69,16 @@ __attribute__((format(printf, 3, 4))) static void add(problems *P, const char *k
     P->n++;
 }
 
+/* A problem whose message another module formatted ("<where>: <key>: <problem>; <fix>"). */
+static void add_line(problems *P, const char *line) {
+    P->st = MT_ERR_CONFIG;
+    if (P->n >= MAX_PROBLEMS || P->used + 2 >= sizeof P->msg) { P->n++; return; }
+    int w = snprintf(P->msg + P->used, sizeof P->msg - P->used, "%s%s", P->n ? "\n" : "", line);
+    if (w > 0) P->used += (size_t)w;
+    if (P->used >= sizeof P->msg) P->used = sizeof P->msg - 1;
+    P->n++;
+}
+
 static mt_status finish(problems *P) {
     if (P->st == MT_OK) return MT_OK;
     if (P->n > MAX_PROBLEMS)
@@ -381,9 +391,8 @@ static void check_layout(const mt_recipe *r, problems *P) {
         add(P, "parallel.sequence_parallel", "needs parallel.tensor > 1 (it shards activations across the "
             "tensor-parallel group; tp = 1, %s); set sequence_parallel: false or raise parallel.tensor",
             ref(r, "parallel.tensor"));
-    else if (pc->sequence_parallel && m->seq_length % tp)
-        add(P, "model.seq_length", "%d is not divisible by parallel.tensor = %" PRId64 " as sequence "
-            "parallelism needs; use a multiple of %" PRId64, m->seq_length, tp, tp);
+    else if (mt_recipe_check_sp_split(r) != MT_OK)
+        add_line(P, mt_last_error());
     if (cp > 1 && m->seq_length % (2 * cp))
         add(P, "model.seq_length", "%d is not divisible by 2*parallel.context = %" PRId64 " (context "
             "parallelism splits each sequence into 2*cp chunks); use a multiple of %" PRId64,

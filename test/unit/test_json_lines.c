@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/data/json_lines.h"
+#include "core/json_tree.h"
 #include "test/test.h"
 
 /* Extracts one key from a NUL-terminated line. */
@@ -215,8 +216,38 @@ static void test_reader(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* One grammar: the reader is the document parser in line mode; the document parser itself stays
+ * strict RFC 8259 (no NaN), locates errors by path:line:col, and a reused parser gives the
+ * same answers line after line. */
+static void test_shared_parser(void) {
+    mt_json_doc doc;
+    const char *nan_doc = "{\"a\": NaN}";
+    CHECK(mt_json_doc_parse(&doc, nan_doc, strlen(nan_doc), "x.json") == MT_ERR_DATA);
+    CHECK_STR_CONTAINS(mt_last_error(), "x.json:1:7:");
+    mt_json_doc_free(&doc);
+    const char *esc = "{\n\"a\": \"\\q\"}";
+    CHECK(mt_json_doc_parse(&doc, esc, strlen(esc), "y.json") == MT_ERR_DATA);
+    CHECK_STR_CONTAINS(mt_last_error(), "y.json:2:8: invalid escape");
+    mt_json_doc_free(&doc);
+    mt_json_parser *parser = NULL;
+    CHECK(mt_json_parser_new(&parser, MT_JSONL_PARSER_FLAGS) == MT_OK);
+    const char *keys[1] = {"text"};
+    mt_json_string v = {0};
+    for (int rep = 0; rep < 3; rep++) {
+        const char *good = "{\"n\": -Infinity, \"text\": \"x\\u00e9\"}";
+        CHECK(mt_json_extract_strings_with(parser, good, strlen(good), keys, 1, &v) == MT_OK);
+        CHECK(v.found && strcmp(v.bytes, "x\xc3\xa9") == 0);
+        const char *bad = "{\"text\": 1, \"text\": \"late\"}";
+        CHECK(mt_json_extract_strings_with(parser, bad, strlen(bad), keys, 1, &v) == MT_ERR_DATA);
+        CHECK_STR_CONTAINS(mt_last_error(), "column 10: key \"text\" holds a number");
+    }
+    mt_json_string_free(&v);
+    mt_json_parser_free(parser);
+}
+
 int main(void) {
     test_values();
+    test_shared_parser();
     test_malformed();
     test_reader();
     TEST_MAIN_END();

@@ -332,7 +332,28 @@ static void test_validate_errors(void) {
     EXPECT_ERR(BASE "parallel:\n  sequence_parallel: true\n", 1, MT_ERR_CONFIG, "bad.yaml:9",
                "parallel.sequence_parallel", "needs parallel.tensor > 1", "sequence_parallel: false");
     EXPECT_ERR("model: {layers: 2, hidden: 64, heads: 4, seq_length: 130}\ntraining: {iters: 1}\n"
-               "parallel: {tensor: 4, sequence_parallel: true}\n", 4, MT_ERR_CONFIG, "bad.yaml:1", "model.seq_length");
+               "parallel: {tensor: 4, sequence_parallel: true}\n", 4, MT_ERR_CONFIG, "bad.yaml:1", "model.seq_length",
+               "not divisible by parallel.tensor = 4", "sequence_parallel: false");
+    /* the rule itself (mt_recipe_check_sp_split, shared by the validator, the planner and the
+     * trainer): seq_length % tp under sequence parallelism, nothing otherwise */
+    {
+        mt_recipe sr;
+        mt_recipe_defaults(&sr);
+        sr.model.seq_length = 130;
+        sr.parallel.tensor = 4;
+        sr.parallel.sequence_parallel = 1;
+        CHECK(mt_recipe_check_sp_split(&sr) == MT_ERR_CONFIG);
+        CHECK_STR_CONTAINS(mt_last_error(), "model.seq_length: 130 is not divisible by parallel.tensor = 4");
+        CHECK_STR_CONTAINS(mt_last_error(), "e.g. 132");
+        sr.model.seq_length = 128;
+        CHECK(mt_recipe_check_sp_split(&sr) == MT_OK);
+        sr.model.seq_length = 130;
+        sr.parallel.sequence_parallel = 0;
+        CHECK(mt_recipe_check_sp_split(&sr) == MT_OK);
+        sr.parallel.sequence_parallel = 1;
+        sr.parallel.tensor = 1;
+        CHECK(mt_recipe_check_sp_split(&sr) == MT_OK);
+    }
     EXPECT_ERR("model: {layers: 2, hidden: 64, heads: 4, seq_length: 130}\ntraining: {iters: 1}\n"
                "parallel: {context: 2}\n", 2, MT_ERR_CONFIG, "model.seq_length", "2*parallel.context");
     /* optimizer and lengths */
