@@ -12,6 +12,8 @@
  * Rule kept: no exit; every failure names the variable (MASTER_PORT=abc ...) or the rank. */
 #include "parallel/bootstrap_internal.h"
 
+#include "core/clock.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -54,14 +56,9 @@ typedef struct {
 
 typedef enum { IO_OK, IO_TIMEOUT, IO_CLOSED, IO_ERROR } io_res;
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int ms_left(int64_t deadline) {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - mt_clock_ms_i64();
     if (left < 0) return 0;
     return left > 1000 ? 1000 : (int)left; /* wake up at least every second */
 }
@@ -77,7 +74,7 @@ static io_res write_full(int fd, const void *buf, size_t n, int64_t deadline) {
         }
         if (k < 0 && errno == EINTR) continue;
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (now_ms() >= deadline) return IO_TIMEOUT;
+            if (mt_clock_ms_i64() >= deadline) return IO_TIMEOUT;
             struct pollfd pfd = {.fd = fd, .events = POLLOUT};
             poll(&pfd, 1, ms_left(deadline));
             continue;
@@ -100,7 +97,7 @@ static io_res read_full(int fd, void *buf, size_t n, int64_t deadline) {
         if (k == 0) return IO_CLOSED;
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (now_ms() >= deadline) return IO_TIMEOUT;
+            if (mt_clock_ms_i64() >= deadline) return IO_TIMEOUT;
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
             poll(&pfd, 1, ms_left(deadline));
             continue;
@@ -194,7 +191,7 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     while (joined < c->size - 1) {
-        if (now_ms() >= deadline) {
+        if (mt_clock_ms_i64() >= deadline) {
             char missing[256] = "";
             size_t len = 0;
             int n_missing = 0;
@@ -215,7 +212,7 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
         if (fd < 0) continue; /* ECONNABORTED, EINTR, ...: keep waiting */
         set_socket_opts(fd);
         env_hello h;
-        int64_t hello_deadline = now_ms() + 10000 < deadline ? now_ms() + 10000 : deadline;
+        int64_t hello_deadline = mt_clock_ms_i64() + 10000 < deadline ? mt_clock_ms_i64() + 10000 : deadline;
         if (read_full(fd, &h, sizeof h, hello_deadline) != IO_OK || h.magic != ENV_MAGIC) {
             close(fd); /* not an mtrain rank (port scan, stale client): ignore it */
             continue;
@@ -269,7 +266,7 @@ static mt_status connect_store(env_ctx *c, int64_t deadline, int *out_fd) {
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
         int g = getaddrinfo(c->addr, port_s, &hints, &res);
         if (g != 0) {
-            if (g == EAI_AGAIN && now_ms() < deadline) {
+            if (g == EAI_AGAIN && mt_clock_ms_i64() < deadline) {
                 usleep(200000);
                 continue;
             }
@@ -281,7 +278,7 @@ static mt_status connect_store(env_ctx *c, int64_t deadline, int *out_fd) {
             int rc = connect(fd, a->ai_addr, a->ai_addrlen);
             if (rc != 0 && errno == EINPROGRESS) {
                 struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-                int left = (int)(deadline - now_ms());
+                int left = (int)(deadline - mt_clock_ms_i64());
                 if (left < 100) left = 100;
                 if (left > 5000) left = 5000;
                 if (poll(&pfd, 1, left) == 1) {
@@ -305,7 +302,7 @@ static mt_status connect_store(env_ctx *c, int64_t deadline, int *out_fd) {
             close(fd);
         }
         freeaddrinfo(res);
-        if (now_ms() >= deadline)
+        if (mt_clock_ms_i64() >= deadline)
             return mt_errorf(MT_ERR_PEER,
                              "env:// bootstrap rank %d: could not connect to rank 0's store at MASTER_ADDR=%s port "
                              "%d within %d s (last error: %s); is rank 0 running with the same MASTER_ADDR and "
@@ -358,7 +355,7 @@ static mt_status gather_at_root(env_ctx *c, uint32_t seq, size_t n_bytes, char *
             pfd[n] = (struct pollfd){.fd = c->peer_fd[r], .events = POLLIN};
             who[n++] = r;
         }
-        if (now_ms() >= deadline) {
+        if (mt_clock_ms_i64() >= deadline) {
             char missing[192] = "";
             size_t len = 0;
             for (int i = 0; i < n && len < sizeof missing - 16; i++)
@@ -424,7 +421,7 @@ static mt_status env_allgather(mt_bootstrap *bs, const void *mine, size_t n_byte
     env_ctx *c = bs->ctx;
     if (!c) return mt_errorf(MT_ERR_INTERNAL, "bootstrap allgather after finalize");
     uint32_t seq = c->seq++;
-    int64_t deadline = now_ms() + (int64_t)c->timeout_s * 1000;
+    int64_t deadline = mt_clock_ms_i64() + (int64_t)c->timeout_s * 1000;
     if (c->size == 1) {
         if (n_bytes && all != mine) memmove(all, mine, n_bytes);
         return MT_OK;
@@ -529,7 +526,7 @@ mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s) {
     char my_host[HOST_BYTES] = "";
     gethostname(my_host, sizeof my_host - 1);
     memcpy(hosts + (size_t)rank * HOST_BYTES, my_host, HOST_BYTES);
-    int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+    int64_t deadline = mt_clock_ms_i64() + (int64_t)timeout_s * 1000;
     if (world > 1 && rank == 0) {
         c->peer_fd = malloc((size_t)world * sizeof *c->peer_fd);
         if (!c->peer_fd) {

@@ -6,20 +6,15 @@
 #include "parallel/tp.h"
 
 #include <string.h>
-#include <time.h>
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+#include "core/clock.h"
 
 /* times one collective call: st = (call) */
 #define TIMED(t, st, call)                     \
     do {                                       \
-        double t0_ = now_ms();                 \
+        double t0_ = mt_clock_ms();                 \
         (st) = (call);                         \
-        (t)->comm_ms += now_ms() - t0_;        \
+        (t)->comm_ms += mt_clock_ms() - t0_;        \
         (t)->n_coll++;                         \
     } while (0)
 
