@@ -9,6 +9,7 @@
  *       exist for the launcher tests (test/e2e/bootstrap_launchers.sh).
  * Rule kept: returns the exit code; cmd/mtrain.c exits. */
 #include "cmd/cmd_launch.h"
+#include "core/clock.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -109,12 +110,6 @@ typedef struct {
     char kind[8];
 } who_t;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int check_table(const mt_bootstrap *bs, const who_t *all, char *why, size_t n_why) {
     for (int r = 0; r < bs->size; r++) {
         const who_t *w = &all[r];
@@ -170,13 +165,13 @@ int mt_cmd_bootstrap_check(int argc, char **argv) {
         i++;
     }
     mt_bootstrap bs;
-    double t0 = now_s();
+    double t0 = mt_clock_s();
     mt_status st = mt_bootstrap_init(&bs, timeout_s);
     if (st != MT_OK) {
         fprintf(stderr, "bootstrap-check: error: %s (%s)\n", mt_last_error(), mt_status_name(st));
         return 1;
     }
-    double t_init = now_s() - t0;
+    double t_init = mt_clock_s() - t0;
     who_t me;
     memset(&me, 0, sizeof me);
     me.rank = bs.rank;
@@ -192,15 +187,15 @@ int mt_cmd_bootstrap_check(int argc, char **argv) {
     char why[512] = "";
     int ok = all && blob && blobs;
     if (!ok) snprintf(why, sizeof why, "out of memory");
-    double t1 = now_s(), t_ag1 = 0, t_ag2 = 0, t_bar = 0;
+    double t1 = mt_clock_s(), t_ag1 = 0, t_ag2 = 0, t_bar = 0;
     if (ok && (st = bs.allgather(&bs, &me, sizeof me, all)) != MT_OK) ok = 0;
-    t_ag1 = now_s() - t1;
+    t_ag1 = mt_clock_s() - t1;
     if (ok && !check_table(&bs, all, why, sizeof why)) ok = 0;
     if (ok) {
         for (size_t i = 0; i < blob_bytes; i++) blob[i] = (unsigned char)(bs.rank * 31 + i * 7);
-        t1 = now_s();
+        t1 = mt_clock_s();
         if ((st = bs.allgather(&bs, blob, blob_bytes, blobs)) != MT_OK) ok = 0;
-        t_ag2 = now_s() - t1;
+        t_ag2 = mt_clock_s() - t1;
         for (int r = 0; ok && r < bs.size; r++)
             for (size_t i = 0; ok && i < blob_bytes; i++)
                 if (blobs[(size_t)r * blob_bytes + i] != (unsigned char)(r * 31 + i * 7)) {
@@ -209,9 +204,9 @@ int mt_cmd_bootstrap_check(int argc, char **argv) {
                 }
     }
     if (ok) {
-        t1 = now_s();
+        t1 = mt_clock_s();
         if ((st = bs.barrier(&bs)) != MT_OK) ok = 0;
-        t_bar = now_s() - t1;
+        t_bar = mt_clock_s() - t1;
     }
     if (!ok) {
         if (st != MT_OK)

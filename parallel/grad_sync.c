@@ -99,12 +99,11 @@ mt_status mt_grad_sync_norm_part(mt_grad_sync *gs, const void *grads, void *scal
         }
         for (int ti = 0; ti < pl->n_tensors; ti++) {
             const mt_param_tensor *t = &pl->t[ti];
+            mt_opt_piece pc; /* the piece this rank owns (all of it without the distributed optimizer) */
             if ((int)mt_grad_class_buffer(t->gclass) != b) continue;
             if (t->shard == MT_SHARD_NONE && tp_rank != 0) continue; /* replicas: counted by tp rank 0 */
             if (t->pp_copy) continue; /* the tied wte on the last stage: counted on stage 0 */
-            const size_t a = t->offset > lo ? t->offset : lo;
-            const size_t z = t->offset + t->n < hi ? t->offset + t->n : hi;
-            MT_CHECK(add_squares(gs, sq, grads, a, z));
+            if (mt_opt_piece_of(pl, gs->ol, ti, &pc)) MT_CHECK(add_squares(gs, sq, grads, pc.lo, pc.hi));
         }
     }
 out:
