@@ -6,8 +6,6 @@
 
 mt_comm_kind mt_comm_kind_for(int host_memory) { return host_memory ? MT_COMM_SHM : MT_COMM_NCCL; }
 
-const char *mt_comm_kind_name(mt_comm_kind kind) { return kind == MT_COMM_SHM ? "shared-memory" : "NCCL"; }
-
 mt_status mt_comm_world_create(mt_comm_kind kind, mt_bootstrap *bs, int timeout_s, mt_comm **world) {
     *world = NULL;
     if (bs->size <= 1) return MT_OK;

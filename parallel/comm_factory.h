@@ -14,7 +14,6 @@ typedef enum { MT_COMM_SHM = 0, MT_COMM_NCCL } mt_comm_kind;
 
 /* Which implementation carries buffers of this kind of memory. */
 mt_comm_kind mt_comm_kind_for(int host_memory);
-const char *mt_comm_kind_name(mt_comm_kind kind);
 /* The world communicator over the bootstrap's ranks; collective over them. *world = NULL for a
  * single rank (nothing to communicate). Errors name the implementation and the fix. */
 mt_status mt_comm_world_create(mt_comm_kind kind, mt_bootstrap *bs, int timeout_s, mt_comm **world);

@@ -5,9 +5,14 @@
 
 mt_pgroup mt_grad_buffer_group(mt_grad_buffer_id b) { return b == MT_GBUF_EXPERT ? MT_PG_EDP : MT_PG_DP_CP; }
 
+/* the reduce group of gradient buffer b on this rank */
+static const mt_group *buffer_group(const mt_parallel_state *ps, int b) {
+    return mt_pstate_group(ps, mt_grad_buffer_group((mt_grad_buffer_id)b));
+}
+
 void mt_grad_sync_shards(const mt_parallel_state *ps, int distributed, int shards[MT_GBUFS], int shard[MT_GBUFS]) {
     for (int b = 0; b < MT_GBUFS; b++) {
-        const mt_group *g = mt_pstate_group(ps, mt_grad_buffer_group((mt_grad_buffer_id)b));
+        const mt_group *g = buffer_group(ps, b);
         shards[b] = distributed ? g->size : 1;
         shard[b] = distributed ? g->rank : 0;
     }
@@ -52,12 +57,12 @@ static mt_status reduce_buffers(mt_grad_sync *gs, void *grads) {
     const double t0 = mt_clock_ms();
     for (int b = 0; b < MT_GBUFS; b++) {
         const mt_grad_region *r = &gs->ol->reg[b];
-        const mt_group *g = mt_pstate_group(gs->ps, mt_grad_buffer_group((mt_grad_buffer_id)b));
+        const mt_group *g = buffer_group(gs->ps, b);
         if (r->n == 0 || g->size <= 1) continue;
         float *base = (float *)grads + r->begin;
         if (gs->distributed) {
-            MT_CHECK(g->comm->i->reduce_scatter(g->comm, base, base + (size_t)r->shard * r->shard_n, r->shard_n, MT_F32,
-                                                MT_RED_SUM));
+            MT_CHECK(g->comm->i->reduce_scatter(g->comm, base, (float *)grads + mt_opt_shard_lo(gs->ol, b), r->shard_n,
+                                                MT_F32, MT_RED_SUM));
             continue;
         }
         for (size_t off = 0; off < r->n; off += MT_GRAD_BUCKET_ELEMS) {
@@ -77,18 +82,23 @@ static mt_status add_squares(mt_grad_sync *gs, float *sq, const void *grads, siz
     return MT_BE_CALL(gs->be, sum, &sa);
 }
 
+/* Whether tensor t's gradient counts in this rank's part of the norm: tensors replicated over tp
+ * count on tp rank 0 only, a pipeline copy (the tied wte on the last stage) only on its owner. */
+static int norm_counts(const mt_param_tensor *t, int tp_rank) {
+    return !(t->shard == MT_SHARD_NONE && tp_rank != 0) && !t->pp_copy;
+}
+
 mt_status mt_grad_sync_norm_part(mt_grad_sync *gs, const void *grads, void *scalars) {
     mt_status st = MT_OK;
     const mt_param_layout *pl = gs->pl;
     const int tp_rank = mt_pstate_group(gs->ps, MT_PG_TP)->rank;
     float *sq = (float *)scalars + 1;
     MT_CHECK(gs->be->i->memset_zero(gs->be, sq, 4));
-    int skips = 0; /* tensors this rank must leave out: tp replicas off tp rank 0, pipeline copies */
-    for (int ti = 0; ti < pl->n_tensors; ti++)
-        skips |= (pl->t[ti].shard == MT_SHARD_NONE && tp_rank != 0 && pl->tp > 1) || pl->t[ti].pp_copy;
+    int skips = 0; /* some tensor this rank must leave out */
+    for (int ti = 0; ti < pl->n_tensors; ti++) skips |= !norm_counts(&pl->t[ti], tp_rank);
     for (int b = 0; b < MT_GBUFS; b++) {
         const mt_grad_region *r = &gs->ol->reg[b];
-        const mt_group *g = mt_pstate_group(gs->ps, mt_grad_buffer_group((mt_grad_buffer_id)b));
+        const mt_group *g = buffer_group(gs->ps, b);
         if (r->n == 0) continue;
         if (!gs->distributed && g->rank != 0) continue; /* replicas of the reduced sum: rank 0 counts */
         const size_t lo = gs->distributed ? mt_opt_shard_lo(gs->ol, (mt_grad_buffer_id)b) : r->begin;
@@ -100,9 +110,7 @@ mt_status mt_grad_sync_norm_part(mt_grad_sync *gs, const void *grads, void *scal
         for (int ti = 0; ti < pl->n_tensors; ti++) {
             const mt_param_tensor *t = &pl->t[ti];
             mt_opt_piece pc; /* the piece this rank owns (all of it without the distributed optimizer) */
-            if ((int)mt_grad_class_buffer(t->gclass) != b) continue;
-            if (t->shard == MT_SHARD_NONE && tp_rank != 0) continue; /* replicas: counted by tp rank 0 */
-            if (t->pp_copy) continue; /* the tied wte on the last stage: counted on stage 0 */
+            if ((int)mt_grad_class_buffer(t->gclass) != b || !norm_counts(t, tp_rank)) continue;
             if (mt_opt_piece_of(pl, gs->ol, ti, &pc)) MT_CHECK(add_squares(gs, sq, grads, pc.lo, pc.hi));
         }
     }
@@ -140,10 +148,10 @@ mt_status mt_grad_sync_gather_params(mt_grad_sync *gs, void *params, mt_dtype ac
     const double t0 = mt_clock_ms();
     for (int b = 0; b < MT_GBUFS; b++) {
         const mt_grad_region *r = &gs->ol->reg[b];
-        const mt_group *g = mt_pstate_group(gs->ps, mt_grad_buffer_group((mt_grad_buffer_id)b));
+        const mt_group *g = buffer_group(gs->ps, b);
         if (r->n == 0 || g->size <= 1) continue;
-        char *base = (char *)params + r->begin * ab;
-        MT_CHECK(g->comm->i->allgather(g->comm, base + (size_t)r->shard * r->shard_n * ab, base, r->shard_n, act));
+        char *p = params;
+        MT_CHECK(g->comm->i->allgather(g->comm, p + mt_opt_shard_lo(gs->ol, b) * ab, p + r->begin * ab, r->shard_n, act));
     }
 out:
     gs->comm_ms += mt_clock_ms() - t0;

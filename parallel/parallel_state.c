@@ -27,8 +27,6 @@ static const struct {
     [MT_PG_EDP] = {"expert-dp", 1, MT_GRID_DP},
 };
 
-const char *mt_pgroup_name(mt_pgroup id) { return id >= 0 && id < MT_PG_COUNT ? k_groups[id].name : "?"; }
-
 static void groups_trivial(mt_parallel_state *ps) {
     for (int i = 0; i < MT_PG_COUNT; i++) ps->g[i] = (mt_group){.size = 1, .rank = 0, .member = 1};
     ps->g[MT_PG_EMB].member = 0;
@@ -92,19 +90,14 @@ mt_status mt_pstate_setup_world(mt_parallel_state *ps, const mt_recipe *r, mt_co
         ps->size = 1;
     }
     ps->g[MT_PG_WORLD] = (mt_group){.size = ps->size, .rank = ps->rank, .member = 1, .comm = world, .owner = 1};
+    /* the recipe is validated for this world size (mt_recipe_validate: tp*pp*cp*dp = world) */
     MT_CHECK(mt_grid_dense(&ps->grid, ps->size, p->tensor, p->context, p->pipeline));
-    if (ps->grid.dp != (p->data > 0 ? p->data : ps->grid.dp)) {
-        st = mt_errorf(MT_ERR_CONFIG, "parallel.data = %d, but %d ranks / (tp %d x cp %d x pp %d) = %d", p->data,
-                       ps->size, p->tensor, p->context, p->pipeline, ps->grid.dp);
-        goto out;
-    }
     MT_CHECK(mt_grid_expert(&ps->egrid, ps->size, p->tensor, p->expert > 0 ? p->expert : 1, p->pipeline));
     MT_CHECK(mt_grid_coords(&ps->grid, ps->rank, ps->coord));
     MT_CHECK(mt_grid_coords(&ps->egrid, ps->rank, ps->ecoord));
     mt_grid_prefix(&ps->grid, ps->rank, ps->prefix, sizeof ps->prefix);
     ps->logger = ps->coord[MT_AX_TP] == 0 && ps->coord[MT_AX_CP] == 0 && ps->coord[MT_AX_DP] == 0 &&
                  ps->coord[MT_AX_PP] == ps->grid.pp - 1;
-
 
     /* member lists of every group, to share one communicator between groups with the same ranks
      * (a property of the grid sizes, so every rank makes the same decision and the same splits) */
@@ -131,12 +124,11 @@ mt_status mt_pstate_setup_world(mt_parallel_state *ps, const mt_recipe *r, mt_co
          * so a non-member of the embedding group still takes part (with color -1) */
         int global_size = id == MT_PG_EMB ? (ps->grid.pp > 1 ? 2 : 1) : n;
         if (global_size <= 1) continue;
+        /* an embedding group is another group's ranks only when it is the whole pipeline (pp = 2);
+         * for pp > 2 a member's list could match nothing on one rank and something on another */
         int same = -1;
-        for (int j = MT_PG_WORLD; j < id && same < 0; j++)
-            if (n_of[j] == n && n > 0 && !memcmp(ranks + (size_t)j * W, mine, (size_t)n * sizeof *mine) &&
-                (id != MT_PG_EMB || ps->grid.pp == 2))
-                same = j;
-        if (id == MT_PG_EMB && ps->grid.pp == 2) same = MT_PG_PP; /* {first, last} = the whole pipeline */
+        for (int j = MT_PG_WORLD; j < id && same < 0 && (id != MT_PG_EMB || ps->grid.pp == 2); j++)
+            if (n_of[j] == n && !memcmp(ranks + (size_t)j * W, mine, (size_t)n * sizeof *mine)) same = j;
         if (same >= 0) {
             g->comm = ps->g[same].comm;
             continue;

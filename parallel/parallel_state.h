@@ -70,7 +70,6 @@ mt_status mt_pstate_setup(mt_parallel_state *ps, const mt_recipe *r, int host_me
 mt_status mt_pstate_setup_world(mt_parallel_state *ps, const mt_recipe *r, mt_comm *world);
 /* The group `id` of this rank. */
 static inline const mt_group *mt_pstate_group(const mt_parallel_state *ps, mt_pgroup id) { return &ps->g[id]; }
-const char *mt_pgroup_name(mt_pgroup id);
 /* On a failure path: makes every peer's pending and future collectives fail promptly. */
 void mt_pstate_abort(mt_parallel_state *ps);
 void mt_pstate_free(mt_parallel_state *ps);
