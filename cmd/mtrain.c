@@ -139,6 +139,8 @@ static int cmd_train(int argc, char **argv) {
                rep.last_loss, ru.ru_maxrss / 1024.0);
     }
     mt_pstate_free(&ps);
+    /* a stop signal with nowhere to save: report it as the signal it was (128 + N, as a shell does) */
+    if (rep.stop_reason == MT_STOP_SIGNAL && !rep.saved_iteration) return 128 + rep.stop_signal;
     return 0;
 }
 

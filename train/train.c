@@ -20,10 +20,12 @@
 #include "core/clock.h"
 #include "core/data/blended_dataset.h"
 #include "parallel/grad_sync.h"
+#include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/pipeline.h"
+#include "train/stop_request.h"
 
 /* Everything one rank's run holds. */
 typedef struct {
@@ -41,6 +43,10 @@ typedef struct {
     int32_t *tokens;         /* (B, T+1) host staging */
     int B, T, G, dp, dp_rank, n_micro, distributed;
     double tokens_per_iter;
+    mt_ckpt_saver saver;     /* checkpoint.dir set: the saves' snapshot and tables */
+    mt_ckpt_state start;     /* where the loop starts (a loaded checkpoint's state, else zeros) */
+    void *stop_flag;         /* (1) f32 backend scratch: the world's vote on stopping */
+    int stop_check;          /* signals or a time limit can stop the run: vote every iteration */
 } trainer;
 
 /* Fills B rows of T+1 tokens for micro-batch `mb` of the global batch that starts at
@@ -92,6 +98,9 @@ out:
 static mt_status trainer_close(trainer *t) {
     mt_status st = MT_OK;
     free(t->tokens);
+    mt_stop_request_restore();
+    if (t->stop_flag) t->be->i->free(t->be, t->stop_flag);
+    mt_ckpt_saver_free(&t->saver, t->be);
     if (t->have_sink) st = mt_metrics_close(&t->sink);
     if (t->pipe_exec) mt_pipeline_free(t->pipe_exec, &t->model);
     if (t->have_model) mt_model_free(&t->model);
@@ -144,6 +153,11 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
         t->have_sink = 1;
     }
     if (ps->size > 1) snprintf(t->sink.prefix, sizeof t->sink.prefix, "%s ", ps->prefix);
+    t->stop_check = r->checkpoint.exit_signal_handler || r->checkpoint.exit_duration_mins > 0;
+    if (t->stop_check) {
+        MT_CHECK(be->i->alloc(be, 4, &t->stop_flag));
+        if (r->checkpoint.exit_signal_handler) mt_stop_request_install();
+    }
     t->tokens = malloc((size_t)t->B * (t->T + 1) * sizeof *t->tokens);
     if (!t->tokens) {
         st = mt_errorf(MT_ERR_OOM, "token staging buffer of %d x %d tokens", t->B, t->T + 1);
@@ -246,6 +260,44 @@ static void print_comm_summary(const trainer *t, FILE *log, const loop_stats *ls
     }
 }
 
+/* Loads checkpoint.load (or, after an automatic restart, the latest save in checkpoint.dir). */
+static mt_status resume(trainer *t, FILE *log) {
+    mt_status st = MT_OK;
+    char path[4400], note[4600];
+    int found = 0;
+    MT_CHECK(mt_ckpt_resolve(t->r, path, sizeof path, &found, note, sizeof note));
+    if (note[0] && log) fprintf(log, "%smtrain: %s\n", t->sink.prefix, note);
+    if (found) MT_CHECK(mt_ckpt_load(t->r, &t->model, t->ps, path, &t->start, log));
+    if (t->start.iteration > t->r->training.iters)
+        return mt_errorf(MT_ERR_CONFIG, "%s: saved at iteration %lld, past training.iters = %lld: raise "
+                         "training.iters (--train-iters) to train further", path, (long long)t->start.iteration,
+                         (long long)t->r->training.iters);
+out:
+    return st;
+}
+
+/* Whether the job stops after this iteration: a stop signal on any rank, or the time limit on
+ * any rank (one max over the world, so every rank stops at the same iteration). 0 = go on, else
+ * the signal number, or -1 for the time limit. */
+static mt_status stop_vote(trainer *t, double start_s, int *stop) {
+    mt_status st = MT_OK;
+    const mt_recipe *r = t->r;
+    float v = 0;
+    const int sig = mt_stop_request_signal();
+    if (sig) v = (float)sig;
+    else if (r->checkpoint.exit_duration_mins > 0 && (mt_clock_s() - start_s) / 60.0 > r->checkpoint.exit_duration_mins)
+        v = 1000.0f;
+    const mt_group *w = mt_pstate_group(t->ps, MT_PG_WORLD);
+    if (w->size > 1) {
+        MT_CHECK(t->be->i->copy_h2d(t->be, t->stop_flag, &v, 4));
+        MT_CHECK(w->comm->i->allreduce(w->comm, t->stop_flag, t->stop_flag, 1, MT_F32, MT_RED_MAX));
+        MT_CHECK(t->be->i->copy_d2h(t->be, &v, t->stop_flag, 4));
+    }
+    *stop = v >= 1000.0f ? -1 : (int)v;
+out:
+    return st;
+}
+
 mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps, FILE *log,
                    const mt_train_hooks *hooks, mt_train_report *rep) {
     mt_status st = MT_OK;
@@ -260,15 +312,18 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
     rep->bytes_acts = t.model.bytes_acts + (t.pipe_exec ? mt_pipeline_extra_bytes(t.pipe_exec, &t.model) : 0);
     rep->flops_per_iter = mt_model_flops_per_seq(&t.model.pl, r->training.recompute == MT_RECOMPUTE_FULL) * t.G;
     MT_CHECK(print_start(&t, log));
+    MT_CHECK(resume(&t, log));
 
-    const int64_t iters = r->training.iters;
+    const int64_t iters = r->training.iters, first_it = t.start.iteration + 1;
     const int pp = ps->grid.pp;
-    int64_t consumed = 0, skipped = 0, n_steps = 0;
+    const double start_s = mt_clock_s();
+    int64_t consumed = t.start.consumed_samples, skipped = t.start.skipped_iterations, n_steps = t.start.optimizer_steps;
+    rep->start_iteration = t.start.iteration;
     loop_stats ls;
     memset(&ls, 0, sizeof ls);
     const double bubble_formula =
         t.pipe_exec ? mt_schedule_bubble_formula(t.pipe_exec->kind, pp, t.n_micro, t.pipe_exec->v) : -1;
-    for (int64_t it = 1; it <= iters; it++) {
+    for (int64_t it = first_it; it <= iters; it++) {
         const double t0 = mt_clock_ms();
         t.model.tp.comm_ms = 0;
         t.model.tp.n_coll = 0;
@@ -284,17 +339,17 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         const double dt = mt_clock_ms() - t0;
         ls.window_ms += dt;
         ls.window_iters++;
-        if (it > 1) {
+        if (it > first_it) {
             ls.timed_ms += dt;
             ls.timed_iters++;
             ls.timed_tp_ms += t.model.tp.comm_ms;
             ls.timed_dp_ms += t.gs.comm_ms;
             ls.timed_coll += t.model.tp.n_coll;
         }
-        if (it == 1) rep->first_loss = res.loss;
+        if (it == first_it) rep->first_loss = res.loss;
         rep->last_loss = res.loss;
         rep->iters_done = it;
-        if (r->logging.interval > 0 && (it % r->logging.interval == 0 || it == iters || it == 1)) {
+        if (r->logging.interval > 0 && (it % r->logging.interval == 0 || it == iters || it == first_it)) {
             const double ms = ls.window_ms / ls.window_iters;
             double bubble = -1;
             if (t.pipe_exec) { /* collective over the pp group: every stage reaches it at the same iteration */
@@ -320,6 +375,29 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             MT_CHECK(mt_metrics_log_eval(log, &t.sink, it, vl));
         }
         if (hooks && hooks->on_iteration) MT_CHECK(hooks->on_iteration(hooks->ctx, it));
+        /* checkpoints and stops (Megatron: save every save_interval, at the end, and before any exit) */
+        int stop = 0;
+        if (t.stop_check) MT_CHECK(stop_vote(&t, start_s, &stop));
+        const mt_checkpoint_cfg *ck = &r->checkpoint;
+        const int exit_now = stop != 0 || (ck->exit_interval > 0 && it % ck->exit_interval == 0);
+        if (ck->dir[0] && ((ck->save_interval > 0 && it % ck->save_interval == 0) || it == iters || exit_now)) {
+            const mt_ckpt_state cs = {.iteration = it, .consumed_samples = consumed, .optimizer_steps = n_steps,
+                                      .skipped_iterations = skipped};
+            MT_CHECK(mt_ckpt_save(&t.saver, r, &t.model, ps, &cs, log));
+            rep->saved_iteration = it;
+            rep->save_seconds += t.saver.seconds;
+            rep->n_saves++;
+        }
+        if (exit_now) {
+            rep->stop_signal = stop > 0 ? stop : 0;
+            rep->stop_reason = stop > 0 ? MT_STOP_SIGNAL : stop < 0 ? MT_STOP_DURATION : MT_STOP_INTERVAL;
+            if (log)
+                fprintf(log, "%smtrain: stopping after iteration %lld: %s%s\n", t.sink.prefix, (long long)it,
+                        stop > 0 ? strsignal(stop) : stop < 0 ? "checkpoint.exit_duration_mins reached"
+                                                              : "checkpoint.exit_interval reached",
+                        ck->dir[0] ? ", checkpoint saved" : " (no checkpoint.dir: nothing saved)");
+            break;
+        }
     }
     print_comm_summary(&t, log, &ls, rep);
 out:;

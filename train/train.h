@@ -20,7 +20,15 @@ typedef struct {
     double dp_comm_ms_per_iter;
     double last_val_loss;           /* NAN if no validation ran */
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts;
+    int64_t start_iteration;        /* iterations a loaded checkpoint had done (0: fresh start) */
+    int64_t saved_iteration;        /* the last checkpoint saved (0: none) */
+    int n_saves;
+    double save_seconds;            /* the training stall of all saves together */
+    int stop_reason;                /* mt_stop_reason: why the loop ended before training.iters */
+    int stop_signal;                /* MT_STOP_SIGNAL: which signal */
 } mt_train_report;
+
+typedef enum { MT_STOP_NONE = 0, MT_STOP_SIGNAL, MT_STOP_DURATION, MT_STOP_INTERVAL } mt_stop_reason;
 
 /* Optional callbacks into the loop (tests, tools): on_iteration runs at the end of every
  * iteration, after logging; a non-OK status stops training with that status. */
@@ -30,7 +38,7 @@ typedef struct {
 } mt_train_hooks;
 
 /* MT_ERR_UNSUPPORTED naming the key when the recipe asks for something the trainer cannot do
- * yet (context, expert parallelism, MoE, checkpoints, TensorBoard); `note` gets a
+ * yet (context, expert parallelism, MoE, TensorBoard); `note` gets a
  * line to print for accepted-but-not-applied keys (recompute). */
 mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_bytes);
 

@@ -21,8 +21,6 @@ mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_b
     REFUSE("parallel.context", r->parallel.context > 1, "context parallelism");
     REFUSE("parallel.expert", r->parallel.expert > 1, "expert parallelism");
     REFUSE("model.moe.experts", r->model.moe.experts > 0, "mixture of experts");
-    REFUSE("checkpoint.dir", r->checkpoint.dir[0] != 0, "checkpoint saving");
-    REFUSE("checkpoint.load", r->checkpoint.load[0] != 0, "checkpoint loading");
     REFUSE("logging.tensorboard", r->logging.tensorboard[0] != 0, "TensorBoard logging");
 #undef REFUSE
     if (r->training.recompute != MT_RECOMPUTE_NONE)

@@ -100,6 +100,13 @@ typedef struct {
     char dir[MT_PATH_MAX];
     int64_t save_interval;  /* 0 = only at the end (when dir is set) */
     char load[MT_PATH_MAX];
+    int64_t load_iteration; /* 0 = the tracker's */
+    int keep;               /* last K saves; 0 = all */
+    int no_load_optim, no_load_rng, finetune;
+    int fsync;
+    int64_t exit_interval;  /* 0 = never */
+    float exit_duration_mins; /* 0 = no limit */
+    int exit_signal_handler;
 } mt_checkpoint_cfg;
 
 typedef struct {

@@ -1,0 +1,62 @@
+/* checkpoint.h — saving and loading the training state of one rank (collective over the job for
+ * saves): weights and the optimizer's fp32 state of this rank's shards as pieces of global tensors
+ * (core/ckpt/ckpt_layout.h), written in parallel to one safetensors file per rank, described by
+ * rank 0's manifest, published atomically (core/ckpt/ckpt_files.h); loaded into any layout by
+ * reading the pieces each local tensor needs, after checking shapes, sizes and checksums.
+ * Files: checkpoint_save.c, checkpoint_load.c. */
+#ifndef MT_CHECKPOINT_H
+#define MT_CHECKPOINT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/ckpt/ckpt_layout.h"
+#include "core/recipe/recipe.h"
+#include "parallel/parallel_state.h"
+#include "train/model.h"
+
+/* The loop's state a save records and a load restores. */
+typedef struct {
+    int64_t iteration;          /* iterations done */
+    int64_t consumed_samples;
+    int64_t optimizer_steps;    /* Adam updates done (its bias corrections) */
+    int64_t skipped_iterations;
+} mt_ckpt_state;
+
+/* What a run keeps between saves (allocated at the first save, freed by mt_ckpt_saver_free). */
+typedef struct {
+    mt_ckpt_piece *pieces;
+    size_t n_pieces;
+    void *snapshot;             /* host copy of this rank's pieces, in file order */
+    uint64_t snapshot_bytes;
+    void *xfer;                 /* backend scratch for the per-save exchange of rank records */
+    size_t xfer_bytes;
+    /* the last save, for logs and benchmarks */
+    double seconds, snapshot_seconds;
+    uint64_t job_bytes;         /* all ranks' files */
+} mt_ckpt_saver;
+
+/* Saves iteration cs->iteration to r->checkpoint.dir: snapshot, every rank writes and fsyncs its
+ * file into iter_N.tmp/, rank 0 writes the manifest, renames the folder to iter_N/, replaces the
+ * tracker, then deletes saves beyond checkpoint.keep. Collective over the world: every rank
+ * returns the same status (a rank's failure is reported by all). The previous save is untouched
+ * until the new one is complete. log: the logging rank's stream (NULL = quiet). */
+mt_status mt_ckpt_save(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps,
+                       const mt_ckpt_state *cs, FILE *log);
+void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be);
+
+/* Where a load comes from: r->checkpoint.load (a checkpoint folder with a tracker, or one save's
+ * folder), or after an automatic restart (MT_RESTART_COUNT > 0) r->checkpoint.dir. Fills path
+ * with the save's folder; *found = 0 when there is nothing to load (no load asked, or a
+ * checkpoint folder without any save yet: Megatron starts from scratch then, and so do we, with a
+ * note in `note`). Errors: the folder does not exist, the asked iteration is not there. */
+mt_status mt_ckpt_resolve(const mt_recipe *r, char *path, size_t n_bytes, int *found, char *note, size_t note_bytes);
+
+/* Loads the save in folder `path` into this rank's model (any layout: the pieces are read in
+ * global coordinates) and fills cs (zeros under checkpoint.finetune; optimizer_steps 0 under
+ * no_load_optim). Errors name the file and tensor: a model that does not match, missing,
+ * truncated or corrupt files, a damaged manifest. Not collective. */
+mt_status mt_ckpt_load(const mt_recipe *r, mt_model *m, const mt_parallel_state *ps, const char *path,
+                       mt_ckpt_state *cs, FILE *log);
+
+#endif

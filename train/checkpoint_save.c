@@ -1,0 +1,459 @@
+/* checkpoint_save.c — one save (checkpoint.h). Steps, each rank:
+ *   1. its pieces (core/ckpt/ckpt_layout.h: every element of every kind written once in the job,
+ *      the writing spread over the data-parallel ranks) copied into a host snapshot;
+ *   2. rank 0 clears and creates DIR/iter_N.tmp/; barrier;
+ *   3. the rank writes rank_%05d.safetensors there and fsyncs it;
+ *   4. one allgather of every rank's record (status, CRC-32C, sizes, coordinates and sharding);
+ *      any failure: every rank returns an error naming the failed ranks;
+ *   5. rank 0 writes the manifest (every rank's pieces recomputed from its record by the same pure
+ *      function that chose them), fsyncs, renames iter_N.tmp/ to iter_N/, fsyncs DIR, replaces
+ *      the tracker, deletes saves beyond checkpoint.keep; one allreduce shares its status.
+ * A kill at any moment leaves the tracker naming the previous complete save. */
+#include "train/checkpoint.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/ckpt/ckpt_files.h"
+#include "core/ckpt/manifest.h"
+#include "core/ckpt/safetensors.h"
+#include "core/clock.h"
+#include "core/crc32c.h"
+#include "core/file_read.h"
+#include "parallel/grad_sync.h"
+#include "train/optim.h"
+
+/* What each rank tells rank 0 (int32 words, exchanged as F32-sized elements). */
+typedef struct {
+    int32_t status;
+    uint32_t crc;
+    uint32_t bytes_lo, bytes_hi, ds_lo, ds_hi;
+    int32_t tp_rank, stage;
+    int32_t shards[MT_GBUFS], shard[MT_GBUFS], dp_size[MT_GBUFS], dp_rank[MT_GBUFS];
+} rank_record;
+#define REC_WORDS (sizeof(rank_record) / 4)
+
+static mt_ckpt_rank this_rank(const mt_model *m, const mt_parallel_state *ps) {
+    mt_ckpt_rank rk;
+    memset(&rk, 0, sizeof rk);
+    rk.rank = ps->rank;
+    rk.tp_rank = ps->coord[MT_AX_TP];
+    rk.stage = ps->grid.pp > 1 ? ps->coord[MT_AX_PP] : 0;
+    for (int b = 0; b < MT_GBUFS; b++) {
+        const mt_group *g = mt_pstate_group(ps, mt_grad_buffer_group((mt_grad_buffer_id)b));
+        rk.shards[b] = m->ol.reg[b].shards;
+        rk.shard[b] = m->ol.reg[b].shard;
+        rk.dp_size[b] = g->size;
+        rk.dp_rank[b] = g->rank;
+    }
+    return rk;
+}
+
+static void entry_name(const mt_param_layout *pl, const mt_ckpt_piece *p, size_t seq, char *buf, size_t n) {
+    snprintf(buf, n, "%s.%s.%zu", pl->t[p->ti].name, mt_ckpt_kind_name(p->kind), seq);
+}
+
+static const char *piece_dtype(const mt_ckpt_piece *p, mt_dtype act) {
+    return p->kind == MT_CK_WEIGHT && act == MT_BF16 ? "BF16" : "F32";
+}
+
+/* step 1: the pieces (once) and the snapshot of their bytes */
+static mt_status snapshot(mt_ckpt_saver *s, const mt_model *m, const mt_ckpt_rank *rk) {
+    mt_status st = MT_OK;
+    mt_backend *be = m->be;
+    if (!s->pieces) {
+        size_t n = mt_ckpt_rank_pieces(&m->pl, &m->ol, rk, m->act, NULL, 0);
+        if (n == (size_t)-1) return mt_errorf(MT_ERR_UNSUPPORTED, "checkpoint: a tensor has too many pieces to save");
+        s->pieces = calloc(n ? n : 1, sizeof *s->pieces);
+        if (!s->pieces) return mt_errorf(MT_ERR_OOM, "checkpoint: %zu pieces", n);
+        s->n_pieces = mt_ckpt_rank_pieces(&m->pl, &m->ol, rk, m->act, s->pieces, n);
+        uint64_t bytes = 0;
+        for (size_t k = 0; k < s->n_pieces; k++) bytes += s->pieces[k].n_bytes;
+        s->snapshot_bytes = bytes;
+        s->snapshot = malloc(bytes ? bytes : 1);
+        if (!s->snapshot)
+            return mt_errorf(MT_ERR_OOM, "checkpoint: cannot allocate a %.1f MiB host snapshot of this rank's state",
+                             bytes / 1048576.0);
+    }
+    const size_t ab = mt_dtype_bytes(m->act);
+    char *dst = s->snapshot;
+    for (size_t k = 0; k < s->n_pieces; k++) {
+        const mt_ckpt_piece *p = &s->pieces[k];
+        const size_t n = p->f1 - p->f0;
+        const char *src = NULL;
+        switch (p->kind) {
+        case MT_CK_WEIGHT: src = (const char *)m->params + p->flat * ab; break;
+        case MT_CK_MASTER: src = (const char *)m->master + p->opt * 4; break;
+        case MT_CK_EXP_AVG: src = (const char *)m->adam_m + p->opt * 4; break;
+        default: src = (const char *)m->adam_v + p->opt * 4; break;
+        }
+        MT_CHECK(be->i->copy_d2h(be, dst, src, p->n_bytes));
+        dst += p->n_bytes;
+        (void)n;
+    }
+    MT_CHECK(be->i->sync(be));
+out:
+    return st;
+}
+
+/* step 3 */
+static mt_status write_rank_file(const mt_ckpt_saver *s, const mt_model *m, const char *tmp, int rank, int do_fsync,
+                                 uint32_t *crc, uint64_t *bytes, uint64_t *data_start) {
+    mt_status st = MT_OK;
+    char path[MT_CKPT_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/rank_%05d.safetensors", tmp, rank);
+    mt_st_tensor *ts = calloc(s->n_pieces ? s->n_pieces : 1, sizeof *ts);
+    char (*names)[64] = calloc(s->n_pieces ? s->n_pieces : 1, sizeof *names);
+    if (!ts || !names) {
+        st = mt_errorf(MT_ERR_OOM, "checkpoint: entry table of %zu pieces", s->n_pieces);
+        goto out;
+    }
+    const char *data = s->snapshot;
+    for (size_t k = 0; k < s->n_pieces; k++) {
+        const mt_ckpt_piece *p = &s->pieces[k];
+        entry_name(&m->pl, p, k, names[k], sizeof names[k]);
+        ts[k] = (mt_st_tensor){.name = names[k], .dtype = piece_dtype(p, m->act), .n_dims = 1,
+                               .shape = {(int64_t)(p->f1 - p->f0)}, .data = data, .n_bytes = p->n_bytes};
+        data += p->n_bytes;
+    }
+    st = mt_st_write(path, ts, (int)s->n_pieces, do_fsync, crc, bytes, data_start);
+out:
+    free(ts);
+    free(names);
+    return st;
+}
+
+/* the tokenizer's identity: CRC-32C of its vocab and merges files (0 when there are none) */
+static uint32_t tokenizer_crc(const mt_recipe *r) {
+    uint32_t crc = 0;
+    const char *files[2] = {r->data.vocab, r->data.merges};
+    for (int i = 0; i < 2; i++) {
+        if (!files[i][0]) continue;
+        char *text = NULL;
+        size_t n = 0;
+        if (mt_read_whole_file(files[i], &text, &n) == MT_OK) crc = mt_crc32c(crc, text, n);
+        free(text);
+    }
+    mt_clear_error();
+    return crc;
+}
+
+static const char *decay_name(mt_decay d) {
+    return d == MT_DECAY_LINEAR ? "linear" : d == MT_DECAY_CONSTANT ? "constant" : "cosine";
+}
+
+/* step 5, rank 0: the manifest from every rank's record */
+static mt_status build_manifest(const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps,
+                                const mt_ckpt_state *cs, const rank_record *recs, mt_manifest *mf) {
+    mt_status st = MT_OK;
+    const int world = ps->size, pp = ps->grid.pp > 1 ? ps->grid.pp : 1;
+    mt_param_layout *stage_pl = calloc((size_t)pp, sizeof *stage_pl);
+    mt_ckpt_piece *tmp = NULL;
+    size_t tmp_cap = 0, cap = 0;
+    char *yaml = NULL;
+    size_t yaml_n = 0;
+    if (!stage_pl) return mt_errorf(MT_ERR_OOM, "checkpoint manifest: %d stage layouts", pp);
+    memset(mf, 0, sizeof *mf);
+    mf->iteration = cs->iteration;
+    mf->consumed_samples = cs->consumed_samples;
+    mf->optimizer_steps = cs->optimizer_steps;
+    mf->skipped_iterations = cs->skipped_iterations;
+    mf->train_iters = r->training.iters;
+    mf->seed = (uint64_t)r->training.seed;
+    mf->lr = mt_lr_at(&r->optimizer, cs->iteration > 0 ? cs->iteration : 1, r->training.iters);
+    mf->max_lr = r->optimizer.lr;
+    mf->min_lr = r->optimizer.min_lr;
+    mf->warmup_iters = r->optimizer.warmup_iters;
+    mf->decay_iters = r->optimizer.decay_iters > 0 ? r->optimizer.decay_iters : r->training.iters;
+    snprintf(mf->decay_style, sizeof mf->decay_style, "%s", decay_name(r->optimizer.decay));
+    mf->layout = (mt_manifest_layout){.world_size = world, .tensor = m->pl.tp, .pipeline = pp,
+                                      .virtual_pipeline = m->pl.vpp > 0 ? m->pl.vpp : 1,
+                                      .data = mt_pstate_group(ps, MT_PG_DP)->size,
+                                      .context = mt_pstate_group(ps, MT_PG_CP)->size,
+                                      .expert = mt_pstate_group(ps, MT_PG_EP)->size, .sequence_parallel = m->pl.sp,
+                                      .distributed_optimizer = m->ol.reg[MT_GBUF_DENSE].shards > 1};
+    snprintf(mf->weight_dtype, sizeof mf->weight_dtype, "%s", m->act == MT_BF16 ? "BF16" : "F32");
+    mf->vocab = m->pl.V;
+    snprintf(mf->arch, sizeof mf->arch, "%s", r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt");
+    snprintf(mf->tokenizer, sizeof mf->tokenizer, "%s",
+             r->data.tokenizer == MT_TOK_GPT2BPE ? "gpt2bpe" : r->data.tokenizer == MT_TOK_HF ? "hf" : "byte");
+    snprintf(mf->tokenizer_vocab, sizeof mf->tokenizer_vocab, "%s", r->data.vocab);
+    snprintf(mf->tokenizer_merges, sizeof mf->tokenizer_merges, "%s", r->data.merges);
+    mf->tokenizer_crc32c = tokenizer_crc(r);
+    FILE *yf = open_memstream(&yaml, &yaml_n);
+    if (!yf) {
+        st = mt_errorf(MT_ERR_OOM, "checkpoint manifest: recipe text");
+        goto out;
+    }
+    mt_recipe_write_yaml(yf, r);
+    fclose(yf);
+    mf->recipe_yaml = yaml;
+    yaml = NULL;
+    for (int sg = 0; sg < pp; sg++) MT_CHECK(mt_param_layout_build_stage(r, sg, &stage_pl[sg]));
+    /* logical tensors: every stage's own tensors (not the last stage's copy of wte), by first appearance */
+    mf->tensors = calloc(MT_MAX_PARAM_TENSORS, sizeof *mf->tensors);
+    mf->files = calloc((size_t)world, sizeof *mf->files);
+    if (!mf->tensors || !mf->files) {
+        st = mt_errorf(MT_ERR_OOM, "checkpoint manifest tables");
+        goto out;
+    }
+    for (int sg = 0; sg < pp; sg++)
+        for (int ti = 0; ti < stage_pl[sg].n_tensors; ti++) {
+            const mt_param_tensor *t = &stage_pl[sg].t[ti];
+            if (t->pp_copy || mt_manifest_tensor_find(mf, t->name) >= 0) continue;
+            mt_manifest_tensor *mt = &mf->tensors[mf->n_tensors++];
+            snprintf(mt->name, sizeof mt->name, "%s", t->name);
+            mt_ckpt_global_shape(&stage_pl[sg], ti, mt->shape);
+            mt->stacked = t->stacked;
+        }
+    for (int rank = 0; rank < world; rank++) {
+        const rank_record *rc = &recs[rank];
+        mt_manifest_file *f = &mf->files[rank];
+        snprintf(f->name, sizeof f->name, "rank_%05d.safetensors", rank);
+        f->bytes = (uint64_t)rc->bytes_lo | (uint64_t)rc->bytes_hi << 32;
+        f->crc32c = rc->crc;
+        mf->n_files++;
+        if (rc->stage < 0 || rc->stage >= pp) {
+            st = mt_errorf(MT_ERR_INTERNAL, "checkpoint manifest: rank %d reports stage %d of %d", rank, rc->stage, pp);
+            goto out;
+        }
+        mt_ckpt_rank rk = {.rank = rank, .tp_rank = rc->tp_rank, .stage = rc->stage};
+        for (int b = 0; b < MT_GBUFS; b++) {
+            rk.shards[b] = rc->shards[b], rk.shard[b] = rc->shard[b];
+            rk.dp_size[b] = rc->dp_size[b], rk.dp_rank[b] = rc->dp_rank[b];
+        }
+        const mt_param_layout *pl = &stage_pl[rc->stage];
+        mt_opt_layout ol;
+        MT_CHECK(mt_opt_layout_build(pl, rk.shards, rk.shard, &ol));
+        size_t n = mt_ckpt_rank_pieces(pl, &ol, &rk, m->act, NULL, 0);
+        if (n > tmp_cap) {
+            free(tmp);
+            tmp = calloc(n, sizeof *tmp);
+            tmp_cap = n;
+            if (!tmp) {
+                st = mt_errorf(MT_ERR_OOM, "checkpoint manifest: %zu pieces", n);
+                goto out;
+            }
+        }
+        n = mt_ckpt_rank_pieces(pl, &ol, &rk, m->act, tmp, n);
+        if (mf->n_pieces + n > cap) {
+            size_t nc = (mf->n_pieces + n) * 2;
+            mt_manifest_piece *np = realloc(mf->pieces, nc * sizeof *np);
+            if (!np) {
+                st = mt_errorf(MT_ERR_OOM, "checkpoint manifest: %zu pieces", nc);
+                goto out;
+            }
+            mf->pieces = np;
+            cap = nc;
+        }
+        uint64_t off = (uint64_t)rc->ds_lo | (uint64_t)rc->ds_hi << 32;
+        for (size_t k = 0; k < n; k++) {
+            mt_manifest_piece *q = &mf->pieces[mf->n_pieces++];
+            memset(q, 0, sizeof *q);
+            q->tensor = mt_manifest_tensor_find(mf, pl->t[tmp[k].ti].name);
+            q->kind = tmp[k].kind;
+            q->file = rank;
+            q->offset = off;
+            q->n_bytes = tmp[k].n_bytes;
+            snprintf(q->dtype, sizeof q->dtype, "%s", piece_dtype(&tmp[k], m->act));
+            entry_name(pl, &tmp[k], k, q->entry, sizeof q->entry);
+            q->box = tmp[k].box;
+            q->f0 = tmp[k].f0;
+            q->f1 = tmp[k].f1;
+            off += tmp[k].n_bytes;
+        }
+    }
+out:
+    free(stage_pl);
+    free(tmp);
+    free(yaml);
+    return st;
+}
+
+/* rank 0: manifest, publish, tracker, retention */
+static mt_status publish(const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps, const mt_ckpt_state *cs,
+                         const rank_record *recs, const char *tmp, uint64_t *job_bytes) {
+    mt_status st = MT_OK;
+    const char *root = r->checkpoint.dir;
+    const int do_fsync = r->checkpoint.fsync;
+    mt_manifest mf;
+    char path[MT_CKPT_PATH_MAX + 64], part[MT_CKPT_PATH_MAX + 80], final[MT_CKPT_PATH_MAX], old[MT_CKPT_PATH_MAX];
+    FILE *f = NULL;
+    MT_CHECK(build_manifest(r, m, ps, cs, recs, &mf));
+    *job_bytes = 0;
+    for (int i = 0; i < mf.n_files; i++) *job_bytes += mf.files[i].bytes;
+    snprintf(path, sizeof path, "%s/%s", tmp, MT_MANIFEST_NAME);
+    snprintf(part, sizeof part, "%s.part", path);
+    f = fopen(part, "w");
+    if (!f) {
+        st = mt_errorf(MT_ERR_IO, "%s: cannot create: %s", part, strerror(errno));
+        goto out;
+    }
+    st = mt_manifest_write(f, &mf);
+    if (st == MT_OK && (fflush(f) || (do_fsync && fsync(fileno(f)))))
+        st = mt_errorf(MT_ERR_IO, "%s: write failed: %s (disk full?); the previous checkpoint is untouched", part,
+                       strerror(errno));
+    if (fclose(f) && st == MT_OK)
+        st = mt_errorf(MT_ERR_IO, "%s: write failed: %s (disk full?); the previous checkpoint is untouched", part,
+                       strerror(errno));
+    f = NULL;
+    if (st != MT_OK) goto out;
+    if (rename(part, path)) {
+        st = mt_errorf(MT_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
+        goto out;
+    }
+    if (do_fsync) MT_CHECK(mt_fsync_dir(tmp));
+    mt_ckpt_iter_path(root, cs->iteration, NULL, final, sizeof final);
+    mt_ckpt_iter_path(root, cs->iteration, ".old", old, sizeof old);
+    struct stat sb;
+    const int replace = stat(final, &sb) == 0; /* the same iteration saved again: move the old one aside first */
+    if (replace) {
+        MT_CHECK(mt_remove_flat_dir(old));
+        if (rename(final, old)) {
+            st = mt_errorf(MT_ERR_IO, "%s: cannot move the earlier save of this iteration aside: %s", final,
+                           strerror(errno));
+            goto out;
+        }
+    }
+    if (rename(tmp, final)) {
+        st = mt_errorf(MT_ERR_IO, "%s: cannot rename the finished save into place: %s", final, strerror(errno));
+        goto out;
+    }
+    if (do_fsync) MT_CHECK(mt_fsync_dir(root));
+    MT_CHECK(mt_ckpt_write_tracker(root, cs->iteration, do_fsync));
+    if (replace) MT_CHECK(mt_remove_flat_dir(old));
+    if (r->checkpoint.keep > 0) { /* retention: only complete saves count, the new one is among them */
+        int64_t its[4096];
+        int n = mt_ckpt_list_saves(root, its, 4096);
+        if (n > 4096) n = 4096;
+        for (int i = 0; i + r->checkpoint.keep < n; i++) {
+            if (its[i] == cs->iteration) continue;
+            char dir[MT_CKPT_PATH_MAX];
+            mt_ckpt_iter_path(root, its[i], NULL, dir, sizeof dir);
+            MT_CHECK(mt_remove_flat_dir(dir));
+        }
+    }
+out:
+    mt_manifest_free(&mf);
+    return st;
+}
+
+/* every rank learns whether any failed (a max over the world of a float flag) */
+static mt_status agree(const mt_parallel_state *ps, mt_backend *be, void *xfer, int failed, int *any) {
+    mt_status st = MT_OK;
+    const mt_group *w = mt_pstate_group(ps, MT_PG_WORLD);
+    float flag = failed ? 1.0f : 0.0f;
+    *any = failed;
+    if (w->size <= 1) return MT_OK;
+    MT_CHECK(be->i->copy_h2d(be, xfer, &flag, 4));
+    MT_CHECK(w->comm->i->allreduce(w->comm, xfer, xfer, 1, MT_F32, MT_RED_MAX));
+    MT_CHECK(be->i->copy_d2h(be, &flag, xfer, 4));
+    *any = flag > 0;
+out:
+    return st;
+}
+
+mt_status mt_ckpt_save(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps,
+                       const mt_ckpt_state *cs, FILE *log) {
+    mt_status st = MT_OK, local = MT_OK;
+    mt_backend *be = m->be;
+    const mt_group *w = mt_pstate_group(ps, MT_PG_WORLD);
+    const double t0 = mt_clock_s();
+    const char *root = r->checkpoint.dir;
+    char tmp[MT_CKPT_PATH_MAX], err[512] = "";
+    rank_record *recs = NULL;
+    int any = 0;
+    mt_ckpt_iter_path(root, cs->iteration, ".tmp", tmp, sizeof tmp);
+    const mt_ckpt_rank rk = this_rank(m, ps);
+    if (!s->xfer) {
+        s->xfer_bytes = (size_t)ps->size * sizeof(rank_record) * 2;
+        MT_CHECK(be->i->alloc(be, s->xfer_bytes, &s->xfer));
+    }
+    recs = calloc((size_t)ps->size, sizeof *recs);
+    if (!recs) return mt_errorf(MT_ERR_OOM, "checkpoint: %d rank records", ps->size);
+    /* 1 + 2: snapshot; rank 0 prepares the folder. A local failure still joins the exchanges. */
+    local = snapshot(s, m, &rk);
+    s->snapshot_seconds = mt_clock_s() - t0;
+    if (ps->rank == 0 && local == MT_OK) {
+        local = mt_mkdirs(root);
+        if (local == MT_OK) local = mt_remove_flat_dir(tmp);
+        if (local == MT_OK && mkdir(tmp, 0755))
+            local = mt_errorf(MT_ERR_IO, "%s: cannot create the save folder: %s", tmp, strerror(errno));
+    }
+    if (local != MT_OK) snprintf(err, sizeof err, "%s", mt_last_error());
+    MT_CHECK(agree(ps, be, s->xfer, local != MT_OK, &any));
+    if (any) {
+        st = local != MT_OK ? local : mt_errorf(MT_ERR_IO, "checkpoint: another rank could not prepare the save of "
+                                                "iteration %" PRId64 " (its message is in its log)", cs->iteration);
+        if (local != MT_OK) mt_errorf(local, "%s", err);
+        goto out;
+    }
+    /* 3 */
+    rank_record me = {.tp_rank = rk.tp_rank, .stage = rk.stage};
+    for (int b = 0; b < MT_GBUFS; b++) {
+        me.shards[b] = rk.shards[b], me.shard[b] = rk.shard[b];
+        me.dp_size[b] = rk.dp_size[b], me.dp_rank[b] = rk.dp_rank[b];
+    }
+    uint64_t bytes = 0, ds = 0;
+    local = write_rank_file(s, m, tmp, ps->rank, r->checkpoint.fsync, &me.crc, &bytes, &ds);
+    if (local != MT_OK) snprintf(err, sizeof err, "%s", mt_last_error());
+    me.status = (int32_t)local;
+    me.bytes_lo = (uint32_t)bytes, me.bytes_hi = (uint32_t)(bytes >> 32);
+    me.ds_lo = (uint32_t)ds, me.ds_hi = (uint32_t)(ds >> 32);
+    /* 4 */
+    if (w->size > 1) {
+        char *x = s->xfer;
+        MT_CHECK(be->i->copy_h2d(be, x, &me, sizeof me));
+        MT_CHECK(w->comm->i->allgather(w->comm, x, x + sizeof me, REC_WORDS, MT_F32));
+        MT_CHECK(be->i->copy_d2h(be, recs, x + sizeof me, (size_t)ps->size * sizeof me));
+    } else {
+        recs[0] = me;
+    }
+    char failed[256] = "";
+    size_t used = 0;
+    for (int i = 0; i < ps->size; i++)
+        if (recs[i].status != MT_OK && used + 16 < sizeof failed)
+            used += (size_t)snprintf(failed + used, sizeof failed - used, "%s%d", used ? ", " : "", i);
+    if (used) {
+        if (local != MT_OK) {
+            st = mt_errorf(local, "%s", err);
+        } else {
+            st = mt_errorf(MT_ERR_IO, "checkpoint: rank(s) %s could not write their files of iteration %" PRId64
+                           " (their messages are in the log); the previous checkpoint is untouched", failed, cs->iteration);
+        }
+        if (ps->rank == 0) mt_remove_flat_dir(tmp);
+        goto out;
+    }
+    /* 5 */
+    local = MT_OK;
+    if (ps->rank == 0) {
+        local = publish(r, m, ps, cs, recs, tmp, &s->job_bytes);
+        if (local != MT_OK) snprintf(err, sizeof err, "%s", mt_last_error());
+    }
+    MT_CHECK(agree(ps, be, s->xfer, local != MT_OK, &any));
+    if (any) {
+        st = local != MT_OK ? mt_errorf(local, "%s", err)
+                            : mt_errorf(MT_ERR_IO, "checkpoint: rank 0 could not publish the save of iteration %" PRId64
+                                        " (its message is in the log)", cs->iteration);
+        goto out;
+    }
+    s->seconds = mt_clock_s() - t0;
+    if (log)
+        fprintf(log, "%ssaved checkpoint at iteration %" PRId64 " to %s: %.1f MiB in %.2f s (%.0f MiB/s; snapshot %.2f s)\n",
+                ps->size > 1 ? "" : "", cs->iteration, root, s->job_bytes / 1048576.0, s->seconds,
+                s->seconds > 0 ? s->job_bytes / 1048576.0 / s->seconds : 0.0, s->snapshot_seconds);
+out:
+    free(recs);
+    return st;
+}
+
+void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be) {
+    if (s->xfer && be) be->i->free(be, s->xfer);
+    free(s->pieces);
+    free(s->snapshot);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,16 @@
+/* stop_request.h — a clean stop asked from outside the loop: SIGTERM, SIGUSR1 or SIGUSR2 (what
+ * Slurm sends before preemption with --signal, what `mtrain launch` forwards), when
+ * checkpoint.exit_signal_handler is on. The handler only records the signal; the training loop
+ * reads it at the end of each iteration, the ranks agree on it collectively, save and exit 0.
+ * A second signal of the same kind while the first is pending restores the default action, so a
+ * stuck job can still be killed. Rule: async-signal-safe handler, one flag. */
+#ifndef MT_STOP_REQUEST_H
+#define MT_STOP_REQUEST_H
+
+/* Installs the handlers (idempotent); mt_stop_request_restore puts the previous ones back. */
+void mt_stop_request_install(void);
+void mt_stop_request_restore(void);
+/* The signal received (0 = none). */
+int mt_stop_request_signal(void);
+
+#endif
