@@ -4,6 +4,7 @@
  *   mtrain check --config R [--world-size N]     validate a recipe, print it resolved
  *   mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [...]
  *   mtrain launch -n N [--] ARGS...               N local ranks under a built-in PMIx server
+ *   mtrain checkpoint inspect DIR                 what a save holds; verify every file
  *   mtrain bootstrap-check                        diagnostic: bootstrap, allgather, check
  *   mtrain recipe-reference                       every recipe key as a markdown table */
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cmd/cmd_checkpoint.h"
 #include "cmd/cmd_launch.h"
 #include "cmd/cmd_preprocess.h"
 #include "cmd/cmd_plan.h"
@@ -34,6 +36,7 @@ static void usage(FILE *f) {
             "  mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [--append-eod]\n"
             "  mtrain plan --config RECIPE [--gpus N] [--gpu a100-80g] [--search] [--json]   memory, FLOPs, bubble, days\n"
             "  mtrain launch -n N [--no-prefix] [--] ARGS...                  run N local ranks of `mtrain ARGS` (torchrun-style)\n"
+            "  mtrain checkpoint inspect DIR [--iteration N]                  what a save holds; verify sizes and checksums\n"
             "  mtrain bootstrap-check                                         check how ranks find each other (PMIx / env:// / single)\n"
             "  mtrain recipe-reference                                        all recipe keys (markdown)\n"
             "  mtrain --version | --help\n"
@@ -194,12 +197,13 @@ int main(int argc, char **argv) {
     if (!strcmp(sub, "plan")) return mt_cmd_plan(argc - 2, argv + 2);
     if (!strcmp(sub, "tokenize")) return mt_cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(sub, "launch")) return mt_cmd_launch(argc - 2, argv + 2);
+    if (!strcmp(sub, "checkpoint")) return mt_cmd_checkpoint(argc - 2, argv + 2);
     if (!strcmp(sub, "bootstrap-check")) return mt_cmd_bootstrap_check(argc - 2, argv + 2);
     if (!strcmp(sub, "recipe-reference")) {
         mt_recipe_print_reference(stdout);
         return 0;
     }
     if (sub[0] == '-') return cmd_train(argc - 1, argv + 1);
-    fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, launch, bootstrap-check, recipe-reference\n", sub);
+    fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, plan, tokenize, launch, checkpoint, bootstrap-check, recipe-reference\n", sub);
     return 2;
 }

@@ -1,9 +1,8 @@
 /* checkpoint_load.c — loading a save into this rank's model, whatever layout saved it
  * (checkpoint.h). For each local tensor and each kind it needs, the local tensor is assembled in
  * host memory from the pieces that intersect its boxes (core/ckpt/ckpt_layout.h), then uploaded:
- * weights whole, optimizer state for this rank's optimizer piece only. Before any byte is used,
- * each file it reads is checked: size and CRC-32C against the manifest, its safetensors header
- * parsed, and every piece's entry found there at the manifest's offset with the manifest's size.
+ * weights whole, optimizer state for this rank's optimizer piece only. Each file it reads is
+ * opened through core/ckpt/ckpt_read.h (size, CRC-32C, header and entries checked first).
  * Coverage is counted: every element this rank needs must come from exactly one piece (rows
  * past the real vocabulary, padding that differs between tp sizes, keep their initial values).
  * Rule: a model that does not match the checkpoint is an error naming the tensor, never a
@@ -11,19 +10,16 @@
 #include "train/checkpoint.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/ckpt/ckpt_files.h"
+#include "core/ckpt/ckpt_read.h"
 #include "core/ckpt/manifest.h"
-#include "core/ckpt/safetensors.h"
 #include "core/clock.h"
-#include "core/crc32c.h"
 
 mt_status mt_ckpt_resolve(const mt_recipe *r, char *path, size_t n_bytes, int *found, char *note, size_t note_bytes) {
     const char *root = r->checkpoint.load;
@@ -70,68 +66,16 @@ mt_status mt_ckpt_resolve(const mt_recipe *r, char *path, size_t n_bytes, int *f
     return MT_OK;
 }
 
-/* one mapped, verified rank file */
-typedef struct {
-    const uint8_t *data;
-    size_t n_bytes;
-    mt_st_header hdr;
-    int mapped, checked;
-} mapped_file;
-
 typedef struct {
     const char *dir;
     mt_manifest mf;
-    mapped_file *files;
+    mt_ckpt_file *files;
     int *first, *count; /* pieces of each manifest tensor: [first, first + count) */
 } loader;
 
-static mt_status map_file(loader *L, int fi) {
-    mt_status st = MT_OK;
-    mapped_file *f = &L->files[fi];
-    const mt_manifest_file *mf = &L->mf.files[fi];
-    if (f->checked) return MT_OK;
-    char path[MT_CKPT_PATH_MAX + 80];
-    snprintf(path, sizeof path, "%s/%s", L->dir, mf->name);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return mt_errorf(MT_ERR_IO, "%s: cannot open: %s (a file of this save is missing: the save is "
-                                 "incomplete; load another iteration)", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) || (uint64_t)sb.st_size != mf->bytes) {
-        close(fd);
-        return mt_errorf(MT_ERR_DATA, "%s: %lld bytes, the manifest says %" PRIu64 ": the file is truncated or was "
-                         "replaced; load another iteration", path, (long long)sb.st_size, mf->bytes);
-    }
-    f->n_bytes = (size_t)sb.st_size;
-    void *p = f->n_bytes ? mmap(NULL, f->n_bytes, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-    close(fd);
-    if (f->n_bytes && p == MAP_FAILED) return mt_errorf(MT_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
-    f->data = p;
-    f->mapped = 1;
-    const uint32_t crc = mt_crc32c(0, f->data, f->n_bytes);
-    if (crc != mf->crc32c)
-        return mt_errorf(MT_ERR_DATA, "%s: CRC-32C %08x, the manifest says %08x: the file is corrupt; load another "
-                         "iteration", path, crc, mf->crc32c);
-    MT_CHECK(mt_st_parse(f->data, f->n_bytes, path, &f->hdr));
-    for (size_t k = 0; k < L->mf.n_pieces; k++) { /* every piece in this file: its entry, where the manifest says */
-        const mt_manifest_piece *q = &L->mf.pieces[k];
-        if (q->file != fi) continue;
-        const mt_st_entry *e = mt_st_find(&f->hdr, q->entry);
-        if (!e || e->begin != q->offset || e->end - e->begin != q->n_bytes || strcmp(e->dtype, q->dtype))
-            return mt_errorf(MT_ERR_DATA, "%s: entry '%s' of tensor %s is %s in the file than in the manifest; the "
-                             "save is inconsistent: load another iteration", path, q->entry,
-                             L->mf.tensors[q->tensor].name, e ? "elsewhere or of another size" : "missing");
-    }
-    f->checked = 1;
-out:
-    return st;
-}
-
 static void loader_free(loader *L) {
     if (L->files)
-        for (int i = 0; i < L->mf.n_files; i++) {
-            if (L->files[i].mapped && L->files[i].data) munmap((void *)L->files[i].data, L->files[i].n_bytes);
-            mt_st_header_free(&L->files[i].hdr);
-        }
+        for (int i = 0; i < L->mf.n_files; i++) mt_ckpt_file_close(&L->files[i]);
     free(L->files);
     free(L->first);
     free(L->count);
@@ -191,7 +135,7 @@ static mt_status assemble(loader *L, const mt_model *m, int tp_rank, int ti, int
                       x->r0 < q->box.r0 + q->box.nr && q->box.c0 < x->c0 + x->nc && x->c0 < q->box.c0 + q->box.nc;
         }
         if (!touches) continue;
-        MT_CHECK(map_file(L, q->file));
+        MT_CHECK(mt_ckpt_file_open(L->dir, &L->mf, q->file, &L->files[q->file]));
         copy_ctx c = {.src = L->files[q->file].data + q->offset, .bf16 = !strcmp(q->dtype, "BF16")};
         for (int b = 0; b < nbox; b++) {
             c.dst = buf + boxes[b].local_off;

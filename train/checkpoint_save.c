@@ -276,7 +276,7 @@ out:
 
 /* rank 0: manifest, publish, tracker, retention */
 static mt_status publish(const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps, const mt_ckpt_state *cs,
-                         const rank_record *recs, const char *tmp, uint64_t *job_bytes) {
+                         const rank_record *recs, const char *tmp) {
     mt_status st = MT_OK;
     const char *root = r->checkpoint.dir;
     const int do_fsync = r->checkpoint.fsync;
@@ -284,8 +284,6 @@ static mt_status publish(const mt_recipe *r, const mt_model *m, const mt_paralle
     char path[MT_CKPT_PATH_MAX + 64], part[MT_CKPT_PATH_MAX + 80], final[MT_CKPT_PATH_MAX], old[MT_CKPT_PATH_MAX];
     FILE *f = NULL;
     MT_CHECK(build_manifest(r, m, ps, cs, recs, &mf));
-    *job_bytes = 0;
-    for (int i = 0; i < mf.n_files; i++) *job_bytes += mf.files[i].bytes;
     snprintf(path, sizeof path, "%s/%s", tmp, MT_MANIFEST_NAME);
     snprintf(part, sizeof part, "%s.part", path);
     f = fopen(part, "w");
@@ -413,6 +411,8 @@ mt_status mt_ckpt_save(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, 
     } else {
         recs[0] = me;
     }
+    s->job_bytes = 0;
+    for (int i = 0; i < ps->size; i++) s->job_bytes += (uint64_t)recs[i].bytes_lo | (uint64_t)recs[i].bytes_hi << 32;
     char failed[256] = "";
     size_t used = 0;
     for (int i = 0; i < ps->size; i++)
@@ -431,7 +431,7 @@ mt_status mt_ckpt_save(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, 
     /* 5 */
     local = MT_OK;
     if (ps->rank == 0) {
-        local = publish(r, m, ps, cs, recs, tmp, &s->job_bytes);
+        local = publish(r, m, ps, cs, recs, tmp);
         if (local != MT_OK) snprintf(err, sizeof err, "%s", mt_last_error());
     }
     MT_CHECK(agree(ps, be, s->xfer, local != MT_OK, &any));
@@ -443,8 +443,8 @@ mt_status mt_ckpt_save(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, 
     }
     s->seconds = mt_clock_s() - t0;
     if (log)
-        fprintf(log, "%ssaved checkpoint at iteration %" PRId64 " to %s: %.1f MiB in %.2f s (%.0f MiB/s; snapshot %.2f s)\n",
-                ps->size > 1 ? "" : "", cs->iteration, root, s->job_bytes / 1048576.0, s->seconds,
+        fprintf(log, "saved checkpoint at iteration %" PRId64 " to %s: %.1f MiB in %.2f s (%.0f MiB/s; snapshot %.2f s)\n",
+                cs->iteration, root, s->job_bytes / 1048576.0, s->seconds,
                 s->seconds > 0 ? s->job_bytes / 1048576.0 / s->seconds : 0.0, s->snapshot_seconds);
 out:
     free(recs);

@@ -1,0 +1,26 @@
+/* ckpt_read.h — opening one file of a save for reading, with every check before a byte of it is
+ * used: it exists, its size and CRC-32C are the manifest's, its safetensors header parses, and
+ * every piece the manifest places in it is an entry there at the manifest's offset, with the
+ * manifest's size and dtype. The loader and `mtrain checkpoint inspect` both open files here.
+ * Rule: errors name the file and the fix (load another iteration). */
+#ifndef MT_CKPT_READ_H
+#define MT_CKPT_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ckpt/manifest.h"
+#include "core/ckpt/safetensors.h"
+
+typedef struct {
+    const uint8_t *data;   /* the whole file, mapped read-only */
+    size_t n_bytes;
+    mt_st_header hdr;
+    int open;              /* checks passed */
+} mt_ckpt_file;
+
+/* Opens file fi of the save in folder dir (manifest mf). Safe to call again (no-op once open). */
+mt_status mt_ckpt_file_open(const char *dir, const mt_manifest *mf, int fi, mt_ckpt_file *f);
+void mt_ckpt_file_close(mt_ckpt_file *f);
+
+#endif
