@@ -187,6 +187,12 @@ mt_status mt_st_write(const char *path, const mt_st_tensor *tensors, int n_tenso
         return mt_errorf(MT_ERR_OOM, "%s: safetensors write: out of memory for the header", path);
     }
     uint64_t n_hdr = b.n - 8, total = b.n + off, done = 0;
+    if (n_hdr > MT_ST_MAX_HEADER_BYTES) {
+        free(b.p);
+        return mt_errorf(MT_ERR_INTERNAL, "%s: safetensors write: the header of %d tensors is %llu bytes, over the "
+                         "%llu-byte limit readers keep", path, n_tensors, (unsigned long long)n_hdr,
+                         (unsigned long long)MT_ST_MAX_HEADER_BYTES);
+    }
     for (int k = 0; k < 8; k++) b.p[k] = (char)(n_hdr >> (8 * k) & 0xff);
 
     uint32_t c = 0;

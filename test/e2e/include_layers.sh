@@ -9,6 +9,7 @@
 #   2 core/data        datasets, sampling, tokenizers, preprocess
 #   2 core/cpu cuda/   the two backends
 #   3 core/plan        the planner (calls core/model)
+#   3 core/ckpt        checkpoint geometry (pure), manifest, safetensors, folder layout
 #   4 parallel/        grid, bootstrap, communicators, parallel state, tp layers, grad sync, schedules
 #   5 train/           model fwd/bwd, pipeline executor, optimizer step, training loop, metrics
 #   6 cmd/             the command line
@@ -27,7 +28,7 @@ SRC_DIRS=(core parallel train cmd cuda)
 layer=-1
 layer_of() { # layer_of DIR: sets layer
   case "$1" in
-    core/recipe) layer=1 ;; core/model|core/data|core/cpu|cuda) layer=2 ;; core/plan) layer=3 ;;
+    core/recipe) layer=1 ;; core/model|core/data|core/cpu|cuda) layer=2 ;; core/plan|core/ckpt) layer=3 ;;
     core) layer=0 ;; parallel) layer=4 ;; train) layer=5 ;; cmd) layer=6 ;; *) layer=-1 ;;
   esac
 }

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# run-fuzzer.sh — builds the recipe fuzzer (clang libFuzzer + ASan + UBSan) and runs it.
+# run-fuzzer.sh — builds a fuzzer (clang libFuzzer + ASan + UBSan) and runs it. FUZZ_TARGET picks it:
+#   recipe (default)  test/fuzz/fuzz_recipe.c, corpus test/fuzz/corpus, replayed in CI by
+#                     build/test/unit/test_recipe_fuzz_replay
+#   safetensors       test/fuzz/fuzz_safetensors.c, corpus test/fuzz/corpus_safetensors, replayed by
+#                     build/test/unit/test_safetensors_fuzz_replay
 #   test/fuzz/run-fuzzer.sh [SECONDS]   fuzz for SECONDS (default 60), one job
-#   test/fuzz/run-fuzzer.sh merge       minimise build/fuzz/corpus + test/fuzz/corpus into
-#                                       test/fuzz/corpus (seed-* and regress-* files are kept as they are)
+#   test/fuzz/run-fuzzer.sh merge       minimise the new inputs + the committed corpus into the committed
+#                                       corpus (seed-* and regress-* files are kept as they are)
 #   test/fuzz/run-fuzzer.sh FILE...     replay files (e.g. build/fuzz/crash-*) under the sanitizers
-# New inputs go to build/fuzz/corpus, crashes to build/fuzz/crash-*. test/fuzz/corpus is replayed
-# in CI by build/test/unit/test_recipe_fuzz_replay (gcc, no libFuzzer needed).
+#   e.g. FUZZ_TARGET=safetensors test/fuzz/run-fuzzer.sh 60
+# New inputs go to build/fuzz/corpus (recipe) or build/fuzz/corpus_safetensors, crashes to
+# build/fuzz/crash-* (recipe) or build/fuzz/safetensors-crash-* (the replay tests need no libFuzzer).
 # Needs clang with the libFuzzer runtime (Debian: libclang-rt-14-dev or the clang package);
 # exits 77 (skip) without it.
 set -euo pipefail
@@ -14,14 +19,29 @@ CC_FUZZ=${CC_FUZZ:-$(command -v clang || command -v clang-14 || true)}
 out=build/fuzz
 mkdir -p "$out/corpus"
 if [ -z "$CC_FUZZ" ]; then echo "run-fuzzer: clang not found; skipping"; exit 77; fi
-src="test/fuzz/fuzz_recipe.c core/recipe/recipe.c core/recipe/recipe_keys.c core/recipe/recipe_yaml.c core/recipe/recipe_validate.c core/status.c"
+target=${FUZZ_TARGET:-recipe}
+case "$target" in
+  recipe)
+    src="test/fuzz/fuzz_recipe.c core/recipe/recipe.c core/recipe/recipe_keys.c core/recipe/recipe_yaml.c core/recipe/recipe_validate.c core/status.c"
+    libs="$(pkg-config --cflags --libs yaml-0.1) -lm"; extra=""
+    corpus=test/fuzz/corpus; new="$out/corpus"; prefix="$out/"
+    ;;
+  safetensors)
+    src="test/fuzz/fuzz_safetensors.c core/ckpt/safetensors.c core/crc32c.c core/json_tree.c core/json_string.c core/file_read.c core/status.c"
+    libs="-lm -lpthread"; extra="-march=native" # the SSE4.2 CRC path, checked against the table
+    corpus=test/fuzz/corpus_safetensors; new="$out/corpus_safetensors"; prefix="$out/safetensors-"
+    ;;
+  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe or safetensors"; exit 2 ;;
+esac
+mkdir -p "$new"
+bin="$out/fuzz_$target"
 # shellcheck disable=SC2086
-if ! "$CC_FUZZ" -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-      -fno-sanitize-recover=undefined -I. $src $(pkg-config --cflags --libs yaml-0.1) -lm \
-      -o "$out/fuzz_recipe"; then
+if ! "$CC_FUZZ" -std=c11 -D_GNU_SOURCE -g -O1 $extra -fsanitize=fuzzer,address,undefined \
+      -fno-sanitize-recover=undefined -I. $src $libs -o "$bin"; then
   echo "run-fuzzer: cannot build with $CC_FUZZ -fsanitize=fuzzer (install libclang-rt-14-dev); skipping"
   exit 77
 fi
+if [ "$target" = recipe ]; then
 # Dictionary from the key table: key names, their last parts, section names, flags, enum words.
 {
   grep -o '"[a-z_]*\.[a-z_.]*"' core/recipe/recipe_keys.c | sort -u
@@ -33,30 +53,41 @@ fi
     printf '"%s"\n' "$w"
   done
 } > "$out/recipe.dict"
-opts=(-dict="$out/recipe.dict" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+else
+# Dictionary: the header's keys, every dtype, JSON punctuation, numbers near the limits.
+{
+  for w in '\"__metadata__\"' '\"dtype\"' '\"shape\"' '\"data_offsets\"' '\"format\"' '\"pt\"' \
+           F64 F32 F16 BF16 I64 I32 I16 I8 U64 U32 U16 U8 BOOL F8_E4M3 F8_E5M2 \
+           '{' '}' '[' ']' ':' ',' '\"' '\\u0000' '[]' '[0,0]' '9223372036854775807' '4611686018427387904' \
+           '18446744073709551616' '-1' '1.5' '1e3' 'null' 'true'; do
+    printf '"%s"\n' "$w"
+  done
+} > "$out/safetensors.dict"
+fi
+opts=(-dict="$out/$target.dict" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 case "${1:-60}" in
   merge)
     rm -rf "$out/min"; mkdir -p "$out/min"
     # edges only (no hit counts, no value profile): keeps the committed corpus small
-    "$out/fuzz_recipe" "${opts[@]}" -use_counters=0 -use_value_profile=0 -merge=1 "$out/min" test/fuzz/corpus "$out/corpus"
-    find test/fuzz/corpus -type f ! -name 'seed-*' ! -name 'regress-*' -delete
+    "$bin" "${opts[@]}" -use_counters=0 -use_value_profile=0 -merge=1 "$out/min" "$corpus" "$new"
+    find "$corpus" -type f ! -name 'seed-*' ! -name 'regress-*' -delete
     for f in "$out"/min/*; do
-      [ -e "test/fuzz/corpus/seed-$(basename "$f")" ] || cp "$f" test/fuzz/corpus/
+      [ -e "$corpus/seed-$(basename "$f")" ] || cp "$f" "$corpus/"
     done
     # drop minimised copies of the named files
-    for f in test/fuzz/corpus/seed-* test/fuzz/corpus/regress-*; do
+    for f in "$corpus"/seed-* "$corpus"/regress-*; do
       [ -e "$f" ] || continue
       h=$(sha1sum "$f" | cut -d' ' -f1)
-      [ -e "test/fuzz/corpus/$h" ] && rm -f "test/fuzz/corpus/$h"
+      [ -e "$corpus/$h" ] && rm -f "$corpus/$h"
     done
-    echo "test/fuzz/corpus: $(ls test/fuzz/corpus | wc -l) files"
+    echo "$corpus: $(ls "$corpus" | wc -l) files"
     ;;
   ''|*[!0-9]*)
-    "$out/fuzz_recipe" "${opts[@]}" -runs=1 "$@"
+    "$bin" "${opts[@]}" -runs=1 "$@"
     ;;
   *)
     # one process (no -jobs: the machine is shared), value profiling for the number checks
-    "$out/fuzz_recipe" "${opts[@]}" -use_value_profile=1 -max_total_time="$1" \
-      -artifact_prefix="$out/" "$out/corpus" test/fuzz/corpus
+    "$bin" "${opts[@]}" -use_value_profile=1 -max_total_time="$1" \
+      -artifact_prefix="$prefix" "$new" "$corpus"
     ;;
 esac
