@@ -4,6 +4,8 @@
 #                     build/test/unit/test_recipe_fuzz_replay
 #   safetensors       test/fuzz/fuzz_safetensors.c, corpus test/fuzz/corpus_safetensors, replayed by
 #                     build/test/unit/test_safetensors_fuzz_replay
+#   manifest          test/fuzz/fuzz_manifest.c, corpus test/fuzz/corpus_manifest (checkpoint manifest.json),
+#                     replayed by build/test/unit/test_manifest_fuzz_replay
 #   test/fuzz/run-fuzzer.sh [SECONDS]   fuzz for SECONDS (default 60), one job
 #   test/fuzz/run-fuzzer.sh merge       minimise the new inputs + the committed corpus into the committed
 #                                       corpus (seed-* and regress-* files are kept as they are)
@@ -31,7 +33,12 @@ case "$target" in
     libs="-lm -lpthread"; extra="-march=native" # the SSE4.2 CRC path, checked against the table
     corpus=test/fuzz/corpus_safetensors; new="$out/corpus_safetensors"; prefix="$out/safetensors-"
     ;;
-  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe or safetensors"; exit 2 ;;
+  manifest)
+    src="test/fuzz/fuzz_manifest.c core/ckpt/manifest.c core/ckpt/ckpt_layout.c core/model/model_layout.c core/model/opt_layout.c core/recipe/recipe.c core/recipe/recipe_keys.c core/recipe/recipe_yaml.c core/recipe/recipe_validate.c core/json_tree.c core/json_string.c core/file_read.c core/status.c"
+    libs="$(pkg-config --cflags --libs yaml-0.1) -lm -lpthread"; extra=""
+    corpus=test/fuzz/corpus_manifest; new="$out/corpus_manifest"; prefix="$out/manifest-"
+    ;;
+  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors or manifest"; exit 2 ;;
 esac
 mkdir -p "$new"
 bin="$out/fuzz_$target"
@@ -64,7 +71,23 @@ else
   done
 } > "$out/safetensors.dict"
 fi
-opts=(-dict="$out/$target.dict" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+if [ "$target" = manifest ]; then
+# Dictionary: the manifest's keys and words, numbers near the limits (a real manifest is ~16 KB)
+{
+  for w in format version iteration consumed_samples optimizer_steps skipped_iterations train_iters seed \
+           lr_schedule lr max_lr min_lr warmup_iters decay_iters decay_style layout world_size tensor pipeline \
+           virtual_pipeline data context expert sequence_parallel distributed_optimizer arch weight_dtype vocab \
+           tokenizer kind vocab_file merges_file crc32c recipe files name bytes tensors shape stacked pieces \
+           file entry dtype offset box flat weight master exp_avg exp_avg_sq F32 BF16 mtrain-checkpoint; do
+    printf '"\\"%s\\""\n' "$w"
+  done
+  for w in '{' '}' '[' ']' ':' ',' 'true' 'false' '0' '-1' '[0, 1]' '1073741824' '9223372036854775807' '"00000000"'; do
+    printf '"%s"\n' "$(printf '%s' "$w" | sed 's/"/\\"/g')"
+  done
+} > "$out/manifest.dict"
+fi
+max_len=4096; [ "$target" = manifest ] && max_len=65536
+opts=(-dict="$out/$target.dict" -max_len=$max_len -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 case "${1:-60}" in
   merge)
     rm -rf "$out/min"; mkdir -p "$out/min"
