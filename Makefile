@@ -85,6 +85,7 @@ bench: deps
 	@./test/bench_data.sh
 	@./test/bench_tp.sh
 	@if [ -x test/bench_pp.sh ]; then ./test/bench_pp.sh; fi
+	@./test/bench_ckpt.sh
 
 fuzz:
 	@./test/fuzz/run-fuzzer.sh

@@ -7,6 +7,8 @@
 #ifndef MT_CHECKPOINT_H
 #define MT_CHECKPOINT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -31,8 +33,20 @@ typedef struct {
     uint64_t snapshot_bytes;
     void *xfer;                 /* backend scratch for the per-save exchange of rank records */
     size_t xfer_bytes;
+    /* the save in flight (between mt_ckpt_save_begin and the poll that finishes it) */
+    int pending, async, thread_live, rank;
+    pthread_t thread;           /* the writer of this rank's file (async) */
+    atomic_int written;         /* the writer is done (its record below is final) */
+    int32_t me[32];             /* this rank's record for the exchange (checkpoint_save.c) */
+    char tmp[4300], err[512];
+    const mt_recipe *r;
+    const mt_model *m;
+    mt_ckpt_state cs;
+    double t_begin;
     /* the last save, for logs and benchmarks */
     double seconds, snapshot_seconds;
+    double stall_seconds;       /* what the training loop waited: snapshot, exchanges, and with a synchronous
+                                   save the writing too */
     uint64_t job_bytes;         /* all ranks' files */
 } mt_ckpt_saver;
 
@@ -43,6 +57,15 @@ typedef struct {
  * until the new one is complete. log: the logging rank's stream (NULL = quiet). */
 mt_status mt_ckpt_save(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps,
                        const mt_ckpt_state *cs, FILE *log);
+/* The same in two halves, so the writing can overlap training (checkpoint.async_save): begin
+ * snapshots this rank's state (the stall), prepares the folder and starts writing (on a thread
+ * when async); poll, called by every rank at the same points, finishes the save (exchange,
+ * manifest, publish) once every rank's file is written — at once with wait — and sets *done.
+ * A begin while a save is in flight first finishes that one. */
+mt_status mt_ckpt_save_begin(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps,
+                             const mt_ckpt_state *cs, int async, FILE *log);
+mt_status mt_ckpt_save_poll(mt_ckpt_saver *s, const mt_parallel_state *ps, int wait, FILE *log, int *done);
+/* Frees the tables; a save still in flight is waited for but not published. */
 void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be);
 
 /* Where a load comes from: r->checkpoint.load (a checkpoint folder with a tracker, or one save's

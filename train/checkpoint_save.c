@@ -12,6 +12,8 @@
 #include "train/checkpoint.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,7 @@ typedef struct {
     int32_t shards[MT_GBUFS], shard[MT_GBUFS], dp_size[MT_GBUFS], dp_rank[MT_GBUFS];
 } rank_record;
 #define REC_WORDS (sizeof(rank_record) / 4)
+_Static_assert(sizeof(rank_record) <= sizeof(((mt_ckpt_saver *)0)->me), "mt_ckpt_saver.me too small");
 
 static mt_ckpt_rank this_rank(const mt_model *m, const mt_parallel_state *ps) {
     mt_ckpt_rank rk;
@@ -355,54 +358,36 @@ out:
     return st;
 }
 
-mt_status mt_ckpt_save(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps,
-                       const mt_ckpt_state *cs, FILE *log) {
+/* step 3 for one rank, inline or on the writer thread: the record's status, CRC and sizes */
+static void write_step(mt_ckpt_saver *s) {
+    uint64_t bytes = 0, ds = 0;
+    rank_record *me = (rank_record *)s->me;
+    mt_status local = write_rank_file(s, s->m, s->tmp, s->rank, s->r->checkpoint.fsync, &me->crc, &bytes, &ds);
+    if (local != MT_OK) snprintf(s->err, sizeof s->err, "%s", mt_last_error());
+    me->status = (int32_t)local;
+    me->bytes_lo = (uint32_t)bytes, me->bytes_hi = (uint32_t)(bytes >> 32);
+    me->ds_lo = (uint32_t)ds, me->ds_hi = (uint32_t)(ds >> 32);
+}
+
+static void *writer_thread(void *arg) {
+    mt_ckpt_saver *s = arg;
+    write_step(s);
+    atomic_store(&s->written, 1);
+    return NULL;
+}
+
+/* steps 4 and 5 (collective) */
+static mt_status finish(mt_ckpt_saver *s, const mt_parallel_state *ps, FILE *log) {
     mt_status st = MT_OK, local = MT_OK;
+    const mt_recipe *r = s->r;
+    const mt_model *m = s->m;
     mt_backend *be = m->be;
     const mt_group *w = mt_pstate_group(ps, MT_PG_WORLD);
+    const rank_record me = *(const rank_record *)s->me;
     const double t0 = mt_clock_s();
-    const char *root = r->checkpoint.dir;
-    char tmp[MT_CKPT_PATH_MAX], err[512] = "";
-    rank_record *recs = NULL;
     int any = 0;
-    mt_ckpt_iter_path(root, cs->iteration, ".tmp", tmp, sizeof tmp);
-    const mt_ckpt_rank rk = this_rank(m, ps);
-    if (!s->xfer) {
-        s->xfer_bytes = (size_t)ps->size * sizeof(rank_record) * 2;
-        MT_CHECK(be->i->alloc(be, s->xfer_bytes, &s->xfer));
-    }
-    recs = calloc((size_t)ps->size, sizeof *recs);
+    rank_record *recs = calloc((size_t)ps->size, sizeof *recs);
     if (!recs) return mt_errorf(MT_ERR_OOM, "checkpoint: %d rank records", ps->size);
-    /* 1 + 2: snapshot; rank 0 prepares the folder. A local failure still joins the exchanges. */
-    local = snapshot(s, m, &rk);
-    s->snapshot_seconds = mt_clock_s() - t0;
-    if (ps->rank == 0 && local == MT_OK) {
-        local = mt_mkdirs(root);
-        if (local == MT_OK) local = mt_remove_flat_dir(tmp);
-        if (local == MT_OK && mkdir(tmp, 0755))
-            local = mt_errorf(MT_ERR_IO, "%s: cannot create the save folder: %s", tmp, strerror(errno));
-    }
-    if (local != MT_OK) snprintf(err, sizeof err, "%s", mt_last_error());
-    MT_CHECK(agree(ps, be, s->xfer, local != MT_OK, &any));
-    if (any) {
-        st = local != MT_OK ? local : mt_errorf(MT_ERR_IO, "checkpoint: another rank could not prepare the save of "
-                                                "iteration %" PRId64 " (its message is in its log)", cs->iteration);
-        if (local != MT_OK) mt_errorf(local, "%s", err);
-        goto out;
-    }
-    /* 3 */
-    rank_record me = {.tp_rank = rk.tp_rank, .stage = rk.stage};
-    for (int b = 0; b < MT_GBUFS; b++) {
-        me.shards[b] = rk.shards[b], me.shard[b] = rk.shard[b];
-        me.dp_size[b] = rk.dp_size[b], me.dp_rank[b] = rk.dp_rank[b];
-    }
-    uint64_t bytes = 0, ds = 0;
-    local = write_rank_file(s, m, tmp, ps->rank, r->checkpoint.fsync, &me.crc, &bytes, &ds);
-    if (local != MT_OK) snprintf(err, sizeof err, "%s", mt_last_error());
-    me.status = (int32_t)local;
-    me.bytes_lo = (uint32_t)bytes, me.bytes_hi = (uint32_t)(bytes >> 32);
-    me.ds_lo = (uint32_t)ds, me.ds_hi = (uint32_t)(ds >> 32);
-    /* 4 */
     if (w->size > 1) {
         char *x = s->xfer;
         MT_CHECK(be->i->copy_h2d(be, x, &me, sizeof me));
@@ -419,39 +404,135 @@ mt_status mt_ckpt_save(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, 
         if (recs[i].status != MT_OK && used + 16 < sizeof failed)
             used += (size_t)snprintf(failed + used, sizeof failed - used, "%s%d", used ? ", " : "", i);
     if (used) {
-        if (local != MT_OK) {
-            st = mt_errorf(local, "%s", err);
+        if (me.status != MT_OK) {
+            st = mt_errorf((mt_status)me.status, "%s", s->err);
         } else {
             st = mt_errorf(MT_ERR_IO, "checkpoint: rank(s) %s could not write their files of iteration %" PRId64
-                           " (their messages are in the log); the previous checkpoint is untouched", failed, cs->iteration);
+                           " (their messages are in the log); the previous checkpoint is untouched", failed,
+                           s->cs.iteration);
         }
-        if (ps->rank == 0) mt_remove_flat_dir(tmp);
+        if (ps->rank == 0) mt_remove_flat_dir(s->tmp);
         goto out;
     }
-    /* 5 */
-    local = MT_OK;
     if (ps->rank == 0) {
-        local = publish(r, m, ps, cs, recs, tmp);
-        if (local != MT_OK) snprintf(err, sizeof err, "%s", mt_last_error());
+        local = publish(r, m, ps, &s->cs, recs, s->tmp);
+        if (local != MT_OK) snprintf(s->err, sizeof s->err, "%s", mt_last_error());
     }
     MT_CHECK(agree(ps, be, s->xfer, local != MT_OK, &any));
     if (any) {
-        st = local != MT_OK ? mt_errorf(local, "%s", err)
+        st = local != MT_OK ? mt_errorf(local, "%s", s->err)
                             : mt_errorf(MT_ERR_IO, "checkpoint: rank 0 could not publish the save of iteration %" PRId64
-                                        " (its message is in the log)", cs->iteration);
+                                        " (its message is in the log)", s->cs.iteration);
         goto out;
     }
-    s->seconds = mt_clock_s() - t0;
+    s->stall_seconds += mt_clock_s() - t0;
+    s->seconds = mt_clock_s() - s->t_begin;
     if (log)
-        fprintf(log, "saved checkpoint at iteration %" PRId64 " to %s: %.1f MiB in %.2f s (%.0f MiB/s; snapshot %.2f s)\n",
-                cs->iteration, root, s->job_bytes / 1048576.0, s->seconds,
-                s->seconds > 0 ? s->job_bytes / 1048576.0 / s->seconds : 0.0, s->snapshot_seconds);
+        fprintf(log, "saved checkpoint at iteration %" PRId64 " to %s: %.1f MiB in %.2f s (%.0f MiB/s; snapshot %.2f s; "
+                "training stalled %.2f s%s)\n", s->cs.iteration, r->checkpoint.dir, s->job_bytes / 1048576.0, s->seconds,
+                s->seconds > 0 ? s->job_bytes / 1048576.0 / s->seconds : 0.0, s->snapshot_seconds, s->stall_seconds,
+                s->async ? ", written in the background" : "");
 out:
+    s->pending = 0;
     free(recs);
     return st;
 }
 
+mt_status mt_ckpt_save_poll(mt_ckpt_saver *s, const mt_parallel_state *ps, int wait, FILE *log, int *done) {
+    mt_status st = MT_OK;
+    *done = !s->pending;
+    if (!s->pending) return MT_OK;
+    const double t0 = mt_clock_s();
+    if (wait && s->thread_live) {
+        pthread_join(s->thread, NULL);
+        s->thread_live = 0;
+    }
+    int busy = !atomic_load(&s->written), any = busy;
+    /* every rank asks at the same iterations (pending is the same everywhere): all written? */
+    MT_CHECK(agree(ps, s->m->be, s->xfer, busy, &any));
+    s->stall_seconds += mt_clock_s() - t0;
+    if (any) return MT_OK;
+    if (s->thread_live) {
+        pthread_join(s->thread, NULL);
+        s->thread_live = 0;
+    }
+    *done = 1;
+    return finish(s, ps, log);
+out:
+    return st;
+}
+
+mt_status mt_ckpt_save_begin(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps,
+                             const mt_ckpt_state *cs, int async, FILE *log) {
+    mt_status st = MT_OK, local = MT_OK;
+    mt_backend *be = m->be;
+    int any = 0, done = 0;
+    if (s->pending) MT_CHECK(mt_ckpt_save_poll(s, ps, 1, log, &done)); /* one save in flight at a time */
+    s->t_begin = mt_clock_s();
+    s->stall_seconds = 0;
+    s->r = r;
+    s->m = m;
+    s->cs = *cs;
+    s->rank = ps->rank;
+    s->async = async;
+    s->err[0] = 0;
+    mt_ckpt_iter_path(r->checkpoint.dir, cs->iteration, ".tmp", s->tmp, sizeof s->tmp);
+    const mt_ckpt_rank rk = this_rank(m, ps);
+    if (!s->xfer) {
+        s->xfer_bytes = (size_t)ps->size * sizeof(rank_record) * 2;
+        MT_CHECK(be->i->alloc(be, s->xfer_bytes, &s->xfer));
+    }
+    /* 1 + 2: snapshot; rank 0 prepares the folder. A local failure still joins the exchange. */
+    local = snapshot(s, m, &rk);
+    s->snapshot_seconds = mt_clock_s() - s->t_begin;
+    if (ps->rank == 0 && local == MT_OK) {
+        local = mt_mkdirs(r->checkpoint.dir);
+        if (local == MT_OK) local = mt_remove_flat_dir(s->tmp);
+        if (local == MT_OK && mkdir(s->tmp, 0755))
+            local = mt_errorf(MT_ERR_IO, "%s: cannot create the save folder: %s", s->tmp, strerror(errno));
+    }
+    if (local != MT_OK) snprintf(s->err, sizeof s->err, "%s", mt_last_error());
+    MT_CHECK(agree(ps, be, s->xfer, local != MT_OK, &any));
+    if (any) {
+        st = local != MT_OK ? mt_errorf(local, "%s", s->err)
+                            : mt_errorf(MT_ERR_IO, "checkpoint: another rank could not prepare the save of iteration "
+                                        "%" PRId64 " (its message is in its log)", cs->iteration);
+        goto out;
+    }
+    /* 3: this rank's file, on the writer thread or here */
+    rank_record *me = (rank_record *)s->me;
+    memset(me, 0, sizeof *me);
+    me->tp_rank = rk.tp_rank, me->stage = rk.stage;
+    for (int b = 0; b < MT_GBUFS; b++) {
+        me->shards[b] = rk.shards[b], me->shard[b] = rk.shard[b];
+        me->dp_size[b] = rk.dp_size[b], me->dp_rank[b] = rk.dp_rank[b];
+    }
+    s->pending = 1;
+    atomic_store(&s->written, 0);
+    if (async && pthread_create(&s->thread, NULL, writer_thread, s) == 0) {
+        s->thread_live = 1;
+    } else {
+        s->async = 0;
+        write_step(s);
+        atomic_store(&s->written, 1);
+    }
+    s->stall_seconds = mt_clock_s() - s->t_begin;
+out:
+    return st;
+}
+
+mt_status mt_ckpt_save(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps,
+                       const mt_ckpt_state *cs, FILE *log) {
+    mt_status st = MT_OK;
+    int done = 0;
+    MT_CHECK(mt_ckpt_save_begin(s, r, m, ps, cs, 0, log));
+    MT_CHECK(mt_ckpt_save_poll(s, ps, 1, log, &done));
+out:
+    return st;
+}
+
 void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be) {
+    if (s->thread_live) pthread_join(s->thread, NULL); /* an unfinished save is abandoned: its .tmp stays */
     if (s->xfer && be) be->i->free(be, s->xfer);
     free(s->pieces);
     free(s->snapshot);

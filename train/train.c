@@ -380,12 +380,20 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         if (t.stop_check) MT_CHECK(stop_vote(&t, start_s, &stop));
         const mt_checkpoint_cfg *ck = &r->checkpoint;
         const int exit_now = stop != 0 || (ck->exit_interval > 0 && it % ck->exit_interval == 0);
+        int done = 0;
+        if (t.saver.pending) { /* an asynchronous save finishes once every rank's file is written */
+            const double stalled = t.saver.stall_seconds;
+            MT_CHECK(mt_ckpt_save_poll(&t.saver, ps, 0, log, &done));
+            rep->save_seconds += t.saver.stall_seconds - (done ? 0 : stalled);
+        }
         if (ck->dir[0] && ((ck->save_interval > 0 && it % ck->save_interval == 0) || it == iters || exit_now)) {
             const mt_ckpt_state cs = {.iteration = it, .consumed_samples = consumed, .optimizer_steps = n_steps,
                                       .skipped_iterations = skipped};
-            MT_CHECK(mt_ckpt_save(&t.saver, r, &t.model, ps, &cs, log));
+            const int last = it == iters || exit_now; /* the job ends: nothing to overlap with */
+            MT_CHECK(mt_ckpt_save_begin(&t.saver, r, &t.model, ps, &cs, ck->async_save && !last, log));
+            if (last || !ck->async_save) MT_CHECK(mt_ckpt_save_poll(&t.saver, ps, 1, log, &done));
             rep->saved_iteration = it;
-            rep->save_seconds += t.saver.seconds;
+            rep->save_seconds += t.saver.stall_seconds;
             rep->n_saves++;
         }
         if (exit_now) {
@@ -398,6 +406,10 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
                         ck->dir[0] ? ", checkpoint saved" : " (no checkpoint.dir: nothing saved)");
             break;
         }
+    }
+    if (t.saver.pending) { /* a loop that ended early with a save in flight */
+        int done = 0;
+        MT_CHECK(mt_ckpt_save_poll(&t.saver, ps, 1, log, &done));
     }
     print_comm_summary(&t, log, &ls, rep);
 out:;

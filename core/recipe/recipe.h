@@ -107,6 +107,7 @@ typedef struct {
     int64_t exit_interval;  /* 0 = never */
     float exit_duration_mins; /* 0 = no limit */
     int exit_signal_handler;
+    int async_save;         /* write in the background, overlapping training */
 } mt_checkpoint_cfg;
 
 typedef struct {

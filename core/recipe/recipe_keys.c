@@ -163,6 +163,9 @@ const mt_recipe_key mt_recipe_keys[] = {
     KBOOL("checkpoint.exit_signal_handler", checkpoint.exit_signal_handler, "true",
           "SIGTERM / SIGUSR1 / SIGUSR2: finish the iteration, agree on it, save and exit 0 (Megatron's "
           "--exit-signal-handler, on by default here)", 0),
+    KBOOL("checkpoint.async_save", checkpoint.async_save, "false",
+          "snapshot the state into host memory, write it on a background thread while training goes on, publish "
+          "once every rank's file is written (Megatron's --async-save); the last save of a run is synchronous", 0),
 
     /* logging */
     KI64("logging.interval", logging.interval, "1", 1, BIG, "steps", "print a log line every this many steps", 0),
@@ -241,6 +244,7 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--exit-interval", "checkpoint.exit_interval", NULL },
     { "--exit-duration-in-mins", "checkpoint.exit_duration_mins", NULL },
     { "--exit-signal-handler", "checkpoint.exit_signal_handler", "true" },
+    { "--async-save", "checkpoint.async_save", "true" },
     { "--log-interval", "logging.interval", NULL },
     { "--eval-interval", "logging.eval_interval", NULL },
     { "--eval-iters", "logging.eval_iters", NULL },
