@@ -1,12 +1,18 @@
 /* cmd_launch.c — two subcommands around the rank bootstrap:
- *   mtrain launch -n N [--no-prefix] [--] ARGS...
- *       forks N local ranks of `mtrain ARGS` under a built-in PMIx server (parallel/launch.c)
+ *   mtrain launch -n N [--max-restarts M] [--no-prefix] [--] ARGS...
+ *       forks N local ranks of `mtrain ARGS` under a built-in PMIx server (parallel/launch.c);
+ *       with M > 0 a failed job is restarted up to M times (parallel/launch_restarts.c)
  *   mtrain bootstrap-check [--timeout S] [--fail-rank R [--fail-code C]] [--sleep S [--sleep-rank R]]
+ *                          [--if-restart-below K]
  *       bootstraps (PMIx / env:// / single, parallel/bootstrap.h), allgathers every rank's
  *       (rank, size, local rank, local size, pid, host), checks that every rank sees ranks
  *       0..size-1 exactly once and consistent local ranks, and prints
- *       "bootstrap-check: kind=K rank=R size=N local=L/LN ok". The --fail/--sleep options
- *       exist for the launcher tests (test/e2e/bootstrap_launchers.sh).
+ *       "bootstrap-check: kind=K rank=R size=N local=L/LN ok" (and, when MT_RESTART_COUNT is
+ *       set, as mtrain launch does, "bootstrap-check: rank=R MT_RESTART_COUNT=K
+ *       TORCHELASTIC_RESTART_COUNT=K"). The --fail / --sleep options are faults for the
+ *       launcher tests (test/e2e/bootstrap_launchers.sh, test/e2e/launch_restarts.sh);
+ *       --if-restart-below K confines them to the attempts whose MT_RESTART_COUNT (unset = 0)
+ *       is below K, so a restarted job can run clean.
  * Rule kept: returns the exit code; cmd/mtrain.c exits. */
 #include "cmd/cmd_launch.h"
 #include "core/clock.h"
@@ -24,16 +30,24 @@
 
 static void launch_usage(FILE *f) {
     fprintf(f,
-            "usage: mtrain launch -n N [--no-prefix] [--] ARGS...\n"
+            "usage: mtrain launch -n N [--max-restarts M] [--no-prefix] [--] ARGS...\n"
             "  Runs N ranks of `mtrain ARGS` on this machine, like torchrun --nproc-per-node N. The\n"
             "  launcher is a PMIx server: the ranks bootstrap exactly as under srun --mpi=pmix.\n"
             "  -n N, --nproc-per-node N   number of ranks\n"
+            "  --max-restarts M           when a rank fails, start all N ranks again (same arguments), up\n"
+            "                             to M times; default 0: never. Also --max-restarts=M, --max_restarts\n"
             "  --no-prefix                do not prefix output lines with \"[rR] \" (lines that already\n"
             "                             start with \"[r\", like mtrain's \"[r3 tp1 pp0 dp1]\", never are)\n"
-            "  When a rank exits non-zero or is killed, the others get SIGTERM (SIGKILL 5 s later) and\n"
-            "  the launcher exits with that rank's status (128 + signal). SIGINT/SIGTERM/SIGHUP are\n"
-            "  passed to the ranks; a second one kills them. OMP_NUM_THREADS defaults to CPUs / N.\n"
-            "example: mtrain launch -n 4 --config configs/gpt-tiny.yaml\n");
+            "  When a rank exits non-zero, is killed or calls PMIx_Abort, the others get SIGTERM (SIGKILL\n"
+            "  5 s later). With a restart left the launcher logs the rank, its cause and \"restart k of\n"
+            "  M\" and starts all N ranks again; else it exits with that rank's status (128 + signal),\n"
+            "  saying \"restarts exhausted\" when M > 0. The ranks see MT_RESTART_COUNT (and\n"
+            "  TORCHELASTIC_RESTART_COUNT) = the restarts so far, 0 at first, to resume from their latest\n"
+            "  checkpoint after a restart. SIGINT/SIGTERM/SIGHUP are passed to the ranks and end the job,\n"
+            "  never restarted (mtrain saves a checkpoint and exits 0 on SIGTERM: the launcher then exits 0\n"
+            "  too); ranks still running MT_LAUNCH_STOP_GRACE_S (300) seconds later, or after a second\n"
+            "  signal, are killed. OMP_NUM_THREADS defaults to CPUs / N.\n"
+            "example: mtrain launch -n 4 --max-restarts 3 --config configs/gpt-tiny.yaml\n");
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
@@ -45,10 +59,39 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     return 1;
 }
 
+/* --max-restarts M, --max-restarts=M and torchrun's --max_restarts spellings: returns 0 when
+ * argv[*i] is none of them, 1 when parsed (*i moved past it), -1 after printing an error */
+static int max_restarts_arg(int argc, char **argv, int *i, int *out) {
+    static const char *const names[] = {"--max-restarts", "--max_restarts"};
+    const char *a = argv[*i];
+    for (int k = 0; k < 2; k++) {
+        size_t n = strlen(names[k]);
+        if (strncmp(a, names[k], n) || (a[n] && a[n] != '=')) continue;
+        int inline_value = a[n] == '=';
+        if (!inline_value && *i + 1 >= argc) {
+            fprintf(stderr, "mtrain launch: error: %s needs a value: the number of restarts, 0 or more\n", a);
+            return -1;
+        }
+        const char *v = inline_value ? a + n + 1 : argv[*i + 1];
+        if (!parse_int(v, 0, 1000000, out)) {
+            fprintf(stderr, "mtrain launch: error: %s%s%s: expected a number of restarts in 0..1000000\n", a,
+                    inline_value ? "" : " ", inline_value ? "" : v);
+            return -1;
+        }
+        *i += inline_value ? 1 : 2;
+        return 1;
+    }
+    return 0;
+}
+
 int mt_cmd_launch(int argc, char **argv) {
-    int n = 0, prefix = 1, i = 0;
+    int n = 0, prefix = 1, i = 0, max_restarts = 0, got;
     while (i < argc) {
         const char *a = argv[i];
+        if ((got = max_restarts_arg(argc, argv, &i, &max_restarts)) != 0) {
+            if (got < 0) return 2;
+            continue;
+        }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             launch_usage(stdout);
             return 0;
@@ -91,7 +134,8 @@ int mt_cmd_launch(int argc, char **argv) {
     }
     child_argv[0] = "mtrain";
     for (int k = i; k < argc; k++) child_argv[k - i + 1] = argv[k];
-    mt_launch_opts o = {.n_ranks = n, .argv = child_argv, .exe = NULL, .prefix = prefix, .kill_grace_s = 5};
+    mt_launch_opts o = {.n_ranks = n, .argv = child_argv, .exe = NULL, .prefix = prefix, .kill_grace_s = 5,
+                       .max_restarts = max_restarts};
     int code = 1;
     mt_status st = mt_launch_run(&o, &code);
     free(child_argv);
@@ -144,7 +188,7 @@ static int check_table(const mt_bootstrap *bs, const who_t *all, char *why, size
 }
 
 int mt_cmd_bootstrap_check(int argc, char **argv) {
-    int timeout_s = 60, fail_rank = -1, fail_code = 1, sleep_s = 0, sleep_rank = -1;
+    int timeout_s = 60, fail_rank = -1, fail_code = 1, sleep_s = 0, sleep_rank = -1, restart_below = -1;
     for (int i = 0; i < argc; i++) {
         int *dst = NULL, lo = 0, hi = 1 << 30;
         if (!strcmp(argv[i], "--timeout")) dst = &timeout_s, lo = 1;
@@ -152,9 +196,14 @@ int mt_cmd_bootstrap_check(int argc, char **argv) {
         else if (!strcmp(argv[i], "--fail-code")) dst = &fail_code, lo = 1, hi = 255;
         else if (!strcmp(argv[i], "--sleep")) dst = &sleep_s;
         else if (!strcmp(argv[i], "--sleep-rank")) dst = &sleep_rank;
+        else if (!strcmp(argv[i], "--if-restart-below")) dst = &restart_below;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: mtrain bootstrap-check [--timeout S] [--fail-rank R [--fail-code C]] "
-                   "[--sleep S [--sleep-rank R]]\n");
+                   "[--sleep S [--sleep-rank R]] [--if-restart-below K]\n"
+                   "  --fail-rank R       rank R exits with status C (default 1) after the checks, without finalize\n"
+                   "  --sleep S           every rank (or only --sleep-rank R) sleeps S s before the final barrier\n"
+                   "  --if-restart-below K  the two faults above happen only while MT_RESTART_COUNT (set by\n"
+                   "                      mtrain launch; unset = 0) is below K: a restarted job runs clean\n");
             return 0;
         }
         if (!dst || i + 1 >= argc || !parse_int(argv[i + 1], lo, hi, dst)) {
@@ -163,6 +212,19 @@ int mt_cmd_bootstrap_check(int argc, char **argv) {
             return 2;
         }
         i++;
+    }
+    const char *restart_env = getenv("MT_RESTART_COUNT");
+    int restart = 0;
+    if (restart_below >= 0) {
+        if (fail_rank < 0 && sleep_s == 0) {
+            fprintf(stderr, "bootstrap-check: error: --if-restart-below confines --fail-rank / --sleep: give one\n");
+            return 2;
+        }
+        if (restart_env && !parse_int(restart_env, 0, 1 << 30, &restart)) {
+            fprintf(stderr, "bootstrap-check: error: MT_RESTART_COUNT=%s is not a restart count\n", restart_env);
+            return 2;
+        }
+        if (restart >= restart_below) fail_rank = -1, sleep_s = 0; /* this attempt runs clean */
     }
     mt_bootstrap bs;
     double t0 = mt_clock_s();
@@ -219,6 +281,11 @@ int mt_cmd_bootstrap_check(int argc, char **argv) {
     }
     printf("bootstrap-check: kind=%s rank=%d size=%d local=%d/%d ok\n", bs.kind, bs.rank, bs.size, bs.local_rank,
            bs.local_size);
+    if (restart_env) {
+        const char *te = getenv("TORCHELASTIC_RESTART_COUNT");
+        printf("bootstrap-check: rank=%d MT_RESTART_COUNT=%s TORCHELASTIC_RESTART_COUNT=%s\n", bs.rank, restart_env,
+               te ? te : "(unset)");
+    }
     if (bs.rank == 0)
         printf("bootstrap-check: timings on rank 0: init %.1f ms, allgather %zu B %.2f ms, allgather %zu B %.2f ms, "
                "barrier %.2f ms\n",

@@ -1,9 +1,19 @@
-/* launch_internal.h — the PMIx server half of `mtrain launch` (launch_pmix_server.c), as used
- * by the process half (launch.c). Not a public interface. One server per process. */
+/* launch_internal.h — the pieces of `mtrain launch` as they use each other; not a public
+ * interface (that is launch.h):
+ *   launch_pmix_server.c  the PMIx server (one per process), used by launch.c
+ *   launch_io.c           the output relay and the ranks' environment, used by launch.c
+ *   launch.c              one attempt: fork the ranks, supervise them to the end
+ *   launch_restarts.c     --max-restarts: one attempt after another, each in its own process */
 #ifndef MT_LAUNCH_INTERNAL_H
 #define MT_LAUNCH_INTERNAL_H
 
 #include "core/status.h"
+#include "parallel/launch.h"
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* ---- the PMIx server (launch_pmix_server.c) ---- */
 
 /* Starts the PMIx server in a fresh private tmpdir (under $TMPDIR or /tmp) and registers one
  * namespace of n_ranks ranks, all on this node (local rank = rank). notify_fd: the server
@@ -23,5 +33,71 @@ void mt_launch_pmix_finish(void);
 /* Failure path: removes the tmpdir only, never touching libpmix (libpmix 4.2.2, observed: a
  * use-after-free in PMIx_server_finalize when a rank died during a fence). Async-signal-unsafe but libpmix-free. */
 void mt_launch_pmix_remove_tmpdir(void);
+
+/* ---- output relay and environment (launch_io.c) ---- */
+
+#define MT_LAUNCH_LINE_BYTES 16384
+
+typedef struct {
+    char buf[MT_LAUNCH_LINE_BYTES];
+    size_t len;
+    int mid_line; /* the last chunk written ended without a newline: no prefix before the next */
+} mt_launch_linebuf;
+
+/* Passes on what is available on the non-blocking pipe *fd of rank r to our stdout (which 0) or
+ * stderr (1), whole lines at a time, "[rR] "-prefixed when prefix is set (see launch.h).
+ * Returns 1 while the pipe is open, 0 once it hit EOF: then the last partial line is flushed,
+ * *fd closed and set to -1. */
+int mt_launch_relay(int *fd, mt_launch_linebuf *lb, int r, int which, int prefix);
+
+/* A heap copy of environ for the ranks of attempt `restart` (0 = the first): without the PMIx
+ * client variables of a launcher above us (PMIX_MCA_* tuning stays), OMP_NUM_THREADS =
+ * max(1, CPUs / n_ranks) when unset and n_ranks > 1, MT_RESTART_COUNT and
+ * TORCHELASTIC_RESTART_COUNT = restart (replacing inherited ones). NULL when out of memory. */
+char **mt_launch_env_base(int n_ranks, int restart);
+char **mt_launch_env_copy(char **base); /* heap copy of a NULL-terminated array; NULL: OOM */
+void mt_launch_env_free(char **env);    /* NULL is fine */
+
+/* ---- one attempt (launch.c) and the restart loop (launch_restarts.c) ---- */
+
+typedef enum {
+    MT_ATTEMPT_OK = 1,          /* every rank exited 0 */
+    MT_ATTEMPT_RANK_FAILED,     /* a rank exited non-zero, was killed, or called PMIx_Abort */
+    MT_ATTEMPT_INTERRUPTED,     /* the launcher got SIGINT / SIGTERM / SIGHUP first */
+    MT_ATTEMPT_SETUP_FAILED,    /* the server or a fork failed: nothing to restart */
+} mt_attempt_kind;
+
+/* How an attempt ended, sent whole (one write, under PIPE_BUF) from its supervisor process to
+ * the restart loop. */
+typedef struct {
+    int kind;          /* mt_attempt_kind */
+    int rank;          /* RANK_FAILED: the first rank that failed; else -1 */
+    int code;          /* the attempt's exit status: the failed rank's (128 + signal for a
+                          signal), 128 + the interrupting signal, 1 for a setup failure, 0 */
+    int status;        /* SETUP_FAILED: the mt_status of the failure */
+    char what[1024];   /* RANK_FAILED: the cause, "exited with status 3", "was killed by signal
+                          9 (Killed)", "called PMIx_Abort(status 2): msg"; SETUP_FAILED: the
+                          error message */
+} mt_launch_outcome;
+
+/* The max_restarts == 0 path of mt_launch_run: one attempt in this very process, exactly as
+ * launch.h describes (returns on success and setup failure, _exits otherwise). */
+mt_status mt_launch_run_once(const mt_launch_opts *o, int *exit_code);
+
+/* The max_restarts > 0 path of mt_launch_run (launch_restarts.c): never touches libpmix and
+ * always returns. */
+mt_status mt_launch_run_restarts(const mt_launch_opts *o, int *exit_code);
+
+/* Runs attempt `restart` as the supervisor process the restart loop (pid `parent`) forked with
+ * SIGINT/SIGTERM/SIGHUP/SIGCHLD blocked, and never returns: it dies with its parent
+ * (PR_SET_PDEATHSIG), installs its handlers, unblocks the signals, runs the attempt.
+ * sig_pipe: its signal pipe (read end, write end), made by the restart loop, which keeps a copy
+ * of the write end to pass on the launcher's SIGINT / SIGTERM / SIGHUP as the byte
+ * MT_LAUNCH_FORWARDED + sig; one that reached the whole process group (Ctrl-C) arrives both
+ * ways and counts once. The outcome is written to outcome_fd before the process tears down
+ * (PMIx_server_finalize on success; nothing of libpmix otherwise) and _exits with its code. */
+#define MT_LAUNCH_FORWARDED 100
+_Noreturn void mt_launch_attempt_process(const mt_launch_opts *o, int restart, pid_t parent, const int sig_pipe[2],
+                                         int outcome_fd);
 
 #endif

@@ -1,0 +1,52 @@
+# Acceptance (checkpoints, 6): `mtrain launch --max-restarts 2` with a rank killed mid-run: the
+# launcher restarts the job, the new attempt resumes from the latest save in checkpoint.dir (the
+# ranks see MT_RESTART_COUNT = 1, and checkpoint.load is empty), the job finishes with exit 0, and
+# its final loss — every iteration after the resume, in fact — equals the uninterrupted run's
+# (same strings: the same bits, since the resume is exact on the same layout).
+source test/e2e_lib.sh
+need_data
+ITERS=30
+ARGS=(--config configs/gpt-tiny.yaml --train-iters $ITERS --micro-batch-size 1 --tensor-model-parallel-size 2
+      --set logging.interval=1 --set logging.eval_interval=0)
+steps() { grep -o '"iteration":[0-9]*,"consumed_samples":[0-9]*,"lm_loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*' "$1"; }
+"$MTRAIN" launch -n 4 -- "${ARGS[@]}" --metrics "$TMP/straight.jsonl" >"$TMP/straight.log" 2>&1 \
+  || { tail -n 20 "$TMP/straight.log"; fail "uninterrupted run failed"; }
+mark="$TMP/restart"
+MT_E2E_MARK="$mark" "$MTRAIN" launch -n 4 --max-restarts 2 -- "${ARGS[@]}" --save "$TMP/ck" --save-interval 5 \
+  --metrics "$TMP/restart.jsonl" >"$TMP/restart.log" 2>&1 &
+launcher=$!
+# kill rank 2 once the first save exists and training went on past it
+for _ in $(seq 1 600); do
+  [ -f "$TMP/ck/latest_checkpointed_iteration.txt" ] && grep -q "iteration        7/" "$TMP/restart.log" && break
+  sleep 0.05
+done
+grep -q "iteration        7/" "$TMP/restart.log" || { cat "$TMP/restart.log"; fail "the run did not reach iteration 7"; }
+victim=""
+for p in $(marked_pids "$mark"); do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMIX_RANK=2" && tr '\0' '\n' <"/proc/$p/environ" |
+    grep -qx "MT_RESTART_COUNT=0" && { victim=$p; break; }
+done
+[ -n "$victim" ] || fail "could not find rank 2 of the first attempt"
+killed_after=$(grep -c '"iteration"' "$TMP/restart.jsonl" || true)
+kill -KILL "$victim"
+rc=0
+for _ in $(seq 1 1200); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
+kill -0 $launcher 2>/dev/null && { cat "$TMP/restart.log"; fail "the restarted job did not finish within 120 s"; }
+wait $launcher || rc=$?
+[ $rc -eq 0 ] || { tail -n 30 "$TMP/restart.log"; fail "the job exited $rc after the restart"; }
+grep -q "mtrain launch: rank 2 was killed by signal 9 (Killed); restarting all 4 ranks (restart 1 of 2)" "$TMP/restart.log" \
+  || { cat "$TMP/restart.log"; fail "no restart line naming rank 2 and signal 9"; }
+grep -q "loaded checkpoint .*iter_00000" "$TMP/restart.log" || { cat "$TMP/restart.log"; fail "the restarted attempt did not load a save"; }
+resumed=$(grep -o "loaded checkpoint [^:]*: iteration [0-9]*" "$TMP/restart.log" | grep -o "[0-9]*$")
+echo "rank 2 killed after $killed_after logged iterations; the restarted attempt resumed at iteration $resumed"
+[ -n "$resumed" ] && [ "$resumed" -ge 5 ] || fail "resumed at '$resumed', expected a save of iteration 5 or later"
+want=$(steps "$TMP/straight.jsonl" | awk -F'[:,]' -v from="$resumed" '$2 > from')
+got=$(steps "$TMP/restart.jsonl")
+[ "$(echo "$got" | wc -l)" -eq $((ITERS - resumed)) ] || fail "the restarted attempt logged $(echo "$got" | wc -l) iterations, expected $((ITERS - resumed))"
+[ "$want" = "$got" ] || { diff <(echo "$want") <(echo "$got") | head; fail "the restarted job's iterations differ from the uninterrupted run's"; }
+final_s=$(grep "final lm loss" "$TMP/straight.log" | grep -o "final lm loss [0-9.]*")
+final_r=$(grep "final lm loss" "$TMP/restart.log" | grep -o "final lm loss [0-9.]*")
+echo "uninterrupted: $final_s; with a restart: $final_r"
+[ -n "$final_s" ] && [ "$final_s" = "$final_r" ] || fail "final losses differ"
+[ -z "$(marked_pids "$mark")" ] || fail "ranks left running"
+echo "restart from checkpoint: ok"
