@@ -71,6 +71,7 @@ typedef struct {
     mt_manifest mf;
     mt_ckpt_file *files;
     int *first, *count; /* pieces of each manifest tensor: [first, first + count) */
+    uint8_t *seen;      /* assemble's coverage map of one local tensor */
 } loader;
 
 static void loader_free(loader *L) {
@@ -79,6 +80,7 @@ static void loader_free(loader *L) {
     free(L->files);
     free(L->first);
     free(L->count);
+    free(L->seen);
     mt_manifest_free(&L->mf);
 }
 
@@ -86,10 +88,16 @@ typedef struct {
     const uint8_t *src;
     int bf16;
     float *dst;
+    uint8_t *seen;    /* per destination element: already written by a piece */
+    uint64_t twice;   /* elements written by more than one piece */
 } copy_ctx;
 
 static void copy_run(void *ctx, size_t s, size_t d, size_t n) {
     copy_ctx *c = ctx;
+    for (size_t i = 0; i < n; i++) {
+        c->twice += c->seen[d + i];
+        c->seen[d + i] = 1;
+    }
     if (c->bf16) {
         const uint8_t *p = c->src + s * 2;
         for (size_t i = 0; i < n; i++) {
@@ -112,8 +120,9 @@ static mt_status assemble(loader *L, const mt_model *m, int tp_rank, int ti, int
     mt_status st = MT_OK;
     const mt_param_tensor *t = &m->pl.t[ti];
     const mt_manifest_tensor *mt = &L->mf.tensors[mi];
-    uint64_t covered = 0, needed = 0;
+    uint64_t covered = 0, needed = 0, twice = 0;
     (void)tp_rank;
+    memset(L->seen, 0, t->n); /* counts alone would pass a piece given twice in place of another */
     /* what must be covered: the boxes' elements inside the saved shape (a vocabulary tensor saved at
      * another tp has other padding rows; check_model made sure the real vocabulary is inside) */
     for (int b = 0; b < nbox; b++) {
@@ -139,9 +148,15 @@ static mt_status assemble(loader *L, const mt_model *m, int tp_rank, int ti, int
         copy_ctx c = {.src = L->files[q->file].data + q->offset, .bf16 = !strcmp(q->dtype, "BF16")};
         for (int b = 0; b < nbox; b++) {
             c.dst = buf + boxes[b].local_off;
+            c.seen = L->seen + boxes[b].local_off;
             covered += mt_ckpt_intersect(&q->box, q->f0, q->f1, &boxes[b], copy_run, &c);
         }
+        twice += c.twice;
     }
+    if (twice)
+        return mt_errorf(MT_ERR_DATA, "%s: tensor %s (%s): %" PRIu64 " of the elements this rank needs are in more than "
+                         "one piece (and as many in none): the manifest is inconsistent; load another iteration", L->dir,
+                         t->name, mt_ckpt_kind_name(kind), twice);
     if (covered != needed)
         return mt_errorf(MT_ERR_DATA, "%s: tensor %s (%s): its pieces cover %" PRIu64 " of the %" PRIu64 " elements this "
                          "rank needs (of %zu local): the manifest is inconsistent; load another iteration", L->dir,
@@ -223,7 +238,8 @@ mt_status mt_ckpt_load(const mt_recipe *r, mt_model *m, const mt_parallel_state 
     buf = malloc((max_n ? max_n : 1) * sizeof *buf);
     buf16 = m->act == MT_BF16 ? malloc((max_n ? max_n : 1) * 2) : NULL;
     boxes = malloc(4096 * sizeof *boxes);
-    if (!L.files || !L.first || !L.count || !buf || !boxes || (m->act == MT_BF16 && !buf16)) {
+    L.seen = malloc(max_n ? max_n : 1);
+    if (!L.files || !L.first || !L.count || !buf || !boxes || !L.seen || (m->act == MT_BF16 && !buf16)) {
         st = mt_errorf(MT_ERR_OOM, "checkpoint load: host buffers (%zu elements)", max_n);
         goto out;
     }

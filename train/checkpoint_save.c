@@ -12,6 +12,7 @@
 #include "train/checkpoint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <inttypes.h>
@@ -294,15 +295,16 @@ static mt_status publish(const mt_recipe *r, const mt_model *m, const mt_paralle
         st = mt_errorf(MT_ERR_IO, "%s: cannot create: %s", part, strerror(errno));
         goto out;
     }
-    st = mt_manifest_write(f, &mf);
-    if (st == MT_OK && (fflush(f) || (do_fsync && fsync(fileno(f)))))
-        st = mt_errorf(MT_ERR_IO, "%s: write failed: %s (disk full?); the previous checkpoint is untouched", part,
-                       strerror(errno));
-    if (fclose(f) && st == MT_OK)
-        st = mt_errorf(MT_ERR_IO, "%s: write failed: %s (disk full?); the previous checkpoint is untouched", part,
-                       strerror(errno));
+    /* a failed fprintf (ENOSPC when a buffer is flushed) leaves errno set: report it with the file */
+    int failed = mt_manifest_write(f, &mf) != MT_OK || fflush(f) || (do_fsync && fsync(fileno(f)));
+    int e = errno;
+    if (fclose(f) && !failed) failed = 1, e = errno;
     f = NULL;
-    if (st != MT_OK) goto out;
+    if (failed) {
+        st = mt_errorf(MT_ERR_IO, "%s: write failed: %s%s; the previous checkpoint is untouched", part, strerror(e),
+                       e == ENOSPC || e == EDQUOT ? " (disk full)" : "");
+        goto out;
+    }
     if (rename(part, path)) {
         st = mt_errorf(MT_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
         goto out;
@@ -311,8 +313,19 @@ static mt_status publish(const mt_recipe *r, const mt_model *m, const mt_paralle
     mt_ckpt_iter_path(root, cs->iteration, NULL, final, sizeof final);
     mt_ckpt_iter_path(root, cs->iteration, ".old", old, sizeof old);
     struct stat sb;
-    const int replace = stat(final, &sb) == 0; /* the same iteration saved again: move the old one aside first */
-    if (replace) {
+    int replace = stat(final, &sb) == 0; /* the same iteration saved again */
+#ifdef RENAME_EXCHANGE
+    /* swapped in one step: a two-rename replace killed in between would leave no iter_N/ while the
+     * tracker may name N (a run that saves the tracker's iteration again, e.g. from --ckpt-step);
+     * the earlier save is then in tmp/, removed below (or by the next save of this iteration) */
+    if (replace && renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+        if (do_fsync) MT_CHECK(mt_fsync_dir(root));
+        MT_CHECK(mt_ckpt_write_tracker(root, cs->iteration, do_fsync));
+        MT_CHECK(mt_remove_flat_dir(tmp));
+        goto retention;
+    }
+#endif
+    if (replace) { /* no exchange on this file system: move the old one aside first */
         MT_CHECK(mt_remove_flat_dir(old));
         if (rename(final, old)) {
             st = mt_errorf(MT_ERR_IO, "%s: cannot move the earlier save of this iteration aside: %s", final,
@@ -322,11 +335,15 @@ static mt_status publish(const mt_recipe *r, const mt_model *m, const mt_paralle
     }
     if (rename(tmp, final)) {
         st = mt_errorf(MT_ERR_IO, "%s: cannot rename the finished save into place: %s", final, strerror(errno));
+        if (replace) rename(old, final); /* the earlier save back under its name */
         goto out;
     }
     if (do_fsync) MT_CHECK(mt_fsync_dir(root));
     MT_CHECK(mt_ckpt_write_tracker(root, cs->iteration, do_fsync));
     if (replace) MT_CHECK(mt_remove_flat_dir(old));
+#ifdef RENAME_EXCHANGE
+retention:
+#endif
     if (r->checkpoint.keep > 0) { /* retention: only complete saves count, the new one is among them */
         int64_t its[4096];
         int n = mt_ckpt_list_saves(root, its, 4096);
@@ -416,7 +433,12 @@ static mt_status finish(mt_ckpt_saver *s, const mt_parallel_state *ps, FILE *log
     }
     if (ps->rank == 0) {
         local = publish(r, m, ps, &s->cs, recs, s->tmp);
-        if (local != MT_OK) snprintf(s->err, sizeof s->err, "%s", mt_last_error());
+        if (local != MT_OK) {
+            snprintf(s->err, sizeof s->err, "%s", mt_last_error());
+            /* a save that was not published (e.g. its manifest did not fit on a full disk) must not keep
+             * its files' space: an iter_N.tmp/ is otherwise removed only by a later save of the same N */
+            mt_remove_flat_dir(s->tmp);
+        }
     }
     MT_CHECK(agree(ps, be, s->xfer, local != MT_OK, &any));
     if (any) {

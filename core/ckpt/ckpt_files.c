@@ -75,6 +75,15 @@ mt_status mt_ckpt_write_tracker(const char *root, int64_t iteration, int do_fsyn
 mt_status mt_remove_flat_dir(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return errno == ENOENT ? MT_OK : mt_errorf(MT_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
+    /* the manifest first: a removal cut short (kill -9) must not leave a folder that looks like a
+     * complete save (mt_ckpt_is_save_dir) with some of its rank files gone */
+    char mf[MT_CKPT_PATH_MAX + 64];
+    snprintf(mf, sizeof mf, "%s/%s", dir, MT_MANIFEST_NAME);
+    if (unlink(mf) && errno != ENOENT) {
+        int err = errno;
+        closedir(d);
+        return mt_errorf(MT_ERR_IO, "%s: cannot remove: %s", mf, strerror(err));
+    }
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         char p[MT_CKPT_PATH_MAX + 256];
