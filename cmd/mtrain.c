@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -140,6 +141,15 @@ static int cmd_train(int argc, char **argv) {
                rep.tokens_per_s,
                rep.mean_ms_per_iter > 0 ? rep.flops_per_iter / (rep.mean_ms_per_iter * 1e-3) / 1e9 : 0.0,
                rep.last_loss, ru.ru_maxrss / 1024.0);
+    }
+    if (rep.stop_reason == MT_STOP_SIGNAL && rep.stop_signal == SIGTERM && rep.saved_iteration &&
+        getenv("OMPI_COMM_WORLD_SIZE")) {
+        /* mpirun's SIGTERM is its abort: the save is published, every rank has it (the save is
+         * collective); leave before mpirun's SIGKILL instead of waiting in PMIx_Finalize */
+        mt_pstate_free_without_finalize(&ps);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(0);
     }
     mt_pstate_free(&ps);
     /* a stop signal with nowhere to save: report it as the signal it was (128 + N, as a shell does) */

@@ -1,8 +1,8 @@
 /* launch.c — one attempt of `mtrain launch` (the PMIx half is launch_pmix_server.c, the output
  * relay and environment launch_io.c, --max-restarts launch_restarts.c): forks N ranks running
  * `exe ARGS` with the PMIx client environment, relays each rank's stdout/stderr, forwards
- * SIGINT/SIGTERM/SIGHUP (a second one kills), and when a rank exits non-zero, is killed by a
- * signal or calls PMIx_Abort, names it, gives the others MT_LAUNCH_PEER_GRACE_S (10 s) to
+ * SIGINT/SIGTERM/SIGHUP (a second one kills) and SIGUSR1/SIGUSR2 (stop requests: mtrain saves and
+ * exits 0), and when a rank exits non-zero, is killed by a signal or calls PMIx_Abort, names it, gives the others MT_LAUNCH_PEER_GRACE_S (10 s) to
  * notice it and exit on their own, then SIGTERMs them, SIGKILLs what is left after the kill
  * grace period and, once every rank is reaped, ends with that rank's status (128 + signal for
  * a signal).
@@ -166,6 +166,7 @@ static void take_interrupt(job_t *j, int byte) {
 }
 
 static int is_interrupt(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; }
+static int is_stop_request(int sig) { return sig == SIGUSR1 || sig == SIGUSR2; }
 
 static void on_abort(job_t *j) {
     int r, status;
@@ -264,6 +265,13 @@ static void take_signal_pipe(job_t *j) {
                 on_abort(j);
             else if (is_interrupt(sigs[i]) || is_interrupt(sigs[i] - MT_LAUNCH_FORWARDED))
                 take_interrupt(j, sigs[i]);
+            else if (is_stop_request(sigs[i]) || is_stop_request(sigs[i] - MT_LAUNCH_FORWARDED)) {
+                /* a stop request (Slurm --signal=USR1): pass it on; mtrain saves and exits 0 */
+                const int sig = is_stop_request(sigs[i]) ? sigs[i] : sigs[i] - MT_LAUNCH_FORWARDED;
+                fprintf(stderr, "mtrain launch: got %s, passing it to the %d running rank(s)\n", strsignal(sig),
+                        j->n_running);
+                signal_ranks(j, sig, -1);
+            }
         }
     }
 }
@@ -373,6 +381,8 @@ static void install_handlers(void) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigaction(SIGCHLD, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
@@ -382,6 +392,8 @@ static void restore_handlers(void) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
+    signal(SIGUSR2, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
 }

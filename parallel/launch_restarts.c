@@ -81,6 +81,8 @@ static mt_status start_attempt(const mt_launch_opts *o, int k, attempt_t *a) {
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGUSR1);
+    sigaddset(&block, SIGUSR2);
     sigaddset(&block, SIGCHLD);
     sigprocmask(SIG_BLOCK, &block, &old);
     fflush(stdout);
@@ -112,6 +114,12 @@ static void take_signals(loop_t *l, attempt_t *a) {
     while ((k = read(g_pipe[0], sigs, sizeof sigs)) > 0) {
         for (ssize_t i = 0; i < k; i++) {
             int sig = sigs[i];
+            if ((sig == SIGUSR1 || sig == SIGUSR2) && a && a->pid) { /* a stop request: passed on, no restart rule */
+                char c = (char)(MT_LAUNCH_FORWARDED + sig);
+                ssize_t w = write(a->sig_fd, &c, 1);
+                (void)w;
+                continue;
+            }
             if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) continue; /* SIGCHLD: reaped by the caller */
             if (!l->interrupted) l->interrupted = sig;
             l->n_interrupts++;
@@ -214,7 +222,7 @@ mt_status mt_launch_run_restarts(const mt_launch_opts *o, int *exit_code) {
     *exit_code = 1;
     if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         return mt_errorf(MT_ERR_IO, "mtrain launch: pipe: %s", strerror(errno));
-    struct sigaction sa, old[4];
+    struct sigaction sa, old[6];
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
@@ -222,6 +230,8 @@ mt_status mt_launch_run_restarts(const mt_launch_opts *o, int *exit_code) {
     sigaction(SIGINT, &sa, &old[0]);
     sigaction(SIGTERM, &sa, &old[1]);
     sigaction(SIGHUP, &sa, &old[2]);
+    sigaction(SIGUSR1, &sa, &old[4]);
+    sigaction(SIGUSR2, &sa, &old[5]);
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigaction(SIGCHLD, &sa, &old[3]);
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
@@ -230,6 +240,8 @@ mt_status mt_launch_run_restarts(const mt_launch_opts *o, int *exit_code) {
     sigaction(SIGINT, &old[0], NULL);
     sigaction(SIGTERM, &old[1], NULL);
     sigaction(SIGHUP, &old[2], NULL);
+    sigaction(SIGUSR1, &old[4], NULL);
+    sigaction(SIGUSR2, &old[5], NULL);
     sigaction(SIGCHLD, &old[3], NULL);
     signal(SIGPIPE, old_pipe);
     close_fd(&g_pipe[0]);

@@ -157,10 +157,13 @@ void mt_pstate_abort(mt_parallel_state *ps) {
     if (ps->g[MT_PG_WORLD].comm) ps->g[MT_PG_WORLD].comm->i->abort(ps->g[MT_PG_WORLD].comm);
 }
 
-void mt_pstate_free(mt_parallel_state *ps) {
+static void free_state(mt_parallel_state *ps, int finalize) {
     for (int id = MT_PG_COUNT - 1; id >= 0; id--)
         if (ps->g[id].owner && ps->g[id].comm) ps->g[id].comm->i->destroy(ps->g[id].comm);
-    if (ps->have_bs && ps->bs.finalize) ps->bs.finalize(&ps->bs);
+    if (finalize && ps->have_bs && ps->bs.finalize) ps->bs.finalize(&ps->bs);
     memset(ps, 0, sizeof *ps);
     groups_trivial(ps);
 }
+
+void mt_pstate_free(mt_parallel_state *ps) { free_state(ps, 1); }
+void mt_pstate_free_without_finalize(mt_parallel_state *ps) { free_state(ps, 0); }

@@ -73,5 +73,9 @@ static inline const mt_group *mt_pstate_group(const mt_parallel_state *ps, mt_pg
 /* On a failure path: makes every peer's pending and future collectives fail promptly. */
 void mt_pstate_abort(mt_parallel_state *ps);
 void mt_pstate_free(mt_parallel_state *ps);
+/* The same without the bootstrap's finalize handshake, for a job its launcher is tearing down
+ * (OpenMPI's mpirun answers SIGTERM by aborting: it stops serving PMIx and later SIGKILLs ranks
+ * still waiting in PMIx_Finalize). The caller exits at once afterwards. */
+void mt_pstate_free_without_finalize(mt_parallel_state *ps);
 
 #endif

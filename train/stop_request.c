@@ -1,20 +1,41 @@
-/* stop_request.c — the stop-request signal handlers of stop_request.h. */
+/* stop_request.c — the stop-request signal handlers of stop_request.h.
+ * A repeat of the pending signal counts as the same request when it comes within
+ * MT_STOP_REPEAT_MS of the first: one stop often arrives twice, e.g. a SIGTERM to the job's
+ * process group (timeout(1), kill -- -PGID, a scheduler signalling every process of a step)
+ * reaches each rank directly and again as forwarded by its launcher (`mtrain launch`, mpirun's
+ * copy 1 s later, torchrun), and killing the rank on that copy would lose the save. Only a
+ * repeat after the window restores the default action (a stuck job can still be killed). */
 #include "train/stop_request.h"
 
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
+
+#define MT_STOP_REPEAT_MS 3000
 
 static volatile sig_atomic_t pending;
+static _Atomic int64_t pending_since_ms; /* when `pending` was set (CLOCK_MONOTONIC) */
 static int installed;
 static const int sigs[3] = {SIGTERM, SIGUSR1, SIGUSR2};
 static struct sigaction saved[3];
 
+static int64_t now_ms(void) { /* clock_gettime is async-signal-safe */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void on_stop_signal(int sig) {
-    if (pending == sig) { /* the second one: the default action (terminate) */
-        signal(sig, SIG_DFL);
+    const int64_t now = now_ms();
+    if (pending == sig) {
+        if (now - atomic_load(&pending_since_ms) < MT_STOP_REPEAT_MS) return; /* the same request again */
+        signal(sig, SIG_DFL); /* a later one: the default action (terminate) */
         raise(sig);
         return;
     }
+    atomic_store(&pending_since_ms, now);
     pending = sig;
 }
 

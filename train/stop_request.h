@@ -2,8 +2,9 @@
  * Slurm sends before preemption with --signal, what `mtrain launch` forwards), when
  * checkpoint.exit_signal_handler is on. The handler only records the signal; the training loop
  * reads it at the end of each iteration, the ranks agree on it collectively, save and exit 0.
- * A second signal of the same kind while the first is pending restores the default action, so a
- * stuck job can still be killed. Rule: async-signal-safe handler, one flag. */
+ * The same signal again, some seconds after the first, takes the default action, so a stuck job can
+ * still be killed; copies that arrive together (a signal to the process group that the launcher
+ * also passes on) count once (stop_request.c). Rule: async-signal-safe handler, one flag. */
 #ifndef MT_STOP_REQUEST_H
 #define MT_STOP_REQUEST_H
 
