@@ -15,6 +15,7 @@ ARGS=(--config configs/gpt125m.yaml --set data.path=$DATA --set logging.eval_int
 "$MTRAIN" "${ARGS[@]}" --train-iters 2 --set checkpoint.save_interval=1 >"$out/save.log" 2>&1 || { cat "$out/save.log"; exit 1; }
 bytes=$(du -sb "$out/ck/iter_0000002" | cut -f1)
 mib=$((bytes / 1048576))
+n_files=$(ls "$out/ck/iter_0000002" | wc -l)
 # the disk: the same number of bytes, sequential, fsynced (what a save must at least pay)
 dd_line=$(dd if=/dev/zero of="$out/dd" bs=1M count=$mib conv=fsync 2>&1 | tail -n 1)
 rm -f "$out/dd"
@@ -30,14 +31,16 @@ snap_s=$(sed -E 's/.*snapshot ([0-9.]+) s.*/\1/' <<<"$save2")
 load_s=$(grep -o 'loaded checkpoint .*; [0-9.]* s' "$out/load.log" | sed -E 's/.*; ([0-9.]+) s$/\1/')
 cold_s=$(grep -o 'loaded checkpoint .*; [0-9.]* s' "$out/load_cold.log" | sed -E 's/.*; ([0-9.]+) s$/\1/')
 iter_ms=$(grep "iteration        2/" "$out/save.log" | sed -E 's/.*elapsed time per iteration \(ms\): ([0-9.]+).*/\1/')
-# asynchronous: the saves of iterations 1..3 are written in the background while the next iterations
-# run (the run's last save, iteration 4, is synchronous by design)
+# asynchronous: the save of iteration 12 is written in the background while iterations 13.. run (the
+# run's last save is synchronous by design); 11 iterations leave the writer the time a save takes
 rm -rf "$out/ck"
-"$MTRAIN" "${ARGS[@]}" --train-iters 4 --set checkpoint.save_interval=1 --set checkpoint.async_save=true \
-  >"$out/async.log" 2>&1 || { cat "$out/async.log"; exit 1; }
-async_stall=$(grep "saved checkpoint at iteration 2 .*written in the background" "$out/async.log" | sed -E 's/.*training stalled ([0-9.]+) s.*/\1/')
-async_total=$(grep "saved checkpoint at iteration 2 .*written in the background" "$out/async.log" | sed -E 's/.* in ([0-9.]+) s .*/\1/')
-echo "checkpoint of gpt125m (fp32 weights + Adam state), $mib MiB in $(ls "$out/ck/iter_0000002" | wc -l) files, on $(df -h "$out" | tail -n 1 | awk '{print $1}')"
+"$MTRAIN" "${ARGS[@]}" --train-iters 24 --set checkpoint.save_interval=12 --set checkpoint.async_save=true \
+  --set checkpoint.keep=1 >"$out/async.log" 2>&1 || { cat "$out/async.log"; exit 1; }
+async_line=$(grep "saved checkpoint at iteration .*written in the background" "$out/async.log" | sed -n 1p)
+[ -n "$async_line" ] || { cat "$out/async.log"; echo "bench_ckpt: no asynchronous save finished"; exit 1; }
+async_stall=$(sed -E 's/.*training stalled ([0-9.]+) s.*/\1/' <<<"$async_line")
+async_total=$(sed -E 's/.* in ([0-9.]+) s .*/\1/' <<<"$async_line")
+echo "checkpoint of gpt125m (fp32 weights + Adam state), $mib MiB in $n_files files, on $(df -h "$out" | tail -n 1 | awk '{print $1}')"
 printf '| %-44s | %10s | %10s | %14s |\n' "operation" "seconds" "MiB/s" "vs dd+fsync"
 printf '|%s|%s|%s|%s|\n' "----------------------------------------------" "------------" "------------" "----------------"
 r() { awk -v m="$mib" -v s="$2" -v d="$dd_s" -v n="$1" 'BEGIN { printf "| %-44s | %10.2f | %10.0f | %13.2fx |\n", n, s, m / s, d / s }'; }

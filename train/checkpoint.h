@@ -65,6 +65,9 @@ mt_status mt_ckpt_save(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, 
 mt_status mt_ckpt_save_begin(mt_ckpt_saver *s, const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps,
                              const mt_ckpt_state *cs, int async, FILE *log);
 mt_status mt_ckpt_save_poll(mt_ckpt_saver *s, const mt_parallel_state *ps, int wait, FILE *log, int *done);
+/* Computes this rank's pieces and allocates (and touches) the snapshot before training starts, so
+ * that the first save does not pay for it; optional (the first save does it otherwise). */
+mt_status mt_ckpt_saver_prepare(mt_ckpt_saver *s, const mt_model *m, const mt_parallel_state *ps);
 /* Frees the tables; a save still in flight is waited for but not published. */
 void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be);
 

@@ -65,10 +65,9 @@ static const char *piece_dtype(const mt_ckpt_piece *p, mt_dtype act) {
     return p->kind == MT_CK_WEIGHT && act == MT_BF16 ? "BF16" : "F32";
 }
 
-/* step 1: the pieces (once) and the snapshot of their bytes */
-static mt_status snapshot(mt_ckpt_saver *s, const mt_model *m, const mt_ckpt_rank *rk) {
-    mt_status st = MT_OK;
-    mt_backend *be = m->be;
+/* the pieces and the snapshot buffer, once per run; the buffer's pages are touched here, so that
+ * no save pays for first-touch page faults (a second per GiB here) while training waits */
+static mt_status prepare(mt_ckpt_saver *s, const mt_model *m, const mt_ckpt_rank *rk) {
     if (!s->pieces) {
         size_t n = mt_ckpt_rank_pieces(&m->pl, &m->ol, rk, m->act, NULL, 0);
         if (n == (size_t)-1) return mt_errorf(MT_ERR_UNSUPPORTED, "checkpoint: a tensor has too many pieces to save");
@@ -82,7 +81,21 @@ static mt_status snapshot(mt_ckpt_saver *s, const mt_model *m, const mt_ckpt_ran
         if (!s->snapshot)
             return mt_errorf(MT_ERR_OOM, "checkpoint: cannot allocate a %.1f MiB host snapshot of this rank's state",
                              bytes / 1048576.0);
+        memset(s->snapshot, 0, bytes);
     }
+    return MT_OK;
+}
+
+mt_status mt_ckpt_saver_prepare(mt_ckpt_saver *s, const mt_model *m, const mt_parallel_state *ps) {
+    const mt_ckpt_rank rk = this_rank(m, ps);
+    return prepare(s, m, &rk);
+}
+
+/* step 1: the snapshot of this rank's pieces */
+static mt_status snapshot(mt_ckpt_saver *s, const mt_model *m, const mt_ckpt_rank *rk) {
+    mt_status st = MT_OK;
+    mt_backend *be = m->be;
+    MT_CHECK(prepare(s, m, rk));
     const size_t ab = mt_dtype_bytes(m->act);
     char *dst = s->snapshot;
     for (size_t k = 0; k < s->n_pieces; k++) {

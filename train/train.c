@@ -313,6 +313,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
     rep->flops_per_iter = mt_model_flops_per_seq(&t.model.pl, r->training.recompute == MT_RECOMPUTE_FULL) * t.G;
     MT_CHECK(print_start(&t, log));
     MT_CHECK(resume(&t, log));
+    if (r->checkpoint.dir[0]) MT_CHECK(mt_ckpt_saver_prepare(&t.saver, &t.model, ps));
 
     const int64_t iters = r->training.iters, first_it = t.start.iteration + 1;
     const int pp = ps->grid.pp;

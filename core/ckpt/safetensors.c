@@ -139,12 +139,15 @@ static mt_status check_tensors(const char *path, const mt_st_tensor *t, int n) {
     return st;
 }
 
-/* write() until all n bytes are out (short writes, EINTR), CRC-ing what was written. */
+/* write() until all n bytes are out (short writes, EINTR), CRC-ing what was written. In chunks of
+ * MT_ST_WRITE_CHUNK: the CRC then reads bytes the write just pulled into the cache, instead of a
+ * second pass over the whole buffer through memory. */
+#define MT_ST_WRITE_CHUNK ((size_t)4 << 20)
 static mt_status write_all(int fd, const char *path, const void *data, size_t n, uint32_t *crc, uint64_t *done,
                            uint64_t total) {
     const unsigned char *p = data;
     while (n > 0) {
-        ssize_t w = write(fd, p, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
+        ssize_t w = write(fd, p, n > MT_ST_WRITE_CHUNK ? MT_ST_WRITE_CHUNK : n);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && (errno == ENOSPC || errno == EDQUOT))
             return mt_errorf(MT_ERR_IO, "%s: cannot write: no space left on device (the disk is full%s after %llu of "
