@@ -36,7 +36,7 @@ static void usage(FILE *f) {
             "  mtrain check --config RECIPE [--world-size N] [overrides]     validate, print the resolved recipe\n"
             "  mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [--append-eod]\n"
             "  mtrain plan --config RECIPE [--gpus N] [--gpu a100-80g] [--search] [--json]   memory, FLOPs, bubble, days\n"
-            "  mtrain launch -n N [--no-prefix] [--] ARGS...                  run N local ranks of `mtrain ARGS` (torchrun-style)\n"
+            "  mtrain launch -n N [--max-restarts M] [--no-prefix] [--] ARGS... run N local ranks of `mtrain ARGS` (torchrun-style)\n"
             "  mtrain checkpoint inspect DIR [--iteration N]                  what a save holds; verify sizes and checksums\n"
             "  mtrain bootstrap-check                                         check how ranks find each other (PMIx / env:// / single)\n"
             "  mtrain recipe-reference                                        all recipe keys (markdown)\n"
@@ -44,7 +44,8 @@ static void usage(FILE *f) {
             "\n"
             "overrides: --set section.key=value, and Megatron-style flags such as --lr, --train-iters,\n"
             "--micro-batch-size, --global-batch-size, --seq-length, --tensor-model-parallel-size,\n"
-            "--backend cpu|cuda, --metrics FILE (see README, 'Recipe reference').\n");
+            "--backend cpu|cuda, --metrics FILE, --save DIR, --load DIR, --save-interval N (see README,\n"
+            "'Recipe reference').\n");
 }
 
 static int fail(mt_status st) {
