@@ -5,6 +5,9 @@
  *   mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [...]
  *   mtrain launch -n N [--] ARGS...               N local ranks under a built-in PMIx server
  *   mtrain checkpoint inspect DIR                 what a save holds; verify every file
+ *   mtrain export --load CKPT --format hf --output DIR   a save (any layout) as a Hugging Face model
+ *   mtrain import --format hf --input DIR --save CKPT --config R   the reverse
+ *   mtrain logprobs --config R --load CKPT --prompts P --output O   per-token log-probabilities
  *   mtrain bootstrap-check                        diagnostic: bootstrap, allgather, check
  *   mtrain recipe-reference                       every recipe key as a markdown table */
 #include <stdio.h>
@@ -15,6 +18,9 @@
 #include <unistd.h>
 
 #include "cmd/cmd_checkpoint.h"
+#include "cmd/cmd_export.h"
+#include "cmd/cmd_import.h"
+#include "cmd/cmd_logprobs.h"
 #include "cmd/cmd_launch.h"
 #include "cmd/cmd_preprocess.h"
 #include "cmd/cmd_plan.h"
@@ -38,6 +44,10 @@ static void usage(FILE *f) {
             "  mtrain plan --config RECIPE [--gpus N] [--gpu a100-80g] [--search] [--json]   memory, FLOPs, bubble, days\n"
             "  mtrain launch -n N [--max-restarts M] [--no-prefix] [--] ARGS... run N local ranks of `mtrain ARGS` (torchrun-style)\n"
             "  mtrain checkpoint inspect DIR [--iteration N]                  what a save holds; verify sizes and checksums\n"
+            "  mtrain export --load CKPT --format hf --output DIR [--dtype bf16] a save (any layout) as a Hugging Face model\n"
+            "  mtrain import --format hf --input DIR --save CKPT --config R   a Hugging Face GPT-2 / Llama into a save\n"
+            "  mtrain logprobs --config R --load CKPT --prompts P.jsonl --output O.jsonl   per-token log-probabilities;\n"
+            "                  --compare A.jsonl B.jsonl [--tol 0.01]           the golden-prompt gate\n"
             "  mtrain bootstrap-check                                         check how ranks find each other (PMIx / env:// / single)\n"
             "  mtrain recipe-reference                                        all recipe keys (markdown)\n"
             "  mtrain --version | --help\n"
@@ -209,12 +219,15 @@ int main(int argc, char **argv) {
     if (!strcmp(sub, "tokenize")) return mt_cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(sub, "launch")) return mt_cmd_launch(argc - 2, argv + 2);
     if (!strcmp(sub, "checkpoint")) return mt_cmd_checkpoint(argc - 2, argv + 2);
+    if (!strcmp(sub, "export")) return mt_cmd_export(argc - 2, argv + 2);
+    if (!strcmp(sub, "import")) return mt_cmd_import(argc - 2, argv + 2);
+    if (!strcmp(sub, "logprobs")) return mt_cmd_logprobs(argc - 2, argv + 2);
     if (!strcmp(sub, "bootstrap-check")) return mt_cmd_bootstrap_check(argc - 2, argv + 2);
     if (!strcmp(sub, "recipe-reference")) {
         mt_recipe_print_reference(stdout);
         return 0;
     }
     if (sub[0] == '-') return cmd_train(argc - 1, argv + 1);
-    fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, plan, tokenize, launch, checkpoint, bootstrap-check, recipe-reference\n", sub);
+    fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, plan, tokenize, launch, checkpoint, export, import, logprobs, bootstrap-check, recipe-reference\n", sub);
     return 2;
 }

@@ -6,10 +6,11 @@ set -euo pipefail
 # build: libyaml (recipes), OpenBLAS (CPU GEMMs), PMIx (bootstrap)
 # data:  bible-kjv (public-domain corpus for `make run` and the tests), unicode-data (source
 #        of the tokenizer's generated Unicode tables: scripts/gen-unicode-tables.sh)
-# tests: slurm + munge, openmpi (launch tests), unicode-data (tokenizer tables)
+# tests: slurm + munge, openmpi (launch tests), unicode-data (tokenizer tables), python3-numpy
+#        (test/ref/hf_logprobs.py: the independent Hugging Face forward the export is checked against)
 PKGS=(libyaml-dev libopenblas-dev libpmix-dev pkg-config
       bible-kjv bible-kjv-text unicode-data
-      openmpi-bin slurmctld slurmd slurm-client)
+      openmpi-bin slurmctld slurmd slurm-client python3-numpy)
 
 missing=()
 for p in "${PKGS[@]}"; do

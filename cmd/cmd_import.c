@@ -1,0 +1,70 @@
+/* cmd_import.c — `mtrain import --format hf --input HF_DIR --save CKPT --config RECIPE [--set k=v]`:
+ * a Hugging Face GPT2LMHeadModel / LlamaForCausalLM folder into an mtrain checkpoint folder
+ * (core/ckpt/hf_import.h) for the recipe's model, to continue pretraining from released weights:
+ * train with `--load CKPT --finetune` (or --no-load-optim) in any layout.
+ * Rule kept: returns the exit code; cmd/mtrain.c exits. */
+#include "cmd/cmd_import.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/ckpt/hf_import.h"
+#include "core/recipe/recipe.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: mtrain import --format hf --input HF_DIR --save CKPT --config RECIPE [--set key=value ...]\n"
+               "  HF_DIR: config.json + model.safetensors (or shards and model.safetensors.index.json) of a\n"
+               "  GPT2LMHeadModel or LlamaForCausalLM; RECIPE: the model it is (shapes are checked against\n"
+               "  config.json). Writes CKPT/iter_0000000 (weights only) and its tracker; continue with\n"
+               "  mtrain --config RECIPE --load CKPT --finetune (any tp / pp / dp layout).\n");
+}
+
+int mt_cmd_import(int argc, char **argv) {
+    const char *format = NULL, *input = NULL, *save = NULL, *config = NULL;
+    static mt_recipe r;
+    char *rest[256];
+    int n_rest = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--format") && i + 1 < argc) {
+            format = argv[++i];
+        } else if (!strcmp(a, "--input") && i + 1 < argc) {
+            input = argv[++i];
+        } else if (!strcmp(a, "--save") && i + 1 < argc) {
+            save = argv[++i];
+        } else if ((!strcmp(a, "--config") || !strcmp(a, "-c")) && i + 1 < argc) {
+            config = argv[++i];
+        } else if (n_rest < 256) {
+            rest[n_rest++] = argv[i];
+        }
+    }
+    if (!format || !input || !save || !config) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(format, "hf")) {
+        fprintf(stderr, "mtrain import: --format %s: the one format is hf (Hugging Face transformers)\n", format);
+        return 2;
+    }
+    mt_recipe_defaults(&r);
+    mt_status st = mt_recipe_load_file(&r, config);
+    if (st == MT_OK) st = mt_recipe_apply_args(&r, &n_rest, rest);
+    if (st == MT_OK && n_rest > 0) {
+        fprintf(stderr, "mtrain import: unexpected argument '%s'\n", rest[0]);
+        return 2;
+    }
+    int n = 0;
+    double seconds = 0;
+    mt_hf_import_opts o = {.input = input, .save = save};
+    if (st == MT_OK) st = mt_hf_import(&o, &r, &n, &seconds);
+    if (st != MT_OK) {
+        fprintf(stderr, "mtrain import: error: %s\n", mt_last_error());
+        return 1;
+    }
+    printf("mtrain import: %d tensors from %s into %s/iter_0000000 in %.2f s; train on with --load %s --finetune\n", n,
+           input, save, seconds, save);
+    return 0;
+}

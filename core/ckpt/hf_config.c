@@ -1,0 +1,107 @@
+/* hf_config.c — the JSON files of an exported Hugging Face folder (hf_export.h): config.json as
+ * transformers' GPT2Config / LlamaConfig, generation_config.json, tokenizer_config.json. */
+#include "core/ckpt/hf_export.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void mt_hf_json_float(FILE *f, float v) {
+    char b[48];
+    if (v > -1e15f && v < 1e15f && v == (float)(int64_t)v) { /* 10000 -> 10000.0, not 1e+04 */
+        fprintf(f, "%.1f", (double)v);
+        return;
+    }
+    for (int p = 1; p <= 9; p++) {
+        snprintf(b, sizeof b - 2, "%.*g", p, (double)v);
+        if (strtof(b, NULL) == v) break;
+    }
+    if (!strpbrk(b, ".eEn")) strcat(b, ".0"); /* a float in Python too */
+    fputs(b, f);
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static mt_status done(FILE *f, const char *what) {
+    if (fflush(f) || ferror(f)) return mt_errorf(MT_ERR_IO, "hf export: writing %s failed", what);
+    return MT_OK;
+}
+
+static void key_float(FILE *f, const char *key, float v, const char *sep) {
+    fprintf(f, "  \"%s\": ", key);
+    mt_hf_json_float(f, v);
+    fputs(sep, f);
+}
+
+static void write_gpt(FILE *f, const mt_hf_model *m, const char *dtype) {
+    fprintf(f, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n");
+    fprintf(f, "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n", m->V, m->max_pos,
+            m->max_pos, m->C);
+    fprintf(f, "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %d,\n", m->L, m->H, m->F);
+    fprintf(f, "  \"activation_function\": \"gelu_new\",\n");
+    key_float(f, "layer_norm_epsilon", m->norm_eps, ",\n");
+    fprintf(f, "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n");
+    key_float(f, "initializer_range", m->init_std, ",\n");
+    fprintf(f, "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
+               "  \"reorder_and_upcast_attn\": false,\n");
+    fprintf(f, "  \"tie_word_embeddings\": true,\n  \"use_cache\": true,\n");
+    fprintf(f, "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"torch_dtype\": \"%s\"\n}\n", m->bos, m->eos,
+            dtype);
+}
+
+static void write_llama(FILE *f, const mt_hf_model *m, const char *dtype) {
+    fprintf(f, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n");
+    fprintf(f, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n", m->V, m->C, m->F);
+    fprintf(f, "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n", m->L,
+            m->H, m->KV);
+    fprintf(f, "  \"head_dim\": %d,\n  \"max_position_embeddings\": %d,\n", m->D, m->max_pos);
+    key_float(f, "rms_norm_eps", m->norm_eps, ",\n");
+    key_float(f, "rope_theta", m->rope_theta, ",\n");
+    fprintf(f, "  \"rope_scaling\": null,\n  \"hidden_act\": \"silu\",\n");
+    fprintf(f, "  \"attention_bias\": %s,\n  \"attention_dropout\": 0.0,\n  \"mlp_bias\": %s,\n",
+            m->bias ? "true" : "false", m->bias ? "true" : "false");
+    key_float(f, "initializer_range", m->init_std, ",\n");
+    fprintf(f, "  \"pretraining_tp\": 1,\n  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n",
+            m->tied ? "true" : "false");
+    fprintf(f, "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"torch_dtype\": \"%s\"\n}\n", m->bos, m->eos,
+            dtype);
+}
+
+mt_status mt_hf_write_config(FILE *f, const mt_hf_model *m, const char *torch_dtype) {
+    if (m->arch == MT_ARCH_GPT)
+        write_gpt(f, m, torch_dtype);
+    else
+        write_llama(f, m, torch_dtype);
+    return done(f, "config.json");
+}
+
+mt_status mt_hf_write_generation_config(FILE *f, const mt_hf_model *m) {
+    fprintf(f, "{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"do_sample\": false\n}\n", m->bos, m->eos);
+    return done(f, "generation_config.json");
+}
+
+mt_status mt_hf_write_tokenizer_config(FILE *f, const mt_hf_model *m, const char *tokenizer_class,
+                                       const char *eos_text) {
+    fprintf(f, "{\n  \"tokenizer_class\": ");
+    json_string(f, tokenizer_class);
+    fprintf(f, ",\n  \"model_max_length\": %d,\n", m->max_pos);
+    const char *keys[] = {"bos_token", "eos_token", "unk_token"};
+    for (int i = 0; i < 3; i++) {
+        fprintf(f, "  \"%s\": ", keys[i]);
+        json_string(f, eos_text);
+        fputs(",\n", f);
+    }
+    fprintf(f, "  \"add_prefix_space\": false,\n  \"clean_up_tokenization_spaces\": false\n}\n");
+    return done(f, "tokenizer_config.json");
+}

@@ -1,0 +1,267 @@
+/* hf_export.c — the pure part of hf_export.h: which recipes transformers can express, the
+ * tensor mapping (names, shapes, blocks, transposes), value extraction and conversion, sharding
+ * and size parsing. No I/O. */
+#include "core/ckpt/hf_export.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mt_status unsupported(const mt_recipe *r, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static mt_status unsupported(const mt_recipe *r, const char *key, const char *fmt, ...) {
+    char why[400], where[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return mt_errorf(MT_ERR_UNSUPPORTED, "%s: %s (%s): %s", key, why, mt_recipe_where(r, key, where, sizeof where),
+                     r->model.arch == MT_ARCH_LLAMA
+                         ? "Hugging Face's LlamaForCausalLM cannot express this model; export supports llama with "
+                           "model.position: rope, model.norm: rmsnorm, model.activation: swiglu"
+                         : "Hugging Face's GPT2LMHeadModel cannot express this model; export supports gpt with "
+                           "model.position: learned, model.norm: layernorm, model.activation: gelu, "
+                           "model.tie_embeddings: true, model.bias: true, model.kv_heads = model.heads");
+}
+
+mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
+    const mt_model_cfg *c = &r->model;
+    memset(m, 0, sizeof *m);
+    if (c->moe.experts > 0)
+        return unsupported(r, "model.moe.experts", "%d experts: mixture-of-experts models are not exported yet",
+                           c->moe.experts);
+    if (c->arch == MT_ARCH_GPT) {
+        if (c->position != MT_POS_LEARNED) return unsupported(r, "model.position", "rope");
+        if (c->norm != MT_NORM_LAYERNORM) return unsupported(r, "model.norm", "rmsnorm");
+        if (c->activation != MT_ACT_GELU) return unsupported(r, "model.activation", "swiglu");
+        if (!c->tie_embeddings)
+            return unsupported(r, "model.tie_embeddings", "false: GPT-2's output layer is the word embedding");
+        if (!c->bias) return unsupported(r, "model.bias", "false: GPT-2's layers all have biases");
+        if (c->kv_heads > 0 && c->kv_heads != c->heads)
+            return unsupported(r, "model.kv_heads", "%d of %d heads: GPT-2 has no grouped-query attention",
+                               c->kv_heads, c->heads);
+    } else {
+        if (c->position != MT_POS_ROPE) return unsupported(r, "model.position", "learned");
+        if (c->norm != MT_NORM_RMSNORM) return unsupported(r, "model.norm", "layernorm");
+        if (c->activation != MT_ACT_SWIGLU)
+            return unsupported(r, "model.activation", "gelu: Llama's MLP is the gated down(silu(gate) * up)");
+    }
+    m->arch = c->arch;
+    m->L = c->layers;
+    m->C = c->hidden;
+    m->H = c->heads;
+    m->KV = c->kv_heads > 0 ? c->kv_heads : c->heads;
+    m->D = c->heads > 0 ? c->hidden / c->heads : 0;
+    m->F = c->ffn_hidden > 0 ? c->ffn_hidden : 4 * c->hidden;
+    m->V = c->vocab;
+    m->max_pos = c->max_position > 0 ? c->max_position : c->seq_length;
+    m->tied = c->tie_embeddings;
+    m->bias = c->bias;
+    m->norm_eps = c->norm_eps;
+    m->rope_theta = c->rope_theta;
+    m->init_std = c->init_std;
+    m->bos = m->eos = -1;
+    if (m->L <= 0 || m->C <= 0 || m->H <= 0 || m->D * m->H != m->C || m->V <= 0 || m->max_pos <= 0 ||
+        m->KV <= 0 || m->H % m->KV)
+        return mt_errorf(MT_ERR_CONFIG, "hf export: invalid model dimensions in the recipe (layers %d, hidden %d, "
+                         "heads %d, kv_heads %d, vocab %d)", m->L, m->C, m->H, m->KV, m->V);
+    return MT_OK;
+}
+
+typedef struct {
+    mt_hf_tensor *out;
+    int max, n;
+} plan_ctx;
+
+static void add(plan_ctx *p, const char *src, int layer, int r0, int nr, int c0, int nc, int transpose, int n_dims,
+                const char *fmt, ...) __attribute__((format(printf, 10, 11)));
+static void add(plan_ctx *p, const char *src, int layer, int r0, int nr, int c0, int nc, int transpose, int n_dims,
+                const char *fmt, ...) {
+    if (p->out && p->n < p->max) {
+        mt_hf_tensor *t = &p->out[p->n];
+        memset(t, 0, sizeof *t);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(t->name, sizeof t->name, fmt, ap);
+        va_end(ap);
+        t->src = src;
+        t->layer = layer;
+        t->r0 = r0, t->nr = nr, t->c0 = c0, t->nc = nc;
+        t->transpose = transpose;
+        t->n_dims = n_dims;
+        if (n_dims == 1) {
+            t->shape[0] = (int64_t)nr * nc;
+        } else {
+            t->shape[0] = transpose ? nc : nr;
+            t->shape[1] = transpose ? nr : nc;
+        }
+    }
+    p->n++;
+}
+
+/* a whole (1, n) vector of each layer */
+#define VEC_LAYERS(src, n, ...)                                                  \
+    for (int l = 0; l < m->L; l++) add(&p, src, l, 0, 1, 0, n, 0, 1, __VA_ARGS__)
+
+static void plan_gpt(const mt_hf_model *m, plan_ctx *pp) {
+    plan_ctx p = *pp;
+    const int C = m->C, F = m->F, Q = m->H * m->D;
+    add(&p, "wte", 0, 0, m->V, 0, C, 0, 2, "transformer.wte.weight");
+    add(&p, "wpe", 0, 0, m->max_pos, 0, C, 0, 2, "transformer.wpe.weight");
+    VEC_LAYERS("ln1_w", C, "transformer.h.%d.ln_1.weight", l);
+    VEC_LAYERS("ln1_b", C, "transformer.h.%d.ln_1.bias", l);
+    for (int l = 0; l < m->L; l++) add(&p, "qkv_w", l, 0, 3 * Q, 0, C, 1, 2, "transformer.h.%d.attn.c_attn.weight", l);
+    VEC_LAYERS("qkv_b", 3 * Q, "transformer.h.%d.attn.c_attn.bias", l);
+    for (int l = 0; l < m->L; l++) add(&p, "proj_w", l, 0, C, 0, Q, 1, 2, "transformer.h.%d.attn.c_proj.weight", l);
+    VEC_LAYERS("proj_b", C, "transformer.h.%d.attn.c_proj.bias", l);
+    VEC_LAYERS("ln2_w", C, "transformer.h.%d.ln_2.weight", l);
+    VEC_LAYERS("ln2_b", C, "transformer.h.%d.ln_2.bias", l);
+    for (int l = 0; l < m->L; l++) add(&p, "fc_w", l, 0, F, 0, C, 1, 2, "transformer.h.%d.mlp.c_fc.weight", l);
+    VEC_LAYERS("fc_b", F, "transformer.h.%d.mlp.c_fc.bias", l);
+    for (int l = 0; l < m->L; l++) add(&p, "fcproj_w", l, 0, C, 0, F, 1, 2, "transformer.h.%d.mlp.c_proj.weight", l);
+    VEC_LAYERS("fcproj_b", C, "transformer.h.%d.mlp.c_proj.bias", l);
+    add(&p, "lnf_w", 0, 0, 1, 0, C, 0, 1, "transformer.ln_f.weight");
+    add(&p, "lnf_b", 0, 0, 1, 0, C, 0, 1, "transformer.ln_f.bias");
+    *pp = p;
+}
+
+static void plan_llama(const mt_hf_model *m, plan_ctx *pp) {
+    plan_ctx p = *pp;
+    const int C = m->C, F = m->F, Q = m->H * m->D, K = m->KV * m->D;
+    const char *const pre = "model.layers";
+    add(&p, "wte", 0, 0, m->V, 0, C, 0, 2, "model.embed_tokens.weight");
+    VEC_LAYERS("ln1_w", C, "%s.%d.input_layernorm.weight", pre, l);
+    for (int l = 0; l < m->L; l++) {
+        add(&p, "qkv_w", l, 0, Q, 0, C, 0, 2, "%s.%d.self_attn.q_proj.weight", pre, l);
+        add(&p, "qkv_w", l, Q, K, 0, C, 0, 2, "%s.%d.self_attn.k_proj.weight", pre, l);
+        add(&p, "qkv_w", l, Q + K, K, 0, C, 0, 2, "%s.%d.self_attn.v_proj.weight", pre, l);
+    }
+    if (m->bias)
+        for (int l = 0; l < m->L; l++) {
+            add(&p, "qkv_b", l, 0, 1, 0, Q, 0, 1, "%s.%d.self_attn.q_proj.bias", pre, l);
+            add(&p, "qkv_b", l, 0, 1, Q, K, 0, 1, "%s.%d.self_attn.k_proj.bias", pre, l);
+            add(&p, "qkv_b", l, 0, 1, Q + K, K, 0, 1, "%s.%d.self_attn.v_proj.bias", pre, l);
+        }
+    for (int l = 0; l < m->L; l++) add(&p, "proj_w", l, 0, C, 0, Q, 0, 2, "%s.%d.self_attn.o_proj.weight", pre, l);
+    if (m->bias) VEC_LAYERS("proj_b", C, "%s.%d.self_attn.o_proj.bias", pre, l);
+    VEC_LAYERS("ln2_w", C, "%s.%d.post_attention_layernorm.weight", pre, l);
+    for (int l = 0; l < m->L; l++) {
+        add(&p, "fc_w", l, 0, F, 0, C, 0, 2, "%s.%d.mlp.gate_proj.weight", pre, l);
+        add(&p, "fc_w", l, F, F, 0, C, 0, 2, "%s.%d.mlp.up_proj.weight", pre, l);
+    }
+    if (m->bias)
+        for (int l = 0; l < m->L; l++) {
+            add(&p, "fc_b", l, 0, 1, 0, F, 0, 1, "%s.%d.mlp.gate_proj.bias", pre, l);
+            add(&p, "fc_b", l, 0, 1, F, F, 0, 1, "%s.%d.mlp.up_proj.bias", pre, l);
+        }
+    for (int l = 0; l < m->L; l++) add(&p, "fcproj_w", l, 0, C, 0, F, 0, 2, "%s.%d.mlp.down_proj.weight", pre, l);
+    if (m->bias) VEC_LAYERS("fcproj_b", C, "%s.%d.mlp.down_proj.bias", pre, l);
+    add(&p, "lnf_w", 0, 0, 1, 0, C, 0, 1, "model.norm.weight");
+    if (!m->tied) add(&p, "lm_head", 0, 0, m->V, 0, C, 0, 2, "lm_head.weight");
+    *pp = p;
+}
+
+int mt_hf_plan(const mt_hf_model *m, mt_hf_tensor *out, int max) {
+    plan_ctx p = {.out = out, .max = out ? max : 0, .n = 0};
+    if (m->arch == MT_ARCH_GPT)
+        plan_gpt(m, &p);
+    else
+        plan_llama(m, &p);
+    return p.n;
+}
+
+int mt_hf_source_shape(const mt_hf_model *m, const char *src, int64_t *layers, int64_t *rows, int64_t *cols) {
+    const int64_t C = m->C, F = m->F, Q = (int64_t)m->H * m->D, K = (int64_t)m->KV * m->D;
+    const int gpt = m->arch == MT_ARCH_GPT, b = m->bias, fcr = gpt ? F : 2 * F;
+    const struct {
+        const char *name;
+        int present, stacked;
+        int64_t rows, cols;
+    } tab[] = {
+        {"wte", 1, 0, m->V, C},           {"wpe", gpt, 0, m->max_pos, C},  {"ln1_w", 1, 1, 1, C},
+        {"ln1_b", gpt, 1, 1, C},          {"qkv_w", 1, 1, Q + 2 * K, C},   {"qkv_b", b, 1, 1, Q + 2 * K},
+        {"proj_w", 1, 1, C, Q},           {"proj_b", b, 1, 1, C},          {"ln2_w", 1, 1, 1, C},
+        {"ln2_b", gpt, 1, 1, C},          {"fc_w", 1, 1, fcr, C},          {"fc_b", b, 1, 1, fcr},
+        {"fcproj_w", 1, 1, C, F},         {"fcproj_b", b, 1, 1, C},        {"lnf_w", 1, 0, 1, C},
+        {"lnf_b", gpt, 0, 1, C},          {"lm_head", !m->tied, 0, m->V, C},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (!strcmp(tab[i].name, src)) {
+            if (!tab[i].present) return 0;
+            *layers = tab[i].stacked ? m->L : 1;
+            *rows = tab[i].rows;
+            *cols = tab[i].cols;
+            return 1;
+        }
+    return 0;
+}
+
+void mt_hf_extract(const mt_hf_tensor *t, const float *layer_data, int64_t cols, float *out) {
+    const int64_t nr = t->nr, nc = t->nc, B = 32;
+    const float *src = layer_data + (size_t)t->r0 * (size_t)cols + t->c0;
+    if (!t->transpose) {
+        for (int64_t i = 0; i < nr; i++) memcpy(out + (size_t)i * nc, src + (size_t)i * cols, (size_t)nc * sizeof *out);
+        return;
+    }
+    for (int64_t i0 = 0; i0 < nr; i0 += B) /* in 32 x 32 tiles: both sides stay in cache */
+        for (int64_t j0 = 0; j0 < nc; j0 += B) {
+            const int64_t i1 = i0 + B < nr ? i0 + B : nr, j1 = j0 + B < nc ? j0 + B : nc;
+            for (int64_t j = j0; j < j1; j++)
+                for (int64_t i = i0; i < i1; i++) out[(size_t)j * nr + i] = src[(size_t)i * cols + j];
+        }
+}
+
+void mt_hf_convert(const float *in, size_t n, mt_dtype dt, void *out) {
+    if (dt == MT_F32) {
+        memcpy(out, in, n * 4);
+        return;
+    }
+    uint16_t *o = out;
+    for (size_t i = 0; i < n; i++) o[i] = mt_f32_to_bf16(in[i]);
+}
+
+int mt_hf_shard_plan(const uint64_t *bytes, int n, uint64_t max_bytes, int *shard_of) {
+    int shard = -1;
+    uint64_t cur = 0;
+    for (int i = 0; i < n; i++) {
+        if (shard < 0 || bytes[i] > max_bytes || cur + bytes[i] > max_bytes || cur > max_bytes) {
+            shard++;
+            cur = 0;
+        }
+        shard_of[i] = shard;
+        cur += bytes[i];
+    }
+    return shard + 1;
+}
+
+mt_status mt_hf_parse_size(const char *text, uint64_t *bytes) {
+    static const struct {
+        const char *unit;
+        uint64_t mult;
+    } units[] = {{"", 1},           {"B", 1},          {"KB", 1000ull},      {"MB", 1000000ull},
+                 {"GB", 1000000000ull}, {"TB", 1000000000000ull}, {"KIB", 1ull << 10}, {"MIB", 1ull << 20},
+                 {"GIB", 1ull << 30}, {"TIB", 1ull << 40}};
+    char *end = NULL;
+    errno = 0;
+    const double v = strtod(text, &end);
+    if (end == text || errno || !(v > 0)) goto bad;
+    while (*end == ' ') end++;
+    char unit[8] = "";
+    size_t k = 0;
+    for (; end[k] && k < sizeof unit - 1; k++) unit[k] = (char)toupper((unsigned char)end[k]);
+    unit[k] = 0;
+    if (end[k]) goto bad;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(unit, units[i].unit)) {
+            const double b = v * (double)units[i].mult;
+            if (b < 1 || b > 1.8e19) goto bad;
+            *bytes = (uint64_t)b;
+            return MT_OK;
+        }
+bad:
+    return mt_errorf(MT_ERR_CONFIG, "--max-shard-size %s: expected a positive size in bytes, optionally with a unit "
+                     "(KB, MB, GB = 10^3, 10^6, 10^9 as Hugging Face's; KiB, MiB, GiB = 2^10, 2^20, 2^30), e.g. 5GB",
+                     text);
+}

@@ -1,0 +1,307 @@
+/* hf_import.c — mt_hf_import of hf_import.h: config.json checked against the recipe, the weight
+ * files mapped and their headers parsed (core/ckpt/safetensors.h), each tensor of the export plan
+ * found, converted to fp32 (F32, BF16, F16) and inserted into its mtrain tensor, coverage counted,
+ * then one one-rank save written. */
+#include "core/ckpt/hf_import.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/ckpt/ckpt_single.h"
+#include "core/ckpt/hf_export.h"
+#include "core/ckpt/safetensors.h"
+#include "core/clock.h"
+#include "core/json_tree.h"
+#include "core/model/model_layout.h"
+
+#define MAX_FILES 256
+
+typedef struct {
+    char name[256];
+    const uint8_t *data;
+    size_t n_bytes;
+    mt_st_header hdr;
+} hf_file;
+
+typedef struct {
+    const char *dir;
+    hf_file files[MAX_FILES];
+    int n_files;
+} hf_model_files;
+
+static mt_status map_one(hf_model_files *h, const char *name) {
+    for (int i = 0; i < h->n_files; i++)
+        if (!strcmp(h->files[i].name, name)) return MT_OK;
+    if (h->n_files == MAX_FILES) return mt_errorf(MT_ERR_UNSUPPORTED, "%s: more than %d weight files", h->dir, MAX_FILES);
+    hf_file *f = &h->files[h->n_files];
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", h->dir, name);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return mt_errorf(MT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) || sb.st_size < 8) {
+        close(fd);
+        return mt_errorf(MT_ERR_DATA, "%s: %lld bytes: not a safetensors file", path, (long long)sb.st_size);
+    }
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return mt_errorf(MT_ERR_IO, "%s: cannot map: %s", path, strerror(errno));
+    f->data = p;
+    f->n_bytes = (size_t)sb.st_size;
+    h->n_files++;
+    return mt_st_parse(f->data, f->n_bytes, path, &f->hdr);
+}
+
+static void unmap_all(hf_model_files *h) {
+    for (int i = 0; i < h->n_files; i++) {
+        if (h->files[i].data) munmap((void *)h->files[i].data, h->files[i].n_bytes);
+        mt_st_header_free(&h->files[i].hdr);
+    }
+    h->n_files = 0;
+}
+
+/* model.safetensors, or every file the index names */
+static mt_status open_weights(hf_model_files *h) {
+    mt_status st = MT_OK;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", h->dir);
+    struct stat sb;
+    if (stat(path, &sb) != 0) return map_one(h, "model.safetensors");
+    mt_json_doc doc;
+    MT_CHECK(mt_json_doc_load(&doc, path));
+    const mt_json_node *wm = mt_json_get(doc.root, "weight_map");
+    if (!wm || wm->type != MT_JSON_OBJECT) {
+        st = mt_errorf(MT_ERR_DATA, "%s: no \"weight_map\" object", path);
+    } else {
+        for (size_t i = 0; i < wm->n_items && st == MT_OK; i++) {
+            const mt_json_node *v = &wm->items[i];
+            if (v->type != MT_JSON_STRING || strchr(v->str, '/') || v->str[0] == '.')
+                st = mt_errorf(MT_ERR_DATA, "%s: weight_map[\"%s\"] is not a file name in the folder", path, v->key);
+            else
+                st = map_one(h, v->str);
+        }
+    }
+    mt_json_doc_free(&doc);
+out:
+    return st;
+}
+
+static const mt_st_entry *find_entry(const hf_model_files *h, const char *name, const hf_file **file) {
+    for (int i = 0; i < h->n_files; i++) {
+        const mt_st_entry *e = mt_st_find(&h->files[i].hdr, name);
+        if (e) {
+            *file = &h->files[i];
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static float half_to_f32(uint16_t x) {
+    const int s = x >> 15, e = (x >> 10) & 31, m = x & 1023;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+    return s ? -v : v;
+}
+
+/* config.json against the model the recipe describes */
+static mt_status check_config(const char *dir, const mt_hf_model *m, const char *recipe) {
+    mt_status st = MT_OK;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    mt_json_doc doc;
+    MT_CHECK(mt_json_doc_load(&doc, path));
+    const mt_json_node *root = doc.root;
+    const mt_json_node *mt = mt_json_get(root, "model_type");
+    const char *want_type = m->arch == MT_ARCH_LLAMA ? "llama" : "gpt2";
+    if (!mt || mt->type != MT_JSON_STRING || strcmp(mt->str, want_type)) {
+        st = mt_errorf(MT_ERR_CONFIG, "%s: model_type is %s%s%s; the recipe %s (model.arch) needs \"%s\"", path,
+                       mt && mt->type == MT_JSON_STRING ? "\"" : "", mt && mt->type == MT_JSON_STRING ? mt->str : "missing",
+                       mt && mt->type == MT_JSON_STRING ? "\"" : "", recipe, want_type);
+        goto done;
+    }
+    const int gpt = m->arch != MT_ARCH_LLAMA;
+    struct {
+        const char *hf, *key;
+        int want;
+    } f[] = {{gpt ? "n_layer" : "num_hidden_layers", "model.layers", m->L},
+             {gpt ? "n_embd" : "hidden_size", "model.hidden", m->C},
+             {gpt ? "n_head" : "num_attention_heads", "model.heads", m->H},
+             {gpt ? NULL : "num_key_value_heads", "model.kv_heads", m->KV},
+             {gpt ? "n_inner" : "intermediate_size", "model.ffn_hidden", m->F},
+             {"vocab_size", "model.vocab", m->V},
+             {gpt ? "n_positions" : "max_position_embeddings", "model.max_position", m->max_pos}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (!f[i].hf) continue;
+        const mt_json_node *v = mt_json_get(root, f[i].hf);
+        if (gpt && !strcmp(f[i].hf, "n_inner") && (!v || v->type == MT_JSON_NULL)) {
+            if (m->F == 4 * m->C) continue; /* GPT-2's default 4 x n_embd */
+        }
+        if (!v || !v->is_integer || v->integer != f[i].want) {
+            st = mt_errorf(MT_ERR_CONFIG, "%s: %s is %lld, the recipe %s has %s = %d: give a recipe of this model",
+                           path, f[i].hf, v && v->is_integer ? (long long)v->integer : -1LL, recipe, f[i].key, f[i].want);
+            goto done;
+        }
+    }
+    if (!gpt) {
+        const mt_json_node *t = mt_json_get(root, "tie_word_embeddings");
+        const int tied = t && t->type == MT_JSON_TRUE;
+        if (tied != m->tied) {
+            st = mt_errorf(MT_ERR_CONFIG, "%s: tie_word_embeddings is %s, the recipe %s has model.tie_embeddings = %s",
+                           path, tied ? "true" : "false", recipe, m->tied ? "true" : "false");
+            goto done;
+        }
+    }
+done:
+    mt_json_doc_free(&doc);
+out:
+    return st;
+}
+
+/* the inverse of mt_hf_extract: t's values (in its HF shape) into its block of the layer slice */
+static void insert(const mt_hf_tensor *t, const float *in, int64_t cols, float *layer_data, uint8_t *seen,
+                   uint64_t *twice) {
+    for (int i = 0; i < t->nr; i++)
+        for (int j = 0; j < t->nc; j++) {
+            const size_t d = (size_t)(t->r0 + i) * (size_t)cols + (size_t)(t->c0 + j);
+            const float v = t->transpose ? in[(size_t)j * t->nr + i] : in[(size_t)i * t->nc + j];
+            *twice += seen[d];
+            seen[d] = 1;
+            layer_data[d] = v;
+        }
+}
+
+mt_status mt_hf_import(const mt_hf_import_opts *o, const mt_recipe *r_in, int *n_tensors, double *seconds) {
+    mt_status st = MT_OK;
+    const double t0 = mt_clock_s();
+    static mt_recipe r;
+    mt_hf_model m;
+    mt_param_layout pl;
+    hf_model_files h;
+    memset(&h, 0, sizeof h);
+    h.dir = o->input;
+    float *tensors[MT_MAX_PARAM_TENSORS] = {0};
+    uint8_t *seen[MT_MAX_PARAM_TENSORS] = {0};
+    mt_hf_tensor *plan = NULL;
+    float *scratch = NULL;
+    r = *r_in; /* one rank: the layout of the save */
+    r.parallel.tensor = r.parallel.pipeline = r.parallel.virtual_pipeline = r.parallel.context = 1;
+    r.parallel.expert = 1;
+    r.parallel.data = 1;
+    r.parallel.sequence_parallel = 0;
+    r.parallel.distributed_optimizer = 0;
+    MT_CHECK(mt_recipe_validate(&r, 1));
+    MT_CHECK(mt_hf_model_from_recipe(&r, &m));
+    MT_CHECK(check_config(o->input, &m, r.origin.file[0] ? r.origin.file : "recipe"));
+    MT_CHECK(mt_param_layout_build(&r, &pl));
+    MT_CHECK(open_weights(&h));
+    for (int ti = 0; ti < pl.n_tensors; ti++) {
+        const size_t n = (size_t)pl.t[ti].n_layers * pl.t[ti].full_rows * pl.t[ti].full_cols;
+        tensors[ti] = calloc(n ? n : 1, sizeof(float));
+        seen[ti] = calloc(n ? n : 1, 1);
+        if (!tensors[ti] || !seen[ti]) {
+            st = mt_errorf(MT_ERR_OOM, "import: tensor %s (%zu elements)", pl.t[ti].name, n);
+            goto out;
+        }
+    }
+    const int n_plan = mt_hf_plan(&m, NULL, 0);
+    plan = calloc((size_t)n_plan, sizeof *plan);
+    if (!plan) {
+        st = mt_errorf(MT_ERR_OOM, "import: %d tensors", n_plan);
+        goto out;
+    }
+    mt_hf_plan(&m, plan, n_plan);
+    size_t max_n = 0;
+    for (int k = 0; k < n_plan; k++)
+        if ((size_t)plan[k].nr * plan[k].nc > max_n) max_n = (size_t)plan[k].nr * plan[k].nc;
+    scratch = malloc((max_n ? max_n : 1) * sizeof *scratch);
+    if (!scratch) {
+        st = mt_errorf(MT_ERR_OOM, "import: %zu floats", max_n);
+        goto out;
+    }
+    int n_found = 0;
+    for (int k = 0; k < n_plan; k++) {
+        const mt_hf_tensor *t = &plan[k];
+        const hf_file *file = NULL;
+        const mt_st_entry *e = find_entry(&h, t->name, &file);
+        if (!e) {
+            st = mt_errorf(MT_ERR_DATA, "%s: no tensor %s in the weight files: not a %s checkpoint of this shape",
+                           o->input, t->name, m.arch == MT_ARCH_LLAMA ? "LlamaForCausalLM" : "GPT2LMHeadModel");
+            goto out;
+        }
+        int shape_ok = e->n_dims == t->n_dims;
+        for (int d = 0; shape_ok && d < t->n_dims; d++) shape_ok = e->shape[d] == t->shape[d];
+        if (!shape_ok) {
+            st = mt_errorf(MT_ERR_DATA, "%s/%s: tensor %s has shape [%lld%s%lld], expected [%lld, %lld]", o->input,
+                           file->name, t->name, (long long)e->shape[0], e->n_dims > 1 ? ", " : "",
+                           e->n_dims > 1 ? (long long)e->shape[1] : 0LL, (long long)t->shape[0],
+                           (long long)(t->n_dims > 1 ? t->shape[1] : 1));
+            goto out;
+        }
+        const size_t n = (size_t)t->nr * t->nc;
+        const uint8_t *src = file->data + e->begin;
+        if (!strcmp(e->dtype, "F32")) {
+            memcpy(scratch, src, n * 4);
+        } else if (!strcmp(e->dtype, "BF16") || !strcmp(e->dtype, "F16")) {
+            const int bf = !strcmp(e->dtype, "BF16");
+            for (size_t i = 0; i < n; i++) {
+                uint16_t b;
+                memcpy(&b, src + 2 * i, 2);
+                scratch[i] = bf ? mt_bf16_to_f32(b) : half_to_f32(b);
+            }
+        } else {
+            st = mt_errorf(MT_ERR_UNSUPPORTED, "%s/%s: tensor %s is %s; import reads F32, BF16 and F16", o->input,
+                           file->name, t->name, e->dtype);
+            goto out;
+        }
+        int ti = -1;
+        for (int j = 0; j < pl.n_tensors; j++)
+            if (!strcmp(pl.t[j].name, t->src)) ti = j;
+        if (ti < 0) {
+            st = mt_errorf(MT_ERR_INTERNAL, "import: the plan's source %s is not in the layout", t->src);
+            goto out;
+        }
+        const size_t slice = (size_t)pl.t[ti].full_rows * pl.t[ti].full_cols;
+        uint64_t twice = 0;
+        insert(t, scratch, pl.t[ti].full_cols, tensors[ti] + (size_t)t->layer * slice, seen[ti] + (size_t)t->layer * slice,
+               &twice);
+        if (twice) {
+            st = mt_errorf(MT_ERR_INTERNAL, "import: %s overlaps another tensor's block of %s", t->name, t->src);
+            goto out;
+        }
+        n_found++;
+    }
+    /* coverage: everything but the vocabulary padding came from exactly one HF tensor */
+    for (int ti = 0; ti < pl.n_tensors; ti++) {
+        const mt_param_tensor *t = &pl.t[ti];
+        const int vocab = ti == pl.idx.wte || ti == pl.idx.lm_head;
+        for (int l = 0; l < t->n_layers; l++)
+            for (int i = 0; i < (vocab ? pl.V : t->full_rows); i++)
+                for (int j = 0; j < t->full_cols; j++)
+                    if (!seen[ti][((size_t)l * t->full_rows + i) * t->full_cols + j]) {
+                        st = mt_errorf(MT_ERR_DATA, "%s: no Hugging Face tensor fills %s[%d][%d][%d]", o->input, t->name,
+                                       l, i, j);
+                        goto out;
+                    }
+    }
+    MT_CHECK(mt_ckpt_save_single(o->save, &r, &pl, 0, (const float *const *)tensors));
+    *n_tensors = n_found;
+    *seconds = mt_clock_s() - t0;
+out:
+    for (int ti = 0; ti < MT_MAX_PARAM_TENSORS; ti++) {
+        free(tensors[ti]);
+        free(seen[ti]);
+    }
+    free(plan);
+    free(scratch);
+    unmap_all(&h);
+    return st;
+}

@@ -1,0 +1,906 @@
+/* test_hf_export.c — the Hugging Face export mapping (core/ckpt/hf_export.h).
+ * 1. Pure mapping on arrays of known values (value = f(layer, row, col)): every output name and
+ *    shape, GPT-2's Conv1D transposes, Llama's q/k/v row split with grouped-query attention,
+ *    gate/up halves, the bias splits, vocabulary padding dropped; bf16 rounding; sharding; sizes;
+ *    config JSON; recipes transformers cannot express, named by key.
+ * 2. A save written here by hand (bf16 `weight` pieces cut at flat ranges, fp32 `master` pieces
+ *    cut by rows, as a bf16 run saves them): ckpt_global.h reads both kinds back exactly; the whole
+ *    export (mt_hf_export) writes the master values, not the bf16 weights; pieces that cover
+ *    elements twice are an error that leaves no output folder.
+ * 3. Semantics: a small mtrain model (gpt; llama with GQA, untied; llama with biases) with random
+ *    weights everywhere (padding rows included) runs its forward on mtrain's CPU backend; its
+ *    weights go through the mapping, and a reference forward written from transformers' modeling
+ *    code (GPT2: Conv1D x W + b, gelu_new; Llama: x W^T, rotate_half RoPE, repeat_kv,
+ *    silu(gate) * up, RMSNorm) on the mapped tensors alone gives the same loss. Negative controls
+ *    (gate/up swapped, c_proj not transposed, interleaved RoPE) must change it, so the
+ *    comparison can fail. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/backend.h"
+#include "core/ckpt/ckpt_files.h"
+#include "core/ckpt/ckpt_global.h"
+#include "core/ckpt/hf_export.h"
+#include "core/ckpt/safetensors.h"
+#include "core/file_read.h"
+#include "core/json_tree.h"
+#include "core/rng.h"
+#include "test/test.h"
+#include "train/model.h"
+
+/* ---------- 1. the pure mapping ---------- */
+
+static mt_hf_model small(mt_arch arch) {
+    mt_hf_model m = {.arch = arch, .L = 3, .C = 12, .H = 4, .KV = arch == MT_ARCH_LLAMA ? 2 : 4, .D = 3, .F = 20,
+                     .V = 37, .max_pos = 9, .tied = arch == MT_ARCH_GPT, .bias = arch == MT_ARCH_GPT,
+                     .norm_eps = 1e-5f, .rope_theta = 10000.0f, .init_std = 0.02f, .bos = 36, .eos = 36};
+    return m;
+}
+
+static float val(int l, int r, int c) { return (float)(l * 1000000 + r * 1000 + c); }
+
+/* a source tensor (layers, rows, cols) of known values */
+static float *source(int64_t layers, int64_t rows, int64_t cols) {
+    float *s = malloc((size_t)(layers * rows * cols) * sizeof *s);
+    for (int64_t l = 0; l < layers; l++)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) s[(l * rows + r) * cols + c] = val((int)l, (int)r, (int)c);
+    return s;
+}
+
+static const mt_hf_tensor *find(const mt_hf_tensor *p, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(p[i].name, name)) return &p[i];
+    return NULL;
+}
+
+/* extracts t from a known-values source whose rows are padded by `pad` (vocab tensors) */
+static float *extract(const mt_hf_model *m, const mt_hf_tensor *t, int pad) {
+    int64_t l, r, c;
+    if (!mt_hf_source_shape(m, t->src, &l, &r, &c)) return NULL;
+    r += pad;
+    float *s = source(l, r, c), *o = malloc((size_t)t->nr * t->nc * sizeof *o);
+    mt_hf_extract(t, s + (size_t)t->layer * r * c, c, o);
+    free(s);
+    return o;
+}
+
+/* out[i][j] of a 2-D HF tensor == source value at (layer, row(i, j), col(i, j)) */
+#define CHECK_BLOCK(m, plan, n, name, pad, ROW, COL)                                                       \
+    do {                                                                                                   \
+        const mt_hf_tensor *t_ = find(plan, n, name);                                                     \
+        CHECKF(t_ != NULL, "%s missing", name);                                                            \
+        if (!t_) break;                                                                                    \
+        float *o_ = extract(m, t_, pad);                                                                   \
+        const int64_t R_ = t_->n_dims == 2 ? t_->shape[0] : 1, K_ = t_->n_dims == 2 ? t_->shape[1] : t_->shape[0]; \
+        int bad_ = 0;                                                                                      \
+        for (int64_t i = 0; i < R_; i++)                                                                   \
+            for (int64_t j = 0; j < K_; j++)                                                               \
+                bad_ += o_[i * K_ + j] != val(t_->layer, (int)(ROW), (int)(COL));                          \
+        CHECKF(bad_ == 0, "%s: %d of %lld values are not the expected source elements", name, bad_,       \
+               (long long)(R_ * K_));                                                                      \
+        free(o_);                                                                                          \
+    } while (0)
+
+static void check_shape(const mt_hf_tensor *p, int n, const char *name, int n_dims, int64_t a, int64_t b) {
+    const mt_hf_tensor *t = find(p, n, name);
+    CHECKF(t != NULL, "%s missing", name);
+    if (!t) return;
+    CHECKF(t->n_dims == n_dims && t->shape[0] == a && (n_dims == 1 || t->shape[1] == b), "%s: shape (%lld, %lld)",
+           name, (long long)t->shape[0], n_dims == 2 ? (long long)t->shape[1] : -1LL);
+}
+
+static void test_gpt_mapping(void) {
+    const mt_hf_model m = small(MT_ARCH_GPT);
+    const int n = mt_hf_plan(&m, NULL, 0);
+    CHECK(n == 2 + 12 * m.L + 2);
+    mt_hf_tensor *p = calloc((size_t)n, sizeof *p);
+    CHECK(mt_hf_plan(&m, p, n) == n);
+    for (int i = 0; i < n; i++) {
+        CHECKF(find(p, i, p[i].name) == NULL, "%s listed twice", p[i].name);
+        CHECKF(strncmp(p[i].name, "lm_head", 7), "tied GPT-2 has no %s", p[i].name);
+    }
+    const int C = 12, F = 20, V = 37;
+    check_shape(p, n, "transformer.wte.weight", 2, V, C);
+    check_shape(p, n, "transformer.wpe.weight", 2, 9, C);
+    check_shape(p, n, "transformer.h.2.ln_1.weight", 1, C, 0);
+    check_shape(p, n, "transformer.h.2.attn.c_attn.weight", 2, C, 3 * C);
+    check_shape(p, n, "transformer.h.2.attn.c_attn.bias", 1, 3 * C, 0);
+    check_shape(p, n, "transformer.h.0.attn.c_proj.weight", 2, C, C);
+    check_shape(p, n, "transformer.h.1.mlp.c_fc.weight", 2, C, F);
+    check_shape(p, n, "transformer.h.1.mlp.c_fc.bias", 1, F, 0);
+    check_shape(p, n, "transformer.h.1.mlp.c_proj.weight", 2, F, C);
+    check_shape(p, n, "transformer.h.1.mlp.c_proj.bias", 1, C, 0);
+    check_shape(p, n, "transformer.ln_f.bias", 1, C, 0);
+    CHECK(find(p, n, "transformer.h.3.ln_1.weight") == NULL);
+    /* values: wte rows [0, V) of a padded (V + 91)-row source; Conv1D weights are W^T */
+    CHECK_BLOCK(&m, p, n, "transformer.wte.weight", 91, i, j);
+    CHECK_BLOCK(&m, p, n, "transformer.wpe.weight", 0, i, j);
+    CHECK_BLOCK(&m, p, n, "transformer.h.2.attn.c_attn.weight", 0, j, i);
+    CHECK_BLOCK(&m, p, n, "transformer.h.1.attn.c_attn.bias", 0, 0, j);
+    CHECK_BLOCK(&m, p, n, "transformer.h.0.attn.c_proj.weight", 0, j, i);
+    CHECK_BLOCK(&m, p, n, "transformer.h.2.mlp.c_fc.weight", 0, j, i);
+    CHECK_BLOCK(&m, p, n, "transformer.h.2.mlp.c_proj.weight", 0, j, i);
+    CHECK_BLOCK(&m, p, n, "transformer.h.1.ln_2.bias", 0, 0, j);
+    CHECK_BLOCK(&m, p, n, "transformer.ln_f.weight", 0, 0, j);
+    const mt_hf_tensor *t = find(p, n, "transformer.h.2.mlp.c_fc.weight");
+    CHECK(t && !strcmp(t->src, "fc_w") && t->layer == 2);
+    free(p);
+}
+
+static void test_llama_mapping(int bias, int tied) {
+    mt_hf_model m = small(MT_ARCH_LLAMA);
+    m.bias = bias;
+    m.tied = tied;
+    const int n = mt_hf_plan(&m, NULL, 0);
+    CHECKF(n == 1 + m.L * (bias ? 16 : 9) + 1 + !tied, "%d tensors", n);
+    mt_hf_tensor *p = calloc((size_t)n, sizeof *p);
+    CHECK(mt_hf_plan(&m, p, n) == n);
+    for (int i = 0; i < n; i++) CHECKF(find(p, i, p[i].name) == NULL, "%s listed twice", p[i].name);
+    const int C = 12, Q = 12, K = 6, F = 20, V = 37;
+    check_shape(p, n, "model.embed_tokens.weight", 2, V, C);
+    check_shape(p, n, "model.layers.1.input_layernorm.weight", 1, C, 0);
+    check_shape(p, n, "model.layers.1.self_attn.q_proj.weight", 2, Q, C);
+    check_shape(p, n, "model.layers.1.self_attn.k_proj.weight", 2, K, C);
+    check_shape(p, n, "model.layers.1.self_attn.v_proj.weight", 2, K, C);
+    check_shape(p, n, "model.layers.1.self_attn.o_proj.weight", 2, C, Q);
+    check_shape(p, n, "model.layers.2.mlp.gate_proj.weight", 2, F, C);
+    check_shape(p, n, "model.layers.2.mlp.up_proj.weight", 2, F, C);
+    check_shape(p, n, "model.layers.2.mlp.down_proj.weight", 2, C, F);
+    check_shape(p, n, "model.norm.weight", 1, C, 0);
+    CHECK((find(p, n, "lm_head.weight") != NULL) == !tied);
+    CHECK((find(p, n, "model.layers.0.self_attn.k_proj.bias") != NULL) == bias);
+    CHECK(find(p, n, "model.wpe.weight") == NULL && find(p, n, "model.layers.0.input_layernorm.bias") == NULL);
+    /* q / k / v are the row blocks [Q all heads; K all kv heads; V all kv heads]; gate / up the halves */
+    CHECK_BLOCK(&m, p, n, "model.embed_tokens.weight", 91, i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.2.self_attn.q_proj.weight", 0, i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.2.self_attn.k_proj.weight", 0, Q + i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.2.self_attn.v_proj.weight", 0, Q + K + i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.1.self_attn.o_proj.weight", 0, i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.1.mlp.gate_proj.weight", 0, i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.1.mlp.up_proj.weight", 0, F + i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.0.mlp.down_proj.weight", 0, i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.0.post_attention_layernorm.weight", 0, 0, j);
+    if (!tied) CHECK_BLOCK(&m, p, n, "lm_head.weight", 91, i, j);
+    if (bias) {
+        CHECK_BLOCK(&m, p, n, "model.layers.1.self_attn.q_proj.bias", 0, 0, j);
+        CHECK_BLOCK(&m, p, n, "model.layers.1.self_attn.k_proj.bias", 0, 0, Q + j);
+        CHECK_BLOCK(&m, p, n, "model.layers.1.self_attn.v_proj.bias", 0, 0, Q + K + j);
+        CHECK_BLOCK(&m, p, n, "model.layers.1.self_attn.o_proj.bias", 0, 0, j);
+        CHECK_BLOCK(&m, p, n, "model.layers.2.mlp.gate_proj.bias", 0, 0, j);
+        CHECK_BLOCK(&m, p, n, "model.layers.2.mlp.up_proj.bias", 0, 0, F + j);
+        CHECK_BLOCK(&m, p, n, "model.layers.2.mlp.down_proj.bias", 0, 0, j);
+    }
+    free(p);
+}
+
+static uint16_t bf(float f) {
+    uint16_t o;
+    mt_hf_convert(&f, 1, MT_BF16, &o);
+    return o;
+}
+static float bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void test_convert(void) {
+    CHECK(bf(1.0f) == 0x3f80);
+    CHECK(bf(-2.0f) == 0xc000);
+    CHECK(bf(bits(0x3f808000)) == 0x3f80); /* exactly half way, even below: stays */
+    CHECK(bf(bits(0x3f818000)) == 0x3f82); /* half way, odd below: up to even */
+    CHECK(bf(bits(0x3f808001)) == 0x3f81); /* just above half way: up */
+    CHECK(bf(bits(0x3f807fff)) == 0x3f80); /* just below: down */
+    CHECK(bf(bits(0xbf818000)) == 0xbf82); /* negative, same rule on the magnitude */
+    CHECK(bf(INFINITY) == 0x7f80 && bf(-INFINITY) == 0xff80);
+    const uint16_t nan = bf(NAN);
+    CHECK((nan & 0x7f80) == 0x7f80 && (nan & 0x7f));
+    float in[3] = {1.5f, -0.25f, 3.0f}, out[3];
+    mt_hf_convert(in, 3, MT_F32, out);
+    CHECK(!memcmp(in, out, sizeof in));
+}
+
+static void test_shards(void) {
+    int s[8];
+    const uint64_t a[] = {4, 4, 4};
+    CHECK(mt_hf_shard_plan(a, 3, 8, s) == 2 && s[0] == 0 && s[1] == 0 && s[2] == 1);
+    CHECK(mt_hf_shard_plan(a, 3, 12, s) == 1 && s[2] == 0); /* an exact fit stays in one */
+    const uint64_t b[] = {3, 10, 3, 3};                      /* 10 > max: alone */
+    CHECK(mt_hf_shard_plan(b, 4, 8, s) == 3 && s[0] == 0 && s[1] == 1 && s[2] == 2 && s[3] == 2);
+    const uint64_t c[] = {10, 10};
+    CHECK(mt_hf_shard_plan(c, 2, 8, s) == 2 && s[0] == 0 && s[1] == 1);
+    CHECK(mt_hf_shard_plan(a, 3, MT_HF_DEFAULT_SHARD_BYTES, s) == 1);
+    uint64_t v = 0;
+    CHECK(mt_hf_parse_size("5GB", &v) == MT_OK && v == 5000000000ull);
+    CHECK(mt_hf_parse_size("2GiB", &v) == MT_OK && v == 2ull << 30);
+    CHECK(mt_hf_parse_size("500mb", &v) == MT_OK && v == 500000000ull);
+    CHECK(mt_hf_parse_size("64KiB", &v) == MT_OK && v == 65536);
+    CHECK(mt_hf_parse_size("1000000", &v) == MT_OK && v == 1000000);
+    CHECK(mt_hf_parse_size("0", &v) == MT_ERR_CONFIG);
+    CHECK(mt_hf_parse_size("-3MB", &v) == MT_ERR_CONFIG);
+    CHECK(mt_hf_parse_size("5XB", &v) == MT_ERR_CONFIG);
+    CHECK(mt_hf_parse_size("lots", &v) == MT_ERR_CONFIG);
+    CHECK_STR_CONTAINS(mt_last_error(), "--max-shard-size lots");
+}
+
+static char *text_of(mt_status (*fn)(FILE *, const mt_hf_model *, const char *), const mt_hf_model *m,
+                     const char *arg) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    CHECK(fn(f, m, arg) == MT_OK);
+    fclose(f);
+    return buf;
+}
+
+static void float_text(float v, const char *want) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    mt_hf_json_float(f, v);
+    fclose(f);
+    CHECKF(!strcmp(buf, want), "%g written as %s, expected %s", (double)v, buf, want);
+    free(buf);
+}
+
+static const mt_json_node *get(const mt_json_node *o, const char *k, mt_json_type type) {
+    const mt_json_node *x = mt_json_get(o, k);
+    CHECKF(x && x->type == type, "config key %s missing or a %s", k, x ? mt_json_type_name(x->type) : "nothing");
+    return x;
+}
+static void check_int(const mt_json_node *o, const char *k, int64_t want) {
+    const mt_json_node *x = get(o, k, MT_JSON_NUMBER);
+    CHECKF(x && x->is_integer && x->integer == want, "config %s: expected %lld", k, (long long)want);
+}
+
+static void test_config(void) {
+    float_text(1e-5f, "1e-05");
+    float_text(1e-6f, "1e-06");
+    float_text(0.02f, "0.02");
+    float_text(10000.0f, "10000.0");
+    float_text(500000.0f, "500000.0");
+    mt_hf_model g = small(MT_ARCH_GPT), l = small(MT_ARCH_LLAMA);
+    char *gt = text_of(mt_hf_write_config, &g, "float32"), *lt = text_of(mt_hf_write_config, &l, "bfloat16");
+    mt_json_doc gd, ld;
+    CHECK(mt_json_doc_parse(&gd, gt, strlen(gt), "gpt config") == MT_OK);
+    CHECK(mt_json_doc_parse(&ld, lt, strlen(lt), "llama config") == MT_OK);
+    const mt_json_node *a = mt_json_get(gd.root, "architectures");
+    CHECK(a && a->type == MT_JSON_ARRAY && a->n_items == 1 && !strcmp(a->items[0].str, "GPT2LMHeadModel"));
+    CHECK(!strcmp(get(gd.root, "model_type", MT_JSON_STRING)->str, "gpt2"));
+    CHECK(!strcmp(get(gd.root, "activation_function", MT_JSON_STRING)->str, "gelu_new"));
+    check_int(gd.root, "vocab_size", 37);
+    check_int(gd.root, "n_positions", 9);
+    check_int(gd.root, "n_ctx", 9);
+    check_int(gd.root, "n_embd", 12);
+    check_int(gd.root, "n_layer", 3);
+    check_int(gd.root, "n_head", 4);
+    check_int(gd.root, "n_inner", 20);
+    check_int(gd.root, "eos_token_id", 36);
+    CHECK((float)get(gd.root, "layer_norm_epsilon", MT_JSON_NUMBER)->number == 1e-5f);
+    CHECK(get(gd.root, "resid_pdrop", MT_JSON_NUMBER)->number == 0.0);
+    get(gd.root, "tie_word_embeddings", MT_JSON_TRUE);
+    CHECK(!strcmp(get(gd.root, "torch_dtype", MT_JSON_STRING)->str, "float32"));
+    a = mt_json_get(ld.root, "architectures");
+    CHECK(a && a->n_items == 1 && !strcmp(a->items[0].str, "LlamaForCausalLM"));
+    CHECK(!strcmp(get(ld.root, "model_type", MT_JSON_STRING)->str, "llama"));
+    CHECK(!strcmp(get(ld.root, "hidden_act", MT_JSON_STRING)->str, "silu"));
+    check_int(ld.root, "num_key_value_heads", 2);
+    check_int(ld.root, "num_attention_heads", 4);
+    check_int(ld.root, "intermediate_size", 20);
+    check_int(ld.root, "max_position_embeddings", 9);
+    CHECK(get(ld.root, "rope_theta", MT_JSON_NUMBER)->number == 10000.0);
+    get(ld.root, "tie_word_embeddings", MT_JSON_FALSE);
+    get(ld.root, "attention_bias", MT_JSON_FALSE);
+    get(ld.root, "mlp_bias", MT_JSON_FALSE);
+    CHECK(!strcmp(get(ld.root, "torch_dtype", MT_JSON_STRING)->str, "bfloat16"));
+    mt_json_doc_free(&gd);
+    mt_json_doc_free(&ld);
+    free(gt);
+    free(lt);
+    char *tt = NULL;
+    size_t tn = 0;
+    FILE *tf = open_memstream(&tt, &tn);
+    CHECK(mt_hf_write_tokenizer_config(tf, &g, "GPT2Tokenizer", "<|endoftext|>") == MT_OK);
+    fclose(tf);
+    mt_json_doc td;
+    CHECK(mt_json_doc_parse(&td, tt, tn, "tokenizer config") == MT_OK);
+    CHECK(!strcmp(get(td.root, "tokenizer_class", MT_JSON_STRING)->str, "GPT2Tokenizer"));
+    CHECK(!strcmp(get(td.root, "eos_token", MT_JSON_STRING)->str, "<|endoftext|>"));
+    CHECK(!strcmp(get(td.root, "bos_token", MT_JSON_STRING)->str, "<|endoftext|>"));
+    CHECK(!strcmp(get(td.root, "unk_token", MT_JSON_STRING)->str, "<|endoftext|>"));
+    check_int(td.root, "model_max_length", 9);
+    mt_json_doc_free(&td);
+    free(tt);
+}
+
+/* a recipe transformers cannot express (refused): MT_ERR_UNSUPPORTED naming key; else accepted */
+static void check_refused(const char *arch, const char *key, const char *value, int refused) {
+    static mt_recipe r;
+    mt_recipe_defaults(&r);
+    CHECK(mt_recipe_set(&r, "model.arch", arch, "test") == MT_OK);
+    const char *dims[][2] = {{"model.layers", "2"}, {"model.hidden", "16"}, {"model.heads", "4"},
+                             {"model.seq_length", "8"}, {"model.ffn_hidden", "64"}, {"model.vocab", "37"},
+                             {"training.iters", "1"}};
+    for (int i = 0; i < 7; i++) CHECK(mt_recipe_set(&r, dims[i][0], dims[i][1], "test") == MT_OK);
+    if (key) CHECK(mt_recipe_set(&r, key, value, "test") == MT_OK);
+    mt_status vs = mt_recipe_validate(&r, 1);
+    CHECKF(vs == MT_OK, "%s", mt_last_error());
+    mt_hf_model m;
+    mt_status st = mt_hf_model_from_recipe(&r, &m);
+    if (!refused) {
+        CHECKF(st == MT_OK, "%s %s: %s", arch, key ? key : "", mt_last_error());
+        return;
+    }
+    CHECKF(st == MT_ERR_UNSUPPORTED, "%s %s=%s accepted", arch, key, value);
+    if (st != MT_OK) CHECK_STR_CONTAINS(mt_last_error(), key);
+}
+
+static void test_refusals(void) {
+    check_refused("gpt", NULL, NULL, 0);
+    check_refused("llama", NULL, NULL, 0);
+    check_refused("llama", "model.bias", "true", 0);          /* attention_bias / mlp_bias: expressible */
+    check_refused("llama", "model.tie_embeddings", "true", 0); /* tie_word_embeddings: expressible */
+    check_refused("gpt", "model.tie_embeddings", "false", 1);
+    check_refused("gpt", "model.bias", "false", 1);
+    check_refused("gpt", "model.position", "rope", 1);
+    check_refused("gpt", "model.norm", "rmsnorm", 1);
+    check_refused("gpt", "model.activation", "swiglu", 1);
+    check_refused("gpt", "model.kv_heads", "2", 1);
+    check_refused("llama", "model.norm", "layernorm", 1);
+    check_refused("llama", "model.activation", "gelu", 1);
+    check_refused("llama", "model.position", "learned", 1);
+}
+
+/* ---------- 2. a hand-written save: ckpt_global.h and the whole export ---------- */
+
+typedef struct {
+    char root[256], iter[300];
+    mt_recipe r;
+    mt_param_layout pl;
+    mt_manifest mf;
+    float *master[MT_MAX_PARAM_TENSORS];
+    uint16_t *weight[MT_MAX_PARAM_TENSORS];
+} hand_save;
+
+static int write_manifest(const hand_save *h) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/manifest.json", h->iter);
+    FILE *f = fopen(path, "w");
+    if (!f) return 0;
+    const int ok = mt_manifest_write(f, &h->mf) == MT_OK;
+    return fclose(f) == 0 && ok;
+}
+
+/* a one-file save of a small gpt: every tensor's weight as two flat halves (BF16), its master as
+ * two row boxes (F32) where it has two rows or more */
+static int hand_save_make(hand_save *h) {
+    memset(h, 0, sizeof *h);
+    snprintf(h->root, sizeof h->root, "/tmp/mtrain-test-hf-XXXXXX");
+    if (!mkdtemp(h->root)) return 0;
+    mt_ckpt_iter_path(h->root, 7, NULL, h->iter, sizeof h->iter);
+    if (mkdir(h->iter, 0755)) return 0;
+    mt_recipe_defaults(&h->r);
+    const char *kv[][2] = {{"model.arch", "gpt"},      {"model.layers", "2"},  {"model.hidden", "16"},
+                           {"model.heads", "4"},       {"model.vocab", "37"},  {"model.seq_length", "8"},
+                           {"training.micro_batch", "1"}, {"training.global_batch", "1"}, {"training.iters", "7"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (mt_recipe_set(&h->r, kv[i][0], kv[i][1], "test") != MT_OK) return 0;
+    if (mt_recipe_validate(&h->r, 1) != MT_OK || mt_param_layout_build(&h->r, &h->pl) != MT_OK) return 0;
+    mt_manifest *m = &h->mf;
+    const int nt = h->pl.n_tensors;
+    m->tensors = calloc((size_t)nt, sizeof *m->tensors);
+    m->pieces = calloc((size_t)nt * 4, sizeof *m->pieces);
+    m->files = calloc(1, sizeof *m->files);
+    mt_st_tensor *sts = calloc((size_t)nt * 4, sizeof *sts);
+    char (*entry)[48] = calloc((size_t)nt * 4, sizeof *entry);
+    for (int ti = 0; ti < nt; ti++) {
+        mt_manifest_tensor *t = &m->tensors[m->n_tensors++];
+        snprintf(t->name, sizeof t->name, "%s", h->pl.t[ti].name);
+        mt_ckpt_global_shape(&h->pl, ti, t->shape);
+        t->stacked = h->pl.t[ti].stacked;
+        const int L = (int)t->shape[0], R = (int)t->shape[1], C = (int)t->shape[2];
+        const size_t n = (size_t)L * R * C, half = n / 2;
+        h->master[ti] = malloc(n * 4);
+        h->weight[ti] = malloc(n * 2);
+        for (size_t i = 0; i < n; i++) {
+            h->master[ti][i] = (float)(0.3 * mt_rng_normal(91, (uint64_t)ti, i)) + (R == 1 ? 1.0f : 0.0f);
+            h->weight[ti][i] = mt_f32_to_bf16(h->master[ti][i]);
+        }
+        const mt_ckpt_box whole = {.n = n, .l0 = 0, .nl = L, .r0 = 0, .nr = R, .c0 = 0, .nc = C};
+        for (int k = 0; k < 2; k++) { /* weight: flat [0, half), [half, n) of the whole box */
+            mt_manifest_piece *q = &m->pieces[m->n_pieces];
+            *q = (mt_manifest_piece){.tensor = ti, .kind = MT_CK_WEIGHT, .file = 0, .box = whole,
+                                     .f0 = k ? half : 0, .f1 = k ? n : half};
+            snprintf(q->dtype, sizeof q->dtype, "BF16");
+            snprintf(entry[m->n_pieces], 48, "w%d.%d", ti, k);
+            sts[m->n_pieces] = (mt_st_tensor){.name = entry[m->n_pieces], .dtype = "BF16", .n_dims = 1,
+                                              .shape = {(int64_t)(q->f1 - q->f0)}, .data = h->weight[ti] + q->f0,
+                                              .n_bytes = (q->f1 - q->f0) * 2};
+            m->n_pieces++;
+        }
+        const int parts = R >= 2 ? 2 : 1;
+        for (int k = 0; k < parts; k++) { /* master: row boxes */
+            const int r0 = k * (R / 2), nr = parts == 1 ? R : k ? R - R / 2 : R / 2;
+            mt_manifest_piece *q = &m->pieces[m->n_pieces];
+            const size_t pn = (size_t)L * nr * C;
+            *q = (mt_manifest_piece){.tensor = ti, .kind = MT_CK_MASTER, .file = 0, .f0 = 0, .f1 = pn,
+                                     .box = {.n = pn, .l0 = 0, .nl = L, .r0 = r0, .nr = nr, .c0 = 0, .nc = C}};
+            snprintf(q->dtype, sizeof q->dtype, "F32");
+            snprintf(entry[m->n_pieces], 48, "m%d.%d", ti, k);
+            float *data = malloc(pn * 4); /* the box's elements in row-major order */
+            for (int l = 0; l < L; l++)
+                memcpy(data + (size_t)l * nr * C, h->master[ti] + ((size_t)l * R + r0) * C, (size_t)nr * C * 4);
+            sts[m->n_pieces] = (mt_st_tensor){.name = entry[m->n_pieces], .dtype = "F32", .n_dims = 1,
+                                              .shape = {(int64_t)pn}, .data = data, .n_bytes = pn * 4};
+            m->n_pieces++;
+        }
+    }
+    char path[400];
+    snprintf(path, sizeof path, "%s/rank_00000.safetensors", h->iter);
+    uint32_t crc = 0;
+    uint64_t bytes = 0, start = 0;
+    int ok = mt_st_write(path, sts, (int)m->n_pieces, 0, &crc, &bytes, &start) == MT_OK;
+    for (size_t k = 0; k < m->n_pieces; k++) {
+        snprintf(m->pieces[k].entry, sizeof m->pieces[k].entry, "%s", entry[k]);
+        m->pieces[k].offset = start;
+        m->pieces[k].n_bytes = sts[k].n_bytes;
+        start += sts[k].n_bytes;
+        if (m->pieces[k].kind == MT_CK_MASTER) free((void *)sts[k].data);
+    }
+    free(sts);
+    free(entry);
+    snprintf(m->files[0].name, sizeof m->files[0].name, "rank_00000.safetensors");
+    m->files[0].bytes = bytes;
+    m->files[0].crc32c = crc;
+    m->n_files = 1;
+    m->iteration = m->train_iters = 7;
+    m->layout = (mt_manifest_layout){.world_size = 1, .tensor = 1, .pipeline = 1, .virtual_pipeline = 1, .data = 1,
+                                     .context = 1, .expert = 1};
+    snprintf(m->decay_style, sizeof m->decay_style, "cosine");
+    snprintf(m->weight_dtype, sizeof m->weight_dtype, "BF16");
+    snprintf(m->arch, sizeof m->arch, "gpt");
+    snprintf(m->tokenizer, sizeof m->tokenizer, "byte");
+    m->vocab = 37;
+    size_t yn = 0;
+    FILE *yf = open_memstream(&m->recipe_yaml, &yn);
+    mt_recipe_write_yaml(yf, &h->r);
+    fclose(yf);
+    return ok && write_manifest(h) && mt_ckpt_write_tracker(h->root, 7, 0) == MT_OK;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static void hand_save_free(hand_save *h) {
+    for (int ti = 0; ti < MT_MAX_PARAM_TENSORS; ti++) free(h->master[ti]), free(h->weight[ti]);
+    mt_manifest_free(&h->mf);
+    const char *suffix[] = {"", ".out", ".out2"}; /* .out2 exists only when its check failed */
+    for (int i = 0; i < 3; i++) {
+        char p[300];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s%s", h->root, suffix[i]);
+        if (!stat(p, &sb) && nftw(p, rm_entry, 8, FTW_DEPTH | FTW_PHYS)) fprintf(stderr, "could not remove %s\n", p);
+    }
+}
+
+static void test_hand_save(void) {
+    static hand_save h;
+    CHECKF(hand_save_make(&h), "making the save: %s", mt_last_error());
+    /* ckpt_global.h reads both kinds back, whatever the cut */
+    mt_ckpt_reader rd;
+    mt_status st = mt_ckpt_reader_open(&rd, h.root);
+    CHECKF(st == MT_OK, "%s", mt_last_error());
+    if (st != MT_OK) return;
+    CHECK(rd.mf.iteration == 7 && !strcmp(rd.dir, h.iter));
+    int master_differs = 0;
+    for (int ti = 0; ti < h.pl.n_tensors; ti++) {
+        const int64_t *s = rd.mf.tensors[ti].shape;
+        const size_t n = (size_t)(s[0] * s[1] * s[2]);
+        float *a = malloc(n * 4), *w = malloc(n * 4);
+        CHECK(mt_ckpt_read_global(&rd, rd.mf.tensors[ti].name, MT_CK_MASTER, a) == MT_OK);
+        CHECK(mt_ckpt_read_global(&rd, rd.mf.tensors[ti].name, MT_CK_WEIGHT, w) == MT_OK);
+        int bad_m = 0, bad_w = 0;
+        for (size_t i = 0; i < n; i++) {
+            bad_m += a[i] != h.master[ti][i];
+            bad_w += w[i] != mt_bf16_to_f32(h.weight[ti][i]);
+            master_differs += w[i] != a[i];
+        }
+        CHECKF(!bad_m && !bad_w, "%s: %d master, %d weight values differ", rd.mf.tensors[ti].name, bad_m, bad_w);
+        free(a);
+        free(w);
+    }
+    CHECK(master_differs > 1000); /* so that reading the wrong kind shows below */
+    float dummy[4];
+    CHECK(mt_ckpt_read_global(&rd, "nope", MT_CK_WEIGHT, dummy) == MT_ERR_CONFIG);
+    CHECK(mt_ckpt_read_global(&rd, "wte", MT_CK_EXP_AVG, dummy) == MT_ERR_CONFIG);
+    CHECK_STR_CONTAINS(mt_last_error(), "no exp_avg pieces");
+    mt_ckpt_reader_close(&rd);
+    /* the whole export: the master values */
+    char out[300];
+    snprintf(out, sizeof out, "%s.out", h.root);
+    const mt_hf_export_opts o = {.load = h.root, .output = out, .dtype = MT_F32};
+    mt_hf_export_stats es;
+    st = mt_hf_export(&o, &es);
+    CHECKF(st == MT_OK, "%s", mt_last_error());
+    CHECK(es.iteration == 7 && es.n_files == 1 && es.note[0]);
+    char path[400], *file = NULL;
+    size_t fn = 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    mt_st_header sh = {0};
+    CHECK(mt_read_whole_file(path, &file, &fn) == MT_OK);
+    CHECK(file && mt_st_parse((const uint8_t *)file, fn, path, &sh) == MT_OK);
+    mt_hf_model hm;
+    CHECK(mt_hf_model_from_recipe(&h.r, &hm) == MT_OK);
+    const int np = mt_hf_plan(&hm, NULL, 0);
+    mt_hf_tensor *plan = calloc((size_t)np, sizeof *plan);
+    mt_hf_plan(&hm, plan, np);
+    CHECK(sh.n_entries == np && es.n_tensors == np);
+    int bad = 0;
+    for (int i = 0; i < np && file; i++) {
+        const mt_st_entry *e = mt_st_find(&sh, plan[i].name);
+        int ti = -1;
+        for (int k = 0; k < h.pl.n_tensors; k++)
+            if (!strcmp(h.pl.t[k].name, plan[i].src)) ti = k;
+        const size_t n = (size_t)plan[i].nr * plan[i].nc;
+        if (!e || ti < 0 || strcmp(e->dtype, "F32") || e->end - e->begin != n * 4) {
+            bad++;
+            continue;
+        }
+        float *want = malloc(n * 4);
+        const int64_t *s = h.mf.tensors[ti].shape;
+        mt_hf_extract(&plan[i], h.master[ti] + (size_t)plan[i].layer * s[1] * s[2], s[2], want);
+        bad += memcmp(want, file + e->begin, n * 4) != 0;
+        free(want);
+    }
+    CHECKF(bad == 0, "%d exported tensors are not the master values", bad);
+    free(plan);
+    free(file);
+    mt_st_header_free(&sh);
+    /* master pieces covering rows twice (each kind still adds up): an error, nothing left at the output */
+    const int wte = mt_manifest_tensor_find(&h.mf, "wte");
+    for (size_t k = 0; k < h.mf.n_pieces; k++)
+        if (h.mf.pieces[k].tensor == wte && h.mf.pieces[k].kind == MT_CK_MASTER) h.mf.pieces[k].box.r0 = 0;
+    CHECK(write_manifest(&h));
+    CHECK(mt_ckpt_reader_open(&rd, h.root) == MT_OK);
+    float *a = malloc((size_t)h.mf.tensors[wte].shape[1] * h.mf.tensors[wte].shape[2] * 4);
+    CHECK(mt_ckpt_read_global(&rd, "wte", MT_CK_MASTER, a) == MT_ERR_DATA);
+    CHECK_STR_CONTAINS(mt_last_error(), "twice");
+    free(a);
+    mt_ckpt_reader_close(&rd);
+    char out2[310];
+    snprintf(out2, sizeof out2, "%s.out2", h.root);
+    const mt_hf_export_opts o2 = {.load = h.root, .output = out2, .dtype = MT_BF16};
+    CHECK(mt_hf_export(&o2, &es) == MT_ERR_DATA);
+    CHECK_STR_CONTAINS(mt_last_error(), "wte");
+    struct stat sb;
+    char tmp2[320];
+    snprintf(tmp2, sizeof tmp2, "%s.tmp", out2);
+    CHECK(stat(out2, &sb) != 0 && stat(tmp2, &sb) != 0);
+    hand_save_free(&h);
+}
+
+/* ---------- 3. semantics: mtrain's forward == transformers' forward on the mapped tensors ---------- */
+
+typedef struct {
+    const mt_hf_tensor *plan;
+    float **data;
+    int n;
+} hf_state;
+
+static const float *W(const hf_state *s, const char *fmt, int layer) {
+    char name[MT_HF_NAME_MAX];
+    snprintf(name, sizeof name, fmt, layer);
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->plan[i].name, name)) return s->data[i];
+    fprintf(stderr, "reference: no tensor %s\n", name);
+    exit(1);
+}
+static const float *Wopt(const hf_state *s, const char *fmt, int layer) {
+    char name[MT_HF_NAME_MAX];
+    snprintf(name, sizeof name, fmt, layer);
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->plan[i].name, name)) return s->data[i];
+    return NULL;
+}
+
+/* y[o] = sum_i x[i] w[i][o] + b[o]: transformers' Conv1D, weight (in, out) */
+static void conv1d(const double *x, const float *w, const float *b, int in, int out, double *y) {
+    for (int o = 0; o < out; o++) {
+        double a = b ? b[o] : 0.0;
+        for (int i = 0; i < in; i++) a += x[i] * w[(size_t)i * out + o];
+        y[o] = a;
+    }
+}
+/* y[o] = sum_i w[o][i] x[i] + b[o]: nn.Linear, weight (out, in) */
+static void linear(const double *x, const float *w, const float *b, int in, int out, double *y) {
+    for (int o = 0; o < out; o++) {
+        double a = b ? b[o] : 0.0;
+        for (int i = 0; i < in; i++) a += w[(size_t)o * in + i] * x[i];
+        y[o] = a;
+    }
+}
+static void layer_norm(const double *x, const float *w, const float *b, int C, double eps, double *y) {
+    double mu = 0, var = 0;
+    for (int i = 0; i < C; i++) mu += x[i];
+    mu /= C;
+    for (int i = 0; i < C; i++) var += (x[i] - mu) * (x[i] - mu);
+    var /= C;
+    for (int i = 0; i < C; i++) y[i] = (x[i] - mu) / sqrt(var + eps) * w[i] + (b ? b[i] : 0.0);
+}
+static void rms_norm(const double *x, const float *w, int C, double eps, double *y) {
+    double ms = 0;
+    for (int i = 0; i < C; i++) ms += x[i] * x[i];
+    const double s = 1.0 / sqrt(ms / C + eps);
+    for (int i = 0; i < C; i++) y[i] = w[i] * (x[i] * s);
+}
+
+typedef struct {
+    int swap_gate_up, untransposed_proj, interleaved_rope;
+} controls;
+
+/* causal attention of T rows; q (T, H*D), k / v (T, KV*D): query head h reads kv head h / (H / KV) */
+static void attention(const double *q, const double *k, const double *v, int T, int H, int KV, int D, double *out) {
+    const int rep = H / KV;
+    double *p = malloc((size_t)T * sizeof *p);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            const int g = h / rep;
+            double mx = -INFINITY, sum = 0;
+            for (int s = 0; s <= t; s++) {
+                double a = 0;
+                for (int d = 0; d < D; d++) a += q[(size_t)t * H * D + h * D + d] * k[(size_t)s * KV * D + g * D + d];
+                p[s] = a / sqrt((double)D);
+                if (p[s] > mx) mx = p[s];
+            }
+            for (int s = 0; s <= t; s++) sum += p[s] = exp(p[s] - mx);
+            for (int d = 0; d < D; d++) {
+                double a = 0;
+                for (int s = 0; s <= t; s++) a += p[s] / sum * v[(size_t)s * KV * D + g * D + d];
+                out[(size_t)t * H * D + h * D + d] = a;
+            }
+        }
+    free(p);
+}
+
+/* transformers' apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, emb = cat(freqs, freqs) */
+static void rope(double *x, int n_heads, int D, int pos, double theta, int interleaved) {
+    const int half = D / 2;
+    for (int h = 0; h < n_heads; h++) {
+        double *y = x + (size_t)h * D, r[64], c[64], s[64];
+        for (int i = 0; i < D; i++) {
+            const double f = pow(theta, -2.0 * (i % half) / D);
+            c[i] = cos(pos * f);
+            s[i] = sin(pos * f);
+            r[i] = i < half ? -y[i + half] : y[i - half]; /* rotate_half */
+        }
+        if (interleaved) { /* the GPT-J / Meta convention, a control: must not match */
+            for (int i = 0; i < half; i++) {
+                const double a = y[2 * i], b = y[2 * i + 1], cc = cos(pos * pow(theta, -2.0 * i / D)),
+                             ss = sin(pos * pow(theta, -2.0 * i / D));
+                y[2 * i] = a * cc - b * ss;
+                y[2 * i + 1] = b * cc + a * ss;
+            }
+            continue;
+        }
+        for (int i = 0; i < D; i++) y[i] = y[i] * c[i] + r[i] * s[i];
+    }
+}
+
+static double gelu_new(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+static double silu(double x) { return x / (1.0 + exp(-x)); }
+
+/* mean token loss of B rows of T+1 tokens through the HF model in s */
+static double hf_loss(const hf_state *s, const mt_hf_model *m, const int32_t *tokens, int B, int T, controls ctl) {
+    const int C = m->C, H = m->H, KV = m->KV, D = m->D, F = m->F, V = m->V, Q = H * D, K = KV * D;
+    const int gpt = m->arch == MT_ARCH_GPT;
+    double *x = calloc((size_t)T * C, 8), *a = calloc((size_t)C, 8), *q = calloc((size_t)T * 3 * Q, 8);
+    double *k = calloc((size_t)T * Q, 8), *v = calloc((size_t)T * Q, 8), *att = calloc((size_t)T * Q, 8);
+    double *o = calloc((size_t)C, 8), *f = calloc((size_t)2 * F, 8), *g = calloc((size_t)F, 8);
+    double *logit = calloc((size_t)V, 8), loss = 0;
+    for (int b = 0; b < B; b++) {
+        const int32_t *tk = tokens + (size_t)b * (T + 1);
+        const float *emb = W(s, gpt ? "transformer.wte.weight" : "model.embed_tokens.weight", 0);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < C; i++)
+                x[(size_t)t * C + i] =
+                    emb[(size_t)tk[t] * C + i] + (gpt ? W(s, "transformer.wpe.weight", 0)[(size_t)t * C + i] : 0.0);
+        for (int l = 0; l < m->L; l++) {
+            for (int t = 0; t < T; t++) {
+                double *xt = x + (size_t)t * C;
+                if (gpt) {
+                    layer_norm(xt, W(s, "transformer.h.%d.ln_1.weight", l), W(s, "transformer.h.%d.ln_1.bias", l), C,
+                               m->norm_eps, a);
+                    double qkv[3 * 64];
+                    conv1d(a, W(s, "transformer.h.%d.attn.c_attn.weight", l), W(s, "transformer.h.%d.attn.c_attn.bias", l),
+                           C, 3 * C, qkv);
+                    memcpy(q + (size_t)t * Q, qkv, (size_t)Q * 8); /* split(n_embd): q, k, v */
+                    memcpy(k + (size_t)t * K, qkv + Q, (size_t)K * 8);
+                    memcpy(v + (size_t)t * K, qkv + 2 * Q, (size_t)K * 8);
+                } else {
+                    rms_norm(xt, W(s, "model.layers.%d.input_layernorm.weight", l), C, m->norm_eps, a);
+                    linear(a, W(s, "model.layers.%d.self_attn.q_proj.weight", l),
+                           Wopt(s, "model.layers.%d.self_attn.q_proj.bias", l), C, Q, q + (size_t)t * Q);
+                    linear(a, W(s, "model.layers.%d.self_attn.k_proj.weight", l),
+                           Wopt(s, "model.layers.%d.self_attn.k_proj.bias", l), C, K, k + (size_t)t * K);
+                    linear(a, W(s, "model.layers.%d.self_attn.v_proj.weight", l),
+                           Wopt(s, "model.layers.%d.self_attn.v_proj.bias", l), C, K, v + (size_t)t * K);
+                    rope(q + (size_t)t * Q, H, D, t, m->rope_theta, ctl.interleaved_rope);
+                    rope(k + (size_t)t * K, KV, D, t, m->rope_theta, ctl.interleaved_rope);
+                }
+            }
+            attention(q, k, v, T, H, KV, D, att);
+            for (int t = 0; t < T; t++) {
+                double *xt = x + (size_t)t * C;
+                if (gpt) {
+                    const float *pw = W(s, "transformer.h.%d.attn.c_proj.weight", l);
+                    if (ctl.untransposed_proj)
+                        linear(att + (size_t)t * Q, pw, W(s, "transformer.h.%d.attn.c_proj.bias", l), Q, C, o);
+                    else
+                        conv1d(att + (size_t)t * Q, pw, W(s, "transformer.h.%d.attn.c_proj.bias", l), Q, C, o);
+                    for (int i = 0; i < C; i++) xt[i] += o[i];
+                    layer_norm(xt, W(s, "transformer.h.%d.ln_2.weight", l), W(s, "transformer.h.%d.ln_2.bias", l), C,
+                               m->norm_eps, a);
+                    conv1d(a, W(s, "transformer.h.%d.mlp.c_fc.weight", l), W(s, "transformer.h.%d.mlp.c_fc.bias", l), C,
+                           F, f);
+                    for (int i = 0; i < F; i++) g[i] = gelu_new(f[i]);
+                    conv1d(g, W(s, "transformer.h.%d.mlp.c_proj.weight", l), W(s, "transformer.h.%d.mlp.c_proj.bias", l),
+                           F, C, o);
+                } else {
+                    linear(att + (size_t)t * Q, W(s, "model.layers.%d.self_attn.o_proj.weight", l),
+                           Wopt(s, "model.layers.%d.self_attn.o_proj.bias", l), Q, C, o);
+                    for (int i = 0; i < C; i++) xt[i] += o[i];
+                    rms_norm(xt, W(s, "model.layers.%d.post_attention_layernorm.weight", l), C, m->norm_eps, a);
+                    const char *gn = ctl.swap_gate_up ? "model.layers.%d.mlp.up_proj" : "model.layers.%d.mlp.gate_proj";
+                    const char *un = ctl.swap_gate_up ? "model.layers.%d.mlp.gate_proj" : "model.layers.%d.mlp.up_proj";
+                    char wn[96], bn[96];
+                    snprintf(wn, sizeof wn, "%s.weight", gn);
+                    snprintf(bn, sizeof bn, "%s.bias", gn);
+                    linear(a, W(s, wn, l), Wopt(s, bn, l), C, F, f);
+                    snprintf(wn, sizeof wn, "%s.weight", un);
+                    snprintf(bn, sizeof bn, "%s.bias", un);
+                    linear(a, W(s, wn, l), Wopt(s, bn, l), C, F, f + F);
+                    for (int i = 0; i < F; i++) g[i] = silu(f[i]) * f[F + i];
+                    linear(g, W(s, "model.layers.%d.mlp.down_proj.weight", l),
+                           Wopt(s, "model.layers.%d.mlp.down_proj.bias", l), F, C, o);
+                }
+                for (int i = 0; i < C; i++) xt[i] += o[i];
+            }
+        }
+        for (int t = 0; t < T; t++) {
+            if (gpt)
+                layer_norm(x + (size_t)t * C, W(s, "transformer.ln_f.weight", 0), W(s, "transformer.ln_f.bias", 0), C,
+                           m->norm_eps, a);
+            else
+                rms_norm(x + (size_t)t * C, W(s, "model.norm.weight", 0), C, m->norm_eps, a);
+            const float *head = m->tied ? emb : W(s, "lm_head.weight", 0);
+            linear(a, head, NULL, C, V, logit);
+            double mx = -INFINITY, sum = 0;
+            for (int i = 0; i < V; i++) mx = logit[i] > mx ? logit[i] : mx;
+            for (int i = 0; i < V; i++) sum += exp(logit[i] - mx);
+            loss += log(sum) + mx - logit[tk[t + 1]];
+        }
+    }
+    free(x), free(a), free(q), free(k), free(v), free(att), free(o), free(f), free(g), free(logit);
+    return loss / (B * T);
+}
+
+static void check_semantics(const char *arch, int bias) {
+    static mt_recipe r;
+    mt_recipe_defaults(&r);
+    const int B = 2, T = 7, V = 37;
+    CHECK(mt_recipe_set(&r, "model.arch", arch, "test") == MT_OK);
+    CHECK(mt_recipe_set(&r, "model.layers", "2", "test") == MT_OK);
+    CHECK(mt_recipe_set(&r, "model.hidden", "16", "test") == MT_OK);
+    CHECK(mt_recipe_set(&r, "model.heads", "4", "test") == MT_OK);
+    CHECK(mt_recipe_set(&r, "model.vocab", "37", "test") == MT_OK);
+    CHECK(mt_recipe_set(&r, "model.seq_length", "7", "test") == MT_OK);
+    CHECK(mt_recipe_set(&r, "model.norm_eps", "1e-5", "test") == MT_OK);
+    const int llama = !strcmp(arch, "llama");
+    if (llama) {
+        CHECK(mt_recipe_set(&r, "model.kv_heads", "2", "test") == MT_OK);
+        CHECK(mt_recipe_set(&r, "model.ffn_hidden", "24", "test") == MT_OK);
+        CHECK(mt_recipe_set(&r, "model.rope_theta", "100", "test") == MT_OK); /* large angles at 7 positions */
+        if (bias) CHECK(mt_recipe_set(&r, "model.bias", "true", "test") == MT_OK);
+    }
+    CHECK(mt_recipe_set(&r, "training.micro_batch", "2", "test") == MT_OK);
+    CHECK(mt_recipe_set(&r, "training.global_batch", "2", "test") == MT_OK);
+    CHECK(mt_recipe_set(&r, "training.iters", "1", "test") == MT_OK);
+    mt_status st = mt_recipe_validate(&r, 1);
+    CHECKF(st == MT_OK, "%s", mt_last_error());
+    mt_backend be;
+    CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
+    mt_model m;
+    st = mt_model_init(&m, &r, &be, B, 1, 0);
+    CHECKF(st == MT_OK, "%s", mt_last_error());
+    if (st != MT_OK) return;
+    /* random values everywhere (norm weights around 1), the padding rows included */
+    const size_t n = m.pl.n_elems;
+    float *p = calloc(n, 4);
+    for (int ti = 0; ti < m.pl.n_tensors; ti++) {
+        const mt_param_tensor *t = &m.pl.t[ti];
+        const int norm = !strcmp(t->name, "ln1_w") || !strcmp(t->name, "ln2_w") || !strcmp(t->name, "lnf_w");
+        for (size_t i = 0; i < t->n; i++)
+            p[t->offset + i] = (norm ? 1.0f : 0.0f) + 0.3f * (float)mt_rng_normal(77, (uint64_t)ti, i);
+    }
+    be.i->copy_h2d(&be, m.params, p, n * 4);
+    int32_t tokens[2 * 8];
+    for (int i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)(mt_rng_u64(5, 1, i) % V);
+    float loss_sum = 0, gsq = 0;
+    CHECK(mt_model_zero_grads(&m) == MT_OK);
+    st = mt_model_step_micro(&m, tokens, 1.0f / (B * T), 0);
+    CHECKF(st == MT_OK, "%s", mt_last_error());
+    CHECK(mt_model_read_scalars(&m, &loss_sum, &gsq) == MT_OK);
+    const double mt_loss = loss_sum / (B * T);
+    /* the mapping, from the model's (whole, tp 1) tensors */
+    mt_hf_model hm;
+    st = mt_hf_model_from_recipe(&r, &hm);
+    CHECKF(st == MT_OK, "%s", mt_last_error());
+    const int np = mt_hf_plan(&hm, NULL, 0);
+    mt_hf_tensor *plan = calloc((size_t)np, sizeof *plan);
+    float **data = calloc((size_t)np, sizeof *data);
+    mt_hf_plan(&hm, plan, np);
+    int srcs_ok = 1;
+    for (int i = 0; i < np; i++) {
+        int ti = -1;
+        for (int k = 0; k < m.pl.n_tensors; k++)
+            if (!strcmp(m.pl.t[k].name, plan[i].src)) ti = k;
+        int64_t sl, sr, sc;
+        srcs_ok &= ti >= 0 && mt_hf_source_shape(&hm, plan[i].src, &sl, &sr, &sc) && sl == m.pl.t[ti].n_layers &&
+                   sc == m.pl.t[ti].full_cols && sr <= m.pl.t[ti].full_rows;
+        if (ti < 0) continue;
+        const mt_param_tensor *t = &m.pl.t[ti];
+        data[i] = malloc((size_t)plan[i].nr * plan[i].nc * 4);
+        mt_hf_extract(&plan[i], p + t->offset + (size_t)plan[i].layer * t->rows * t->cols, t->cols, data[i]);
+    }
+    CHECKF(srcs_ok, "%s: a source tensor of the plan is missing from the model or of another shape", arch);
+    for (int k = 0; k < m.pl.n_tensors; k++) { /* every model tensor is exported */
+        int used = 0;
+        for (int i = 0; i < np; i++) used |= !strcmp(m.pl.t[k].name, plan[i].src);
+        CHECKF(used, "%s: model tensor %s is not exported", arch, m.pl.t[k].name);
+    }
+    const hf_state s = {plan, data, np};
+    const double ref = hf_loss(&s, &hm, tokens, B, T, (controls){0, 0, 0});
+    printf("%s%s: mtrain loss %.7f, transformers-convention reference %.7f\n", arch, bias ? " (biases)" : "", mt_loss,
+           ref);
+    CHECK_NEAR(mt_loss, ref, 2e-5, 1e-5);
+    /* the comparison can fail: each control breaks one convention */
+    const controls ctl[] = {{.swap_gate_up = 1}, {.interleaved_rope = 1}, {.untransposed_proj = 1}};
+    for (int c = 0; c < 3; c++) {
+        if (llama ? c == 2 : c != 2) continue;
+        const double bad = hf_loss(&s, &hm, tokens, B, T, ctl[c]);
+        printf("%s control %d: %.7f\n", arch, c, bad);
+        CHECKF(fabs(bad - ref) > 1e-3, "%s control %d does not change the loss (%.7f vs %.7f)", arch, c, bad, ref);
+    }
+    for (int i = 0; i < np; i++) free(data[i]);
+    free(data);
+    free(plan);
+    free(p);
+    mt_model_free(&m);
+    mt_backend_destroy(&be);
+}
+
+int main(void) {
+    test_gpt_mapping();
+    test_llama_mapping(0, 0);
+    test_llama_mapping(1, 0);
+    test_llama_mapping(0, 1);
+    test_convert();
+    test_shards();
+    test_config();
+    test_refusals();
+    test_hand_save();
+    check_semantics("gpt", 0);
+    check_semantics("llama", 0);
+    check_semantics("llama", 1);
+    TEST_MAIN_END();
+}
