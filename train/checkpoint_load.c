@@ -84,32 +84,6 @@ static void loader_free(loader *L) {
     mt_manifest_free(&L->mf);
 }
 
-typedef struct {
-    const uint8_t *src;
-    int bf16;
-    float *dst;
-    uint8_t *seen;    /* per destination element: already written by a piece */
-    uint64_t twice;   /* elements written by more than one piece */
-} copy_ctx;
-
-static void copy_run(void *ctx, size_t s, size_t d, size_t n) {
-    copy_ctx *c = ctx;
-    for (size_t i = 0; i < n; i++) {
-        c->twice += c->seen[d + i];
-        c->seen[d + i] = 1;
-    }
-    if (c->bf16) {
-        const uint8_t *p = c->src + s * 2;
-        for (size_t i = 0; i < n; i++) {
-            uint16_t b;
-            memcpy(&b, p + 2 * i, 2);
-            c->dst[d + i] = mt_bf16_to_f32(b);
-        }
-    } else {
-        memcpy(c->dst + d, c->src + s * 4, n * 4);
-    }
-}
-
 /* rows of a vocabulary tensor past the real vocabulary are padding */
 static int is_vocab_tensor(const mt_param_layout *pl, int ti) { return ti == pl->idx.wte || ti == pl->idx.lm_head; }
 
@@ -145,11 +119,11 @@ static mt_status assemble(loader *L, const mt_model *m, int tp_rank, int ti, int
         }
         if (!touches) continue;
         MT_CHECK(mt_ckpt_file_open(L->dir, &L->mf, q->file, &L->files[q->file]));
-        copy_ctx c = {.src = L->files[q->file].data + q->offset, .bf16 = !strcmp(q->dtype, "BF16")};
+        mt_ckpt_copy c = {.src = L->files[q->file].data + q->offset, .bf16 = !strcmp(q->dtype, "BF16")};
         for (int b = 0; b < nbox; b++) {
             c.dst = buf + boxes[b].local_off;
             c.seen = L->seen + boxes[b].local_off;
-            covered += mt_ckpt_intersect(&q->box, q->f0, q->f1, &boxes[b], copy_run, &c);
+            covered += mt_ckpt_intersect(&q->box, q->f0, q->f1, &boxes[b], mt_ckpt_copy_run, &c);
         }
         twice += c.twice;
     }

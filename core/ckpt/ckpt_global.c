@@ -36,29 +36,6 @@ void mt_ckpt_reader_close(mt_ckpt_reader *rd) {
     mt_manifest_free(&rd->mf);
 }
 
-typedef struct {
-    const uint8_t *src;
-    int bf16;
-    float *dst;
-    uint8_t *seen;
-    uint64_t twice;
-} global_copy;
-
-static void copy_run(void *ctx, size_t s, size_t d, size_t n) {
-    global_copy *c = ctx;
-    for (size_t i = 0; i < n; i++) {
-        c->twice += c->seen[d + i];
-        c->seen[d + i] = 1;
-        if (c->bf16) {
-            uint16_t b;
-            memcpy(&b, c->src + (s + i) * 2, 2);
-            c->dst[d + i] = mt_bf16_to_f32(b);
-        } else {
-            memcpy(c->dst + d + i, c->src + (s + i) * 4, 4);
-        }
-    }
-}
-
 mt_status mt_ckpt_read_global(mt_ckpt_reader *rd, const char *name, mt_ckpt_kind kind, float *out) {
     mt_status st = MT_OK;
     const int ti = mt_manifest_tensor_find(&rd->mf, name);
@@ -76,9 +53,9 @@ mt_status mt_ckpt_read_global(mt_ckpt_reader *rd, const char *name, mt_ckpt_kind
         if (q->tensor != ti || q->kind != kind) continue;
         any = 1;
         MT_CHECK(mt_ckpt_file_open(rd->dir, &rd->mf, q->file, &rd->files[q->file]));
-        global_copy c = {.src = rd->files[q->file].data + q->offset, .bf16 = !strcmp(q->dtype, "BF16"), .dst = out,
+        mt_ckpt_copy c = {.src = rd->files[q->file].data + q->offset, .bf16 = !strcmp(q->dtype, "BF16"), .dst = out,
                          .seen = seen};
-        covered += mt_ckpt_intersect(&q->box, q->f0, q->f1, &whole, copy_run, &c);
+        covered += mt_ckpt_intersect(&q->box, q->f0, q->f1, &whole, mt_ckpt_copy_run, &c);
         twice += c.twice;
     }
     if (!any) {

@@ -12,6 +12,7 @@
 
 #include "core/ckpt/ckpt_files.h"
 #include "core/crc32c.h"
+#include "core/dtype.h"
 
 mt_status mt_ckpt_file_open(const char *dir, const mt_manifest *mf, int fi, mt_ckpt_file *f) {
     mt_status st = MT_OK;
@@ -62,4 +63,22 @@ void mt_ckpt_file_close(mt_ckpt_file *f) {
     if (f->data) munmap((void *)f->data, f->n_bytes);
     mt_st_header_free(&f->hdr);
     memset(f, 0, sizeof *f);
+}
+
+void mt_ckpt_copy_run(void *ctx, size_t s, size_t d, size_t n) {
+    mt_ckpt_copy *c = ctx;
+    for (size_t i = 0; i < n; i++) {
+        c->twice += c->seen[d + i];
+        c->seen[d + i] = 1;
+    }
+    if (c->bf16) {
+        const uint8_t *p = c->src + s * 2;
+        for (size_t i = 0; i < n; i++) {
+            uint16_t b;
+            memcpy(&b, p + 2 * i, 2);
+            c->dst[d + i] = mt_bf16_to_f32(b);
+        }
+    } else {
+        memcpy(c->dst + d, c->src + s * 4, n * 4);
+    }
 }

@@ -19,6 +19,18 @@ typedef struct {
     int open;              /* checks passed */
 } mt_ckpt_file;
 
+/* Copying a piece's elements out (an mt_ckpt_run_fn for mt_ckpt_intersect): from src (the piece's
+ * first byte; F32, or BF16 widened) into dst, marking each destination element in seen and counting
+ * the elements some earlier piece already wrote (a consistent save has none). */
+typedef struct {
+    const uint8_t *src;
+    int bf16;
+    float *dst;
+    uint8_t *seen;
+    uint64_t twice;
+} mt_ckpt_copy;
+void mt_ckpt_copy_run(void *ctx, size_t src_elem, size_t dst_elem, size_t n);
+
 /* Opens file fi of the save in folder dir (manifest mf). Safe to call again (no-op once open). */
 mt_status mt_ckpt_file_open(const char *dir, const mt_manifest *mf, int fi, mt_ckpt_file *f);
 void mt_ckpt_file_close(mt_ckpt_file *f);
