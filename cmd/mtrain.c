@@ -21,6 +21,7 @@
 #include "cmd/cmd_export.h"
 #include "cmd/cmd_import.h"
 #include "cmd/cmd_logprobs.h"
+#include "cmd/cmd_generate.h"
 #include "cmd/cmd_launch.h"
 #include "cmd/cmd_preprocess.h"
 #include "cmd/cmd_plan.h"
@@ -48,6 +49,7 @@ static void usage(FILE *f) {
             "  mtrain import --format hf --input DIR --save CKPT --config R   a Hugging Face GPT-2 / Llama into a save\n"
             "  mtrain logprobs --config R --load CKPT --prompts P.jsonl --output O.jsonl   per-token log-probabilities;\n"
             "                  --compare A.jsonl B.jsonl [--tol 0.01]           the golden-prompt gate\n"
+            "  mtrain generate --config R --load CKPT --prompt TEXT [--temperature T] [--top-k K] [--top-p P]   sample text\n"
             "  mtrain bootstrap-check                                         check how ranks find each other (PMIx / env:// / single)\n"
             "  mtrain recipe-reference                                        all recipe keys (markdown)\n"
             "  mtrain --version | --help\n"
@@ -222,12 +224,13 @@ int main(int argc, char **argv) {
     if (!strcmp(sub, "export")) return mt_cmd_export(argc - 2, argv + 2);
     if (!strcmp(sub, "import")) return mt_cmd_import(argc - 2, argv + 2);
     if (!strcmp(sub, "logprobs")) return mt_cmd_logprobs(argc - 2, argv + 2);
+    if (!strcmp(sub, "generate")) return mt_cmd_generate(argc - 2, argv + 2);
     if (!strcmp(sub, "bootstrap-check")) return mt_cmd_bootstrap_check(argc - 2, argv + 2);
     if (!strcmp(sub, "recipe-reference")) {
         mt_recipe_print_reference(stdout);
         return 0;
     }
     if (sub[0] == '-') return cmd_train(argc - 1, argv + 1);
-    fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, plan, tokenize, launch, checkpoint, export, import, logprobs, bootstrap-check, recipe-reference\n", sub);
+    fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, plan, tokenize, launch, checkpoint, export, import, logprobs, generate, bootstrap-check, recipe-reference\n", sub);
     return 2;
 }
