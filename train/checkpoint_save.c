@@ -25,8 +25,6 @@
 #include "core/ckpt/manifest.h"
 #include "core/ckpt/safetensors.h"
 #include "core/clock.h"
-#include "core/crc32c.h"
-#include "core/file_read.h"
 #include "parallel/grad_sync.h"
 #include "train/optim.h"
 
@@ -144,25 +142,6 @@ out:
     return st;
 }
 
-/* the tokenizer's identity: CRC-32C of its vocab and merges files (0 when there are none) */
-static uint32_t tokenizer_crc(const mt_recipe *r) {
-    uint32_t crc = 0;
-    const char *files[2] = {r->data.vocab, r->data.merges};
-    for (int i = 0; i < 2; i++) {
-        if (!files[i][0]) continue;
-        char *text = NULL;
-        size_t n = 0;
-        if (mt_read_whole_file(files[i], &text, &n) == MT_OK) crc = mt_crc32c(crc, text, n);
-        free(text);
-    }
-    mt_clear_error();
-    return crc;
-}
-
-static const char *decay_name(mt_decay d) {
-    return d == MT_DECAY_LINEAR ? "linear" : d == MT_DECAY_CONSTANT ? "constant" : "cosine";
-}
-
 /* step 5, rank 0: the manifest from every rank's record */
 static mt_status build_manifest(const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps,
                                 const mt_ckpt_state *cs, const rank_record *recs, mt_manifest *mf) {
@@ -171,45 +150,20 @@ static mt_status build_manifest(const mt_recipe *r, const mt_model *m, const mt_
     mt_param_layout *stage_pl = calloc((size_t)pp, sizeof *stage_pl);
     mt_ckpt_piece *tmp = NULL;
     size_t tmp_cap = 0, cap = 0;
-    char *yaml = NULL;
-    size_t yaml_n = 0;
     if (!stage_pl) return mt_errorf(MT_ERR_OOM, "checkpoint manifest: %d stage layouts", pp);
     memset(mf, 0, sizeof *mf);
     mf->iteration = cs->iteration;
     mf->consumed_samples = cs->consumed_samples;
     mf->optimizer_steps = cs->optimizer_steps;
     mf->skipped_iterations = cs->skipped_iterations;
-    mf->train_iters = r->training.iters;
-    mf->seed = (uint64_t)r->training.seed;
     mf->lr = mt_lr_at(&r->optimizer, cs->iteration > 0 ? cs->iteration : 1, r->training.iters);
-    mf->max_lr = r->optimizer.lr;
-    mf->min_lr = r->optimizer.min_lr;
-    mf->warmup_iters = r->optimizer.warmup_iters;
-    mf->decay_iters = r->optimizer.decay_iters > 0 ? r->optimizer.decay_iters : r->training.iters;
-    snprintf(mf->decay_style, sizeof mf->decay_style, "%s", decay_name(r->optimizer.decay));
     mf->layout = (mt_manifest_layout){.world_size = world, .tensor = m->pl.tp, .pipeline = pp,
                                       .virtual_pipeline = m->pl.vpp > 0 ? m->pl.vpp : 1,
                                       .data = mt_pstate_group(ps, MT_PG_DP)->size,
                                       .context = mt_pstate_group(ps, MT_PG_CP)->size,
                                       .expert = mt_pstate_group(ps, MT_PG_EP)->size, .sequence_parallel = m->pl.sp,
                                       .distributed_optimizer = m->ol.reg[MT_GBUF_DENSE].shards > 1};
-    snprintf(mf->weight_dtype, sizeof mf->weight_dtype, "%s", m->act == MT_BF16 ? "BF16" : "F32");
-    mf->vocab = m->pl.V;
-    snprintf(mf->arch, sizeof mf->arch, "%s", r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt");
-    snprintf(mf->tokenizer, sizeof mf->tokenizer, "%s",
-             r->data.tokenizer == MT_TOK_GPT2BPE ? "gpt2bpe" : r->data.tokenizer == MT_TOK_HF ? "hf" : "byte");
-    snprintf(mf->tokenizer_vocab, sizeof mf->tokenizer_vocab, "%s", r->data.vocab);
-    snprintf(mf->tokenizer_merges, sizeof mf->tokenizer_merges, "%s", r->data.merges);
-    mf->tokenizer_crc32c = tokenizer_crc(r);
-    FILE *yf = open_memstream(&yaml, &yaml_n);
-    if (!yf) {
-        st = mt_errorf(MT_ERR_OOM, "checkpoint manifest: recipe text");
-        goto out;
-    }
-    mt_recipe_write_yaml(yf, r);
-    fclose(yf);
-    mf->recipe_yaml = yaml;
-    yaml = NULL;
+    MT_CHECK(mt_manifest_describe(mf, r, m->act == MT_BF16 ? "BF16" : "F32", m->pl.V));
     for (int sg = 0; sg < pp; sg++) MT_CHECK(mt_param_layout_build_stage(r, sg, &stage_pl[sg]));
     /* logical tensors: every stage's own tensors (not the last stage's copy of wte), by first appearance */
     mf->tensors = calloc(MT_MAX_PARAM_TENSORS, sizeof *mf->tensors);
@@ -287,7 +241,6 @@ static mt_status build_manifest(const mt_recipe *r, const mt_model *m, const mt_
 out:
     free(stage_pl);
     free(tmp);
-    free(yaml);
     return st;
 }
 

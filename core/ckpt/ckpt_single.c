@@ -26,8 +26,6 @@ mt_status mt_ckpt_save_single(const char *root, const mt_recipe *r, const mt_par
         return mt_errorf(MT_ERR_INTERNAL, "mt_ckpt_save_single: a one-rank layout is needed (tp %d, pp %d)", pl->tp, pl->pp);
     mt_st_tensor *ts = calloc((size_t)pl->n_tensors, sizeof *ts);
     char (*names)[48] = calloc((size_t)pl->n_tensors, sizeof *names);
-    char *yaml = NULL;
-    size_t yaml_n = 0;
     FILE *f = NULL;
     if (!ts || !names) {
         st = mt_errorf(MT_ERR_OOM, "checkpoint: tables of %d tensors", pl->n_tensors);
@@ -88,33 +86,10 @@ mt_status mt_ckpt_save_single(const char *root, const mt_recipe *r, const mt_par
         ds += mf.pieces[ti].n_bytes;
     }
     mf.iteration = iteration;
-    mf.train_iters = r->training.iters;
-    mf.seed = (uint64_t)r->training.seed;
-    mf.max_lr = mf.lr = r->optimizer.lr;
-    mf.min_lr = r->optimizer.min_lr;
-    mf.warmup_iters = r->optimizer.warmup_iters;
-    mf.decay_iters = r->optimizer.decay_iters;
-    snprintf(mf.decay_style, sizeof mf.decay_style, "%s",
-             r->optimizer.decay == MT_DECAY_LINEAR ? "linear" : r->optimizer.decay == MT_DECAY_CONSTANT ? "constant"
-                                                                                                     : "cosine");
     mf.layout = (mt_manifest_layout){.world_size = 1, .tensor = 1, .pipeline = 1, .virtual_pipeline = 1, .data = 1,
                                      .context = 1, .expert = 1};
-    snprintf(mf.weight_dtype, sizeof mf.weight_dtype, "F32");
-    mf.vocab = pl->V;
-    snprintf(mf.arch, sizeof mf.arch, "%s", r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt");
-    snprintf(mf.tokenizer, sizeof mf.tokenizer, "%s",
-             r->data.tokenizer == MT_TOK_GPT2BPE ? "gpt2bpe" : r->data.tokenizer == MT_TOK_HF ? "hf" : "byte");
-    snprintf(mf.tokenizer_vocab, sizeof mf.tokenizer_vocab, "%s", r->data.vocab);
-    snprintf(mf.tokenizer_merges, sizeof mf.tokenizer_merges, "%s", r->data.merges);
-    FILE *yf = open_memstream(&yaml, &yaml_n);
-    if (!yf) {
-        st = mt_errorf(MT_ERR_OOM, "checkpoint: recipe text");
-        goto out;
-    }
-    mt_recipe_write_yaml(yf, r);
-    fclose(yf);
-    mf.recipe_yaml = yaml;
-    yaml = NULL;
+    MT_CHECK(mt_manifest_describe(&mf, r, "F32", pl->V));
+    mf.lr = mf.max_lr;
     snprintf(man, sizeof man, "%s/%s", tmp, MT_MANIFEST_NAME);
     f = fopen(man, "w");
     if (!f) {
@@ -141,7 +116,6 @@ out:
         mt_remove_flat_dir(tmp);
         mt_errorf(st, "%s", keep);
     }
-    free(yaml);
     free(ts);
     free(names);
     mt_manifest_free(&mf);

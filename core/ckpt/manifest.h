@@ -73,6 +73,10 @@ typedef struct {
     size_t n_pieces;
 } mt_manifest;
 
+/* Fills what comes from the recipe alone: train_iters, seed, the schedule (but lr at the save),
+ * weight_dtype ("F32" | "BF16"), vocab, arch, the tokenizer and its CRC-32C, the recipe as YAML
+ * (manifest_describe.c). MT_ERR_OOM. */
+mt_status mt_manifest_describe(mt_manifest *m, const mt_recipe *r, const char *weight_dtype, int vocab);
 /* Writes m as JSON. Returns MT_ERR_IO when a write fails (the caller owns the file). */
 mt_status mt_manifest_write(FILE *f, const mt_manifest *m);
 /* Parses manifest text (name for messages) into m (free with mt_manifest_free). MT_ERR_DATA
