@@ -31,6 +31,16 @@ snap_s=$(sed -E 's/.*snapshot ([0-9.]+) s.*/\1/' <<<"$save2")
 load_s=$(grep -o 'loaded checkpoint .*; [0-9.]* s' "$out/load.log" | sed -E 's/.*; ([0-9.]+) s$/\1/')
 cold_s=$(grep -o 'loaded checkpoint .*; [0-9.]* s' "$out/load_cold.log" | sed -E 's/.*; ([0-9.]+) s$/\1/')
 iter_ms=$(grep "iteration        2/" "$out/save.log" | sed -E 's/.*elapsed time per iteration \(ms\): ([0-9.]+).*/\1/')
+# export to Hugging Face (issue 12's bench row): the fp32 weights of the same save, merged into
+# one model.safetensors (shards past 5GB) + config and tokenizer files, fsynced; MiB/s of the output
+ex() { # ex DTYPE: seconds and MiB written by `mtrain export --dtype DTYPE`
+  local t0 t1; rm -rf "$out/hf"; t0=$(date +%s.%N)
+  "$MTRAIN" export --load "$out/ck" --output "$out/hf" --dtype "$1" >"$out/export.log" 2>&1 || { cat "$out/export.log"; exit 1; }
+  t1=$(date +%s.%N); echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}') $(( $(du -sb "$out/hf" | cut -f1) / 1048576 ))"
+}
+read -r exp32_s exp32_mib <<<"$(ex fp32)"
+read -r exp16_s exp16_mib <<<"$(ex bf16)"
+rm -rf "$out/hf"
 # asynchronous: the save of iteration 12 is written in the background while iterations 13.. run (the
 # run's last save is synchronous by design); 11 iterations leave the writer the time a save takes
 rm -rf "$out/ck"
@@ -48,5 +58,8 @@ r "dd bs=1M conv=fsync (the disk)" "$dd_s"
 r "save: snapshot + write + fsync + publish" "$save_s"
 r "load (page cache warm), CRC-32C verified" "$load_s"
 r "load (caches dropped when allowed)" "$cold_s"
+rx() { awk -v m="$2" -v s="$3" -v d="$dd_s" -v dm="$mib" -v n="$1" 'BEGIN { printf "| %-44s | %10.2f | %10.0f | %13.2fx |\n", n, s, m / s, (m / s) / (dm / d) }'; }
+rx "export hf fp32 ($exp32_mib MiB written)" "$exp32_mib" "$exp32_s"
+rx "export hf bf16 ($exp16_mib MiB written)" "$exp16_mib" "$exp16_s"
 awk -v s="$save_s" -v sn="$snap_s" -v it="$iter_ms" 'BEGIN { printf "training stall per synchronous save: %.2f s (snapshot into host memory %.2f s of it) = %.1f iterations of %.0f ms at this shape\n", s, sn, s * 1000 / it, it }'
 awk -v s="$async_stall" -v t="$async_total" -v y="$save_s" 'BEGIN { printf "training stall per asynchronous save (checkpoint.async_save): %.2f s = %.0f%% of the synchronous stall; published %.2f s after it began\n", s, 100 * s / y, t }'
