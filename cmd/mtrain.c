@@ -39,7 +39,7 @@ static void usage(FILE *f) {
             "mtrain " MT_VERSION " — GPT / Llama pretraining from a YAML recipe\n"
             "\n"
             "usage:\n"
-            "  mtrain [train] --config RECIPE [--set key=value ...] [flags]   train\n"
+            "  mtrain [train] [--config RECIPE] [--set key=value ...] [flags]   train (flags alone: on the defaults)\n"
             "  mtrain check --config RECIPE [--world-size N] [overrides]     validate, print the resolved recipe\n"
             "  mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [--append-eod]\n"
             "  mtrain plan --config RECIPE [--gpus N] [--gpu a100-80g] [--search] [--json]   memory, FLOPs, bubble, days\n"
@@ -51,13 +51,14 @@ static void usage(FILE *f) {
             "                  --compare A.jsonl B.jsonl [--tol 0.01]           the golden-prompt gate\n"
             "  mtrain generate --config R --load CKPT --prompt TEXT [--temperature T] [--top-k K] [--top-p P]   sample text\n"
             "  mtrain bootstrap-check                                         check how ranks find each other (PMIx / env:// / single)\n"
-            "  mtrain recipe-reference                                        all recipe keys (markdown)\n"
+            "  mtrain recipe-reference [--megatron]                           all recipe keys / Megatron flags (markdown)\n"
             "  mtrain --version | --help\n"
             "\n"
             "overrides: --set section.key=value, and Megatron-style flags such as --lr, --train-iters,\n"
             "--micro-batch-size, --global-batch-size, --seq-length, --tensor-model-parallel-size,\n"
             "--backend cpu|cuda, --metrics FILE, --save DIR, --load DIR, --save-interval N (see README,\n"
-            "'Recipe reference').\n");
+            "'Recipe reference'). Every flag taken (docs/megatron-flags.md says what each does here):\n");
+    mt_recipe_print_flag_list(f);
 }
 
 static int fail(mt_status st) {
@@ -66,7 +67,18 @@ static int fail(mt_status st) {
     return 1;
 }
 
-/* Loads --config (required) and every override; an unknown argument is an error.
+/* The notes of the Megatron flags that were accepted with no effect or run with a substitute. */
+static void print_notes(const mt_recipe *r) {
+    const char *p = r->notes;
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        const int n = e ? (int)(e - p) : (int)strlen(p);
+        fprintf(stderr, "mtrain: note: %.*s\n", n, p);
+        p += n + (e != NULL);
+    }
+}
+
+/* Loads --config (optional) and every override; an unknown argument is an error.
  * *world_size gets --world-size N when given (0 otherwise). */
 static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
     const char *config = NULL;
@@ -86,17 +98,14 @@ static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
         }
     }
     argc = n;
-    if (!config) {
-        fprintf(stderr, "mtrain: error: no recipe given; pass --config configs/gpt-tiny.yaml (see configs/)\n");
-        return 2;
-    }
-    mt_status st = mt_recipe_load_file(r, config);
+    /* no --config: the flags alone define the run, on the defaults (a Megatron launch script) */
+    mt_status st = config ? mt_recipe_load_file(r, config) : MT_OK;
     if (st != MT_OK) return fail(st);
     st = mt_recipe_apply_args(r, &argc, argv);
     if (st != MT_OK) return fail(st);
-    if (argc > 0) {
-        fprintf(stderr, "mtrain: error: unknown argument '%s'; see `mtrain --help` or use --set section.key=value\n",
-                argv[0]);
+    st = mt_recipe_unknown_args(argc, argv);
+    if (st != MT_OK) {
+        fail(st);
         return 2;
     }
     return 0;
@@ -137,6 +146,7 @@ static int cmd_train(int argc, char **argv) {
         mt_backend_destroy(&be);
         return fail_rank(&ps, st);
     }
+    if (ps.logger) print_notes(&r);
     if (support_note[0] && ps.logger) fprintf(stderr, "mtrain: %s\n", support_note);
     if (note[0] && ps.logger) fprintf(stderr, "mtrain: %s\n", note);
     if (r.training.precision == MT_PREC_BF16 && be.act == MT_F32 && ps.logger)
@@ -182,6 +192,11 @@ static int cmd_check(int argc, char **argv) {
     }
     mt_status st = mt_recipe_validate(&r, world);
     if (st != MT_OK) return fail(st);
+    char support_note[512]; /* what training would refuse, check refuses too */
+    st = mt_train_check_supported(&r, support_note, sizeof support_note);
+    if (st != MT_OK) return fail(st);
+    print_notes(&r);
+    if (support_note[0]) fprintf(stderr, "mtrain: %s\n", support_note);
     mt_recipe_write_yaml(stdout, &r);
     return 0;
 }
@@ -227,7 +242,8 @@ int main(int argc, char **argv) {
     if (!strcmp(sub, "generate")) return mt_cmd_generate(argc - 2, argv + 2);
     if (!strcmp(sub, "bootstrap-check")) return mt_cmd_bootstrap_check(argc - 2, argv + 2);
     if (!strcmp(sub, "recipe-reference")) {
-        mt_recipe_print_reference(stdout);
+        if (argc > 2 && !strcmp(argv[2], "--megatron")) mt_recipe_print_megatron_flags(stdout);
+        else mt_recipe_print_reference(stdout);
         return 0;
     }
     if (sub[0] == '-') return cmd_train(argc - 1, argv + 1);

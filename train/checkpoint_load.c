@@ -34,6 +34,11 @@ mt_status mt_ckpt_resolve(const mt_recipe *r, char *path, size_t n_bytes, int *f
             snprintf(note, note_bytes, "restart %s: no checkpoint in %s yet, starting from scratch", restart, root);
             return MT_OK;
         }
+        if (!strcmp(root, r->checkpoint.dir)) { /* Megatron's `--save X --load X` on the first run */
+            snprintf(note, note_bytes, "note: %s does not exist yet (checkpoint.load is checkpoint.dir): starting "
+                     "from scratch", root);
+            return MT_OK;
+        }
         return mt_errorf(MT_ERR_IO, "checkpoint.load: %s: %s; give the folder --save wrote (or one iter_* folder in it)",
                          root, strerror(errno ? errno : ENOTDIR));
     }

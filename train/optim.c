@@ -10,7 +10,26 @@ double mt_lr_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters) {
     const int64_t decay_iters = o->decay_iters > 0 ? o->decay_iters : train_iters;
     if (warmup > 0 && it <= warmup) return max_lr * (double)it / (double)warmup;
     if (o->decay == MT_DECAY_CONSTANT) return max_lr;
-    if (it >= decay_iters) return min_lr;
+    if (it > decay_iters) return min_lr;
+    if (o->decay == MT_DECAY_INV_SQRT) { /* Megatron: max_lr * sqrt(max(warmup, 1) / max(step, 1)) */
+        const double w = warmup > 1 ? (double)warmup : 1.0, s = it > 1 ? (double)it : 1.0;
+        const double lr = max_lr * sqrt(w) / sqrt(s);
+        return lr > min_lr ? lr : min_lr;
+    }
+    if (o->decay == MT_DECAY_WSD) { /* warmup, stable at max_lr, then the last wsd_decay_iters anneal */
+        const int64_t anneal_start = decay_iters - o->wsd_decay_iters;
+        if (it <= anneal_start || o->wsd_decay_iters <= 0) return max_lr;
+        const double r = (double)(it - anneal_start) / (double)o->wsd_decay_iters;
+        double c;
+        switch (o->wsd_decay) {
+        case MT_WSD_LINEAR: c = 1.0 - r; break;
+        case MT_WSD_COSINE: c = 0.5 * (cos(M_PI * r) + 1.0); break;
+        case MT_WSD_MINUS_SQRT: c = 1.0 - sqrt(r); break;
+        default: c = 2.0 * pow(0.5, r) - 1.0; break; /* exponential */
+        }
+        return min_lr + c * (max_lr - min_lr);
+    }
+    if (it == decay_iters) return min_lr;
     const double span = (double)(decay_iters - warmup);
     const double ratio = span > 0 ? (double)(it - warmup) / span : 1.0;
     if (o->decay == MT_DECAY_LINEAR) return max_lr - (max_lr - min_lr) * ratio;

@@ -8,8 +8,11 @@
 #include "train/model.h"
 #include "core/recipe/recipe.h"
 
-/* Learning rate for iteration `it` (1-based): linear warmup from 0 to lr over warmup_iters,
- * then cosine / linear / constant decay to min_lr at decay_iters, min_lr afterwards. */
+/* Learning rate for iteration `it` (1-based), Megatron's OptimizerParamScheduler in steps: linear
+ * warmup from 0 to lr over warmup_iters, then cosine / linear / constant / inverse-square-root
+ * (lr * sqrt(warmup / it), floored at min_lr) / WSD (lr until the last wsd_decay_iters steps of
+ * decay_iters, then linear / cosine / exponential / minus_sqrt down to min_lr) decay, reaching
+ * min_lr at decay_iters; min_lr afterwards (constant stays at lr). */
 double mt_lr_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters);
 /* Global-norm clipping factor: min(1, clip / (norm + 1e-6)); 1 when clip <= 0. */
 double mt_clip_factor(double grad_norm, double clip);

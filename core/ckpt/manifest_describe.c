@@ -31,8 +31,7 @@ mt_status mt_manifest_describe(mt_manifest *mf, const mt_recipe *r, const char *
     mf->min_lr = o->min_lr;
     mf->warmup_iters = o->warmup_iters;
     mf->decay_iters = o->decay_iters > 0 ? o->decay_iters : r->training.iters;
-    snprintf(mf->decay_style, sizeof mf->decay_style, "%s",
-             o->decay == MT_DECAY_LINEAR ? "linear" : o->decay == MT_DECAY_CONSTANT ? "constant" : "cosine");
+    mt_recipe_value_text(r, "optimizer.decay", mf->decay_style, sizeof mf->decay_style);
     snprintf(mf->weight_dtype, sizeof mf->weight_dtype, "%s", weight_dtype);
     mf->vocab = vocab;
     snprintf(mf->arch, sizeof mf->arch, "%s", r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt");

@@ -490,7 +490,18 @@ static mt_status apply_set(mt_recipe *r, int argc, char **argv, int *i) {
     return mt_recipe_set(r, kbuf, value, k_set_flag);
 }
 
+static mt_status apply_aliases(mt_recipe *r, int *argc, char **argv);
+
 mt_status mt_recipe_apply_args(mt_recipe *r, int *argc, char **argv) {
+    void *meg = NULL;
+    mt_status st = mt_recipe_take_megatron(r, argc, argv, &meg);
+    if (st == MT_OK) st = apply_aliases(r, argc, argv);
+    if (st == MT_OK) st = mt_recipe_finish_megatron(r, meg);
+    free(meg);
+    return st;
+}
+
+static mt_status apply_aliases(mt_recipe *r, int *argc, char **argv) {
     int n = *argc, n_keep = 0;
     mt_status st = MT_OK;
     char **keep = malloc(((size_t)(n > 0 ? n : 0) + 1) * sizeof *keep);
@@ -561,6 +572,14 @@ out:
     free(joined);
     free(keep);
     return st;
+}
+
+const char *mt_recipe_value_text(const mt_recipe *r, const char *key, char *buf, size_t n_bytes) {
+    const int k = mt_recipe_key_index(key);
+    if (n_bytes == 0) return buf;
+    buf[0] = 0;
+    if (k >= 0) mt_recipe_format_value(r, k, buf, n_bytes);
+    return buf;
 }
 
 /* ---------- derived quantities ---------- */

@@ -20,7 +20,8 @@ typedef enum { MT_ARCH_GPT = 0, MT_ARCH_LLAMA } mt_arch;
 typedef enum { MT_NORM_LAYERNORM = 0, MT_NORM_RMSNORM } mt_norm;
 typedef enum { MT_ACT_GELU = 0, MT_ACT_SWIGLU } mt_act;
 typedef enum { MT_POS_LEARNED = 0, MT_POS_ROPE } mt_pos;
-typedef enum { MT_DECAY_COSINE = 0, MT_DECAY_LINEAR, MT_DECAY_CONSTANT } mt_decay;
+typedef enum { MT_DECAY_COSINE = 0, MT_DECAY_LINEAR, MT_DECAY_CONSTANT, MT_DECAY_INV_SQRT, MT_DECAY_WSD } mt_decay;
+typedef enum { MT_WSD_LINEAR = 0, MT_WSD_COSINE, MT_WSD_EXPONENTIAL, MT_WSD_MINUS_SQRT } mt_wsd_decay;
 typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL } mt_recompute;
 typedef enum { MT_PREC_FP32 = 0, MT_PREC_BF16 } mt_precision;
 typedef enum { MT_BACKEND_AUTO = 0, MT_BACKEND_CPU, MT_BACKEND_CUDA } mt_backend_kind;
@@ -69,6 +70,7 @@ typedef struct {
     int global_batch;
     int64_t iters;         /* 0 = derive from tokens */
     int64_t tokens;        /* 0 = derive from iters */
+    int64_t samples;       /* 0 = unused; else iters = samples / global_batch (Megatron's --train-samples) */
     uint64_t seed;
     mt_precision precision;
     mt_recompute recompute;
@@ -81,7 +83,11 @@ typedef struct {
     float min_lr;
     int64_t warmup_iters;
     int64_t decay_iters;   /* 0 = training.iters */
-    mt_decay decay;        /* cosine | linear | constant */
+    float warmup_fraction; /* 0 = unused; else warmup_iters = fraction * decay_iters */
+    int64_t warmup_samples, decay_samples; /* 0 = unused; else / global_batch gives the iters */
+    mt_decay decay;        /* cosine | linear | constant | inverse-square-root | WSD */
+    int64_t wsd_decay_iters; /* WSD: the last this many steps of the decay horizon anneal */
+    mt_wsd_decay wsd_decay;  /* WSD: the shape of that anneal */
     float weight_decay;
     float beta1, beta2, eps;
     float clip_grad;       /* 0 = no clipping */
@@ -128,6 +134,10 @@ typedef struct {
     const char *flag[MT_RECIPE_MAX_KEYS]; /* static string of the flag that set it, or NULL */
 } mt_recipe_origin;
 
+/* Notes about Megatron flags that were accepted but change nothing here, or were run with a
+ * stated substitute (printed once by the logging rank). */
+#define MT_RECIPE_NOTES_MAX 4096
+
 typedef struct {
     mt_model_cfg model;
     mt_parallel_cfg parallel;
@@ -137,6 +147,7 @@ typedef struct {
     mt_checkpoint_cfg checkpoint;
     mt_logging_cfg logging;
     mt_recipe_origin origin;
+    char notes[MT_RECIPE_NOTES_MAX]; /* one note per line, "" when none */
 } mt_recipe;
 
 /* Fills every field with its documented default. */
@@ -152,6 +163,16 @@ mt_status mt_recipe_set(mt_recipe *r, const char *key, const char *value, const 
 /* Consumes `--set k=v`, `--set k v` and Megatron-style aliases from argv (in place), leaving
  * the arguments it does not know. */
 mt_status mt_recipe_apply_args(mt_recipe *r, int *argc, char **argv);
+/* After mt_recipe_apply_args: MT_OK when argc is 0, else one MT_ERR_CONFIG naming every
+ * argument left (unknown flags with the nearest known flag; a word after an unknown flag is
+ * taken as its value). */
+mt_status mt_recipe_unknown_args(int argc, char **argv);
+/* Prints the Megatron flag table (mapped to a key / accepted, changing nothing here / run with a
+ * substitute / refused, each with its note) as markdown, for docs/megatron-flags.md. */
+void mt_recipe_print_megatron_flags(FILE *f);
+/* Every flag the command line takes (aliases and Megatron's rows), wrapped, for --help. */
+void mt_recipe_print_flag_list(FILE *f);
+
 /* Checks ranges and the layout for world_size ranks, resolves auto values (parallel.data,
  * global_batch, ffn_hidden, kv_heads, vocab, iters/tokens, max_position, decay_iters) and the
  * model.arch defaults of norm/activation/position/tie_embeddings/bias the recipe did not set.
@@ -171,6 +192,10 @@ int mt_recipe_key_is_set(const mt_recipe *r, int id); /* set by the file or a fl
 /* Where a key's value came from, for "<where>: <key>: <problem>; <fix>" messages in other
  * modules: "configs/x.yaml:12", "--set model.heads=7", "--lr 3e-4", "default", "derived". */
 const char *mt_recipe_where(const mt_recipe *r, const char *key, char *buf, size_t n_bytes);
+
+/* The value of `key` as the YAML text it would be written as (enum names: "cosine", "llama"),
+ * into buf; "" for an unknown key. */
+const char *mt_recipe_value_text(const mt_recipe *r, const char *key, char *buf, size_t n_bytes);
 
 /* Derived quantities used everywhere. */
 int mt_recipe_padded_vocab(const mt_recipe *r); /* vocab rounded up to 128*tp */

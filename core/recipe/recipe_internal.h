@@ -79,6 +79,11 @@ int mt_recipe_is_prefix(const char *name);      /* "model", "model.moe": a secti
 const char *mt_recipe_leaf(const char *name);   /* last dotted component */
 /* A value echoed into a message: control bytes -> '?', cut to ~80 bytes with "...". */
 const char *mt_recipe_echo(const char *s, char *buf, size_t n_bytes);
+/* recipe_megatron.c: takes Megatron's non-alias flags out of argv before the aliases are applied
+ * (*state: what was seen; refused flags are reported here, all at once), then applies their rules
+ * and notes once the aliases are in (finish frees nothing; free(state) after). */
+mt_status mt_recipe_take_megatron(mt_recipe *r, int *argc, char **argv, void **state);
+mt_status mt_recipe_finish_megatron(mt_recipe *r, void *state);
 /* Decimal number without hex/inf/nan/underscores: 0 ok, 1 not a number, 2 out of range. */
 int mt_recipe_parse_double(const char *s, double *out);
 /* One UTF-8 sequence: its length (0 = invalid) and code point. */

@@ -23,7 +23,8 @@ static const char *const arch_names[] = { "gpt", "llama", NULL };
 static const char *const norm_names[] = { "layernorm", "rmsnorm", NULL };
 static const char *const act_names[] = { "gelu", "swiglu", NULL };
 static const char *const pos_names[] = { "learned", "rope", NULL };
-static const char *const decay_names[] = { "cosine", "linear", "constant", NULL };
+static const char *const decay_names[] = { "cosine", "linear", "constant", "inverse-square-root", "WSD", NULL };
+static const char *const wsd_names[] = { "linear", "cosine", "exponential", "minus_sqrt", NULL };
 static const char *const recompute_names[] = { "none", "selective", "full", NULL };
 static const char *const prec_names[] = { "fp32", "bf16", NULL };
 static const char *const backend_names[] = { "auto", "cpu", "cuda", NULL };
@@ -95,6 +96,8 @@ const mt_recipe_key mt_recipe_keys[] = {
          "sequences per optimizer step; 0 or auto = micro_batch * dp", MT_KF_AUTO),
     KI64("training.iters", training.iters, "0", 0, BIG, "steps",
          "optimizer steps; 0 = derive from training.tokens", 0),
+    KI64("training.samples", training.samples, "0", 0, BIG, "sequences",
+         "training length in samples: iters = this / global_batch (Megatron's --train-samples); 0 = unused", 0),
     KI64("training.tokens", training.tokens, "0", 0, 1e18, "tokens",
          "tokens to train on; 0 = derive from training.iters", 0),
     ROW("training.seed", MT_KEY_UINT64, training.seed, "1234", 0, 0, "",
@@ -116,8 +119,19 @@ const mt_recipe_key mt_recipe_keys[] = {
          "linear warmup from 0 to lr", 0),
     KI64("optimizer.decay_iters", optimizer.decay_iters, "0", 0, BIG, "steps",
          "steps from the start to the end of the decay; 0 = training.iters", 0),
+    KFLT("optimizer.warmup_fraction", optimizer.warmup_fraction, "0", 0, 1, "",
+         "warmup as a fraction of optimizer.decay_iters; 0 = use warmup_iters (Megatron's --lr-warmup-fraction)", 0),
+    KI64("optimizer.warmup_samples", optimizer.warmup_samples, "0", 0, BIG, "sequences",
+         "warmup in samples: warmup_iters = this / global_batch; 0 = use warmup_iters", 0),
+    KI64("optimizer.decay_samples", optimizer.decay_samples, "0", 0, BIG, "sequences",
+         "decay horizon in samples: decay_iters = this / global_batch; 0 = use decay_iters", 0),
     KENUM("optimizer.decay", optimizer.decay, "cosine", decay_names,
-          "learning-rate decay after warmup", 0),
+          "learning-rate decay after warmup (Megatron's names; inverse-square-root: lr * sqrt(warmup / step); WSD: "
+          "constant, then the last wsd_decay_iters anneal)", 0),
+    KI64("optimizer.wsd_decay_iters", optimizer.wsd_decay_iters, "0", 0, BIG, "steps",
+         "WSD: steps of the final anneal, ending at decay_iters", 0),
+    KENUM("optimizer.wsd_decay_style", optimizer.wsd_decay, "exponential", wsd_names,
+          "WSD: the anneal's shape (Megatron's --lr-wsd-decay-style; its default exponential)", 0),
     KFLT("optimizer.weight_decay", optimizer.weight_decay, "0.01", 0, 10, "",
          "AdamW decoupled weight decay (not applied to biases and norms)", 0),
     KFLT("optimizer.beta1", optimizer.beta1, "0.9", 0, 1, "", "Adam beta1", MT_KF_MAX_EXCL),
@@ -195,6 +209,7 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--global-batch-size", "training.global_batch", NULL },
     { "--train-iters", "training.iters", NULL },
     { "--train-tokens", "training.tokens", NULL },
+    { "--train-samples", "training.samples", NULL },
     { "--seed", "training.seed", NULL },
     { "--bf16", "training.precision", "bf16" },
     { "--fp32", "training.precision", "fp32" },
@@ -206,6 +221,11 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--lr-warmup-iters", "optimizer.warmup_iters", NULL },
     { "--lr-decay-style", "optimizer.decay", NULL },
     { "--lr-decay-iters", "optimizer.decay_iters", NULL },
+    { "--lr-warmup-fraction", "optimizer.warmup_fraction", NULL },
+    { "--lr-warmup-samples", "optimizer.warmup_samples", NULL },
+    { "--lr-decay-samples", "optimizer.decay_samples", NULL },
+    { "--lr-wsd-decay-iters", "optimizer.wsd_decay_iters", NULL },
+    { "--lr-wsd-decay-style", "optimizer.wsd_decay_style", NULL },
     { "--weight-decay", "optimizer.weight_decay", NULL },
     { "--adam-beta1", "optimizer.beta1", NULL },
     { "--adam-beta2", "optimizer.beta2", NULL },
@@ -214,7 +234,6 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--num-layers", "model.layers", NULL },
     { "--hidden-size", "model.hidden", NULL },
     { "--num-attention-heads", "model.heads", NULL },
-    { "--num-query-groups", "model.kv_heads", NULL },
     { "--ffn-hidden-size", "model.ffn_hidden", NULL },
     { "--seq-length", "model.seq_length", NULL },
     { "--max-position-embeddings", "model.max_position", NULL },

@@ -280,6 +280,23 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
         mark_derived(r, "training.global_batch");
     }
     int64_t per_step = (int64_t)t->global_batch * m->seq_length; /* <= 2^30 * 2^24 */
+    if (t->samples > 0) { /* Megatron's --train-samples: iterations = samples // global batch */
+        int ki = mt_recipe_key_find("training.iters"), kt = mt_recipe_key_find("training.tokens");
+        if (mt_recipe_key_is_set(r, ki) || mt_recipe_key_is_set(r, kt)) {
+            add(P, "training.samples", "%" PRId64 " (%s) and training.%s (%s) both set the length; give only one",
+                t->samples, ref(r, "training.samples"), mt_recipe_key_is_set(r, ki) ? "iters" : "tokens",
+                ref(r, mt_recipe_key_is_set(r, ki) ? "training.iters" : "training.tokens"));
+            return 1;
+        }
+        if (t->samples < t->global_batch) {
+            add(P, "training.samples", "%" PRId64 " samples are less than one global batch of %d; train at least "
+                "%d samples", t->samples, t->global_batch, t->global_batch);
+            return 1;
+        }
+        t->iters = t->samples / t->global_batch;
+        t->tokens = 0;
+        mark_derived(r, "training.iters");
+    }
     {   /* a length given on the command line replaces the other one from the file, as
          * Megatron's --train-iters does: `--train-iters 6` on a recipe with training.tokens */
         int ki = mt_recipe_key_find("training.iters"), kt = mt_recipe_key_find("training.tokens");
@@ -321,10 +338,35 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
             t->tokens, per_step, (t->tokens + per_step - 1) / per_step, t->iters, ref(r, "training.iters"));
         return 1;
     }
-    if (r->optimizer.decay_iters == 0) {
-        r->optimizer.decay_iters = t->iters;
+    mt_optimizer_cfg *o = &r->optimizer;
+    const int k_di = mt_recipe_key_find("optimizer.decay_iters"), k_wi = mt_recipe_key_find("optimizer.warmup_iters");
+    if (o->decay_samples > 0) {
+        if (mt_recipe_key_is_set(r, k_di))
+            add(P, "optimizer.decay_samples", "and optimizer.decay_iters (%s) are both set; give only one",
+                ref(r, "optimizer.decay_iters"));
+        o->decay_iters = o->decay_samples / t->global_batch;
         mark_derived(r, "optimizer.decay_iters");
     }
+    if (o->decay_iters == 0) {
+        o->decay_iters = t->iters;
+        mark_derived(r, "optimizer.decay_iters");
+    }
+    const int n_warm = (o->warmup_samples > 0) + (o->warmup_fraction > 0) + mt_recipe_key_is_set(r, k_wi);
+    if (n_warm > 1)
+        add(P, "optimizer.warmup_iters", "the warmup is given more than once (warmup_iters %s, warmup_samples %s, "
+            "warmup_fraction %s); give only one", ref(r, "optimizer.warmup_iters"),
+            ref(r, "optimizer.warmup_samples"), ref(r, "optimizer.warmup_fraction"));
+    if (o->warmup_samples > 0) {
+        o->warmup_iters = o->warmup_samples / t->global_batch;
+        mark_derived(r, "optimizer.warmup_iters");
+    } else if (o->warmup_fraction > 0) { /* Megatron: lr_warmup_steps = fraction * lr_decay_steps */
+        o->warmup_iters = (int64_t)((double)o->warmup_fraction * (double)o->decay_iters);
+        mark_derived(r, "optimizer.warmup_iters");
+    }
+    if (o->decay == MT_DECAY_WSD && (o->wsd_decay_iters <= 0 || o->wsd_decay_iters > o->decay_iters))
+        add(P, "optimizer.wsd_decay_iters", "%" PRId64 " (%s): WSD anneals over the last wsd_decay_iters steps of "
+            "optimizer.decay_iters = %" PRId64 "; set it between 1 and %" PRId64 " (Megatron's --lr-wsd-decay-iters)",
+            o->wsd_decay_iters, ref(r, "optimizer.wsd_decay_iters"), o->decay_iters, o->decay_iters);
     return P->n > 0;
 }
 

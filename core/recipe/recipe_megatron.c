@@ -1,0 +1,461 @@
+/* recipe_megatron.c — Megatron-LM's command-line flags beyond the one-to-one aliases of
+ * recipe_keys.c, so a Megatron launch script's argument list runs as it is:
+ *   accepted: the flag changes nothing here (a kernel fusion, a data-loader worker count,
+ *     dropout 0); one note per flag, printed by the logging rank;
+ *   substitute: the run goes on with a stated replacement (--fp16 trains in bf16), with a note;
+ *   refused: the reason and the alternative, every refused flag of the command line at once;
+ *   rule: Megatron gives the flag a meaning that depends on others, applied here the same way
+ *     (--num-query-groups only with --group-query-attention, --swiglu derives ffn_hidden_size,
+ *     --sequence-parallel at tp = 1 is turned off, --vocab-file + --merge-file select GPT-2 BPE,
+ *     --kv-channels must be hidden / heads ...).
+ * Every Megatron flag is either an alias (recipe_keys.c) or a row here; `mtrain recipe-reference
+ * --megatron` prints both as the table of docs/megatron-flags.md (a test keeps them in step).
+ * Also: the one message for every unknown argument of a command line, with the nearest flags. */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/recipe/recipe_internal.h"
+
+#define MSG_VAL_MAX 80 /* longest value echoed back in a message */
+#define TRY(x)                              \
+    do {                                    \
+        const mt_status try_st_ = (x);      \
+        if (try_st_ != MT_OK) return try_st_; \
+    } while (0)
+
+typedef enum { MEG_ACCEPT = 0, MEG_SUBST, MEG_REFUSE, MEG_RULE } meg_kind;
+
+typedef struct {
+    const char *flag;
+    int arity;        /* 0: a switch; n > 0: n values follow */
+    meg_kind kind;
+    const char *note; /* accepted / substitute: the note; refused: reason and alternative; rule: what it does */
+} meg_flag;
+
+static const meg_flag meg_flags[] = {
+    /* model shape: rules */
+    { "--group-query-attention", 0, MEG_RULE, "grouped-query attention on: --num-query-groups sets model.kv_heads" },
+    { "--num-query-groups", 1, MEG_RULE, "model.kv_heads, only with --group-query-attention (as Megatron: ignored without it)" },
+    { "--kv-channels", 1, MEG_RULE, "must equal hidden / heads (mtrain's head size); any other value is refused" },
+    { "--normalization", 1, MEG_RULE, "LayerNorm -> model.norm layernorm, RMSNorm -> rmsnorm" },
+    { "--position-embedding-type", 1, MEG_RULE, "learned_absolute -> model.position learned, rope -> rope; none is refused" },
+    { "--use-rotary-position-embeddings", 0, MEG_RULE, "model.position rope (Megatron's older spelling)" },
+    { "--no-position-embedding", 0, MEG_RULE, "with rope: nothing to turn off; with learned positions it is refused" },
+    { "--rotary-percent", 1, MEG_RULE, "1.0 only (RoPE on the whole head); partial rotary is refused" },
+    { "--attention-dropout", 1, MEG_RULE, "0 only: mtrain has no dropout (Megatron's default is 0.1; pass 0.0 to match)" },
+    { "--hidden-dropout", 1, MEG_RULE, "0 only: mtrain has no dropout (Megatron's default is 0.1; pass 0.0 to match)" },
+    { "--make-vocab-size-divisible-by", 1, MEG_RULE, "accepted: mtrain pads the vocabulary to 128*tp; padded rows never count" },
+    { "--apply-layernorm-1p", 0, MEG_ACCEPT, "stores norm weights as 1 + w; with no weight decay on norms the "
+      "training is the same" },
+    /* layout and schedule */
+    { "--num-layers-per-virtual-pipeline-stage", 1, MEG_RULE, "parallel.virtual_pipeline = layers / (pp * this)" },
+    { "--distributed-timeout-minutes", 1, MEG_RULE, "parallel.timeout_s = 60 * this" },
+    { "--recompute-activations", 0, MEG_RULE, "training.recompute selective" },
+    { "--recompute-method", 1, MEG_ACCEPT, "uniform / block: how training.recompute full picks layers" },
+    { "--recompute-num-layers", 1, MEG_ACCEPT, "layers per recompute unit of training.recompute full" },
+    { "--optimizer", 1, MEG_RULE, "adam only (AdamW, decoupled weight decay); sgd is refused" },
+    { "--rampup-batch-size", 3, MEG_REFUSE, "batch-size ramp-up is not implemented; drop it to train at "
+      "--global-batch-size from the first step" },
+    { "--decoupled-lr", 1, MEG_REFUSE, "a separate learning rate for the embedding and output layer is not "
+      "implemented; drop --decoupled-lr / --decoupled-min-lr to train them at --lr" },
+    { "--decoupled-min-lr", 1, MEG_REFUSE, "see --decoupled-lr" },
+    /* data and tokenizer */
+    { "--tokenizer-type", 1, MEG_RULE, "GPT2BPETokenizer -> data.tokenizer gpt2bpe, HuggingFaceTokenizer -> hf "
+      "(with --tokenizer-model); SentencePiece, Llama2, TikToken and Null tokenizers are refused" },
+    { "--tokenizer-model", 1, MEG_RULE, "data.vocab: a tokenizer.json, or a folder holding one" },
+    { "--tiktoken-pattern", 1, MEG_ACCEPT, "only for TikTokenizer, which is refused" },
+    { "--mock-data", 0, MEG_REFUSE, "no synthetic dataset yet; preprocess a corpus with `mtrain preprocess` and "
+      "give --data-path" },
+    { "--num-workers", 1, MEG_ACCEPT, "the dataset is memory-mapped and read by the training thread" },
+    { "--no-mmap-bin-files", 0, MEG_ACCEPT, "the .bin is always memory-mapped (read-only, shared between ranks)" },
+    { "--no-create-attention-mask-in-dataloader", 0, MEG_ACCEPT, "the causal mask is implicit in the attention kernel" },
+    { "--reset-position-ids", 0, MEG_REFUSE, "positions restart per document: not implemented; drop it" },
+    { "--reset-attention-mask", 0, MEG_REFUSE, "attention masked per document: not implemented; drop it" },
+    { "--eod-mask-loss", 0, MEG_REFUSE, "masking the end-of-document token's loss is not implemented; drop it" },
+    /* precision */
+    { "--fp16", 0, MEG_SUBST, "trained in bf16 instead (training.precision bf16): mtrain has no fp16 path, and "
+      "bf16 needs no loss scaling; the log's loss scale is 1" },
+    { "--fp8-format", 1, MEG_SUBST, "no fp8 path yet: the GEMMs run in the precision of --bf16 / --fp16" },
+    { "--fp8-amax-history-len", 1, MEG_SUBST, "see --fp8-format" },
+    { "--fp8-amax-compute-algo", 1, MEG_SUBST, "see --fp8-format" },
+    { "--fp8-param-gather", 0, MEG_SUBST, "see --fp8-format" },
+    { "--loss-scale", 1, MEG_ACCEPT, "fp16 loss scaling: bf16 needs none" },
+    { "--initial-loss-scale", 1, MEG_ACCEPT, "fp16 loss scaling: bf16 needs none" },
+    { "--min-loss-scale", 1, MEG_ACCEPT, "fp16 loss scaling: bf16 needs none" },
+    { "--loss-scale-window", 1, MEG_ACCEPT, "fp16 loss scaling: bf16 needs none" },
+    { "--hysteresis", 1, MEG_ACCEPT, "fp16 loss scaling: bf16 needs none" },
+    { "--accumulate-allreduce-grads-in-fp32", 0, MEG_ACCEPT, "gradients are always accumulated and reduced in fp32" },
+    { "--grad-reduce-in-bf16", 0, MEG_ACCEPT, "gradients are reduced in fp32 (more exact, twice the bytes)" },
+    { "--calculate-per-token-loss", 0, MEG_ACCEPT, "every sequence is full length (no padding or masked tokens), "
+      "so the per-token and per-sample averages are the same" },
+    { "--attention-softmax-in-fp32", 0, MEG_ACCEPT, "softmax is always computed in fp32" },
+    /* kernels and implementation */
+    { "--use-mcore-models", 0, MEG_ACCEPT, "mtrain has one model implementation (Megatron-Core's layout)" },
+    { "--use-legacy-models", 0, MEG_ACCEPT, "mtrain has one model implementation (Megatron-Core's layout)" },
+    { "--transformer-impl", 1, MEG_ACCEPT, "mtrain's own kernels (no Transformer Engine)" },
+    { "--use-flash-attn", 0, MEG_ACCEPT, "the attention kernel is the backend's" },
+    { "--attention-backend", 1, MEG_ACCEPT, "the attention kernel is the backend's" },
+    { "--no-masked-softmax-fusion", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--no-bias-gelu-fusion", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--no-bias-swiglu-fusion", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--no-bias-dropout-fusion", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--no-rope-fusion", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--no-gradient-accumulation-fusion", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--cross-entropy-loss-fusion", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--no-async-tensor-model-parallel-allreduce", 0, MEG_ACCEPT, "tensor-parallel collectives are synchronous" },
+    { "--overlap-grad-reduce", 0, MEG_ACCEPT, "not overlapped yet (the gradients reduced are the same)" },
+    { "--overlap-param-gather", 0, MEG_ACCEPT, "not overlapped yet (the parameters gathered are the same)" },
+    { "--manual-gc", 0, MEG_ACCEPT, "no garbage collector" },
+    { "--manual-gc-interval", 1, MEG_ACCEPT, "no garbage collector" },
+    { "--empty-unused-memory-level", 1, MEG_ACCEPT, "no caching allocator to empty" },
+    { "--distributed-backend", 1, MEG_ACCEPT, "the communicator follows the backend (shared memory on the CPU, NCCL on GPUs)" },
+    { "--use-cpu-initialization", 0, MEG_ACCEPT, "initial weights are drawn by a counter-based RNG, the same on any device" },
+    { "--moe-grouped-gemm", 0, MEG_ACCEPT, "the experts' GEMMs are batched per expert" },
+    { "--moe-token-dispatcher-type", 1, MEG_ACCEPT, "alltoall is the dispatcher" },
+    { "--moe-router-load-balancing-type", 1, MEG_ACCEPT, "aux_loss (Switch / GShard) is the balancing loss" },
+    /* checkpoints, logging, profiling */
+    { "--ckpt-format", 1, MEG_ACCEPT, "mtrain saves its own format (safetensors pieces + manifest.json, loadable "
+      "at any layout; `mtrain export --format hf` for serving)" },
+    { "--use-checkpoint-args", 0, MEG_REFUSE, "the model shape is not read from a checkpoint; give the shape flags "
+      "(or the checkpoint's manifest recipe as --config)" },
+    { "--log-throughput", 0, MEG_ACCEPT, "the iteration line always has the throughput" },
+    { "--log-params-norm", 0, MEG_ACCEPT, "not printed" },
+    { "--log-num-zeros-in-grad", 0, MEG_ACCEPT, "not printed" },
+    { "--timing-log-level", 1, MEG_ACCEPT, "per-phase timers are not implemented yet: ignored" },
+    { "--timing-log-option", 1, MEG_ACCEPT, "per-phase timers are not implemented yet: ignored" },
+    { "--profile", 0, MEG_ACCEPT, "no profiler trace yet: ignored" },
+    { "--profile-step-start", 1, MEG_ACCEPT, "no profiler trace yet: ignored" },
+    { "--profile-step-end", 1, MEG_ACCEPT, "no profiler trace yet: ignored" },
+    { "--wandb-project", 1, MEG_ACCEPT, "no Weights & Biases client: use --tensorboard-dir or --metrics" },
+    { "--wandb-exp-name", 1, MEG_ACCEPT, "no Weights & Biases client: use --tensorboard-dir or --metrics" },
+    { "--wandb-save-dir", 1, MEG_ACCEPT, "no Weights & Biases client: use --tensorboard-dir or --metrics" },
+};
+static const int n_meg_flags = (int)(sizeof meg_flags / sizeof meg_flags[0]);
+
+/* mtrain's own flags (cmd/), for the nearest-name suggestions */
+static const char *const own_flags[] = {
+    "--config", "--set", "--world-size", "--metrics", "--help", NULL,
+};
+
+static const meg_flag *find_flag(const char *arg, const char **eq_value) {
+    for (int i = 0; i < n_meg_flags; i++) {
+        const size_t n = strlen(meg_flags[i].flag);
+        if (strncmp(arg, meg_flags[i].flag, n) != 0) continue;
+        if (arg[n] == 0) { *eq_value = NULL; return &meg_flags[i]; }
+        if (arg[n] == '=' && meg_flags[i].arity == 1) { *eq_value = arg + n + 1; return &meg_flags[i]; }
+    }
+    return NULL;
+}
+
+typedef struct {
+    const char *value[sizeof meg_flags / sizeof meg_flags[0]]; /* "" for a switch seen, NULL not seen */
+    char refused[2048];
+} meg_seen;
+
+static const char *seen(const meg_seen *s, const char *flag) {
+    for (int i = 0; i < n_meg_flags; i++)
+        if (!strcmp(meg_flags[i].flag, flag)) return s->value[i];
+    return NULL;
+}
+
+static void note(mt_recipe *r, const char *fmt, const char *a, const char *b) {
+    char line[512];
+    snprintf(line, sizeof line, fmt, a, b ? b : "");
+    const size_t n = strlen(r->notes), m = strlen(line);
+    if (n + m + 2 < sizeof r->notes) {
+        memcpy(r->notes + n, line, m);
+        r->notes[n + m] = '\n';
+        r->notes[n + m + 1] = 0;
+    }
+}
+
+static int is_set(const mt_recipe *r, const char *key) {
+    return mt_recipe_key_is_set(r, mt_recipe_key_find(key));
+}
+
+static int ieq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
+    return *a == *b;
+}
+
+static mt_status bad(const char *flag, const char *value, const char *why) {
+    return mt_errorf(MT_ERR_CONFIG, "%s %s: %s", flag, value ? value : "", why);
+}
+
+/* Takes the rows of meg_flags out of argv (in place), recording their values. Refused flags are
+ * collected into s->refused, reported together. */
+static mt_status take_flags(int *argc, char **argv, meg_seen *s) {
+    int n = *argc, k = 0;
+    for (int i = 0; i < n; i++) {
+        const char *a = argv[i], *eqv = NULL;
+        const meg_flag *f = a ? find_flag(a, &eqv) : NULL;
+        if (a && !strcmp(a, "--")) { /* the rest belongs to someone else */
+            while (i < n) argv[k++] = argv[i++];
+            break;
+        }
+        if (!f) { argv[k++] = argv[i]; continue; }
+        const int idx = (int)(f - meg_flags);
+        const char *v = "";
+        if (f->arity == 1) {
+            if (eqv) v = eqv;
+            else if (i + 1 < n) v = argv[++i];
+            else return mt_errorf(MT_ERR_CONFIG, "%s: needs a value (%s)", f->flag, f->note);
+        } else if (f->arity > 1) {
+            if (i + f->arity >= n) return mt_errorf(MT_ERR_CONFIG, "%s: needs %d values", f->flag, f->arity);
+            v = argv[i + 1];
+            i += f->arity;
+        }
+        s->value[idx] = v;
+        if (f->kind == MEG_REFUSE) {
+            const size_t m = strlen(s->refused);
+            snprintf(s->refused + m, sizeof s->refused - m, "%s  %s: %s", m ? "\n" : "", f->flag, f->note);
+        }
+    }
+    *argc = k;
+    if (k < n) argv[k] = NULL;
+    return MT_OK;
+}
+
+static mt_status set(mt_recipe *r, const char *key, const char *value, const char *flag) {
+    return mt_recipe_set(r, key, value, flag);
+}
+
+/* The rules, once the aliases have been applied (so --num-layers, --tensor-model-parallel-size ...
+ * are known whatever their order on the command line). */
+static mt_status apply_rules(mt_recipe *r, const meg_seen *s) {
+    const char *v;
+    char buf[64];
+    if ((v = seen(s, "--normalization"))) {
+        if (ieq(v, "LayerNorm")) TRY(set(r, "model.norm", "layernorm", "--normalization"));
+        else if (ieq(v, "RMSNorm")) TRY(set(r, "model.norm", "rmsnorm", "--normalization"));
+        else return bad("--normalization", v, "LayerNorm or RMSNorm");
+    }
+    if ((v = seen(s, "--position-embedding-type"))) {
+        if (!strcmp(v, "learned_absolute")) TRY(set(r, "model.position", "learned", "--position-embedding-type"));
+        else if (!strcmp(v, "rope")) TRY(set(r, "model.position", "rope", "--position-embedding-type"));
+        else return bad("--position-embedding-type", v, "learned_absolute or rope (none, yarn, mrope are not implemented)");
+    }
+    if (seen(s, "--use-rotary-position-embeddings")) TRY(set(r, "model.position", "rope", "--use-rotary-position-embeddings"));
+    if (seen(s, "--no-position-embedding") && r->model.position != MT_POS_ROPE)
+        return bad("--no-position-embedding", NULL, "a model with no position information at all is not "
+                   "implemented; use --position-embedding-type rope");
+    if ((v = seen(s, "--group-query-attention")) || seen(s, "--num-query-groups")) {
+        const char *g = seen(s, "--num-query-groups");
+        if (v && g) TRY(set(r, "model.kv_heads", g, "--num-query-groups"));
+        else if (v) return bad("--group-query-attention", NULL, "needs --num-query-groups N (the key/value heads)");
+        else note(r, "--num-query-groups %s: ignored without --group-query-attention (as Megatron: every head has "
+                  "its own keys and values)", g, NULL);
+    }
+    if ((v = seen(s, "--rotary-percent"))) {
+        if (strtod(v, NULL) != 1.0) return bad("--rotary-percent", v, "partial rotary embeddings are not implemented; use 1.0");
+    }
+    const char *drop[] = { "--attention-dropout", "--hidden-dropout" };
+    for (int i = 0; i < 2; i++)
+        if ((v = seen(s, drop[i])) && strtod(v, NULL) != 0.0)
+            return bad(drop[i], v, "dropout is not implemented; use 0.0 (modern pretraining recipes do)");
+    if ((v = seen(s, "--optimizer")) && strcmp(v, "adam") != 0)
+        return bad("--optimizer", v, "only adam (AdamW) is implemented");
+    if ((v = seen(s, "--distributed-timeout-minutes"))) {
+        char *end;
+        long long m = strtoll(v, &end, 10);
+        if (*end || m < 1 || m > 100000) return bad("--distributed-timeout-minutes", v, "a whole number of minutes >= 1");
+        snprintf(buf, sizeof buf, "%lld", m * 60);
+        TRY(set(r, "parallel.timeout_s", buf, "--distributed-timeout-minutes"));
+    }
+    if (seen(s, "--recompute-activations")) TRY(set(r, "training.recompute", "selective", "--recompute-activations"));
+    /* --swiglu without --ffn-hidden-size: Megatron's width, int(4h * 2/3 / 64) * 64 */
+    if (r->model.activation == MT_ACT_SWIGLU && r->origin.flag[mt_recipe_key_find("model.activation")] &&
+        !strcmp(r->origin.flag[mt_recipe_key_find("model.activation")], "--swiglu") && !is_set(r, "model.ffn_hidden") &&
+        r->model.hidden > 0) {
+        snprintf(buf, sizeof buf, "%d", (int)((4.0 * r->model.hidden * 2.0 / 3.0) / 64.0) * 64);
+        TRY(set(r, "model.ffn_hidden", buf, "--swiglu"));
+    }
+    if ((v = seen(s, "--kv-channels"))) {
+        const int d = r->model.heads > 0 ? r->model.hidden / r->model.heads : 0;
+        if (atoi(v) != d || r->model.hidden % (r->model.heads > 0 ? r->model.heads : 1)) {
+            char why[256];
+            snprintf(why, sizeof why, "mtrain's head size is hidden / heads = %d / %d; a different --kv-channels "
+                     "is not implemented (drop the flag, or make it %d)", r->model.hidden, r->model.heads, d);
+            return bad("--kv-channels", v, why);
+        }
+    }
+    if ((v = seen(s, "--num-layers-per-virtual-pipeline-stage"))) {
+        const int per = atoi(v), L = r->model.layers, pp = r->parallel.pipeline > 0 ? r->parallel.pipeline : 1;
+        if (per < 1 || L % (pp * per)) {
+            char why[256];
+            snprintf(why, sizeof why, "model.layers = %d is not a multiple of pipeline size %d * %d layers per "
+                     "virtual stage", L, pp, per > 0 ? per : 0);
+            return bad("--num-layers-per-virtual-pipeline-stage", v, why);
+        }
+        snprintf(buf, sizeof buf, "%d", L / (pp * per));
+        TRY(set(r, "parallel.virtual_pipeline", buf, "--num-layers-per-virtual-pipeline-stage"));
+    }
+    /* tokenizer: --tokenizer-type, --tokenizer-model, and --vocab-file + --merge-file alone */
+    const char *tt = seen(s, "--tokenizer-type"), *tm = seen(s, "--tokenizer-model");
+    if (tt) {
+        if (!strcmp(tt, "GPT2BPETokenizer")) TRY(set(r, "data.tokenizer", "gpt2bpe", "--tokenizer-type"));
+        else if (!strcmp(tt, "HuggingFaceTokenizer")) {
+            if (!tm) return bad("--tokenizer-type", tt, "needs --tokenizer-model (a tokenizer.json or a folder holding one)");
+            TRY(set(r, "data.tokenizer", "hf", "--tokenizer-type"));
+        } else
+            return bad("--tokenizer-type", tt, "GPT2BPETokenizer (with --vocab-file, --merge-file) or HuggingFaceTokenizer "
+                       "(with --tokenizer-model DIR/tokenizer.json) are implemented; convert other tokenizers to a "
+                       "Hugging Face tokenizer.json");
+    }
+    if (tm) {
+        if (!tt) return bad("--tokenizer-model", tm, "give --tokenizer-type HuggingFaceTokenizer with it");
+        if (strcmp(tt, "HuggingFaceTokenizer") != 0) return bad("--tokenizer-model", tm, "only with --tokenizer-type HuggingFaceTokenizer");
+        char path[MT_PATH_MAX];
+        const size_t n = strlen(tm);
+        if (n >= 5 && !strcmp(tm + n - 5, ".json")) snprintf(path, sizeof path, "%s", tm);
+        else snprintf(path, sizeof path, "%s%stokenizer.json", tm, n && tm[n - 1] == '/' ? "" : "/");
+        TRY(set(r, "data.vocab", path, "--tokenizer-model"));
+    }
+    const int k_vocab = mt_recipe_key_find("data.vocab"), k_tok = mt_recipe_key_find("data.tokenizer");
+    if (!tt && r->origin.flag[k_vocab] && !strcmp(r->origin.flag[k_vocab], "--vocab-file") && !mt_recipe_key_is_set(r, k_tok)) {
+        /* Megatron's GPT scripts give --vocab-file and --merge-file: GPT-2 BPE */
+        if (r->data.merges[0]) TRY(set(r, "data.tokenizer", "gpt2bpe", "--vocab-file"));
+        else return bad("--vocab-file", r->data.vocab, "without --merge-file or --tokenizer-type: give --merge-file "
+                        "(GPT-2 BPE) or --tokenizer-type");
+    }
+    /* --sequence-parallel at tp = 1: Megatron warns and turns it off */
+    const int k_sp = mt_recipe_key_find("parallel.sequence_parallel");
+    if (r->parallel.sequence_parallel && r->parallel.tensor == 1 && r->origin.flag[k_sp] &&
+        !strcmp(r->origin.flag[k_sp], "--sequence-parallel")) {
+        TRY(set(r, "parallel.sequence_parallel", "false", "--sequence-parallel"));
+        note(r, "--sequence-parallel: turned off, the tensor-parallel size is 1 (as Megatron does)%s%s", "", NULL);
+    }
+    if ((v = seen(s, "--make-vocab-size-divisible-by")) && atoi(v) != 128)
+        note(r, "--make-vocab-size-divisible-by %s: the vocabulary is padded to a multiple of 128 * tp (padded rows "
+             "never count in the loss)%s", v, NULL);
+    return MT_OK;
+}
+
+mt_status mt_recipe_take_megatron(mt_recipe *r, int *argc, char **argv, void **state) {
+    meg_seen *s = calloc(1, sizeof *s);
+    *state = s;
+    if (!s) return mt_errorf(MT_ERR_OOM, "out of memory parsing the command line");
+    TRY(take_flags(argc, argv, s));
+    if (s->refused[0])
+        return mt_errorf(MT_ERR_CONFIG, "Megatron flags mtrain does not implement (see docs/megatron-flags.md):\n%s",
+                         s->refused);
+    (void)r;
+    return MT_OK;
+}
+
+mt_status mt_recipe_finish_megatron(mt_recipe *r, void *state) {
+    const meg_seen *s = state;
+    TRY(apply_rules(r, s));
+    for (int i = 0; i < n_meg_flags; i++) {
+        if (!s->value[i] || (meg_flags[i].kind != MEG_ACCEPT && meg_flags[i].kind != MEG_SUBST)) continue;
+        if (meg_flags[i].kind == MEG_SUBST && !strcmp(meg_flags[i].flag, "--fp16"))
+            TRY(set(r, "training.precision", "bf16", "--fp16"));
+        note(r, "%s: %s", meg_flags[i].flag, meg_flags[i].note);
+    }
+    return MT_OK;
+}
+
+/* ---- unknown arguments ---- */
+
+static int edit_distance(const char *a, const char *b) {
+    const size_t na = strlen(a), nb = strlen(b);
+    if (na > 60 || nb > 60) return 99;
+    int d[61][61];
+    for (size_t i = 0; i <= na; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= nb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            d[i][j] = c;
+        }
+    return d[na][nb];
+}
+
+static const char *nearest_flag(const char *arg) {
+    char name[128];
+    snprintf(name, sizeof name, "%s", arg);
+    char *eq = strchr(name, '=');
+    if (eq) *eq = 0;
+    for (char *p = name + 2; *p; p++) if (*p == '_') *p = '-'; /* --train_iters */
+    const char *best = NULL;
+    int bd = 1 << 30;
+    for (int i = 0; i < mt_recipe_n_aliases; i++) {
+        const int d = edit_distance(name, mt_recipe_aliases[i].flag);
+        if (d < bd) { bd = d; best = mt_recipe_aliases[i].flag; }
+    }
+    for (int i = 0; i < n_meg_flags; i++) {
+        const int d = edit_distance(name, meg_flags[i].flag);
+        if (d < bd) { bd = d; best = meg_flags[i].flag; }
+    }
+    for (int i = 0; own_flags[i]; i++) {
+        const int d = edit_distance(name, own_flags[i]);
+        if (d < bd) { bd = d; best = own_flags[i]; }
+    }
+    const int len = (int)strlen(name);
+    return best && bd <= (len < 12 ? 3 : len / 3) ? best : NULL;
+}
+
+mt_status mt_recipe_unknown_args(int argc, char **argv) {
+    if (argc <= 0) return MT_OK;
+    char msg[4096], e[MSG_VAL_MAX + 8];
+    int n = 0, m = 0;
+    msg[0] = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!a) continue;
+        const char *value = NULL;
+        if (!strncmp(a, "--", 2) && i + 1 < argc && argv[i + 1] && argv[i + 1][0] != '-' && !strchr(a, '='))
+            value = argv[++i]; /* the unknown flag's value, most likely */
+        const char *near = !strncmp(a, "--", 2) ? nearest_flag(a) : NULL;
+        char line[512];
+        if (near)
+            snprintf(line, sizeof line, "\n  %s%s%s: unknown; did you mean %s?", mt_recipe_echo(a, e, sizeof e),
+                     value ? " " : "", value ? value : "", near);
+        else
+            snprintf(line, sizeof line, "\n  %s%s%s: unknown", mt_recipe_echo(a, e, sizeof e), value ? " " : "",
+                     value ? value : "");
+        const size_t k = strlen(line);
+        if ((size_t)m + k + 80 < sizeof msg) {
+            memcpy(msg + m, line, k + 1);
+            m += (int)k;
+        }
+        n++;
+    }
+    return mt_errorf(MT_ERR_CONFIG, "%d unknown argument%s (see `mtrain --help`, docs/megatron-flags.md, or set any "
+                     "recipe key with --set section.key=value):%s", n, n == 1 ? "" : "s", msg);
+}
+
+/* ---- the table for docs/megatron-flags.md ---- */
+
+void mt_recipe_print_megatron_flags(FILE *f) {
+    fprintf(f, "| Megatron flag | mtrain | note |\n|---|---|---|\n");
+    for (int i = 0; i < mt_recipe_n_aliases; i++) {
+        const mt_recipe_alias *a = &mt_recipe_aliases[i];
+        if (a->fixed) fprintf(f, "| `%s` | mapped: `%s: %s` | |\n", a->flag, a->key, a->fixed);
+        else fprintf(f, "| `%s` | mapped: `%s` | |\n", a->flag, a->key);
+    }
+    static const char *const kind_text[] = { "accepted (no effect here)", "substitute", "refused", "rule" };
+    for (int i = 0; i < n_meg_flags; i++) {
+        const meg_flag *g = &meg_flags[i];
+        fprintf(f, "| `%s%s` | %s | %s |\n", g->flag, g->arity == 1 ? " X" : g->arity > 1 ? " X Y Z" : "",
+                kind_text[g->kind], g->note);
+    }
+}
+
+void mt_recipe_print_flag_list(FILE *f) {
+    int col = 0;
+    for (int i = 0; i < mt_recipe_n_aliases + n_meg_flags; i++) {
+        const char *name = i < mt_recipe_n_aliases ? mt_recipe_aliases[i].flag : meg_flags[i - mt_recipe_n_aliases].flag;
+        const int n = (int)strlen(name) + 1;
+        if (col + n > 100) { fputc('\n', f); col = 0; }
+        fprintf(f, "%s%s", col ? " " : "  ", name);
+        col += n + (col ? 0 : 1);
+    }
+    fputc('\n', f);
+}
