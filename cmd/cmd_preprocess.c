@@ -11,6 +11,7 @@
 
 #include "core/data/indexed.h"
 #include "core/data/preprocess.h"
+#include "core/data/tmpfiles.h"
 #include "cmd/tokenizer_args.h"
 
 static void usage(FILE *f) {
@@ -150,7 +151,10 @@ int mt_cmd_preprocess(int argc, char **argv) {
     opt.progress_user = &ps;
 
     mt_preprocess_stats s;
+    /* Ctrl-C, SIGTERM, SIGHUP: the temporaries and locks go, then we die by the signal. */
+    mt_tmpfiles_signals_install();
     mt_status st = mt_preprocess_run(&opt, &s);
+    mt_tmpfiles_signals_restore();
     if (st != MT_OK) {
         if (ps.printed && ps.is_tty) fputc('\n', stderr);
         fprintf(stderr, "mtrain preprocess: %s: %s\n", mt_status_name(st), mt_last_error());

@@ -371,6 +371,8 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         }
         if (t.valid && (it % r->logging.eval_interval == 0 || it == iters)) {
             double vl;
+            MT_CHECK(mt_blended_dataset_check_files(t.train)); /* a dataset rewritten under the run */
+            MT_CHECK(mt_blended_dataset_check_files(t.valid));
             MT_CHECK(evaluate(&t, &vl));
             rep->last_val_loss = vl;
             MT_CHECK(mt_metrics_log_eval(log, &t.sink, it, vl));
@@ -391,6 +393,8 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             const mt_ckpt_state cs = {.iteration = it, .consumed_samples = consumed, .optimizer_steps = n_steps,
                                       .skipped_iterations = skipped};
             const int last = it == iters || exit_now; /* the job ends: nothing to overlap with */
+            MT_CHECK(mt_blended_dataset_check_files(t.train)); /* never save a run fed a changed file */
+            MT_CHECK(mt_blended_dataset_check_files(t.valid));
             MT_CHECK(mt_ckpt_save_begin(&t.saver, r, &t.model, ps, &cs, ck->async_save && !last, log));
             if (last || !ck->async_save) MT_CHECK(mt_ckpt_save_poll(&t.saver, ps, 1, log, &done));
             rep->saved_iteration = it;

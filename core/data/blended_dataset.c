@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/data/data_path.h"
 #include "core/data/index_cache.h"
 #include "core/data/indexed.h"
 
@@ -240,7 +241,8 @@ mt_status mt_blended_dataset_open(mt_blended_dataset **out, const char *data_pat
             double a = ceil((double)n_target * d->weights[i]);
             want = (int64_t)ceil(a * 1.005);
         }
-        st = mt_indexed_open(&d->indexed[i], d->prefixes[i]);
+        st = mt_data_path_check(d->prefixes[i]);
+        if (st == MT_OK) st = mt_indexed_open(&d->indexed[i], d->prefixes[i]);
         if (st == MT_OK) {
             st = mt_gpt_dataset_open_cached(&d->gpt[i], &d->indexed[i], split, split_index,
                                             seq_length, seed, want, cache_dir);
@@ -270,6 +272,21 @@ out:
 }
 
 int64_t mt_blended_dataset_len(const mt_blended_dataset *d) { return d->n_samples; }
+
+mt_status mt_blended_dataset_check_files(const mt_blended_dataset *d) {
+    if (!d) return MT_OK;
+    for (int i = 0; i < d->n_datasets; i++) {
+        mt_status st = mt_indexed_check_unchanged(&d->indexed[i]);
+        if (st != MT_OK) {
+            if (d->n_datasets > 1) {
+                mt_error_context(st, "data.path blend entry %d of %d (%s): ", i + 1,
+                                 d->n_datasets, d->prefixes[i]);
+            }
+            return st;
+        }
+    }
+    return MT_OK;
+}
 
 void mt_blended_dataset_source(const mt_blended_dataset *d, int64_t sample, int *dataset,
                                int64_t *dataset_sample) {

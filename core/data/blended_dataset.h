@@ -50,6 +50,10 @@ int64_t mt_blended_dataset_len(const mt_blended_dataset *d);
  * numbers too), like mt_gpt_dataset_get. */
 mt_status mt_blended_dataset_get(const mt_blended_dataset *d, int64_t sample, int32_t *tokens);
 void mt_blended_dataset_close(mt_blended_dataset *d);
+/* MT_OK when every dataset's .idx and .bin are still the files opened (mt_indexed_check_
+ * unchanged); the first change otherwise, naming the file. NULL is fine. Training calls it at
+ * each validation and checkpoint save. */
+mt_status mt_blended_dataset_check_files(const mt_blended_dataset *d);
 
 /* For logs and tests. */
 int mt_blended_dataset_n_datasets(const mt_blended_dataset *d);

@@ -1,5 +1,7 @@
-/* index_cache.c — sample-index cache files (layout in index_cache.h): write via temp +
- * fsync + rename, read with every size, name and checksum verified.
+/* index_cache.c — sample-index cache files (layout in index_cache.h): write via temp
+ * ("<file>.tmp.<pid>.<addr>") + fsync + rename, read with every size, name and checksum
+ * verified; each read first removes the folder's cache temporaries whose writer died
+ * (core/data/tmpfiles.h), so an interrupted build leaves nothing for long.
  * Rule kept: a cache is an optimisation: any doubt about a file makes it a miss
  * (MT_ERR_DATA with the reason), never a crash or a silently wrong index. */
 #include "core/data/index_cache.h"
@@ -11,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/data/tmpfiles.h"
 
 #define MAGIC "MTIDXC01"
 #define VERSION 1u
@@ -210,6 +214,13 @@ mt_status mt_index_cache_read(const char *path, const char *description,
     unsigned char *got = NULL;
     *missing = 0;
     for (int i = 0; i < n_arrays; i++) arrays[i].data = NULL;
+    {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0; else dir[0] = 0;
+        mt_tmpfiles_remove_stale_in(slash && !dir[0] ? "/" : dir, ".mtidx", "tmp", NULL);
+    }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         *missing = errno == ENOENT;

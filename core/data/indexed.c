@@ -1,5 +1,6 @@
-/* indexed.c — Megatron indexed dataset reader (mmap, validated before use) and writer
- * (streams to *.tmp, then fsync + rename). Layout in indexed.h.
+/* indexed.c — Megatron indexed dataset reader (mmap, validated before use, the mappings
+ * guarded by mapped_files.h) and writer (streams to *.tmp.<pid>, then fsync + publish by the
+ * rule in indexed.h). Layout in indexed.h.
  * Rule kept: nothing in a file is trusted: every count, pointer and index is checked
  * against the file sizes with overflow-safe arithmetic before the first token is read. */
 #include "core/data/indexed.h"
@@ -11,7 +12,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "core/data/tmpfiles.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "indexed.c reads and writes little-endian files with plain loads: port it first"
@@ -64,12 +68,16 @@ int mt_indexed_dtype_for_vocab(int64_t vocab_size) {
 
 /* ---- reader --------------------------------------------------------------------------- */
 
-/* Maps a whole file read-only. An empty file maps to NULL with *n_bytes = 0. */
-static mt_status map_file(const char *path, const uint8_t **map, size_t *n_bytes) {
+/* Maps a whole file read-only. An empty file maps to NULL with *n_bytes = 0. *err_no is the
+ * errno of a failed open (0 otherwise). */
+static mt_status map_file(const char *path, const uint8_t **map, size_t *n_bytes,
+                          mt_file_id *id, int *err_no) {
     *map = NULL;
     *n_bytes = 0;
+    *err_no = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
+        *err_no = errno;
         return mt_errorf(MT_ERR_IO, "%s: cannot open: %s (run mtrain preprocess to make it)",
                          path, strerror(errno));
     }
@@ -83,6 +91,7 @@ static mt_status map_file(const char *path, const uint8_t **map, size_t *n_bytes
         close(fd);
         return mt_errorf(MT_ERR_IO, "%s: not a regular file", path);
     }
+    mt_file_id_from_stat(id, &sb);
     if (sb.st_size > 0) {
         void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
@@ -100,6 +109,8 @@ static mt_status map_file(const char *path, const uint8_t **map, size_t *n_bytes
 
 void mt_indexed_close(mt_indexed *ds) {
     if (!ds) return;
+    mt_mapped_unregister(ds->idx_slot - 1);
+    mt_mapped_unregister(ds->bin_slot - 1);
     if (ds->idx_map) munmap((void *)ds->idx_map, ds->n_idx_bytes);
     if (ds->bin_map) munmap((void *)ds->bin_map, ds->n_bin_bytes);
     free(ds->idx_path);
@@ -241,6 +252,13 @@ static mt_status validate_idx(mt_indexed *ds) {
     return MT_OK;
 }
 
+static void unmap_both(mt_indexed *ds) {
+    if (ds->idx_map) munmap((void *)ds->idx_map, ds->n_idx_bytes);
+    if (ds->bin_map) munmap((void *)ds->bin_map, ds->n_bin_bytes);
+    ds->idx_map = ds->bin_map = NULL;
+    ds->n_idx_bytes = ds->n_bin_bytes = 0;
+}
+
 mt_status mt_indexed_open(mt_indexed *ds, const char *prefix) {
     mt_status st = MT_OK;
     memset(ds, 0, sizeof *ds);
@@ -250,12 +268,55 @@ mt_status mt_indexed_open(mt_indexed *ds, const char *prefix) {
         st = mt_errorf(MT_ERR_OOM, "%s: out of memory opening the dataset", prefix);
         goto out;
     }
-    MT_CHECK(map_file(ds->idx_path, &ds->idx_map, &ds->n_idx_bytes));
-    MT_CHECK(map_file(ds->bin_path, &ds->bin_map, &ds->n_bin_bytes));
+    /* The reader's half of the publishing rule (indexed.h): .idx, then .bin, then the .idx
+     * must still be in place; a .bin without its .idx may be mid-publish. ~2 s at most. */
+    for (int attempt = 0;; attempt++) {
+        int e = 0;
+        struct stat sb;
+        const struct timespec pause = {0, 20 * 1000 * 1000};
+        st = map_file(ds->idx_path, &ds->idx_map, &ds->n_idx_bytes, &ds->idx_id, &e);
+        if (st != MT_OK) {
+            if (e == ENOENT && stat(ds->bin_path, &sb) == 0) {
+                if (attempt < 100) {
+                    nanosleep(&pause, NULL);
+                    continue;
+                }
+                st = mt_errorf(MT_ERR_IO, "%s: missing beside %s (an interrupted mtrain "
+                               "preprocess, or only the .bin copied?): copy the .idx beside "
+                               "it or re-run mtrain preprocess", ds->idx_path, ds->bin_path);
+            }
+            goto out;
+        }
+        MT_CHECK(map_file(ds->bin_path, &ds->bin_map, &ds->n_bin_bytes, &ds->bin_id, &e));
+        if (stat(ds->idx_path, &sb) == 0 && (uint64_t)sb.st_dev == ds->idx_id.dev &&
+            (uint64_t)sb.st_ino == ds->idx_id.ino) {
+            break;
+        }
+        unmap_both(ds);
+        if (attempt >= 100) {
+            st = mt_errorf(MT_ERR_IO, "%s: keeps being replaced while it is opened (is mtrain "
+                           "preprocess writing %s right now?); open it once it is done",
+                           ds->idx_path, prefix);
+            goto out;
+        }
+        nanosleep(&pause, NULL);
+    }
     MT_CHECK(validate_idx(ds));
+    if (ds->idx_map) {
+        ds->idx_slot = 1 + mt_mapped_register(ds->idx_map, ds->n_idx_bytes, ds->idx_path);
+    }
+    if (ds->bin_map) {
+        ds->bin_slot = 1 + mt_mapped_register(ds->bin_map, ds->n_bin_bytes, ds->bin_path);
+    }
 out:
     if (st != MT_OK) mt_indexed_close(ds);
     return st;
+}
+
+mt_status mt_indexed_check_unchanged(const mt_indexed *ds) {
+    mt_status st = mt_file_id_check(&ds->idx_id, ds->idx_path, "training read it");
+    if (st != MT_OK) return st;
+    return mt_file_id_check(&ds->bin_id, ds->bin_path, "training read it");
 }
 
 int64_t mt_indexed_n_sequences(const mt_indexed *ds) { return ds->n_sequences; }
@@ -364,6 +425,12 @@ static void writer_free(mt_indexed_writer *w) {
     memset(w, 0, sizeof *w);
 }
 
+static void writer_forget_tmps(mt_indexed_writer *w) {
+    mt_tmpfiles_forget(w->bin_slot - 1);
+    mt_tmpfiles_forget(w->idx_slot - 1);
+    w->bin_slot = w->idx_slot = 0;
+}
+
 void mt_indexed_writer_abort(mt_indexed_writer *w) {
     if (!w) return;
     if (w->bin) fclose(w->bin);
@@ -371,7 +438,23 @@ void mt_indexed_writer_abort(mt_indexed_writer *w) {
     if (w->doc) fclose(w->doc);
     if (w->bin_tmp) unlink(w->bin_tmp);
     if (w->idx_tmp) unlink(w->idx_tmp);
+    writer_forget_tmps(w);
     writer_free(w);
+}
+
+/* str_cat(prefix, suffix) + ".<pid>" */
+static char *tmp_name(const char *prefix, const char *suffix) {
+    char *base = str_cat(prefix, suffix), *out = NULL;
+    if (base) {
+        size_t n = strlen(base) + 32;
+        out = malloc(n);
+        if (out && mt_tmpfiles_name(base, "tmp", out, n) != MT_OK) {
+            free(out);
+            out = NULL;
+        }
+    }
+    free(base);
+    return out;
 }
 
 mt_status mt_indexed_writer_open(mt_indexed_writer *w, const char *prefix, int dtype_code) {
@@ -389,13 +472,24 @@ mt_status mt_indexed_writer_open(mt_indexed_writer *w, const char *prefix, int d
     w->n_item_bytes = n_item_bytes;
     w->bin_path = str_cat(prefix, ".bin");
     w->idx_path = str_cat(prefix, ".idx");
-    w->bin_tmp = str_cat(prefix, ".bin.tmp");
-    w->idx_tmp = str_cat(prefix, ".idx.tmp");
-    doc_tmp = str_cat(prefix, ".docidx.tmp");
+    w->bin_tmp = tmp_name(prefix, ".bin");
+    w->idx_tmp = tmp_name(prefix, ".idx");
+    doc_tmp = tmp_name(prefix, ".docidx");
     if (!w->bin_path || !w->idx_path || !w->bin_tmp || !w->idx_tmp || !doc_tmp) {
         st = mt_errorf(MT_ERR_OOM, "%s: out of memory", prefix);
         goto out;
     }
+    /* Temporaries of this name whose owner died (SIGKILL, a crash) go first. */
+    mt_tmpfiles_remove_stale(w->bin_path, "tmp", NULL);
+    mt_tmpfiles_remove_stale(w->idx_path, "tmp", NULL);
+    {
+        char *doc_final = str_cat(prefix, ".docidx");
+        if (doc_final) mt_tmpfiles_remove_stale(doc_final, "tmp", NULL);
+        free(doc_final);
+    }
+    /* Registered before they exist: a signal between create and register leaves nothing. */
+    w->bin_slot = 1 + mt_tmpfiles_register(w->bin_tmp);
+    w->idx_slot = 1 + mt_tmpfiles_register(w->idx_tmp);
     w->bin = fopen(w->bin_tmp, "wb");
     if (!w->bin) {
         st = mt_errorf(MT_ERR_IO, "%s: cannot create: %s", w->bin_tmp, strerror(errno));
@@ -557,8 +651,12 @@ mt_status mt_indexed_writer_finish(mt_indexed_writer *w) {
     MT_CHECK(close_synced(&w->idx, w->idx_tmp));
     fclose(w->doc);
     w->doc = NULL;
-    /* .bin first: a crash between the renames leaves an old/missing .idx, which the
-     * reader's size checks reject, never a silently mismatched pair. */
+    /* The publishing rule (indexed.h): the old .idx goes, then the .bin, then the .idx. A
+     * crash in between leaves a .bin without .idx (rejected by name), never a mixed pair. */
+    if (unlink(w->idx_path) != 0 && errno != ENOENT) {
+        st = mt_errorf(MT_ERR_IO, "%s: cannot replace: %s", w->idx_path, strerror(errno));
+        goto out;
+    }
     if (rename(w->bin_tmp, w->bin_path) != 0) {
         st = mt_errorf(MT_ERR_IO, "%s: cannot rename to %s: %s", w->bin_tmp, w->bin_path,
                        strerror(errno));
@@ -570,6 +668,7 @@ mt_status mt_indexed_writer_finish(mt_indexed_writer *w) {
         goto out;
     }
     sync_parent_dir(w->idx_path);
+    writer_forget_tmps(w);
     writer_free(w);
     return MT_OK;
 out:

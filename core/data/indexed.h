@@ -14,7 +14,17 @@
  *
  * Rules kept: no exit(); every failure returns MT_ERR_IO (a file could not be opened/read/
  * written, with strerror) or MT_ERR_DATA (the contents are wrong) with a message naming the
- * file and the field. Files are written to *.tmp, fsynced and renamed into place. */
+ * file and the field. Files are written to PREFIX.{bin,idx}.tmp.<pid> (core/data/tmpfiles.h),
+ * fsynced and published.
+ * Publishing rule (what makes a reader never pair one run's .idx with another's .bin): the
+ * writer (which holds the name's lock, core/data/output_lock.h) removes PREFIX.idx, renames the
+ * .bin into place, then the .idx. The reader opens the .idx, then the .bin, then checks that
+ * PREFIX.idx is still the file it opened; if not (a publish ran in between), or if the .idx is
+ * missing beside a .bin (mid-publish), it retries for a moment. Any pair it accepts was
+ * complete at one instant: the .bin it opened is at least as new as the .idx, and the .idx
+ * still being in place means no newer .bin had been renamed in since that .idx was published.
+ * While reading, the mappings are registered with core/data/mapped_files.h: a file truncated
+ * under a run gives a message naming it, and mt_indexed_check_unchanged finds any change. */
 #ifndef MT_INDEXED_H
 #define MT_INDEXED_H
 
@@ -22,6 +32,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/data/mapped_files.h"
 #include "core/status.h"
 
 /* Megatron's DType codes. */
@@ -63,12 +74,18 @@ typedef struct {
     const uint8_t *lengths_raw;   /* i32[n_sequences] */
     const uint8_t *pointers_raw;  /* i64[n_sequences] */
     const uint8_t *doc_index_raw; /* i64[n_document_indices] */
+    mt_file_id idx_id, bin_id;    /* the files as opened */
+    int idx_slot, bin_slot;       /* mapped_files registrations + 1 (0: none) */
 } mt_indexed;
 
 /* Opens PREFIX.idx and PREFIX.bin and validates both completely (O(n_sequences)).
  * On failure *ds is left closed (safe to pass to mt_indexed_close). */
 mt_status mt_indexed_open(mt_indexed *ds, const char *prefix);
 void mt_indexed_close(mt_indexed *ds);
+/* MT_OK when PREFIX.idx and PREFIX.bin are still the files opened (same device, inode, size and
+ * modification time); otherwise MT_ERR_DATA / MT_ERR_IO naming the file and what changed.
+ * Two stat calls: for checkpoints and validations, not for every read. */
+mt_status mt_indexed_check_unchanged(const mt_indexed *ds);
 
 int64_t mt_indexed_n_sequences(const mt_indexed *ds);
 int64_t mt_indexed_n_documents(const mt_indexed *ds);
@@ -87,7 +104,8 @@ mt_status mt_indexed_read(const mt_indexed *ds, int64_t sequence, int64_t offset
 
 typedef struct {
     char *bin_path, *idx_path;  /* final names */
-    char *bin_tmp, *idx_tmp;    /* PREFIX.bin.tmp, PREFIX.idx.tmp */
+    char *bin_tmp, *idx_tmp;    /* PREFIX.bin.tmp.<pid>, PREFIX.idx.tmp.<pid> */
+    int bin_slot, idx_slot;     /* tmpfiles registrations + 1 (0: none) */
     FILE *bin;                  /* token bytes */
     FILE *idx;                  /* placeholder header, then sequence_lengths as they come */
     FILE *doc;                  /* document_indices[1..] (an unlinked temp file) */
@@ -98,16 +116,19 @@ typedef struct {
     int64_t n_bin_bytes;
 } mt_indexed_writer;
 
-/* Starts PREFIX.bin.tmp / PREFIX.idx.tmp. dtype_code: u8, i8, i16, i32, i64 or u16.
- * Memory use is constant: lengths and document indices stream to disk. */
+/* Starts PREFIX.bin.tmp.<pid> / PREFIX.idx.tmp.<pid> (registered for removal on SIGINT /
+ * SIGTERM / SIGHUP), after removing the temporaries of PREFIX left by dead processes.
+ * dtype_code: u8, i8, i16, i32, i64 or u16.
+ * Memory use is constant: lengths and document indices stream to disk. The caller holds the
+ * name's lock (output_lock.h) when other writers may run. */
 mt_status mt_indexed_writer_open(mt_indexed_writer *w, const char *prefix, int dtype_code);
 /* Appends one document as one sequence (Megatron's preprocess without sentence splitting).
  * n_tokens == 0 records an empty document with no sequence, as Megatron does.
  * MT_ERR_DATA when a token does not fit the dtype. */
 mt_status mt_indexed_writer_add_document(mt_indexed_writer *w, const int32_t *tokens,
                                          int64_t n_tokens);
-/* Writes the index, fsyncs, renames both files into place and frees the writer. On failure
- * the temporaries are removed (as by abort). */
+/* Writes the index, fsyncs, publishes both files (the rule above) and frees the writer. On
+ * failure the temporaries are removed (as by abort). */
 mt_status mt_indexed_writer_finish(mt_indexed_writer *w);
 /* Closes and removes the temporaries, frees the writer. Safe on a zeroed writer. */
 void mt_indexed_writer_abort(mt_indexed_writer *w);

@@ -3,7 +3,9 @@
  * --workers N >= 2 the same work runs as a pipeline (preprocess_workers.c) whose output is
  * byte-identical.
  * Rule kept: constant memory (one line, one token buffer, fixed writer buffers), and a
- * failed run leaves no output behind (every writer is aborted). */
+ * failed run leaves no output behind (every writer is aborted). Each output name is locked
+ * (output_lock.h) from before its temporaries are made until it is published, so two runs on
+ * one --output-prefix cannot mix: the second is refused with the first one's pid. */
 #include "core/data/preprocess.h"
 
 #include <stdio.h>
@@ -13,7 +15,9 @@
 #include "core/clock.h"
 #include "core/data/indexed.h"
 #include "core/data/json_lines.h"
+#include "core/data/output_lock.h"
 #include "core/data/preprocess_internal.h"
+#include "core/data/tmpfiles.h"
 
 mt_status mt_preprocess_output_name(const char *output_prefix, const char *key, char *out,
                                     size_t n_out_bytes) {
@@ -37,6 +41,8 @@ mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stat
     mt_tokenizer *tok = NULL;
     mt_jsonl_reader reader;
     mt_indexed_writer writers[MT_PREPROCESS_MAX_KEYS];
+    mt_output_lock locks[MT_PREPROCESS_MAX_KEYS];
+    int lock_slots[MT_PREPROCESS_MAX_KEYS];
     mt_token_buf ids = {0};
     const char *keys[MT_PREPROCESS_MAX_KEYS];
     int n_keys = opt->n_json_keys > 0 ? opt->n_json_keys : 1;
@@ -47,6 +53,10 @@ mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stat
     memset(&stats, 0, sizeof stats);
     memset(&reader, 0, sizeof reader);
     memset(writers, 0, sizeof writers);
+    for (int k = 0; k < MT_PREPROCESS_MAX_KEYS; k++) {
+        mt_output_lock_init(&locks[k]);
+        lock_slots[k] = -1;
+    }
 
     if (!opt->input || !opt->input[0]) {
         st = mt_errorf(MT_ERR_CONFIG, "preprocess: --input is required (a .jsonl file or -)");
@@ -81,6 +91,13 @@ mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stat
     stats.dtype_code = mt_indexed_dtype_for_vocab(mt_tokenizer_vocab_size(tok));
     MT_CHECK(mt_jsonl_open(&reader, opt->input, keys, n_keys));
     reader_open = 1;
+    for (int k = 0; k < n_keys; k++) {
+        char name[4096];
+        MT_CHECK(mt_preprocess_output_name(opt->output_prefix, keys[k], name, sizeof name));
+        MT_CHECK(mt_output_lock_acquire(&locks[k], opt->output_prefix, name));
+        /* An interrupted run removes its lock file too (a killed one leaves it: reused). */
+        lock_slots[k] = mt_tmpfiles_register(locks[k].path);
+    }
     for (int k = 0; k < n_keys; k++) {
         char name[4096];
         MT_CHECK(mt_preprocess_output_name(opt->output_prefix, keys[k], name, sizeof name));
@@ -169,6 +186,10 @@ out:
         /* Aborting a finished or never-opened (zeroed) writer is a no-op. */
         for (int k = 0; k < MT_PREPROCESS_MAX_KEYS; k++) mt_indexed_writer_abort(&writers[k]);
         stats.seconds = mt_clock_s() - t0;
+    }
+    for (int k = 0; k < MT_PREPROCESS_MAX_KEYS; k++) {
+        mt_tmpfiles_forget(lock_slots[k]);
+        mt_output_lock_release(&locks[k]);
     }
     if (reader_open) mt_jsonl_close(&reader);
     mt_token_buf_free(&ids);

@@ -3,8 +3,10 @@
  * PREFIX_K_document.{bin,idx}, one document per input line, exactly as Megatron's
  * tools/preprocess_data.py without sentence splitting.
  * Rules kept: streaming (memory bounded by the longest line, whatever the input size);
- * outputs appear only on success (written to *.tmp, renamed at the end); no exit, no
- * printing — progress goes through a callback. */
+ * outputs appear only on success (written to *.tmp.<pid>, published at the end by the rule in
+ * indexed.h, under a per-name lock NAME.lock that refuses a second concurrent run, see
+ * output_lock.h); no exit, no printing — progress goes through a callback. Temporaries of
+ * dead runs of the same names are removed at the start (tmpfiles.h). */
 #ifndef MT_PREPROCESS_H
 #define MT_PREPROCESS_H
 

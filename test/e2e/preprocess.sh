@@ -3,8 +3,9 @@
 # exact output bytes (byte tokenizer, --append-eod), --on-error stop (non-zero, names
 # file:line, leaves nothing behind) and skip (reports the count), a missing key, several
 # keys, stdin, unreadable inputs and unknown tokenizers/flags give clear errors; --workers 2
-# and 3 write the same bytes as 1 (malformed lines skipped included). GPT-2 BPE is tested in
-# test/e2e/tokenizer_gpt2.sh.
+# and 3 write the same bytes as 1 (malformed lines skipped included); no temporary or lock is
+# left. GPT-2 BPE is tested in test/e2e/tokenizer_gpt2.sh; concurrent and interrupted runs in
+# test/e2e/faults_data.sh.
 # Run from the repo root; MTRAIN defaults to ./mtrain.
 set -u
 MTRAIN="${MTRAIN:-./mtrain}"
@@ -65,7 +66,8 @@ else fail ".bin bytes: $(hexof "$tmp/skip_text_document.bin" 2>&1)"; fi
 if [ -f "$tmp/skip_text_document.idx" ] && [ "$(hexof "$tmp/skip_text_document.idx")" = "$want_idx" ]; then
   ok ".idx bytes (Megatron layout)"
 else fail ".idx bytes: $(hexof "$tmp/skip_text_document.idx" 2>&1)"; fi
-if ls "$tmp" | grep -q 'tmp$'; then fail "temporaries left: $(ls "$tmp")"; else ok "no temporaries left"; fi
+# temporaries are NAME.{bin,idx}.tmp.<pid>, the writer's lock NAME.lock (removed when done)
+if ls "$tmp" | grep -qE '\.tmp(\.|$)|\.lock$'; then fail "temporaries left: $(ls "$tmp")"; else ok "no temporaries or locks left"; fi
 
 # Any number of workers writes the same bytes (and reports the same skip).
 for w in 1 3; do

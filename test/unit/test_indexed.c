@@ -3,13 +3,21 @@
  * .idx and a 22-byte .bin, the layout of Megatron-LM's megatron/core/datasets/indexed_dataset.py)
  * byte for byte; the reader reads it back; every corruption class is MT_ERR_DATA naming the
  * file; missing files are MT_ERR_IO; truncation at every length and random byte flips never
- * crash; other dtypes, empty documents and many sequences round-trip. */
+ * crash; other dtypes, empty documents and many sequences round-trip. Guards (issue 18): the
+ * writer's temporaries carry its pid and a new writer removes only the dead-pid temporaries of
+ * its own name; a file changed under an open dataset is found by mt_indexed_check_unchanged;
+ * reading a truncated .bin ends the process with the SIGBUS message naming it (in a child); a
+ * data.path that is a folder, the .bin, an --output-prefix or nothing gets its own message. */
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/data/data_path.h"
 #include "core/data/indexed.h"
 #include "test/test.h"
 
@@ -126,9 +134,12 @@ static void test_golden_write_read(void) {
     path_of(p, sizeof p, "golden", ".idx");
     CHECK(access(p, F_OK) != 0);
     CHECK(mt_indexed_writer_finish(&w) == MT_OK);
-    path_of(p, sizeof p, "golden", ".idx.tmp");
+    char ext[64];
+    snprintf(ext, sizeof ext, ".idx.tmp.%ld", (long)getpid());
+    path_of(p, sizeof p, "golden", ext);
     CHECK(access(p, F_OK) != 0);
-    path_of(p, sizeof p, "golden", ".bin.tmp");
+    snprintf(ext, sizeof ext, ".bin.tmp.%ld", (long)getpid());
+    path_of(p, sizeof p, "golden", ext);
     CHECK(access(p, F_OK) != 0);
 
     size_t n_idx = 0, n_bin = 0;
@@ -399,9 +410,12 @@ static void test_roundtrips(void) {
     CHECK(mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_U16) == MT_OK);
     CHECK(mt_indexed_writer_add_document(&w, k_doc0, 3) == MT_OK);
     mt_indexed_writer_abort(&w);
-    path_of(p, sizeof p, "aborted", ".bin.tmp");
+    char ext[64];
+    snprintf(ext, sizeof ext, ".bin.tmp.%ld", (long)getpid());
+    path_of(p, sizeof p, "aborted", ext);
     CHECK(access(p, F_OK) != 0);
-    path_of(p, sizeof p, "aborted", ".idx.tmp");
+    snprintf(ext, sizeof ext, ".idx.tmp.%ld", (long)getpid());
+    path_of(p, sizeof p, "aborted", ext);
     CHECK(access(p, F_OK) != 0);
     path_of(p, sizeof p, "aborted", ".idx");
     CHECK(access(p, F_OK) != 0);
@@ -409,6 +423,154 @@ static void test_roundtrips(void) {
     /* Writing into a folder that does not exist: MT_ERR_IO naming the file. */
     CHECK(mt_indexed_writer_open(&w, "/nonexistent-dir/x", MT_INDEXED_DTYPE_U16) == MT_ERR_IO);
     CHECK_STR_CONTAINS(mt_last_error(), "/nonexistent-dir/x.bin.tmp");
+}
+
+/* ---- guards (issue 18) ------------------------------------------------------------------ */
+
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+static long dead_pid(void) {
+    pid_t c = fork();
+    if (c == 0) _exit(0);
+    int status;
+    waitpid(c, &status, 0);
+    return (long)c;
+}
+
+static void make_golden(const char *name, char *prefix, size_t n) {
+    char p[600];
+    path_of(prefix, n, name, "");
+    path_of(p, sizeof p, name, ".idx");
+    CHECK(write_file(p, k_golden_idx, sizeof k_golden_idx));
+    path_of(p, sizeof p, name, ".bin");
+    CHECK(write_file(p, k_golden_bin, sizeof k_golden_bin));
+}
+
+static void test_tmp_names_and_stale(void) {
+    char prefix[512], p[700], dead[700], dead_idx[700], live[700], other[700], odd[700];
+    path_of(prefix, sizeof prefix, "stale", "");
+    long dpid = dead_pid();
+    snprintf(dead, sizeof dead, "%s.bin.tmp.%ld", prefix, dpid);
+    snprintf(dead_idx, sizeof dead_idx, "%s.idx.tmp.%ld", prefix, dpid);
+    snprintf(live, sizeof live, "%s.bin.tmp.%ld", prefix, (long)getppid());
+    snprintf(odd, sizeof odd, "%s.bin.tmp.x%ld", prefix, dpid);
+    path_of(other, sizeof other, "stale_other", "");
+    snprintf(other + strlen(other), sizeof other - strlen(other), ".bin.tmp.%ld", dpid);
+    CHECK(write_file(dead, "x", 1) && write_file(dead_idx, "x", 1) && write_file(live, "x", 1) &&
+          write_file(odd, "x", 1) && write_file(other, "x", 1));
+    mt_indexed_writer w;
+    CHECK(mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_U16) == MT_OK);
+    snprintf(p, sizeof p, "%s.bin.tmp.%ld", prefix, (long)getpid());
+    CHECKF(exists(p), "the writer's temporary %s carries its pid", p);
+    snprintf(p, sizeof p, "%s.idx.tmp.%ld", prefix, (long)getpid());
+    CHECK(exists(p));
+    CHECKF(!exists(dead) && !exists(dead_idx), "dead pid %ld's temporaries removed", dpid);
+    CHECK(exists(live));  /* a live owner */
+    CHECK(exists(odd));   /* not our pattern */
+    CHECK(exists(other)); /* another name */
+    mt_indexed_writer_abort(&w);
+    snprintf(p, sizeof p, "%s.bin.tmp.%ld", prefix, (long)getpid());
+    CHECK(!exists(p));
+    unlink(live);
+    unlink(odd);
+    unlink(other);
+}
+
+static void test_check_unchanged(void) {
+    char prefix[512], bin[600], idx[600];
+    make_golden("changed", prefix, sizeof prefix);
+    path_of(bin, sizeof bin, "changed", ".bin");
+    path_of(idx, sizeof idx, "changed", ".idx");
+    mt_indexed ds;
+    CHECK(mt_indexed_open(&ds, prefix) == MT_OK);
+    CHECK(mt_indexed_check_unchanged(&ds) == MT_OK);
+    FILE *f = fopen(bin, "ab"); /* grown in place */
+    CHECK(f && fwrite("zz", 1, 2, f) == 2);
+    if (f) fclose(f);
+    mt_status st = mt_indexed_check_unchanged(&ds);
+    CHECKF(st == MT_ERR_DATA && strstr(mt_last_error(), bin) &&
+           strstr(mt_last_error(), "changed while training read it") &&
+           strstr(mt_last_error(), "22 bytes, now 24"), "%s", mt_last_error());
+    CHECK(write_file(bin, k_golden_bin, sizeof k_golden_bin)); /* same size: time, or inode */
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s.new", idx);
+    CHECK(write_file(tmp, k_golden_idx, sizeof k_golden_idx) && rename(tmp, idx) == 0);
+    st = mt_indexed_check_unchanged(&ds);
+    CHECKF(st == MT_ERR_DATA && strstr(mt_last_error(), idx) &&
+           strstr(mt_last_error(), "replaced by another file"), "%s", mt_last_error());
+    unlink(bin);
+    CHECK(mt_indexed_check_unchanged(&ds) != MT_OK);
+    mt_indexed_close(&ds);
+}
+
+static void test_sigbus_message(void) {
+    char buf[600];
+    size_t n = mt_mapped_format_fault(buf, sizeof buf, "d/x.bin", 4096, 8192);
+    CHECKF(n == strlen(buf) && strstr(buf, "mtrain: error: d/x.bin changed or was truncated while "
+                                          "training read it (SIGBUS at offset 4096 of the 8192"),
+           "%s", buf);
+    char small[20];
+    CHECK(mt_mapped_format_fault(small, sizeof small, "d/x.bin", 1, 2) == sizeof small - 1);
+
+    char prefix[512], bin[600];
+    make_golden("sigbus", prefix, sizeof prefix);
+    path_of(bin, sizeof bin, "sigbus", ".bin");
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(stderr);
+    pid_t c = fork();
+    if (c == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        mt_indexed ds;
+        int32_t t[6];
+        if (mt_indexed_open(&ds, prefix) != MT_OK) _exit(3);
+        if (truncate(bin, 0) != 0) _exit(4);
+        mt_indexed_read(&ds, 1, 0, 6, t); /* faults */
+        _exit(5);
+    }
+    close(fds[1]);
+    char out[2048];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof out - 1 && (r = read(fds[0], out + got, sizeof out - 1 - got)) > 0) got += (size_t)r;
+    out[got] = 0;
+    close(fds[0]);
+    int status = 0;
+    waitpid(c, &status, 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 1, "child status %d", status);
+    CHECKF(strstr(out, bin) && strstr(out, "SIGBUS at offset 6 of the 22 bytes"), "%s", out);
+}
+
+static void test_data_path_messages(void) {
+    char prefix[512], p[700];
+    make_golden("dp_text_document", prefix, sizeof prefix);
+    CHECK(mt_data_path_check(prefix) == MT_OK);
+    char folder[600], inner[700];
+    path_of(folder, sizeof folder, "dp_folder", "");
+    CHECK(mkdir(folder, 0755) == 0);
+    snprintf(inner, sizeof inner, "%s/c_text_document.idx", folder);
+    CHECK(write_file(inner, k_golden_idx, sizeof k_golden_idx));
+    snprintf(inner, sizeof inner, "%s/c_text_document", folder);
+    CHECK(mt_data_path_check(folder) == MT_ERR_CONFIG);
+    CHECKF(strstr(mt_last_error(), "is a folder") && strstr(mt_last_error(), inner), "%s",
+           mt_last_error());
+    CHECK(mt_data_path_check(g_dir) == MT_ERR_CONFIG);
+    snprintf(p, sizeof p, "%s.bin", prefix);
+    CHECK(mt_data_path_check(p) == MT_ERR_CONFIG);
+    char want[800];
+    snprintf(want, sizeof want, "names the .bin file: data.path is the prefix without extension, '%s'", prefix);
+    CHECKF(strstr(mt_last_error(), want), "%s", mt_last_error());
+    path_of(p, sizeof p, "dp", "");
+    CHECK(mt_data_path_check(p) == MT_ERR_CONFIG);
+    snprintf(want, sizeof want, "write '%s'", prefix);
+    CHECKF(strstr(mt_last_error(), want), "%s", mt_last_error());
+    path_of(p, sizeof p, "dp_absent", "");
+    CHECK(mt_data_path_check(p) == MT_ERR_IO);
+    CHECKF(strstr(mt_last_error(), "no dataset there"), "%s", mt_last_error());
+    snprintf(p, sizeof p, "%s/no/such/folder/x", g_dir);
+    CHECK(mt_data_path_check(p) == MT_ERR_IO);
+    CHECKF(strstr(mt_last_error(), "no folder"), "%s", mt_last_error());
 }
 
 int main(void) {
@@ -420,6 +582,10 @@ int main(void) {
     test_corruptions();
     test_fuzz();
     test_roundtrips();
+    test_tmp_names_and_stale();
+    test_check_unchanged();
+    test_sigbus_message();
+    test_data_path_messages();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
