@@ -19,20 +19,30 @@ typedef struct {
 } mt_iter_metrics;
 
 typedef struct {
-    FILE *file;            /* JSON lines, or NULL */
+    int is_open;           /* fd is the JSON-lines file (locked); 0 = no file */
+    int fd;
+    int regular;           /* a regular file: can be cut back to its last whole line */
+    int failed;            /* a write failed: the file was cut back and closed */
+    int64_t size;          /* bytes of whole lines written */
     char path[1024];
     char prefix[80];       /* put before every log line ("[r0 tp0 pp0 dp0] "), "" for one rank */
 } mt_metrics_sink;
 
-/* Opens the JSON-lines file at path for writing (truncates it); path NULL or "" = no file. */
+/* Opens the JSON-lines file at path for writing; path NULL or "" = no file. The file is opened
+ * without truncating it, locked (fcntl write lock on the whole file, held until close), and only
+ * then emptied: a file another live process holds locked (another mtrain run writing the same
+ * metrics) is refused with MT_ERR_IO naming the file and that process's pid, and left untouched.
+ * Only the rank that logs (ps->logger) opens the sink, so only it takes the lock. */
 mt_status mt_metrics_open(mt_metrics_sink *s, const char *path);
-/* Closes the file; MT_ERR_IO naming the path when the final flush / fclose fails (data lost).
- * The sink is closed either way, and closing a closed or never-opened sink is MT_OK. */
+/* Closes the file (and drops the lock); MT_ERR_IO naming the path when close fails. The sink is
+ * closed either way; closing a closed, failed or never-opened (zeroed) sink is MT_OK. */
 mt_status mt_metrics_close(mt_metrics_sink *s);
 /* Print the iteration / validation line on `log` (NULL = none; errors there are ignored) and
- * append one JSON line to the sink's file (s NULL or no file = none), flushed at once.
- * A failed write, flush or a stream error on the metrics file (disk full, I/O error) is
- * MT_ERR_IO naming the path, strerror(errno) and the fix; the log line is printed anyway. */
+ * append one JSON line to the sink's file (s NULL or no file = none) with write(2) at once.
+ * A failed write (disk full, file-size limit, I/O error) is MT_ERR_IO naming the path, the
+ * iteration, strerror(errno) and the fix; the file is then cut back to its last whole line
+ * (regular files; ftruncate) and closed, so it never ends in a fragment, and every later call
+ * is MT_ERR_IO too. The log line is printed anyway. */
 mt_status mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m);
 mt_status mt_metrics_log_eval(FILE *log, mt_metrics_sink *s, int64_t iteration, double loss);
 

@@ -154,7 +154,13 @@ typedef struct {
 void mt_recipe_defaults(mt_recipe *r);
 /* Parses a YAML recipe on top of the current values. MT_ERR_IO if unreadable, MT_ERR_CONFIG
  * with "file:line: key: problem; fix" for unknown keys (nearest known key suggested),
- * wrong types and out-of-range values. */
+ * wrong types and out-of-range values. Hostile or mistaken inputs are refused before they
+ * cost time or memory (MT_ERR_CONFIG naming the file, the line and the limit): a file larger
+ * than MT_RECIPE_MAX_BYTES (load_file checks its size before reading it), mappings and lists
+ * nested deeper than MT_RECIPE_MAX_DEPTH, more than MT_RECIPE_MAX_NODES keys and values. */
+#define MT_RECIPE_MAX_BYTES ((size_t)4 << 20)
+#define MT_RECIPE_MAX_DEPTH 64
+#define MT_RECIPE_MAX_NODES 100000
 mt_status mt_recipe_load_file(mt_recipe *r, const char *path);
 mt_status mt_recipe_load_string(mt_recipe *r, const char *yaml, size_t n_bytes, const char *name);
 /* One override: dotted key and its value as text ("optimizer.lr", "3e-4"). flag: a static

@@ -455,9 +455,13 @@ static void check_layout(const mt_recipe *r, problems *P) {
     if (o->min_lr > o->lr)
         add(P, "optimizer.min_lr", "%g is above optimizer.lr = %g (%s); set min_lr <= lr", (double)o->min_lr,
             (double)o->lr, ref(r, "optimizer.lr"));
-    /* warmup longer than a short run is fine (a smoke test with --train-iters 1 must work: the
-     * lr simply never reaches its peak); longer than an explicitly set decay horizon is not */
-    if (mt_recipe_key_is_set(r, mt_recipe_key_find("optimizer.decay_iters")) && o->warmup_iters > o->decay_iters)
+    /* a warmup longer than the run is fine (a smoke test with --train-iters 1 must work: the lr
+     * simply never reaches its peak, and the decay horizon never matters); a run that goes past
+     * its warmup must not have a decay horizon set shorter than it. The recipe a checkpoint saves
+     * writes the derived decay_iters (= iters) out, so a short run's saved recipe (iters 4,
+     * warmup 30, decay_iters 4) validates again, whatever training.iters it is run with. */
+    if (mt_recipe_key_is_set(r, mt_recipe_key_find("optimizer.decay_iters")) && t->iters > o->warmup_iters &&
+        o->warmup_iters > o->decay_iters)
         add(P, "optimizer.warmup_iters", "%" PRId64 " warmup steps exceed optimizer.decay_iters = %" PRId64
             " (%s); shorten the warmup or lengthen the decay", o->warmup_iters, o->decay_iters,
             ref(r, "optimizer.decay_iters"));

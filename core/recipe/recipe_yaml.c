@@ -3,8 +3,12 @@
  * mt_recipe_write_yaml (every key, reloads to the same struct) and mt_recipe_print_reference
  * (the markdown table in docs/recipe.md).
  * Rules: messages are "<file>:<line>: <key>: <problem>; <fix>"; the parser and every
- * document are freed on every path; nothing here exits. */
+ * document are freed on every path; nothing here exits. Limits (recipe.h): a file over
+ * MT_RECIPE_MAX_BYTES is refused before it is read, and an event-level pass (check_shape)
+ * stops at MT_RECIPE_MAX_DEPTH levels or MT_RECIPE_MAX_NODES nodes before libyaml builds the
+ * document (whose cost grows with the square of the nesting depth). */
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -233,6 +237,52 @@ static mt_status yaml_syntax_error(const yaml_parser_t *p, const char *file) {
                      p->context ? p->context : "", col);
 }
 
+static mt_status too_big(const char *file, size_t n_bytes) {
+    return mt_errorf(MT_ERR_CONFIG, "%s: recipe: %zu bytes, more than the limit of %zu bytes (%zu MiB); a recipe "
+                     "is a few KiB of YAML: is this the right file?", file, n_bytes, MT_RECIPE_MAX_BYTES,
+                     MT_RECIPE_MAX_BYTES >> 20);
+}
+
+/* One pass over the parser's events, before the document is built: refuses nesting deeper
+ * than MT_RECIPE_MAX_DEPTH and more than MT_RECIPE_MAX_NODES nodes at the event that crosses
+ * the limit, so the cost is bounded whatever the input. Syntax errors are reported as the
+ * loader would report them. */
+static mt_status check_shape(const char *yaml, size_t n_bytes, const char *file) {
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) return mt_errorf(MT_ERR_OOM, "%s: cannot initialise libyaml", file);
+    yaml_parser_set_input_string(&p, (const unsigned char *)yaml, n_bytes);
+    mt_status st = MT_OK;
+    long depth = 0, nodes = 0;
+    for (int done = 0; !done && st == MT_OK;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) { st = yaml_syntax_error(&p, file); break; }
+        const int line = (int)ev.start_mark.line + 1;
+        switch (ev.type) {
+        case YAML_STREAM_END_EVENT: done = 1; break;
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            if (++depth > MT_RECIPE_MAX_DEPTH)
+                st = mt_errorf(MT_ERR_CONFIG, "%s:%d: recipe: mappings and lists nested more than %d levels deep "
+                               "(the limit); a recipe needs 4 at most (the top level, a section, model.moe or a "
+                               "blend of {weight, path} entries): is this the right file?", file, line,
+                               MT_RECIPE_MAX_DEPTH);
+            /* fall through - a collection is a node too */
+        case YAML_SCALAR_EVENT:
+        case YAML_ALIAS_EVENT:
+            if (st == MT_OK && ++nodes > MT_RECIPE_MAX_NODES)
+                st = mt_errorf(MT_ERR_CONFIG, "%s:%d: recipe: more than %d keys and values (the limit); a recipe "
+                               "has a few hundred: is this the right file?", file, line, MT_RECIPE_MAX_NODES);
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT: depth--; break;
+        default: break;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&p);
+    return st;
+}
+
 mt_status mt_recipe_load_string(mt_recipe *r, const char *yaml, size_t n_bytes, const char *name) {
     mt_status st = MT_OK;
     yaml_parser_t parser;
@@ -241,6 +291,8 @@ mt_status mt_recipe_load_string(mt_recipe *r, const char *yaml, size_t n_bytes, 
     load_ctx *c = NULL;
     if (!name) name = "<string>";
     if (!yaml && n_bytes) return mt_errorf(MT_ERR_INTERNAL, "%s: mt_recipe_load_string: NULL text", name);
+    if (n_bytes > MT_RECIPE_MAX_BYTES) return too_big(name, n_bytes);
+    MT_CHECK_RET(check_shape(yaml ? yaml : "", n_bytes, name));
     if (!yaml_parser_initialize(&parser)) return mt_errorf(MT_ERR_OOM, "%s: cannot initialise libyaml", name);
     yaml_parser_set_input_string(&parser, (const unsigned char *)(yaml ? yaml : ""), n_bytes);
     if (name != r->origin.file) snprintf(r->origin.file, sizeof r->origin.file, "%s", name);
@@ -286,10 +338,14 @@ mt_status mt_recipe_load_file(mt_recipe *r, const char *path) {
     char *buf = NULL;
     size_t n = 0, cap = 0;
     mt_status st = MT_OK;
+    struct stat sb; /* a regular file's size is known: refuse a huge one before reading a byte */
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && (uintmax_t)sb.st_size > MT_RECIPE_MAX_BYTES) {
+        st = too_big(path, (size_t)sb.st_size);
+        goto out;
+    }
     for (;;) {
+        if (n > MT_RECIPE_MAX_BYTES) { st = too_big(path, n); goto out; } /* a pipe or device: read no further */
         if (cap - n < 4096) {
-            if (cap > ((size_t)64 << 20)) { st = mt_errorf(MT_ERR_CONFIG, "%s: recipe larger than 64 MiB; "
-                                                          "is this the right file?", path); goto out; }
             size_t ncap = cap ? 2 * cap : 16384;
             char *nb = realloc(buf, ncap);
             if (!nb) { st = mt_errorf(MT_ERR_OOM, "%s: out of memory reading the recipe", path); goto out; }

@@ -1,11 +1,17 @@
 /* test_metrics.c — the JSON-lines metrics sink: a normal file round-trips the iteration and
  * validation lines (iteration, loss, no bubble keys without pp); a file whose writes fail
- * (/dev/full: ENOSPC on every write, Linux) makes mt_metrics_log_iter / _log_eval /
- * _close return MT_ERR_IO naming the path and the fix, never a silent loss; no file = MT_OK. */
+ * (/dev/full: ENOSPC on every write, Linux) makes mt_metrics_log_iter / _log_eval return
+ * MT_ERR_IO naming the path, errno's text and the fix, never a silent loss; a write cut short
+ * by the file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored: EFBIG) leaves only whole lines; a file
+ * another process holds open as its metrics file is refused naming that pid and is left as it
+ * was; an existing file is emptied on open; no file = MT_OK. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test/test.h"
@@ -43,7 +49,7 @@ static void test_round_trip(void) {
     CHECKF(mt_metrics_log_iter(NULL, &s, &m2) == MT_OK, "%s", mt_last_error());
     CHECKF(mt_metrics_log_eval(NULL, &s, 2, 9.25) == MT_OK, "%s", mt_last_error());
     CHECKF(mt_metrics_close(&s) == MT_OK, "%s", mt_last_error());
-    CHECK(s.file == NULL);
+    CHECK(!s.is_open);
     CHECK(mt_metrics_close(&s) == MT_OK); /* closing twice is harmless */
 
     FILE *f = fopen(path, "r");
@@ -69,7 +75,7 @@ static void test_round_trip(void) {
 static void test_no_file(void) {
     mt_metrics_sink s;
     CHECK(mt_metrics_open(&s, "") == MT_OK);
-    CHECK(s.file == NULL);
+    CHECK(!s.is_open);
     mt_iter_metrics m = sample(1, 5.0);
     CHECK(mt_metrics_log_iter(NULL, &s, &m) == MT_OK);
     CHECK(mt_metrics_log_iter(NULL, NULL, &m) == MT_OK);
@@ -104,26 +110,127 @@ static void test_disk_full(void) {
         CHECK_STR_CONTAINS(e, "logging.metrics");
         CHECK_STR_CONTAINS(e, "--metrics");
     }
-    st = mt_metrics_log_eval(NULL, &s, 3, 7.0);
+    st = mt_metrics_log_eval(NULL, &s, 3, 7.0); /* after a failure: still an error, never silence */
     CHECKF(st == MT_ERR_IO, "log_eval on /dev/full returned %s", mt_status_name(st));
     if (st == MT_ERR_IO) CHECK_STR_CONTAINS(mt_last_error(), "/dev/full");
-    st = mt_metrics_close(&s);
-    CHECKF(st == MT_ERR_IO, "close after failed writes returned %s", mt_status_name(st));
-    if (st == MT_ERR_IO) CHECK_STR_CONTAINS(mt_last_error(), "/dev/full");
-    CHECK(s.file == NULL);
+    CHECK(!s.is_open);
+    CHECK(mt_metrics_close(&s) == MT_OK); /* the failure was reported once, by the write */
 
-    /* a line that fits stdio's buffer fails at the flush; a sink whose close is the first
-     * flush (nothing logged since the last one) still reports through close */
+    /* an eval line as the first write fails the same way */
     st = mt_metrics_open(&s, "/dev/full");
     CHECKF(st == MT_OK, "%s", mt_last_error());
     if (st != MT_OK) return;
-    CHECK(fputs("x", s.file) >= 0);
-    st = mt_metrics_close(&s);
-    CHECKF(st == MT_ERR_IO, "close with unflushed data on /dev/full returned %s", mt_status_name(st));
+    st = mt_metrics_log_eval(NULL, &s, 5, 7.0);
+    CHECKF(st == MT_ERR_IO, "first log_eval on /dev/full returned %s", mt_status_name(st));
     if (st == MT_ERR_IO) {
         CHECK_STR_CONTAINS(mt_last_error(), "/dev/full");
-        CHECK_STR_CONTAINS(mt_last_error(), "closing");
+        CHECK_STR_CONTAINS(mt_last_error(), strerror(ENOSPC));
     }
+    CHECK(mt_metrics_close(&s) == MT_OK);
+}
+
+/* Counts the lines of path; *whole = every line ends in '\n' and is one JSON object. */
+static int count_lines(const char *path, int *whole) {
+    FILE *f = fopen(path, "r");
+    *whole = f != NULL;
+    if (!f) return -1;
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        if (len < 3 || line[0] != '{' || line[len - 1] != '\n' || line[len - 2] != '}') *whole = 0;
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* RLIMIT_FSIZE below the file's end, SIGXFSZ ignored: the write that crosses it is cut short
+ * (a partial write, then EFBIG); the sink cuts the file back to its whole lines. */
+static void test_file_size_limit(void) {
+    char dir[] = "/tmp/mt_test_metrics_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    struct rlimit old, lim;
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    void (*old_xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
+    mt_metrics_sink s;
+    mt_status st = mt_metrics_open(&s, path);
+    CHECKF(st == MT_OK, "%s", mt_last_error());
+    lim = old;
+    lim.rlim_cur = 1000; /* a line is ~200 bytes: the 5th or 6th crosses 1000 mid-line */
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    int i = 1;
+    for (; st == MT_OK && i <= 50; i++) {
+        mt_iter_metrics m = sample(i, 10.0 / i);
+        st = mt_metrics_log_iter(NULL, &s, &m);
+    }
+    const char *e = mt_last_error();
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, old_xfsz);
+    CHECKF(st == MT_ERR_IO, "log_iter past the file-size limit returned %s after %d lines", mt_status_name(st), i - 1);
+    if (st == MT_ERR_IO) {
+        CHECK_STR_CONTAINS(e, path);
+        CHECK_STR_CONTAINS(e, strerror(EFBIG));
+        CHECK_STR_CONTAINS(e, "ulimit -f");
+    }
+    CHECK(mt_metrics_close(&s) == MT_OK);
+    int whole = 0;
+    const int n = count_lines(path, &whole);
+    CHECKF(whole && n == i - 2 && n > 0, "%d lines (whole: %d) after the write of line %d failed", n, whole, i - 1);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* A child process opens the file as its metrics sink and writes a line; the parent's open is
+ * refused naming the child's pid, and the child's file is not truncated. After the child
+ * closes, the parent may open it (and empties it). */
+static void test_lock(void) {
+    char dir[] = "/tmp/mt_test_metrics_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    int ready[2], go[2];
+    CHECK(pipe(ready) == 0 && pipe(go) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        mt_metrics_sink cs;
+        mt_iter_metrics m = sample(1, 3.0);
+        char c = mt_metrics_open(&cs, path) == MT_OK && mt_metrics_log_iter(NULL, &cs, &m) == MT_OK ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1) _exit(2);
+        if (read(go[0], &c, 1) != 1) _exit(3);
+        _exit(mt_metrics_close(&cs) == MT_OK ? 0 : 4);
+    }
+    char c = 0;
+    CHECK(read(ready[0], &c, 1) == 1 && c == 'y');
+    mt_metrics_sink s;
+    mt_status st = mt_metrics_open(&s, path);
+    CHECKF(st == MT_ERR_IO, "open of a file another process writes returned %s", mt_status_name(st));
+    if (st == MT_ERR_IO) {
+        char want[64];
+        snprintf(want, sizeof want, "process %ld", (long)pid);
+        CHECK_STR_CONTAINS(mt_last_error(), path);
+        CHECK_STR_CONTAINS(mt_last_error(), "another mtrain run");
+        CHECK_STR_CONTAINS(mt_last_error(), want);
+        CHECK_STR_CONTAINS(mt_last_error(), "--metrics");
+    } else {
+        mt_metrics_close(&s);
+    }
+    int whole = 0;
+    CHECKF(count_lines(path, &whole) == 1 && whole, "the first run's line is gone");
+    CHECK(write(go[1], "x", 1) == 1);
+    int wst = 0;
+    CHECK(waitpid(pid, &wst, 0) == pid && WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    st = mt_metrics_open(&s, path);
+    CHECKF(st == MT_OK, "open after the other run ended: %s", mt_last_error());
+    CHECK(mt_metrics_close(&s) == MT_OK);
+    CHECKF(count_lines(path, &whole) == 0, "an existing metrics file is emptied on open");
+    close(ready[0]); close(ready[1]); close(go[0]); close(go[1]);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* The stdout line goes to `log` and the status reflects only the metrics file. */
@@ -150,6 +257,8 @@ int main(void) {
     test_no_file();
     test_unwritable_dir();
     test_disk_full();
+    test_file_size_limit();
+    test_lock();
     test_log_line();
     TEST_MAIN_END();
 }

@@ -2,12 +2,15 @@
  * loads and validates, --set and each Megatron flag class, every load and validation error
  * class (status, key name and file:line in the message), nearest-key suggestions, blends,
  * arch defaults, auto values, write_yaml round trips, derived quantities, and that
- * docs/recipe.md holds the current mt_recipe_print_reference output.
+ * docs/recipe.md holds the current mt_recipe_print_reference output; the input limits (a file
+ * nested 100,000 deep, a file over the size limit, too many keys are refused with their
+ * message); a short run's warmup longer than the run validates, and so does its saved recipe.
  * Run from the repo root. `test_recipe --print-reference` prints the reference (to refresh
  * the generated part of docs/recipe.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/recipe/recipe.h"
 #include "core/recipe/recipe_internal.h"
@@ -584,6 +587,93 @@ static void test_args(void) {
     }
 }
 
+/* A warmup longer than a short run validates (the lr never reaches its peak), and so does the
+ * recipe written from it (a checkpoint's saved recipe, where decay_iters = iters is written out);
+ * a decay horizon set apart from the run's length still bounds the warmup. */
+static void test_warmup_short_run(void) {
+    mt_recipe r, back;
+    CHECKF(load(&r, "training:\n  iters: 4\n" BASE_MODEL "optimizer:\n  warmup_iters: 30\n") == MT_OK, "%s",
+           mt_last_error());
+    CHECKF(mt_recipe_validate(&r, 1) == MT_OK, "warmup 30 of a 4-iteration run: %s", mt_last_error());
+    CHECK(r.optimizer.decay_iters == 4);
+    CHECK(round_trip(&r, &back) == MT_OK && same_values(&r, &back));
+    CHECKF(mt_recipe_validate(&back, 1) == MT_OK, "the saved recipe of that run: %s", mt_last_error());
+    CHECK(back.optimizer.warmup_iters == 30 && back.optimizer.decay_iters == 4);
+    /* that saved recipe run for 2 iterations (--train-iters 2), and for 31 (past the warmup:
+     * its written-out decay_iters 4 is now shorter than the warmup) */
+    CHECKF(mt_recipe_set(&back, "training.iters", "2", "--train-iters") == MT_OK, "%s", mt_last_error());
+    CHECKF(mt_recipe_validate(&back, 1) == MT_OK, "the saved recipe with --train-iters 2: %s", mt_last_error());
+    CHECKF(mt_recipe_set(&back, "training.iters", "31", "--train-iters") == MT_OK, "%s", mt_last_error());
+    CHECK(mt_recipe_validate(&back, 1) == MT_ERR_CONFIG);
+    CHECK_STR_CONTAINS(mt_last_error(), "optimizer.warmup_iters");
+    EXPECT_ERR("training:\n  iters: 40\n" BASE_MODEL "optimizer:\n  warmup_iters: 30\n  decay_iters: 20\n", 1,
+               MT_ERR_CONFIG, "optimizer.warmup_iters", "exceed optimizer.decay_iters = 20");
+}
+
+/* The parser's limits: refused with their messages (which makes them quick; not timed here). */
+static void test_limits(void) {
+    mt_recipe r;
+    /* 100,000 nested flow lists: refused at level 65, line 1 */
+    size_t n = 100000;
+    char *deep = malloc(n + 1);
+    CHECK(deep != NULL);
+    if (!deep) return;
+    memset(deep, '[', n);
+    deep[n] = 0;
+    mt_recipe_defaults(&r);
+    mt_status st = mt_recipe_load_string(&r, deep, n, "deep.yaml");
+    CHECKF(st == MT_ERR_CONFIG, "100,000-deep lists: %s", mt_status_name(st));
+    CHECK_STR_CONTAINS(mt_last_error(), "deep.yaml:1:");
+    CHECK_STR_CONTAINS(mt_last_error(), "nested more than 64 levels");
+    free(deep);
+    /* 100 nested block mappings: refused at the 65th, on its line */
+    char block[16384];
+    size_t used = 0;
+    for (int d = 0; d < 100; d++) used += (size_t)snprintf(block + used, sizeof block - used, "%*sa%d:\n", 2 * d, "", d);
+    CHECK(used < sizeof block);
+    EXPECT_ERR(block, 0, MT_ERR_CONFIG, "bad.yaml:65:", "nested more than 64 levels");
+    /* 64 levels is within the limit (the loader's own error follows) */
+    EXPECT_ERR("model:\n  moe: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+               "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n", 0, MT_ERR_CONFIG, "model.moe: is a section");
+    /* more keys and values than the limit */
+    size_t cap = 50001 * 16;
+    char *keys = malloc(cap);
+    CHECK(keys != NULL);
+    if (!keys) return;
+    used = 0;
+    for (int k = 0; k < 50001; k++) used += (size_t)snprintf(keys + used, cap - used, "k%d: 0\n", k);
+    mt_recipe_defaults(&r);
+    st = mt_recipe_load_string(&r, keys, used, "keys.yaml");
+    CHECKF(st == MT_ERR_CONFIG, "50,001 keys: %s", mt_status_name(st));
+    /* the mapping, 49,999 pairs, then line 50,000: its value is node 100,001 */
+    CHECK_STR_CONTAINS(mt_last_error(), "keys.yaml:50000:");
+    CHECK_STR_CONTAINS(mt_last_error(), "more than 100000 keys and values");
+    free(keys);
+    /* a text over the size limit, and a (sparse) 1 GiB file: refused before reading it */
+    size_t big = MT_RECIPE_MAX_BYTES + 1;
+    char *text = malloc(big);
+    CHECK(text != NULL);
+    if (text) {
+        memset(text, ' ', big);
+        mt_recipe_defaults(&r);
+        CHECK(mt_recipe_load_string(&r, text, big, "big.yaml") == MT_ERR_CONFIG);
+        CHECK_STR_CONTAINS(mt_last_error(), "big.yaml: recipe: 4194305 bytes, more than the limit of 4194304 bytes");
+        free(text);
+    }
+    char path[] = "/tmp/mt_test_recipe_big_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        CHECK(ftruncate(fd, (off_t)1 << 30) == 0);
+        close(fd);
+        mt_recipe_defaults(&r);
+        CHECK(mt_recipe_load_file(&r, path) == MT_ERR_CONFIG);
+        CHECK_STR_CONTAINS(mt_last_error(), path);
+        CHECK_STR_CONTAINS(mt_last_error(), "1073741824 bytes, more than the limit of 4194304 bytes (4 MiB)");
+        unlink(path);
+    }
+}
+
 static void test_derived(void) {
     mt_recipe r;
     mt_recipe_defaults(&r);
@@ -669,6 +759,8 @@ int main(int argc, char **argv) {
     test_arch_defaults();
     test_args();
     test_derived();
+    test_warmup_short_run();
+    test_limits();
     test_round_trip_odd_values();
     test_reference_doc();
     TEST_MAIN_END();
