@@ -165,8 +165,15 @@ static void check_ranges(const mt_recipe *r, problems *P) {
             continue;
         }
         if ((key->flags & MT_KF_REQUIRED) && v == 0) {
-            add(P, key->name, "not set; add `%s: N` under `%.*s:` in the recipe, or pass --set %s=N",
-                strrchr(key->name, '.') + 1, (int)(strchr(key->name, '.') - key->name), key->name, key->name);
+            const char *flag = NULL; /* its Megatron flag, for a run from flags alone */
+            for (int a = 0; a < mt_recipe_n_aliases && !flag; a++)
+                if (!strcmp(mt_recipe_aliases[a].key, key->name) && !mt_recipe_aliases[a].fixed)
+                    flag = mt_recipe_aliases[a].flag;
+            char how[160];
+            if (flag) snprintf(how, sizeof how, "%s N", flag);
+            else snprintf(how, sizeof how, "--set %s=N", key->name);
+            add(P, key->name, "not set; add `%s: N` under `%.*s:` in the recipe, or pass %s",
+                strrchr(key->name, '.') + 1, (int)(strchr(key->name, '.') - key->name), key->name, how);
             continue;
         }
         int integral = key->type != MT_KEY_FLOAT;

@@ -20,8 +20,19 @@ expect_error "type.yaml:2" "$MTRAIN" check --config "$TMP/type.yaml"
 expect_error "model.heads" "$MTRAIN" check --config configs/gpt-tiny.yaml --set model.heads=3
 expect_error "parallel.tensor" "$MTRAIN" check --config configs/gpt-tiny.yaml --tensor-model-parallel-size 3
 expect_error "but the world has 2" "$MTRAIN" check --config configs/gpt-tiny.yaml --tensor-model-parallel-size 2 --set parallel.data=2 --world-size 2
-expect_error "no recipe" "$MTRAIN" train
+# no recipe: flags alone define the run, and what they leave unset is named with its flag
+expect_error "model.layers: not set; add \`layers: N\` under \`model:\` in the recipe, or pass --num-layers N" "$MTRAIN" train
 expect_error "unknown argument" "$MTRAIN" --config configs/gpt-tiny.yaml --no-such-flag
+# every unknown argument in one message, each with the nearest flag
+expect_error "--nmu-layers 4: unknown; did you mean --num-layers?" "$MTRAIN" check --config configs/gpt-tiny.yaml --nmu-layers 4 --lr-warmup-iterz 3 --frobnicate
+expect_error "--lr-warmup-iterz 3: unknown; did you mean --lr-warmup-iters?" "$MTRAIN" check --config configs/gpt-tiny.yaml --nmu-layers 4 --lr-warmup-iterz 3 --frobnicate
+expect_error "3 unknown arguments" "$MTRAIN" check --config configs/gpt-tiny.yaml --nmu-layers 4 --lr-warmup-iterz 3 --frobnicate
+# refused Megatron flags: all of them, each with its reason
+expect_error "--rampup-batch-size: batch-size ramp-up is not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --rampup-batch-size 4 4 100 --mock-data
+expect_error "--mock-data: no synthetic dataset yet" "$MTRAIN" check --config configs/gpt-tiny.yaml --rampup-batch-size 4 4 100 --mock-data
+# Megatron's rules: --kv-channels must be hidden/heads, dropout 0 only
+expect_error "--kv-channels 64: mtrain's head size is hidden / heads = 128 / 4" "$MTRAIN" check --config configs/gpt-tiny.yaml --kv-channels 64
+expect_error "--hidden-dropout 0.1: dropout is not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --hidden-dropout 0.1
 expect_error "cannot open" "$MTRAIN" --config /nonexistent/recipe.yaml
 # CUDA backend on a machine without a GPU (or a build without CUDA): a clear error
 if ! command -v nvidia-smi >/dev/null 2>&1; then

@@ -467,8 +467,8 @@ static void test_args(void) {
                       "--lr", "6e-4", "--min-lr=6e-5", "--lr-warmup-iters", "2", "--lr-decay-style", "linear",
                       "--lr-decay-iters", "15", "--weight-decay", "0.1", "--adam-beta1", "0.8", "--adam-beta2", "0.99",
                       "--adam-eps", "1e-6", "--clip-grad", "0.5", "--seed", "42", "--num-layers", "8",
-                      "--hidden-size", "256", "--num-attention-heads", "8", "--num-query-groups", "4",
-                      "--ffn-hidden-size", "1024", "--max-position-embeddings", "64", "--vocab-size", "300",
+                      "--hidden-size", "256", "--num-attention-heads", "8", "--group-query-attention", "--num-query-groups", "4",
+                      "--ffn-hidden-size", "1024", "--max-position-embeddings", "64", "--vocab-size", "50304",
                       "--data-path", "0.4", "x", "0.6", "y", "--split", "98,1,1", "--vocab-file", "v.json",
                       "--merge-file", "m.txt", "--save", "ck", "--load", "ck0", "--save-interval", "5",
                       "--log-interval", "2", "--eval-interval", "10", "--eval-iters", "3", "--bf16",
@@ -491,7 +491,8 @@ static void test_args(void) {
         CHECK_NEAR(r.optimizer.clip_grad, 0.5, 0, 0);
         CHECK_NEAR(r.optimizer.weight_decay, 0.1, 0, 1e-6);
         CHECK(r.model.heads == 8 && r.model.kv_heads == 4 && r.model.ffn_hidden == 1024 && r.model.max_position == 64);
-        CHECK(r.model.vocab == 300 && !strcmp(r.data.path, "0.4 x 0.6 y") && !strcmp(r.data.split, "98,1,1"));
+        CHECK(r.data.tokenizer == MT_TOK_GPT2BPE); /* --vocab-file + --merge-file: Megatron's GPT-2 BPE */
+        CHECK(r.model.vocab == 50304 && !strcmp(r.data.path, "0.4 x 0.6 y") && !strcmp(r.data.split, "98,1,1"));
         CHECK(!strcmp(r.data.vocab, "v.json") && !strcmp(r.data.merges, "m.txt") && !strcmp(r.checkpoint.dir, "ck"));
         CHECK(!strcmp(r.checkpoint.load, "ck0") && r.checkpoint.save_interval == 5 && r.logging.interval == 2);
         CHECK(r.logging.eval_interval == 10 && r.logging.eval_iters == 3 && r.training.precision == MT_PREC_BF16);
