@@ -18,6 +18,7 @@
 #include "core/clock.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,7 @@
 
 static void launch_usage(FILE *f) {
     fprintf(f,
-            "usage: mtrain launch -n N [--max-restarts M] [--no-prefix] [--] ARGS...\n"
+            "usage: mtrain launch -n N [--max-restarts M] [--no-prefix] [--oversubscribe] [--] ARGS...\n"
             "  Runs N ranks of `mtrain ARGS` on this machine, like torchrun --nproc-per-node N. The\n"
             "  launcher is a PMIx server: the ranks bootstrap exactly as under srun --mpi=pmix.\n"
             "  -n N, --nproc-per-node N   number of ranks\n"
@@ -38,6 +39,7 @@ static void launch_usage(FILE *f) {
             "                             to M times; default 0: never. Also --max-restarts=M, --max_restarts\n"
             "  --no-prefix                do not prefix output lines with \"[rR] \" (lines that already\n"
             "                             start with \"[r\", like mtrain's \"[r3 tp1 pp0 dp1]\", never are)\n"
+            "  --oversubscribe            allow more than 64 ranks per CPU (more than 4 per CPU only warns)\n"
             "  When a rank exits non-zero, is killed or calls PMIx_Abort, the others get SIGTERM (SIGKILL\n"
             "  5 s later). With a restart left the launcher logs the rank, its cause and \"restart k of\n"
             "  M\" and starts all N ranks again; else it exits with that rank's status (128 + signal),\n"
@@ -84,8 +86,36 @@ static int max_restarts_arg(int argc, char **argv, int *i, int *out) {
     return 0;
 }
 
+/* Ranks far beyond the cores time-share them: each one is slower than the whole machine would
+ * be, start-up takes seconds per hundred ranks, and a rank descheduled for long can miss
+ * parallel.timeout_s. More than MT_LAUNCH_WARN_PER_CPU ranks per usable CPU warns; more than
+ * MT_LAUNCH_REFUSE_PER_CPU (and more than 64 ranks) is refused unless --oversubscribe (or
+ * MT_LAUNCH_OVERSUBSCRIBE=1) says it is meant, e.g. a bootstrap scale test. */
+#define MT_LAUNCH_WARN_PER_CPU 4
+#define MT_LAUNCH_REFUSE_PER_CPU 64
+static int check_oversubscription(int n, int oversubscribe) {
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1) cpus = 1;
+    const char *e = getenv("MT_LAUNCH_OVERSUBSCRIBE");
+    if (e && !strcmp(e, "1")) oversubscribe = 1;
+    if (n > 64 && n > MT_LAUNCH_REFUSE_PER_CPU * cpus && !oversubscribe) {
+        fprintf(stderr,
+                "mtrain launch: error: -n %d ranks on %d CPU(s) is %.0f ranks per CPU (more than %d): refusing; "
+                "use fewer ranks, or pass --oversubscribe (MT_LAUNCH_OVERSUBSCRIBE=1) if this is meant\n",
+                n, cpus, (double)n / cpus, MT_LAUNCH_REFUSE_PER_CPU);
+        return 1;
+    }
+    if (n > MT_LAUNCH_WARN_PER_CPU * cpus)
+        fprintf(stderr,
+                "mtrain launch: warning: -n %d ranks on %d CPU(s) (%.1f per CPU, more than %d): the ranks time-share "
+                "the cores, start slowly and may need a larger parallel.timeout_s\n",
+                n, cpus, (double)n / cpus, MT_LAUNCH_WARN_PER_CPU);
+    return 0;
+}
+
 int mt_cmd_launch(int argc, char **argv) {
-    int n = 0, prefix = 1, i = 0, max_restarts = 0, got;
+    int n = 0, prefix = 1, i = 0, max_restarts = 0, got, oversubscribe = 0;
     while (i < argc) {
         const char *a = argv[i];
         if ((got = max_restarts_arg(argc, argv, &i, &max_restarts)) != 0) {
@@ -110,6 +140,9 @@ int mt_cmd_launch(int argc, char **argv) {
         } else if (!strcmp(a, "--no-prefix")) {
             prefix = 0;
             i++;
+        } else if (!strcmp(a, "--oversubscribe")) {
+            oversubscribe = 1;
+            i++;
         } else if (!strcmp(a, "--")) {
             i++;
             break;
@@ -127,6 +160,7 @@ int mt_cmd_launch(int argc, char **argv) {
         launch_usage(stderr);
         return 2;
     }
+    if (check_oversubscription(n, oversubscribe) != 0) return 2;
     char **child_argv = calloc((size_t)(argc - i + 2), sizeof *child_argv);
     if (!child_argv) {
         fprintf(stderr, "mtrain launch: error: out of memory\n");

@@ -9,6 +9,16 @@
  *   - LOCAL_RANK / LOCAL_WORLD_SIZE are optional: when unset they are derived from the host
  *     names exchanged in the hello.
  *   - Wire format is host byte order: all ranks run the same mtrain binary.
+ *   - Waiting is never silent: rank 0 prints which ranks it still waits for every
+ *     progress_ms() (timeout / 3, within 1..10 s), a rank > 0 that cannot reach rank 0, or waits
+ *     for the others, says so once; every timeout names parallel.timeout_s, the key that sets it.
+ *     These progress lines (stderr) are the one exception to "no printing" in bootstrap.
+ *   - A RANK given to two processes is named: the hello carries the pid; a second RANK=k (k > 0)
+ *     ends the job at once ("rank k joined twice (first pid A on H1, again pid B on H2)"), told
+ *     to every rank already connected (a reject message instead of the host table); a second
+ *     RANK=0 finds the port taken, asks the store there who it is, and reports "rank 0 joined
+ *     twice" with that store's pid and host (the first rank 0 only logs it: if the store belongs
+ *     to another job on the same port, that job must not be failed by our mistake).
  * Rule kept: no exit; every failure names the variable (MASTER_PORT=abc ...) or the rank. */
 #include "parallel/bootstrap_internal.h"
 
@@ -30,12 +40,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ENV_MAGIC 0x5342544du /* "MTBS" */
-#define ENV_VERSION 1u
+#define ENV_MAGIC 0x5342544du  /* "MTBS" */
+#define ENV_REJECT 0x4a42544du /* "MTBJ": instead of the host table, u32 length + a message */
+#define ENV_VERSION 2u         /* 2: the hello carries the pid */
 #define HOST_BYTES 64
+#define TIMEOUT_KEY "parallel.timeout_s"
 
 typedef struct {
     uint32_t magic, version, rank, world;
+    uint32_t pid, reserved;
     char host[HOST_BYTES];
 } env_hello;
 
@@ -52,7 +65,14 @@ typedef struct {
     uint32_t seq;
     char addr[256];
     int port;
+    int addr_in_use; /* rank 0: bind failed with EADDRINUSE */
 } env_ctx;
+
+/* how often a waiting rank 0 reports who is missing */
+static int64_t progress_ms(const env_ctx *c) {
+    int64_t ms = (int64_t)c->timeout_s * 1000 / 3;
+    return ms < 1000 ? 1000 : ms > 10000 ? 10000 : ms;
+}
 
 typedef enum { IO_OK, IO_TIMEOUT, IO_CLOSED, IO_ERROR } io_res;
 
@@ -118,8 +138,8 @@ static void set_socket_opts(int fd) {
 static mt_status peer_io_error(env_ctx *c, io_res r, int peer, const char *what) {
     if (c->rank == 0) {
         if (r == IO_TIMEOUT)
-            return mt_errorf(MT_ERR_PEER, "env:// bootstrap: rank %d did not answer %s within %d s", peer, what,
-                             c->timeout_s);
+            return mt_errorf(MT_ERR_PEER, "env:// bootstrap: rank %d did not answer %s within %d s (" TIMEOUT_KEY
+                             " sets the limit)", peer, what, c->timeout_s);
         if (r == IO_CLOSED)
             return mt_errorf(MT_ERR_PEER,
                              "env:// bootstrap: rank %d closed its connection to rank 0 during %s (did it exit "
@@ -131,7 +151,8 @@ static mt_status peer_io_error(env_ctx *c, io_res r, int peer, const char *what)
     if (r == IO_TIMEOUT)
         return mt_errorf(MT_ERR_PEER,
                          "env:// bootstrap rank %d: no answer from rank 0's store (MASTER_ADDR=%s port %d) to %s "
-                         "within %d s; a rank of WORLD_SIZE=%d is missing, slow or hung (rank 0's log names it)",
+                         "within %d s (" TIMEOUT_KEY " sets the limit); a rank of WORLD_SIZE=%d is missing, slow "
+                         "or hung (rank 0's log names it)",
                          c->rank, c->addr, c->port, what, c->timeout_s, c->size);
     if (r == IO_CLOSED)
         return mt_errorf(MT_ERR_PEER,
@@ -164,6 +185,7 @@ static mt_status listen_socket(env_ctx *c, int *out_fd) {
     if (rc != 0) {
         int e = errno;
         close(fd);
+        c->addr_in_use = e == EADDRINUSE;
         return mt_errorf(MT_ERR_IO,
                          "env:// bootstrap rank 0: cannot listen on port %d (MASTER_PORT / MT_STORE_PORT): %s%s",
                          c->port, strerror(e),
@@ -180,10 +202,38 @@ static mt_status listen_socket(env_ctx *c, int *out_fd) {
     return MT_OK;
 }
 
+/* "3, 5, 7" (at most 16, then ", ..."): the ranks in 1..size-1 whose peer_fd is still -1 */
+static void missing_ranks(const env_ctx *c, char *out, size_t n_out) {
+    size_t len = 0;
+    int n_missing = 0;
+    out[0] = 0;
+    for (int r = 1; r < c->size; r++) {
+        if (c->peer_fd[r] >= 0) continue;
+        if (n_missing++ < 16 && len < n_out - 16)
+            len += (size_t)snprintf(out + len, n_out - len, "%s%d", len ? ", " : "", r);
+    }
+    if (n_missing > 16 && len < n_out - 6) snprintf(out + len, n_out - len, ", ...");
+}
+
+static void send_reject(int fd, const char *msg) {
+    uint32_t m = ENV_REJECT, n = (uint32_t)strlen(msg);
+    int64_t d = mt_clock_ms_i64() + 1000;
+    if (write_full(fd, &m, sizeof m, d) == IO_OK && write_full(fd, &n, sizeof n, d) == IO_OK)
+        write_full(fd, msg, n, d);
+}
+
 static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
     int lfd = -1, joined = 0;
     mt_status st = listen_socket(c, &lfd);
     if (st != MT_OK) return st;
+    uint32_t *pids = calloc((size_t)c->size, sizeof *pids);
+    if (!pids) {
+        close(lfd);
+        return mt_errorf(MT_ERR_OOM, "env:// bootstrap: out of memory");
+    }
+    char my_host[HOST_BYTES] = "";
+    memcpy(my_host, hosts, HOST_BYTES - 1);
+    int64_t t_start = mt_clock_ms_i64(), next_note = t_start + progress_ms(c);
     /* rank 0 holds one socket per rank: make sure the fd limit allows it */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)c->size + 64 && rl.rlim_cur < rl.rlim_max) {
@@ -191,20 +241,24 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     while (joined < c->size - 1) {
-        if (mt_clock_ms_i64() >= deadline) {
-            char missing[256] = "";
-            size_t len = 0;
-            int n_missing = 0;
-            for (int r = 1; r < c->size; r++) {
-                if (c->peer_fd[r] >= 0) continue;
-                if (n_missing++ < 16 && len < sizeof missing - 16)
-                    len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", r);
-            }
+        int64_t now = mt_clock_ms_i64();
+        if (now >= deadline) {
+            char missing[256];
+            missing_ranks(c, missing, sizeof missing);
             st = mt_errorf(MT_ERR_PEER,
-                           "env:// bootstrap rank 0: only %d of WORLD_SIZE=%d ranks connected to port %d within "
-                           "%d s; missing rank(s) %s%s",
-                           joined + 1, c->size, c->port, c->timeout_s, missing, n_missing > 16 ? ", ..." : "");
+                           "env:// bootstrap rank 0: only %d of WORLD_SIZE=%d ranks connected to %s port %d within "
+                           "%d s; missing rank(s) %s (" TIMEOUT_KEY "=%d sets the limit: --set " TIMEOUT_KEY "=S)",
+                           joined + 1, c->size, my_host, c->port, c->timeout_s, missing, c->timeout_s);
             goto out;
+        }
+        if (now >= next_note) {
+            char missing[256];
+            missing_ranks(c, missing, sizeof missing);
+            fprintf(stderr,
+                    "mtrain: env:// bootstrap rank 0: waiting for rank(s) %s (of WORLD_SIZE=%d) to join at %s:%d "
+                    "(%lld s so far; " TIMEOUT_KEY "=%d sets the limit)\n",
+                    missing, c->size, my_host, c->port, (long long)((now - t_start) / 1000), c->timeout_s);
+            next_note = now + progress_ms(c);
         }
         struct pollfd pfd = {.fd = lfd, .events = POLLIN};
         if (poll(&pfd, 1, ms_left(deadline)) <= 0) continue;
@@ -229,13 +283,38 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
                            h.rank, h.world, c->size);
             goto out;
         }
-        if (h.rank == 0 || h.rank >= (uint32_t)c->size || c->peer_fd[h.rank] >= 0) {
+        h.host[HOST_BYTES - 1] = 0;
+        if (h.rank == 0) { /* a second RANK=0 asks who holds the port: tell it, carry on */
+            char msg[512];
+            snprintf(msg, sizeof msg,
+                     "rank 0 joined twice: the store at port %d is rank 0 of WORLD_SIZE=%d (pid %d on %s), and this "
+                     "process (pid %u on %s) has RANK=0 too: each process needs its own RANK (or, if the store is "
+                     "another job's, its own MASTER_PORT)",
+                     c->port, c->size, (int)getpid(), my_host, h.pid, h.host);
+            send_reject(fd, msg);
             close(fd);
-            st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: two processes claim RANK=%u (WORLD_SIZE=%d): check "
-                                          "RANK of every process",
-                           h.rank, c->size);
+            fprintf(stderr, "mtrain: env:// bootstrap rank 0: warning: %s\n", msg);
+            continue;
+        }
+        if (h.rank >= (uint32_t)c->size) {
+            close(fd);
+            st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: a process has RANK=%u but WORLD_SIZE=%d", h.rank, c->size);
             goto out;
         }
+        if (c->peer_fd[h.rank] >= 0) { /* end the job: which of the two was meant is unknown */
+            char msg[512];
+            snprintf(msg, sizeof msg,
+                     "rank %u joined twice (first pid %u on %s, again pid %u on %s): each process needs its own "
+                     "RANK (WORLD_SIZE=%d: RANK 0..%d, once each)",
+                     h.rank, pids[h.rank], hosts + (size_t)h.rank * HOST_BYTES, h.pid, h.host, c->size, c->size - 1);
+            send_reject(fd, msg);
+            close(fd);
+            for (int r = 1; r < c->size; r++)
+                if (c->peer_fd[r] >= 0) send_reject(c->peer_fd[r], msg);
+            st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap rank 0: %s", msg);
+            goto out;
+        }
+        pids[h.rank] = h.pid;
         c->peer_fd[h.rank] = fd;
         memcpy(hosts + (size_t)h.rank * HOST_BYTES, h.host, HOST_BYTES);
         hosts[(size_t)h.rank * HOST_BYTES + HOST_BYTES - 1] = 0;
@@ -253,6 +332,7 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
     }
 out:
     close(lfd); /* nobody else connects after the hello */
+    free(pids);
     return st;
 }
 
@@ -262,6 +342,8 @@ static mt_status connect_store(env_ctx *c, int64_t deadline, int *out_fd) {
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", c->port);
     char last_err[256] = "no attempt";
+    int64_t t_start = mt_clock_ms_i64();
+    int noted = 0;
     for (;;) {
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
         int g = getaddrinfo(c->addr, port_s, &hints, &res);
@@ -305,9 +387,16 @@ static mt_status connect_store(env_ctx *c, int64_t deadline, int *out_fd) {
         if (mt_clock_ms_i64() >= deadline)
             return mt_errorf(MT_ERR_PEER,
                              "env:// bootstrap rank %d: could not connect to rank 0's store at MASTER_ADDR=%s port "
-                             "%d within %d s (last error: %s); is rank 0 running with the same MASTER_ADDR and "
-                             "MASTER_PORT?",
+                             "%d within %d s (last error: %s; " TIMEOUT_KEY " sets the limit); is rank 0 running "
+                             "with the same MASTER_ADDR and MASTER_PORT?",
                              c->rank, c->addr, c->port, c->timeout_s, last_err);
+        if (!noted && mt_clock_ms_i64() - t_start >= progress_ms(c)) {
+            noted = 1;
+            fprintf(stderr,
+                    "mtrain: env:// bootstrap rank %d: cannot reach rank 0's store at MASTER_ADDR=%s port %d yet (%s); "
+                    "retrying until " TIMEOUT_KEY "=%d s\n",
+                    c->rank, c->addr, c->port, last_err, c->timeout_s);
+        }
         usleep(50000);
     }
 }
@@ -321,10 +410,32 @@ static mt_status join_store(env_ctx *c, const char *my_host, char *hosts, int64_
     h.version = ENV_VERSION;
     h.rank = (uint32_t)c->rank;
     h.world = (uint32_t)c->size;
+    h.pid = (uint32_t)getpid();
     snprintf(h.host, sizeof h.host, "%s", my_host);
     io_res r = write_full(c->fd0, &h, sizeof h, deadline);
     uint32_t magic = 0;
+    /* the answer comes once every rank joined: say once that we wait (rank 0 names who is missing) */
+    for (int64_t note_at = mt_clock_ms_i64() + progress_ms(c); r == IO_OK;) {
+        struct pollfd pfd = {.fd = c->fd0, .events = POLLIN};
+        if (poll(&pfd, 1, ms_left(deadline)) > 0 || mt_clock_ms_i64() >= deadline) break;
+        if (note_at && mt_clock_ms_i64() >= note_at && c->rank >= 0) {
+            note_at = 0;
+            fprintf(stderr,
+                    "mtrain: env:// bootstrap rank %d: joined rank 0's store at MASTER_ADDR=%s port %d; waiting for "
+                    "the other ranks of WORLD_SIZE=%d (rank 0's log names the missing ones; " TIMEOUT_KEY
+                    "=%d s)\n",
+                    c->rank, c->addr, c->port, c->size, c->timeout_s);
+        }
+    }
     if (r == IO_OK) r = read_full(c->fd0, &magic, sizeof magic, deadline);
+    if (r == IO_OK && magic == ENV_REJECT) {
+        uint32_t n = 0;
+        char msg[1024] = "";
+        if (read_full(c->fd0, &n, sizeof n, deadline) == IO_OK && n < sizeof msg)
+            read_full(c->fd0, msg, n, deadline);
+        return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap rank %d: %s", c->rank,
+                         msg[0] ? msg : "rank 0 refused this process");
+    }
     if (r == IO_OK && magic != ENV_MAGIC)
         return mt_errorf(MT_ERR_PEER, "env:// bootstrap rank %d: MASTER_ADDR=%s port %d is not an mtrain store",
                          c->rank, c->addr, c->port);
@@ -362,7 +473,7 @@ static mt_status gather_at_root(env_ctx *c, uint32_t seq, size_t n_bytes, char *
                 len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", i ? ", " : "", who[i]);
             st = mt_errorf(MT_ERR_PEER,
                            "env:// bootstrap: rank(s) %s%s did not reach bootstrap call %u (an allgather or "
-                           "barrier) within %d s",
+                           "barrier) within %d s (" TIMEOUT_KEY " sets the limit)",
                            missing, len >= sizeof missing - 16 ? ", ..." : "", seq, c->timeout_s);
             goto out;
         }
@@ -535,6 +646,38 @@ mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s) {
         }
         for (long r = 0; r < world; r++) c->peer_fd[r] = -1;
         st = serve_hellos(c, hosts, deadline);
+        if (st != MT_OK && c->addr_in_use) { /* another RANK=0 of this job, or another job? ask it */
+            char first[1024];
+            snprintf(first, sizeof first, "%s", mt_last_error());
+            int64_t probe_deadline = mt_clock_ms_i64() + 3000;
+            env_ctx probe = *c;
+            probe.rank = -1; /* no "waiting" note */
+            probe.fd0 = -1;
+            mt_status pst = connect_store(&probe, probe_deadline, &probe.fd0);
+            if (pst == MT_OK) {
+                env_hello h;
+                memset(&h, 0, sizeof h);
+                h.magic = ENV_MAGIC;
+                h.version = ENV_VERSION;
+                h.rank = 0;
+                h.world = (uint32_t)world;
+                h.pid = (uint32_t)getpid();
+                snprintf(h.host, sizeof h.host, "%s", my_host);
+                uint32_t magic = 0, n = 0;
+                char msg[1024] = "";
+                if (write_full(probe.fd0, &h, sizeof h, probe_deadline) == IO_OK &&
+                    read_full(probe.fd0, &magic, sizeof magic, probe_deadline) == IO_OK && magic == ENV_REJECT &&
+                    read_full(probe.fd0, &n, sizeof n, probe_deadline) == IO_OK && n < sizeof msg &&
+                    read_full(probe.fd0, msg, n, probe_deadline) == IO_OK)
+                    st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap rank 0: cannot listen on port %d: %s", c->port,
+                                   msg);
+                else
+                    st = mt_errorf(MT_ERR_IO, "%s", first);
+                close(probe.fd0);
+            } else {
+                st = mt_errorf(MT_ERR_IO, "%s", first);
+            }
+        }
     } else if (world > 1) {
         st = join_store(c, my_host, hosts, deadline);
     }

@@ -5,14 +5,29 @@
  * Rule kept: every failure names the PMIx call and PMIx_Error_string of its status;
  * PMIx_Init returning PMIX_ERR_UNREACH (no server) is reported as MT_ERR_UNSUPPORTED so
  * bootstrap.c falls through to env:// / single (libpmix 4.2.2 returns it after ~12 ms with no
- * launcher, and the library then works as a one-process job: a singleton). */
+ * launcher, and the library then works as a one-process job: a singleton).
+ * Losing the server (mpirun or srun killed, slurmstepd gone) ends the rank: an event handler for
+ * PMIX_ERR_LOST_CONNECTION (and the older PMIX_ERR_LOST_CONNECTION_TO_SERVER) runs on libpmix's
+ * thread, writes "mtrain: error: rank N: lost the connection to the PMIx server ..." with
+ * write(2) and starts a watchdog thread that _exits(1) MT_PMIX_LOST_GRACE_S (2) seconds later:
+ * the training loop never calls PMIx, so no clean stop is reachable from there, while a rank in a
+ * bootstrap call fails on its own first (its PMIx call returns an error) and takes its normal
+ * error path. Shared-memory segments are unlinked as soon as every member has attached
+ * (comm_shm_seg.c), so an _exit mid-training leaves nothing in /dev/shm. A finalize after the
+ * loss _exits(1) at once: the job's launcher never saw it end. This file is therefore, with
+ * launch.c, allowed _exit below cmd/. Under `mtrain launch` the ranks also die with the launcher
+ * through PR_SET_PDEATHSIG (launch.c); that is not usable here (our parent may be a wrapper). */
 #include "parallel/bootstrap_internal.h"
 
 #include <pmix.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef struct {
     pmix_proc_t me;
@@ -20,6 +35,76 @@ typedef struct {
     int timeout_s;
     int finalized;
 } pmix_ctx;
+
+/* ---- losing the server ---- */
+
+static atomic_int g_lost;          /* 1 once the server connection is gone */
+static atomic_int g_rank = -1;     /* for the message */
+
+static void write_str(const char *s) {
+    size_t n = strlen(s);
+    while (n) {
+        ssize_t k = write(STDERR_FILENO, s, n);
+        if (k <= 0) return; /* stderr gone too (a pipe to the dead launcher): nothing to tell */
+        s += k;
+        n -= (size_t)k;
+    }
+}
+
+static _Noreturn void lost_exit(void) {
+    fflush(stdout); /* the log so far (a file, when a wrapper redirected it) */
+    _exit(1);
+}
+
+static void *lost_watchdog(void *arg) {
+    (void)arg;
+    const char *e = getenv("MT_PMIX_LOST_GRACE_S");
+    double s = e && *e ? atof(e) : 2.0;
+    if (s < 0) s = 0;
+    if (s > 60) s = 60;
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    lost_exit();
+}
+
+static void on_lost_connection(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[],
+                               size_t ninfo, pmix_info_t *results, size_t nresults,
+                               pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata) {
+    (void)id;
+    (void)status;
+    (void)source;
+    (void)info;
+    (void)ninfo;
+    (void)results;
+    (void)nresults;
+    if (!atomic_exchange(&g_lost, 1)) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "mtrain: error: rank %d: lost the connection to the PMIx server (mpirun or srun ended?): stopping\n",
+                 atomic_load(&g_rank));
+        write_str(msg);
+        pthread_t t;
+        pthread_attr_t a;
+        int ok = pthread_attr_init(&a) == 0 && pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) == 0 &&
+                 pthread_create(&t, &a, lost_watchdog, NULL) == 0;
+        if (!ok) lost_exit();
+        pthread_attr_destroy(&a);
+    }
+    if (cbfunc) cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+static void register_lost_handler(void) {
+    pmix_status_t codes[2];
+    size_t n = 0;
+    codes[n++] = PMIX_ERR_LOST_CONNECTION;
+#if defined(PMIX_ERR_LOST_CONNECTION_TO_SERVER)
+    if (PMIX_ERR_LOST_CONNECTION_TO_SERVER != PMIX_ERR_LOST_CONNECTION) codes[n++] = PMIX_ERR_LOST_CONNECTION_TO_SERVER;
+#endif
+    /* blocking form (cbfunc NULL): a reference >= 0 or an error; without the handler the rank
+     * merely keeps running after a lost server, as before, so a failure is not fatal */
+    PMIx_Register_event_handler(codes, n, NULL, 0, on_lost_connection, NULL, NULL);
+}
 
 static mt_status pmix_fail(mt_status st, const char *call, pmix_status_t rc, const char *what) {
     return mt_errorf(st, "%s%s%s failed: %s (PMIx status %d)", call, what && *what ? " " : "", what ? what : "",
@@ -83,7 +168,7 @@ static mt_status fence(pmix_ctx *c, int collect, const char *why) {
     int peer = rc == PMIX_ERR_PARTIAL_SUCCESS || rc == PMIX_ERR_TIMEOUT || rc == PMIX_ERR_LOST_CONNECTION ||
                rc == PMIX_ERR_PROC_ABORTED || rc == PMIX_ERR_UNREACH;
     char what[256];
-    snprintf(what, sizeof what, "(%s, rank %u, timeout %d s)", why, (unsigned)c->me.rank, c->timeout_s);
+    snprintf(what, sizeof what, "(%s, rank %u, timeout %d s: parallel.timeout_s)", why, (unsigned)c->me.rank, c->timeout_s);
     mt_status st = pmix_fail(peer ? MT_ERR_PEER : MT_ERR_PMIX, "PMIx_Fence", rc, what);
     if (rc == PMIX_ERR_PARTIAL_SUCCESS)
         mt_error_context(st, "another rank left the job (exited or was killed) during a bootstrap fence: ");
@@ -145,6 +230,7 @@ static mt_status pmix_barrier(mt_bootstrap *bs) {
 static void pmix_finalize(mt_bootstrap *bs) {
     pmix_ctx *c = bs->ctx;
     if (!c) return;
+    if (atomic_load(&g_lost)) lost_exit(); /* nobody is there to finalize with; the job did not end well */
     if (!c->finalized) PMIx_Finalize(NULL, 0);
     free(c);
     bs->ctx = NULL;
@@ -163,6 +249,8 @@ mt_status mt_bootstrap_pmix_init(mt_bootstrap *bs, int timeout_s) {
                          "or single to bypass PMIx)");
     }
     mt_status st = MT_OK;
+    atomic_store(&g_rank, (int)me.rank);
+    register_lost_handler();
     pmix_proc_t wild;
     PMIX_PROC_LOAD(&wild, me.nspace, PMIX_RANK_WILDCARD);
     long size = 0, local_rank = 0, local_size = 0;

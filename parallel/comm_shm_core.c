@@ -206,7 +206,7 @@ mt_status shm_wait(shm_ctx *c, _Atomic uint32_t *word, _Atomic int32_t *sleepers
             }
             return shm_fail(c, mt_errorf(MT_ERR_PEER,
                                          "timed out after %d s waiting for %s in %s; is it stopped or hung?%s "
-                                         "(noticed by rank %d; raise the communicator timeout if it is just slow)",
+                                         "(noticed by rank %d; raise parallel.timeout_s if it is just slow)",
                                          c->timeout_s, who, what, state_msg, c->members[c->rank].world_rank));
         }
         atomic_fetch_add(sleepers, 1);

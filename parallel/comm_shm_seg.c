@@ -234,7 +234,7 @@ static mt_status attach_segment(const char *name, const shm_peer *leader, int ti
             if (fd >= 0) close(fd);
             return mt_errorf(MT_ERR_PEER,
                              "timed out after %d s waiting for rank %d (pid %d) to create the shared-memory "
-                             "communicator %s; is it stopped or hung?",
+                             "communicator %s; is it stopped or hung? (parallel.timeout_s sets the limit)",
                              timeout_s, leader->world_rank, leader->pid, name);
         }
         sleep_us(pause_us);
@@ -519,7 +519,8 @@ static mt_status local_barrier(local_xctx *x) {
     while (atomic_load(&l->arrived) < target) {
         if (mt_clock_s() >= deadline)
             return mt_errorf(MT_ERR_PEER,
-                             "timed out after %d s waiting for the other %d ranks to create the local communicator",
+                             "timed out after %d s waiting for the other %d ranks to create the local communicator "
+                             "(parallel.timeout_s sets the limit)",
                              x->timeout_s, l->n_ranks - 1);
         atomic_fetch_add(&l->sleepers, 1);
         uint32_t v = atomic_load(&l->word);

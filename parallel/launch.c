@@ -29,6 +29,7 @@
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -67,6 +68,8 @@ typedef struct {
     int unpaired[2][32]; /* [0]: signals received, [1]: passed on by the restart loop, not yet paired */
     int64_t term_at; /* when the survivors of a failure get SIGTERM (after they had a chance to report) */
     int64_t kill_at;
+    char held[64]; /* signal-pipe bytes read while spawning, for supervise() ('A', SIGUSR1/2) */
+    int n_held;
 } job_t;
 
 /* After a rank fails, the others first get MT_LAUNCH_PEER_GRACE_S seconds (default 10) to notice
@@ -259,7 +262,8 @@ static mt_status spawn(job_t *j, int r, char **env, const char *exe) {
 static void take_signal_pipe(job_t *j) {
     char sigs[64];
     ssize_t k;
-    while ((k = read(g_sig_pipe[0], sigs, sizeof sigs)) > 0) {
+    while ((k = j->n_held ? j->n_held : read(g_sig_pipe[0], sigs, sizeof sigs)) > 0) {
+        if (j->n_held) memcpy(sigs, j->held, (size_t)k), j->n_held = 0;
         for (ssize_t i = 0; i < k; i++) {
             if (sigs[i] == 'A')
                 on_abort(j);
@@ -334,6 +338,44 @@ static void supervise(job_t *j) {
             if (j->ranks[r].fd[w] >= 0) close(j->ranks[r].fd[w]);
 }
 
+/* Between two spawns: a SIGINT / SIGTERM / SIGHUP (itself or passed on by the restart loop)
+ * stops the start at once: the job never ran (no rank can be past its first fence before all
+ * are there), so what was spawned is SIGKILLed and reaped (2 s at most), the tmpdir removed, and
+ * the attempt ends with 128 + the signal. Other bytes are kept for supervise(). */
+static void check_interrupt_while_spawning(job_t *j, int n_spawned) {
+    char b[64];
+    ssize_t k;
+    int sig = 0;
+    while ((k = read(g_sig_pipe[0], b, sizeof b)) > 0)
+        for (ssize_t i = 0; i < k; i++) {
+            int s = b[i] > MT_LAUNCH_FORWARDED ? b[i] - MT_LAUNCH_FORWARDED : b[i];
+            if (is_interrupt(s)) {
+                if (!sig) sig = s;
+            } else if (b[i] != SIGCHLD && j->n_held < (int)sizeof j->held) {
+                j->held[j->n_held++] = b[i];
+            }
+        }
+    if (!sig) return;
+    fprintf(stderr, "mtrain launch: got %s while starting the ranks (%d of %d started): killing them\n",
+            strsignal(sig), n_spawned, j->n);
+    signal_ranks(j, SIGKILL, -1);
+    int64_t until = mt_clock_ms_i64() + 2000;
+    while (j->n_running > 0 && mt_clock_ms_i64() < until) {
+        int ws;
+        pid_t pid = waitpid(-1, &ws, WNOHANG);
+        if (pid > 0) {
+            for (int r = 0; r < j->n; r++)
+                if (j->ranks[r].pid == pid && j->ranks[r].running) j->ranks[r].running = 0, j->n_running--;
+        } else {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    for (int r = 0; r < j->n; r++) drain_rank(j, r);
+    mt_launch_outcome out = {.kind = MT_ATTEMPT_INTERRUPTED, .rank = -1, .code = 128 + sig};
+    die(j, &out);
+}
+
 /* One attempt from the PMIx server's start to the last rank reaped. Returns a status (and
  * nothing started) when the server cannot start; _exits through setup_failed when a later
  * step fails; else fills *out and returns MT_OK with the server still up. */
@@ -347,6 +389,7 @@ static mt_status run_attempt(const mt_launch_opts *o, int restart, mt_launch_out
     if (!j.ranks || !base) setup_failed(NULL, MT_ERR_OOM, "mtrain launch: out of memory");
     for (int r = 0; r < j.n; r++) j.ranks[r].fd[0] = j.ranks[r].fd[1] = -1;
     for (int r = 0; r < j.n; r++) {
+        check_interrupt_while_spawning(&j, r);
         char **env = mt_launch_env_copy(base); /* setup_fork may realloc it: heap only */
         if (!env) setup_failed(&j, MT_ERR_OOM, "mtrain launch: out of memory");
         st = mt_launch_pmix_child_env(r, &env);
@@ -355,6 +398,7 @@ static mt_status run_attempt(const mt_launch_opts *o, int restart, mt_launch_out
         if (st != MT_OK) setup_failed(&j, st, mt_last_error());
     }
     mt_launch_env_free(base);
+    check_interrupt_while_spawning(&j, j.n);
     supervise(&j);
     *out = (mt_launch_outcome){.kind = MT_ATTEMPT_OK, .rank = -1};
     if (j.failed) {

@@ -5,11 +5,22 @@
  * hands the collected data straight back (one server, so the local data is the whole job's),
  * direct modex answers "not found" (never needed after a collecting fence), PMIx_Abort is
  * passed to launch.c through a notify pipe. Rule kept: no exit; errors name the PMIx call and
- * PMIx_Error_string. */
+ * PMIx_Error_string.
+ * The private tmpdir is $TMPDIR/mtrain-launch.<pid>.XXXXXX (pid: the process that holds the
+ * server) with a file "owner" inside ("pid P start S pidns N": S the start time from
+ * /proc/P/stat, N the pid namespace). A launcher killed by SIGKILL cannot remove it (8 MB of PMIx
+ * files); the next server start removes every such folder of our uid whose owner is gone: same
+ * pid namespace and kill(P, 0) fails with ESRCH, or P now is another process (start time
+ * differs). Folders of other users, other pid namespaces (containers sharing /tmp) or without
+ * the owner file are never touched. */
 #include "parallel/launch_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <pmix.h>
 #include <pmix_server.h>
 #include <pthread.h>
@@ -167,6 +178,101 @@ void mt_launch_pmix_remove_tmpdir(void) {
     g.tmpdir[0] = 0;
 }
 
+/* ---- owner record, stale folders of killed launchers ---- */
+
+/* "start S pidns N" of process pid (S: field 22 of /proc/pid/stat); 0 when unreadable */
+static int proc_identity(long pid, unsigned long long *start, char *ns, size_t n_ns) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (k <= 0) return 0;
+    buf[k] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (!p) return 0;
+    int field = 2;
+    for (p++; *p && field < 22; p++)
+        if (*p == ' ') field++;
+    if (field != 22 || sscanf(p, "%llu", start) != 1) return 0;
+    if (ns) {
+        snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
+        ssize_t m = readlink(path, ns, n_ns - 1);
+        ns[m > 0 ? m : 0] = 0;
+    }
+    return 1;
+}
+
+static void write_owner(const char *dir) {
+    char path[4200], ns[128] = "", line[256];
+    unsigned long long start = 0;
+    if (!proc_identity((long)getpid(), &start, ns, sizeof ns)) return;
+    if (snprintf(path, sizeof path, "%s/owner", dir) >= (int)sizeof path) return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    int n = snprintf(line, sizeof line, "pid %ld start %llu pidns %s\n", (long)getpid(), start, ns);
+    ssize_t k = write(fd, line, (size_t)n);
+    (void)k;
+    close(fd);
+}
+
+/* 1: the folder's owner is provably gone */
+static int owner_gone(const char *dir, long name_pid) {
+    char path[4200], buf[256], ns[128] = "", my_ns[128] = "";
+    if (snprintf(path, sizeof path, "%s/owner", dir) >= (int)sizeof path) return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return 0;
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (k <= 0) return 0;
+    buf[k] = 0;
+    long pid = 0;
+    unsigned long long start = 0, now_start = 0;
+    if (sscanf(buf, "pid %ld start %llu pidns %127s", &pid, &start, ns) != 3 || pid != name_pid || pid <= 0) return 0;
+    unsigned long long my_start;
+    if (!proc_identity((long)getpid(), &my_start, my_ns, sizeof my_ns) || strcmp(ns, my_ns) != 0) return 0;
+    if (kill((pid_t)pid, 0) == -1 && errno == ESRCH) return 1;
+    if (proc_identity(pid, &now_start, NULL, 0) && now_start != start) return 1; /* the pid was reused */
+    return 0;
+}
+
+static int rm_tree(const char *dir) { return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* mtrain-launch.<digits>.<6 characters> */
+static int our_pattern(const char *name, long *pid) {
+    const char *pre = "mtrain-launch.";
+    size_t n = strlen(pre);
+    if (strncmp(name, pre, n)) return 0;
+    const char *p = name + n, *q = p;
+    while (*q >= '0' && *q <= '9') q++;
+    if (q == p || q - p > 10 || *q != '.' || strlen(q + 1) != 6) return 0;
+    *pid = strtol(p, NULL, 10);
+    return 1;
+}
+
+static void remove_stale(const char *base) {
+    DIR *d = opendir(base);
+    if (!d) return;
+    struct dirent *e;
+    int n_removed = 0;
+    while ((e = readdir(d))) {
+        long pid;
+        if (!our_pattern(e->d_name, &pid)) continue;
+        char path[4200];
+        if (snprintf(path, sizeof path, "%s/%s", base, e->d_name) >= (int)sizeof path) continue;
+        struct stat sb;
+        if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid()) continue;
+        if (!owner_gone(path, pid)) continue;
+        rm_tree(path);
+        n_removed++;
+    }
+    closedir(d);
+    if (n_removed)
+        fprintf(stderr, "mtrain launch: removed %d stale mtrain-launch.* folder(s) of killed launchers from %s\n",
+                n_removed, base);
+}
+
 /* ---- namespace registration ---- */
 
 static pmix_status_t add_u32(void *list, const char *key, uint32_t v) {
@@ -271,13 +377,15 @@ mt_status mt_launch_pmix_start(int n_ranks, int notify_fd) {
     if (g.started) return mt_errorf(MT_ERR_INTERNAL, "mtrain launch: PMIx server started twice");
     const char *base = getenv("TMPDIR");
     if (!base || !*base) base = "/tmp";
-    snprintf(g.tmpdir, sizeof g.tmpdir, "%s/mtrain-launch.XXXXXX", base);
+    remove_stale(base);
+    snprintf(g.tmpdir, sizeof g.tmpdir, "%s/mtrain-launch.%ld.XXXXXX", base, (long)getpid());
     if (!mkdtemp(g.tmpdir)) {
         int e = errno;
         g.tmpdir[0] = 0;
         return mt_errorf(MT_ERR_IO, "mtrain launch: cannot create a private PMIx directory under %s (TMPDIR): %s",
                          base, strerror(e));
     }
+    write_owner(g.tmpdir);
     g.n_ranks = n_ranks;
     g.notify_fd = notify_fd;
     snprintf(g.nspace, sizeof g.nspace, "mtrain-launch.%ld", (long)getpid());

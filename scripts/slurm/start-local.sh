@@ -7,8 +7,10 @@
 #   stop:  scripts/slurm/stop-local.sh [DIR]
 # Idempotent: a healthy cluster already running from DIR is reused; a broken one (a crash, a
 # node stuck in COMPLETING after a failed step) is stopped and started afresh. The daemons are
-# started with `-f DIR/slurm.conf`, which is how stop-local.sh recognises them; nothing else is
-# touched. Needs root (SlurmUser=root) and the Debian packages slurmctld slurmd slurm-client,
+# started with `-f DIR/slurm.conf` and MT_SLURM_LOCAL_DIR=DIR in their environment, which
+# slurmstepd (its parent is pid 1 once it daemonises) inherits from slurmd: that is how
+# stop-local.sh recognises them all; nothing else is touched. TmpFS=DIR/tmp puts the PMIx
+# plugin's spmix_appdir_* folders (else left in /tmp after a killed srun) inside DIR too. Needs root (SlurmUser=root) and the Debian packages slurmctld slurmd slurm-client,
 # plus libpmix-dev (Slurm's PMIx plugin dlopens the unversioned libpmix.so that only
 # libpmix-dev ships; without it srun hangs and the node sticks in COMPLETING).
 set -euo pipefail
@@ -35,7 +37,7 @@ fi
 # anything left from an earlier run (crash, failed step): stop it first
 "$HERE/stop-local.sh" "$DIR" >/dev/null 2>&1 || true
 
-mkdir -p "$DIR/state" "$DIR/spool"
+mkdir -p "$DIR/state" "$DIR/spool" "$DIR/tmp"
 cat >"$SLURM_CONF" <<CONF
 # one-machine Slurm for mtrain's tests (scripts/slurm/start-local.sh)
 ClusterName=mtrain-local
@@ -57,6 +59,7 @@ SlurmctldPort=${MT_SLURMCTLD_PORT:-6817}
 SlurmdPort=${MT_SLURMD_PORT:-6818}
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
+TmpFS=$DIR/tmp
 SlurmctldPidFile=$DIR/slurmctld.pid
 SlurmdPidFile=$DIR/slurmd.pid
 SlurmctldLogFile=$DIR/slurmctld.log
@@ -66,6 +69,7 @@ PartitionName=local Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 CONF
 
 t0=$(date +%s.%N)
+export MT_SLURM_LOCAL_DIR="$DIR" # the daemons and every slurmstepd carry it: see stop-local.sh
 slurmctld -c -i -f "$SLURM_CONF" || die "slurmctld failed to start; see $DIR/slurmctld.log"
 slurmd -f "$SLURM_CONF" || die "slurmd failed to start; see $DIR/slurmd.log"
 state=""
