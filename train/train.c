@@ -8,7 +8,7 @@
  * pre-reductions, dp x cp allreduce in buckets or the distributed optimizer's reduce-scatter, the
  * squared norm and the loss summed over the world); one host read of the two scalars; skip the
  * update if either is not finite; clip by the global norm; AdamW on this rank's optimizer shards;
- * with the distributed optimizer, allgather the updated parameters; log (one rank: Megatron's
+ * with the distributed optimizer, allgather the updated parameters; log and TensorBoard events (one rank: Megatron's
  * last stage, tp 0, dp 0), with the measured pipeline bubble beside the formula's.
  * Rule: nothing is allocated inside the loop (test/unit/test_train_alloc.c counts). */
 #include "train/train.h"
@@ -25,6 +25,7 @@
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/pipeline.h"
+#include "train/tensorboard.h"
 #include "train/stop_request.h"
 
 /* Everything one rank's run holds. */
@@ -40,6 +41,7 @@ typedef struct {
     mt_blended_dataset *train, *valid;
     mt_metrics_sink sink;
     int have_sink;
+    mt_tensorboard tb;       /* logging rank with logging.tensorboard_dir: the events file */
     int32_t *tokens;         /* (B, T+1) host staging */
     int B, T, G, dp, dp_rank, n_micro, distributed;
     double tokens_per_iter;
@@ -102,6 +104,8 @@ static mt_status trainer_close(trainer *t) {
     if (t->stop_flag) t->be->i->free(t->be, t->stop_flag);
     mt_ckpt_saver_free(&t->saver, t->be);
     if (t->have_sink) st = mt_metrics_close(&t->sink);
+    const mt_status tb_st = mt_tensorboard_close(&t->tb);
+    if (st == MT_OK) st = tb_st;
     if (t->pipe_exec) mt_pipeline_free(t->pipe_exec, &t->model);
     if (t->have_model) mt_model_free(&t->model);
     mt_blended_dataset_close(t->valid);
@@ -151,6 +155,9 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     if (ps->logger) {
         MT_CHECK(mt_metrics_open(&t->sink, r->logging.metrics));
         t->have_sink = 1;
+        const double mem = (double)(t->model.bytes_params + t->model.bytes_grads + t->model.bytes_optim +
+                                    t->model.bytes_acts + (t->pipe_exec ? mt_pipeline_extra_bytes(t->pipe_exec, &t->model) : 0));
+        MT_CHECK(mt_tensorboard_open(&t->tb, &r->logging, ps->size, mem));
     }
     if (ps->size > 1) snprintf(t->sink.prefix, sizeof t->sink.prefix, "%s ", ps->prefix);
     t->stop_check = r->checkpoint.exit_signal_handler || r->checkpoint.exit_duration_mins > 0;
@@ -347,6 +354,9 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             ls.timed_dp_ms += t.gs.comm_ms;
             ls.timed_coll += t.model.tp.n_coll;
         }
+        const mt_tb_step tbs = {.iteration = it, .consumed_samples = consumed, .global_batch = t.G, .lr = res.lr,
+                                .lm_loss = res.loss, .grad_norm = res.grad_norm, .skipped = res.skipped};
+        MT_CHECK(mt_tensorboard_log_step(&t.tb, &tbs));
         if (it == first_it) rep->first_loss = res.loss;
         rep->last_loss = res.loss;
         rep->iters_done = it;
@@ -366,6 +376,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : be->peak_tflops;
             if (peak > 0) im.mfu = im.tflops / peak;
             MT_CHECK(mt_metrics_log_iter(log, &t.sink, &im));
+            MT_CHECK(mt_tensorboard_log_timing(&t.tb, &im, it == first_it));
             ls.window_ms = 0;
             ls.window_iters = 0;
         }
@@ -376,6 +387,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             MT_CHECK(evaluate(&t, &vl));
             rep->last_val_loss = vl;
             MT_CHECK(mt_metrics_log_eval(log, &t.sink, it, vl));
+            MT_CHECK(mt_tensorboard_log_eval(&t.tb, it, consumed, vl));
         }
         if (hooks && hooks->on_iteration) MT_CHECK(hooks->on_iteration(hooks->ctx, it));
         /* checkpoints and stops (Megatron: save every save_interval, at the end, and before any exit) */

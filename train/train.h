@@ -38,7 +38,7 @@ typedef struct {
 } mt_train_hooks;
 
 /* MT_ERR_UNSUPPORTED naming the key when the recipe asks for something the trainer cannot do
- * yet (context, expert parallelism, MoE, TensorBoard); `note` gets a
+ * yet (context, expert parallelism, MoE); `note` gets a
  * line to print for accepted-but-not-applied keys (recompute). */
 mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_bytes);
 

@@ -21,7 +21,6 @@ mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_b
     REFUSE("parallel.context", r->parallel.context > 1, "context parallelism");
     REFUSE("parallel.expert", r->parallel.expert > 1, "expert parallelism");
     REFUSE("model.moe.experts", r->model.moe.experts > 0, "mixture of experts");
-    REFUSE("logging.tensorboard", r->logging.tensorboard[0] != 0, "TensorBoard logging");
 #undef REFUSE
     if (r->training.recompute != MT_RECOMPUTE_NONE)
         snprintf(note, note_bytes, "note: training.recompute is modelled by `mtrain plan`; the trainer keeps all "

@@ -121,7 +121,12 @@ typedef struct {
     int64_t eval_interval;  /* 0 = no evaluation */
     int64_t eval_iters;
     char metrics[MT_PATH_MAX];     /* JSON-lines file, "" = none */
-    char tensorboard[MT_PATH_MAX];
+    char tensorboard_dir[MT_PATH_MAX]; /* TensorBoard event files go here, "" = none */
+    int64_t tensorboard_interval;  /* scalars every this many iterations */
+    int tensorboard_queue_size;    /* accepted (Megatron's writer queue); flushed per log line here */
+    int tensorboard_timers, tensorboard_validation_ppl, tensorboard_memory; /* --log-*-to-tensorboard */
+    int tensorboard_learning_rate, tensorboard_loss_scale, tensorboard_world_size;
+    int log_throughput;            /* --log-throughput: 'throughput' (TFLOP/s per rank) with timers */
     float peak_tflops;             /* per device; 0 = from the device table */
 } mt_logging_cfg;
 

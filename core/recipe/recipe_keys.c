@@ -187,7 +187,33 @@ const mt_recipe_key mt_recipe_keys[] = {
          "evaluate on the validation split every this many steps; 0 = never", 0),
     KI64("logging.eval_iters", logging.eval_iters, "10", 0, BIG, "batches", "batches per evaluation", 0),
     KSTR("logging.metrics", logging.metrics, "", "JSON-lines metrics file; \"\" = none"),
-    KSTR("logging.tensorboard", logging.tensorboard, "", "TensorBoard event directory; \"\" = none"),
+    /* TensorBoard (train/tensorboard.c): Megatron's --tensorboard-dir and its --log-*-to-tensorboard flags */
+    KSTR("logging.tensorboard_dir", logging.tensorboard_dir, "",
+         "folder for TensorBoard event files (events.out.tfevents.*, created if missing), written by the "
+         "logging rank with Megatron's tag names; \"\" = none"),
+    KI64("logging.tensorboard_interval", logging.tensorboard_interval, "1", 1, BIG, "steps",
+         "write the per-iteration scalars (lm loss, learning-rate, grad-norm, ...) every this many steps; "
+         "timing scalars go with the log line (logging.interval)", 0),
+    KINT("logging.tensorboard_queue_size", logging.tensorboard_queue_size, "1000", 1, 1 << 30, "events",
+         "accepted for Megatron's --tensorboard-queue-size; mtrain writes events synchronously and flushes "
+         "them with every log line and at the end, so nothing waits in a queue", 0),
+    KBOOL("logging.tensorboard_timers", logging.tensorboard_timers, "false",
+          "also write 'iteration-time' (s, with each log line after the first) and, with logging.throughput, "
+          "'throughput' (Megatron's --log-timers-to-tensorboard)", 0),
+    KBOOL("logging.tensorboard_validation_ppl", logging.tensorboard_validation_ppl, "false",
+          "also write 'lm loss validation ppl' (Megatron's --log-validation-ppl-to-tensorboard)", 0),
+    KBOOL("logging.tensorboard_memory", logging.tensorboard_memory, "false",
+          "also write 'mem-allocated-bytes' / 'mem-max-allocated-bytes': this rank's parameter, gradient, "
+          "optimizer and activation allocations, fixed before the loop (Megatron's --log-memory-to-tensorboard)", 0),
+    KBOOL("logging.tensorboard_learning_rate", logging.tensorboard_learning_rate, "true",
+          "write 'learning-rate' (Megatron's default; off: --no-log-learnig-rate-to-tensorboard)", 0),
+    KBOOL("logging.tensorboard_loss_scale", logging.tensorboard_loss_scale, "true",
+          "write 'loss-scale' (always 1: bf16 and fp32 train unscaled; off: --no-log-loss-scale-to-tensorboard)", 0),
+    KBOOL("logging.tensorboard_world_size", logging.tensorboard_world_size, "false",
+          "also write 'world-size' (Megatron's --log-world-size-to-tensorboard)", 0),
+    KBOOL("logging.throughput", logging.log_throughput, "false",
+          "Megatron's --log-throughput: with logging.tensorboard_timers, write 'throughput' (TFLOP/s per rank; "
+          "the log line always shows it)", 0),
     KFLT("logging.peak_tflops", logging.peak_tflops, "0", 0, 1e6, "TFLOP/s",
          "peak dense TFLOP/s of one device for MFU; 0 = from the device table", 0),
 };
@@ -268,6 +294,17 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--eval-interval", "logging.eval_interval", NULL },
     { "--eval-iters", "logging.eval_iters", NULL },
     { "--metrics", "logging.metrics", NULL },
-    { "--tensorboard-dir", "logging.tensorboard", NULL },
+    { "--tensorboard-dir", "logging.tensorboard_dir", NULL },
+    { "--tensorboard-log-interval", "logging.tensorboard_interval", NULL },
+    { "--tensorboard-queue-size", "logging.tensorboard_queue_size", NULL },
+    { "--log-timers-to-tensorboard", "logging.tensorboard_timers", "true" },
+    { "--log-validation-ppl-to-tensorboard", "logging.tensorboard_validation_ppl", "true" },
+    { "--log-memory-to-tensorboard", "logging.tensorboard_memory", "true" },
+    { "--log-learning-rate-to-tensorboard", "logging.tensorboard_learning_rate", "true" },
+    { "--no-log-learnig-rate-to-tensorboard", "logging.tensorboard_learning_rate", "false" }, /* Megatron's spelling */
+    { "--log-loss-scale-to-tensorboard", "logging.tensorboard_loss_scale", "true" },
+    { "--no-log-loss-scale-to-tensorboard", "logging.tensorboard_loss_scale", "false" },
+    { "--log-world-size-to-tensorboard", "logging.tensorboard_world_size", "true" },
+    { "--log-throughput", "logging.throughput", "true" },
 };
 const int mt_recipe_n_aliases = (int)(sizeof mt_recipe_aliases / sizeof mt_recipe_aliases[0]);

@@ -121,7 +121,6 @@ static const meg_flag meg_flags[] = {
       "at any layout; `mtrain export --format hf` for serving)" },
     { "--use-checkpoint-args", 0, MEG_REFUSE, "the model shape is not read from a checkpoint; give the shape flags "
       "(or the checkpoint's manifest recipe as --config)" },
-    { "--log-throughput", 0, MEG_ACCEPT, "the iteration line always has the throughput" },
     { "--log-params-norm", 0, MEG_ACCEPT, "not printed" },
     { "--log-num-zeros-in-grad", 0, MEG_ACCEPT, "not printed" },
     { "--timing-log-level", 1, MEG_ACCEPT, "per-phase timers are not implemented yet: ignored" },

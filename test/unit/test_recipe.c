@@ -82,7 +82,7 @@ static void test_table(void) {
         "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.clip_grad", "data.path",
         "data.split", "data.tokenizer", "data.vocab", "data.merges", "data.cache_path", "checkpoint.dir",
         "checkpoint.save_interval", "checkpoint.load", "logging.interval", "logging.eval_interval",
-        "logging.eval_iters", "logging.metrics", "logging.tensorboard", "model.max_position", "model.bias",
+        "logging.eval_iters", "logging.metrics", "logging.tensorboard_dir", "model.max_position", "model.bias",
         "model.norm_eps", "model.rope_theta", "model.init_std", "parallel.timeout_s", "training.backend",
         "training.threads", "optimizer.decay_iters", "logging.peak_tflops", NULL };
     for (int i = 0; required[i]; i++) CHECKF(mt_recipe_key_find(required[i]) >= 0, "missing key %s", required[i]);
@@ -497,7 +497,7 @@ static void test_args(void) {
         CHECK(!strcmp(r.checkpoint.load, "ck0") && r.checkpoint.save_interval == 5 && r.logging.interval == 2);
         CHECK(r.logging.eval_interval == 10 && r.logging.eval_iters == 3 && r.training.precision == MT_PREC_BF16);
         CHECK(r.training.recompute == MT_RECOMPUTE_FULL && r.training.backend == MT_BACKEND_CPU && r.training.threads == 3);
-        CHECK(!strcmp(r.logging.metrics, "m.jsonl") && !strcmp(r.logging.tensorboard, "tb"));
+        CHECK(!strcmp(r.logging.metrics, "m.jsonl") && !strcmp(r.logging.tensorboard_dir, "tb"));
         CHECK_STR_CONTAINS(mt_recipe_where(&r, "parallel.tensor", buf, sizeof buf), "--tensor-model-parallel-size 2");
         CHECK(!strcmp(mt_recipe_where(&r, "parallel.sequence_parallel", buf, sizeof buf), "--sequence-parallel"));
         CHECK_STR_CONTAINS(mt_recipe_where(&r, "model.hidden", buf, sizeof buf), "--hidden-size 256");
