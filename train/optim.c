@@ -3,6 +3,7 @@
 #include "train/optim.h"
 
 #include <math.h>
+#include <string.h>
 
 double mt_lr_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters) {
     const double max_lr = o->lr, min_lr = o->min_lr;
@@ -41,7 +42,20 @@ double mt_clip_factor(double grad_norm, double clip) {
     return clip / (grad_norm + 1e-6);
 }
 
-mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, double lr, double grad_scale) {
+double mt_lr_decoupled_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters) {
+    if (!(o->decoupled_lr > 0)) return mt_lr_at(o, it, train_iters);
+    mt_optimizer_cfg d = *o;
+    d.lr = o->decoupled_lr;
+    d.min_lr = o->decoupled_min_lr;
+    return mt_lr_at(&d, it, train_iters);
+}
+
+int mt_optim_is_embedding_or_output(const mt_param_tensor *t) {
+    return !strcmp(t->name, "wte") || !strcmp(t->name, "lm_head");
+}
+
+mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, double lr, double lr_embed,
+                        double grad_scale) {
     mt_status st = MT_OK;
     const size_t ab = mt_dtype_bytes(m->act);
     const float bc1 = (float)(1.0 - pow(o->beta1, (double)step));
@@ -57,7 +71,7 @@ mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, do
             .m = (char *)m->adam_m + pc.opt * 4,
             .v = (char *)m->adam_v + pc.opt * 4,
             .n = pc.hi - pc.lo,
-            .lr = (float)lr,
+            .lr = (float)(mt_optim_is_embedding_or_output(t) ? lr_embed : lr),
             .beta1 = o->beta1,
             .beta2 = o->beta2,
             .eps = o->eps,

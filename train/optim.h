@@ -18,6 +18,12 @@ double mt_lr_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters);
 double mt_clip_factor(double grad_norm, double clip);
 /* One AdamW step over this rank's optimizer shard of the flat buffer (all of it without
  * ZeRO-1); `step` = number of this update, 1-based, for the bias corrections. */
-mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, double lr, double grad_scale);
+mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, double lr, double lr_embed,
+                        double grad_scale);
+/* Megatron's --decoupled-lr: the word embedding and the output layer ("wte", "lm_head"; one tensor
+ * when tied) follow the same schedule shape between decoupled_lr and decoupled_min_lr; the
+ * other parameters use mt_lr_at. Equals mt_lr_at when decoupled_lr is 0 (off). */
+double mt_lr_decoupled_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters);
+int mt_optim_is_embedding_or_output(const mt_param_tensor *t);
 
 #endif

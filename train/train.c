@@ -231,6 +231,7 @@ static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n
     if (!res->skipped) {
         ++*n_steps;
         MT_CHECK(mt_optim_step(m, &t->r->optimizer, *n_steps, res->lr,
+                               mt_lr_decoupled_at(&t->r->optimizer, it, t->r->training.iters),
                                mt_clip_factor(res->grad_norm, t->r->optimizer.clip_grad)));
         MT_CHECK(mt_grad_sync_gather_params(&t->gs, m->params, m->act));
     }

@@ -91,6 +91,7 @@ typedef struct {
     float weight_decay;
     float beta1, beta2, eps;
     float clip_grad;       /* 0 = no clipping */
+    float decoupled_lr, decoupled_min_lr; /* embedding + output layer (0 = off: lr, min_lr) */
 } mt_optimizer_cfg;
 
 typedef struct {

@@ -59,9 +59,6 @@ static const meg_flag meg_flags[] = {
     { "--optimizer", 1, MEG_RULE, "adam only (AdamW, decoupled weight decay); sgd is refused" },
     { "--rampup-batch-size", 3, MEG_REFUSE, "batch-size ramp-up is not implemented; drop it to train at "
       "--global-batch-size from the first step" },
-    { "--decoupled-lr", 1, MEG_REFUSE, "a separate learning rate for the embedding and output layer is not "
-      "implemented; drop --decoupled-lr / --decoupled-min-lr to train them at --lr" },
-    { "--decoupled-min-lr", 1, MEG_REFUSE, "see --decoupled-lr" },
     /* data and tokenizer */
     { "--tokenizer-type", 1, MEG_RULE, "GPT2BPETokenizer -> data.tokenizer gpt2bpe, HuggingFaceTokenizer -> hf "
       "(with --tokenizer-model); SentencePiece, Llama2, TikToken and Null tokenizers are refused" },

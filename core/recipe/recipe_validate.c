@@ -459,6 +459,9 @@ static void check_layout(const mt_recipe *r, problems *P) {
     if (r->data.path[0] && r->data.tokenizer == MT_TOK_GPT2BPE && m->vocab < 50257)
         add(P, "model.vocab", "%d is smaller than the GPT-2 tokenizer's 50257 ids; set model.vocab: 50257",
             m->vocab);
+    if (o->decoupled_lr > 0 && o->decoupled_min_lr > o->decoupled_lr)
+        add(P, "optimizer.decoupled_min_lr", "%g is above optimizer.decoupled_lr = %g (%s); set decoupled_min_lr <= "
+            "decoupled_lr", (double)o->decoupled_min_lr, (double)o->decoupled_lr, ref(r, "optimizer.decoupled_lr"));
     if (o->min_lr > o->lr)
         add(P, "optimizer.min_lr", "%g is above optimizer.lr = %g (%s); set min_lr <= lr", (double)o->min_lr,
             (double)o->lr, ref(r, "optimizer.lr"));
