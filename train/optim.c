@@ -6,21 +6,25 @@
 #include <string.h>
 
 double mt_lr_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters) {
+    return mt_lr_at_step(o, (double)it, train_iters);
+}
+
+double mt_lr_at_step(const mt_optimizer_cfg *o, double it, int64_t train_iters) {
     const double max_lr = o->lr, min_lr = o->min_lr;
     const int64_t warmup = o->warmup_iters;
     const int64_t decay_iters = o->decay_iters > 0 ? o->decay_iters : train_iters;
-    if (warmup > 0 && it <= warmup) return max_lr * (double)it / (double)warmup;
+    if (warmup > 0 && it <= (double)warmup) return max_lr * it / (double)warmup;
     if (o->decay == MT_DECAY_CONSTANT) return max_lr;
     if (it > decay_iters) return min_lr;
     if (o->decay == MT_DECAY_INV_SQRT) { /* Megatron: max_lr * sqrt(max(warmup, 1) / max(step, 1)) */
-        const double w = warmup > 1 ? (double)warmup : 1.0, s = it > 1 ? (double)it : 1.0;
+        const double w = warmup > 1 ? (double)warmup : 1.0, s = it > 1 ? it : 1.0;
         const double lr = max_lr * sqrt(w) / sqrt(s);
         return lr > min_lr ? lr : min_lr;
     }
     if (o->decay == MT_DECAY_WSD) { /* warmup, stable at max_lr, then the last wsd_decay_iters anneal */
         const int64_t anneal_start = decay_iters - o->wsd_decay_iters;
         if (it <= anneal_start || o->wsd_decay_iters <= 0) return max_lr;
-        const double r = (double)(it - anneal_start) / (double)o->wsd_decay_iters;
+        const double r = (it - (double)anneal_start) / (double)o->wsd_decay_iters;
         double c;
         switch (o->wsd_decay) {
         case MT_WSD_LINEAR: c = 1.0 - r; break;
@@ -32,7 +36,7 @@ double mt_lr_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters) {
     }
     if (it == decay_iters) return min_lr;
     const double span = (double)(decay_iters - warmup);
-    const double ratio = span > 0 ? (double)(it - warmup) / span : 1.0;
+    const double ratio = span > 0 ? (it - (double)warmup) / span : 1.0;
     if (o->decay == MT_DECAY_LINEAR) return max_lr - (max_lr - min_lr) * ratio;
     return min_lr + (max_lr - min_lr) * 0.5 * (1.0 + cos(M_PI * ratio));
 }
@@ -42,12 +46,12 @@ double mt_clip_factor(double grad_norm, double clip) {
     return clip / (grad_norm + 1e-6);
 }
 
-double mt_lr_decoupled_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters) {
-    if (!(o->decoupled_lr > 0)) return mt_lr_at(o, it, train_iters);
+double mt_lr_decoupled_at(const mt_optimizer_cfg *o, double it, int64_t train_iters) {
+    if (!(o->decoupled_lr > 0)) return mt_lr_at_step(o, it, train_iters);
     mt_optimizer_cfg d = *o;
     d.lr = o->decoupled_lr;
     d.min_lr = o->decoupled_min_lr;
-    return mt_lr_at(&d, it, train_iters);
+    return mt_lr_at_step(&d, it, train_iters);
 }
 
 int mt_optim_is_embedding_or_output(const mt_param_tensor *t) {

@@ -19,6 +19,7 @@ mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r,
     pp->p = model->pl.pp;
     pp->v = model->pl.vpp;
     pp->m = m;
+    pp->m_max = m;
     pp->stage = model->pl.stage;
     pp->kind = mt_schedule_default(pp->p, pp->v);
     if (!comm || comm->size != pp->p || comm->rank != pp->stage)
@@ -26,6 +27,7 @@ mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r,
                          comm ? comm->size : 0, comm ? comm->rank : -1, pp->stage, pp->p);
     MT_CHECK(mt_schedule_check(pp->kind, pp->p, m, pp->v));
     const int cap = mt_schedule_max_steps(pp->kind, pp->p, m, pp->v);
+    pp->cap = cap;
     pp->steps = malloc((size_t)cap * sizeof *pp->steps);
     pp->fsteps = malloc((size_t)cap * sizeof *pp->fsteps);
     pp->tokens = malloc((size_t)model->al.B * (model->al.T + 1) * sizeof(int32_t));
@@ -53,6 +55,16 @@ mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r,
     (void)r;
 out:
     if (st != MT_OK) mt_pipeline_free(pp, model);
+    return st;
+}
+
+mt_status mt_pipeline_set_micro_batches(mt_pipeline *pp, int m) {
+    if (m == pp->m) return MT_OK;
+    if (m > pp->m_max || mt_schedule_max_steps(pp->kind, pp->p, m, pp->v) > pp->cap)
+        return mt_errorf(MT_ERR_INTERNAL, "pipeline: %d micro-batches, more than the %d it was built for", m, pp->m_max);
+    mt_status st = mt_schedule_check(pp->kind, pp->p, m, pp->v);
+    if (st == MT_OK) st = mt_schedule_build(pp->kind, pp->p, m, pp->v, pp->stage, pp->steps, pp->cap, &pp->n_steps);
+    if (st == MT_OK) pp->m = m;
     return st;
 }
 

@@ -26,6 +26,7 @@ typedef struct {
     mt_comm *comm;          /* pipeline group: rank = stage */
     mt_sched kind;
     int p, m, v, stage;
+    int m_max, cap;         /* micro-batches the tables and slots were built for; table capacity */
     mt_pp_step *steps;      /* training table */
     int n_steps;
     mt_pp_step *fsteps;     /* forward-only table (evaluation) */
@@ -43,6 +44,9 @@ typedef struct {
  * allocates the slots. Errors: mt_schedule_check's (naming the keys), OOM. */
 mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r, int m, mt_comm *comm);
 void mt_pipeline_free(mt_pipeline *pp, mt_model *model);
+/* Rebuilds the training table in place for m <= the m of init micro-batches (batch-size ramp-up);
+ * no allocation. The forward-only table keeps init's m (evaluation runs on the full batch). */
+mt_status mt_pipeline_set_micro_batches(mt_pipeline *pp, int m);
 /* Runs one iteration's table (forward_only: the evaluation table, no backward). Losses are
  * summed into the model's scalars on the last stage; gradients accumulate (+=). */
 mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *model, mt_pp_fetch_fn fetch, void *ctx, float dloss,

@@ -44,7 +44,8 @@ typedef struct {
     mt_tensorboard tb;       /* logging rank with logging.tensorboard_dir: the events file */
     int32_t *tokens;         /* (B, T+1) host staging */
     int B, T, G, dp, dp_rank, n_micro, distributed;
-    double tokens_per_iter;
+    int G_cur, n_micro_full;  /* this iteration's global batch and micro-batches (batch-size ramp-up) */
+    double tokens_per_iter;   /* of this iteration */
     mt_ckpt_saver saver;     /* checkpoint.dir set: the saves' snapshot and tables */
     mt_ckpt_state start;     /* where the loop starts (a loaded checkpoint's state, else zeros) */
     void *stop_flag;         /* (1) f32 backend scratch: the world's vote on stopping */
@@ -83,12 +84,24 @@ out:
     return st;
 }
 
+/* This iteration's batch under batch-size ramp-up (Megatron's: a function of the samples consumed);
+ * the pipeline's table is rebuilt in place when the micro-batch count changes. */
+static mt_status set_batch(trainer *t, int64_t consumed) {
+    t->G_cur = mt_recipe_global_batch_at(t->r, consumed);
+    t->n_micro = t->G_cur / (t->B * t->dp);
+    t->tokens_per_iter = (double)t->G_cur * t->T;
+    return t->pipe_exec ? mt_pipeline_set_micro_batches(t->pipe_exec, t->n_micro) : MT_OK;
+}
+
 static mt_status evaluate(trainer *t, double *loss) {
     mt_status st = MT_OK;
     const int64_t n_tok = (int64_t)t->r->logging.eval_iters * t->G * t->T;
     float sum = 0, unused = 0;
+    const int n_micro = t->n_micro;
+    t->n_micro = t->n_micro_full; /* evaluation runs on the full batch (the forward table's) */
     MT_CHECK(mt_model_zero_grads(&t->model));
     for (int64_t e = 0; e < t->r->logging.eval_iters; e++) MT_CHECK(run_batch(t, t->valid, e * t->G, 0.0f, 0));
+    t->n_micro = n_micro;
     MT_CHECK(mt_grad_sync_scalars(&t->gs, mt_model_scalars(&t->model)));
     MT_CHECK(mt_model_read_scalars(&t->model, &sum, &unused));
     *loss = (double)sum / (double)n_tok;
@@ -127,7 +140,8 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     t->dp = mt_pstate_group(ps, MT_PG_DP)->size;
     t->dp_rank = mt_pstate_group(ps, MT_PG_DP)->rank;
     t->distributed = r->parallel.distributed_optimizer && mt_pstate_group(ps, MT_PG_DP_CP)->size > 1;
-    t->n_micro = t->G / (t->B * t->dp);
+    t->n_micro = t->n_micro_full = t->G / (t->B * t->dp);
+    t->G_cur = t->G;
     t->tokens_per_iter = (double)t->G * t->T;
     const int64_t iters = r->training.iters;
     const int pp = ps->grid.pp, stage = ps->coord[MT_AX_PP];
@@ -140,9 +154,12 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
         MT_CHECK(mt_blended_dataset_open(&t->valid, r->data.path, r->data.split, MT_SPLIT_VALID, t->T,
                                          r->training.seed, r->logging.eval_iters * t->G, r->data.cache_path));
-    if (pp > 1) /* Megatron's rule on m for the interleaved schedule, before anything is allocated */
-        MT_CHECK(mt_schedule_check(mt_schedule_default(pp, r->parallel.virtual_pipeline), pp, t->n_micro,
-                                   r->parallel.virtual_pipeline));
+    if (pp > 1) /* Megatron's rule on m for the interleaved schedule, before anything is allocated: every
+                 * micro-batch count the batch-size ramp-up goes through, then the full one */
+        for (int64_t g = r->training.rampup_start > 0 ? r->training.rampup_start : t->G; g <= t->G;
+             g += r->training.rampup_start > 0 ? r->training.rampup_increment : t->G)
+            MT_CHECK(mt_schedule_check(mt_schedule_default(pp, r->parallel.virtual_pipeline), pp,
+                                       (int)(g / (t->B * t->dp)), r->parallel.virtual_pipeline));
     mt_model_shape shape = {.B = t->B, .tp_comm = mt_pstate_group(ps, MT_PG_TP)->comm, .pp_stage = pp > 1 ? stage : -1};
     mt_grad_sync_shards(ps, t->distributed, shape.shards, shape.shard);
     MT_CHECK(mt_model_create(&t->model, r, be, &shape));
@@ -221,17 +238,21 @@ static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n
     mt_model *m = &t->model;
     float loss_sum = 0, grad_sq = 0;
     MT_CHECK(mt_model_zero_grads(m));
+    MT_CHECK(set_batch(t, consumed));
     MT_CHECK(run_batch(t, t->train, consumed, (float)(1.0 / t->tokens_per_iter), 1));
     MT_CHECK(mt_grad_sync_reduce(&t->gs, m->grads, mt_model_scalars(m)));
     MT_CHECK(mt_model_read_scalars(m, &loss_sum, &grad_sq));
     res->loss = (double)loss_sum / t->tokens_per_iter;
     res->grad_norm = sqrt((double)grad_sq);
-    res->lr = mt_lr_at(&t->r->optimizer, it, t->r->training.iters);
+    /* Megatron's scheduler steps by the samples of each batch: under ramp-up the schedule's step is the
+     * samples consumed after this batch / global_batch (without it, exactly the iteration) */
+    const double lr_step = t->r->training.rampup_start > 0 ? (double)(consumed + t->G_cur) / t->G : (double)it;
+    res->lr = mt_lr_at_step(&t->r->optimizer, lr_step, t->r->training.iters);
     res->skipped = !isfinite(res->loss) || !isfinite(res->grad_norm);
     if (!res->skipped) {
         ++*n_steps;
         MT_CHECK(mt_optim_step(m, &t->r->optimizer, *n_steps, res->lr,
-                               mt_lr_decoupled_at(&t->r->optimizer, it, t->r->training.iters),
+                               mt_lr_decoupled_at(&t->r->optimizer, lr_step, t->r->training.iters),
                                mt_clip_factor(res->grad_norm, t->r->optimizer.clip_grad)));
         MT_CHECK(mt_grad_sync_gather_params(&t->gs, m->params, m->act));
     }
@@ -344,7 +365,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             ls.window_busy += t.pipe_exec->busy_ms;
             ls.window_table += t.pipe_exec->table_ms;
         }
-        consumed += t.G;
+        consumed += t.G_cur;
         const double dt = mt_clock_ms() - t0;
         ls.window_ms += dt;
         ls.window_iters++;
@@ -355,7 +376,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             ls.timed_dp_ms += t.gs.comm_ms;
             ls.timed_coll += t.model.tp.n_coll;
         }
-        const mt_tb_step tbs = {.iteration = it, .consumed_samples = consumed, .global_batch = t.G, .lr = res.lr,
+        const mt_tb_step tbs = {.iteration = it, .consumed_samples = consumed, .global_batch = t.G_cur, .lr = res.lr,
                                 .lm_loss = res.loss, .grad_norm = res.grad_norm, .skipped = res.skipped};
         MT_CHECK(mt_tensorboard_log_step(&t.tb, &tbs));
         if (it == first_it) rep->first_loss = res.loss;
@@ -369,9 +390,10 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
                 ls.window_busy = ls.window_table = 0;
             }
             mt_iter_metrics im = {.iteration = it, .train_iters = iters, .consumed_samples = consumed,
-                                  .global_batch = t.G, .ms_per_iter = ms,
+                                  .global_batch = t.G_cur, .ms_per_iter = ms,
                                   .tokens_per_s = t.tokens_per_iter / (ms * 1e-3),
-                                  .tflops = rep->flops_per_iter / ps->size / (ms * 1e-3) / 1e12, .mfu = -1,
+                                  .tflops = rep->flops_per_iter * t.G_cur / t.G / ps->size / (ms * 1e-3) / 1e12,
+                                  .mfu = -1,
                                   .lr = res.lr, .lm_loss = res.loss, .grad_norm = res.grad_norm, .skipped = skipped,
                                   .nan_iters = skipped, .bubble = bubble, .bubble_formula = bubble_formula};
             const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : be->peak_tflops;

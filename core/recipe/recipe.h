@@ -71,6 +71,9 @@ typedef struct {
     int64_t iters;         /* 0 = derive from tokens */
     int64_t tokens;        /* 0 = derive from iters */
     int64_t samples;       /* 0 = unused; else iters = samples / global_batch (Megatron's --train-samples) */
+    int rampup_start;      /* batch-size ramp-up (Megatron's --rampup-batch-size): 0 = off, else the first */
+    int rampup_increment;  /*   global batch, grown by this every rampup_samples / increments samples */
+    int64_t rampup_samples;
     uint64_t seed;
     mt_precision precision;
     mt_recompute recompute;
@@ -213,6 +216,10 @@ const char *mt_recipe_value_text(const mt_recipe *r, const char *key, char *buf,
 int mt_recipe_padded_vocab(const mt_recipe *r); /* vocab rounded up to 128*tp */
 int mt_recipe_head_dim(const mt_recipe *r);
 int mt_recipe_micro_batches(const mt_recipe *r); /* global / (micro * dp) */
+/* The global batch of the iteration that starts after `consumed` samples: training.global_batch,
+ * or under batch-size ramp-up Megatron's RampupBatchsizeNumMicroBatches: start + increment *
+ * floor(consumed / (rampup_samples / n_increments)), the full batch once consumed > rampup_samples. */
+int mt_recipe_global_batch_at(const mt_recipe *r, int64_t consumed);
 
 /* Sequence parallelism's split rule, written once (the validator, the planner and the trainer
  * call it). Under parallel.sequence_parallel with tp = parallel.tensor > 1 the residual stream,

@@ -57,8 +57,8 @@ static const meg_flag meg_flags[] = {
     { "--recompute-method", 1, MEG_ACCEPT, "uniform / block: how training.recompute full picks layers" },
     { "--recompute-num-layers", 1, MEG_ACCEPT, "layers per recompute unit of training.recompute full" },
     { "--optimizer", 1, MEG_RULE, "adam only (AdamW, decoupled weight decay); sgd is refused" },
-    { "--rampup-batch-size", 3, MEG_REFUSE, "batch-size ramp-up is not implemented; drop it to train at "
-      "--global-batch-size from the first step" },
+    { "--rampup-batch-size", 3, MEG_RULE, "START INCREMENT SAMPLES -> training.rampup_start, rampup_increment, "
+      "rampup_samples" },
     /* data and tokenizer */
     { "--tokenizer-type", 1, MEG_RULE, "GPT2BPETokenizer -> data.tokenizer gpt2bpe, HuggingFaceTokenizer -> hf "
       "(with --tokenizer-model); SentencePiece, Llama2, TikToken and Null tokenizers are refused" },
@@ -148,6 +148,7 @@ static const meg_flag *find_flag(const char *arg, const char **eq_value) {
 
 typedef struct {
     const char *value[sizeof meg_flags / sizeof meg_flags[0]]; /* "" for a switch seen, NULL not seen */
+    const char *more[sizeof meg_flags / sizeof meg_flags[0]][2]; /* the 2nd and 3rd of a 3-value flag */
     char refused[2048];
 } meg_seen;
 
@@ -203,6 +204,7 @@ static mt_status take_flags(int *argc, char **argv, meg_seen *s) {
         } else if (f->arity > 1) {
             if (i + f->arity >= n) return mt_errorf(MT_ERR_CONFIG, "%s: needs %d values", f->flag, f->arity);
             v = argv[i + 1];
+            for (int q = 1; q < f->arity && q < 3; q++) s->more[idx][q - 1] = argv[i + 1 + q];
             i += f->arity;
         }
         s->value[idx] = v;
@@ -262,6 +264,12 @@ static mt_status apply_rules(mt_recipe *r, const meg_seen *s) {
         snprintf(buf, sizeof buf, "%lld", m * 60);
         TRY(set(r, "parallel.timeout_s", buf, "--distributed-timeout-minutes"));
     }
+    for (int i = 0; i < n_meg_flags; i++)
+        if (!strcmp(meg_flags[i].flag, "--rampup-batch-size") && s->value[i]) {
+            TRY(set(r, "training.rampup_start", s->value[i], "--rampup-batch-size"));
+            TRY(set(r, "training.rampup_increment", s->more[i][0], "--rampup-batch-size"));
+            TRY(set(r, "training.rampup_samples", s->more[i][1], "--rampup-batch-size"));
+        }
     if (seen(s, "--recompute-activations")) TRY(set(r, "training.recompute", "selective", "--recompute-activations"));
     /* --swiglu without --ffn-hidden-size: Megatron's width, int(4h * 2/3 / 64) * 64 */
     if (r->model.activation == MT_ACT_SWIGLU && r->origin.flag[mt_recipe_key_find("model.activation")] &&

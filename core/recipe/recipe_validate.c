@@ -287,8 +287,29 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
         mark_derived(r, "training.global_batch");
     }
     int64_t per_step = (int64_t)t->global_batch * m->seq_length; /* <= 2^30 * 2^24 */
+    if (t->rampup_start > 0) { /* Megatron's asserts on --rampup-batch-size, and the batch sizes it goes through */
+        const int64_t g = t->global_batch, s0 = t->rampup_start, inc = t->rampup_increment;
+        if (s0 >= g || inc <= 0 || (g - s0) % inc || t->rampup_samples <= 0)
+            add(P, "training.rampup_start", "ramp-up %" PRId64 " +%" PRId64 " over %" PRId64 " samples to "
+                "training.global_batch %" PRId64 ": the start must be below the global batch, the increment > 0 must "
+                "divide their difference, and the samples > 0 (Megatron's --rampup-batch-size START INC SAMPLES)",
+                s0, inc, t->rampup_samples, g);
+        else if (s0 % mb_dp || inc % mb_dp)
+            add(P, "training.rampup_start", "every ramp-up batch (%" PRId64 ", +%" PRId64 ") must be a multiple of "
+                "micro_batch*dp = %" PRId64 " (%s); change the ramp-up or the micro-batch", s0, inc, mb_dp,
+                ref(r, "training.micro_batch"));
+    }
     if (t->samples > 0) { /* Megatron's --train-samples: iterations = samples // global batch */
         int ki = mt_recipe_key_find("training.iters"), kt = mt_recipe_key_find("training.tokens");
+        const int ks = mt_recipe_key_find("training.samples");
+        const int s_flag = r->origin.flag[ks] != NULL;
+        for (int q = 0; q < 2 && s_flag; q++) { /* a flag replaces the file's length, as --train-iters does */
+            const int k = q ? kt : ki;
+            if (mt_recipe_key_is_set(r, k) && (r->origin.flag[k] == NULL || r->origin.flag[k] == mt_recipe_derived)) {
+                r->origin.line[k] = 0;
+                r->origin.flag[k] = mt_recipe_derived;
+            }
+        }
         if (mt_recipe_key_is_set(r, ki) || mt_recipe_key_is_set(r, kt)) {
             add(P, "training.samples", "%" PRId64 " (%s) and training.%s (%s) both set the length; give only one",
                 t->samples, ref(r, "training.samples"), mt_recipe_key_is_set(r, ki) ? "iters" : "tokens",
@@ -301,6 +322,15 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
             return 1;
         }
         t->iters = t->samples / t->global_batch;
+        if (t->rampup_start > 0 && t->rampup_increment > 0 && t->rampup_start < t->global_batch) {
+            /* Megatron's update_train_iters: the ramp-up iterations, then the rest at the full batch */
+            int64_t it = 0, consumed = 0;
+            while (consumed <= t->rampup_samples && consumed <= t->samples) {
+                consumed += mt_recipe_global_batch_at(r, consumed);
+                it++;
+            }
+            t->iters = it + (t->samples - consumed) / t->global_batch;
+        }
         t->tokens = 0;
         mark_derived(r, "training.iters");
     }
