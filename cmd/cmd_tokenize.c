@@ -24,7 +24,7 @@ static void usage(FILE *f) {
             "  reads text lines (stdin by default) and prints the ids of each line on one line\n"
             "  --vocab FILE           GPT-2 vocab.json / encoder.json (alias --vocab-file)\n"
             "  --merges FILE          GPT-2 merges.txt / vocab.bpe (alias --merge-file)\n"
-            "  --tokenizer-json FILE  Hugging Face tokenizer.json (byte-level BPE)\n"
+            "  --tokenizer-json FILE  Hugging Face tokenizer.json (byte-level BPE: GPT-2, Llama-3)\n"
             "  --tokenizer NAME       gpt2bpe (default with --vocab), hf, byte\n"
             "  --input FILE           read FILE instead of stdin\n"
             "  --jsonl                the input is JSON lines; tokenize the --json-key (text)\n"

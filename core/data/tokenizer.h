@@ -1,8 +1,9 @@
 /* tokenizer.h — the tokenizer interface: a const table of functions plus an opaque context
  * (ggml-backend style), so preprocess, training and sampling do not care which tokenizer
  * they hold. Implementations: "byte" (tokenizer.c: id = byte value, eod = 256, vocab 257),
- * GPT-2 byte-level BPE from vocab.json + merges.txt and from a Hugging Face tokenizer.json
- * (tokenizer_bpe.c), all opened through mt_tokenizer_open's name switch.
+ * byte-level BPE from GPT-2's vocab.json + merges.txt and from a Hugging Face tokenizer.json
+ * with GPT-2's or Llama-3's pre-tokenizer (tokenizer_bpe*.c, tokenizer_llama3.c), all opened
+ * through mt_tokenizer_open's name switch.
  * Rules kept: encode/decode append to growable buffers (caller owns them, reuses them across
  * documents: no allocation per document once they are big enough); statuses, never exit;
  * one tokenizer object per thread (they may cache): mt_tokenizer_clone makes another that
@@ -69,7 +70,8 @@ typedef struct {
 
 /* Opens the tokenizer called `name`: "byte"; "gpt2" (aliases "gpt2bpe", "GPT2BPETokenizer")
  * from files->vocab_path + merges_path; "hf" (alias "HuggingFaceTokenizer") from a
- * byte-level BPE tokenizer.json. files may be NULL for "byte". */
+ * byte-level BPE tokenizer.json (GPT-2 or Llama-3, told apart by its pre-tokenizer).
+ * files may be NULL for "byte". */
 mt_status mt_tokenizer_open(mt_tokenizer **out, const char *name,
                             const mt_tokenizer_files *files);
 void mt_tokenizer_free(mt_tokenizer *tok);

@@ -1,5 +1,6 @@
-/* tokenizer_bpe.c — GPT-2 byte-level BPE encode/decode (the files are read by
- * tokenizer_bpe_load.c): the hand-written GPT-2 pre-tokenizer, a per-object word cache, and
+/* tokenizer_bpe.c — byte-level BPE encode/decode (the files are read by
+ * tokenizer_bpe_load.c; Llama-3's pre-tokenizer is tokenizer_llama3.c): the hand-written GPT-2
+ * pre-tokenizer, ignore_merges, a per-object word cache, and
  * two merge loops that both reproduce GPT-2's bpe() exactly — a simple one for short words
  * and a heap for long ones (lowest rank first; all occurrences of that pair merged left to
  * right before any pair the merges create is considered).
@@ -371,8 +372,19 @@ static mt_status encode_word(bpe_ctx *x, const unsigned char *w, size_t n, mt_to
         out->ids[out->n_ids++] = m->byte_id[w[0]];
         return MT_OK;
     }
+    uint32_t h = 0;
+    int cacheable = x->cache_on && n <= CACHE_MAX_KEY;
+    if (cacheable) {
+        h = (uint32_t)hash_bytes(w, n);
+        if (cache_get(x, w, n, h, out)) {
+            x->n_hits++;
+            return MT_OK;
+        }
+        x->n_misses++;
+    }
     if (m->ignore_merges) {
-        /* tokenizer.json ignore_merges: a word that is itself a token is taken whole. */
+        /* tokenizer.json ignore_merges: a word that is itself a token is taken whole (after
+         * the cache, which then holds that one id: a hit costs less than this lookup). */
         if (4 * n + 1 > x->n_text_capacity) {
             char *t = realloc(x->text, 4 * n + 1);
             if (!t) return mt_errorf(MT_ERR_OOM, "BPE: out of memory");
@@ -381,7 +393,7 @@ static mt_status encode_word(bpe_ctx *x, const unsigned char *w, size_t n, mt_to
         }
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
-            uint32_t cp = bpe_byte_to_cp(w[i]);
+            uint32_t cp = m->byte_cp[w[i]];
             if (cp < 0x80) {
                 x->text[k++] = (char)cp;
             } else {
@@ -392,18 +404,9 @@ static mt_status encode_word(bpe_ctx *x, const unsigned char *w, size_t n, mt_to
         int32_t id = bpe_model_find(m, x->text, k);
         if (id >= 0) {
             out->ids[out->n_ids++] = id;
+            if (cacheable) cache_put(x, w, n, h, &id, 1);
             return MT_OK;
         }
-    }
-    uint32_t h = 0;
-    int cacheable = x->cache_on && n <= CACHE_MAX_KEY;
-    if (cacheable) {
-        h = (uint32_t)hash_bytes(w, n);
-        if (cache_get(x, w, n, h, out)) {
-            x->n_hits++;
-            return MT_OK;
-        }
-        x->n_misses++;
     }
     mt_status st = grow_scratch(x, n);
     if (st != MT_OK) return st;
@@ -438,7 +441,9 @@ static mt_status encode_segment(bpe_ctx *x, const unsigned char *s, size_t n,
     mt_status st = mt_token_buf_reserve(out, (int64_t)n);
     if (st != MT_OK) return st;
     for (size_t i = 0; i < n;) {
-        size_t e = m->use_regex ? pretoken_end(s, n, i, x->bmp) : n;
+        size_t e = m->pretok == BPE_PRETOK_LLAMA3 ? bpe_llama3_pretoken_end(s, n, i, x->bmp)
+                   : m->pretok == BPE_PRETOK_GPT2 ? pretoken_end(s, n, i, x->bmp)
+                                                  : n;
         st = encode_word(x, s + i, e - i, out);
         if (st != MT_OK) return st;
         i = e;

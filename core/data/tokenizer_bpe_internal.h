@@ -1,6 +1,6 @@
 /* tokenizer_bpe_internal.h — the read-only BPE model shared by tokenizer_bpe.c (encode,
- * decode, pre-tokenizer, merge loops) and tokenizer_bpe_load.c (vocab.json, merges.txt,
- * tokenizer.json). Not for use outside these two files.
+ * decode, GPT-2 pre-tokenizer, merge loops), tokenizer_llama3.c (Llama-3 pre-tokenizer) and
+ * tokenizer_bpe_load.c (vocab.json, merges.txt, tokenizer.json). Not for use outside them.
  * Rule kept: once built, a bpe_model is immutable and shared by clones (refcounted). */
 #ifndef MT_TOKENIZER_BPE_INTERNAL_H
 #define MT_TOKENIZER_BPE_INTERNAL_H
@@ -13,6 +13,13 @@
 #include "core/data/tokenizer.h"
 
 #define BPE_NO_RANK INT32_MAX
+
+/* How text is split into pre-tokens before the merges. */
+enum {
+    BPE_PRETOK_NONE = 0,   /* ByteLevel use_regex false and no Split: the text is one word */
+    BPE_PRETOK_GPT2 = 1,   /* GPT-2's regex (tokenizer_bpe.c) */
+    BPE_PRETOK_LLAMA3 = 2  /* Llama-3's regex (tokenizer_llama3.c) */
+};
 
 typedef struct {
     int32_t n_vocab;          /* ids are [0, n_vocab) */
@@ -27,6 +34,7 @@ typedef struct {
     int32_t *str_map;
     uint32_t str_map_mask;
     int32_t byte_id[256];     /* id of the one-byte symbol of each byte */
+    uint16_t byte_cp[256];    /* bpe_byte_to_cp of each byte (for ignore_merges lookups) */
     /* merges by rank */
     int32_t n_merges;
     int32_t *merge_a, *merge_b, *merge_res;
@@ -42,7 +50,7 @@ typedef struct {
     int32_t added_first[257]; /* added tokens starting with byte b: [added_first[b], [b+1]) */
     int ignore_merges;        /* tokenizer.json model.ignore_merges */
     int add_prefix_space;     /* ByteLevel add_prefix_space */
-    int use_regex;            /* ByteLevel use_regex (1 for GPT-2) */
+    int pretok;               /* BPE_PRETOK_*: GPT-2's for vocab.json + merges.txt */
     int32_t eod;
     char *name;               /* "gpt2" or "hf" */
     atomic_int n_refs;
@@ -66,6 +74,9 @@ static inline int32_t bpe_pair_rank(const bpe_model *m, int32_t a, int32_t b) {
         h = (h + 1) & m->pair_mask;
     }
 }
+
+/* End of the Llama-3 pre-token that starts at s[i] (i < n); bmp = mt_unicode_bmp_classes(). */
+size_t bpe_llama3_pretoken_end(const unsigned char *s, size_t n, size_t i, const uint8_t *bmp);
 
 void bpe_model_unref(bpe_model *m);
 /* Wraps a loaded model (takes the reference) into a tokenizer object. */

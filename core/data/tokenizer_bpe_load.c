@@ -346,9 +346,10 @@ static bpe_model *model_new(const char *name) {
         return NULL;
     }
     atomic_init(&m->n_refs, 1);
-    m->use_regex = 1;
+    m->pretok = BPE_PRETOK_GPT2;
     m->eod = -1;
     for (int b = 0; b <= 256; b++) m->added_first[b] = 0;
+    for (int b = 0; b < 256; b++) m->byte_cp[b] = (uint16_t)bpe_byte_to_cp(b);
     return m;
 }
 
@@ -396,6 +397,9 @@ out:
 /* ---- Hugging Face tokenizer.json ------------------------------------------------------ */
 
 #define GPT2_PATTERN "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define LLAMA3_PATTERN                                                                       \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"                 \
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 static int json_is(const mt_json_node *n, const char *s) {
     return n && n->type == MT_JSON_STRING && strcmp(n->str, s) == 0;
@@ -413,37 +417,48 @@ static mt_status unsupported(const char *path, const mt_json_node *n, const char
                      n ? n->line : 1, what);
 }
 
+/* The pre-tokenizers we implement: ByteLevel alone (GPT-2's regex when use_regex, else none),
+ * or Sequence [Split(pattern, Isolated, not inverted), ByteLevel(use_regex false)] with the
+ * pattern exactly GPT-2's or Llama-3's. Any other pattern is refused: we do not run arbitrary
+ * regexes, each supported one is hand-written (tokenizer_bpe.c, tokenizer_llama3.c). */
 static mt_status hf_pre_tokenizer(bpe_model *m, const mt_json_node *pt, const char *path) {
-    char what[300];
+    char what[400];
     if (!pt || pt->type == MT_JSON_NULL) {
         return unsupported(path, pt, "pre_tokenizer is null (no ByteLevel byte mapping)");
     }
     const mt_json_node *type = mt_json_get(pt, "type");
     if (json_is(type, "ByteLevel")) {
         m->add_prefix_space = json_bool(mt_json_get(pt, "add_prefix_space"), 0);
-        m->use_regex = json_bool(mt_json_get(pt, "use_regex"), 1);
+        m->pretok = json_bool(mt_json_get(pt, "use_regex"), 1) ? BPE_PRETOK_GPT2 : BPE_PRETOK_NONE;
         return MT_OK;
     }
     if (json_is(type, "Sequence")) {
-        /* [Split(GPT-2's pattern, Isolated), ByteLevel(use_regex false)] is GPT-2 too. */
         const mt_json_node *list = mt_json_get(pt, "pretokenizers");
         if (list && list->type == MT_JSON_ARRAY && list->n_items == 2) {
             const mt_json_node *split = &list->items[0], *bl = &list->items[1];
             const mt_json_node *pat = mt_json_get(mt_json_get(split, "pattern"), "Regex");
-            if (json_is(mt_json_get(split, "type"), "Split") && json_is(pat, GPT2_PATTERN) &&
+            const mt_json_node *behavior = mt_json_get(split, "behavior");
+            int kind = json_is(pat, GPT2_PATTERN)     ? BPE_PRETOK_GPT2
+                       : json_is(pat, LLAMA3_PATTERN) ? BPE_PRETOK_LLAMA3
+                                                      : BPE_PRETOK_NONE;
+            if (json_is(mt_json_get(split, "type"), "Split") && kind != BPE_PRETOK_NONE &&
+                (!behavior || json_is(behavior, "Isolated")) &&
+                !json_bool(mt_json_get(split, "invert"), 0) &&
                 json_is(mt_json_get(bl, "type"), "ByteLevel") &&
                 !json_bool(mt_json_get(bl, "use_regex"), 1)) {
                 m->add_prefix_space = json_bool(mt_json_get(bl, "add_prefix_space"), 0);
-                m->use_regex = 1;
+                m->pretok = kind;
                 return MT_OK;
             }
-            if (pat && pat->type == MT_JSON_STRING) {
-                snprintf(what, sizeof what, "pre_tokenizer splits with the pattern \"%.120s\", "
-                         "not GPT-2's", pat->str);
+            if (pat && pat->type == MT_JSON_STRING && kind == BPE_PRETOK_NONE) {
+                snprintf(what, sizeof what, "pre_tokenizer splits with the pattern \"%.200s\", "
+                         "which is neither GPT-2's nor Llama-3's (the only two implemented)",
+                         pat->str);
                 return unsupported(path, pat, what);
             }
         }
-        return unsupported(path, pt, "pre_tokenizer is a Sequence other than GPT-2's");
+        return unsupported(path, pt, "pre_tokenizer is a Sequence other than [Split(GPT-2's or "
+                           "Llama-3's pattern, behavior Isolated), ByteLevel(use_regex false)]");
     }
     snprintf(what, sizeof what, "pre_tokenizer type \"%.60s\"",
              type && type->type == MT_JSON_STRING ? type->str : "?");

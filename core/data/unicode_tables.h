@@ -1,5 +1,6 @@
-/* unicode_tables.h — the Unicode code point classes the GPT-2 pre-tokenizer needs (letter
- * \p{L}, number \p{N}, whitespace as Python's str.isspace), as ranges generated from Debian's
+/* unicode_tables.h — the Unicode code point classes the GPT-2 and Llama-3 pre-tokenizers need
+ * (letter \p{L}, number \p{N}, whitespace as Python's str.isspace; Llama-3's \s, Unicode
+ * White_Space, is that class minus U+001C..U+001F), as ranges generated from Debian's
  * UnicodeData.txt into unicode_tables.c by scripts/gen-unicode-tables.sh, plus the lookup.
  * Rule kept: the tables are data, never edited by hand; the lookup is a pure function. */
 #ifndef MT_UNICODE_TABLES_H
