@@ -53,9 +53,26 @@ mt_status mt_blend_parse(char *buf, double *weights, char **prefixes, int max_da
         *n_datasets = 1;
         return MT_OK;
     }
+    int any_number = 0;
+    for (int i = 0; i < n && !any_number; i++) {
+        char *end;
+        (void)strtod(tok[i], &end);
+        any_number = end != tok[i] && *end == 0;
+    }
+    if (!any_number) { /* Megatron's --data-path A B: no weights, each dataset weighted by its size */
+        if (n > max_datasets)
+            return mt_errorf(MT_ERR_CONFIG, "data.path '%.120s...': more than %d datasets", shown, max_datasets);
+        for (int i = 0; i < n; i++) {
+            weights[i] = -1.0; /* by size: mt_blended_dataset_open fills them in */
+            prefixes[i] = tok[i];
+        }
+        *n_datasets = n;
+        return MT_OK;
+    }
     if (n % 2) {
         return mt_errorf(MT_ERR_CONFIG, "data.path '%s': a blend is weight/prefix pairs, found "
-                         "%d words; write \"0.3 prefixA 0.7 prefixB\"", shown, n);
+                         "%d words; write \"0.3 prefixA 0.7 prefixB\" (or prefixes alone, weighted by "
+                         "their sizes)", shown, n);
     }
     double sum = 0;
     for (int i = 0; i < n / 2; i++) {
@@ -232,6 +249,29 @@ mt_status mt_blended_dataset_open(mt_blended_dataset **out, const char *data_pat
         goto out;
     }
     d->n_datasets = n_ds;
+    if (n_ds > 1 && d->weights[0] < 0) { /* unweighted: each dataset's share is its tokens in this split */
+        double sum = 0;
+        for (int i = 0; i < n_ds; i++) {
+            int64_t bounds[4], tok = 0;
+            st = mt_data_path_check(d->prefixes[i]);
+            if (st == MT_OK) st = mt_indexed_open(&d->indexed[i], d->prefixes[i]);
+            if (st == MT_OK) st = mt_gpt_split_bounds(split, mt_indexed_n_sequences(&d->indexed[i]), bounds);
+            if (st != MT_OK) {
+                mt_error_context(st, "data.path entry %d of %d (%s): ", i + 1, n_ds, d->prefixes[i]);
+                goto out;
+            }
+            for (int64_t q = bounds[split_index]; q < bounds[split_index + 1]; q++)
+                tok += mt_indexed_sequence_length(&d->indexed[i], q);
+            d->weights[i] = (double)tok;
+            sum += (double)tok;
+            mt_indexed_close(&d->indexed[i]);
+        }
+        if (!(sum > 0)) {
+            st = mt_errorf(MT_ERR_DATA, "data.path '%.200s': the datasets hold no tokens in this split", data_path);
+            goto out;
+        }
+        for (int i = 0; i < n_ds; i++) d->weights[i] /= sum;
+    }
     int64_t n_target = n_samples_needed > 1 ? n_samples_needed : 1;
     for (int i = 0; i < n_ds; i++) {
         /* Megatron: ceil(ceil(N * w) * (1 + 0.005)) samples per dataset (the 0.5% surplus

@@ -26,9 +26,12 @@
 
 typedef struct mt_blended_dataset mt_blended_dataset;
 
-/* Parses "prefix" or "w1 p1 w2 p2 ..." (whitespace separated). On success *n_datasets is set
- * and weights[] (normalised) / prefixes[] (pointers into the caller's copy `buf`, which is
- * modified) are filled, at most max_datasets. MT_ERR_CONFIG naming the string otherwise. */
+/* Parses "prefix", "w1 p1 w2 p2 ..." or "p1 p2 ..." (whitespace separated; no word a number:
+ * Megatron's --data-path without weights, each dataset weighted by its size — its tokens in the
+ * split, as Megatron weights by each dataset's samples — weights[] are then -1 until
+ * mt_blended_dataset_open measures them). On success *n_datasets is set and weights[]
+ * (normalised) / prefixes[] (pointers into the caller's copy `buf`, which is modified) are
+ * filled, at most max_datasets. MT_ERR_CONFIG naming the string otherwise. */
 mt_status mt_blend_parse(char *buf, double *weights, char **prefixes, int max_datasets,
                          int *n_datasets);
 

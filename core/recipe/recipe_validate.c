@@ -111,16 +111,17 @@ static void mark_derived(mt_recipe *r, const char *key) {
 static int blend_ok(const char *s, char *problem, size_t n_bytes) {
     char buf[MT_BLEND_MAX], *save = NULL;
     snprintf(buf, sizeof buf, "%s", s);
-    int n = 0, bad_weight = 0;
+    int n = 0, bad_weight = 0, any_number = 0;
     double sum = 0;
     for (char *t = strtok_r(buf, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save), n++) {
-        if (n % 2) continue;
         char *end;
         double w = strtod(t, &end);
+        if (end != t && *end == 0) any_number = 1;
+        if (n % 2) continue;
         if (*end || !isfinite(w) || w < 0) bad_weight = 1;
         else sum += w;
     }
-    if (n <= 1) return 1;
+    if (n <= 1 || !any_number) return 1; /* one prefix, or prefixes weighted by their sizes */
     if (n % 2 || bad_weight || !(sum > 0)) {
         snprintf(problem, n_bytes, "a blend must be weight/path pairs with non-negative weights "
                  "summing to more than 0; write \"0.3 prefixA 0.7 prefixB\"");

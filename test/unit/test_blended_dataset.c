@@ -66,7 +66,11 @@ static void test_parse(void) {
     char b3[] = "30 A 50 B 20 C";
     CHECK(mt_blend_parse(b3, w, p, 8, &n) == MT_OK && n == 3);
     CHECK_NEAR(w[2], 0.2, 1e-12, 0);
-    const char *bad[] = {"", "0.3 A 0.7", "x A 1 B", "-1 A 2 B", "0 A 0 B", "nan A 1 B"};
+    /* Megatron's --data-path A B C: no weights, weighted by size when opened (-1 until then) */
+    char b4[] = "A B C";
+    CHECK(mt_blend_parse(b4, w, p, 8, &n) == MT_OK && n == 3 && w[0] == -1.0 && w[2] == -1.0 &&
+          strcmp(p[2], "C") == 0);
+    const char *bad[] = {"", "0.3 A 0.7", "x A 1 B", "-1 A 2 B", "0 A 0 B", "nan A 1 B", "A 1 B"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char b[64];
         snprintf(b, sizeof b, "%s", bad[i]);
