@@ -1,7 +1,11 @@
 /* cmd_launch.c — two subcommands around the rank bootstrap:
- *   mtrain launch -n N [--max-restarts M] [--no-prefix] [--] ARGS...
+ *   mtrain launch -n N [torchrun's flags] [--max-restarts M] [--no-prefix] [--] ARGS...
  *       forks N local ranks of `mtrain ARGS` under a built-in PMIx server (parallel/launch.c);
- *       with M > 0 a failed job is restarted up to M times (parallel/launch_restarts.c)
+ *       with M > 0 a failed job is restarted up to M times (parallel/launch_restarts.c). Takes
+ *       torchrun's flags in both spellings (--nproc_per_node / --nproc-per-node, "--f v" and
+ *       "--f=v"); with --nnodes K > 1 it is one node of a K-node job: ranks
+ *       node_rank * N .. + N-1 of K * N, bootstrapping through env:// at --master-addr:--master-port
+ *       (or --rdzv-endpoint) instead of the PMIx server. See launch_usage() for every flag.
  *   mtrain bootstrap-check [--timeout S] [--fail-rank R [--fail-code C]] [--sleep S [--sleep-rank R]]
  *                          [--if-restart-below K]
  *       bootstraps (PMIx / env:// / single, parallel/bootstrap.h), allgathers every rank's
@@ -26,15 +30,41 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/backend.h"
 #include "parallel/bootstrap.h"
 #include "parallel/launch.h"
 
 static void launch_usage(FILE *f) {
     fprintf(f,
-            "usage: mtrain launch -n N [--max-restarts M] [--no-prefix] [--oversubscribe] [--] ARGS...\n"
-            "  Runs N ranks of `mtrain ARGS` on this machine, like torchrun --nproc-per-node N. The\n"
-            "  launcher is a PMIx server: the ranks bootstrap exactly as under srun --mpi=pmix.\n"
-            "  -n N, --nproc-per-node N   number of ranks\n"
+            "usage: mtrain launch -n N [--nnodes K --node-rank R --master-addr HOST --master-port PORT]\n"
+            "                     [--max-restarts M] [--no-prefix] [--oversubscribe] [--] ARGS...\n"
+            "  Runs N ranks of `mtrain ARGS` on this machine, like torchrun --nproc-per-node N. On one node\n"
+            "  the launcher is a PMIx server: the ranks bootstrap exactly as under srun --mpi=pmix.\n"
+            "  torchrun's flags are taken in both spellings (--node_rank / --node-rank) and forms (--f V,\n"
+            "  --f=V). With `--`, every flag before it must be a launcher flag; without, the first argument\n"
+            "  that is not one starts ARGS (a near miss such as --nnode is an error).\n"
+            "  -n N, --nproc-per-node N   ranks on this node; also auto (the GPUs if any, else the CPUs this\n"
+            "                             process may use), cpu (the CPUs), gpu (the GPUs; none: an error)\n"
+            "  --nnodes K                 nodes of the job (default 1); K > 1: run this launcher on every node,\n"
+            "                             each with its --node-rank; elastic MIN:MAX is refused (fixed sizes)\n"
+            "  --node-rank R              this node, 0..K-1 (default 0): its ranks are R*N .. R*N+N-1 of K*N\n"
+            "  --master-addr HOST, --master-port PORT\n"
+            "                             node 0's host and a free port there (default 127.0.0.1:29500): global\n"
+            "                             rank 0 serves the env:// store on it (K > 1; one node needs no port)\n"
+            "  --rdzv-endpoint HOST[:PORT] the same as --master-addr/--master-port (port default 29400), with\n"
+            "                             --rdzv-backend c10d|static (others refused) and --rdzv-id ID\n"
+            "                             (TORCHELASTIC_RUN_ID); node ranks are never assigned: give --node-rank\n"
+            "  --standalone               a single-node job (the default here: no port is needed)\n"
+            "  --role NAME                ROLE_NAME (default \"default\")\n"
+            "  --monitor-interval, -r/--redirects, -t/--tee, --log-dir, --start-method, --rdzv-conf,\n"
+            "  --local-addr, --use-env    accepted and ignored, with a note (output is always relayed)\n"
+            "  With K > 1 the ranks get torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE,\n"
+            "  LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,\n"
+            "  MASTER_PORT, TORCHELASTIC_RUN_ID, ...) and bootstrap through env://; a local rank's failure\n"
+            "  ends this node's ranks and the launcher exits non-zero; the other nodes' ranks notice it\n"
+            "  through their communicator. The CPU backend's communicator is shared memory: several\n"
+            "  launchers on ONE machine work (e.g. --nnodes 2 --node-rank 0|1 --master-addr 127.0.0.1);\n"
+            "  ranks on different machines are refused (that needs the NCCL communicator).\n"
             "  --max-restarts M           when a rank fails, start all N ranks again (same arguments), up\n"
             "                             to M times; default 0: never. Also --max-restarts=M, --max_restarts\n"
             "  --no-prefix                do not prefix output lines with \"[rR] \" (lines that already\n"
@@ -61,31 +91,6 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     return 1;
 }
 
-/* --max-restarts M, --max-restarts=M and torchrun's --max_restarts spellings: returns 0 when
- * argv[*i] is none of them, 1 when parsed (*i moved past it), -1 after printing an error */
-static int max_restarts_arg(int argc, char **argv, int *i, int *out) {
-    static const char *const names[] = {"--max-restarts", "--max_restarts"};
-    const char *a = argv[*i];
-    for (int k = 0; k < 2; k++) {
-        size_t n = strlen(names[k]);
-        if (strncmp(a, names[k], n) || (a[n] && a[n] != '=')) continue;
-        int inline_value = a[n] == '=';
-        if (!inline_value && *i + 1 >= argc) {
-            fprintf(stderr, "mtrain launch: error: %s needs a value: the number of restarts, 0 or more\n", a);
-            return -1;
-        }
-        const char *v = inline_value ? a + n + 1 : argv[*i + 1];
-        if (!parse_int(v, 0, 1000000, out)) {
-            fprintf(stderr, "mtrain launch: error: %s%s%s: expected a number of restarts in 0..1000000\n", a,
-                    inline_value ? "" : " ", inline_value ? "" : v);
-            return -1;
-        }
-        *i += inline_value ? 1 : 2;
-        return 1;
-    }
-    return 0;
-}
-
 /* Ranks far beyond the cores time-share them: each one is slower than the whole machine would
  * be, start-up takes seconds per hundred ranks, and a rank descheduled for long can miss
  * parallel.timeout_s. More than MT_LAUNCH_WARN_PER_CPU ranks per usable CPU warns; more than
@@ -93,10 +98,9 @@ static int max_restarts_arg(int argc, char **argv, int *i, int *out) {
  * MT_LAUNCH_OVERSUBSCRIBE=1) says it is meant, e.g. a bootstrap scale test. */
 #define MT_LAUNCH_WARN_PER_CPU 4
 #define MT_LAUNCH_REFUSE_PER_CPU 64
+static int usable_cpus(void);
 static int check_oversubscription(int n, int oversubscribe) {
-    cpu_set_t set;
-    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (cpus < 1) cpus = 1;
+    int cpus = usable_cpus();
     const char *e = getenv("MT_LAUNCH_OVERSUBSCRIBE");
     if (e && !strcmp(e, "1")) oversubscribe = 1;
     if (n > 64 && n > MT_LAUNCH_REFUSE_PER_CPU * cpus && !oversubscribe) {
@@ -114,53 +118,368 @@ static int check_oversubscription(int n, int oversubscribe) {
     return 0;
 }
 
-int mt_cmd_launch(int argc, char **argv) {
-    int n = 0, prefix = 1, i = 0, max_restarts = 0, got, oversubscribe = 0;
+/* ---- torchrun's flags ---- */
+
+/* torchrun's defaults (torch.distributed.run): --master-addr 127.0.0.1, --master-port 29500; a
+ * --rdzv-endpoint without a port means 29400 */
+#define MT_LAUNCH_DEFAULT_ADDR "127.0.0.1"
+#define MT_LAUNCH_DEFAULT_PORT 29500
+#define MT_LAUNCH_DEFAULT_RDZV_PORT 29400
+
+typedef enum {
+    F_NPROC = 1, F_NNODES, F_NODE_RANK, F_MASTER_ADDR, F_MASTER_PORT, F_STANDALONE, F_RDZV_BACKEND, F_RDZV_ENDPOINT,
+    F_RDZV_ID, F_RDZV_CONF, F_MAX_RESTARTS, F_MONITOR_INTERVAL, F_REDIRECTS, F_TEE, F_LOG_DIR, F_ROLE,
+    F_START_METHOD, F_LOCAL_ADDR, F_USE_ENV, F_NO_PREFIX, F_OVERSUBSCRIBE, F_REFUSED
+} flag_id;
+
+typedef struct {
+    const char *name;  /* the dash spelling; torchrun's underscore spelling matches too */
+    const char *alias; /* a short form ("-n", "-r", "-t") or another long name, or NULL */
+    int takes_value;
+    flag_id id;
+} flag_def;
+
+static const flag_def k_flags[] = {
+    {"--nproc-per-node", "-n", 1, F_NPROC},
+    {"--nprocs", NULL, 1, F_NPROC},
+    {"--nnodes", NULL, 1, F_NNODES},
+    {"--node-rank", NULL, 1, F_NODE_RANK},
+    {"--master-addr", NULL, 1, F_MASTER_ADDR},
+    {"--master-port", NULL, 1, F_MASTER_PORT},
+    {"--standalone", NULL, 0, F_STANDALONE},
+    {"--rdzv-backend", NULL, 1, F_RDZV_BACKEND},
+    {"--rdzv-endpoint", NULL, 1, F_RDZV_ENDPOINT},
+    {"--rdzv-id", NULL, 1, F_RDZV_ID},
+    {"--rdzv-conf", NULL, 1, F_RDZV_CONF},
+    {"--max-restarts", NULL, 1, F_MAX_RESTARTS},
+    {"--monitor-interval", NULL, 1, F_MONITOR_INTERVAL},
+    {"--redirects", "-r", 1, F_REDIRECTS},
+    {"--tee", "-t", 1, F_TEE},
+    {"--log-dir", NULL, 1, F_LOG_DIR},
+    {"--role", NULL, 1, F_ROLE},
+    {"--start-method", NULL, 1, F_START_METHOD},
+    {"--local-addr", NULL, 1, F_LOCAL_ADDR},
+    {"--use-env", NULL, 0, F_USE_ENV},
+    {"--no-prefix", NULL, 0, F_NO_PREFIX},
+    {"--oversubscribe", NULL, 0, F_OVERSUBSCRIBE},
+    /* torchrun's, refused: the ranks always run this mtrain */
+    {"--no-python", NULL, 0, F_REFUSED},
+    {"--module", "-m", 0, F_REFUSED},
+    {"--run-path", NULL, 0, F_REFUSED},
+    {"--logs-specs", NULL, 1, F_REFUSED},
+    {"--local-ranks-filter", NULL, 1, F_REFUSED},
+    {"--log-line-prefix-template", NULL, 1, F_REFUSED},
+};
+#define N_FLAGS (int)(sizeof k_flags / sizeof k_flags[0])
+
+static const char *k_known =
+    "-n/--nproc-per-node, --nnodes, --node-rank, --master-addr, --master-port, --standalone, --rdzv-backend, "
+    "--rdzv-endpoint, --rdzv-id, --rdzv-conf, --max-restarts, --monitor-interval, -r/--redirects, -t/--tee, "
+    "--log-dir, --role, --start-method, --local-addr, --use-env, --no-prefix, --oversubscribe "
+    "(each also with '_' for '-', and as --flag=value)";
+
+/* 1 when arg is `name` (or name=VALUE), '_' and '-' alike after the leading dashes; *value is
+ * what follows '=' (NULL without one) */
+static int flag_matches(const char *arg, const char *name, const char **value) {
+    if (!name) return 0;
+    size_t i = 0;
+    for (; name[i]; i++) {
+        char a = arg[i], b = name[i];
+        if (i >= 2 && a == '_') a = '-';
+        if (a != b) return 0;
+    }
+    if (arg[i] && arg[i] != '=') return 0;
+    *value = arg[i] == '=' ? arg + i + 1 : NULL;
+    return 1;
+}
+
+/* words a launcher flag starts with: a near miss of one of them is a mistake, never an mtrain
+ * argument (mtrain has no --nproc..., --nnode..., --node..., --master..., --rdzv... flags) */
+static int looks_like_launcher_flag(const char *a) {
+    static const char *const stems[] = {"--nproc", "--nnode", "--node", "--master", "--rdzv", "--max-restart",
+                                        "--max_restart", "--monitor", "--redirect", "--standalone", "--start-method",
+                                        "--start_method", "--local-addr", "--local_addr"};
+    for (size_t k = 0; k < sizeof stems / sizeof stems[0]; k++)
+        if (!strncmp(a, stems[k], strlen(stems[k]))) return 1;
+    return 0;
+}
+
+typedef struct {
+    int n, prefix, max_restarts, oversubscribe;
+    int nnodes, node_rank, have_node_rank, standalone;
+    int master_port, have_addr, have_port;
+    char master_addr[256];
+    const char *rdzv_backend, *rdzv_id, *role;
+    char rdzv_endpoint[300];
+} launch_args;
+
+static int usable_cpus(void) {
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus < 1 ? 1 : cpus;
+}
+
+/* --nproc-per-node N | auto | cpu | gpu (torchrun's): auto = the GPUs when there are any, else
+ * the CPUs this process may run on; cpu = the CPUs; gpu = the GPUs (none: an error) */
+static int parse_nproc(const char *flag, const char *v, int *n) {
+    if (!strcmp(v, "auto") || !strcmp(v, "cpu") || !strcmp(v, "gpu")) {
+        int gpus = strcmp(v, "cpu") ? mt_cuda_device_count() : 0;
+        if (!strcmp(v, "gpu") && gpus < 1) {
+            fprintf(stderr, "mtrain launch: error: %s gpu: no CUDA device is visible here; give a number of ranks, "
+                            "or 'cpu' / 'auto' (one rank per CPU)\n", flag);
+            return 0;
+        }
+        *n = gpus > 0 ? gpus : usable_cpus();
+        if (*n > 4096) *n = 4096;
+        return 1;
+    }
+    if (parse_int(v, 1, 4096, n)) return 1;
+    fprintf(stderr, "mtrain launch: error: %s %s: expected a number of ranks in 1..4096, or auto, cpu, gpu\n", flag, v);
+    return 0;
+}
+
+/* --nnodes N, or torchrun's elastic MIN:MAX with MIN == MAX */
+static int parse_nnodes(const char *flag, const char *v, int *n) {
+    const char *colon = strchr(v, ':');
+    if (colon) {
+        char lo[32];
+        int a, b;
+        snprintf(lo, sizeof lo, "%.*s", (int)(colon - v) < 31 ? (int)(colon - v) : 31, v);
+        if (parse_int(lo, 1, 1 << 20, &a) && parse_int(colon + 1, 1, 1 << 20, &b) && a == b) {
+            *n = a;
+            return 1;
+        }
+        fprintf(stderr, "mtrain launch: error: %s %s: elastic MIN:MAX node counts are not supported (an mtrain job "
+                        "has a fixed world size: its parallel layout is tp x pp x dp x ...); give the number of nodes, "
+                        "e.g. %s %d, on every node\n", flag, v, flag, parse_int(colon + 1, 1, 1 << 20, &b) ? b : 2);
+        return 0;
+    }
+    if (parse_int(v, 1, 1 << 20, n)) return 1;
+    fprintf(stderr, "mtrain launch: error: %s %s: expected a number of nodes, 1 or more\n", flag, v);
+    return 0;
+}
+
+/* HOST[:PORT] (IPv6: [ADDR]:PORT) into addr / port (no port: torchrun's 29400) */
+static int parse_endpoint(const char *flag, const char *v, char *addr, size_t n_addr, int *port) {
+    const char *host = v, *host_end, *colon;
+    if (*v == '[') {
+        host = v + 1;
+        host_end = strchr(host, ']');
+        colon = host_end && host_end[1] == ':' ? host_end + 1 : NULL;
+        if (!host_end || (host_end[1] && !colon)) goto bad;
+    } else {
+        colon = strrchr(v, ':');
+        host_end = colon ? colon : v + strlen(v);
+    }
+    if (host_end == host || (size_t)(host_end - host) >= n_addr) goto bad;
+    snprintf(addr, n_addr, "%.*s", (int)(host_end - host), host);
+    *port = MT_LAUNCH_DEFAULT_RDZV_PORT;
+    if (colon && !parse_int(colon + 1, 1, 65535, port)) goto bad;
+    return 1;
+bad:
+    fprintf(stderr, "mtrain launch: error: %s %s: expected HOST[:PORT] (PORT 1..65535), e.g. node0:29400\n", flag, v);
+    return 0;
+}
+
+static void note(const char *flag, const char *v, const char *what) {
+    fprintf(stderr, "mtrain launch: note: %s%s%s %s\n", flag, v ? " " : "", v ? v : "", what);
+}
+
+/* one launcher flag (known to be one: k_flags[k]) with its value v (NULL for a switch) */
+static int take_flag(launch_args *la, const flag_def *f, const char *a, const char *v) {
+    int x;
+    switch (f->id) {
+    case F_NPROC: return parse_nproc(a, v, &la->n);
+    case F_NNODES: return parse_nnodes(a, v, &la->nnodes);
+    case F_NODE_RANK:
+        if (!parse_int(v, 0, 1 << 20, &la->node_rank)) {
+            fprintf(stderr, "mtrain launch: error: %s %s: expected a node rank, 0 or more (below --nnodes)\n", a, v);
+            return 0;
+        }
+        la->have_node_rank = 1;
+        return 1;
+    case F_MASTER_ADDR:
+        if (!*v || strlen(v) >= sizeof la->master_addr) {
+            fprintf(stderr, "mtrain launch: error: %s '%s': expected the host name or address of node 0\n", a, v);
+            return 0;
+        }
+        snprintf(la->master_addr, sizeof la->master_addr, "%s", v);
+        la->have_addr = 1;
+        return 1;
+    case F_MASTER_PORT:
+        if (!parse_int(v, 1, 65535, &la->master_port)) {
+            fprintf(stderr, "mtrain launch: error: %s %s: expected a port number in 1..65535\n", a, v);
+            return 0;
+        }
+        la->have_port = 1;
+        return 1;
+    case F_STANDALONE: la->standalone = 1; return 1;
+    case F_RDZV_BACKEND:
+        if (strcmp(v, "static") && strcmp(v, "c10d")) {
+            fprintf(stderr, "mtrain launch: error: %s %s: mtrain launch has a static rendezvous only (the ranks meet "
+                            "at global rank 0's env:// store): use --rdzv-backend c10d or static with "
+                            "--rdzv-endpoint HOST:PORT (or --master-addr / --master-port) and --node-rank on each "
+                            "node\n", a, v);
+            return 0;
+        }
+        la->rdzv_backend = v;
+        return 1;
+    case F_RDZV_ENDPOINT:
+        if (!*v) return 1; /* torchrun's default: "" */
+        if (strlen(v) >= sizeof la->rdzv_endpoint) return parse_endpoint(a, "(too long)", NULL, 0, &x);
+        snprintf(la->rdzv_endpoint, sizeof la->rdzv_endpoint, "%s", v);
+        return 1;
+    case F_RDZV_ID: la->rdzv_id = v; return 1;
+    case F_RDZV_CONF: note(a, v, "is ignored (no rendezvous options: parallel.timeout_s bounds the bootstrap)"); return 1;
+    case F_MAX_RESTARTS:
+        if (!parse_int(v, 0, 1000000, &la->max_restarts)) {
+            fprintf(stderr, "mtrain launch: error: %s %s: expected a number of restarts in 0..1000000\n", a, v);
+            return 0;
+        }
+        return 1;
+    case F_MONITOR_INTERVAL:
+        note(a, v, "is ignored: the launcher reacts to a rank's exit at once (SIGCHLD), it does not poll");
+        return 1;
+    case F_REDIRECTS:
+    case F_TEE:
+    case F_LOG_DIR:
+        note(a, v, "is ignored: every rank's stdout / stderr is relayed to the launcher's, each line prefixed "
+                   "\"[rR] \" (redirect the launcher's output to keep a log; mtrain --metrics writes a JSONL)");
+        return 1;
+    case F_ROLE: la->role = v; return 1;
+    case F_START_METHOD:
+        if (strcmp(v, "spawn") && strcmp(v, "fork") && strcmp(v, "forkserver")) {
+            fprintf(stderr, "mtrain launch: error: %s %s: expected spawn, fork or forkserver\n", a, v);
+            return 0;
+        }
+        note(a, v, "is ignored: every rank is a fresh mtrain process (fork + exec)");
+        return 1;
+    case F_LOCAL_ADDR: note(a, v, "is ignored (ranks reach rank 0's store at --master-addr)"); return 1;
+    case F_USE_ENV: return 1; /* torch.distributed.launch's: the ranks always read their environment */
+    case F_NO_PREFIX: la->prefix = 0; return 1;
+    case F_OVERSUBSCRIBE: la->oversubscribe = 1; return 1;
+    case F_REFUSED:
+        fprintf(stderr, "mtrain launch: error: torchrun's %s is not supported: the ranks always run this mtrain; "
+                        "write `mtrain launch [FLAGS] -- ARGS` with ARGS mtrain's own arguments\n", f->name);
+        return 0;
+    }
+    return 0;
+}
+
+/* Parses the launcher's flags into *la; *first = the index of the ranks' ARGS. Returns 0 to go on,
+ * else the exit code (2 after an error message, 0 after --help). Rule: with a `--`, everything
+ * before it is a launcher flag (an unknown one is an error listing the known ones); without, the
+ * first argument that is not a launcher flag starts ARGS (mtrain's own, e.g. --config), except a
+ * near miss of a launcher flag (--nnode 2), which is an error too. */
+static int parse_launch_args(int argc, char **argv, launch_args *la, int *first) {
+    int dashdash = -1;
+    for (int k = 0; k < argc; k++)
+        if (!strcmp(argv[k], "--")) {
+            dashdash = k;
+            break;
+        }
+    int i = 0;
     while (i < argc) {
         const char *a = argv[i];
-        if ((got = max_restarts_arg(argc, argv, &i, &max_restarts)) != 0) {
-            if (got < 0) return 2;
-            continue;
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             launch_usage(stdout);
+            *first = -1; /* done: nothing to run */
             return 0;
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--nproc-per-node") || !strcmp(a, "--nprocs")) && i + 1 < argc) {
-            if (!parse_int(argv[i + 1], 1, 4096, &n)) {
-                fprintf(stderr, "mtrain launch: error: %s %s: expected a number of ranks in 1..4096\n", a, argv[i + 1]);
+        }
+        const flag_def *f = NULL;
+        const char *v = NULL;
+        for (int k = 0; k < N_FLAGS && !f; k++)
+            if (flag_matches(a, k_flags[k].name, &v) || flag_matches(a, k_flags[k].alias, &v)) f = &k_flags[k];
+        if (!f) {
+            if (a[0] == '-' && (dashdash > i || looks_like_launcher_flag(a))) {
+                fprintf(stderr, "mtrain launch: error: unknown launcher flag '%s'; known: %s. mtrain's own arguments "
+                                "go after `--`\n", a, k_known);
                 return 2;
             }
-            i += 2;
-        } else if (!strncmp(a, "--nproc-per-node=", 17)) {
-            if (!parse_int(a + 17, 1, 4096, &n)) {
-                fprintf(stderr, "mtrain launch: error: %s: expected a number of ranks in 1..4096\n", a);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--no-prefix")) {
-            prefix = 0;
-            i++;
-        } else if (!strcmp(a, "--oversubscribe")) {
-            oversubscribe = 1;
-            i++;
-        } else if (!strcmp(a, "--")) {
-            i++;
-            break;
-        } else {
             break; /* the first argument the launcher does not know starts the rank's ARGS */
         }
+        int n_used = 1;
+        if (f->takes_value && !v) {
+            if (i + 1 >= argc || (dashdash >= 0 && i + 1 >= dashdash)) {
+                fprintf(stderr, "mtrain launch: error: %s needs a value%s\n", a,
+                        f->id == F_MAX_RESTARTS ? ": the number of restarts, 0 or more" : "");
+                return 2;
+            }
+            v = argv[i + 1];
+            n_used = 2;
+        } else if (!f->takes_value && v) {
+            fprintf(stderr, "mtrain launch: error: %s takes no value\n", a);
+            return 2;
+        }
+        char shown[512];
+        snprintf(shown, sizeof shown, "%.*s", (int)(v && n_used == 1 ? (size_t)(v - 1 - a) : strlen(a)), a);
+        if (!take_flag(la, f, shown, v)) return 2;
+        i += n_used;
     }
-    if (n == 0) {
-        fprintf(stderr, "mtrain launch: error: -n N (the number of ranks) is required\n");
+    *first = i;
+    return 0;
+}
+
+/* the node layout once every flag is in: the checks that need several flags */
+static int check_nodes(launch_args *la) {
+    if (la->nnodes == 0) la->nnodes = 1;
+    if (la->standalone && la->nnodes > 1) {
+        fprintf(stderr, "mtrain launch: error: --standalone is a single-node job but --nnodes is %d: drop one\n",
+                la->nnodes);
+        return 2;
+    }
+    if (la->node_rank >= la->nnodes) {
+        fprintf(stderr, "mtrain launch: error: --node-rank %d: expected 0..%d (--nnodes %d): each node gets its own "
+                        "rank, node 0 being the one at --master-addr\n", la->node_rank, la->nnodes - 1, la->nnodes);
+        return 2;
+    }
+    if (la->rdzv_endpoint[0]) {
+        char addr[256];
+        int port;
+        if (!parse_endpoint("--rdzv-endpoint", la->rdzv_endpoint, addr, sizeof addr, &port)) return 2;
+        if ((la->have_addr && strcmp(addr, la->master_addr)) || (la->have_port && port != la->master_port)) {
+            fprintf(stderr, "mtrain launch: error: --rdzv-endpoint %s and --master-addr %s --master-port %d disagree: "
+                            "they name the same thing here (global rank 0's store); give one\n",
+                    la->rdzv_endpoint, la->have_addr ? la->master_addr : MT_LAUNCH_DEFAULT_ADDR,
+                    la->have_port ? la->master_port : MT_LAUNCH_DEFAULT_PORT);
+            return 2;
+        }
+        snprintf(la->master_addr, sizeof la->master_addr, "%s", addr);
+        la->master_port = port;
+        la->have_addr = la->have_port = 1;
+    }
+    if (la->nnodes > 1 && !la->have_node_rank && la->rdzv_backend && !strcmp(la->rdzv_backend, "c10d")) {
+        fprintf(stderr, "mtrain launch: error: --rdzv-backend c10d with --nnodes %d: mtrain launch does not assign "
+                        "node ranks at the rendezvous: give each node its --node-rank (0..%d)\n",
+                la->nnodes, la->nnodes - 1);
+        return 2;
+    }
+    if (!la->have_addr) snprintf(la->master_addr, sizeof la->master_addr, "%s", MT_LAUNCH_DEFAULT_ADDR);
+    if (!la->have_port) la->master_port = MT_LAUNCH_DEFAULT_PORT;
+    return 0;
+}
+
+int mt_cmd_launch(int argc, char **argv) {
+    launch_args la = {.prefix = 1};
+    int i = 0, rc = parse_launch_args(argc, argv, &la, &i);
+    if (rc != 0 || i < 0) return rc;
+    if (la.n == 0) {
+        fprintf(stderr, "mtrain launch: error: -n N (--nproc-per-node N, the number of ranks on this node) is "
+                        "required\n");
         launch_usage(stderr);
         return 2;
     }
+    if ((rc = check_nodes(&la)) != 0) return rc;
     if (i >= argc) {
         fprintf(stderr, "mtrain launch: error: nothing to run after the launcher's options\n");
         launch_usage(stderr);
         return 2;
     }
-    if (check_oversubscription(n, oversubscribe) != 0) return 2;
+    if (check_oversubscription(la.n, la.oversubscribe) != 0) return 2;
     char **child_argv = calloc((size_t)(argc - i + 2), sizeof *child_argv);
     if (!child_argv) {
         fprintf(stderr, "mtrain launch: error: out of memory\n");
@@ -168,8 +487,14 @@ int mt_cmd_launch(int argc, char **argv) {
     }
     child_argv[0] = "mtrain";
     for (int k = i; k < argc; k++) child_argv[k - i + 1] = argv[k];
-    mt_launch_opts o = {.n_ranks = n, .argv = child_argv, .exe = NULL, .prefix = prefix, .kill_grace_s = 5,
-                       .max_restarts = max_restarts};
+    mt_launch_opts o = {.n_ranks = la.n, .argv = child_argv, .exe = NULL, .prefix = la.prefix, .kill_grace_s = 5,
+                        .max_restarts = la.max_restarts, .n_nodes = la.nnodes, .node_rank = la.node_rank,
+                        .master_addr = la.master_addr, .master_port = la.master_port, .run_id = la.rdzv_id,
+                        .role = la.role};
+    if (la.nnodes > 1)
+        fprintf(stderr, "mtrain launch: node %d of %d: ranks %d..%d of %d, env:// rendezvous at %s:%d\n", la.node_rank,
+                la.nnodes, la.node_rank * la.n, la.node_rank * la.n + la.n - 1, la.nnodes * la.n, la.master_addr,
+                la.master_port);
     int code = 1;
     mt_status st = mt_launch_run(&o, &code);
     free(child_argv);

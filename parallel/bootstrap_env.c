@@ -7,7 +7,11 @@
  *   - Store port: MT_STORE_PORT if set; else MASTER_PORT + 1 when TORCHELASTIC_USE_AGENT_STORE
  *     is true (torchrun's agent already serves its own store on MASTER_PORT); else MASTER_PORT.
  *   - LOCAL_RANK / LOCAL_WORLD_SIZE are optional: when unset they are derived from the host
- *     names exchanged in the hello.
+ *     names exchanged in the hello. They are derived too when the host names show more ranks on
+ *     this host than LOCAL_WORLD_SIZE says: several launchers ("nodes") on one machine, e.g.
+ *     `mtrain launch --nnodes 2 --node-rank 0|1` (or torchrun) twice on one host; the ranks are
+ *     then local to each other in fact (one shared-memory communicator, one set of GPUs), and
+ *     local rank = this rank's place among the ranks of this host.
  *   - Wire format is host byte order: all ranks run the same mtrain binary.
  *   - Waiting is never silent: rank 0 prints which ranks it still waits for every
  *     progress_ms() (timeout / 3, within 1..10 s), a rank > 0 that cannot reach rank 0, or waits
@@ -693,6 +697,7 @@ mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s) {
     hosts = NULL;
     bs->rank = c->rank;
     bs->size = c->size;
+    if (have_local_world && same_all > local_world) have_local_rank = have_local_world = 0; /* see the top */
     bs->local_rank = have_local_rank ? (int)local_rank : same_before;
     bs->local_size = have_local_world ? (int)local_world : same_all;
     if (bs->local_rank >= bs->local_size) bs->local_size = bs->local_rank + 1;

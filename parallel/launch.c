@@ -15,7 +15,10 @@
  * (observed: PMIx_server_finalize, a use-after-free inside libpmix, can segfault after a
  * client died while a fence was in flight; see launch.h). Children set
  * PR_SET_PDEATHSIG(SIGKILL) so no rank outlives a killed launcher. Rank 0 keeps stdin; the
- * others read /dev/null. */
+ * others read /dev/null.
+ * One node of a multi-node job (o->n_nodes > 1): no PMIx server; the ranks get torchrun's env://
+ * variables (launch_io.c) and are named by their global rank; a local rank's failure ends this
+ * node's ranks as above, the other nodes' ranks notice through their communicator / env:// store. */
 #include "parallel/launch.h"
 
 #include <errno.h>
@@ -106,9 +109,13 @@ static int64_t stop_grace_ms(void) {
 
 static void stop_others_later(job_t *j) { j->term_at = mt_clock_ms_i64() + peer_grace_ms(); }
 
+/* the global rank of local rank r: node_rank * N + r on a node of a multi-node job, else r */
+static int grank(const job_t *j, int r) { return j->o->n_nodes > 1 ? j->o->node_rank * j->n + r : r; }
+
 static void drain_rank(job_t *j, int r) {
     for (int w = 0; w < 2; w++)
-        if (j->ranks[r].fd[w] >= 0) mt_launch_relay(&j->ranks[r].fd[w], &j->ranks[r].lb[w], r, w, j->o->prefix);
+        if (j->ranks[r].fd[w] >= 0)
+            mt_launch_relay(&j->ranks[r].fd[w], &j->ranks[r].lb[w], grank(j, r), w, j->o->prefix);
 }
 
 static void reap(job_t *j) {
@@ -124,14 +131,18 @@ static void reap(job_t *j) {
         if (j->interrupted && code && !j->interrupt_code) j->interrupt_code = code;
         if (code == 0 || j->failed || j->interrupted) continue;
         j->failed = 1;
-        j->fail_rank = r;
+        j->fail_rank = grank(j, r);
         j->fail_code = code;
         if (WIFSIGNALED(ws))
             snprintf(j->cause, sizeof j->cause, "was killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
         else
             snprintf(j->cause, sizeof j->cause, "exited with status %d", code);
         drain_rank(j, r); /* its last words first */
-        fprintf(stderr, "mtrain launch: rank %d %s; stopping the other %d rank(s)\n", r, j->cause, j->n_running);
+        if (j->o->n_nodes > 1)
+            fprintf(stderr, "mtrain launch: rank %d (node %d, local rank %d) %s; stopping this node's other %d rank(s)\n",
+                    j->fail_rank, j->o->node_rank, r, j->cause, j->n_running);
+        else
+            fprintf(stderr, "mtrain launch: rank %d %s; stopping the other %d rank(s)\n", r, j->cause, j->n_running);
         stop_others_later(j);
     }
 }
@@ -218,14 +229,14 @@ static mt_status spawn(job_t *j, int r, char **env, const char *exe) {
         return mt_errorf(MT_ERR_IO, "mtrain launch: pipe: %s", strerror(errno));
     }
     char fail_msg[512];
-    int n_fail = snprintf(fail_msg, sizeof fail_msg, "mtrain launch: rank %d: cannot execute %s\n", r, exe);
+    int n_fail = snprintf(fail_msg, sizeof fail_msg, "mtrain launch: rank %d: cannot execute %s\n", grank(j, r), exe);
     if (n_fail < 0 || n_fail >= (int)sizeof fail_msg) n_fail = (int)sizeof fail_msg - 1;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
         close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-        return mt_errorf(MT_ERR_IO, "mtrain launch: fork of rank %d: %s", r, strerror(e));
+        return mt_errorf(MT_ERR_IO, "mtrain launch: fork of rank %d: %s", grank(j, r), strerror(e));
     }
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -328,7 +339,8 @@ static void supervise(job_t *j) {
         for (int i = 1; i < n; i++)
             if (pfd[i].revents) {
                 rank_t *rk = &j->ranks[who[i] / 2];
-                mt_launch_relay(&rk->fd[who[i] % 2], &rk->lb[who[i] % 2], who[i] / 2, who[i] % 2, j->o->prefix);
+                mt_launch_relay(&rk->fd[who[i] % 2], &rk->lb[who[i] % 2], grank(j, who[i] / 2), who[i] % 2,
+                                j->o->prefix);
             }
     }
     free(pfd);
@@ -381,7 +393,8 @@ static void check_interrupt_while_spawning(job_t *j, int n_spawned) {
  * step fails; else fills *out and returns MT_OK with the server still up. */
 static mt_status run_attempt(const mt_launch_opts *o, int restart, mt_launch_outcome *out) {
     const char *exe = o->exe ? o->exe : "/proc/self/exe";
-    mt_status st = mt_launch_pmix_start(o->n_ranks, g_sig_pipe[1]);
+    const int env_rdzv = o->n_nodes > 1; /* one node of several: env://, no PMIx server */
+    mt_status st = env_rdzv ? MT_OK : mt_launch_pmix_start(o->n_ranks, g_sig_pipe[1]);
     if (st != MT_OK) return st;
     job_t j = {.o = o, .n = o->n_ranks, .fail_rank = -1};
     j.ranks = calloc((size_t)j.n, sizeof *j.ranks);
@@ -392,7 +405,7 @@ static mt_status run_attempt(const mt_launch_opts *o, int restart, mt_launch_out
         check_interrupt_while_spawning(&j, r);
         char **env = mt_launch_env_copy(base); /* setup_fork may realloc it: heap only */
         if (!env) setup_failed(&j, MT_ERR_OOM, "mtrain launch: out of memory");
-        st = mt_launch_pmix_child_env(r, &env);
+        st = env_rdzv ? mt_launch_env_torchrun(o, r, restart, &env) : mt_launch_pmix_child_env(r, &env);
         if (st == MT_OK) st = spawn(&j, r, env, exe);
         mt_launch_env_free(env);
         if (st != MT_OK) setup_failed(&j, st, mt_last_error());
@@ -495,6 +508,18 @@ mt_status mt_launch_run(const mt_launch_opts *o, int *exit_code) {
     if (o->n_ranks < 1 || o->n_ranks > MAX_RANKS)
         return mt_errorf(MT_ERR_CONFIG, "mtrain launch: -n %d: the number of ranks must be 1..%d", o->n_ranks,
                          MAX_RANKS);
+    if (o->n_nodes > 1) {
+        if (o->node_rank < 0 || o->node_rank >= o->n_nodes)
+            return mt_errorf(MT_ERR_CONFIG, "mtrain launch: --node-rank %d: expected 0..%d (--nnodes %d)", o->node_rank,
+                             o->n_nodes - 1, o->n_nodes);
+        if (!o->master_addr || !*o->master_addr || o->master_port < 1 || o->master_port > 65535)
+            return mt_errorf(MT_ERR_CONFIG, "mtrain launch: --nnodes %d needs --master-addr HOST and --master-port "
+                             "PORT (1..65535): the host of node 0, where global rank 0 serves the env:// store",
+                             o->n_nodes);
+        if ((long)o->n_nodes * o->n_ranks > (1L << 20))
+            return mt_errorf(MT_ERR_CONFIG, "mtrain launch: --nnodes %d x --nproc-per-node %d ranks is too many",
+                             o->n_nodes, o->n_ranks);
+    }
     if (o->max_restarts < 0)
         return mt_errorf(MT_ERR_CONFIG, "mtrain launch: --max-restarts %d: expected 0 or more", o->max_restarts);
     if (!o->argv || !o->argv[0]) return mt_errorf(MT_ERR_CONFIG, "mtrain launch: nothing to run");

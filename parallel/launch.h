@@ -21,6 +21,20 @@ typedef struct {
                              starts with "[r" (mtrain's own "[rR tpT ppP dpD]" lines) */
     double kill_grace_s;  /* SIGTERM -> SIGKILL delay for the remaining ranks; <= 0: 5 s */
     int max_restarts;     /* >= 0: how many times a failed job is restarted; 0 = never */
+    /* One node of a multi-node job (torchrun's --nnodes / --node-rank / --master-addr /
+     * --master-port): n_nodes > 1 starts only this node's n_ranks ranks, as global ranks
+     * node_rank * n_ranks + local rank of WORLD_SIZE = n_nodes * n_ranks, and they bootstrap
+     * through env:// (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
+     * GROUP_WORLD_SIZE, ROLE_*, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID,
+     * TORCHELASTIC_MAX_RESTARTS; MT_BOOTSTRAP=env) with rank 0's store at master_addr:master_port:
+     * no PMIx server (it would know only this node's ranks). n_nodes <= 1: one node, the PMIx
+     * server as above. */
+    int n_nodes;              /* 0 or 1: single node (PMIx); > 1: env:// */
+    int node_rank;            /* 0..n_nodes-1 */
+    const char *master_addr;  /* n_nodes > 1: the host of global rank 0 (its env:// store) */
+    int master_port;          /* n_nodes > 1: 1..65535 */
+    const char *run_id;       /* TORCHELASTIC_RUN_ID; NULL: "none" */
+    const char *role;         /* ROLE_NAME; NULL: "default" */
 } mt_launch_opts;
 
 /* Runs the job to the end.

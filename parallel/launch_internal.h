@@ -55,6 +55,13 @@ int mt_launch_relay(int *fd, mt_launch_linebuf *lb, int r, int which, int prefix
  * max(1, CPUs / n_ranks) when unset and n_ranks > 1, MT_RESTART_COUNT and
  * TORCHELASTIC_RESTART_COUNT = restart (replacing inherited ones). NULL when out of memory. */
 char **mt_launch_env_base(int n_ranks, int restart);
+/* One node of a multi-node job (o->n_nodes > 1): sets (replacing inherited ones) torchrun's
+ * worker variables for local rank `local_rank` in *env (heap array, may be realloc'ed): RANK =
+ * node_rank * N + local_rank, LOCAL_RANK, WORLD_SIZE = n_nodes * N, LOCAL_WORLD_SIZE = N,
+ * GROUP_RANK = node_rank, GROUP_WORLD_SIZE = n_nodes, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME,
+ * MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID, TORCHELASTIC_MAX_RESTARTS, and MT_BOOTSTRAP=env
+ * (parallel/bootstrap_env.c). MT_ERR_OOM when out of memory. */
+mt_status mt_launch_env_torchrun(const mt_launch_opts *o, int local_rank, int restart, char ***env);
 char **mt_launch_env_copy(char **base); /* heap copy of a NULL-terminated array; NULL: OOM */
 void mt_launch_env_free(char **env);    /* NULL is fine */
 

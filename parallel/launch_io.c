@@ -4,7 +4,8 @@
  * "[rR tpT ppP dpD]" lines) and the ranks' environment (the launcher's, without the PMIx client
  * variables of a launcher above it, with OMP_NUM_THREADS = max(1, CPUs / N) when unset and
  * N > 1, as torchrun does, and the attempt number as MT_RESTART_COUNT and
- * TORCHELASTIC_RESTART_COUNT). No exit, no libpmix. */
+ * TORCHELASTIC_RESTART_COUNT; on a node of a multi-node job, torchrun's env:// worker variables).
+ * No exit, no libpmix. */
 #include "parallel/launch_internal.h"
 
 #include <errno.h>
@@ -133,4 +134,53 @@ char **mt_launch_env_copy(char **base) {
             return NULL;
         }
     return env;
+}
+
+/* sets NAME=VALUE in the heap array *env, replacing an entry of that name */
+static int env_set(char ***env, const char *name, const char *value) {
+    size_t n = 0, len = strlen(name) + strlen(value) + 2;
+    char *entry = malloc(len);
+    if (!entry) return 0;
+    snprintf(entry, len, "%s=%s", name, value);
+    for (; (*env)[n]; n++)
+        if (is_var((*env)[n], name)) {
+            free((*env)[n]);
+            (*env)[n] = entry;
+            return 1;
+        }
+    char **grown = realloc(*env, (n + 2) * sizeof *grown);
+    if (!grown) {
+        free(entry);
+        return 0;
+    }
+    grown[n] = entry;
+    grown[n + 1] = NULL;
+    *env = grown;
+    return 1;
+}
+
+mt_status mt_launch_env_torchrun(const mt_launch_opts *o, int local_rank, int restart, char ***env) {
+    (void)restart; /* TORCHELASTIC_RESTART_COUNT is in the base environment */
+    const int n = o->n_ranks, world = o->n_nodes * n, rank = o->node_rank * n + local_rank;
+    char v[16][32];
+    snprintf(v[0], sizeof v[0], "%d", rank);
+    snprintf(v[1], sizeof v[1], "%d", local_rank);
+    snprintf(v[2], sizeof v[2], "%d", world);
+    snprintf(v[3], sizeof v[3], "%d", n);
+    snprintf(v[4], sizeof v[4], "%d", o->node_rank);
+    snprintf(v[5], sizeof v[5], "%d", o->n_nodes);
+    snprintf(v[6], sizeof v[6], "%d", o->master_port);
+    snprintf(v[7], sizeof v[7], "%d", o->max_restarts);
+    const char *const kv[][2] = {
+        {"RANK", v[0]},           {"LOCAL_RANK", v[1]},         {"WORLD_SIZE", v[2]},
+        {"LOCAL_WORLD_SIZE", v[3]}, {"GROUP_RANK", v[4]},       {"GROUP_WORLD_SIZE", v[5]},
+        {"ROLE_RANK", v[0]},      {"ROLE_WORLD_SIZE", v[2]},    {"ROLE_NAME", o->role ? o->role : "default"},
+        {"MASTER_ADDR", o->master_addr}, {"MASTER_PORT", v[6]},
+        {"TORCHELASTIC_RUN_ID", o->run_id ? o->run_id : "none"}, {"TORCHELASTIC_MAX_RESTARTS", v[7]},
+        {"MT_BOOTSTRAP", "env"},
+        {"TORCHELASTIC_USE_AGENT_STORE", "False"}, /* the store is rank 0's, on MASTER_PORT itself */
+    };
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (!env_set(env, kv[i][0], kv[i][1])) return mt_errorf(MT_ERR_OOM, "mtrain launch: out of memory");
+    return MT_OK;
 }
