@@ -151,6 +151,11 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
                                         "(e.g. data/kjv_text_document, made by scripts/fetch-corpus.sh)");
     MT_CHECK(mt_blended_dataset_open(&t->train, r->data.path, r->data.split, MT_SPLIT_TRAIN, t->T, r->training.seed,
                                      iters * t->G, r->data.cache_path));
+    { /* a data/model vocabulary mismatch before the first step (the first 16M tokens of each file) */
+        char tok[32];
+        MT_CHECK(mt_blended_dataset_check_vocab(t->train, r->model.vocab, (int64_t)1 << 24,
+                                                mt_recipe_value_text(r, "data.tokenizer", tok, sizeof tok)));
+    }
     if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
         MT_CHECK(mt_blended_dataset_open(&t->valid, r->data.path, r->data.split, MT_SPLIT_VALID, t->T,
                                          r->training.seed, r->logging.eval_iters * t->G, r->data.cache_path));

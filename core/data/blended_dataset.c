@@ -313,6 +313,23 @@ out:
 
 int64_t mt_blended_dataset_len(const mt_blended_dataset *d) { return d->n_samples; }
 
+mt_status mt_blended_dataset_check_vocab(const mt_blended_dataset *d, int vocab, int64_t scan_tokens,
+                                         const char *tokenizer) {
+    if (!d) return MT_OK;
+    for (int i = 0; i < d->n_datasets; i++) {
+        int64_t mx = -1, n = 0;
+        mt_status st = mt_indexed_max_token(&d->indexed[i], scan_tokens, &mx, &n);
+        if (st != MT_OK) return st;
+        if (mx >= vocab)
+            return mt_errorf(MT_ERR_DATA, "%s: token id %lld (the largest of its first %lld tokens) is outside the "
+                             "model's vocabulary of %d (model.vocab, from tokenizer %s): the data was tokenised with "
+                             "another tokenizer; preprocess it with the training's tokenizer, or give the data's "
+                             "tokenizer (data.tokenizer / --tokenizer-type, --vocab-file) and its size (--vocab-size)",
+                             d->indexed[i].bin_path, (long long)mx, (long long)n, vocab, tokenizer);
+    }
+    return MT_OK;
+}
+
 mt_status mt_blended_dataset_check_files(const mt_blended_dataset *d) {
     if (!d) return MT_OK;
     for (int i = 0; i < d->n_datasets; i++) {

@@ -57,6 +57,11 @@ void mt_blended_dataset_close(mt_blended_dataset *d);
  * unchanged); the first change otherwise, naming the file. NULL is fine. Training calls it at
  * each validation and checkpoint save. */
 mt_status mt_blended_dataset_check_files(const mt_blended_dataset *d);
+/* Before the first step: every token id in the first scan_tokens tokens of each dataset's .bin
+ * must be below vocab (the model's real vocabulary); else MT_ERR_DATA naming the file, the id,
+ * the vocabulary and `tokenizer` (the recipe's, for the fix). */
+mt_status mt_blended_dataset_check_vocab(const mt_blended_dataset *d, int vocab, int64_t scan_tokens,
+                                         const char *tokenizer);
 
 /* For logs and tests. */
 int mt_blended_dataset_n_datasets(const mt_blended_dataset *d);

@@ -395,6 +395,57 @@ mt_status mt_indexed_read(const mt_indexed *ds, int64_t sequence, int64_t offset
     return MT_OK;
 }
 
+mt_status mt_indexed_max_token(const mt_indexed *ds, int64_t max_tokens, int64_t *max_id, int64_t *scanned) {
+    int64_t n = ds->n_bin_bytes / (ds->n_item_bytes > 0 ? ds->n_item_bytes : 1);
+    if (max_tokens >= 0 && n > max_tokens) n = max_tokens;
+    int64_t mx = -1;
+    const uint8_t *p = ds->bin_map;
+    switch (ds->dtype_code) {
+    case MT_INDEXED_DTYPE_U8:
+        for (int64_t i = 0; i < n; i++) mx = p[i] > mx ? p[i] : mx;
+        break;
+    case MT_INDEXED_DTYPE_I8:
+        for (int64_t i = 0; i < n; i++) mx = (int8_t)p[i] > mx ? (int8_t)p[i] : mx;
+        break;
+    case MT_INDEXED_DTYPE_U16: {
+        uint16_t m16 = 0;
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t v;
+            memcpy(&v, p + 2 * i, 2);
+            m16 = v > m16 ? v : m16;
+        }
+        mx = n > 0 ? m16 : -1;
+        break;
+    }
+    case MT_INDEXED_DTYPE_I16:
+        for (int64_t i = 0; i < n; i++) {
+            int16_t v;
+            memcpy(&v, p + 2 * i, 2);
+            mx = v > mx ? v : mx;
+        }
+        break;
+    case MT_INDEXED_DTYPE_I32:
+        for (int64_t i = 0; i < n; i++) {
+            int32_t v;
+            memcpy(&v, p + 4 * i, 4);
+            mx = v > mx ? v : mx;
+        }
+        break;
+    case MT_INDEXED_DTYPE_I64:
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t v = ld_i64(p + 8 * i);
+            mx = v > mx ? v : mx;
+        }
+        break;
+    default:
+        return mt_errorf(MT_ERR_UNSUPPORTED, "%s: holds %s values, not token ids", ds->bin_path,
+                         mt_indexed_dtype_name(ds->dtype_code));
+    }
+    *max_id = mx;
+    *scanned = n;
+    return MT_OK;
+}
+
 /* ---- writer --------------------------------------------------------------------------- */
 
 static mt_status write_bytes(FILE *f, const void *p, size_t n_bytes, const char *path) {

@@ -100,6 +100,10 @@ void mt_indexed_document_range(const mt_indexed *ds, int64_t d, int64_t *first, 
 mt_status mt_indexed_read(const mt_indexed *ds, int64_t sequence, int64_t offset,
                           int64_t n_tokens, int32_t *tokens);
 
+/* The largest token id among the first max_tokens tokens of the .bin (all when max_tokens < 0),
+ * and how many were scanned; -1 for an empty file. One sequential pass over the mapping. */
+mt_status mt_indexed_max_token(const mt_indexed *ds, int64_t max_tokens, int64_t *max_id, int64_t *scanned);
+
 /* ---- writer ------------------------------------------------------------------------- */
 
 typedef struct {

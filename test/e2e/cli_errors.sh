@@ -28,8 +28,8 @@ expect_error "--nmu-layers 4: unknown; did you mean --num-layers?" "$MTRAIN" che
 expect_error "--lr-warmup-iterz 3: unknown; did you mean --lr-warmup-iters?" "$MTRAIN" check --config configs/gpt-tiny.yaml --nmu-layers 4 --lr-warmup-iterz 3 --frobnicate
 expect_error "3 unknown arguments" "$MTRAIN" check --config configs/gpt-tiny.yaml --nmu-layers 4 --lr-warmup-iterz 3 --frobnicate
 # refused Megatron flags: all of them, each with its reason
-expect_error "--rampup-batch-size: batch-size ramp-up is not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --rampup-batch-size 4 4 100 --mock-data
-expect_error "--mock-data: no synthetic dataset yet" "$MTRAIN" check --config configs/gpt-tiny.yaml --rampup-batch-size 4 4 100 --mock-data
+expect_error "--reset-position-ids: positions restart per document: not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --reset-position-ids --mock-data
+expect_error "--mock-data: no synthetic dataset yet" "$MTRAIN" check --config configs/gpt-tiny.yaml --reset-position-ids --mock-data
 # Megatron's rules: --kv-channels must be hidden/heads, dropout 0 only
 expect_error "--kv-channels 64: mtrain's head size is hidden / heads = 128 / 4" "$MTRAIN" check --config configs/gpt-tiny.yaml --kv-channels 64
 expect_error "--hidden-dropout 0.1: dropout is not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --hidden-dropout 0.1
@@ -53,3 +53,13 @@ expect_error "checkpoint.load: $TMP/no-such-ckpt" "$MTRAIN" --config configs/gpt
 # a metrics file that cannot be written
 expect_error "/nonexistent/dir/m.jsonl" "$MTRAIN" --config configs/gpt-tiny.yaml --train-iters 1 --metrics /nonexistent/dir/m.jsonl
 echo "all CLI error cases gave clear messages"
+# data tokenised with a larger vocabulary than the model's: refused before the first step, naming the file
+if [ -f data/gpt2-vocab.json ]; then
+  head -n 20 data/kjv.jsonl >"$TMP/small.jsonl"
+  "$MTRAIN" preprocess --input "$TMP/small.jsonl" --output-prefix "$TMP/g2" --tokenizer-type GPT2BPETokenizer \
+    --vocab-file data/gpt2-vocab.json --merge-file data/gpt2-merges.txt >/dev/null 2>&1 || fail "preprocess (GPT-2)"
+  expect_error "g2_text_document.bin: token id" "$MTRAIN" --config configs/gpt-tiny.yaml --data-path "$TMP/g2_text_document" --train-iters 1 --eval-interval 0
+  grep -q "outside the model's vocabulary of 257" "$TMP/err" || fail "the vocabulary message lacks the model's size"
+  if grep -q "iteration " "$TMP/err" "$TMP/out"; then fail "training started before the vocabulary check"; fi
+fi
+echo "the vocabulary mismatch was caught before the first step"
