@@ -105,10 +105,6 @@ int mt_sample_token(const float *logits, int V, const mt_sample_cfg *c, uint64_t
 
 /* ---- setup ---- */
 
-static const char *tokenizer_name(mt_tokenizer_kind k) {
-    return k == MT_TOK_GPT2BPE ? "gpt2bpe" : k == MT_TOK_HF ? "hf" : "byte";
-}
-
 /* The saved run's tokenizer must be the recipe's: ids of another tokenizer decode to nonsense. */
 static mt_status check_manifest(mt_generator *g, FILE *log) {
     mt_status st = MT_OK;
@@ -116,7 +112,7 @@ static mt_status check_manifest(mt_generator *g, FILE *log) {
     mt_manifest mf;
     memset(&mf, 0, sizeof mf);
     MT_CHECK(mt_manifest_load(g->ckpt_path, &mf));
-    const char *want = tokenizer_name(r->data.tokenizer);
+    const char *want = mt_recipe_tokenizer_name(r->data.tokenizer);
     if (mf.tokenizer[0] && strcmp(mf.tokenizer, want)) {
         st = mt_errorf(MT_ERR_CONFIG, "%s: saved by a run with data.tokenizer %s, this recipe has data.tokenizer %s: "
                        "generate with the tokenizer the model was trained with (--set data.tokenizer=%s and its "
@@ -139,12 +135,12 @@ static mt_status open_tokenizer(mt_generator *g) {
     const mt_recipe *r = g->r;
     mt_tokenizer_files files = {.vocab_path = r->data.vocab[0] ? r->data.vocab : NULL,
                                 .merges_path = r->data.merges[0] ? r->data.merges : NULL};
-    mt_status st = mt_tokenizer_open(&g->tok, tokenizer_name(r->data.tokenizer), &files);
-    if (st != MT_OK) return mt_error_context(st, "data.tokenizer %s", tokenizer_name(r->data.tokenizer));
+    mt_status st = mt_tokenizer_open(&g->tok, mt_recipe_tokenizer_name(r->data.tokenizer), &files);
+    if (st != MT_OK) return mt_error_context(st, "data.tokenizer %s", mt_recipe_tokenizer_name(r->data.tokenizer));
     const int nv = mt_tokenizer_vocab_size(g->tok);
     if (nv > r->model.vocab)
         return mt_errorf(MT_ERR_CONFIG, "data.tokenizer %s has %d ids but model.vocab = %d: the recipe's tokenizer is "
-                         "not the model's", tokenizer_name(r->data.tokenizer), nv, r->model.vocab);
+                         "not the model's", mt_recipe_tokenizer_name(r->data.tokenizer), nv, r->model.vocab);
     g->V = nv < r->model.vocab ? nv : r->model.vocab; /* ids past the tokenizer's decode to nothing */
     return MT_OK;
 }

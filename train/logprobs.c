@@ -16,10 +16,6 @@
 #include "core/json_tree.h"
 #include "train/checkpoint.h"
 
-static const char *tokenizer_name(mt_tokenizer_kind k) {
-    return k == MT_TOK_GPT2BPE ? "gpt2bpe" : k == MT_TOK_HF ? "hf" : "byte";
-}
-
 /* The saved run's tokenizer must be the recipe's: ids of another tokenizer score nonsense. */
 static mt_status check_manifest(mt_logprobs *lp, FILE *log) {
     mt_status st = MT_OK;
@@ -27,7 +23,7 @@ static mt_status check_manifest(mt_logprobs *lp, FILE *log) {
     mt_manifest mf;
     memset(&mf, 0, sizeof mf);
     MT_CHECK(mt_manifest_load(lp->ckpt_path, &mf));
-    const char *want = tokenizer_name(r->data.tokenizer);
+    const char *want = mt_recipe_tokenizer_name(r->data.tokenizer);
     if (mf.tokenizer[0] && strcmp(mf.tokenizer, want)) {
         st = mt_errorf(MT_ERR_CONFIG, "%s: saved by a run with data.tokenizer %s%s%s, this recipe has data.tokenizer %s: "
                        "score with the tokenizer the model was trained with (--set data.tokenizer=%s and its "
@@ -51,11 +47,11 @@ static mt_status open_tokenizer(mt_logprobs *lp) {
     const mt_recipe *r = lp->r;
     mt_tokenizer_files files = {.vocab_path = r->data.vocab[0] ? r->data.vocab : NULL,
                                 .merges_path = r->data.merges[0] ? r->data.merges : NULL};
-    mt_status st = mt_tokenizer_open(&lp->tok, tokenizer_name(r->data.tokenizer), &files);
-    if (st != MT_OK) return mt_error_context(st, "data.tokenizer %s", tokenizer_name(r->data.tokenizer));
+    mt_status st = mt_tokenizer_open(&lp->tok, mt_recipe_tokenizer_name(r->data.tokenizer), &files);
+    if (st != MT_OK) return mt_error_context(st, "data.tokenizer %s", mt_recipe_tokenizer_name(r->data.tokenizer));
     if (mt_tokenizer_vocab_size(lp->tok) > r->model.vocab)
         return mt_errorf(MT_ERR_CONFIG, "data.tokenizer %s has %d ids but model.vocab = %d: the recipe's tokenizer is "
-                         "not the model's", tokenizer_name(r->data.tokenizer), (int)mt_tokenizer_vocab_size(lp->tok),
+                         "not the model's", mt_recipe_tokenizer_name(r->data.tokenizer), (int)mt_tokenizer_vocab_size(lp->tok),
                          r->model.vocab);
     return MT_OK;
 }

@@ -146,17 +146,27 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     const int64_t iters = r->training.iters;
     const int pp = ps->grid.pp, stage = ps->coord[MT_AX_PP];
 
-    if (!r->data.path[0])
+    if (!r->data.path[0] && !r->data.mock)
         return mt_errorf(MT_ERR_CONFIG, "data.path is empty: set it to a preprocessed dataset prefix "
-                                        "(e.g. data/kjv_text_document, made by scripts/fetch-corpus.sh)");
-    MT_CHECK(mt_blended_dataset_open(&t->train, r->data.path, r->data.split, MT_SPLIT_TRAIN, t->T, r->training.seed,
-                                     iters * t->G, r->data.cache_path));
+                                        "(e.g. data/kjv_text_document, made by scripts/fetch-corpus.sh), or "
+                                        "data.mock: true (--mock-data) for synthetic documents");
+    int32_t mock_eod = -1;
+    if (r->data.mock) {
+        MT_CHECK(mt_train_mock_eod(r, &mock_eod));
+        MT_CHECK(mt_blended_dataset_open_mock(&t->train, r->data.split, MT_SPLIT_TRAIN, t->T, r->training.seed,
+                                              iters * t->G, mock_eod));
+    } else
+        MT_CHECK(mt_blended_dataset_open(&t->train, r->data.path, r->data.split, MT_SPLIT_TRAIN, t->T,
+                                         r->training.seed, iters * t->G, r->data.cache_path));
     { /* a data/model vocabulary mismatch before the first step (the first 16M tokens of each file) */
         char tok[32];
         MT_CHECK(mt_blended_dataset_check_vocab(t->train, r->model.vocab, (int64_t)1 << 24,
                                                 mt_recipe_value_text(r, "data.tokenizer", tok, sizeof tok)));
     }
-    if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
+    if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0 && r->data.mock)
+        MT_CHECK(mt_blended_dataset_open_mock(&t->valid, r->data.split, MT_SPLIT_VALID, t->T, r->training.seed,
+                                              r->logging.eval_iters * t->G, mock_eod));
+    else if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
         MT_CHECK(mt_blended_dataset_open(&t->valid, r->data.path, r->data.split, MT_SPLIT_VALID, t->T,
                                          r->training.seed, r->logging.eval_iters * t->G, r->data.cache_path));
     if (pp > 1) /* Megatron's rule on m for the interleaved schedule, before anything is allocated: every

@@ -41,6 +41,9 @@ typedef struct {
  * yet (context, expert parallelism, MoE); `note` gets a
  * line to print for accepted-but-not-applied keys (recompute). */
 mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_bytes);
+/* The end-of-document id of data.mock's documents: the recipe's tokenizer's (the hf tokenizer.json
+ * is opened for it; null: model.vocab - 1); MT_ERR_CONFIG when the mock ids do not fit model.vocab. */
+mt_status mt_train_mock_eod(const mt_recipe *r, int32_t *eod);
 
 /* Trains the validated recipe on the backend as this rank of the job (ps set up by
  * mt_pstate_setup). Log lines go to `log` on the logging rank (ps->logger; NULL = silent).

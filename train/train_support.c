@@ -4,6 +4,7 @@
  * every key; only training refuses. */
 #include <stdio.h>
 
+#include "core/data/tokenizer.h"
 #include "core/recipe/recipe.h"
 #include "train/train.h"
 
@@ -25,5 +26,27 @@ mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_b
     if (r->training.recompute != MT_RECOMPUTE_NONE)
         snprintf(note, note_bytes, "note: training.recompute is modelled by `mtrain plan`; the trainer keeps all "
                                    "activations for now (same results, more memory)");
+    return MT_OK;
+}
+
+mt_status mt_train_mock_eod(const mt_recipe *r, int32_t *eod) {
+    switch (r->data.tokenizer) {
+    case MT_TOK_BYTE: *eod = 256; break;
+    case MT_TOK_GPT2BPE: *eod = 50256; break;
+    case MT_TOK_NULL: *eod = r->model.vocab - 1; break;
+    default: { /* hf: the tokenizer.json's own end-of-document token (Llama-3: 128001) */
+        mt_tokenizer_files files = {.vocab_path = r->data.vocab[0] ? r->data.vocab : NULL};
+        mt_tokenizer *tok = NULL;
+        mt_status st = mt_tokenizer_open(&tok, "hf", &files);
+        if (st != MT_OK) return mt_error_context(st, "data.mock with data.tokenizer hf (its eod id): ");
+        *eod = mt_tokenizer_eod(tok);
+        mt_tokenizer_free(tok);
+    }
+    }
+    /* Megatron's mock documents hold the ids 1 .. 4094 and eod */
+    if (r->model.vocab < 4095 || *eod >= r->model.vocab)
+        return mt_errorf(MT_ERR_CONFIG, "data.mock: the mock documents hold the ids 1 to 4094 and eod %d (Megatron's "
+                         "MockGPTLowLevelDataset), but model.vocab is %d; set --vocab-size to at least %d",
+                         *eod, r->model.vocab, *eod >= 4095 ? *eod + 1 : 4095);
     return MT_OK;
 }

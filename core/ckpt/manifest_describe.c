@@ -35,8 +35,7 @@ mt_status mt_manifest_describe(mt_manifest *mf, const mt_recipe *r, const char *
     snprintf(mf->weight_dtype, sizeof mf->weight_dtype, "%s", weight_dtype);
     mf->vocab = vocab;
     snprintf(mf->arch, sizeof mf->arch, "%s", r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt");
-    snprintf(mf->tokenizer, sizeof mf->tokenizer, "%s",
-             r->data.tokenizer == MT_TOK_GPT2BPE ? "gpt2bpe" : r->data.tokenizer == MT_TOK_HF ? "hf" : "byte");
+    snprintf(mf->tokenizer, sizeof mf->tokenizer, "%s", mt_recipe_tokenizer_name(r->data.tokenizer));
     snprintf(mf->tokenizer_vocab, sizeof mf->tokenizer_vocab, "%s", r->data.vocab);
     snprintf(mf->tokenizer_merges, sizeof mf->tokenizer_merges, "%s", r->data.merges);
     mf->tokenizer_crc32c = tokenizer_crc(r);

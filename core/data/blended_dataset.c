@@ -311,6 +311,39 @@ out:
     return MT_OK;
 }
 
+mt_status mt_blended_dataset_open_mock(mt_blended_dataset **out, const char *split, int split_index, int seq_length,
+                                       uint64_t seed, int64_t n_samples_needed, int32_t eod) {
+    mt_status st = MT_OK;
+    *out = NULL;
+    mt_blended_dataset *d = calloc(1, sizeof *d);
+    if (!d) return mt_errorf(MT_ERR_OOM, "mock data: out of memory");
+    d->path_copy = strdup("mock-data");
+    d->weights = calloc(1, sizeof *d->weights);
+    d->prefixes = calloc(1, sizeof *d->prefixes);
+    d->indexed = calloc(1, sizeof *d->indexed);
+    d->gpt = calloc(1, sizeof *d->gpt);
+    if (!d->path_copy || !d->weights || !d->prefixes || !d->indexed || !d->gpt) {
+        st = mt_errorf(MT_ERR_OOM, "mock data: out of memory");
+        goto out;
+    }
+    d->n_datasets = 1;
+    d->weights[0] = 1.0;
+    d->prefixes[0] = d->path_copy;
+    /* Megatron's MockGPTLowLevelDataset: seed 0, 100000 documents, lengths in [1, 4096) */
+    MT_CHECK(mt_indexed_open_mock(&d->indexed[0], 100000, 4096, 0, eod));
+    MT_CHECK(mt_gpt_dataset_open_cached(&d->gpt[0], &d->indexed[0], split, split_index, seq_length, seed,
+                                        n_samples_needed, NULL));
+    d->n_samples = mt_gpt_dataset_len(d->gpt[0]);
+    d->cache_state = MT_INDEX_CACHE_OFF;
+out:
+    if (st != MT_OK) {
+        mt_blended_dataset_close(d);
+        return st;
+    }
+    *out = d;
+    return MT_OK;
+}
+
 int64_t mt_blended_dataset_len(const mt_blended_dataset *d) { return d->n_samples; }
 
 mt_status mt_blended_dataset_check_vocab(const mt_blended_dataset *d, int vocab, int64_t scan_tokens,

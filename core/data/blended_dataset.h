@@ -57,6 +57,11 @@ void mt_blended_dataset_close(mt_blended_dataset *d);
  * unchanged); the first change otherwise, naming the file. NULL is fine. Training calls it at
  * each validation and checkpoint save. */
 mt_status mt_blended_dataset_check_files(const mt_blended_dataset *d);
+/* Megatron's --mock-data as a one-dataset stream: mt_indexed_open_mock's 100000 documents (seed 0,
+ * lengths in [1, 4096), as MockGPTLowLevelDataset) under the usual GPT sampling of the split; no
+ * index cache (nothing on disk to key it by). */
+mt_status mt_blended_dataset_open_mock(mt_blended_dataset **out, const char *split, int split_index, int seq_length,
+                                       uint64_t seed, int64_t n_samples_needed, int32_t eod);
 /* Before the first step: every token id in the first scan_tokens tokens of each dataset's .bin
  * must be below vocab (the model's real vocabulary); else MT_ERR_DATA naming the file, the id,
  * the vocabulary and `tokenizer` (the recipe's, for the fix). */

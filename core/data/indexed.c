@@ -111,7 +111,8 @@ void mt_indexed_close(mt_indexed *ds) {
     if (!ds) return;
     mt_mapped_unregister(ds->idx_slot - 1);
     mt_mapped_unregister(ds->bin_slot - 1);
-    if (ds->idx_map) munmap((void *)ds->idx_map, ds->n_idx_bytes);
+    if (ds->idx_map && ds->is_mock) free((void *)ds->idx_map);
+    else if (ds->idx_map) munmap((void *)ds->idx_map, ds->n_idx_bytes);
     if (ds->bin_map) munmap((void *)ds->bin_map, ds->n_bin_bytes);
     free(ds->idx_path);
     free(ds->bin_path);
@@ -253,7 +254,8 @@ static mt_status validate_idx(mt_indexed *ds) {
 }
 
 static void unmap_both(mt_indexed *ds) {
-    if (ds->idx_map) munmap((void *)ds->idx_map, ds->n_idx_bytes);
+    if (ds->idx_map && ds->is_mock) free((void *)ds->idx_map);
+    else if (ds->idx_map) munmap((void *)ds->idx_map, ds->n_idx_bytes);
     if (ds->bin_map) munmap((void *)ds->bin_map, ds->n_bin_bytes);
     ds->idx_map = ds->bin_map = NULL;
     ds->n_idx_bytes = ds->n_bin_bytes = 0;
@@ -314,6 +316,7 @@ out:
 }
 
 mt_status mt_indexed_check_unchanged(const mt_indexed *ds) {
+    if (ds->is_mock) return MT_OK;
     mt_status st = mt_file_id_check(&ds->idx_id, ds->idx_path, "training read it");
     if (st != MT_OK) return st;
     return mt_file_id_check(&ds->bin_id, ds->bin_path, "training read it");
@@ -349,6 +352,10 @@ mt_status mt_indexed_read(const mt_indexed *ds, int64_t sequence, int64_t offset
                          "%s: read of tokens [%lld, %lld) of sequence %lld, which has %d",
                          ds->idx_path, (long long)offset, (long long)(offset + n_tokens),
                          (long long)sequence, len);
+    }
+    if (ds->is_mock) { /* Megatron's mock document: 1, 2, ..., len-1, eod */
+        for (int64_t i = 0; i < n_tokens; i++) tokens[i] = offset + i == len - 1 ? ds->mock_eod : (int32_t)(offset + i + 1);
+        return MT_OK;
     }
     const uint8_t *p = ds->bin_map + ld_i64(ds->pointers_raw + 8 * sequence) +
                        offset * ds->n_item_bytes;
@@ -396,6 +403,16 @@ mt_status mt_indexed_read(const mt_indexed *ds, int64_t sequence, int64_t offset
 }
 
 mt_status mt_indexed_max_token(const mt_indexed *ds, int64_t max_tokens, int64_t *max_id, int64_t *scanned) {
+    if (ds->is_mock) {
+        int32_t longest = 0;
+        for (int64_t i = 0; i < ds->n_sequences; i++) {
+            const int32_t l = mt_indexed_sequence_length(ds, i);
+            longest = l > longest ? l : longest;
+        }
+        *max_id = longest - 1 > ds->mock_eod ? longest - 1 : ds->mock_eod;
+        *scanned = ds->n_tokens;
+        return MT_OK;
+    }
     int64_t n = ds->n_bin_bytes / (ds->n_item_bytes > 0 ? ds->n_item_bytes : 1);
     if (max_tokens >= 0 && n > max_tokens) n = max_tokens;
     int64_t mx = -1;

@@ -76,6 +76,8 @@ typedef struct {
     const uint8_t *doc_index_raw; /* i64[n_document_indices] */
     mt_file_id idx_id, bin_id;    /* the files as opened */
     int idx_slot, bin_slot;       /* mapped_files registrations + 1 (0: none) */
+    int is_mock;                  /* mock_dataset.c: idx_map is malloc'd, no .bin; tokens generated */
+    int32_t mock_eod;
 } mt_indexed;
 
 /* Opens PREFIX.idx and PREFIX.bin and validates both completely (O(n_sequences)).
@@ -103,6 +105,12 @@ mt_status mt_indexed_read(const mt_indexed *ds, int64_t sequence, int64_t offset
 /* The largest token id among the first max_tokens tokens of the .bin (all when max_tokens < 0),
  * and how many were scanned; -1 for an empty file. One sequential pass over the mapping. */
 mt_status mt_indexed_max_token(const mt_indexed *ds, int64_t max_tokens, int64_t *max_id, int64_t *scanned);
+
+/* mock_dataset.c — Megatron's --mock-data (MockGPTLowLevelDataset): n_documents documents whose
+ * lengths are uniform in [1, max_length) (drawn from the counter-based RNG of `seed`; Megatron's
+ * numpy draws differ), document i being the ids 1, 2, ..., len-1 followed by eod. Nothing on disk;
+ * reads generate the tokens. Largest id: max(max_length - 2, eod). */
+mt_status mt_indexed_open_mock(mt_indexed *ds, int64_t n_documents, int32_t max_length, uint64_t seed, int32_t eod);
 
 /* ---- writer ------------------------------------------------------------------------- */
 

@@ -25,7 +25,7 @@ typedef enum { MT_WSD_LINEAR = 0, MT_WSD_COSINE, MT_WSD_EXPONENTIAL, MT_WSD_MINU
 typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL } mt_recompute;
 typedef enum { MT_PREC_FP32 = 0, MT_PREC_BF16 } mt_precision;
 typedef enum { MT_BACKEND_AUTO = 0, MT_BACKEND_CPU, MT_BACKEND_CUDA } mt_backend_kind;
-typedef enum { MT_TOK_BYTE = 0, MT_TOK_GPT2BPE, MT_TOK_HF } mt_tokenizer_kind;
+typedef enum { MT_TOK_BYTE = 0, MT_TOK_GPT2BPE, MT_TOK_HF, MT_TOK_NULL } mt_tokenizer_kind;
 
 typedef struct {
     mt_arch arch;          /* gpt | llama */
@@ -104,6 +104,7 @@ typedef struct {
     char vocab[MT_PATH_MAX];
     char merges[MT_PATH_MAX];
     char cache_path[MT_PATH_MAX];
+    int mock;                     /* Megatron's --mock-data: synthetic documents, no files */
 } mt_data_cfg;
 
 typedef struct {
@@ -208,6 +209,8 @@ int mt_recipe_key_is_set(const mt_recipe *r, int id); /* set by the file or a fl
  * modules: "configs/x.yaml:12", "--set model.heads=7", "--lr 3e-4", "default", "derived". */
 const char *mt_recipe_where(const mt_recipe *r, const char *key, char *buf, size_t n_bytes);
 
+/* data.tokenizer's name as the recipe spells it ("byte", "gpt2bpe", "hf", "null"). */
+const char *mt_recipe_tokenizer_name(mt_tokenizer_kind k);
 /* The value of `key` as the YAML text it would be written as (enum names: "cosine", "llama"),
  * into buf; "" for an unknown key. */
 const char *mt_recipe_value_text(const mt_recipe *r, const char *key, char *buf, size_t n_bytes);

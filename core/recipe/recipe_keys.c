@@ -28,7 +28,7 @@ static const char *const wsd_names[] = { "linear", "cosine", "exponential", "min
 static const char *const recompute_names[] = { "none", "selective", "full", NULL };
 static const char *const prec_names[] = { "fp32", "bf16", NULL };
 static const char *const backend_names[] = { "auto", "cpu", "cuda", NULL };
-static const char *const tok_names[] = { "byte", "gpt2bpe", "hf", NULL };
+static const char *const tok_names[] = { "byte", "gpt2bpe", "hf", "null", NULL };
 
 const mt_recipe_key mt_recipe_keys[] = {
     /* model */
@@ -156,10 +156,14 @@ const mt_recipe_key mt_recipe_keys[] = {
         "[{weight: w1, path: p1}, ...]", NULL, MT_KF_BLEND, NULL),
     KSTR("data.split", data.split, "969,30,1", "train,valid,test proportions"),
     KENUM("data.tokenizer", data.tokenizer, "byte", tok_names,
-          "byte (256 bytes + end-of-document), gpt2bpe (vocab.json + merges.txt), hf (tokenizer.json)", 0),
+          "byte (256 bytes + end-of-document), gpt2bpe (vocab.json + merges.txt), hf (tokenizer.json), null "
+          "(pre-tokenized ids, Megatron's NullTokenizer: eod = model.vocab - 1)", 0),
     KSTR("data.vocab", data.vocab, "", "tokenizer vocabulary file (gpt2bpe: vocab.json, hf: tokenizer.json)"),
     KSTR("data.merges", data.merges, "", "BPE merges file (gpt2bpe)"),
     KSTR("data.cache_path", data.cache_path, "", "where sample-index caches go; \"\" = beside the data"),
+    KBOOL("data.mock", data.mock, "false",
+          "synthetic documents instead of data.path (Megatron's --mock-data: 100000 documents of lengths in [1, 4096), "
+          "each the ids 1, 2, ..., len-1 then eod)", 0),
 
     /* checkpoint */
     KSTR("checkpoint.dir", checkpoint.dir, "", "directory checkpoints are saved to; \"\" = no saving"),
@@ -229,6 +233,10 @@ const mt_recipe_key mt_recipe_keys[] = {
 };
 const int mt_recipe_n_keys = (int)(sizeof mt_recipe_keys / sizeof mt_recipe_keys[0]);
 
+const char *mt_recipe_tokenizer_name(mt_tokenizer_kind k) {
+    return (int)k >= 0 && (size_t)k < sizeof tok_names / sizeof tok_names[0] - 1 ? tok_names[k] : "?";
+}
+
 _Static_assert(sizeof mt_recipe_keys / sizeof mt_recipe_keys[0] <= MT_RECIPE_MAX_KEYS,
                "raise MT_RECIPE_MAX_KEYS in recipe.h");
 
@@ -291,6 +299,7 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--vocab-file", "data.vocab", NULL },
     { "--merge-file", "data.merges", NULL },
     { "--data-cache-path", "data.cache_path", NULL },
+    { "--mock-data", "data.mock", "true" },
     { "--save", "checkpoint.dir", NULL },
     { "--load", "checkpoint.load", NULL },
     { "--save-interval", "checkpoint.save_interval", NULL },

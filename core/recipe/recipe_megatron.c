@@ -61,11 +61,10 @@ static const meg_flag meg_flags[] = {
       "rampup_samples" },
     /* data and tokenizer */
     { "--tokenizer-type", 1, MEG_RULE, "GPT2BPETokenizer -> data.tokenizer gpt2bpe, HuggingFaceTokenizer -> hf "
-      "(with --tokenizer-model); SentencePiece, Llama2, TikToken and Null tokenizers are refused" },
+      "(with --tokenizer-model), NullTokenizer -> null (model.vocab = --vocab-size + 1, eod = --vocab-size); "
+      "SentencePiece, Llama2 and TikToken tokenizers are refused" },
     { "--tokenizer-model", 1, MEG_RULE, "data.vocab: a tokenizer.json, or a folder holding one" },
     { "--tiktoken-pattern", 1, MEG_ACCEPT, "only for TikTokenizer, which is refused" },
-    { "--mock-data", 0, MEG_REFUSE, "no synthetic dataset yet; preprocess a corpus with `mtrain preprocess` and "
-      "give --data-path" },
     { "--num-workers", 1, MEG_ACCEPT, "the dataset is memory-mapped and read by the training thread" },
     { "--no-mmap-bin-files", 0, MEG_ACCEPT, "the .bin is always memory-mapped (read-only, shared between ranks)" },
     { "--no-create-attention-mask-in-dataloader", 0, MEG_ACCEPT, "the causal mask is implicit in the attention kernel" },
@@ -302,6 +301,13 @@ static mt_status apply_rules(mt_recipe *r, const meg_seen *s) {
     const char *tt = seen(s, "--tokenizer-type"), *tm = seen(s, "--tokenizer-model");
     if (tt) {
         if (!strcmp(tt, "GPT2BPETokenizer")) TRY(set(r, "data.tokenizer", "gpt2bpe", "--tokenizer-type"));
+        else if (!strcmp(tt, "NullTokenizer")) {
+            /* Megatron's NullTokenizer: --vocab-size ids plus the eod after them */
+            if (!is_set(r, "model.vocab")) return bad("--tokenizer-type", tt, "needs --vocab-size N (eod is id N)");
+            snprintf(buf, sizeof buf, "%d", r->model.vocab + 1);
+            TRY(set(r, "model.vocab", buf, "--tokenizer-type NullTokenizer"));
+            TRY(set(r, "data.tokenizer", "null", "--tokenizer-type"));
+        }
         else if (!strcmp(tt, "HuggingFaceTokenizer")) {
             if (!tm) return bad("--tokenizer-type", tt, "needs --tokenizer-model (a tokenizer.json or a folder holding one)");
             TRY(set(r, "data.tokenizer", "hf", "--tokenizer-type"));

@@ -226,6 +226,9 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
     if (m->vocab == 0) {
         if (r->data.tokenizer == MT_TOK_BYTE) m->vocab = 257;
         else if (r->data.tokenizer == MT_TOK_GPT2BPE) m->vocab = 50257;
+        else if (r->data.tokenizer == MT_TOK_NULL)
+            add(P, "model.vocab", "not set: the null tokenizer (pre-tokenized ids) needs the vocabulary size; set "
+                "model.vocab (--vocab-size)");
         else add(P, "model.vocab", "not set, and the size of an hf tokenizer is not known here; set "
                  "model.vocab (e.g. 128256 for Llama 3)");
         if (m->vocab) mark_derived(r, "model.vocab");

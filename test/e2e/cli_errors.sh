@@ -28,8 +28,10 @@ expect_error "--nmu-layers 4: unknown; did you mean --num-layers?" "$MTRAIN" che
 expect_error "--lr-warmup-iterz 3: unknown; did you mean --lr-warmup-iters?" "$MTRAIN" check --config configs/gpt-tiny.yaml --nmu-layers 4 --lr-warmup-iterz 3 --frobnicate
 expect_error "3 unknown arguments" "$MTRAIN" check --config configs/gpt-tiny.yaml --nmu-layers 4 --lr-warmup-iterz 3 --frobnicate
 # refused Megatron flags: all of them, each with its reason
-expect_error "--reset-position-ids: positions restart per document: not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --reset-position-ids --mock-data
-expect_error "--mock-data: no synthetic dataset yet" "$MTRAIN" check --config configs/gpt-tiny.yaml --reset-position-ids --mock-data
+expect_error "--reset-position-ids: positions restart per document: not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --reset-position-ids --eod-mask-loss
+expect_error "--eod-mask-loss: masking the end-of-document token's loss is not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --reset-position-ids --eod-mask-loss
+# --mock-data: Megatron's mock ids 1..4094 must fit the model's vocabulary
+expect_error "data.mock: the mock documents hold the ids 1 to 4094" "$MTRAIN" --config configs/gpt-tiny.yaml --mock-data --train-iters 1
 # Megatron's rules: --kv-channels must be hidden/heads, dropout 0 only
 expect_error "--kv-channels 64: mtrain's head size is hidden / heads = 128 / 4" "$MTRAIN" check --config configs/gpt-tiny.yaml --kv-channels 64
 expect_error "--hidden-dropout 0.1: dropout is not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --hidden-dropout 0.1

@@ -78,6 +78,18 @@ else
   echo "Llama-3 scaled-down run skipped: $L3TOK missing (scripts/fetch-llama3-tokenizer.sh data; make test runs it)"
 fi
 
+# the script's default MOCK branch: --mock-data with Megatron's NullTokenizer (eod = --vocab-size)
+MOCK=(--mock-data --tokenizer-type NullTokenizer --vocab-size 128256 --data-cache-path "$TMP/l3cache" --tiktoken-pattern v2
+      --split 99,1,0 --no-create-attention-mask-in-dataloader --no-mmap-bin-files --num-workers 1)
+mapfile -t LLAMA_MOCK < <(grep -v '^#' test/megatron/llama3_8b.args | sed -e "s|@CHECKPOINT_PATH@|$TMP/l3m.ckpt|; s|@TENSORBOARD_LOGS_PATH@|$TMP/l3m.tb|" \
+  | grep -v -e '^--data-path' -e '^--tokenizer-' -e '^--data-cache-path' -e '^--split' -e '^--vocab-size' | tr ' ' '\n')
+"$MTRAIN" launch -n 2 -- "${LLAMA_MOCK[@]}" "${MOCK[@]}" --num-layers 2 --hidden-size 64 --ffn-hidden-size 128 \
+  --num-attention-heads 4 --num-query-groups 2 --kv-channels 16 --seq-length 32 --max-position-embeddings 32 \
+  --global-batch-size 4 --train-samples 8 --lr-decay-samples 8 --lr-warmup-samples 4 --eval-interval 2 --eval-iters 1 \
+  --save-interval 2 --metrics "$TMP/l3m.jsonl" >"$TMP/l3m.log" 2>&1 || { tail -n 30 "$TMP/l3m.log"; fail "Llama-3 MOCK branch failed"; }
+[ "$(json_field "$TMP/l3m.jsonl" iteration | tail -n 1)" = 2 ] || fail "the MOCK run did not train its 2 iterations"
+echo "Llama-3 8B, the script's MOCK branch (--mock-data, NullTokenizer): trained at dp 2"
+
 # --- Mixtral 8x7B: as far as the MoE flags ---
 mapfile -t MIX < <(args test/megatron/mixtral_8x7b.args DATA_PATH="$TMP/l3kjv_text_document" TOKENIZER_MODEL="$L3TOK" | tr ' ' '\n')
 rc=0; "$MTRAIN" check --world-size 2 "${MIX[@]}" >"$TMP/mix.out" 2>"$TMP/mix.err" || rc=$?
