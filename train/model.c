@@ -66,6 +66,8 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
         for (int l = 0; l < t->n_layers; l++) {
             const int gl = t->stacked ? mt_param_global_layer(pl, l) : l; /* the serial run's layer */
             const uint64_t stream = mt_hash_str(t->name) ^ ((uint64_t)gl * 0x9e3779b97f4a7c15ULL);
+            /* every element is a pure function of (seed, stream, full index): threads draw the same values */
+#pragma omp parallel for schedule(static) if (n >= 65536)
             for (size_t e = 0; e < n; e++) {
                 const size_t fe = t->shard == MT_SHARD_NONE
                                       ? e
