@@ -26,6 +26,7 @@ void mt_grad_sync_init(mt_grad_sync *gs, const mt_param_layout *pl, const mt_opt
     gs->be = be;
     gs->distributed = distributed;
     gs->comm_ms = 0;
+    gs->tm = NULL;
 }
 
 /* the group a class is summed over before its buffer's reduction (MT_PG_COUNT: none) */
@@ -46,7 +47,10 @@ mt_status mt_grad_sync_classes(mt_grad_sync *gs, void *grads) {
         const mt_group *g = mt_pstate_group(gs->ps, pg);
         if (g->size <= 1) continue;
         float *p = (float *)grads + t->offset;
+        const mt_timer_id id = pg == MT_PG_TP ? MT_TM_LN_GRADS : MT_TM_EMB_GRADS;
+        const double t0 = mt_timing_begin(gs->tm, id);
         MT_CHECK(g->comm->i->allreduce(g->comm, p, p, t->n, MT_F32, MT_RED_SUM));
+        mt_timing_end(gs->tm, id, t0, -1, -1);
     }
 out:
     return st;
@@ -61,13 +65,17 @@ static mt_status reduce_buffers(mt_grad_sync *gs, void *grads) {
         if (r->n == 0 || g->size <= 1) continue;
         float *base = (float *)grads + r->begin;
         if (gs->distributed) {
+            const double t1 = mt_timing_begin(gs->tm, MT_TM_GRADS_RS);
             MT_CHECK(g->comm->i->reduce_scatter(g->comm, base, (float *)grads + mt_opt_shard_lo(gs->ol, b), r->shard_n,
                                                 MT_F32, MT_RED_SUM));
+            mt_timing_end(gs->tm, MT_TM_GRADS_RS, t1, -1, -1);
             continue;
         }
         for (size_t off = 0; off < r->n; off += MT_GRAD_BUCKET_ELEMS) {
             const size_t n = r->n - off < MT_GRAD_BUCKET_ELEMS ? r->n - off : MT_GRAD_BUCKET_ELEMS;
+            const double t1 = mt_timing_begin(gs->tm, MT_TM_GRADS_SYNC);
             MT_CHECK(g->comm->i->allreduce(g->comm, base + off, base + off, n, MT_F32, MT_RED_SUM));
+            mt_timing_end(gs->tm, MT_TM_GRADS_SYNC, t1, -1, -1);
         }
     }
 out:
@@ -124,8 +132,9 @@ mt_status mt_grad_sync_scalars(mt_grad_sync *gs, void *scalars) {
     mt_status st = MT_OK;
     if (mt_pstate_group(gs->ps, MT_PG_TP)->rank != 0) /* every tp rank holds the full loss sum */
         MT_CHECK(gs->be->i->memset_zero(gs->be, scalars, 4));
-    const double t0 = mt_clock_ms();
+    const double t0 = mt_clock_ms(), t1 = mt_timing_begin(gs->tm, MT_TM_NORM_LOSS);
     st = w->comm->i->allreduce(w->comm, scalars, scalars, 2, MT_F32, MT_RED_SUM);
+    mt_timing_end(gs->tm, MT_TM_NORM_LOSS, t1, -1, -1);
     gs->comm_ms += mt_clock_ms() - t0;
 out:
     return st;
@@ -151,7 +160,9 @@ mt_status mt_grad_sync_gather_params(mt_grad_sync *gs, void *params, mt_dtype ac
         const mt_group *g = buffer_group(gs->ps, b);
         if (r->n == 0 || g->size <= 1) continue;
         char *p = params;
+        const double t1 = mt_timing_begin(gs->tm, MT_TM_PARAMS_AG);
         MT_CHECK(g->comm->i->allgather(g->comm, p + mt_opt_shard_lo(gs->ol, b) * ab, p + r->begin * ab, r->shard_n, act));
+        mt_timing_end(gs->tm, MT_TM_PARAMS_AG, t1, -1, -1);
     }
 out:
     gs->comm_ms += mt_clock_ms() - t0;

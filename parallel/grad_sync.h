@@ -12,12 +12,15 @@
  *      contributes it);
  *   4. after the optimizer step, with the distributed optimizer: the allgather of the updated
  *      parameters of each buffer.
- * Timing: the wall time spent in step 2 and 4 collectives accumulates in comm_ms.
+ * Timing: the wall time spent in step 2 and 4 collectives accumulates in comm_ms; with a timing
+ * probe (tm) every collective is also a timer / trace event under Megatron's name (all-grads-sync,
+ * grads-reduce-scatter, layernorm- / embedding-grads-all-reduce, params-all-gather).
  * Rule: the trainer calls these functions and no communicator itself for gradients. */
 #ifndef MT_GRAD_SYNC_H
 #define MT_GRAD_SYNC_H
 
 #include "core/backend.h"
+#include "core/timing.h"
 #include "core/model/opt_layout.h"
 #include "parallel/parallel_state.h"
 
@@ -31,6 +34,7 @@ typedef struct {
     mt_backend *be;
     int distributed;    /* the distributed optimizer (ZeRO-1) */
     double comm_ms;     /* time in gradient / parameter collectives (accumulated; the caller resets it) */
+    mt_timing *tm;      /* per-phase timers (core/timing.h), one per collective; NULL = none */
 } mt_grad_sync;
 
 /* The reduce group of gradient buffer b (dense: dp x cp, expert: expert-dp). */

@@ -135,6 +135,22 @@ out:
     return st;
 }
 
+/* Megatron's name for a transfer group holding kinds (bit 0 send act, 1 recv act, 2 send grad,
+ * 3 recv grad) */
+static mt_timer_id group_timer(unsigned k) {
+    switch (k) {
+    case 1u: return MT_TM_FWD_SEND;
+    case 2u: return MT_TM_FWD_RECV;
+    case 4u: return MT_TM_BWD_SEND;
+    case 8u: return MT_TM_BWD_RECV;
+    case 3u: return MT_TM_FS_FR;
+    case 9u: return MT_TM_FS_BR;
+    case 6u: return MT_TM_BS_FR;
+    case 12u: return MT_TM_BS_BR;
+    default: return MT_TM_FB_SR;
+    }
+}
+
 mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, void *ctx, float dloss,
                           int forward_only) {
     mt_status st = MT_OK;
@@ -142,7 +158,8 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
     const int n = forward_only ? pp->n_fsteps : pp->n_steps;
     mt_comm *c = pp->comm;
     const mt_dtype dt = md->act;
-    double t_begin = mt_clock_ms(), busy = 0;
+    double t_begin = mt_clock_ms(), busy = 0, g0 = -1;
+    unsigned g_kinds = 0; /* what the open transfer group holds (group_timer's bits) */
     for (int i = 0; i < n; i++) {
         const mt_pp_step *x = &steps[i];
         if (x->op == MT_PP_FWD || x->op == MT_PP_BWD) {
@@ -153,12 +170,17 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
                 MT_CHECK(run_bwd(pp, md, x));
             }
             MT_CHECK(md->be->i->sync(md->be)); /* device time counts as busy, not as waiting */
-            busy += mt_clock_ms() - t0;
+            const double t1 = mt_clock_ms();
+            busy += t1 - t0;
+            mt_timing_span(pp->tm, x->op == MT_PP_FWD ? MT_TM_FWD : MT_TM_BWD, t0, t1, x->mb, x->chunk);
             continue;
         }
         if (i == 0 || steps[i - 1].group != x->group) {
+            g0 = mt_timing_begin(pp->tm, MT_TM_FWD_SEND);
+            g_kinds = 0;
             MT_CHECK(c->i->group_start(c));
         }
+        g_kinds |= 1u << (x->op == MT_PP_SEND_ACT ? 0 : x->op == MT_PP_RECV_ACT ? 1 : x->op == MT_PP_SEND_GRAD ? 2 : 3);
         const mt_acts a = step_acts(pp, md, x);
         switch (x->op) {
         case MT_PP_SEND_ACT: MT_CHECK(c->i->send(c, pp->act_out, pp->n_act, dt, x->peer)); break;
@@ -171,6 +193,7 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
         }
         if (i + 1 == n || steps[i + 1].group != x->group) {
             MT_CHECK(c->i->group_end(c));
+            mt_timing_end(pp->tm, group_timer(g_kinds), g0, x->mb, x->chunk);
         }
     }
 out:

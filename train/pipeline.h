@@ -9,12 +9,14 @@
  * times more than needed under interleaving: see docs/pipeline.md).
  * Timing: F and B wall time (busy) and the wall time of the whole table; the bubble is
  * 1 - busy / table time, summed over the pp group (the mean over stages, as the simulator
- * reports it). Rule: statuses propagate; a dead peer surfaces as MT_ERR_PEER from the comm. */
+ * reports it). With a timing probe (tm), each F / B (the same clock reads as busy) and each transfer
+ * group (named by what it holds: forward-send-backward-recv, ...) is also a timer / trace event. Rule: statuses propagate; a dead peer surfaces as MT_ERR_PEER from the comm. */
 #ifndef MT_PIPELINE_H
 #define MT_PIPELINE_H
 
 #include <stdint.h>
 
+#include "core/timing.h"
 #include "train/model.h"
 #include "parallel/comm.h"
 #include "parallel/schedule.h"
@@ -38,6 +40,7 @@ typedef struct {
     void *stats_dev;        /* (2) f32 device scratch for the bubble reduction */
     int32_t *tokens;        /* (B, T+1) host staging */
     double busy_ms, table_ms; /* of the last run */
+    mt_timing *tm;          /* per-phase timers (core/timing.h): F, B, each transfer group; NULL = none */
 } mt_pipeline;
 
 /* Builds both tables for (kind from mt_schedule_default(p, v), p, m micro-batches, v) and

@@ -10,6 +10,8 @@
  * update if either is not finite; clip by the global norm; AdamW on this rank's optimizer shards;
  * with the distributed optimizer, allgather the updated parameters; log and TensorBoard events (one rank: Megatron's
  * last stage, tp 0, dp 0), with the measured pipeline bubble beside the formula's.
+ * Per-phase timers (logging.timing_level, train/timers.h) and the profiler trace (logging.profile,
+ * train/profile.h) hook in through one probe (core/timing.h) passed to the pipeline and grad sync.
  * Rule: nothing is allocated inside the loop (test/unit/test_train_alloc.c counts). */
 #include "train/train.h"
 
@@ -25,6 +27,8 @@
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/pipeline.h"
+#include "train/profile.h"
+#include "train/timers.h"
 #include "train/tensorboard.h"
 #include "train/stop_request.h"
 
@@ -50,6 +54,8 @@ typedef struct {
     mt_ckpt_state start;     /* where the loop starts (a loaded checkpoint's state, else zeros) */
     void *stop_flag;         /* (1) f32 backend scratch: the world's vote on stopping */
     int stop_check;          /* signals or a time limit can stop the run: vote every iteration */
+    mt_profiler prof;        /* logging.profile: the trace's event buffer */
+    mt_timers tm;            /* per-phase timers; tm.probe goes to the pipeline and grad sync */
 } trainer;
 
 /* Fills B rows of T+1 tokens for micro-batch `mb` of the global batch that starts at
@@ -58,27 +64,48 @@ typedef struct {
     const trainer *t;
     mt_blended_dataset *ds;
     int64_t consumed;
+    mt_timing *tm;
 } fetch_ctx;
 
 static mt_status fetch_cb(void *ctx, int mb, int32_t *tokens) {
     const fetch_ctx *f = ctx;
     const trainer *t = f->t;
+    const double t0 = mt_timing_begin(f->tm, MT_TM_BATCH);
     for (int b = 0; b < t->B; b++) {
         int64_t sample = f->consumed + (int64_t)mb * t->B * t->dp + (int64_t)t->dp_rank * t->B + b;
         mt_status st = mt_blended_dataset_get(f->ds, sample, tokens + (size_t)b * (t->T + 1));
         if (st != MT_OK) return st;
     }
+    mt_timing_end(f->tm, MT_TM_BATCH, t0, mb, -1);
     return MT_OK;
+}
+
+/* mt_model_step_micro's pieces, timed: forward (+ loss) and backward of micro-batch mb */
+static mt_status micro_step(trainer *t, int mb, float dloss, int backward) {
+    mt_status st = MT_OK;
+    mt_model *m = &t->model;
+    mt_timing *tm = &t->tm.probe;
+    double t0 = mt_timing_begin(tm, MT_TM_FWD);
+    MT_CHECK(mt_model_load_micro(m, &m->acts, t->tokens));
+    MT_CHECK(mt_model_forward(m, &m->acts, mt_model_whole(m)));
+    MT_CHECK(mt_model_loss(m, &m->acts, dloss));
+    mt_timing_end(tm, MT_TM_FWD, t0, mb, 0);
+    if (!backward) goto out;
+    t0 = mt_timing_begin(tm, MT_TM_BWD);
+    MT_CHECK(mt_model_backward(m, &m->acts, mt_model_whole(m)));
+    mt_timing_end(tm, MT_TM_BWD, t0, mb, 0);
+out:
+    return st;
 }
 
 /* Forward (+ backward) of every micro-batch of this rank for the batch starting at `consumed`. */
 static mt_status run_batch(trainer *t, mt_blended_dataset *ds, int64_t consumed, float dloss, int backward) {
     mt_status st = MT_OK;
-    fetch_ctx fc = {.t = t, .ds = ds, .consumed = consumed};
+    fetch_ctx fc = {.t = t, .ds = ds, .consumed = consumed, .tm = &t->tm.probe};
     if (t->pipe_exec) return mt_pipeline_run(t->pipe_exec, &t->model, fetch_cb, &fc, dloss, !backward);
     for (int mb = 0; mb < t->n_micro; mb++) {
         MT_CHECK(fetch_cb(&fc, mb, t->tokens));
-        MT_CHECK(mt_model_step_micro(&t->model, t->tokens, dloss, backward));
+        MT_CHECK(micro_step(t, mb, dloss, backward));
     }
 out:
     return st;
@@ -99,6 +126,7 @@ static mt_status evaluate(trainer *t, double *loss) {
     float sum = 0, unused = 0;
     const int n_micro = t->n_micro;
     t->n_micro = t->n_micro_full; /* evaluation runs on the full batch (the forward table's) */
+    mt_timers_pause(&t->tm); /* Megatron's timers leave evaluation out too */
     MT_CHECK(mt_model_zero_grads(&t->model));
     for (int64_t e = 0; e < t->r->logging.eval_iters; e++) MT_CHECK(run_batch(t, t->valid, e * t->G, 0.0f, 0));
     t->n_micro = n_micro;
@@ -106,6 +134,7 @@ static mt_status evaluate(trainer *t, double *loss) {
     MT_CHECK(mt_model_read_scalars(&t->model, &sum, &unused));
     *loss = (double)sum / (double)n_tok;
 out:
+    mt_timers_resume(&t->tm);
     return st;
 }
 
@@ -113,6 +142,8 @@ out:
 static mt_status trainer_close(trainer *t) {
     mt_status st = MT_OK;
     free(t->tokens);
+    mt_timers_free(&t->tm);
+    mt_profile_free(&t->prof);
     mt_stop_request_restore();
     if (t->stop_flag) t->be->i->free(t->be, t->stop_flag);
     mt_ckpt_saver_free(&t->saver, t->be);
@@ -197,6 +228,15 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
         MT_CHECK(be->i->alloc(be, 4, &t->stop_flag));
         if (r->checkpoint.exit_signal_handler) mt_stop_request_install();
     }
+    { /* an upper estimate of one iteration's trace events on this rank */
+        const int64_t per_iter = (t->pipe_exec ? t->pipe.n_steps : 2 * t->n_micro) + t->n_micro +
+                                 t->model.pl.n_tensors + 16 +
+                                 MT_GBUFS * (int64_t)(t->model.ol.n_flat / MT_GRAD_BUCKET_ELEMS + 2);
+        MT_CHECK(mt_profile_init(&t->prof, r, ps, be, per_iter));
+        MT_CHECK(mt_timers_init(&t->tm, r, ps, be, &t->prof));
+        t->gs.tm = &t->tm.probe;
+        if (t->pipe_exec) t->pipe.tm = &t->tm.probe;
+    }
     t->tokens = malloc((size_t)t->B * (t->T + 1) * sizeof *t->tokens);
     if (!t->tokens) {
         st = mt_errorf(MT_ERR_OOM, "token staging buffer of %d x %d tokens", t->B, t->T + 1);
@@ -252,9 +292,13 @@ static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n
     mt_status st = MT_OK;
     mt_model *m = &t->model;
     float loss_sum = 0, grad_sq = 0;
+    mt_timing *tm = &t->tm.probe;
     MT_CHECK(mt_model_zero_grads(m));
     MT_CHECK(set_batch(t, consumed));
+    const double t0 = mt_timing_begin(tm, MT_TM_FWD_BWD);
     MT_CHECK(run_batch(t, t->train, consumed, (float)(1.0 / t->tokens_per_iter), 1));
+    mt_timing_end(tm, MT_TM_FWD_BWD, t0, -1, -1);
+    mt_timers_add(&t->tm, MT_TM_TP, m->tp.comm_ms);
     MT_CHECK(mt_grad_sync_reduce(&t->gs, m->grads, mt_model_scalars(m)));
     MT_CHECK(mt_model_read_scalars(m, &loss_sum, &grad_sq));
     res->loss = (double)loss_sum / t->tokens_per_iter;
@@ -266,9 +310,11 @@ static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n
     res->skipped = !isfinite(res->loss) || !isfinite(res->grad_norm);
     if (!res->skipped) {
         ++*n_steps;
+        const double t1 = mt_timing_begin(tm, MT_TM_OPT);
         MT_CHECK(mt_optim_step(m, &t->r->optimizer, *n_steps, res->lr,
                                mt_lr_decoupled_at(&t->r->optimizer, lr_step, t->r->training.iters),
                                mt_clip_factor(res->grad_norm, t->r->optimizer.clip_grad)));
+        mt_timing_end(tm, MT_TM_OPT, t1, -1, -1);
         MT_CHECK(mt_grad_sync_gather_params(&t->gs, m->params, m->act));
     }
     MT_CHECK(t->be->i->sync(t->be));
@@ -373,6 +419,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         t.model.tp.comm_ms = 0;
         t.model.tp.n_coll = 0;
         t.gs.comm_ms = 0;
+        mt_timers_iteration(&t.tm, it);
         step_result res;
         MT_CHECK(train_step(&t, it, consumed, &n_steps, &res));
         skipped += res.skipped;
@@ -415,9 +462,11 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             if (peak > 0) im.mfu = im.tflops / peak;
             MT_CHECK(mt_metrics_log_iter(log, &t.sink, &im));
             MT_CHECK(mt_tensorboard_log_timing(&t.tb, &im, it == first_it));
+            MT_CHECK(mt_timers_log(&t.tm, log, t.sink.prefix, ls.window_iters)); /* collective when timing */
             ls.window_ms = 0;
             ls.window_iters = 0;
         }
+        MT_CHECK(mt_profile_flush(&t.prof, it, 0, log, t.sink.prefix)); /* collective after profile_end */
         if (t.valid && (it % r->logging.eval_interval == 0 || it == iters)) {
             double vl;
             MT_CHECK(mt_blended_dataset_check_files(t.train)); /* a dataset rewritten under the run */
@@ -466,6 +515,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         int done = 0;
         MT_CHECK(mt_ckpt_save_poll(&t.saver, ps, 1, log, &done));
     }
+    MT_CHECK(mt_profile_flush(&t.prof, rep->iters_done, 1, log, t.sink.prefix)); /* the loop ended before profile_end */
     print_comm_summary(&t, log, &ls, rep);
 out:;
     const mt_status close_st = trainer_close(&t);

@@ -26,6 +26,7 @@ typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL 
 typedef enum { MT_PREC_FP32 = 0, MT_PREC_BF16 } mt_precision;
 typedef enum { MT_BACKEND_AUTO = 0, MT_BACKEND_CPU, MT_BACKEND_CUDA } mt_backend_kind;
 typedef enum { MT_TOK_BYTE = 0, MT_TOK_GPT2BPE, MT_TOK_HF, MT_TOK_NULL } mt_tokenizer_kind;
+typedef enum { MT_TIMING_MINMAX = 0, MT_TIMING_MAX, MT_TIMING_ALL } mt_timing_option;
 
 typedef struct {
     mt_arch arch;          /* gpt | llama */
@@ -133,6 +134,11 @@ typedef struct {
     int tensorboard_learning_rate, tensorboard_loss_scale, tensorboard_world_size;
     int log_throughput;            /* --log-throughput: 'throughput' (TFLOP/s per rank) with timers */
     float peak_tflops;             /* per device; 0 = from the device table */
+    int timing_level;              /* --timing-log-level: 0 = no per-phase timers, 1 coarse, 2 fine */
+    mt_timing_option timing_option; /* --timing-log-option: minmax | max | all */
+    int profile;                   /* --profile: Chrome trace of iterations profile_start..profile_end */
+    int64_t profile_start, profile_end;
+    char profile_path[MT_PATH_MAX]; /* the trace file (train/profile.h) */
 } mt_logging_cfg;
 
 /* Where each key's value came from, for messages: "configs/x.yaml:12", "--set", "--lr",

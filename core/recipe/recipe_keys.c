@@ -29,6 +29,7 @@ static const char *const recompute_names[] = { "none", "selective", "full", NULL
 static const char *const prec_names[] = { "fp32", "bf16", NULL };
 static const char *const backend_names[] = { "auto", "cpu", "cuda", NULL };
 static const char *const tok_names[] = { "byte", "gpt2bpe", "hf", "null", NULL };
+static const char *const timing_option_names[] = { "minmax", "max", "all", NULL };
 
 const mt_recipe_key mt_recipe_keys[] = {
     /* model */
@@ -230,6 +231,24 @@ const mt_recipe_key mt_recipe_keys[] = {
           "the log line always shows it)", 0),
     KFLT("logging.peak_tflops", logging.peak_tflops, "0", 0, 1e6, "TFLOP/s",
          "peak dense TFLOP/s of one device for MFU; 0 = from the device table", 0),
+    /* per-phase timers and the profiler trace (train/timers.h, train/profile.h) */
+    KINT("logging.timing_level", logging.timing_level, "0", 0, 2, "",
+         "Megatron's --timing-log-level: per-phase wall-time timers printed after each log line as "
+         "'(min, max) time across ranks (ms):' (averaged over the log interval) with a straggler line; "
+         "0 = none, 1 = coarse (forward-backward, batch-generator, grad sync, params-all-gather, optimizer), "
+         "2 = also forward/backward compute, pipeline send/recv, tp collectives", 0),
+    KENUM("logging.timing_option", logging.timing_option, "minmax", timing_option_names,
+          "Megatron's --timing-log-option: minmax = (min, max) over ranks, max = the max only, "
+          "all = every rank's time", 0),
+    KBOOL("logging.profile", logging.profile, "false",
+          "Megatron's --profile: write a Chrome / Perfetto trace (JSON, one track per rank) of iterations "
+          "logging.profile_start .. logging.profile_end to logging.profile_path", 0),
+    KI64("logging.profile_start", logging.profile_start, "10", 1, BIG, "steps",
+         "first profiled iteration (Megatron's --profile-step-start)", 0),
+    KI64("logging.profile_end", logging.profile_end, "12", 1, BIG, "steps",
+         "last profiled iteration (Megatron's --profile-step-end); the trace is written after it", 0),
+    KSTR("logging.profile_path", logging.profile_path, "profile.json",
+         "the trace file (relative: to the current folder), written atomically by rank 0"),
 };
 const int mt_recipe_n_keys = (int)(sizeof mt_recipe_keys / sizeof mt_recipe_keys[0]);
 
@@ -327,5 +346,10 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--no-log-loss-scale-to-tensorboard", "logging.tensorboard_loss_scale", "false" },
     { "--log-world-size-to-tensorboard", "logging.tensorboard_world_size", "true" },
     { "--log-throughput", "logging.throughput", "true" },
+    { "--timing-log-level", "logging.timing_level", NULL },
+    { "--timing-log-option", "logging.timing_option", NULL },
+    { "--profile", "logging.profile", "true" },
+    { "--profile-step-start", "logging.profile_start", NULL },
+    { "--profile-step-end", "logging.profile_end", NULL },
 };
 const int mt_recipe_n_aliases = (int)(sizeof mt_recipe_aliases / sizeof mt_recipe_aliases[0]);

@@ -513,6 +513,12 @@ static void check_layout(const mt_recipe *r, problems *P) {
         add(P, "logging.eval_iters", "0 batches per evaluation but logging.eval_interval = %" PRId64 " (%s); "
             "set eval_iters > 0, or eval_interval: 0 to turn evaluation off", r->logging.eval_interval,
             ref(r, "logging.eval_interval"));
+    if (r->logging.profile && r->logging.profile_end < r->logging.profile_start)
+        add(P, "logging.profile_end", "%" PRId64 " is before logging.profile_start = %" PRId64 " (%s); profile "
+            "at least one iteration (e.g. --profile-step-start 10 --profile-step-end 12)", r->logging.profile_end,
+            r->logging.profile_start, ref(r, "logging.profile_start"));
+    if (r->logging.profile && !r->logging.profile_path[0])
+        add(P, "logging.profile_path", "is empty but logging.profile is on; name the trace file (e.g. profile.json)");
     if (r->checkpoint.save_interval > 0 && !r->checkpoint.dir[0])
         add(P, "checkpoint.save_interval", "%" PRId64 " but checkpoint.dir is empty; set checkpoint.dir (or "
             "--save DIR)", r->checkpoint.save_interval);

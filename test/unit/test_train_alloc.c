@@ -5,7 +5,9 @@
  * 4 iterations and, in the multi-rank layouts, every collective of gradient sync, tensor
  * parallelism and the pipeline schedule, so all of them are inside the counted window.
  * Layouts: serial (in this process), dp=2 with the distributed optimizer, tp=2 with sequence
- * parallelism, pp=2 (forked ranks over the shared-memory communicator). Iterations 1-2 are not
+ * parallelism, pp=2 (forked ranks over the shared-memory communicator); then serial, dp=2 and pp=2
+ * again with logging.timing_level 2 (the timers' probes and log block), serial and pp=2 also with
+ * the profiler recording iterations 4..6 and writing its trace after 6. Iterations 1-2 are not
  * counted: first-use allocations (stdio buffers, time-zone data) happen there, once.
  * Counting is by symbol interposition: this executable defines malloc & co. and forwards to the C
  * library's __libc_* entry points. The dataset is written by the test (Megatron .bin/.idx).
@@ -231,6 +233,22 @@ int main(void) {
     check_layout("tp=2 sequence parallel", 2, tp2);
     static const char *const pp2[] = {"parallel.pipeline", "2", NULL};
     check_layout("pp=2", 2, pp2);
+    /* per-phase timers (logging.timing_level 2: every probe, the log block's allgather) and the
+     * profiler (events into its buffer over iterations 4..6, the gather to rank 0 and the trace
+     * written after iteration 6, all inside the counted window) */
+    char trace[640];
+    snprintf(trace, sizeof trace, "%s/trace.json", g_dir);
+    const char *const timed1[] = {"logging.timing_level", "2", "logging.profile", "true", "logging.profile_start", "4",
+                                  "logging.profile_end", "6", "logging.profile_path", trace, NULL};
+    check_layout("serial timing 2 + profile", 1, timed1);
+    const char *const timed_dp[] = {"parallel.data", "2", "parallel.distributed_optimizer", "true",
+                                    "logging.timing_level", "2", "logging.timing_option", "all", NULL};
+    check_layout("dp=2 dist-opt timing 2", 2, timed_dp);
+    const char *const timed_pp[] = {"parallel.pipeline", "2", "logging.timing_level", "2", "logging.profile", "true",
+                                    "logging.profile_start", "4", "logging.profile_end", "6", "logging.profile_path",
+                                    trace, NULL};
+    check_layout("pp=2 timing 2 + profile", 2, timed_pp);
+    CHECKF(access(trace, R_OK) == 0, "the profiled runs wrote no trace at %s", trace);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);

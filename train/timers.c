@@ -1,0 +1,196 @@
+/* timers.c — the timer table (Megatron's names and log levels), the probe's callbacks (accumulate,
+ * feed the profiler) and the '(min, max) time across ranks (ms):' block (see timers.h). */
+#include "train/timers.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int level;
+} timer_table[MT_TM_COUNT] = {
+    [MT_TM_FWD_BWD] = {"forward-backward", 1},
+    [MT_TM_FWD] = {"forward-compute", 2},
+    [MT_TM_BWD] = {"backward-compute", 2},
+    [MT_TM_BATCH] = {"batch-generator", 1},
+    [MT_TM_FWD_RECV] = {"forward-recv", 2},
+    [MT_TM_FWD_SEND] = {"forward-send", 2},
+    [MT_TM_BWD_RECV] = {"backward-recv", 2},
+    [MT_TM_BWD_SEND] = {"backward-send", 2},
+    [MT_TM_FS_FR] = {"forward-send-forward-recv", 2},
+    [MT_TM_FS_BR] = {"forward-send-backward-recv", 2},
+    [MT_TM_BS_FR] = {"backward-send-forward-recv", 2},
+    [MT_TM_BS_BR] = {"backward-send-backward-recv", 2},
+    [MT_TM_FB_SR] = {"forward-backward-send-forward-backward-recv", 2},
+    [MT_TM_TP] = {"tp-collectives", 2},
+    [MT_TM_LN_GRADS] = {"layernorm-grads-all-reduce", 1},
+    [MT_TM_EMB_GRADS] = {"embedding-grads-all-reduce", 1},
+    [MT_TM_GRADS_SYNC] = {"all-grads-sync", 1},
+    [MT_TM_GRADS_RS] = {"grads-reduce-scatter", 1},
+    [MT_TM_NORM_LOSS] = {"grad-norm-loss-all-reduce", 2},
+    [MT_TM_PARAMS_AG] = {"params-all-gather", 1},
+    [MT_TM_OPT] = {"optimizer", 1},
+};
+
+const char *mt_timer_name(mt_timer_id id) { return (unsigned)id < MT_TM_COUNT ? timer_table[id].name : "?"; }
+int mt_timer_level(mt_timer_id id) { return (unsigned)id < MT_TM_COUNT ? timer_table[id].level : 99; }
+
+static void on_record(mt_timing *probe, mt_timer_id id, double t0, double t1, int mb, int chunk) {
+    mt_timers *tm = (mt_timers *)probe;
+    if (tm->timed[id]) tm->acc[id] += t1 - t0;
+    if (tm->prof && tm->prof->recording) mt_profile_add(tm->prof, id, t0, t1, mb, chunk, tm->iteration);
+}
+
+static void on_sync(mt_timing *probe) {
+    mt_timers *tm = (mt_timers *)probe;
+    (void)tm->be->i->sync(tm->be); /* a failure shows again at the next device call */
+}
+
+mt_status mt_timers_init(mt_timers *tm, const mt_recipe *r, const mt_parallel_state *ps, mt_backend *be,
+                         mt_profiler *prof) {
+    mt_status st = MT_OK;
+    memset(tm, 0, sizeof *tm);
+    tm->probe.record = on_record;
+    tm->probe.sync = on_sync;
+    tm->level = r->logging.timing_level;
+    tm->option = r->logging.timing_option;
+    tm->prof = prof && prof->on ? prof : NULL;
+    tm->be = be;
+    tm->ps = ps;
+    for (int i = 0; i < MT_TM_COUNT; i++) tm->timed[i] = timer_table[i].level <= tm->level;
+    if (tm->level == 0) return MT_OK;
+    const size_t n = (size_t)(1 + ps->size) * MT_TM_COUNT;
+    tm->host = calloc(n, sizeof *tm->host);
+    tm->text_bytes = (size_t)(MT_TM_COUNT + 4) * (128 + (tm->option == MT_TIMING_ALL ? (size_t)ps->size * 32 : 0));
+    tm->text = malloc(tm->text_bytes);
+    if (!tm->host || !tm->text) {
+        st = mt_errorf(MT_ERR_OOM, "timers: %zu floats", n);
+        goto out;
+    }
+    if (ps->size > 1) MT_CHECK(be->i->alloc(be, n * sizeof(float), &tm->dev));
+out:
+    if (st != MT_OK) mt_timers_free(tm);
+    return st;
+}
+
+void mt_timers_free(mt_timers *tm) {
+    if (tm->dev) tm->be->i->free(tm->be, tm->dev);
+    free(tm->host);
+    free(tm->text);
+    memset(tm, 0, sizeof *tm);
+}
+
+static void set_active(mt_timers *tm) {
+    const int all = tm->prof && tm->prof->recording;
+    for (int i = 0; i < MT_TM_COUNT; i++) tm->probe.active[i] = !tm->paused && (all || tm->timed[i]);
+}
+
+void mt_timers_iteration(mt_timers *tm, int64_t it) {
+    tm->iteration = it;
+    if (tm->prof) mt_profile_iteration(tm->prof, it);
+    set_active(tm);
+}
+
+void mt_timers_pause(mt_timers *tm) {
+    tm->paused = 1;
+    set_active(tm);
+}
+
+void mt_timers_resume(mt_timers *tm) {
+    tm->paused = 0;
+    set_active(tm);
+}
+
+/* appends to the block (truncates silently at the buffer's end) */
+__attribute__((format(printf, 3, 4))) static void text_add(mt_timers *tm, size_t *len, const char *fmt, ...) {
+    if (*len + 1 >= tm->text_bytes) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = vsnprintf(tm->text + *len, tm->text_bytes - *len, fmt, ap);
+    va_end(ap);
+    if (k > 0) *len = *len + (size_t)k < tm->text_bytes ? *len + (size_t)k : tm->text_bytes - 1;
+}
+
+/* "name " padded with dots to 48 characters, as Megatron's (name + ' ').ljust(48, '.') */
+static void text_name(mt_timers *tm, size_t *len, const char *name) {
+    char pad[49];
+    size_t k = strlen(name);
+    if (k > 47) k = 47;
+    memcpy(pad, name, k);
+    pad[k++] = ' ';
+    while (k < 48) pad[k++] = '.';
+    pad[k] = 0;
+    text_add(tm, len, "%s", pad);
+}
+
+mt_status mt_timers_log(mt_timers *tm, FILE *log, const char *prefix, int64_t n_iters) {
+    mt_status st = MT_OK;
+    if (tm->level == 0) return MT_OK;
+    const int size = tm->ps->size, K = MT_TM_COUNT;
+    float *mine = tm->host, *all = tm->host + K; /* all[r * K + i] */
+    for (int i = 0; i < K; i++) mine[i] = (float)tm->acc[i];
+    memset(tm->acc, 0, sizeof tm->acc);
+    const mt_group *w = mt_pstate_group(tm->ps, MT_PG_WORLD);
+    if (w->size > 1) {
+        float *dev = tm->dev;
+        MT_CHECK(tm->be->i->copy_h2d(tm->be, dev, mine, (size_t)K * sizeof(float)));
+        MT_CHECK(w->comm->i->allgather(w->comm, dev, dev + K, (size_t)K, MT_F32));
+        MT_CHECK(tm->be->i->copy_d2h(tm->be, all, dev + K, (size_t)size * K * sizeof(float)));
+    } else {
+        memcpy(all, mine, (size_t)K * sizeof(float));
+    }
+    if (!log) goto out;
+    const double norm = n_iters > 0 ? (double)n_iters : 1.0;
+    size_t len = 0;
+    text_add(tm, &len, "%s%s", prefix,
+             tm->option == MT_TIMING_ALL   ? "times across ranks (ms):"
+             : tm->option == MT_TIMING_MAX ? "max time across ranks (ms):"
+                                           : "(min, max) time across ranks (ms):");
+    int any = 0;
+    for (int i = 0; i < K; i++) {
+        if (!tm->timed[i]) continue;
+        double lo = 0, hi = 0;
+        int n = 0; /* Megatron's rule: a timer counts on the ranks that ran it (time > 0) */
+        for (int r = 0; r < size; r++) {
+            const double v = all[(size_t)r * K + i];
+            if (v <= 0) continue;
+            if (n == 0 || v < lo) lo = v;
+            if (n == 0 || v > hi) hi = v;
+            n++;
+        }
+        if (n == 0) continue;
+        any = 1;
+        if (tm->option == MT_TIMING_ALL) {
+            text_add(tm, &len, "\n  %s:", timer_table[i].name);
+            for (int r = 0; r < size; r++) {
+                const double v = all[(size_t)r * K + i];
+                if (v > 0) text_add(tm, &len, "\n     rank %2d: %.2f", r, v / norm);
+            }
+            continue;
+        }
+        text_add(tm, &len, "\n    ");
+        text_name(tm, &len, timer_table[i].name);
+        if (tm->option == MT_TIMING_MAX) text_add(tm, &len, ": %.2f", hi / norm);
+        else text_add(tm, &len, ": (%.2f, %.2f)", lo / norm, hi / norm);
+    }
+    if (!any) goto out; /* Megatron prints nothing when no timer ran */
+    if (size > 1) { /* the slowest rank in forward-backward against the fastest */
+        int slow = -1, fast = -1;
+        for (int r = 0; r < size; r++) {
+            const double v = all[(size_t)r * K + MT_TM_FWD_BWD];
+            if (v <= 0) continue;
+            if (slow < 0 || v > all[(size_t)slow * K + MT_TM_FWD_BWD]) slow = r;
+            if (fast < 0 || v < all[(size_t)fast * K + MT_TM_FWD_BWD]) fast = r;
+        }
+        if (slow >= 0) {
+            const double vs = all[(size_t)slow * K + MT_TM_FWD_BWD] / norm, vf = all[(size_t)fast * K + MT_TM_FWD_BWD] / norm;
+            text_add(tm, &len, "\n%sstraggler: rank %d forward-backward %.2f ms vs fastest %.2f ms (rank %d, %+.0f%%)",
+                     prefix, slow, vs, vf, fast, vf > 0 ? 100.0 * (vs - vf) / vf : 0.0);
+        }
+    }
+    text_add(tm, &len, "\n");
+    fputs(tm->text, log);
+out:
+    return st;
+}
