@@ -66,14 +66,15 @@ if [ -f "$L3TOK" ]; then
   SHRINK3=(--num-layers 2 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 4 --num-query-groups 2
            --kv-channels 16 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 1 --global-batch-size 4
            --train-samples 16 --lr-decay-samples 16 --lr-warmup-samples 4 --eval-interval 2 --eval-iters 1
-           --save-interval 2 --metrics "$TMP/l3.jsonl")
+           --save-interval 2 --metrics "$TMP/l3.jsonl" --set logging.profile_path="$TMP/l3.profile.json")
   "$MTRAIN" launch -n 2 -- "${LLAMA[@]}" "${SHRINK3[@]}" >"$TMP/l3.log" 2>&1 \
     || { tail -n 30 "$TMP/l3.log"; fail "Llama-3 scaled-down run failed"; }
   grep -q "saved checkpoint at iteration 4" "$TMP/l3.log" || { tail "$TMP/l3.log"; fail "Llama-3 scaled-down run: no save at 4"; }
   "$MTRAIN" launch -n 2 -- "${LLAMA[@]}" "${SHRINK3[@]}" --train-samples 24 --metrics "$TMP/l3b.jsonl" >"$TMP/l3b.log" 2>&1 \
     || { tail -n 30 "$TMP/l3b.log"; fail "Llama-3 resumed run failed"; }
   [ "$(json_field "$TMP/l3b.jsonl" iteration | head -n 1)" = 5 ] || fail "the Llama-3 resumed run did not start at iteration 5"
-  echo "Llama-3 scaled down: 4 iterations at dp 2 with the Llama-3 tokenizer, saved, resumed at 5"
+  python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$TMP/l3.profile.json" || fail "the script's --profile wrote no valid trace"
+  echo "Llama-3 scaled down: 4 iterations at dp 2 with the Llama-3 tokenizer, saved, resumed at 5; its --profile trace loads"
 else
   echo "Llama-3 scaled-down run skipped: $L3TOK missing (scripts/fetch-llama3-tokenizer.sh data; make test runs it)"
 fi
@@ -86,7 +87,7 @@ mapfile -t LLAMA_MOCK < <(grep -v '^#' test/megatron/llama3_8b.args | sed -e "s|
 "$MTRAIN" launch -n 2 -- "${LLAMA_MOCK[@]}" "${MOCK[@]}" --num-layers 2 --hidden-size 64 --ffn-hidden-size 128 \
   --num-attention-heads 4 --num-query-groups 2 --kv-channels 16 --seq-length 32 --max-position-embeddings 32 \
   --global-batch-size 4 --train-samples 8 --lr-decay-samples 8 --lr-warmup-samples 4 --eval-interval 2 --eval-iters 1 \
-  --save-interval 2 --metrics "$TMP/l3m.jsonl" >"$TMP/l3m.log" 2>&1 || { tail -n 30 "$TMP/l3m.log"; fail "Llama-3 MOCK branch failed"; }
+  --save-interval 2 --metrics "$TMP/l3m.jsonl" --set logging.profile_path="$TMP/l3m.profile.json" >"$TMP/l3m.log" 2>&1 || { tail -n 30 "$TMP/l3m.log"; fail "Llama-3 MOCK branch failed"; }
 [ "$(json_field "$TMP/l3m.jsonl" iteration | tail -n 1)" = 2 ] || fail "the MOCK run did not train its 2 iterations"
 echo "Llama-3 8B, the script's MOCK branch (--mock-data, NullTokenizer): trained at dp 2"
 
