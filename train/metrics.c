@@ -1,5 +1,6 @@
-/* metrics.c — formats the iteration and validation lines as Megatron prints them, and
- * writes the same numbers as JSON lines, one write(2) per line so a crash loses nothing.
+/* metrics.c — formats the iteration and validation lines as Megatron's training_log and
+ * evaluate_and_print_results print them (mtrain's own fields after Megatron's), and writes
+ * each iteration's numbers as JSON lines, one write(2) per line so a crash loses nothing.
  * The JSON file is opened without O_TRUNC, locked with an fcntl write lock (so a second run
  * given the same path is refused, with the holder's pid, before it truncates anything) and
  * then emptied. Every write is checked: a full disk or a file-size limit is an MT_ERR_IO
@@ -107,65 +108,139 @@ static mt_status write_line(mt_metrics_sink *s, const char *line, int n, int64_t
     return MT_OK;
 }
 
+/* Megatron's datetime.now().strftime('%Y-%m-%d %H:%M:%S.%f'): local time with microseconds. */
 static void timestamp(char *buf, size_t n) {
-    time_t t = time(NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
-    localtime_r(&t, &tm);
-    strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+    localtime_r(&ts.tv_sec, &tm);
+    char sec[24];
+    strftime(sec, sizeof sec, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(buf, n, "%s.%06ld", sec, (long)(ts.tv_nsec / 1000));
+}
+
+void mt_metrics_format_eta(double seconds, char *buf, size_t n) {
+    if (!(seconds >= 0) || !isfinite(seconds)) {
+        snprintf(buf, n, "unknown");
+        return;
+    }
+    const long long s = (long long)(seconds + 0.5);
+    if (s >= 86400) snprintf(buf, n, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
+    else if (s >= 3600) snprintf(buf, n, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+    else if (s >= 60) snprintf(buf, n, "%lldm%02llds", s / 60, s % 60);
+    else snprintf(buf, n, "%llds", s);
+}
+
+mt_iter_metrics mt_metrics_interval_view(const mt_iter_metrics *m) {
+    mt_iter_metrics v = *m;
+    if (m->interval_iters > 0) {
+        v.ms_per_iter = m->interval_ms;
+        v.tokens_per_s = m->interval_tokens_per_s;
+        v.tflops = m->interval_tflops;
+        v.mfu = m->interval_mfu;
+    }
+    return v;
+}
+
+/* The line, in Megatron's training_log order and formats (" [%s]", " iteration {:8d}/{:8d} |",
+ * " consumed samples: {:12d} |", " elapsed time per iteration (ms): {:.1f} |", " throughput per
+ * GPU (TFLOP/s/GPU): {:.1f} |", " learning rate: {:.6E} |", " global batch size: {:5d} |",
+ * " lm loss: {:.6E} |", " loss scale: {:.1f} |", " grad norm: {:.3f} |", " number of skipped
+ * iterations: {:3d} |", " number of nan iterations: {:3d} |"), then mtrain's fields. */
+static void print_iter_line(FILE *log, const char *prefix, const mt_iter_metrics *m) {
+    const int iv = m->interval_iters > 0;
+    const double ms = iv ? m->interval_ms : m->ms_per_iter;
+    const double tflops = iv ? m->interval_tflops : m->tflops;
+    const double tok = iv ? m->interval_tokens_per_s : m->tokens_per_s;
+    const double mfu_v = iv ? m->interval_mfu : m->mfu;
+    const double loss = iv ? m->interval_lm_loss : m->lm_loss;
+    const long long skipped = iv ? m->interval_skipped : m->skipped;
+    const long long nan_it = iv ? m->interval_nan : m->nan_iters;
+    char ts[48], mfu[48] = "", bub[96] = "", eta[32];
+    timestamp(ts, sizeof ts);
+    if (mfu_v >= 0) snprintf(mfu, sizeof mfu, " MFU: %.1f%% |", 100.0 * mfu_v);
+    if (m->bubble >= 0)
+        snprintf(bub, sizeof bub, " pipeline bubble: measured %.1f%% (formula %.1f%%) |", 100.0 * m->bubble,
+                 100.0 * m->bubble_formula);
+    mt_metrics_format_eta(iv ? m->eta_s : (double)(m->train_iters - m->iteration) * m->ms_per_iter * 1e-3, eta,
+                          sizeof eta);
+    /* in several calls: glibc's printf takes a heap work buffer for a format with many
+     * conversions, and the training loop allocates nothing (test_train_alloc) */
+    fprintf(log, "%s [%s] iteration %8lld/%8lld | consumed samples: %12lld |", prefix, ts, (long long)m->iteration,
+            (long long)m->train_iters, (long long)m->consumed_samples);
+    fprintf(log, " elapsed time per iteration (ms): %.1f | throughput per GPU (TFLOP/s/GPU): %.1f |", ms, tflops);
+    fprintf(log, " learning rate: %.6E | global batch size: %5d | lm loss: %.6E | loss scale: 1.0 |", m->lr,
+            m->global_batch, loss);
+    fprintf(log, " grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |",
+            m->grad_norm, skipped, nan_it);
+    fprintf(log, " throughput (tokens/s): %.0f |%s%s ETA: %s |\n", tok, mfu, bub, eta);
+    fflush(log);
+}
+
+/* A JSON number: %.9g, or null for inf / nan (JSON has no literal for them; a diverged run's
+ * grad norm is inf, and the file must stay parseable). */
+static const char *jnum(char *buf, size_t n, const char *fmt, double v) {
+    if (!isfinite(v)) return "null";
+    snprintf(buf, n, fmt, v);
+    return buf;
 }
 
 mt_status mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m) {
-    if (log) {
-        char ts[32], mfu[48] = "", bub[96] = "";
-        timestamp(ts, sizeof ts);
-        if (m->mfu >= 0) snprintf(mfu, sizeof mfu, " MFU: %.1f%% |", 100.0 * m->mfu);
-        if (m->bubble >= 0)
-            snprintf(bub, sizeof bub, " pipeline bubble: measured %.1f%% (formula %.1f%%) |", 100.0 * m->bubble,
-                     100.0 * m->bubble_formula);
-        /* in three calls: glibc's printf takes a heap work buffer for a format with this many
-         * conversions, and the training loop allocates nothing (test_train_alloc) */
-        fprintf(log, "%s[%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f |",
-                s ? s->prefix : "", ts, (long long)m->iteration, (long long)m->train_iters,
-                (long long)m->consumed_samples, m->ms_per_iter);
-        fprintf(log, " throughput (tokens/s): %.0f | TFLOP/s per rank: %.3f |%s learning rate: %.6E | global batch size: %5d |",
-                m->tokens_per_s, m->tflops, mfu, m->lr, m->global_batch);
-        fprintf(log, " lm loss: %.6E | grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |%s\n",
-                m->lm_loss, m->grad_norm, (long long)m->skipped, (long long)m->nan_iters, bub);
-        fflush(log);
-    }
+    if (log) print_iter_line(log, s ? s->prefix : "", m);
     if (s && (s->is_open || s->failed)) {
-        char mfu[32] = "null", bub[96] = "", line[1024];
-        if (m->mfu >= 0) snprintf(mfu, sizeof mfu, "%.6f", m->mfu);
+        char mfu[32], bub[96] = "", ivl[256] = "", line[1024];
+        char b_loss[32], b_lr[32], b_gn[32], b_tok[40], b_ms[40], b_tf[40], b_avg[32];
         if (m->bubble >= 0)
             snprintf(bub, sizeof bub, ",\"bubble\":%.6f,\"bubble_formula\":%.6f", m->bubble, m->bubble_formula);
+        if (m->interval_iters > 0)
+            snprintf(ivl, sizeof ivl, ",\"interval_iters\":%lld,\"lm_loss_interval_avg\":%s,"
+                     "\"ms_per_iter_interval_avg\":%.3f,\"interval_skipped\":%lld,\"interval_nan\":%lld",
+                     (long long)m->interval_iters, jnum(b_avg, sizeof b_avg, "%.9g", m->interval_lm_loss),
+                     m->interval_ms, (long long)m->interval_skipped, (long long)m->interval_nan);
+        const char *jloss = jnum(b_loss, sizeof b_loss, "%.9g", m->lm_loss), *jlr = jnum(b_lr, sizeof b_lr, "%.9g", m->lr),
+                   *jgn = jnum(b_gn, sizeof b_gn, "%.9g", m->grad_norm);
+        const char *jtok = jnum(b_tok, sizeof b_tok, "%.3f", m->tokens_per_s), *jms = jnum(b_ms, sizeof b_ms, "%.3f", m->ms_per_iter),
+                   *jtf = jnum(b_tf, sizeof b_tf, "%.6f", m->tflops);
+        const char *jmfu = m->mfu >= 0 ? jnum(mfu, sizeof mfu, "%.6f", m->mfu) : "null";
         const int n = snprintf(line, sizeof line,
-                "{\"iteration\":%lld,\"consumed_samples\":%lld,\"lm_loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,"
-                "\"tokens_per_s\":%.3f,\"ms_per_iter\":%.3f,\"tflops\":%.6f,\"mfu\":%s,\"skipped\":%lld,\"nan\":%lld%s}\n",
-                (long long)m->iteration, (long long)m->consumed_samples, m->lm_loss, m->lr, m->grad_norm,
-                m->tokens_per_s, m->ms_per_iter, m->tflops, mfu, (long long)m->skipped, (long long)m->nan_iters, bub);
+                "{\"iteration\":%lld,\"consumed_samples\":%lld,\"lm_loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
+                "\"tokens_per_s\":%s,\"ms_per_iter\":%s,\"tflops\":%s,\"mfu\":%s,\"skipped\":%lld,\"nan\":%lld%s%s}\n",
+                (long long)m->iteration, (long long)m->consumed_samples, jloss, jlr, jgn, jtok, jms, jtf, jmfu,
+                (long long)m->skipped, (long long)m->nan_iters, ivl, bub);
         return write_line(s, line, n < (int)sizeof line ? n : -1, m->iteration);
     }
     return MT_OK;
 }
 
-mt_status mt_metrics_log_eval(FILE *log, mt_metrics_sink *s, int64_t iteration, double loss) {
-    const double ppl = exp(loss < 20 ? loss : 20);
+mt_status mt_metrics_log_eval_kind(FILE *log, mt_metrics_sink *s, int64_t iteration, mt_eval_kind kind,
+                                   double loss) {
+    const double ppl = exp(loss < 20 ? loss : 20); /* Megatron: math.exp(min(20, loss)) */
+    const char *where = kind == MT_EVAL_TEST ? " on test set" : kind == MT_EVAL_VALID_END ? " on validation set" : "";
     if (log) {
+        /* string = f' validation loss at {prefix} | ' + 'lm loss value: {:.6E} | ' + 'lm loss PPL: {:.6E} | ';
+         * printed between two lines of '-' * (len(string) + 1) */
         char line[256];
-        int n = snprintf(line, sizeof line, "validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E | ",
-                         (long long)iteration, loss, ppl);
+        const int n = snprintf(line, sizeof line, " validation loss at iteration %lld%s | lm loss value: %.6E | "
+                               "lm loss PPL: %.6E | ", (long long)iteration, where, loss, ppl);
+        char dash[258];
+        const int nd = n + 1 < (int)sizeof dash ? n + 1 : (int)sizeof dash - 1;
+        memset(dash, '-', (size_t)nd);
+        dash[nd] = 0;
         const char *px = s ? s->prefix : "";
-        fprintf(log, "%s%.*s\n%s%s\n%s%.*s\n", px, n, "-------------------------------------------------------------------------"
-                "---------------------------------------------------------------------------------------------------",
-                px, line, px, n, "---------------------------------------------------------------------------------------------"
-                "-------------------------------------------------------------------------------");
+        fprintf(log, "%s%s\n%s%s\n%s%s\n", px, dash, px, line, px, dash);
         fflush(log);
     }
     if (s && (s->is_open || s->failed)) {
-        char jl[256];
-        const int n = snprintf(jl, sizeof jl, "{\"iteration\":%lld,\"val_loss\":%.9g,\"val_ppl\":%.9g}\n",
-                               (long long)iteration, loss, ppl);
+        char jl[256], b_l[32], b_p[32];
+        const char *key = kind == MT_EVAL_TEST ? "test" : "val";
+        const int n = snprintf(jl, sizeof jl, "{\"iteration\":%lld,\"%s_loss\":%s,\"%s_ppl\":%s}\n",
+                               (long long)iteration, key, jnum(b_l, sizeof b_l, "%.9g", loss), key,
+                               jnum(b_p, sizeof b_p, "%.9g", ppl));
         return write_line(s, jl, n < (int)sizeof jl ? n : -1, iteration);
     }
     return MT_OK;
+}
+
+mt_status mt_metrics_log_eval(FILE *log, mt_metrics_sink *s, int64_t iteration, double loss) {
+    return mt_metrics_log_eval_kind(log, s, iteration, MT_EVAL_VALID, loss);
 }

@@ -43,6 +43,7 @@ typedef struct {
     mt_pipeline pipe;
     mt_pipeline *pipe_exec;  /* &pipe when pp > 1 */
     mt_blended_dataset *train, *valid;
+    mt_blended_dataset *test;  /* the split's test part, evaluated once at the end (eval_iters > 0) */
     mt_metrics_sink sink;
     int have_sink;
     mt_tensorboard tb;       /* logging rank with logging.tensorboard_dir: the events file */
@@ -120,7 +121,7 @@ static mt_status set_batch(trainer *t, int64_t consumed) {
     return t->pipe_exec ? mt_pipeline_set_micro_batches(t->pipe_exec, t->n_micro) : MT_OK;
 }
 
-static mt_status evaluate(trainer *t, double *loss) {
+static mt_status evaluate(trainer *t, mt_blended_dataset *ds, double *loss) {
     mt_status st = MT_OK;
     const int64_t n_tok = (int64_t)t->r->logging.eval_iters * t->G * t->T;
     float sum = 0, unused = 0;
@@ -128,13 +129,38 @@ static mt_status evaluate(trainer *t, double *loss) {
     t->n_micro = t->n_micro_full; /* evaluation runs on the full batch (the forward table's) */
     mt_timers_pause(&t->tm); /* Megatron's timers leave evaluation out too */
     MT_CHECK(mt_model_zero_grads(&t->model));
-    for (int64_t e = 0; e < t->r->logging.eval_iters; e++) MT_CHECK(run_batch(t, t->valid, e * t->G, 0.0f, 0));
+    for (int64_t e = 0; e < t->r->logging.eval_iters; e++) MT_CHECK(run_batch(t, ds, e * t->G, 0.0f, 0));
     t->n_micro = n_micro;
     MT_CHECK(mt_grad_sync_scalars(&t->gs, mt_model_scalars(&t->model)));
     MT_CHECK(mt_model_read_scalars(&t->model, &sum, &unused));
     *loss = (double)sum / (double)n_tok;
 out:
     mt_timers_resume(&t->tm);
+    return st;
+}
+
+/* Megatron's test set: the split's third part, eval_iters batches at the end of training. None
+ * when eval_iters is 0 or the split gives it no weight; a part with weight but no documents (a
+ * small corpus) is noted and skipped, as Megatron builds no test dataset for it. */
+static mt_status open_test_split(trainer *t) {
+    const mt_recipe *r = t->r;
+    int64_t b[4];
+    if (r->logging.eval_iters <= 0 || mt_gpt_split_bounds(r->data.split, INT64_C(1) << 40, b) != MT_OK || b[3] <= b[2])
+        return MT_OK;
+    mt_status st;
+    int32_t eod = -1;
+    if (r->data.mock && (st = mt_train_mock_eod(r, &eod)) == MT_OK)
+        st = mt_blended_dataset_open_mock(&t->test, r->data.split, MT_SPLIT_TEST, t->T, r->training.seed,
+                                          r->logging.eval_iters * t->G, eod);
+    else if (!r->data.mock)
+        st = mt_blended_dataset_open(&t->test, r->data.path, r->data.split, MT_SPLIT_TEST, t->T,
+                                     r->training.seed, r->logging.eval_iters * t->G, r->data.cache_path);
+    if (st == MT_ERR_DATA) {
+        if (t->ps->logger)
+            fprintf(stderr, "mtrain: note: no test-set evaluation at the end: %s\n", mt_last_error());
+        t->test = NULL;
+        return MT_OK;
+    }
     return st;
 }
 
@@ -152,6 +178,7 @@ static mt_status trainer_close(trainer *t) {
     if (st == MT_OK) st = tb_st;
     if (t->pipe_exec) mt_pipeline_free(t->pipe_exec, &t->model);
     if (t->have_model) mt_model_free(&t->model);
+    mt_blended_dataset_close(t->test);
     mt_blended_dataset_close(t->valid);
     mt_blended_dataset_close(t->train);
     return st;
@@ -200,6 +227,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     else if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
         MT_CHECK(mt_blended_dataset_open(&t->valid, r->data.path, r->data.split, MT_SPLIT_VALID, t->T,
                                          r->training.seed, r->logging.eval_iters * t->G, r->data.cache_path));
+    MT_CHECK(open_test_split(t));
     if (pp > 1) /* Megatron's rule on m for the interleaved schedule, before anything is allocated: every
                  * micro-batch count the batch-size ramp-up goes through, then the full one */
         for (int64_t g = r->training.rampup_start > 0 ? r->training.rampup_start : t->G; g <= t->G;
@@ -322,12 +350,18 @@ out:
     return st;
 }
 
-/* Running sums between log lines and over the timed iterations (all but the first). */
+/* Running sums between log lines (Megatron's total_loss_dict: the loss over the window's
+ * non-skipped iterations, skipped and nan counts, reset after each line) and over the timed
+ * iterations (all but the first; the first alone when it is the only one). */
 typedef struct {
     double window_ms, window_busy, window_table; /* pipeline: F+B time and table time in the window */
     int64_t window_iters;
+    double window_loss;                          /* sum over the window's non-skipped iterations */
+    int64_t window_skipped, window_nan;
     double timed_ms, timed_tp_ms, timed_dp_ms;
     int64_t timed_iters, timed_coll;
+    double first_ms, first_tp_ms, first_dp_ms;   /* the first iteration of this run */
+    int64_t nan_total;                           /* nan iterations of this run */
 } loop_stats;
 
 static void print_comm_summary(const trainer *t, FILE *log, const loop_stats *ls, mt_train_report *rep) {
@@ -344,9 +378,11 @@ static void print_comm_summary(const trainer *t, FILE *log, const loop_stats *ls
                     100.0 * (rep->tp_comm_ms_per_iter + rep->dp_comm_ms_per_iter) / rep->mean_ms_per_iter,
                     rep->mean_ms_per_iter, rep->tp_comm_ms_per_iter, (double)ls->timed_coll / ls->timed_iters,
                     rep->dp_comm_ms_per_iter);
-    } else if (rep->iters_done > 0) {
-        rep->mean_ms_per_iter = ls->window_ms;
-        rep->tokens_per_s = t->tokens_per_iter / (ls->window_ms * 1e-3);
+    } else if (ls->first_ms > 0) { /* one iteration: its own time, start-up costs included */
+        rep->mean_ms_per_iter = ls->first_ms;
+        rep->tokens_per_s = t->tokens_per_iter / (ls->first_ms * 1e-3);
+        rep->tp_comm_ms_per_iter = ls->first_tp_ms;
+        rep->dp_comm_ms_per_iter = ls->first_dp_ms;
     }
 }
 
@@ -437,43 +473,73 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             ls.timed_tp_ms += t.model.tp.comm_ms;
             ls.timed_dp_ms += t.gs.comm_ms;
             ls.timed_coll += t.model.tp.n_coll;
+        } else {
+            ls.first_ms = dt;
+            ls.first_tp_ms = t.model.tp.comm_ms;
+            ls.first_dp_ms = t.gs.comm_ms;
         }
+        /* Megatron's training_log: a skipped iteration's loss stays out of the sum; it is a nan
+         * iteration when its loss is not finite */
+        const int is_nan = res.skipped && !isfinite(res.loss);
+        if (!res.skipped) ls.window_loss += res.loss;
+        ls.window_skipped += res.skipped;
+        ls.window_nan += is_nan;
+        ls.nan_total += is_nan;
         const mt_tb_step tbs = {.iteration = it, .consumed_samples = consumed, .global_batch = t.G_cur, .lr = res.lr,
                                 .lm_loss = res.loss, .grad_norm = res.grad_norm, .skipped = res.skipped};
         MT_CHECK(mt_tensorboard_log_step(&t.tb, &tbs));
         if (it == first_it) rep->first_loss = res.loss;
         rep->last_loss = res.loss;
         rep->iters_done = it;
-        if (r->logging.interval > 0 && (it % r->logging.interval == 0 || it == iters || it == first_it)) {
+        /* every iteration goes to the metrics file; the line is printed every logging.interval
+         * iterations, at the last one and at the first (Megatron's is_first_iteration: printed,
+         * the window kept, so the first interval's averages still cover all of it) */
+        const int print_line = r->logging.interval > 0 && (it % r->logging.interval == 0 || it == iters || it == first_it);
+        const int reset = print_line && !(it == first_it && it % r->logging.interval != 0 && it != iters);
+        const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : be->peak_tflops;
+        const double flops_rank = rep->flops_per_iter * t.G_cur / t.G / ps->size; /* this iteration's batch */
+        mt_iter_metrics im = {.iteration = it, .train_iters = iters, .consumed_samples = consumed,
+                              .global_batch = t.G_cur, .ms_per_iter = dt, .tokens_per_s = t.tokens_per_iter / (dt * 1e-3),
+                              .tflops = flops_rank / (dt * 1e-3) / 1e12, .mfu = -1, .lr = res.lr, .lm_loss = res.loss,
+                              .grad_norm = res.grad_norm, .skipped = skipped, .nan_iters = ls.nan_total,
+                              .bubble = -1, .bubble_formula = bubble_formula, .interval_mfu = -1};
+        if (peak > 0) im.mfu = im.tflops / peak;
+        if (print_line) {
             const double ms = ls.window_ms / ls.window_iters;
-            double bubble = -1;
+            const int64_t advanced = ls.window_iters - ls.window_skipped;
             if (t.pipe_exec) { /* collective over the pp group: every stage reaches it at the same iteration */
-                MT_CHECK(mt_pipeline_bubble(t.pipe_exec, be, ls.window_busy, ls.window_table, &bubble));
-                ls.window_busy = ls.window_table = 0;
+                MT_CHECK(mt_pipeline_bubble(t.pipe_exec, be, ls.window_busy, ls.window_table, &im.bubble));
+                if (reset) ls.window_busy = ls.window_table = 0;
             }
-            mt_iter_metrics im = {.iteration = it, .train_iters = iters, .consumed_samples = consumed,
-                                  .global_batch = t.G_cur, .ms_per_iter = ms,
-                                  .tokens_per_s = t.tokens_per_iter / (ms * 1e-3),
-                                  .tflops = rep->flops_per_iter * t.G_cur / t.G / ps->size / (ms * 1e-3) / 1e12,
-                                  .mfu = -1,
-                                  .lr = res.lr, .lm_loss = res.loss, .grad_norm = res.grad_norm, .skipped = skipped,
-                                  .nan_iters = skipped, .bubble = bubble, .bubble_formula = bubble_formula};
-            const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : be->peak_tflops;
-            if (peak > 0) im.mfu = im.tflops / peak;
-            MT_CHECK(mt_metrics_log_iter(log, &t.sink, &im));
-            MT_CHECK(mt_tensorboard_log_timing(&t.tb, &im, it == first_it));
+            im.interval_iters = ls.window_iters;
+            im.interval_skipped = ls.window_skipped;
+            im.interval_nan = ls.window_nan;
+            im.interval_lm_loss = ls.window_loss / (double)(advanced > 1 ? advanced : 1);
+            im.interval_ms = ms;
+            im.interval_tokens_per_s = t.tokens_per_iter / (ms * 1e-3);
+            im.interval_tflops = flops_rank / (ms * 1e-3) / 1e12;
+            if (peak > 0) im.interval_mfu = im.interval_tflops / peak;
+            im.eta_s = (double)(iters - it) * ms * 1e-3;
+        }
+        MT_CHECK(mt_metrics_log_iter(print_line ? log : NULL, &t.sink, &im));
+        if (print_line) {
+            const mt_iter_metrics tbm = mt_metrics_interval_view(&im);
+            MT_CHECK(mt_tensorboard_log_timing(&t.tb, &tbm, it == first_it));
             MT_CHECK(mt_timers_log(&t.tm, log, t.sink.prefix, ls.window_iters)); /* collective when timing */
-            ls.window_ms = 0;
-            ls.window_iters = 0;
+        }
+        if (reset) {
+            ls.window_ms = ls.window_loss = 0;
+            ls.window_iters = ls.window_skipped = ls.window_nan = 0;
         }
         MT_CHECK(mt_profile_flush(&t.prof, it, 0, log, t.sink.prefix)); /* collective after profile_end */
         if (t.valid && (it % r->logging.eval_interval == 0 || it == iters)) {
             double vl;
             MT_CHECK(mt_blended_dataset_check_files(t.train)); /* a dataset rewritten under the run */
             MT_CHECK(mt_blended_dataset_check_files(t.valid));
-            MT_CHECK(evaluate(&t, &vl));
+            MT_CHECK(evaluate(&t, t.valid, &vl));
             rep->last_val_loss = vl;
-            MT_CHECK(mt_metrics_log_eval(log, &t.sink, it, vl));
+            /* the last iteration's is Megatron's end-of-training "on validation set" evaluation */
+            MT_CHECK(mt_metrics_log_eval_kind(log, &t.sink, it, it == iters ? MT_EVAL_VALID_END : MT_EVAL_VALID, vl));
             MT_CHECK(mt_tensorboard_log_eval(&t.tb, it, consumed, vl));
         }
         if (hooks && hooks->on_iteration) MT_CHECK(hooks->on_iteration(hooks->ctx, it));
@@ -516,6 +582,13 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         MT_CHECK(mt_ckpt_save_poll(&t.saver, ps, 1, log, &done));
     }
     MT_CHECK(mt_profile_flush(&t.prof, rep->iters_done, 1, log, t.sink.prefix)); /* the loop ended before profile_end */
+    if (t.test && rep->iters_done == iters && rep->stop_reason == MT_STOP_NONE) {
+        /* Megatron's do_test: once, after training (not after a stop), on the split's test part */
+        double tl;
+        MT_CHECK(mt_blended_dataset_check_files(t.test));
+        MT_CHECK(evaluate(&t, t.test, &tl));
+        MT_CHECK(mt_metrics_log_eval_kind(log, &t.sink, iters, MT_EVAL_TEST, tl));
+    }
     print_comm_summary(&t, log, &ls, rep);
 out:;
     const mt_status close_st = trainer_close(&t);

@@ -1,11 +1,15 @@
-/* test_metrics.c — the JSON-lines metrics sink: a normal file round-trips the iteration and
- * validation lines (iteration, loss, no bubble keys without pp); a file whose writes fail
+/* test_metrics.c — the JSON-lines metrics sink: a normal file round-trips the iteration,
+ * validation and test-set lines (iteration, loss, no bubble keys without pp, the interval fields
+ * only on a logged iteration, null for a non-finite number); the stdout line is Megatron's
+ * training_log line (the interval's loss, time and skipped count when it has one, then mtrain's
+ * fields and the ETA) and the validation lines Megatron's, test set included; a file whose writes fail
  * (/dev/full: ENOSPC on every write, Linux) makes mt_metrics_log_iter / _log_eval return
  * MT_ERR_IO naming the path, errno's text and the fix, never a silent loss; a write cut short
  * by the file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored: EFBIG) leaves only whole lines; a file
  * another process holds open as its metrics file is refused naming that pid and is left as it
  * was; an existing file is emptied on open; no file = MT_OK. */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,17 +52,24 @@ static void test_round_trip(void) {
     CHECKF(mt_metrics_log_iter(NULL, &s, &m1) == MT_OK, "%s", mt_last_error());
     CHECKF(mt_metrics_log_iter(NULL, &s, &m2) == MT_OK, "%s", mt_last_error());
     CHECKF(mt_metrics_log_eval(NULL, &s, 2, 9.25) == MT_OK, "%s", mt_last_error());
+    CHECKF(mt_metrics_log_eval_kind(NULL, &s, 2, MT_EVAL_TEST, 9.0) == MT_OK, "%s", mt_last_error());
+    mt_iter_metrics m3 = sample(3, 8.0); /* a diverged iteration: non-finite numbers are null */
+    m3.grad_norm = INFINITY;
+    m3.interval_iters = 2;
+    m3.interval_lm_loss = 8.5;
+    m3.interval_skipped = 1;
+    CHECKF(mt_metrics_log_iter(NULL, &s, &m3) == MT_OK, "%s", mt_last_error());
     CHECKF(mt_metrics_close(&s) == MT_OK, "%s", mt_last_error());
     CHECK(!s.is_open);
     CHECK(mt_metrics_close(&s) == MT_OK); /* closing twice is harmless */
 
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
-    char lines[4][1024] = {{0}};
+    char lines[6][1024] = {{0}};
     int n = 0;
-    while (f && n < 4 && fgets(lines[n], sizeof lines[n], f)) n++;
+    while (f && n < 6 && fgets(lines[n], sizeof lines[n], f)) n++;
     if (f) fclose(f);
-    CHECKF(n == 3, "%d lines", n);
+    CHECKF(n == 5, "%d lines", n);
     CHECK_STR_CONTAINS(lines[0], "{\"iteration\":1,");
     CHECK_STR_CONTAINS(lines[0], "\"lm_loss\":10.75,");
     CHECK_STR_CONTAINS(lines[0], "\"consumed_samples\":8,");
@@ -67,6 +78,12 @@ static void test_round_trip(void) {
     CHECK_STR_CONTAINS(lines[1], "{\"iteration\":2,");
     CHECK_STR_CONTAINS(lines[1], "\"lm_loss\":9.5,");
     CHECK_STR_CONTAINS(lines[2], "{\"iteration\":2,\"val_loss\":9.25,");
+    CHECK_STR_CONTAINS(lines[3], "{\"iteration\":2,\"test_loss\":9,");
+    CHECK_STR_CONTAINS(lines[4], "\"grad_norm\":null,");
+    CHECK_STR_CONTAINS(lines[4], "\"lm_loss\":8,");
+    CHECK_STR_CONTAINS(lines[4], "\"interval_iters\":2,\"lm_loss_interval_avg\":8.5,");
+    CHECK_STR_CONTAINS(lines[4], "\"interval_skipped\":1,");
+    CHECK(strstr(lines[1], "interval") == NULL);
     for (int i = 0; i < n; i++) CHECKF(lines[i][strlen(lines[i]) - 2] == '}', "line %d: %s", i, lines[i]);
     unlink(path);
     rmdir(dir);
@@ -245,10 +262,23 @@ static void test_log_line(void) {
     mt_iter_metrics m = sample(4, 6.5);
     CHECK(mt_metrics_log_iter(log, &s, &m) == MT_OK);
     CHECK(mt_metrics_log_eval(log, &s, 4, 6.5) == MT_OK);
+    m.interval_iters = 4; /* the line prints the interval's figures */
+    m.interval_lm_loss = 7.25;
+    m.interval_skipped = 2;
+    m.interval_ms = 20.0;
+    m.interval_mfu = -1;
+    m.eta_s = 3725;
+    CHECK(mt_metrics_log_iter(log, &s, &m) == MT_OK);
+    CHECK(mt_metrics_log_eval_kind(log, &s, 10, MT_EVAL_TEST, 6.5) == MT_OK);
     fclose(log);
-    CHECK_STR_CONTAINS(buf, "iteration        4/      10");
-    CHECK_STR_CONTAINS(buf, "lm loss: 6.500000E+00");
-    CHECK_STR_CONTAINS(buf, "validation loss at iteration 4");
+    CHECK_STR_CONTAINS(buf, " iteration        4/      10 | consumed samples:           32 |");
+    CHECK_STR_CONTAINS(buf, "lm loss: 6.500000E+00 | loss scale: 1.0 | grad norm: 1.250 |");
+    CHECK_STR_CONTAINS(buf, "\n validation loss at iteration 4 | lm loss value: 6.500000E+00 | lm loss PPL: ");
+    CHECK_STR_CONTAINS(buf, "| elapsed time per iteration (ms): 20.0 | throughput per GPU (TFLOP/s/GPU): ");
+    CHECK_STR_CONTAINS(buf, "| lm loss: 7.250000E+00 | loss scale: 1.0 |");
+    CHECK_STR_CONTAINS(buf, "| number of skipped iterations:   2 | number of nan iterations:   0 | throughput (tokens/s): ");
+    CHECK_STR_CONTAINS(buf, "| ETA: 1h02m |\n");
+    CHECK_STR_CONTAINS(buf, "\n validation loss at iteration 10 on test set | lm loss value: 6.500000E+00 |");
     free(buf);
 }
 
