@@ -45,7 +45,7 @@ echo "A: ${s#*] }"
 run B 4 "${TPPP[@]}" --timing-log-level 0
 ! grep -q "time across ranks\|straggler" "$TMP/B.log" || fail "B: level 0 printed timers"
 for k in lm_loss grad_norm; do
-  [ "$(json_field "$TMP/A.jsonl" $k | wc -l)" -eq 3 ] || fail "A: expected 3 $k values"
+  [ "$(json_field "$TMP/A.jsonl" $k | wc -l)" -eq 4 ] || fail "A: expected 4 $k values (one per iteration)"
   cmp -s <(json_field "$TMP/A.jsonl" $k) <(json_field "$TMP/B.jsonl" $k) \
     || { paste <(json_field "$TMP/A.jsonl" $k) <(json_field "$TMP/B.jsonl" $k); fail "$k differs with timers on"; }
 done
