@@ -7,10 +7,11 @@ set -euo pipefail
 # data:  bible-kjv (public-domain corpus for `make run` and the tests), unicode-data (source
 #        of the tokenizer's generated Unicode tables: scripts/gen-unicode-tables.sh)
 # tests: slurm + munge, openmpi (launch tests), unicode-data (tokenizer tables), python3-numpy
-#        (test/ref/hf_logprobs.py: the independent Hugging Face forward the export is checked against)
+#        (test/ref/hf_logprobs.py: the independent Hugging Face forward the export is checked against),
+#        jq (the fault sweep checks that metrics files hold only whole JSON records)
 PKGS=(libyaml-dev libopenblas-dev libpmix-dev pkg-config
       bible-kjv bible-kjv-text unicode-data
-      openmpi-bin slurmctld slurmd slurm-client python3-numpy)
+      openmpi-bin slurmctld slurmd slurm-client python3-numpy jq)
 
 missing=()
 for p in "${PKGS[@]}"; do

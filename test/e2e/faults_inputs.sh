@@ -18,7 +18,7 @@ TINY=(--config configs/gpt-tiny.yaml --set training.iters=20 --set logging.inter
       --threads 1)
 
 # whole_lines FILE MIN [ITERS]: FILE ends in a newline, has >= MIN lines, each one JSON object
-# (jq); with ITERS, its iterations are exactly 1..ITERS
+# (jq); with ITERS, its training records (those with lm_loss) are exactly iterations 1..ITERS
 whole_lines() {
   local f="$1" min="$2" iters="${3:-}" n
   [ -s "$f" ] || { echo "$f is empty"; return 1; }
@@ -27,8 +27,8 @@ whole_lines() {
   [ "$n" -ge "$min" ] || { echo "$f: $n lines, expected >= $min"; return 1; }
   jq -e 'type == "object" and has("iteration")' "$f" >/dev/null || { echo "$f: a line is not a JSON record"; return 1; }
   if [ -n "$iters" ]; then
-    [ "$(jq -r .iteration "$f" | tr '\n' ' ')" = "$(seq -s ' ' 1 "$iters") " ] ||
-      { echo "$f: iterations $(jq -r .iteration "$f" | tr '\n' ' '), expected 1..$iters"; return 1; }
+    [ "$(jq -r 'select(has("lm_loss")) | .iteration' "$f" | tr '\n' ' ')" = "$(seq -s ' ' 1 "$iters") " ] ||
+      { echo "$f: iterations $(jq -r 'select(has("lm_loss")) | .iteration' "$f" | tr '\n' ' '), expected 1..$iters"; return 1; }
   fi
   echo "$f: $n whole JSON lines"
 }
