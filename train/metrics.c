@@ -116,8 +116,9 @@ static void timestamp(char *buf, size_t n) {
 
 mt_status mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m) {
     if (log) {
-        char ts[32], mfu[48] = "", bub[96] = "";
+        char ts[32], mfu[48] = "", bub[96] = "", moe[64] = "";
         timestamp(ts, sizeof ts);
+        if (m->n_experts > 0) snprintf(moe, sizeof moe, " load_balancing_loss: %.6E |", m->load_balancing_loss);
         if (m->mfu >= 0) snprintf(mfu, sizeof mfu, " MFU: %.1f%% |", 100.0 * m->mfu);
         if (m->bubble >= 0)
             snprintf(bub, sizeof bub, " pipeline bubble: measured %.1f%% (formula %.1f%%) |", 100.0 * m->bubble,
@@ -129,15 +130,23 @@ mt_status mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metri
                 (long long)m->consumed_samples, m->ms_per_iter);
         fprintf(log, " throughput (tokens/s): %.0f | TFLOP/s per rank: %.3f |%s learning rate: %.6E | global batch size: %5d |",
                 m->tokens_per_s, m->tflops, mfu, m->lr, m->global_batch);
-        fprintf(log, " lm loss: %.6E | grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |%s\n",
-                m->lm_loss, m->grad_norm, (long long)m->skipped, (long long)m->nan_iters, bub);
+        fprintf(log, " lm loss: %.6E |%s grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |%s\n",
+                m->lm_loss, moe, m->grad_norm, (long long)m->skipped, (long long)m->nan_iters, bub);
         fflush(log);
     }
     if (s && (s->is_open || s->failed)) {
-        char mfu[32] = "null", bub[96] = "", line[1024];
+        char mfu[32] = "null", bub[2048] = "", line[4096];
         if (m->mfu >= 0) snprintf(mfu, sizeof mfu, "%.6f", m->mfu);
+        size_t nb = 0;
         if (m->bubble >= 0)
-            snprintf(bub, sizeof bub, ",\"bubble\":%.6f,\"bubble_formula\":%.6f", m->bubble, m->bubble_formula);
+            nb = (size_t)snprintf(bub, sizeof bub, ",\"bubble\":%.6f,\"bubble_formula\":%.6f", m->bubble, m->bubble_formula);
+        if (m->n_experts > 0 && m->n_experts <= 128 && m->expert_load) { /* MoE: loads (a fixed-size buffer, no allocation) */
+            nb += (size_t)snprintf(bub + nb, sizeof bub - nb, ",\"load_balancing_loss\":%.9g,\"dropped_tokens\":%.0f,"
+                                   "\"expert_load\":[", m->load_balancing_loss, m->dropped_tokens);
+            for (int e = 0; e < m->n_experts && nb < sizeof bub; e++)
+                nb += (size_t)snprintf(bub + nb, sizeof bub - nb, "%s%.6f", e ? "," : "", m->expert_load[e]);
+            if (nb < sizeof bub) snprintf(bub + nb, sizeof bub - nb, "]");
+        }
         const int n = snprintf(line, sizeof line,
                 "{\"iteration\":%lld,\"consumed_samples\":%lld,\"lm_loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,"
                 "\"tokens_per_s\":%.3f,\"ms_per_iter\":%.3f,\"tflops\":%.6f,\"mfu\":%s,\"skipped\":%lld,\"nan\":%lld%s}\n",

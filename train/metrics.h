@@ -16,6 +16,13 @@ typedef struct {
     int64_t skipped, nan_iters;
     double bubble, bubble_formula;             /* pipeline: measured idle share and (p-1)/(m+p-1)
                                                   (interleaved: (p-1)/(vm+p-1)); < 0 without pp */
+    /* mixture of experts (n_experts > 0): Megatron's load_balancing_loss (the aux loss without its
+       coefficient, mean over MoE layers and micro-batches), each expert's share of the routed
+       assignments (expert_load, n_experts values) and the assignments dropped over capacity */
+    int n_experts;
+    double load_balancing_loss;
+    const double *expert_load;
+    double dropped_tokens;
 } mt_iter_metrics;
 
 typedef struct {
