@@ -209,6 +209,78 @@ typedef struct {            /* dst (act) = src (f32), n elements: master -> comp
     size_t n;
 } mt_cast_args;
 
+/* ---- mixture of experts (train/model_moe.c; docs/moe.md) ---- */
+
+/* MoE step statistics (f32, summed over micro-batches and MoE layers): [0] load-balancing loss
+ * (without its coefficient), [1] z-loss (without its coefficient), [2] dropped assignments,
+ * [3] routed assignments, then E routed-per-expert counts, then E kept-per-expert counts */
+#define MT_MOE_STATS 4
+
+/* MoE router, fp32 maths: per token row the softmax of its E logits (probs), the top k experts
+ * (ties: the lower index), their weights (pre_softmax: the probabilities themselves; else the softmax
+ * over the k selected logits, i.e. renormalised), and the capacity rule: the assignments of each
+ * sequence (T consecutive rows) to one expert are kept in token order up to cap (0: all kept).
+ * pos is the assignment's row in the dispatch layout (experts in order, each expert's kept
+ * assignments in token order), -1 when dropped (its weight then 0). counts: [0, E) kept per
+ * expert, [E, 2E) routed per expert (before dropping). stats (+=, NULL to skip; MT_MOE_STATS
+ * layout of model_layout.h): [0] the load-balancing loss E / (N^2 k) * sum_e (sum_t probs) *
+ * routed_e (Megatron's switch_load_balancing_loss_func without its coefficient), [1] the z-loss
+ * mean_t logsumexp(logits_t)^2, [2] dropped, [3] routed, then routed and kept per expert. */
+typedef struct {
+    const void *logits;     /* (N, E) act */
+    void *probs;            /* (N, E) f32 */
+    void *topi;             /* (N, k) i32 */
+    void *topw;             /* (N, k) f32 */
+    void *pos;              /* (N, k) i32 */
+    void *counts;           /* (2E) i32, = */
+    void *stats;            /* (MT_MOE_STATS + 2E) f32, +=; may be NULL */
+    int N, E, k, T, cap, pre_softmax;
+} mt_moe_route_args;
+
+/* Router backward: dlogits = d/dlogits of (sum dw * weights) + aux_scale * aux + z_scale * z
+ * (the weights of dropped assignments count with dw = 0: renormalised weights still depend on
+ * their logits). */
+typedef struct {
+    void *dlogits;          /* (N, E) act, = */
+    const void *logits;     /* (N, E) act */
+    const void *probs;      /* (N, E) f32 */
+    const void *topi;       /* (N, k) i32 */
+    const void *counts;     /* (2E) i32 from the forward (routed per expert at [E, 2E)) */
+    const void *dw;         /* (N, k) f32 gradient of the combine weights */
+    int N, E, k, pre_softmax;
+    float aux_scale, z_scale;
+} mt_moe_route_bwd_args;
+
+/* Dispatch: out[pos[t, j]] = x[t] for every kept assignment. */
+typedef struct {
+    void *out;              /* (rows, C) act */
+    const void *x;          /* (N, C) act */
+    const void *pos;        /* (N, k) i32 */
+    int N, k, C;
+} mt_moe_permute_args;
+
+/* Combine: out[t] = sum_j w[t, j] * y[pos[t, j]] over kept assignments (=; w NULL: weights 1, which is
+ * the dispatch's backward). */
+typedef struct {
+    void *out;              /* (N, C) act, = */
+    const void *y;          /* (rows, C) act */
+    const void *pos;        /* (N, k) i32 */
+    const void *w;          /* (N, k) f32 or NULL */
+    int N, k, C;
+} mt_moe_unpermute_args;
+
+/* Combine backward: dy[pos[t, j]] = w[t, j] * dout[t]; dw[t, j] = <dout[t], y[pos[t, j]]> (0 when
+ * dropped). */
+typedef struct {
+    void *dy;               /* (rows, C) act, = for the kept rows */
+    void *dw;               /* (N, k) f32, = */
+    const void *dout;       /* (N, C) act */
+    const void *y;          /* (rows, C) act */
+    const void *pos;        /* (N, k) i32 */
+    const void *w;          /* (N, k) f32 */
+    int N, k, C;
+} mt_moe_unpermute_bwd_args;
+
 typedef struct mt_backend mt_backend;
 
 struct mt_backend_i {
@@ -246,6 +318,12 @@ struct mt_backend_i {
     mt_status (*xent_vp_max)(mt_backend *be, const mt_xent_vp_args *a);
     mt_status (*xent_vp_sumexp)(mt_backend *be, const mt_xent_vp_args *a);
     mt_status (*xent_vp_finish)(mt_backend *be, const mt_xent_vp_args *a);
+    /* mixture of experts (called only when model.moe.experts > 0) */
+    mt_status (*moe_route)(mt_backend *be, const mt_moe_route_args *a);
+    mt_status (*moe_route_bwd)(mt_backend *be, const mt_moe_route_bwd_args *a);
+    mt_status (*moe_permute)(mt_backend *be, const mt_moe_permute_args *a);
+    mt_status (*moe_unpermute)(mt_backend *be, const mt_moe_unpermute_args *a);
+    mt_status (*moe_unpermute_bwd)(mt_backend *be, const mt_moe_unpermute_bwd_args *a);
 };
 
 /* One created backend. host_memory says where the pointers alloc returns live: 1 = ordinary

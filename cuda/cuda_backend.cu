@@ -162,6 +162,11 @@ static void cuda_fill_iface(struct mt_backend_i *t) {
     t->xent_vp_max = mt_cuda_xent_vp_max;
     t->xent_vp_sumexp = mt_cuda_xent_vp_sumexp;
     t->xent_vp_finish = mt_cuda_xent_vp_finish;
+    t->moe_route = mt_cuda_moe_route;           /* cuda_moe.cu */
+    t->moe_route_bwd = mt_cuda_moe_route_bwd;
+    t->moe_permute = mt_cuda_moe_permute;
+    t->moe_unpermute = mt_cuda_moe_unpermute;
+    t->moe_unpermute_bwd = mt_cuda_moe_unpermute_bwd;
 }
 
 /* Writes why there is no usable GPU into why (if any); returns the device count (0 = none). */

@@ -149,6 +149,13 @@ mt_status mt_cuda_xent_vp_max(mt_backend *be, const mt_xent_vp_args *a);
 mt_status mt_cuda_xent_vp_sumexp(mt_backend *be, const mt_xent_vp_args *a);
 mt_status mt_cuda_xent_vp_finish(mt_backend *be, const mt_xent_vp_args *a);
 
+/* cuda_moe.cu */
+mt_status mt_cuda_moe_route(mt_backend *be, const mt_moe_route_args *a);
+mt_status mt_cuda_moe_route_bwd(mt_backend *be, const mt_moe_route_bwd_args *a);
+mt_status mt_cuda_moe_permute(mt_backend *be, const mt_moe_permute_args *a);
+mt_status mt_cuda_moe_unpermute(mt_backend *be, const mt_moe_unpermute_args *a);
+mt_status mt_cuda_moe_unpermute_bwd(mt_backend *be, const mt_moe_unpermute_bwd_args *a);
+
 /* cuda_optim.cu */
 mt_status mt_cuda_adamw(mt_backend *be, const mt_adamw_args *a);
 

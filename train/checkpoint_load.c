@@ -260,6 +260,9 @@ mt_status mt_ckpt_load(const mt_recipe *r, mt_model *m, const mt_parallel_state 
             }
         } else {
             MT_CHECK(be->i->copy_h2d(be, (char *)m->params + t->offset * ab, buf, t->n * 4));
+            /* fp32 weights are the master weights; a separate master copy (several gradient buffers,
+             * e.g. MoE's dense + expert) gets this rank's optimizer piece of them */
+            if (!m->master_aliased) MT_CHECK(upload_opt(be, m, ti, m->master, buf));
         }
         if (weights_only) continue;
         const mt_ckpt_kind mom[2] = {MT_CK_EXP_AVG, MT_CK_EXP_AVG_SQ};

@@ -33,7 +33,7 @@ typedef struct {
     int32_t status;
     uint32_t crc;
     uint32_t bytes_lo, bytes_hi, ds_lo, ds_hi;
-    int32_t tp_rank, stage;
+    int32_t tp_rank, stage, ep_rank;
     int32_t shards[MT_GBUFS], shard[MT_GBUFS], dp_size[MT_GBUFS], dp_rank[MT_GBUFS];
 } rank_record;
 #define REC_WORDS (sizeof(rank_record) / 4)
@@ -197,8 +197,11 @@ static mt_status build_manifest(const mt_recipe *r, const mt_model *m, const mt_
             rk.shards[b] = rc->shards[b], rk.shard[b] = rc->shard[b];
             rk.dp_size[b] = rc->dp_size[b], rk.dp_rank[b] = rc->dp_rank[b];
         }
-        const mt_param_layout *pl = &stage_pl[rc->stage];
+        mt_param_layout rank_pl = stage_pl[rc->stage]; /* that rank's experts (MoE) */
+        rank_pl.ep_rank = rc->ep_rank;
+        const mt_param_layout *pl = &rank_pl;
         mt_opt_layout ol;
+        mt_param_layout_place_buffers(&rank_pl, rk.shards);
         MT_CHECK(mt_opt_layout_build(pl, rk.shards, rk.shard, &ol));
         size_t n = mt_ckpt_rank_pieces(pl, &ol, &rk, m->act, NULL, 0);
         if (n > tmp_cap) {
@@ -490,7 +493,7 @@ mt_status mt_ckpt_save_begin(mt_ckpt_saver *s, const mt_recipe *r, const mt_mode
     /* 3: this rank's file, on the writer thread or here */
     rank_record *me = (rank_record *)s->me;
     memset(me, 0, sizeof *me);
-    me->tp_rank = rk.tp_rank, me->stage = rk.stage;
+    me->tp_rank = rk.tp_rank, me->stage = rk.stage, me->ep_rank = m->pl.ep_rank;
     for (int b = 0; b < MT_GBUFS; b++) {
         me->shards[b] = rk.shards[b], me->shard[b] = rk.shard[b];
         me->dp_size[b] = rk.dp_size[b], me->dp_rank[b] = rk.dp_rank[b];

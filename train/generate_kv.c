@@ -20,6 +20,10 @@ mt_status mt_kv_open(mt_kv_model *kv, const mt_model *m, int V) {
     memset(kv, 0, sizeof *kv);
     kv->pl = m->pl;
     const mt_param_layout *pl = &kv->pl;
+    if (pl->moe)
+        return mt_errorf(MT_ERR_UNSUPPORTED, "generate: the KV-cache decoder has no mixture-of-experts layers yet "
+                         "(model.moe.experts = %d); `mtrain logprobs` scores an MoE model with the training forward",
+                         pl->E);
     if (pl->tp != 1 || pl->pp != 1 || !pl->has_embed || !pl->has_head)
         return mt_errorf(MT_ERR_CONFIG, "generate: the KV cache needs the whole model on one rank (tp 1, pp 1)");
     if (pl->H % pl->KV)

@@ -169,8 +169,10 @@ static void print_iter_line(FILE *log, const char *prefix, const mt_iter_metrics
     fprintf(log, "%s [%s] iteration %8lld/%8lld | consumed samples: %12lld |", prefix, ts, (long long)m->iteration,
             (long long)m->train_iters, (long long)m->consumed_samples);
     fprintf(log, " elapsed time per iteration (ms): %.1f | throughput per GPU (TFLOP/s/GPU): %.1f |", ms, tflops);
-    fprintf(log, " learning rate: %.6E | global batch size: %5d | lm loss: %.6E | loss scale: 1.0 |", m->lr,
-            m->global_batch, loss);
+    fprintf(log, " learning rate: %.6E | global batch size: %5d | lm loss: %.6E |", m->lr, m->global_batch, loss);
+    if (m->n_experts > 0) /* Megatron's track_moe_metrics adds it to total_loss_dict, printed after lm loss */
+        fprintf(log, " load_balancing_loss: %.6E |", m->load_balancing_loss);
+    fprintf(log, " loss scale: 1.0 |");
     fprintf(log, " grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |",
             m->grad_norm, skipped, nan_it);
     fprintf(log, " throughput (tokens/s): %.0f |%s%s ETA: %s |\n", tok, mfu, bub, eta);
@@ -188,10 +190,18 @@ static const char *jnum(char *buf, size_t n, const char *fmt, double v) {
 mt_status mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m) {
     if (log) print_iter_line(log, s ? s->prefix : "", m);
     if (s && (s->is_open || s->failed)) {
-        char mfu[32], bub[96] = "", ivl[256] = "", line[1024];
+        char mfu[32], bub[2048] = "", ivl[256] = "", line[4096];
         char b_loss[32], b_lr[32], b_gn[32], b_tok[40], b_ms[40], b_tf[40], b_avg[32];
+        size_t nb = 0;
         if (m->bubble >= 0)
-            snprintf(bub, sizeof bub, ",\"bubble\":%.6f,\"bubble_formula\":%.6f", m->bubble, m->bubble_formula);
+            nb = (size_t)snprintf(bub, sizeof bub, ",\"bubble\":%.6f,\"bubble_formula\":%.6f", m->bubble, m->bubble_formula);
+        if (m->n_experts > 0 && m->n_experts <= 128 && m->expert_load) { /* MoE: loads (a fixed-size buffer, no allocation) */
+            nb += (size_t)snprintf(bub + nb, sizeof bub - nb, ",\"load_balancing_loss\":%.9g,\"dropped_tokens\":%.0f,"
+                                   "\"expert_load\":[", m->load_balancing_loss, m->dropped_tokens);
+            for (int q = 0; q < m->n_experts && nb < sizeof bub; q++)
+                nb += (size_t)snprintf(bub + nb, sizeof bub - nb, "%s%.6f", q ? "," : "", m->expert_load[q]);
+            if (nb < sizeof bub) snprintf(bub + nb, sizeof bub - nb, "]");
+        }
         if (m->interval_iters > 0)
             snprintf(ivl, sizeof ivl, ",\"interval_iters\":%lld,\"lm_loss_interval_avg\":%s,"
                      "\"ms_per_iter_interval_avg\":%.3f,\"interval_skipped\":%lld,\"interval_nan\":%lld",

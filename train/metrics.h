@@ -26,6 +26,13 @@ typedef struct {
     double interval_lm_loss;                   /* mean over the interval's non-skipped iterations (0 if none) */
     double interval_ms, interval_tokens_per_s, interval_tflops, interval_mfu; /* over the interval */
     double eta_s;                              /* (train_iters - iteration) * interval_ms, seconds */
+    /* mixture of experts (n_experts > 0): Megatron's load_balancing_loss (the aux loss without its
+       coefficient, mean over MoE layers and micro-batches), each expert's share of the routed
+       assignments (expert_load, n_experts values) and the assignments dropped over capacity */
+    int n_experts;
+    double load_balancing_loss;
+    const double *expert_load;
+    double dropped_tokens;
 } mt_iter_metrics;
 
 /* Which evaluation a validation line reports (Megatron's prefixes): "iteration N" during

@@ -15,7 +15,7 @@
 mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes) {
     const struct mt_backend_i *i = be->i;
     int ln = r->model.norm == MT_NORM_LAYERNORM, sw = r->model.activation == MT_ACT_SWIGLU;
-    int tp = r->parallel.tensor > 1;
+    int tp = r->parallel.tensor > 1, moe = r->model.moe.experts > 0;
     struct { const char *name; int needed; const void *fn; } ops[] = {
         {"matmul_fwd", 1, (const void *)i->matmul_fwd}, {"matmul_bwd", 1, (const void *)i->matmul_bwd},
         {"layernorm_fwd", ln, (const void *)i->layernorm_fwd}, {"layernorm_bwd", ln, (const void *)i->layernorm_bwd},
@@ -29,6 +29,10 @@ mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char 
         {"sum", 1, (const void *)i->sum}, {"adamw", 1, (const void *)i->adamw},
         {"xent_vp_max", tp, (const void *)i->xent_vp_max}, {"xent_vp_sumexp", tp, (const void *)i->xent_vp_sumexp},
         {"xent_vp_finish", tp, (const void *)i->xent_vp_finish},
+        {"moe_route", moe, (const void *)i->moe_route}, {"moe_route_bwd", moe, (const void *)i->moe_route_bwd},
+        {"moe_permute", moe, (const void *)i->moe_permute}, {"moe_unpermute", moe, (const void *)i->moe_unpermute},
+        {"moe_unpermute_bwd", moe, (const void *)i->moe_unpermute_bwd},
+        {"copy_d2d", moe, (const void *)i->copy_d2d},
     };
     size_t used = 0;
     missing[0] = 0;
@@ -64,7 +68,7 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
         const mt_param_tensor *t = &pl->t[ti];
         const size_t n = (size_t)t->rows * t->cols;
         for (int l = 0; l < t->n_layers; l++) {
-            const int gl = t->stacked ? mt_param_global_layer(pl, l) : l; /* the serial run's layer */
+            const int gl = mt_param_global_slice(pl, ti, l); /* the serial run's layer (MoE: layer x expert) */
             const uint64_t stream = mt_hash_str(t->name) ^ ((uint64_t)gl * 0x9e3779b97f4a7c15ULL);
             /* every element is a pure function of (seed, stream, full index): threads draw the same values */
 #pragma omp parallel for schedule(static) if (n >= 65536)
@@ -158,7 +162,20 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
         return mt_errorf(MT_ERR_INTERNAL, "model init: tp group of %d ranks for parallel.tensor = %d",
                          s->tp_comm->size, m->pl.tp);
     MT_CHECK(mt_recipe_check_sp_split(r)); /* the one sequence-parallel rule (core/recipe) */
+    if (m->pl.moe) {
+        if (s->ep_comm && s->ep_comm->size != m->pl.ep)
+            return mt_errorf(MT_ERR_INTERNAL, "model init: ep group of %d ranks for parallel.expert = %d",
+                             s->ep_comm->size, m->pl.ep);
+        if (m->pl.ep > 1 && !s->ep_comm && s->ep_rank != 0)
+            return mt_errorf(MT_ERR_INTERNAL, "model init: parallel.expert = %d without an ep communicator", m->pl.ep);
+        m->pl.ep_rank = s->ep_rank;
+        m->ep_comm = s->ep_comm;
+        m->moe_aux_coeff = r->model.moe.aux_loss_coeff;
+        m->moe_z_coeff = r->model.moe.z_loss_coeff;
+        m->moe_pre_softmax = r->model.moe.pre_softmax;
+    }
     mt_act_layout_build(&m->pl, B, m->act, &m->al);
+    mt_param_layout_place_buffers(&m->pl, s->shards);
     MT_CHECK(mt_opt_layout_build(&m->pl, s->shards, s->shard, &m->ol));
     const size_t n = m->ol.n_flat, n_opt = m->ol.n_opt;
     m->master_aliased = m->act == MT_F32 && one_region(&m->ol);
@@ -181,6 +198,15 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     MT_CHECK(be->i->alloc(be, m->bytes_acts, &m->acts.base));
     m->acts.l0 = 0;
     m->scalars = ACT(m, &m->acts, scalars);
+    if (m->pl.moe) {
+        m->moe_stats = ACT(m, &m->acts, moe_stats);
+        m->moe_host = malloc((size_t)(2 * m->pl.E + m->pl.ep * m->pl.E_r) * sizeof *m->moe_host);
+        m->moe_tab = malloc((size_t)4 * m->pl.ep * sizeof *m->moe_tab);
+        if (!m->moe_host || !m->moe_tab) {
+            st = mt_errorf(MT_ERR_OOM, "model init: MoE count tables for %d experts", m->pl.E);
+            goto out;
+        }
+    }
     m->staging = malloc((size_t)m->al.N * 2 * sizeof *m->staging);
     if (!m->staging) {
         st = mt_errorf(MT_ERR_OOM, "model init: micro-batch staging of %d tokens", m->al.N);
@@ -204,6 +230,8 @@ void mt_model_free(mt_model *m) {
     if (m->adam_v) be->i->free(be, m->adam_v);
     if (m->acts.base) be->i->free(be, m->acts.base);
     free(m->staging);
+    free(m->moe_host);
+    free(m->moe_tab);
     memset(m, 0, sizeof *m);
 }
 
@@ -211,6 +239,7 @@ mt_status mt_model_zero_grads(mt_model *m) {
     mt_status st = MT_OK;
     MT_CHECK(m->be->i->memset_zero(m->be, m->grads, m->bytes_grads));
     MT_CHECK(m->be->i->memset_zero(m->be, m->scalars, 8));
+    if (m->moe_stats) MT_CHECK(m->be->i->memset_zero(m->be, m->moe_stats, (MT_MOE_STATS + 2 * (size_t)m->pl.E) * 4));
 out:
     return st;
 }
@@ -232,6 +261,7 @@ out:
 mt_status mt_model_loss(mt_model *m, const mt_acts *a, float dloss) {
     mt_status st = MT_OK;
     const int N = m->al.N;
+    m->moe_dloss = dloss;
     MT_CHECK(mt_tp_xent(&m->tp, ACT(m, a, logits), ACT(m, a, losses), ACT(m, a, xent_stats), (const int32_t *)ACT(m, a, targets),
                         N, m->pl.V, m->pl.Vp, m->tp.rank * m->pl.Vp_r, m->pl.Vp_r, dloss));
     /* every tp rank holds the same full per-token losses: each sums them (the trainer reduces
@@ -258,6 +288,7 @@ mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dlo
                                           "(mt_model_init_tp)", m->pl.tp);
     if (m->pl.pp > 1)
         return mt_errorf(MT_ERR_INTERNAL, "model step: a pipeline stage runs micro-batches through train/pipeline.c");
+    m->moe_dloss = dloss;
     MT_CHECK(mt_model_load_micro(m, &m->acts, tokens_host));
     MT_CHECK(mt_model_forward(m, &m->acts, mt_model_whole(m)));
     MT_CHECK(mt_model_loss(m, &m->acts, dloss));

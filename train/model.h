@@ -40,6 +40,8 @@ typedef struct {
     int shard[MT_GBUFS];    /* the one this rank owns */
     mt_comm *tp_comm;       /* the tp group; NULL when tp = 1 (or for memory accounting only) */
     int pp_stage;           /* pipeline stage; -1: the whole model whatever parallel.pipeline says */
+    mt_comm *ep_comm;       /* MoE: the expert-parallel group (NULL when ep = 1) */
+    int ep_rank;            /* this rank's index in it: it holds experts [ep_rank * E/ep, (ep_rank+1) * E/ep) */
 } mt_model_shape;
 
 typedef struct {
@@ -64,6 +66,15 @@ typedef struct {
     int32_t *staging;      /* (2, N) i32 host: inputs and targets of a micro-batch before upload */
     mt_tp tp;              /* tensor-parallel group, rank, SP flag, scratch, comm time (tp = 1: no group) */
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts; /* what was allocated */
+    /* mixture of experts (pl.moe; train/model_moe.c) */
+    mt_comm *ep_comm;      /* expert-parallel group (NULL: ep = 1) */
+    float moe_dloss;       /* the loss scale of the micro-batches being run (the aux / z-loss gradients use it) */
+    float moe_aux_coeff, moe_z_coeff;
+    int moe_pre_softmax;
+    void *moe_stats;       /* (MT_MOE_STATS + 2E) f32 in the model's activation buffer: the step's MoE sums */
+    int32_t *moe_host;     /* (2E + ep*E_r) i32 host: one layer's counts */
+    size_t *moe_tab;       /* (4 ep) host: all-to-all counts and displacements */
+    double moe_comm_ms;    /* time in the expert all-to-alls (accumulated; the caller resets it) */
 } mt_model;
 
 /* Allocates everything for micro-batches of s->B sequences and initialises the weights as full
@@ -108,5 +119,10 @@ void *mt_model_dresid(const mt_model *m, const mt_acts *a);       /* (N_r, C) ac
 void *mt_model_scalars(mt_model *m);
 /* Reads both scalars into host memory: the step's one synchronisation. */
 mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq);
+
+/* MoE layer l (train/model_moe.c): forward xo = xm + moe(x2) (x2, xm, xo: N_r rows), and its backward:
+ * dresid holds dL/dxo; *dx receives dL/dx2 (N_r rows, reduced over tp) for the norm backward. */
+mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, const void *xm, void *xo);
+mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, void **dx);
 
 #endif

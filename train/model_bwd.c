@@ -43,6 +43,10 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
         void *g = ACT_L(m, A, fch_act, l, (size_t)N * pl->F_r, a);
 
         /* MLP: dresid holds dL/dx' */
+        if (pl->moe) { /* mixture of experts (model_moe.c): dx = dL/dx2 */
+            MT_CHECK(mt_moe_backward(m, A, l, x2, &dx));
+            goto mlp_done;
+        }
         MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, dfch_act), G(m, ix->fcproj_w, l), G(m, ix->fcproj_b, l), dresid, g,
                                P(m, ix->fcproj_w, l), C, pl->F_r));
         if (m->swiglu) {
@@ -55,6 +59,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
         }
         MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->fc_w, l), G(m, ix->fc_b, l), ACT(m, A, dfch), x2,
                                   P(m, ix->fc_w, l), pl->fc_rows_r, C));
+    mlp_done:
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->ln2_w, l), G(m, ix->ln2_b, l), dx, xm, P(m, ix->ln2_w, l),
                                    ACT_L(m, A, ln2_mean, l, Nr, 4), ACT_L(m, A, ln2_rstd, l, Nr, 4), Nr));
         /* attention: dresid holds dL/dxm */

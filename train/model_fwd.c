@@ -60,6 +60,10 @@ mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
 
         MT_CHECK(mt_model_norm_fwd(m, x2, ACT_L(m, A, ln2_mean, l, Nr, 4), ACT_L(m, A, ln2_rstd, l, Nr, 4), xm,
                                    P(m, ix->ln2_w, l), P(m, ix->ln2_b, l), Nr));
+        if (pl->moe) { /* the MLP is a mixture of experts (model_moe.c) */
+            MT_CHECK(mt_moe_forward(m, A, l, x2, xm, xo));
+            continue;
+        }
         MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
         if (m->swiglu) {
             mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = N, .F = pl->F_r};

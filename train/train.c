@@ -25,6 +25,7 @@
 #include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/model.h"
+#include "train/moe_stats.h"
 #include "train/optim.h"
 #include "train/pipeline.h"
 #include "train/profile.h"
@@ -57,6 +58,7 @@ typedef struct {
     int stop_check;          /* signals or a time limit can stop the run: vote every iteration */
     mt_profiler prof;        /* logging.profile: the trace's event buffer */
     mt_timers tm;            /* per-phase timers; tm.probe goes to the pipeline and grad sync */
+    mt_moe_stats moe;        /* MoE: the step's load-balancing loss and expert loads */
 } trainer;
 
 /* Fills B rows of T+1 tokens for micro-batch `mb` of the global batch that starts at
@@ -103,6 +105,7 @@ out:
 static mt_status run_batch(trainer *t, mt_blended_dataset *ds, int64_t consumed, float dloss, int backward) {
     mt_status st = MT_OK;
     fetch_ctx fc = {.t = t, .ds = ds, .consumed = consumed, .tm = &t->tm.probe};
+    t->model.moe_dloss = dloss; /* MoE: the aux / z-loss gradients on every pipeline stage */
     if (t->pipe_exec) return mt_pipeline_run(t->pipe_exec, &t->model, fetch_cb, &fc, dloss, !backward);
     for (int mb = 0; mb < t->n_micro; mb++) {
         MT_CHECK(fetch_cb(&fc, mb, t->tokens));
@@ -170,6 +173,7 @@ static mt_status trainer_close(trainer *t) {
     free(t->tokens);
     mt_timers_free(&t->tm);
     mt_profile_free(&t->prof);
+    mt_moe_stats_close(&t->moe);
     mt_stop_request_restore();
     if (t->stop_flag) t->be->i->free(t->be, t->stop_flag);
     mt_ckpt_saver_free(&t->saver, t->be);
@@ -234,11 +238,13 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
              g += r->training.rampup_start > 0 ? r->training.rampup_increment : t->G)
             MT_CHECK(mt_schedule_check(mt_schedule_default(pp, r->parallel.virtual_pipeline), pp,
                                        (int)(g / (t->B * t->dp)), r->parallel.virtual_pipeline));
-    mt_model_shape shape = {.B = t->B, .tp_comm = mt_pstate_group(ps, MT_PG_TP)->comm, .pp_stage = pp > 1 ? stage : -1};
+    mt_model_shape shape = {.B = t->B, .tp_comm = mt_pstate_group(ps, MT_PG_TP)->comm, .pp_stage = pp > 1 ? stage : -1,
+                            .ep_comm = mt_pstate_group(ps, MT_PG_EP)->comm, .ep_rank = mt_pstate_group(ps, MT_PG_EP)->rank};
     mt_grad_sync_shards(ps, t->distributed, shape.shards, shape.shard);
     MT_CHECK(mt_model_create(&t->model, r, be, &shape));
     t->have_model = 1;
     mt_grad_sync_init(&t->gs, &t->model.pl, &t->model.ol, ps, be, t->distributed);
+    MT_CHECK(mt_moe_stats_open(&t->moe, &t->model));
     if (pp > 1) {
         MT_CHECK(mt_pipeline_init(&t->pipe, &t->model, r, t->n_micro, mt_pstate_group(ps, MT_PG_PP)->comm));
         t->pipe_exec = &t->pipe;
@@ -286,7 +292,8 @@ static mt_status print_start(const trainer *t, FILE *log) {
         n_full += (size_t)full_pl.t[ti].n_layers * full_pl.t[ti].full_rows * full_pl.t[ti].full_cols;
     if (!log) goto out;
     const int tp = m->pl.tp, pp = ps->grid.pp;
-    char shard[48] = "";
+    char shard[48] = "", eps[48] = "";
+    if (m->pl.moe) snprintf(eps, sizeof eps, ", %d experts top-%d, ep %d", m->pl.E, m->pl.top_k, m->pl.ep);
     if (tp > 1 || pp > 1)
         snprintf(shard, sizeof shard, "%zu on this %s; ", m->pl.n_params, pp > 1 ? "rank's stage" : "tp rank");
     char pps[160] = "";
@@ -298,13 +305,13 @@ static mt_status print_start(const trainer *t, FILE *log) {
     }
     fprintf(log,
             "%smtrain: %s, %zu parameters (%s%.1f MiB weights, %.1f MiB grads, %.1f MiB optimizer%s, "
-            "%.1f MiB activations per rank), backend %s, %d rank%s (tp %d%s%s, dp %d), %lld iterations of %d "
+            "%.1f MiB activations per rank), backend %s, %d rank%s (tp %d%s%s, dp %d%s), %lld iterations of %d "
             "sequences x %d tokens (%d micro-batches of %d per rank)\n",
             t->sink.prefix, r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", n_full, shard,
             m->bytes_params / 1048576.0, m->bytes_grads / 1048576.0, m->bytes_optim / 1048576.0,
             t->distributed ? " (distributed)" : "", m->bytes_acts / 1048576.0,
             t->be->device_name ? t->be->device_name : t->be->i->name, ps->size, ps->size > 1 ? "s" : "", tp,
-            m->pl.sp ? " sequence-parallel" : "", pps, t->dp, (long long)r->training.iters, t->G, t->T, t->n_micro,
+            m->pl.sp ? " sequence-parallel" : "", pps, t->dp, eps, (long long)r->training.iters, t->G, t->T, t->n_micro,
             t->B);
 out:
     return st;
@@ -329,6 +336,7 @@ static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n
     mt_timers_add(&t->tm, MT_TM_TP, m->tp.comm_ms);
     MT_CHECK(mt_grad_sync_reduce(&t->gs, m->grads, mt_model_scalars(m)));
     MT_CHECK(mt_model_read_scalars(m, &loss_sum, &grad_sq));
+    MT_CHECK(mt_moe_stats_collect(&t->moe, m, &t->gs, t->G_cur / t->B));
     res->loss = (double)loss_sum / t->tokens_per_iter;
     res->grad_norm = sqrt((double)grad_sq);
     /* Megatron's scheduler steps by the samples of each batch: under ramp-up the schedule's step is the
@@ -504,6 +512,10 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
                               .grad_norm = res.grad_norm, .skipped = skipped, .nan_iters = ls.nan_total,
                               .bubble = -1, .bubble_formula = bubble_formula, .interval_mfu = -1};
         if (peak > 0) im.mfu = im.tflops / peak;
+        im.n_experts = t.moe.E; /* MoE: this iteration's load-balancing loss, expert loads, drops */
+        im.load_balancing_loss = t.moe.lb_loss;
+        im.expert_load = t.moe.load;
+        im.dropped_tokens = t.moe.dropped;
         if (print_line) {
             const double ms = ls.window_ms / ls.window_iters;
             const int64_t advanced = ls.window_iters - ls.window_skipped;

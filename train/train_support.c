@@ -20,8 +20,9 @@ mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_b
         }                                                                                                   \
     } while (0)
     REFUSE("parallel.context", r->parallel.context > 1, "context parallelism");
-    REFUSE("parallel.expert", r->parallel.expert > 1, "expert parallelism");
-    REFUSE("model.moe.experts", r->model.moe.experts > 0, "mixture of experts");
+    REFUSE("model.moe.layer_freq", r->model.moe.experts > 0 && r->model.moe.layer_freq != 1,
+           "MoE layers interleaved with dense ones (layer_freq > 1)");
+    REFUSE("model.moe.top_k", r->model.moe.experts > 0 && r->model.moe.top_k > 64, "top_k above 64");
 #undef REFUSE
     if (r->training.recompute != MT_RECOMPUTE_NONE)
         snprintf(note, note_bytes, "note: training.recompute is modelled by `mtrain plan`; the trainer keeps all "

@@ -18,7 +18,7 @@ int mt_ckpt_kind_find(const char *name) {
 
 void mt_ckpt_global_shape(const mt_param_layout *pl, int ti, int64_t shape[3]) {
     const mt_param_tensor *t = &pl->t[ti];
-    shape[0] = t->stacked ? pl->L_global : 1;
+    shape[0] = t->stacked ? (t->experts_r ? (int64_t)pl->L_global * pl->E : pl->L_global) : 1;
     shape[1] = t->full_rows;
     shape[2] = t->full_cols;
 }
@@ -43,11 +43,22 @@ static int axis_blocks(const mt_param_tensor *t, int tp, int tp_rank, axis_block
     return t->n_blocks;
 }
 
+#define MAX_RUNS 1024 /* model chunks per stage (parallel.virtual_pipeline <= 1024), or MoE layers per stage */
+
 /* layer runs of the local tensor: local first layer, global first layer, count */
 static int layer_runs(const mt_param_layout *pl, const mt_param_tensor *t, int runs[][3]) {
     if (!t->stacked) {
         runs[0][0] = 0, runs[0][1] = 0, runs[0][2] = 1;
         return 1;
+    }
+    if (t->experts_r) { /* one run per local layer: its experts_r experts (global slices, ckpt_global_shape) */
+        const int n = t->n_layers / t->experts_r;
+        for (int l = 0; l < n && l < MAX_RUNS; l++) {
+            runs[l][0] = l * t->experts_r;
+            runs[l][1] = mt_param_global_slice(pl, (int)(t - pl->t), l * t->experts_r);
+            runs[l][2] = t->experts_r;
+        }
+        return n < MAX_RUNS ? n : MAX_RUNS;
     }
     if (pl->pp <= 1) {
         runs[0][0] = 0, runs[0][1] = 0, runs[0][2] = t->n_layers;
@@ -62,7 +73,6 @@ static int layer_runs(const mt_param_layout *pl, const mt_param_tensor *t, int r
     return vpp;
 }
 
-#define MAX_RUNS 1024 /* model chunks per stage: parallel.virtual_pipeline <= 1024 */
 #define MAX_BOXES 4096 /* 3 blocks x model.layers (at most 1024) */
 
 int mt_ckpt_boxes(const mt_param_layout *pl, int ti, int tp_rank, mt_ckpt_box *boxes, int max) {

@@ -1,6 +1,8 @@
 /* ckpt_layout.h — where each piece of a checkpoint comes from and goes to (pure: no I/O).
  * A checkpoint stores every logical tensor in global coordinates: a stacked per-layer tensor
- * has the global shape (model.layers, full_rows, full_cols), any other (1, full_rows, full_cols).
+ * has the global shape (model.layers, full_rows, full_cols), any other (1, full_rows, full_cols);
+ * an MoE expert tensor (model.layers * experts, full_rows, full_cols): slice l * E + e is expert e of
+ * layer l, so a save at one expert-parallel size loads at any other.
  * A rank's local copy of a tensor (model_layout.h: a tp shard of a pipeline stage's layers) is a
  * list of boxes: hyper-rectangles of the global tensor, each of which is one contiguous run of
  * the local storage in row-major order (a model chunk's layers x one sharded block, or one layer

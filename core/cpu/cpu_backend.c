@@ -108,6 +108,11 @@ static const struct mt_backend_i cpu_table = {
     .xent_vp_max = mt_cpu_xent_vp_max,
     .xent_vp_sumexp = mt_cpu_xent_vp_sumexp,
     .xent_vp_finish = mt_cpu_xent_vp_finish,
+    .moe_route = mt_cpu_moe_route,
+    .moe_route_bwd = mt_cpu_moe_route_bwd,
+    .moe_permute = mt_cpu_moe_permute,
+    .moe_unpermute = mt_cpu_moe_unpermute,
+    .moe_unpermute_bwd = mt_cpu_moe_unpermute_bwd,
 };
 
 mt_status mt_backend_cpu_create(mt_backend *be, int n_threads) {

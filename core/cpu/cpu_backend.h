@@ -56,6 +56,12 @@ mt_status mt_cpu_xent_fwd_bwd(mt_backend *be, const mt_xent_args *a);
 mt_status mt_cpu_xent_vp_max(mt_backend *be, const mt_xent_vp_args *a);
 mt_status mt_cpu_xent_vp_sumexp(mt_backend *be, const mt_xent_vp_args *a);
 mt_status mt_cpu_xent_vp_finish(mt_backend *be, const mt_xent_vp_args *a);
+/* mixture of experts (cpu_ops_moe.c) */
+mt_status mt_cpu_moe_route(mt_backend *be, const mt_moe_route_args *a);
+mt_status mt_cpu_moe_route_bwd(mt_backend *be, const mt_moe_route_bwd_args *a);
+mt_status mt_cpu_moe_permute(mt_backend *be, const mt_moe_permute_args *a);
+mt_status mt_cpu_moe_unpermute(mt_backend *be, const mt_moe_unpermute_args *a);
+mt_status mt_cpu_moe_unpermute_bwd(mt_backend *be, const mt_moe_unpermute_bwd_args *a);
 /* optimizer (cpu_ops_optim.c) */
 mt_status mt_cpu_adamw(mt_backend *be, const mt_adamw_args *a);
 

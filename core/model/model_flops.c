@@ -21,7 +21,7 @@ void mt_model_fwd_flops_per_token(const mt_param_layout *pl, int moe_experts, in
 
 double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full) {
     mt_model_fwd_flops f;
-    mt_model_fwd_flops_per_token(pl, 0, 1, &f);
+    mt_model_fwd_flops_per_token(pl, pl->moe ? pl->E : 0, pl->moe ? pl->top_k : 1, &f);
     const double fwd = pl->T * (pl->L_global * f.layer + f.head); /* the whole model, on any stage */
     return fwd * (recompute_full ? 4.0 : 3.0);
 }

@@ -5,6 +5,7 @@
  * shard's element back to the full tensor (the init and any resharding rely on it). */
 #include "core/model/model_layout.h"
 
+#include <math.h>
 #include <string.h>
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -33,6 +34,7 @@ static int add_tensor(mt_param_layout *pl, size_t *cursor, const char *name, int
     t->sp_partial = 0;
     t->stacked = 0; /* set by build for the per-layer tensors */
     t->pp_copy = 0;
+    t->experts_r = 0;
     *cursor = align_up(*cursor + t->n, MT_PARAM_ALIGN);
     pl->n_params += t->n;
     return i;
@@ -101,6 +103,21 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     pl->has_embed = pl->stage == 0;
     pl->has_head = pl->stage == pl->pp - 1;
 
+    if (m->moe.experts > 0) {
+        const int ep = r->parallel.expert > 0 ? r->parallel.expert : 1;
+        pl->moe = 1;
+        pl->E = m->moe.experts;
+        pl->ep = ep;
+        pl->top_k = m->moe.top_k;
+        if (pl->E % ep || pl->top_k < 1 || pl->top_k > pl->E)
+            return mt_errorf(MT_ERR_CONFIG, "model layout: model.moe.experts = %d with top_k %d does not split over "
+                             "parallel.expert = %d (validate the recipe first: mtrain check)", pl->E, pl->top_k, ep);
+        pl->E_r = pl->E / ep;
+        if (m->moe.capacity_factor > 0) {
+            const double c = ceil((double)m->moe.capacity_factor * pl->T * pl->top_k / pl->E - 1e-9);
+            pl->moe_cap = c < 1 ? 1 : c > pl->T ? pl->T : (int)c;
+        }
+    }
     const int L = pl->L, C = pl->C, bias = m->bias, ln = m->norm == MT_NORM_LAYERNORM;
     const int q = pl->H * pl->D, kv = pl->KV * pl->D, F = pl->F, nfb = m->activation == MT_ACT_SWIGLU ? 2 : 1;
     const mt_shard_kind ROWS = MT_SHARD_ROWS, COLS = MT_SHARD_COLS, NONE = MT_SHARD_NONE;
@@ -120,15 +137,29 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     if (bias) ix->proj_b = add_tensor(pl, &cur, "proj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
     ix->ln2_w = add_norm(pl, &cur, "ln2_w", L, MT_INIT_ONE);
     if (ln) ix->ln2_b = add_norm(pl, &cur, "ln2_b", L, MT_INIT_ZERO);
-    ix->fc_w = add_tensor(pl, &cur, "fc_w", L, pl->fc_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, F, F, 0);
-    if (bias) ix->fc_b = add_tensor(pl, &cur, "fc_b", L, 1, pl->fc_rows, 0, MT_INIT_ZERO, COLS, nfb, F, F, 0);
-    ix->fcproj_w = add_tensor(pl, &cur, "fcproj_w", L, C, F, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, F, 0, 0);
-    if (bias) ix->fcproj_b = add_tensor(pl, &cur, "fcproj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
+    if (pl->moe) {
+        ix->router_w = add_tensor(pl, &cur, "router_w", L, pl->E, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
+    } else {
+        ix->fc_w = add_tensor(pl, &cur, "fc_w", L, pl->fc_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, F, F, 0);
+        if (bias) ix->fc_b = add_tensor(pl, &cur, "fc_b", L, 1, pl->fc_rows, 0, MT_INIT_ZERO, COLS, nfb, F, F, 0);
+        ix->fcproj_w = add_tensor(pl, &cur, "fcproj_w", L, C, F, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, F, 0, 0);
+        if (bias) ix->fcproj_b = add_tensor(pl, &cur, "fcproj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
+    }
     if (pl->has_head) {
         ix->lnf_w = add_norm(pl, &cur, "lnf_w", 1, MT_INIT_ONE);
         if (ln) ix->lnf_b = add_norm(pl, &cur, "lnf_b", 1, MT_INIT_ZERO);
         if (!m->tie_embeddings)
             ix->lm_head = add_tensor(pl, &cur, "lm_head", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
+    }
+    if (pl->moe) { /* the expert gradient buffer: its tensors together, after every dense one */
+        const int n = L * pl->E_r;
+        ix->efc_w = add_tensor(pl, &cur, "expert_fc_w", n, pl->fc_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, F, F, 0);
+        if (bias) ix->efc_b = add_tensor(pl, &cur, "expert_fc_b", n, 1, pl->fc_rows, 0, MT_INIT_ZERO, COLS, nfb, F, F, 0);
+        ix->efcproj_w = add_tensor(pl, &cur, "expert_fcproj_w", n, C, F, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, F, 0, 0);
+        if (bias) ix->efcproj_b = add_tensor(pl, &cur, "expert_fcproj_b", n, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
+        const int ex[4] = {ix->efc_w, ix->efc_b, ix->efcproj_w, ix->efcproj_b};
+        for (int k = 0; k < 4; k++)
+            if (ex[k] >= 0) pl->t[ex[k]].experts_r = pl->E_r;
     }
     pl->n_elems = cur;
     for (int ti = 0; ti < pl->n_tensors; ti++) {
@@ -137,6 +168,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
         t->gclass = MT_GRAD_DENSE;
         if (t->sp_partial) t->gclass = MT_GRAD_TP_PARTIAL;
         if (ti == ix->wte && m->tie_embeddings && pl->pp > 1) t->gclass = MT_GRAD_EMBEDDING;
+        if (t->experts_r) t->gclass = MT_GRAD_EXPERT;
     }
 out:
     return st;
@@ -146,6 +178,33 @@ mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl) { retur
 
 mt_status mt_param_layout_build_stage(const mt_recipe *r, int stage, mt_param_layout *pl) {
     return build(r, 1, stage, pl);
+}
+
+void mt_param_layout_place_buffers(mt_param_layout *pl, const int shards[2]) {
+    size_t dense_end = 0, exp_lo = (size_t)-1;
+    for (int ti = 0; ti < pl->n_tensors; ti++) {
+        const mt_param_tensor *t = &pl->t[ti];
+        if (t->gclass == MT_GRAD_EXPERT) {
+            if (t->offset < exp_lo) exp_lo = t->offset;
+        } else if (t->offset + t->n > dense_end) {
+            dense_end = t->offset + t->n;
+        }
+    }
+    if (exp_lo == (size_t)-1) return;
+    const size_t unit = (size_t)(shards[0] > 0 ? shards[0] : 1) * MT_PARAM_ALIGN;
+    const size_t start = align_up(dense_end, unit);
+    if (start <= exp_lo) return;
+    const size_t delta = start - exp_lo; /* a multiple of MT_PARAM_ALIGN: both are */
+    for (int ti = 0; ti < pl->n_tensors; ti++)
+        if (pl->t[ti].gclass == MT_GRAD_EXPERT) pl->t[ti].offset += delta;
+    pl->n_elems += delta;
+}
+
+int mt_param_global_slice(const mt_param_layout *pl, int ti, int s) {
+    const mt_param_tensor *t = &pl->t[ti];
+    if (!t->stacked) return s;
+    if (!t->experts_r) return mt_param_global_layer(pl, s);
+    return mt_param_global_layer(pl, s / t->experts_r) * pl->E + pl->ep_rank * t->experts_r + s % t->experts_r;
 }
 
 /* local index k along a sharded axis of blocks -> full index */
@@ -200,8 +259,9 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(ln2, L * Nr * C * a);
     PLACE(ln2_mean, L * Nr * f);
     PLACE(ln2_rstd, L * Nr * f);
-    PLACE(fch, L * N * pl->fc_rows_r * a);
-    PLACE(fch_act, L * N * pl->F_r * a);
+    const size_t dense_mlp = pl->moe ? 0 : 1; /* MoE layers keep their MLP activations per expert row */
+    PLACE(fch, dense_mlp * L * N * pl->fc_rows_r * a);
+    PLACE(fch_act, dense_mlp * L * N * pl->F_r * a);
     PLACE(lnf, head ? Nr * C * a : 0);
     PLACE(lnf_mean, head ? Nr * f : 0);
     PLACE(lnf_rstd, head ? Nr * f : 0);
@@ -215,11 +275,41 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(dqkv, N * pl->qkv_rows_r * a);
     PLACE(datty, N * HD * a);
     PLACE(dprobs, probs * f);
-    PLACE(dfch, N * pl->fc_rows_r * a);
-    PLACE(dfch_act, N * pl->F_r * a);
+    PLACE(dfch, dense_mlp * N * pl->fc_rows_r * a);
+    PLACE(dfch_act, dense_mlp * N * pl->F_r * a);
     if (pl->sp) {
         PLACE(sp_full, N * C * a);
         PLACE(sp_slice, Nr * C * a);
+    }
+    if (pl->moe) {
+        const size_t E = pl->E, k = pl->top_k, Er = pl->E_r, ep = pl->ep;
+        size_t S = N * k, per_src = N; /* rows one source sends one expert at most */
+        if (pl->moe_cap > 0) {
+            per_src = (size_t)B * pl->moe_cap;
+            if (E * per_src < S) S = E * per_src;
+        }
+        size_t R = ep * Er * per_src;
+        if (ep * S < R) R = ep * S;
+        al->moe_S = (int)S;
+        al->moe_R = (int)R;
+        PLACE(moe_logits, L * N * E * a);
+        PLACE(moe_probs, L * N * E * f);
+        PLACE(moe_topi, L * N * k * 4);
+        PLACE(moe_topw, L * N * k * f);
+        PLACE(moe_pos, L * N * k * 4);
+        PLACE(moe_counts, L * (2 * E + ep * Er) * 4);
+        PLACE(moe_xin, L * R * C * a);
+        PLACE(moe_h, L * R * pl->fc_rows_r * a);
+        PLACE(moe_g, L * R * pl->F_r * a);
+        PLACE(moe_ysend, L * S * C * a);
+        PLACE(moe_send, S * C * a);
+        PLACE(moe_recv, ep > 1 ? R * C * a : 0);
+        PLACE(moe_ye, R * C * a);
+        PLACE(moe_dh, R * pl->fc_rows_r * a);
+        PLACE(moe_dg, R * pl->F_r * a);
+        PLACE(moe_dlogits, N * E * a);
+        PLACE(moe_dw, N * k * f);
+        PLACE(moe_stats, (MT_MOE_STATS + 2 * E) * f);
     }
 #undef PLACE
     al->n_bytes = cur;

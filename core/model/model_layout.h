@@ -67,6 +67,11 @@ typedef struct {
                               under tied embeddings): its gradient is summed over the embedding
                               group, the grad norm counts it on the owner only */
     mt_grad_class gclass;  /* how its gradient is reduced and its optimizer state sharded */
+    int experts_r;         /* MoE expert tensor: each local layer holds experts_r consecutive expert
+                              slices (this ep rank's E / ep experts), so n_layers = L * experts_r and
+                              (rows, cols) is ONE expert's shard; 0 for any other tensor. Local slice s
+                              is expert ep_rank * experts_r + s % experts_r of local layer s / experts_r
+                              (mt_param_global_slice) */
     size_t offset;         /* element offset of the first layer's slice */
     size_t n;              /* n_layers * rows * cols */
     int decay;             /* weight decay applies (matrices and embeddings, not biases/norms) */
@@ -79,6 +84,8 @@ typedef struct {
     int ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
     int ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
     int lnf_w, lnf_b;
+    int router_w;                           /* MoE: (L, E, C) replicated router */
+    int efc_w, efc_b, efcproj_w, efcproj_b; /* MoE experts: (L * E/ep, ...) one expert's fc / fcproj shard */
 } mt_param_index;
 
 typedef struct {
@@ -105,7 +112,21 @@ typedef struct {
     int Lc;                /* layers per model chunk: L_global / (pp * vpp); L = vpp * Lc */
     int has_embed;         /* stage 0: wte (+ wpe) and the embedding */
     int has_head;          /* last stage: final norm, output layer (lm_head, or a copy of wte), loss */
+    /* mixture of experts (model.moe.experts > 0): every layer's MLP is E experts of the dense MLP's
+       shape (expert tensor parallelism = tp: each expert split over tp as the dense MLP is), E / ep
+       of them on this rank (parallel.expert = ep), and a router (E, C) */
+    int moe;               /* 1: MoE layers */
+    int E, E_r, ep, top_k; /* experts, experts on this rank (E / ep), ep, experts per token */
+    int moe_cap;           /* capacity per expert per SEQUENCE: ceil(capacity_factor * T * top_k / E),
+                              0 = dropless (docs/moe.md: the drop rule) */
+    int ep_rank;           /* which experts this rank holds (set by the model / checkpoint code; 0 in
+                              the pure build: shapes never depend on it) */
 } mt_param_layout;
+
+/* Global slice index of local slice s of stacked tensor ti: the global layer for ordinary tensors;
+ * for expert tensors global_layer * E + (global expert index), so the global tensor is
+ * (model.layers * E, rows, cols) in checkpoints and init streams. */
+int mt_param_global_slice(const mt_param_layout *pl, int ti, int s);
 
 /* Global layer index of local layer l: chunk k = l / Lc of stage s holds the layers of virtual
  * stage k*pp + s (Megatron's interleaved layout); l itself when pp = 1. */
@@ -121,6 +142,11 @@ mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl);
  * chunks): its L_global / pp layers, wte (+ wpe) on stage 0, the final norm and lm_head on the
  * last stage, and a copy of wte there when embeddings are tied. Errors: layers % (pp * vpp). */
 mt_status mt_param_layout_build_stage(const mt_recipe *r, int stage, mt_param_layout *pl);
+/* The distributed optimizer pads the dense gradient buffer to a multiple of shards[0] *
+ * MT_PARAM_ALIGN elements: moves the expert tensors (which follow it) past that padding, so the
+ * expert buffer starts where the dense one ends (core/model/opt_layout.h). Call before
+ * mt_opt_layout_build with the same shards; a no-op for dense models. */
+void mt_param_layout_place_buffers(mt_param_layout *pl, const int shards[2]);
 /* Element index in the FULL one-layer slice of tensor ti of element (i, j) of tp rank
  * `tp_rank`'s shard: what weight init draws, so a tp run starts from the serial weights. */
 size_t mt_param_full_index(const mt_param_layout *pl, int ti, int tp_rank, int i, int j);
@@ -165,6 +191,29 @@ typedef struct {
     /* sequence-parallel scratch (SP only, else 0 bytes) */
     size_t sp_full;                /* (N, C) act: allgathered activations / gradients */
     size_t sp_slice;               /* (N_r, C) act: reduce-scattered partial sums */
+    /* mixture of experts (pl->moe; else 0 bytes). S = dispatch rows of this rank (its N tokens'
+       kept assignments, at most N * top_k), R = expert rows it computes (at most ep * E_r * rows
+       any one source can send one expert: N, or B * moe_cap) */
+    size_t moe_logits;             /* (L, N, E) act router logits */
+    size_t moe_probs;              /* (L, N, E) f32 softmax */
+    size_t moe_topi;               /* (L, N, k) i32 chosen experts */
+    size_t moe_topw;               /* (L, N, k) f32 their weights (0 when dropped) */
+    size_t moe_pos;                /* (L, N, k) i32 row in the dispatch layout, -1 dropped */
+    size_t moe_counts;             /* (L, 2E + ep*E_r) i32: kept per expert, routed per expert, and
+                                      the rows received from each ep rank per local expert */
+    size_t moe_xin;                /* (L, R, C) act expert inputs (expert-major, source-minor) */
+    size_t moe_h;                  /* (L, R, fc_rows_r) act */
+    size_t moe_g;                  /* (L, R, F_r) act */
+    size_t moe_ysend;              /* (L, S, C) act expert outputs back in dispatch layout (partial over tp) */
+    size_t moe_send;               /* (S, C) act scratch: dispatch buffer */
+    size_t moe_recv;               /* (R, C) act scratch: received rows (ep > 1) */
+    size_t moe_ye;                 /* (R, C) act scratch: expert outputs / their gradients */
+    size_t moe_dh;                 /* (R, fc_rows_r) act scratch */
+    size_t moe_dg;                 /* (R, F_r) act scratch */
+    size_t moe_dlogits;            /* (N, E) act scratch */
+    size_t moe_dw;                 /* (N, k) f32 scratch: gradient of the combine weights */
+    size_t moe_stats;              /* (MT_MOE_STATS + 2E) f32: the step's MoE sums (model_moe.h) */
+    int moe_S, moe_R;
     size_t n_bytes;                /* total */
     int B, T, N;
     int N_r;                       /* rows of the residual stream on this rank: N, or N/tp with SP */

@@ -24,8 +24,8 @@ void mt_plan_opts_defaults(mt_plan_opts *o) {
 }
 
 /* Model dimensions as doubles, read off the full-model layout (mt_param_layout_build: the
- * vocabulary padded for the recipe's tp); the MoE sizes from the recipe (the layout holds one
- * dense MLP, which a MoE layer has E of). */
+ * vocabulary padded for the recipe's tp); the MoE sizes from the recipe (fc_rows / F are one
+ * expert's). */
 typedef struct {
     double L, C, H, KV, D, F, V, Vp, T, max_pos, qkv_rows, fc_rows, E, K;
     int ln, bias, tied, learned, moe;
@@ -80,24 +80,25 @@ static void put(pcount *c, double n, int expert, int embed) {
 
 /* The parameters of one layout's tensors (a stage's, one tp rank's: Megatron's sharding, as
  * mt_param_layout_build_stage lays it out), each rounded up to MT_PARAM_ALIGN as the trainer
- * allocates them. full: the unsharded shapes instead of this rank's; unpadded: the vocabulary
- * tensors with model.vocab rows (the published parameter counts), not the padded ones. MoE:
- * the layout's MLP tensors become E / ep experts (split over ep, each over tp), plus the
- * replicated router (C x E per layer). */
+ * allocates them. full: the unsharded shapes instead of this rank's (MoE: all E experts, not this
+ * ep rank's E / ep); unpadded: the vocabulary tensors with model.vocab rows (the published parameter
+ * counts), not the padded ones. MoE expert tensors (experts_r > 0) count as experts, the router as
+ * a replicated dense tensor: both straight from the layout. */
 static void layout_params(const mt_param_layout *pl, const dims *d, int ep, int full, int unpadded, pcount *c) {
     const mt_param_index *ix = &pl->idx;
+    (void)d;
+    (void)ep;
     memset(c, 0, sizeof *c);
     for (int ti = 0; ti < pl->n_tensors; ti++) {
         const mt_param_tensor *t = &pl->t[ti];
         const int vocab = ti == ix->wte || ti == ix->lm_head;
         double rows = full ? t->full_rows : t->rows;
         if (vocab && unpadded) rows = rows / pl->Vp * pl->V; /* rows: Vp (or Vp / tp) */
-        double n = (double)t->n_layers * rows * (full ? t->full_cols : t->cols);
+        double layers = t->n_layers;
+        if (full && t->experts_r) layers = (double)t->n_layers / t->experts_r * pl->E;
+        const double n = layers * rows * (full ? t->full_cols : t->cols);
         const int embed = (ti == ix->wte && !t->pp_copy) || ti == ix->wpe || ti == ix->lm_head;
-        const int mlp = ti == ix->fc_w || ti == ix->fc_b || ti == ix->fcproj_w || ti == ix->fcproj_b;
-        if (d->moe && ti == ix->fc_w) put(c, t->n_layers * d->E * d->C, 0, 0); /* router, replicated */
-        if (d->moe && mlp) put(c, n * (d->E / ep), 1, 0);
-        else put(c, n, 0, embed);
+        put(c, n, t->experts_r > 0, embed);
     }
 }
 
@@ -167,6 +168,9 @@ static double act_layer_fp32(const dims *d, double b, int t, int sp, int cp, mt_
     const double s = d->T / cp, sk = d->T, N = b * s, C = d->C;
     if (rc == MT_RECOMPUTE_FULL) return 4.0 * N * C / (sp ? t : 1);
     double rep = 4.0 * C; /* resid, ln1, resid_mid, ln2 */
+    /* MoE (model_layout.c): per routed copy the expert input and output rows (C each, whole on every tp
+     * rank), the router's logits and probabilities (E each) and 3 per-assignment words */
+    if (d->moe) rep += 2.0 * d->K * C + 2.0 * d->E + 3.0 * d->K;
     double split = d->qkv_rows + d->H * d->D + d->K * (d->fc_rows + d->F);
     double per_token = 4.0 * (sp ? (rep + split) / t : rep + split / t) + 4.0 * 4.0;
     double probs = rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 4.0 * d->H * sk / t;
@@ -297,7 +301,9 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
     const int m = p->n_micro;
     const double b = p->micro_batch;
     const int bf16 = p->mode == MT_PLAN_MIXED_BF16;
-    const double pbytes = bf16 ? 2.0 : 4.0, obytes = bf16 ? 12.0 : 8.0, abytes = pbytes;
+    /* fp32 trainer: Adam m, v; the master weights alias the weights when one gradient buffer holds them
+     * all (mt_model_create), so a MoE model (dense + expert buffers) keeps a separate master copy */
+    const double pbytes = bf16 ? 2.0 : 4.0, obytes = bf16 || d.moe ? 12.0 : 8.0, abytes = pbytes;
 
     /* parameters */
     st = mt_plan_count_params(r, &p->params);

@@ -51,6 +51,10 @@ typedef struct {
         int top_k;
         float capacity_factor;
         float aux_loss_coeff;
+        float z_loss_coeff;   /* router z-loss weight (0: off) */
+        int layer_freq;       /* every layer_freq-th layer is MoE (layer i with i % freq == 0) */
+        int pre_softmax;      /* bool: softmax over all experts then top-k, weights not renormalised */
+        int pad_to_capacity;  /* bool: Megatron's --moe-pad-expert-input-to-capacity (accepted, no effect) */
     } moe;
 } mt_model_cfg;
 

@@ -72,7 +72,16 @@ const mt_recipe_key mt_recipe_keys[] = {
     KFLT("model.moe.capacity_factor", model.moe.capacity_factor, "1.0", 0, 1000, "",
          "expert capacity = factor * tokens * top_k / experts; 0 = no limit (dropless)", 0),
     KFLT("model.moe.aux_loss_coeff", model.moe.aux_loss_coeff, "0.01", 0, 1000, "",
-         "weight of the load-balancing loss", 0),
+         "weight of the load-balancing loss (Switch / GShard: E * sum_i f_i * P_i); 0 = none", 0),
+    KFLT("model.moe.z_loss_coeff", model.moe.z_loss_coeff, "0", 0, 1000, "",
+         "weight of the router z-loss (mean of logsumexp(logits)^2); 0 = none", 0),
+    KINT("model.moe.layer_freq", model.moe.layer_freq, "1", 1, 1024, "",
+         "every layer_freq-th layer is an MoE layer (1 = all; the trainer implements 1)", 0),
+    KBOOL("model.moe.pre_softmax", model.moe.pre_softmax, "false",
+          "softmax over all experts, then top-k, weights not renormalised (false: the k weights are the "
+          "softmax over the selected logits, Mixtral's and Megatron's default)", 0),
+    KBOOL("model.moe.pad_to_capacity", model.moe.pad_to_capacity, "false",
+          "pad every expert's input to its capacity (accepted: results are the same without)", 0),
 
     /* parallel */
     KINT("parallel.tensor", parallel.tensor, "1", 1, 1024, "ranks", "tensor-parallel size (tp)", 0),
@@ -313,6 +322,10 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--moe-router-topk", "model.moe.top_k", NULL },
     { "--moe-expert-capacity-factor", "model.moe.capacity_factor", NULL },
     { "--moe-aux-loss-coeff", "model.moe.aux_loss_coeff", NULL },
+    { "--moe-z-loss-coeff", "model.moe.z_loss_coeff", NULL },
+    { "--moe-layer-freq", "model.moe.layer_freq", NULL },
+    { "--moe-router-pre-softmax", "model.moe.pre_softmax", "true" },
+    { "--moe-pad-expert-input-to-capacity", "model.moe.pad_to_capacity", "true" },
     { "--data-path", "data.path", NULL },
     { "--split", "data.split", NULL },
     { "--vocab-file", "data.vocab", NULL },

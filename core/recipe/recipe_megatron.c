@@ -110,8 +110,10 @@ static const meg_flag meg_flags[] = {
     { "--distributed-backend", 1, MEG_ACCEPT, "the communicator follows the backend (shared memory on the CPU, NCCL on GPUs)" },
     { "--use-cpu-initialization", 0, MEG_ACCEPT, "initial weights are drawn by a counter-based RNG, the same on any device" },
     { "--moe-grouped-gemm", 0, MEG_ACCEPT, "the experts' GEMMs are batched per expert" },
-    { "--moe-token-dispatcher-type", 1, MEG_ACCEPT, "alltoall is the dispatcher" },
-    { "--moe-router-load-balancing-type", 1, MEG_ACCEPT, "aux_loss (Switch / GShard) is the balancing loss" },
+    { "--moe-token-dispatcher-type", 1, MEG_RULE, "alltoall only (tokens dispatched by all-to-all over the expert "
+      "group); allgather / flex are refused" },
+    { "--moe-router-load-balancing-type", 1, MEG_RULE, "aux_loss (Switch / GShard, weight --moe-aux-loss-coeff) or "
+      "none (model.moe.aux_loss_coeff 0); sinkhorn / seq_aux_loss are refused" },
     /* checkpoints, logging, profiling */
     { "--ckpt-format", 1, MEG_ACCEPT, "mtrain saves its own format (safetensors pieces + manifest.json, loadable "
       "at any layout; `mtrain export --format hf` for serving)" },
@@ -249,6 +251,14 @@ static mt_status apply_rules(mt_recipe *r, const meg_seen *s) {
     for (int i = 0; i < 2; i++)
         if ((v = seen(s, drop[i])) && strtod(v, NULL) != 0.0)
             return bad(drop[i], v, "dropout is not implemented; use 0.0 (modern pretraining recipes do)");
+    if ((v = seen(s, "--moe-token-dispatcher-type")) && strcmp(v, "alltoall") != 0)
+        return bad("--moe-token-dispatcher-type", v, "only the alltoall dispatcher is implemented");
+    if ((v = seen(s, "--moe-router-load-balancing-type"))) {
+        if (!strcmp(v, "none")) TRY(set(r, "model.moe.aux_loss_coeff", "0", "--moe-router-load-balancing-type"));
+        else if (strcmp(v, "aux_loss") != 0)
+            return bad("--moe-router-load-balancing-type", v, "aux_loss or none (sinkhorn and seq_aux_loss are not "
+                       "implemented)");
+    }
     if ((v = seen(s, "--optimizer")) && strcmp(v, "adam") != 0)
         return bad("--optimizer", v, "only adam (AdamW) is implemented");
     if ((v = seen(s, "--distributed-timeout-minutes"))) {

@@ -249,6 +249,14 @@ int main(void) {
                                     trace, NULL};
     check_layout("pp=2 timing 2 + profile", 2, timed_pp);
     CHECKF(access(trace, R_OK) == 0, "the profiled runs wrote no trace at %s", trace);
+    /* mixture of experts (gelu experts with biases, capacity 1.0): serial, and ep=2 x dp=2 with the
+     * distributed optimizer (the all-to-alls and the expert gradient buffer) */
+    static const char *const moe[] = {"model.moe.experts", "4", "model.moe.top_k", "2", "model.moe.z_loss_coeff", "0.001",
+                                      NULL};
+    check_layout("moe serial", 1, moe);
+    static const char *const moe_ep2[] = {"model.moe.experts", "4", "model.moe.top_k", "2", "parallel.data", "2",
+                                          "parallel.expert", "2", "parallel.distributed_optimizer", "true", NULL};
+    check_layout("moe ep=2 distributed optimizer", 2, moe_ep2);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);

@@ -1,0 +1,221 @@
+/* cpu_ops_moe.c — the mixture-of-experts ops on the CPU (backend.h: moe_route, moe_route_bwd,
+ * moe_permute, moe_unpermute, moe_unpermute_bwd): the router's softmax / top-k / capacity rule and
+ * its backward through the combine weights, the load-balancing loss and the z-loss; the row
+ * gathers and scatters between token order and the expert-major dispatch layout.
+ * Rules: fp32 maths; the routing pass runs in token order on one thread (it defines which
+ * assignments are dropped: a property of the tokens, never of the thread count); the row copies
+ * are parallel over tokens, each output row written by one thread. */
+#include "core/cpu/cpu_backend.h"
+
+#define MOE_MAX_E 4096
+#define MOE_MAX_K 64 /* model.moe.top_k (recipe validation) */
+
+/* softmax of row z (E) into p, returns logsumexp */
+static double row_softmax(const float *z, float *p, int E) {
+    float mx = z[0];
+    for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+    double s = 0;
+    for (int e = 0; e < E; e++) s += exp((double)z[e] - mx);
+    for (int e = 0; e < E; e++) p[e] = (float)(exp((double)z[e] - mx) / s);
+    return mx + log(s);
+}
+
+/* the k largest of p (ties: lower index), in descending order */
+static void row_topk(const float *p, int E, int k, int32_t *idx) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            int used = 0;
+            for (int m = 0; m < j; m++) used |= idx[m] == e;
+            if (!used && (best < 0 || p[e] > p[best])) best = e;
+        }
+        idx[j] = best;
+    }
+}
+
+/* the renormalised weights: softmax over the selected logits */
+static void row_renorm(const float *z, const int32_t *idx, int k, float *w) {
+    float mx = z[idx[0]];
+    for (int j = 1; j < k; j++) mx = z[idx[j]] > mx ? z[idx[j]] : mx;
+    double s = 0;
+    for (int j = 0; j < k; j++) s += exp((double)z[idx[j]] - mx);
+    for (int j = 0; j < k; j++) w[j] = (float)(exp((double)z[idx[j]] - mx) / s);
+}
+
+mt_status mt_cpu_moe_route(mt_backend *be, const mt_moe_route_args *a) {
+    (void)be;
+    const int N = a->N, E = a->E, k = a->k, T = a->T > 0 ? a->T : a->N;
+    if (E <= 0 || E > MOE_MAX_E || k < 1 || k > E || k > MOE_MAX_K || N < 0)
+        return mt_errorf(MT_ERR_INTERNAL, "cpu moe_route: %d experts, top %d, %d tokens", E, k, N);
+    if (N == 0) return MT_OK;
+    const float *z = a->logits;
+    float *probs = a->probs, *topw = a->topw, *stats = a->stats;
+    int32_t *topi = a->topi, *pos = a->pos, *counts = a->counts;
+    int32_t seq_cnt[MOE_MAX_E], run[MOE_MAX_E];
+    double psum[MOE_MAX_E], zsum = 0;
+    memset(counts, 0, (size_t)2 * E * sizeof *counts);
+    for (int e = 0; e < E; e++) psum[e] = 0;
+    for (int t = 0; t < N; t++) {
+        if (t % T == 0) memset(seq_cnt, 0, (size_t)E * sizeof *seq_cnt); /* a new sequence */
+        const float *zt = z + (size_t)t * E;
+        float *pt = probs + (size_t)t * E;
+        const double lse = row_softmax(zt, pt, E);
+        zsum += lse * lse;
+        for (int e = 0; e < E; e++) psum[e] += pt[e];
+        int32_t *it = topi + (size_t)t * k;
+        float *wt = topw + (size_t)t * k;
+        row_topk(pt, E, k, it);
+        if (a->pre_softmax)
+            for (int j = 0; j < k; j++) wt[j] = pt[it[j]];
+        else
+            row_renorm(zt, it, k, wt);
+        for (int j = 0; j < k; j++) {
+            const int e = it[j];
+            counts[E + e]++;
+            if (a->cap > 0 && seq_cnt[e] >= a->cap) { /* over capacity: dropped */
+                pos[(size_t)t * k + j] = -1;
+                wt[j] = 0.0f;
+                continue;
+            }
+            seq_cnt[e]++;
+            counts[e]++;
+            pos[(size_t)t * k + j] = 0; /* kept: its row is assigned below */
+        }
+    }
+    int32_t off = 0;
+    for (int e = 0; e < E; e++) {
+        run[e] = off;
+        off += counts[e];
+    }
+    for (int t = 0; t < N; t++)
+        for (int j = 0; j < k; j++) {
+            int32_t *p = pos + (size_t)t * k + j;
+            if (*p >= 0) *p = run[topi[(size_t)t * k + j]]++;
+        }
+    if (stats) {
+        double aux = 0;
+        int64_t routed = 0, kept = 0;
+        for (int e = 0; e < E; e++) {
+            aux += psum[e] * counts[E + e];
+            routed += counts[E + e];
+            kept += counts[e];
+        }
+        stats[0] += (float)(aux * E / ((double)N * N * k));
+        stats[1] += (float)(zsum / N);
+        stats[2] += (float)(routed - kept);
+        stats[3] += (float)routed;
+        for (int e = 0; e < E; e++) {
+            stats[MT_MOE_STATS + e] += (float)counts[E + e];
+            stats[MT_MOE_STATS + E + e] += (float)counts[e];
+        }
+    }
+    return MT_OK;
+}
+
+mt_status mt_cpu_moe_route_bwd(mt_backend *be, const mt_moe_route_bwd_args *a) {
+    const int nt = mt_cpu_nt(be);
+    const int N = a->N, E = a->E, k = a->k;
+    if (E <= 0 || E > MOE_MAX_E || k < 1 || k > E || k > MOE_MAX_K)
+        return mt_errorf(MT_ERR_INTERNAL, "cpu moe_route_bwd: %d experts, top %d", E, k);
+    if (N == 0) return MT_OK;
+    const float *z = a->logits, *probs = a->probs, *dw = a->dw;
+    const int32_t *topi = a->topi, *routed = (const int32_t *)a->counts + E;
+    float *dz = a->dlogits;
+    const double aux_c = (double)a->aux_scale * E / ((double)N * N * k), z_c = 2.0 * a->z_scale / N;
+#pragma omp parallel for schedule(static) num_threads(nt) if ((long)N * E >= MT_CPU_PAR_MIN)
+    for (int t = 0; t < N; t++) {
+        const float *zt = z + (size_t)t * E, *pt = probs + (size_t)t * E, *dwt = dw + (size_t)t * k;
+        const int32_t *it = topi + (size_t)t * k;
+        float *dzt = dz + (size_t)t * E;
+        double mx = zt[0], s = 0, dot = 0;
+        for (int e = 1; e < E; e++) mx = zt[e] > mx ? zt[e] : mx;
+        for (int e = 0; e < E; e++) s += exp((double)zt[e] - mx);
+        const double lse = mx + log(s);
+        /* g = d/dprobs: the balancing loss on every expert; the weights when they are the probabilities */
+        for (int e = 0; e < E; e++) {
+            double g = aux_c * routed[e];
+            if (a->pre_softmax)
+                for (int j = 0; j < k; j++) g += it[j] == e ? dwt[j] : 0.0;
+            dot += pt[e] * g;
+        }
+        for (int e = 0; e < E; e++) {
+            double g = aux_c * routed[e];
+            if (a->pre_softmax)
+                for (int j = 0; j < k; j++) g += it[j] == e ? dwt[j] : 0.0;
+            dzt[e] = (float)(pt[e] * (g - dot) + z_c * lse * pt[e]);
+        }
+        if (!a->pre_softmax) { /* w = softmax over the selected logits */
+            float w[MOE_MAX_K];
+            double wd = 0;
+            row_renorm(zt, it, k, w);
+            for (int j = 0; j < k; j++) wd += (double)w[j] * dwt[j];
+            for (int j = 0; j < k; j++) dzt[it[j]] += (float)(w[j] * (dwt[j] - wd));
+        }
+    }
+    return MT_OK;
+}
+
+mt_status mt_cpu_moe_permute(mt_backend *be, const mt_moe_permute_args *a) {
+    const int nt = mt_cpu_nt(be);
+    const int N = a->N, k = a->k, C = a->C;
+    const float *x = a->x;
+    const int32_t *pos = a->pos;
+    float *out = a->out;
+#pragma omp parallel for schedule(static) num_threads(nt) if ((long)N * C >= MT_CPU_PAR_MIN)
+    for (int t = 0; t < N; t++)
+        for (int j = 0; j < k; j++) {
+            const int32_t p = pos[(size_t)t * k + j];
+            if (p >= 0) memcpy(out + (size_t)p * C, x + (size_t)t * C, (size_t)C * sizeof *out);
+        }
+    return MT_OK;
+}
+
+mt_status mt_cpu_moe_unpermute(mt_backend *be, const mt_moe_unpermute_args *a) {
+    const int nt = mt_cpu_nt(be);
+    const int N = a->N, k = a->k, C = a->C;
+    const float *y = a->y, *w = a->w;
+    const int32_t *pos = a->pos;
+    float *out = a->out;
+#pragma omp parallel for schedule(static) num_threads(nt) if ((long)N * C >= MT_CPU_PAR_MIN)
+    for (int t = 0; t < N; t++) {
+        float *o = out + (size_t)t * C;
+        for (int c = 0; c < C; c++) o[c] = 0.0f;
+        for (int j = 0; j < k; j++) {
+            const int32_t p = pos[(size_t)t * k + j];
+            if (p < 0) continue;
+            const float wj = w ? w[(size_t)t * k + j] : 1.0f;
+            const float *yr = y + (size_t)p * C;
+            for (int c = 0; c < C; c++) o[c] += wj * yr[c];
+        }
+    }
+    return MT_OK;
+}
+
+mt_status mt_cpu_moe_unpermute_bwd(mt_backend *be, const mt_moe_unpermute_bwd_args *a) {
+    const int nt = mt_cpu_nt(be);
+    const int N = a->N, k = a->k, C = a->C;
+    const float *dout = a->dout, *y = a->y, *w = a->w;
+    const int32_t *pos = a->pos;
+    float *dy = a->dy, *dw = a->dw;
+#pragma omp parallel for schedule(static) num_threads(nt) if ((long)N * C >= MT_CPU_PAR_MIN)
+    for (int t = 0; t < N; t++) {
+        const float *g = dout + (size_t)t * C;
+        for (int j = 0; j < k; j++) {
+            const size_t tj = (size_t)t * k + j;
+            const int32_t p = pos[tj];
+            if (p < 0) {
+                dw[tj] = 0.0f;
+                continue;
+            }
+            const float *yr = y + (size_t)p * C;
+            float *d = dy + (size_t)p * C;
+            double s = 0;
+            for (int c = 0; c < C; c++) {
+                s += (double)g[c] * yr[c];
+                d[c] = w[tj] * g[c];
+            }
+            dw[tj] = (float)s;
+        }
+    }
+    return MT_OK;
+}

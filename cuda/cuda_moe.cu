@@ -1,0 +1,271 @@
+/* cuda_moe.cu — the mixture-of-experts ops on the GPU (backend.h: moe_route, moe_route_bwd,
+ * moe_permute, moe_unpermute, moe_unpermute_bwd), bf16 rows, fp32 router maths; the reference is
+ * core/cpu/cpu_ops_moe.c and the results must match it (the drop decisions exactly).
+ * Rule: the routing order (which assignments are kept, and their rows) is sequential by
+ * definition: the capacity pass runs one thread per (sequence, expert) in token order, the row
+ * assignment one thread per expert in token order; only the per-token maths is parallel. */
+#include "cuda/cuda_common.cuh"
+
+#define MOE_THREADS 256
+#define MOE_MAX_K 64
+
+static unsigned moe_blocks(size_t n) { return (unsigned)((n + MOE_THREADS - 1) / MOE_THREADS); }
+
+/* per token: softmax, top-k (ties: lower index), weights; lse for the z-loss into zrow */
+__global__ void moe_softmax_topk_kernel(const bf16 *logits, float *probs, int32_t *topi, float *topw, float *lse_out,
+                                        int N, int E, int k, int pre_softmax) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= N) return;
+    const bf16 *z = logits + (size_t)t * E;
+    float *p = probs + (size_t)t * E;
+    float mx = __bfloat162float(z[0]);
+    for (int e = 1; e < E; e++) mx = fmaxf(mx, __bfloat162float(z[e]));
+    float s = 0.f;
+    for (int e = 0; e < E; e++) s += expf(__bfloat162float(z[e]) - mx);
+    for (int e = 0; e < E; e++) p[e] = expf(__bfloat162float(z[e]) - mx) / s;
+    lse_out[t] = mx + logf(s);
+    int32_t *it = topi + (size_t)t * k;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            int used = 0;
+            for (int m = 0; m < j; m++) used |= it[m] == e;
+            if (!used && (best < 0 || p[e] > p[best])) best = e;
+        }
+        it[j] = best;
+    }
+    float *w = topw + (size_t)t * k;
+    if (pre_softmax) {
+        for (int j = 0; j < k; j++) w[j] = p[it[j]];
+    } else {
+        float m2 = __bfloat162float(z[it[0]]), s2 = 0.f;
+        for (int j = 1; j < k; j++) m2 = fmaxf(m2, __bfloat162float(z[it[j]]));
+        for (int j = 0; j < k; j++) s2 += expf(__bfloat162float(z[it[j]]) - m2);
+        for (int j = 0; j < k; j++) w[j] = expf(__bfloat162float(z[it[j]]) - m2) / s2;
+    }
+}
+
+/* one thread per (sequence, expert): the capacity rule in token order (pos: 0 kept, -1 dropped) */
+__global__ void moe_capacity_kernel(const int32_t *topi, float *topw, int32_t *pos, int N, int E, int k, int T, int cap) {
+    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    const int n_seq = (N + T - 1) / T;
+    if (idx >= n_seq * E) return;
+    const int sq = idx / E, e = idx % E;
+    int kept = 0;
+    for (int t = sq * T; t < (sq + 1) * T && t < N; t++)
+        for (int j = 0; j < k; j++) {
+            if (topi[(size_t)t * k + j] != e) continue;
+            if (cap > 0 && kept >= cap) {
+                pos[(size_t)t * k + j] = -1;
+                topw[(size_t)t * k + j] = 0.f;
+            } else {
+                pos[(size_t)t * k + j] = 0;
+                kept++;
+            }
+        }
+}
+
+/* one thread per expert: counts; then (after a grid-wide order, run as a second launch) the rows */
+__global__ void moe_count_kernel(const int32_t *topi, const int32_t *pos, int32_t *counts, int N, int E, int k) {
+    const int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= E) return;
+    int kept = 0, routed = 0;
+    for (size_t i = 0; i < (size_t)N * k; i++)
+        if (topi[i] == e) {
+            routed++;
+            kept += pos[i] >= 0;
+        }
+    counts[e] = kept;
+    counts[E + e] = routed;
+}
+
+__global__ void moe_rows_kernel(const int32_t *topi, int32_t *pos, const int32_t *counts, int N, int E, int k) {
+    const int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= E) return;
+    int row = 0;
+    for (int f = 0; f < e; f++) row += counts[f];
+    for (size_t i = 0; i < (size_t)N * k; i++)
+        if (topi[i] == e && pos[i] >= 0) pos[i] = row++;
+}
+
+/* one thread: the step's statistics (the CPU op's order of summation) */
+__global__ void moe_stats_kernel(const float *probs, const float *lse, const int32_t *counts, float *stats, int N, int E,
+                                 int k) {
+    if (blockIdx.x || threadIdx.x) return;
+    double aux = 0, z = 0;
+    long long routed = 0, kept = 0;
+    for (int e = 0; e < E; e++) {
+        double ps = 0;
+        for (int t = 0; t < N; t++) ps += probs[(size_t)t * E + e];
+        aux += ps * counts[E + e];
+        routed += counts[E + e];
+        kept += counts[e];
+        stats[4 + e] += (float)counts[E + e];
+        stats[4 + E + e] += (float)counts[e];
+    }
+    for (int t = 0; t < N; t++) z += (double)lse[t] * lse[t];
+    stats[0] += (float)(aux * E / ((double)N * N * k));
+    stats[1] += (float)(z / N);
+    stats[2] += (float)(routed - kept);
+    stats[3] += (float)routed;
+}
+
+mt_status mt_cuda_moe_route(mt_backend *be, const mt_moe_route_args *a) {
+    const int N = a->N, E = a->E, k = a->k, T = a->T > 0 ? a->T : a->N;
+    if (E <= 0 || k < 1 || k > E || k > MOE_MAX_K || N < 0)
+        return mt_errorf(MT_ERR_INTERNAL, "cuda moe_route: %d experts, top %d, %d tokens", E, k, N);
+    if (N == 0) return MT_OK;
+    mt_cuda_ctx *c = mt_cuda_ctx_of(be);
+    if (c->scratch_bytes < (size_t)N * sizeof(float))
+        return mt_errorf(MT_ERR_CUDA, "cuda moe_route: %d tokens need %zu bytes of scratch (have %zu)", N,
+                         (size_t)N * sizeof(float), c->scratch_bytes);
+    float *lse = c->scratch;
+    moe_softmax_topk_kernel<<<moe_blocks(N), MOE_THREADS, 0, c->stream>>>(
+        (const bf16 *)a->logits, (float *)a->probs, (int32_t *)a->topi, (float *)a->topw, lse, N, E, k, a->pre_softmax);
+    CUDA_CHECK_LAUNCH();
+    const int n_seq = (N + T - 1) / T;
+    moe_capacity_kernel<<<moe_blocks((size_t)n_seq * E), MOE_THREADS, 0, c->stream>>>(
+        (const int32_t *)a->topi, (float *)a->topw, (int32_t *)a->pos, N, E, k, T, a->cap);
+    CUDA_CHECK_LAUNCH();
+    moe_count_kernel<<<moe_blocks(E), MOE_THREADS, 0, c->stream>>>((const int32_t *)a->topi, (const int32_t *)a->pos,
+                                                                   (int32_t *)a->counts, N, E, k);
+    CUDA_CHECK_LAUNCH();
+    moe_rows_kernel<<<moe_blocks(E), MOE_THREADS, 0, c->stream>>>((const int32_t *)a->topi, (int32_t *)a->pos,
+                                                                  (const int32_t *)a->counts, N, E, k);
+    CUDA_CHECK_LAUNCH();
+    if (a->stats) {
+        moe_stats_kernel<<<1, 1, 0, c->stream>>>((const float *)a->probs, lse, (const int32_t *)a->counts,
+                                                 (float *)a->stats, N, E, k);
+        CUDA_CHECK_LAUNCH();
+    }
+    return MT_OK;
+}
+
+__global__ void moe_route_bwd_kernel(bf16 *dlogits, const bf16 *logits, const float *probs, const int32_t *topi,
+                                     const int32_t *counts, const float *dw, int N, int E, int k, int pre_softmax,
+                                     float aux_c, float z_c) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= N) return;
+    const bf16 *z = logits + (size_t)t * E;
+    const float *p = probs + (size_t)t * E, *g = dw + (size_t)t * k;
+    const int32_t *it = topi + (size_t)t * k;
+    bf16 *dz = dlogits + (size_t)t * E;
+    float mx = __bfloat162float(z[0]), s = 0.f, dot = 0.f;
+    for (int e = 1; e < E; e++) mx = fmaxf(mx, __bfloat162float(z[e]));
+    for (int e = 0; e < E; e++) s += expf(__bfloat162float(z[e]) - mx);
+    const float lse = mx + logf(s);
+    for (int e = 0; e < E; e++) {
+        float ge = aux_c * counts[E + e];
+        if (pre_softmax)
+            for (int j = 0; j < k; j++) ge += it[j] == e ? g[j] : 0.f;
+        dot += p[e] * ge;
+    }
+    float w[MOE_MAX_K];
+    float wd = 0.f;
+    if (!pre_softmax) {
+        float m2 = __bfloat162float(z[it[0]]), s2 = 0.f;
+        for (int j = 1; j < k; j++) m2 = fmaxf(m2, __bfloat162float(z[it[j]]));
+        for (int j = 0; j < k; j++) s2 += expf(__bfloat162float(z[it[j]]) - m2);
+        for (int j = 0; j < k; j++) {
+            w[j] = expf(__bfloat162float(z[it[j]]) - m2) / s2;
+            wd += w[j] * g[j];
+        }
+    }
+    for (int e = 0; e < E; e++) {
+        float ge = aux_c * counts[E + e];
+        if (pre_softmax)
+            for (int j = 0; j < k; j++) ge += it[j] == e ? g[j] : 0.f;
+        float d = p[e] * (ge - dot) + z_c * lse * p[e];
+        if (!pre_softmax)
+            for (int j = 0; j < k; j++) d += it[j] == e ? w[j] * (g[j] - wd) : 0.f;
+        dz[e] = __float2bfloat16(d);
+    }
+}
+
+mt_status mt_cuda_moe_route_bwd(mt_backend *be, const mt_moe_route_bwd_args *a) {
+    const int N = a->N, E = a->E, k = a->k;
+    if (E <= 0 || k < 1 || k > E || k > MOE_MAX_K)
+        return mt_errorf(MT_ERR_INTERNAL, "cuda moe_route_bwd: %d experts, top %d", E, k);
+    if (N == 0) return MT_OK;
+    const float aux_c = (float)((double)a->aux_scale * E / ((double)N * N * k)), z_c = 2.0f * a->z_scale / N;
+    moe_route_bwd_kernel<<<moe_blocks(N), MOE_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
+        (bf16 *)a->dlogits, (const bf16 *)a->logits, (const float *)a->probs, (const int32_t *)a->topi,
+        (const int32_t *)a->counts, (const float *)a->dw, N, E, k, a->pre_softmax, aux_c, z_c);
+    CUDA_CHECK_LAUNCH();
+    return MT_OK;
+}
+
+/* one block per token row: copies / weighted sums over its k assignments */
+__global__ void moe_permute_kernel(bf16 *out, const bf16 *x, const int32_t *pos, int k, int C) {
+    const int t = blockIdx.x;
+    for (int j = 0; j < k; j++) {
+        const int32_t p = pos[(size_t)t * k + j];
+        if (p < 0) continue;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) out[(size_t)p * C + c] = x[(size_t)t * C + c];
+    }
+}
+
+__global__ void moe_unpermute_kernel(bf16 *out, const bf16 *y, const int32_t *pos, const float *w, int k, int C) {
+    const int t = blockIdx.x;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = 0.f;
+        for (int j = 0; j < k; j++) {
+            const int32_t p = pos[(size_t)t * k + j];
+            if (p >= 0) acc += (w ? w[(size_t)t * k + j] : 1.f) * __bfloat162float(y[(size_t)p * C + c]);
+        }
+        out[(size_t)t * C + c] = __float2bfloat16(acc);
+    }
+}
+
+__global__ void moe_unpermute_bwd_kernel(bf16 *dy, float *dw, const bf16 *dout, const bf16 *y, const int32_t *pos,
+                                         const float *w, int k, int C) {
+    const int t = blockIdx.x;
+    __shared__ float red[MOE_THREADS];
+    for (int j = 0; j < k; j++) {
+        const size_t tj = (size_t)t * k + j;
+        const int32_t p = pos[tj];
+        if (p < 0) {
+            if (threadIdx.x == 0) dw[tj] = 0.f;
+            continue;
+        }
+        float s = 0.f;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+            const float g = __bfloat162float(dout[(size_t)t * C + c]);
+            s += g * __bfloat162float(y[(size_t)p * C + c]);
+            dy[(size_t)p * C + c] = __float2bfloat16(w[tj] * g);
+        }
+        red[threadIdx.x] = s;
+        __syncthreads();
+        for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+            if ((int)threadIdx.x < h) red[threadIdx.x] += red[threadIdx.x + h];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) dw[tj] = red[0];
+        __syncthreads();
+    }
+}
+
+mt_status mt_cuda_moe_permute(mt_backend *be, const mt_moe_permute_args *a) {
+    if (a->N <= 0) return MT_OK;
+    moe_permute_kernel<<<a->N, MOE_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>((bf16 *)a->out, (const bf16 *)a->x,
+                                                                           (const int32_t *)a->pos, a->k, a->C);
+    CUDA_CHECK_LAUNCH();
+    return MT_OK;
+}
+
+mt_status mt_cuda_moe_unpermute(mt_backend *be, const mt_moe_unpermute_args *a) {
+    if (a->N <= 0) return MT_OK;
+    moe_unpermute_kernel<<<a->N, MOE_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
+        (bf16 *)a->out, (const bf16 *)a->y, (const int32_t *)a->pos, (const float *)a->w, a->k, a->C);
+    CUDA_CHECK_LAUNCH();
+    return MT_OK;
+}
+
+mt_status mt_cuda_moe_unpermute_bwd(mt_backend *be, const mt_moe_unpermute_bwd_args *a) {
+    if (a->N <= 0) return MT_OK;
+    moe_unpermute_bwd_kernel<<<a->N, MOE_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
+        (bf16 *)a->dy, (float *)a->dw, (const bf16 *)a->dout, (const bf16 *)a->y, (const int32_t *)a->pos,
+        (const float *)a->w, a->k, a->C);
+    CUDA_CHECK_LAUNCH();
+    return MT_OK;
+}
