@@ -93,6 +93,7 @@ bench: deps
 	@./test/bench_tp.sh
 	@if [ -x test/bench_pp.sh ]; then ./test/bench_pp.sh; fi
 	@./test/bench_ckpt.sh
+	@./test/bench_moe.sh
 
 fuzz:
 	@./test/fuzz/run-fuzzer.sh

@@ -366,7 +366,7 @@ typedef struct {
     int64_t window_iters;
     double window_loss;                          /* sum over the window's non-skipped iterations */
     int64_t window_skipped, window_nan;
-    double timed_ms, timed_tp_ms, timed_dp_ms;
+    double timed_ms, timed_tp_ms, timed_dp_ms, timed_ep_ms;
     int64_t timed_iters, timed_coll;
     double first_ms, first_tp_ms, first_dp_ms;   /* the first iteration of this run */
     int64_t nan_total;                           /* nan iterations of this run */
@@ -378,6 +378,11 @@ static void print_comm_summary(const trainer *t, FILE *log, const loop_stats *ls
         rep->tokens_per_s = t->tokens_per_iter / (rep->mean_ms_per_iter * 1e-3);
         rep->tp_comm_ms_per_iter = ls->timed_tp_ms / ls->timed_iters;
         rep->dp_comm_ms_per_iter = ls->timed_dp_ms / ls->timed_iters;
+        rep->ep_comm_ms_per_iter = ls->timed_ep_ms / ls->timed_iters;
+        if (log && t->ps->size > 1 && rep->ep_comm_ms_per_iter > 0)
+            fprintf(log, "%smtrain: expert all-to-all %.2f ms/iteration = %.1f%% of %.2f ms, this rank, iterations "
+                    "after the first\n", t->sink.prefix, rep->ep_comm_ms_per_iter,
+                    100.0 * rep->ep_comm_ms_per_iter / rep->mean_ms_per_iter, rep->mean_ms_per_iter);
         if (log && t->ps->size > 1)
             fprintf(log,
                     "%smtrain: communication %.2f ms/iteration = %.1f%% of %.2f ms (tp %.2f ms in %.0f "
@@ -461,6 +466,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
     for (int64_t it = first_it; it <= iters; it++) {
         const double t0 = mt_clock_ms();
         t.model.tp.comm_ms = 0;
+        t.model.moe_comm_ms = 0;
         t.model.tp.n_coll = 0;
         t.gs.comm_ms = 0;
         mt_timers_iteration(&t.tm, it);
@@ -479,6 +485,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             ls.timed_ms += dt;
             ls.timed_iters++;
             ls.timed_tp_ms += t.model.tp.comm_ms;
+            ls.timed_ep_ms += t.model.moe_comm_ms;
             ls.timed_dp_ms += t.gs.comm_ms;
             ls.timed_coll += t.model.tp.n_coll;
         } else {

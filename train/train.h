@@ -17,6 +17,7 @@ typedef struct {
     double tokens_per_s;            /* over iterations after the first */
     double flops_per_iter;          /* model training FLOPs per iteration (Megatron's formula) */
     double tp_comm_ms_per_iter;     /* this rank's time in tp / dp collectives, iterations after the first */
+    double ep_comm_ms_per_iter;     /* this rank's time in the expert all-to-alls, iterations after the first */
     double dp_comm_ms_per_iter;
     double last_val_loss;           /* NAN if no validation ran */
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts;
