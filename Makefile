@@ -89,6 +89,7 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@./scripts/fetch-corpus.sh data
 	@./test/bench.sh
+	@$(MAKE) --no-print-directory $(BUILD)/test/bench_attention && ./$(BUILD)/test/bench_attention
 	@./test/bench_data.sh
 	@./test/bench_tp.sh
 	@if [ -x test/bench_pp.sh ]; then ./test/bench_pp.sh; fi

@@ -109,20 +109,24 @@ typedef struct {
 } mt_rope_args;
 
 /* Causal softmax attention with grouped-query heads. qkv rows are [q heads (H*D) | k heads
- * (KV*D) | v heads (KV*D)]; query head h reads kv head h / (H / KV). Scale 1/sqrt(D). */
+ * (KV*D) | v heads (KV*D)]; query head h reads kv head h / (H / KV). Scale 1/sqrt(D).
+ * Flash-style (docs/architecture.md, "Attention"): no (T, T) matrix is stored anywhere. The
+ * forward keeps, per query row, lse = m + log(l), the logsumexp of its scaled scores; the
+ * backward recomputes the probabilities tile by tile as exp(s - lse). */
 typedef struct {
     void *out;              /* (B, T, H*D) act */
-    void *probs;            /* (B, H, T, T) f32, saved softmax (upper triangle unused) */
+    void *lse;              /* (B, H, T) f32, saved: logsumexp_j<=t of q_t . k_j / sqrt(D) */
     const void *qkv;        /* (B, T, (H + 2KV)*D) act */
     int B, T, H, KV, D;
 } mt_attention_fwd_args;
 
 typedef struct {
     void *dqkv;             /* (B, T, (H + 2KV)*D) act, = */
-    void *dprobs;           /* (B, H, T, T) f32 scratch */
+    void *delta;            /* (B, H, T) f32 scratch: rowsum(dout * out) */
     const void *dout;       /* (B, T, H*D) act */
     const void *qkv;        /* (B, T, (H + 2KV)*D) act */
-    const void *probs;      /* (B, H, T, T) f32 from forward */
+    const void *out;        /* (B, T, H*D) act from forward */
+    const void *lse;        /* (B, H, T) f32 from forward */
     int B, T, H, KV, D;
 } mt_attention_bwd_args;
 

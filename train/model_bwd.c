@@ -35,7 +35,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
         void *x = ACT_L(m, A, resid, l, NrC, a);
         void *x1 = ACT_L(m, A, ln1, l, NrC, a);
         void *qkv = ACT_L(m, A, qkv, l, (size_t)N * pl->qkv_rows_r, a);
-        void *probs = ACT_L(m, A, probs, l, (size_t)B * pl->H_r * T * T, 4);
+        void *lse = ACT_L(m, A, lse, l, (size_t)B * pl->H_r * T, 4);
         void *atty = ACT_L(m, A, atty, l, (size_t)N * HD, a);
         void *xm = ACT_L(m, A, resid_mid, l, NrC, a);
         void *x2 = ACT_L(m, A, ln2, l, NrC, a);
@@ -65,9 +65,9 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
         /* attention: dresid holds dL/dxm */
         MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, datty), G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, atty,
                                P(m, ix->proj_w, l), C, HD));
-        mt_attention_bwd_args ab = {.dqkv = ACT(m, A, dqkv), .dprobs = ACT(m, A, dprobs), .dout = ACT(m, A, datty),
-                                    .qkv = qkv, .probs = probs, .B = B, .T = T, .H = pl->H_r, .KV = pl->KV_r,
-                                    .D = pl->D};
+        mt_attention_bwd_args ab = {.dqkv = ACT(m, A, dqkv), .delta = ACT(m, A, delta), .dout = ACT(m, A, datty),
+                                    .qkv = qkv, .out = atty, .lse = lse, .B = B, .T = T, .H = pl->H_r,
+                                    .KV = pl->KV_r, .D = pl->D};
         MT_CHECK(MT_BE_CALL(m->be, attention_bwd, &ab));
         if (m->rope) {
             mt_rope_args ra = {.x = ACT(m, A, dqkv), .B = B, .T = T, .n_heads = pl->H_r + pl->KV_r, .D = pl->D,

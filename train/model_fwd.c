@@ -32,7 +32,7 @@ mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
         void *x = ACT_L(m, A, resid, l, NrC, a);
         void *x1 = ACT_L(m, A, ln1, l, NrC, a);
         void *qkv = ACT_L(m, A, qkv, l, (size_t)N * pl->qkv_rows_r, a);
-        void *probs = ACT_L(m, A, probs, l, (size_t)B * pl->H_r * T * T, 4);
+        void *lse = ACT_L(m, A, lse, l, (size_t)B * pl->H_r * T, 4);
         void *atty = ACT_L(m, A, atty, l, (size_t)N * HD, a);
         void *xm = ACT_L(m, A, resid_mid, l, NrC, a);
         void *x2 = ACT_L(m, A, ln2, l, NrC, a);
@@ -51,7 +51,7 @@ mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
                                .inverse = 0};
             MT_CHECK(MT_BE_CALL(m->be, rope, &ra));
         }
-        mt_attention_fwd_args at = {.out = atty, .probs = probs, .qkv = qkv, .B = B, .T = T,
+        mt_attention_fwd_args at = {.out = atty, .lse = lse, .qkv = qkv, .B = B, .T = T,
                                     .H = pl->H_r, .KV = pl->KV_r, .D = pl->D};
         MT_CHECK(MT_BE_CALL(m->be, attention_fwd, &at));
         MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));

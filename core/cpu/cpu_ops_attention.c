@@ -1,18 +1,30 @@
-/* cpu_ops_attention.c — rotary embedding and causal grouped-query attention on the CPU.
- * Attention materialises the (T, T) scores per (batch, head) with OpenBLAS sgemm, reading Q,
- * K, V straight out of the packed qkv rows through leading-dimension strides; rows are cut
- * into blocks of ATT_BLOCK so the GEMMs skip most of the masked upper triangle.
- * Work items are (batch, head) in the forward and (batch, kv head) in the backward, run in
- * parallel by OpenMP, each calling single-threaded OpenBLAS (the backend keeps OpenBLAS at one
- * thread).
- * Rules: dqkv is overwritten (=); probs keep the softmax with zeros above the diagonal; the
- * caller provides dprobs scratch, nothing is allocated; each item writes only its own memory
- * in a fixed order, so results are deterministic for any thread count. */
+/* cpu_ops_attention.c — rotary embedding and flash-style causal grouped-query attention on the
+ * CPU: the reference algorithm the CUDA kernel (cuda/cuda_attention.cu) ports tile for tile.
+ * Attention never forms a (T, T) matrix. Q, K, V are read straight out of the packed qkv rows
+ * through leading-dimension strides and cut into tiles of ATT_BQ query rows and ATT_BK key
+ * rows; one (ATT_BQ, ATT_BK) f32 score tile per thread lives on that thread's stack.
+ *  forward, per (batch, head, query tile): online softmax over the key tiles up to the causal
+ *    limit (running max m, running sum l, output rows rescaled when m grows), out = o / l and
+ *    lse = m + log l saved per query row;
+ *  backward, per (batch, kv head): delta = rowsum(dO * O), then for each key tile, each query
+ *    head of the group and each query tile at or below the diagonal, the probabilities are
+ *    recomputed as p = exp(s - lse) and dV += p^T dO, dS = p (dO V^T - delta) / sqrt(D),
+ *    dQ += dS K, dK += dS^T Q (FlashAttention-2's backward, Dao 2023, Algorithm 2).
+ * Tile GEMMs are single-threaded OpenBLAS sgemm calls inside OpenMP work items (the backend
+ * keeps OpenBLAS at one thread). Rules: dqkv is overwritten (=); nothing is allocated (tile
+ * scratch is on the stack, delta is the caller's); each work item writes only its own memory
+ * in a fixed order, so results are bitwise identical for any thread count. */
 #include "core/cpu/cpu_backend.h"
 
 #include <cblas.h>
 
-#define ATT_BLOCK 256   /* query rows per GEMM block */
+/* Tile sizes. A (64, 128) f32 score tile is 32 KiB: it and the 64- / 128-row slices of Q, K,
+ * V, dO (D = 64: 16 / 32 KiB each) stay in L2 while a tile is worked on; the backward's two
+ * tiles (p and dS) take 64 KiB of stack. 128 keys per tile measured ~10% faster than 64 on the
+ * 2-core bench machine (test/bench_attention.c: fewer, larger sgemm calls); the CUDA port
+ * uses 32 x 32 (shared memory), the loop nest is the same. */
+#define ATT_BQ 64 /* query rows per tile */
+#define ATT_BK 128 /* key rows per tile */
 #define ROPE_MAX_HALF 1024 /* D / 2 limit: per-call frequency table on the stack */
 
 /* ---- RoPE ---- */
@@ -70,15 +82,60 @@ static mt_status att_check(const char *op, int B, int T, int H, int KV, int D) {
     return MT_OK;
 }
 
-/* Softmax of row t of a (T, T) score block over columns 0..t, in place; zeros above. */
-static inline void softmax_causal_row(float *p, int t, int T) {
-    const int n = t + 1;
-    const float mx = mt_cpu_max_f(p, (size_t)n);
-    for (int j = 0; j < n; j++) p[j] = mt_cpu_expf(p[j] - mx);
-    const float sum = (float)mt_cpu_sum_d(p, (size_t)n);
-    const float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++) p[j] *= inv;
-    for (int j = n; j < T; j++) p[j] = 0.0f;
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+/* Number of keys of the tile [c0, c0 + nc) that query row t may see (causal: keys <= t). */
+static inline int att_visible(int t, int c0, int nc) {
+    const int n = t - c0 + 1;
+    return n < 0 ? 0 : n > nc ? nc : n;
+}
+
+/* One query tile of one head: rows [r0, r0 + nr) of q (row stride S3), keys / values of rows
+ * [0, r0 + nr) of k, v (stride S3); writes o (stride SO) and lse[r0 .. r0 + nr). */
+static void att_fwd_tile(const float *q, const float *k, const float *v, int S3, float *o, int SO, float *lse, int r0,
+                         int nr, int D, float scale) {
+    float s[ATT_BQ * ATT_BK]; /* scores, then probabilities, of one (query tile, key tile) */
+    float m[ATT_BQ], l[ATT_BQ];
+    for (int r = 0; r < nr; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        memset(o + (size_t)(r0 + r) * SO, 0, (size_t)D * sizeof *o);
+    }
+    const int kend = r0 + nr; /* the last row of the tile sees keys [0, kend) */
+    for (int c0 = 0; c0 < kend; c0 += ATT_BK) {
+        const int nc = imin(ATT_BK, kend - c0);
+        /* s = scale * Q_i K_j^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, D, scale, q + (size_t)r0 * S3, S3,
+                    k + (size_t)c0 * S3, S3, 0.0f, s, ATT_BK);
+        for (int r = 0; r < nr; r++) {
+            float *sr = s + (size_t)r * ATT_BK;
+            const int nv = att_visible(r0 + r, c0, nc);
+            if (nv == 0) { /* the whole tile is in this row's future */
+                memset(sr, 0, (size_t)nc * sizeof *sr);
+                continue;
+            }
+            const float tmax = mt_cpu_max_f(sr, (size_t)nv);
+            const float mnew = tmax > m[r] ? tmax : m[r];
+            const float alpha = m[r] == -INFINITY ? 0.0f : mt_cpu_expf(m[r] - mnew);
+            for (int j = 0; j < nv; j++) sr[j] = mt_cpu_expf(sr[j] - mnew);
+            for (int j = nv; j < nc; j++) sr[j] = 0.0f;
+            l[r] = l[r] * alpha + (float)mt_cpu_sum_d(sr, (size_t)nv);
+            m[r] = mnew;
+            if (alpha != 1.0f) {
+                float *orow = o + (size_t)(r0 + r) * SO;
+                for (int d = 0; d < D; d++) orow[d] *= alpha;
+            }
+        }
+        /* o = alpha o + P_ij V_j */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, D, nc, 1.0f, s, ATT_BK, v + (size_t)c0 * S3, S3,
+                    1.0f, o + (size_t)r0 * SO, SO);
+    }
+    for (int r = 0; r < nr; r++) {
+        const float inv = 1.0f / l[r];
+        float *orow = o + (size_t)(r0 + r) * SO;
+        for (int d = 0; d < D; d++) orow[d] *= inv;
+        lse[r0 + r] = m[r] + logf(l[r]);
+    }
 }
 
 mt_status mt_cpu_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a) {
@@ -87,45 +144,25 @@ mt_status mt_cpu_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a) {
     if (st != MT_OK) return st;
     const int B = a->B, T = a->T, H = a->H, KV = a->KV, D = a->D;
     if ((long)B * T == 0) return MT_OK;
-    if (!a->out || !a->probs || !a->qkv) return mt_errorf(MT_ERR_INTERNAL, "cpu attention_fwd: NULL tensor");
+    if (!a->out || !a->lse || !a->qkv) return mt_errorf(MT_ERR_INTERNAL, "cpu attention_fwd: NULL tensor");
     const int S3 = (H + 2 * KV) * D, SO = H * D, group = H / KV;
     const float scale = 1.0f / sqrtf((float)D);
     const float *qkv = a->qkv;
-    float *out = a->out, *probs = a->probs;
-    /* one (batch, head) per work item; its GEMMs run single-threaded inside the item */
-    const int n_items = B * H;
-#pragma omp parallel for schedule(static) num_threads(nt) if ((double)n_items * T * T * D >= MT_CPU_PAR_MIN)
-    for (int bh = 0; bh < n_items; bh++) {
-        const int b = bh / H, h = bh % H;
-        const float *q = qkv + (size_t)b * T * S3 + (size_t)h * D;
-        const float *k = qkv + (size_t)b * T * S3 + (size_t)(H + h / group) * D;
-        const float *v = qkv + (size_t)b * T * S3 + (size_t)(H + KV + h / group) * D;
-        float *P = probs + (size_t)bh * T * T;
-        float *o = out + (size_t)b * T * SO + (size_t)h * D;
-        for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-            const int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T;
-            /* scores of rows [r0, r1) against keys [0, r1): the rest is masked */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, D, scale, q + (size_t)r0 * S3, S3, k,
-                        S3, 0.0f, P + (size_t)r0 * T, T);
-            for (int t = r0; t < r1; t++) softmax_causal_row(P + (size_t)t * T, t, T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, D, r1, 1.0f, P + (size_t)r0 * T, T, v, S3,
-                        0.0f, o + (size_t)r0 * SO, SO);
-        }
+    float *out = a->out, *lse = a->lse;
+    /* one (batch, head, query tile) per work item, the last (heaviest) tiles first; dynamic
+     * scheduling only changes which thread runs an item, never what it computes */
+    const int n_qt = (T + ATT_BQ - 1) / ATT_BQ;
+    const long n_items = (long)B * H * n_qt;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if ((double)B * H * T * T * D >= MT_CPU_PAR_MIN)
+    for (long it = 0; it < n_items; it++) {
+        const int qt = n_qt - 1 - (int)(it / ((long)B * H)), bh = (int)(it % ((long)B * H));
+        const int b = bh / H, h = bh % H, r0 = qt * ATT_BQ;
+        const float *base = qkv + (size_t)b * T * S3;
+        att_fwd_tile(base + (size_t)h * D, base + (size_t)(H + h / group) * D, base + (size_t)(H + KV + h / group) * D,
+                     S3, out + (size_t)b * T * SO + (size_t)h * D, SO, lse + (size_t)bh * T, r0, imin(ATT_BQ, T - r0),
+                     D, scale);
     }
     return MT_OK;
-}
-
-/* dS = P * (dP - sum_j P dP) * scale on columns 0..t of row t, in place in dP; zeros above. */
-static inline void softmax_bwd_row(float *dp, const float *p, int t, int T, float scale) {
-    const int n = t + 1;
-    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int l = 0; l < 8; l++) acc[l] += (double)p[j + l] * dp[j + l];
-    for (; j < n; j++) acc[j & 7] += (double)p[j] * dp[j];
-    const float dot = (float)(((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])));
-    for (j = 0; j < n; j++) dp[j] = p[j] * (dp[j] - dot) * scale;
-    for (j = n; j < T; j++) dp[j] = 0.0f;
 }
 
 mt_status mt_cpu_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a) {
@@ -134,17 +171,19 @@ mt_status mt_cpu_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a) {
     if (st != MT_OK) return st;
     const int B = a->B, T = a->T, H = a->H, KV = a->KV, D = a->D;
     if ((long)B * T == 0) return MT_OK;
-    if (!a->dqkv || !a->dprobs || !a->dout || !a->qkv || !a->probs)
+    if (!a->dqkv || !a->delta || !a->dout || !a->qkv || !a->out || !a->lse)
         return mt_errorf(MT_ERR_INTERNAL, "cpu attention_bwd: NULL tensor");
     const int S3 = (H + 2 * KV) * D, SO = H * D, group = H / KV;
     const float scale = 1.0f / sqrtf((float)D);
-    const float *qkv = a->qkv, *dout = a->dout, *probs = a->probs;
-    float *dqkv = a->dqkv, *dprobs = a->dprobs;
+    const float *qkv = a->qkv, *dout = a->dout, *out = a->out, *lse_all = a->lse;
+    float *dqkv = a->dqkv, *delta_all = a->delta;
     /* one (batch, kv head) per work item: dK and dV of that kv head accumulate over the query
-     * heads of its group in a fixed order, so no two items write the same memory */
+     * heads of its group, dQ of those heads over the key tiles, in a fixed order; no two items
+     * write the same memory */
     const int n_items = B * KV;
 #pragma omp parallel for schedule(static) num_threads(nt) if ((double)B * H * T * T * D >= MT_CPU_PAR_MIN)
     for (int bg = 0; bg < n_items; bg++) {
+        float p[ATT_BQ * ATT_BK], ds[ATT_BQ * ATT_BK]; /* probabilities; dP then dS */
         const int b = bg / KV, g = bg % KV;
         const size_t base = (size_t)b * T * S3;
         const float *k = qkv + base + (size_t)(H + g) * D, *v = qkv + base + (size_t)(H + KV + g) * D;
@@ -152,28 +191,60 @@ mt_status mt_cpu_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a) {
         for (int t = 0; t < T; t++) {
             memset(dk + (size_t)t * S3, 0, (size_t)D * sizeof *dk);
             memset(dv + (size_t)t * S3, 0, (size_t)D * sizeof *dv);
+            for (int h = g * group; h < (g + 1) * group; h++) memset(dqkv + base + (size_t)t * S3 + (size_t)h * D, 0,
+                                                                      (size_t)D * sizeof *dqkv);
         }
+        /* delta_t = dO_t . O_t, per query head of the group */
         for (int h = g * group; h < (g + 1) * group; h++) {
-            const float *q = qkv + base + (size_t)h * D;
-            float *dq = dqkv + base + (size_t)h * D;
-            const float *dO = dout + (size_t)b * T * SO + (size_t)h * D;
-            const float *P = probs + ((size_t)b * H + h) * T * T;
-            float *dS = dprobs + ((size_t)b * H + h) * T * T;
-            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-                const int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T, nr = r1 - r0;
-                /* dP = dO V^T (rows [r0, r1), keys [0, r1)) */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, r1, D, 1.0f, dO + (size_t)r0 * SO, SO, v, S3,
-                            0.0f, dS + (size_t)r0 * T, T);
-                /* dV[0:r1] += P[r0:r1, 0:r1]^T dO[r0:r1]; P is 0 above the diagonal */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, D, nr, 1.0f, P + (size_t)r0 * T, T,
-                            dO + (size_t)r0 * SO, SO, 1.0f, dv, S3);
-                /* softmax backward, scale folded in: dS = P (dP - rowsum(P dP)) / sqrt(D) */
-                for (int t = r0; t < r1; t++) softmax_bwd_row(dS + (size_t)t * T, P + (size_t)t * T, t, T, scale);
-                /* dQ = dS K;  dK[0:r1] += dS^T Q */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, D, r1, 1.0f, dS + (size_t)r0 * T, T, k, S3,
-                            0.0f, dq + (size_t)r0 * S3, S3);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, D, nr, 1.0f, dS + (size_t)r0 * T, T,
-                            q + (size_t)r0 * S3, S3, 1.0f, dk, S3);
+            const float *dO = dout + (size_t)b * T * SO + (size_t)h * D, *O = out + (size_t)b * T * SO + (size_t)h * D;
+            float *delta = delta_all + ((size_t)b * H + h) * T;
+            for (int t = 0; t < T; t++) {
+                double acc = 0.0;
+                for (int d = 0; d < D; d++) acc += (double)dO[(size_t)t * SO + d] * O[(size_t)t * SO + d];
+                delta[t] = (float)acc;
+            }
+        }
+        for (int c0 = 0; c0 < T; c0 += ATT_BK) {
+            const int nc = imin(ATT_BK, T - c0);
+            const float *kj = k + (size_t)c0 * S3, *vj = v + (size_t)c0 * S3;
+            float *dkj = dk + (size_t)c0 * S3, *dvj = dv + (size_t)c0 * S3;
+            for (int h = g * group; h < (g + 1) * group; h++) {
+                const float *q = qkv + base + (size_t)h * D;
+                float *dq = dqkv + base + (size_t)h * D;
+                const float *dO = dout + (size_t)b * T * SO + (size_t)h * D;
+                const float *lse = lse_all + ((size_t)b * H + h) * T, *delta = delta_all + ((size_t)b * H + h) * T;
+                /* query tiles holding a row >= c0 (the rest see none of these keys) */
+                for (int r0 = c0 / ATT_BQ * ATT_BQ; r0 < T; r0 += ATT_BQ) {
+                    const int nr = imin(ATT_BQ, T - r0);
+                    const float *qi = q + (size_t)r0 * S3, *dOi = dO + (size_t)r0 * SO;
+                    /* p = exp(scale Q_i K_j^T - lse), 0 in the future */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, D, scale, qi, S3, kj, S3, 0.0f, p,
+                                ATT_BK);
+                    for (int r = 0; r < nr; r++) {
+                        float *pr = p + (size_t)r * ATT_BK;
+                        const int nv = att_visible(r0 + r, c0, nc);
+                        const float lr = lse[r0 + r];
+                        for (int j = 0; j < nv; j++) pr[j] = mt_cpu_expf(pr[j] - lr);
+                        for (int j = nv; j < nc; j++) pr[j] = 0.0f;
+                    }
+                    /* dV_j += P^T dO_i */
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, D, nr, 1.0f, p, ATT_BK, dOi, SO, 1.0f,
+                                dvj, S3);
+                    /* dP = dO_i V_j^T;  dS = P (dP - delta) * scale */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, D, 1.0f, dOi, SO, vj, S3, 0.0f, ds,
+                                ATT_BK);
+                    for (int r = 0; r < nr; r++) {
+                        const float *pr = p + (size_t)r * ATT_BK;
+                        float *dsr = ds + (size_t)r * ATT_BK;
+                        const float dl = delta[r0 + r];
+                        for (int j = 0; j < nc; j++) dsr[j] = pr[j] * (dsr[j] - dl) * scale;
+                    }
+                    /* dQ_i += dS K_j;  dK_j += dS^T Q_i */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, D, nc, 1.0f, ds, ATT_BK, kj, S3, 1.0f,
+                                dq + (size_t)r0 * S3, S3);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, D, nr, 1.0f, ds, ATT_BK, qi, S3, 1.0f,
+                                dkj, S3);
+                }
             }
         }
     }

@@ -234,7 +234,7 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     const int head = pl->pp <= 1 || pl->has_head; /* the loss lives on the last stage only */
     const size_t Nr = pl->sp ? N / tp : N; /* N % tp is checked by mt_model_init */
     const size_t HD = (size_t)pl->H_r * pl->D;
-    const size_t probs = (size_t)B * pl->H_r * pl->T * pl->T;
+    const size_t lse = (size_t)B * pl->H_r * pl->T; /* one f32 per query row and head: no T x T buffer */
     size_t cur = 0;
 #define PLACE(field, bytes)              \
     do {                                 \
@@ -253,7 +253,7 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(ln1_mean, L * Nr * f);
     PLACE(ln1_rstd, L * Nr * f);
     PLACE(qkv, L * N * pl->qkv_rows_r * a);
-    PLACE(probs, L * probs * f);
+    PLACE(lse, L * lse * f);
     PLACE(atty, L * N * HD * a);
     PLACE(resid_mid, L * Nr * C * a);
     PLACE(ln2, L * Nr * C * a);
@@ -274,7 +274,7 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(dtmp, N * C * a);
     PLACE(dqkv, N * pl->qkv_rows_r * a);
     PLACE(datty, N * HD * a);
-    PLACE(dprobs, probs * f);
+    PLACE(delta, lse * f);
     PLACE(dfch, dense_mlp * N * pl->fc_rows_r * a);
     PLACE(dfch_act, dense_mlp * N * pl->F_r * a);
     if (pl->sp) {

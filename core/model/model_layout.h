@@ -167,7 +167,7 @@ typedef struct {
     size_t resid;                  /* (L+1, N_r, C) act: residual stream entering each layer, and the last output */
     size_t ln1, ln1_mean, ln1_rstd;/* (L, N_r, C) act; (L, N_r) f32 x2 */
     size_t qkv;                    /* (L, N, qkv_rows_r) act (q, k rotated when rope) */
-    size_t probs;                  /* (L, B, H_r, T, T) f32 */
+    size_t lse;                    /* (L, B, H_r, T) f32: attention logsumexp per query row */
     size_t atty;                   /* (L, N, H_r*D) act */
     size_t resid_mid;              /* (L, N_r, C) act */
     size_t ln2, ln2_mean, ln2_rstd;
@@ -185,7 +185,7 @@ typedef struct {
     size_t dtmp;                   /* (N, C) act: attention / mlp output projection (partial over tp) */
     size_t dqkv;                   /* (N, qkv_rows_r) act */
     size_t datty;                  /* (N, H_r*D) act */
-    size_t dprobs;                 /* (B, H_r, T, T) f32 */
+    size_t delta;                  /* (B, H_r, T) f32: attention rowsum(datty * atty) */
     size_t dfch;                   /* (N, fc_rows_r) act */
     size_t dfch_act;               /* (N, F_r) act */
     /* sequence-parallel scratch (SP only, else 0 bytes) */

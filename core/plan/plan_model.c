@@ -162,10 +162,10 @@ static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_
 
 /* The same for the trainer's own layout (core/model/model_layout.c, mt_act_layout_build), fp32:
  * resid, ln1, qkv, atty, resid_mid, ln2, fch, fch_act, 4 norm statistics per token, and the
- * (B, H, T, T) f32 attention probabilities. Selective drops the probabilities; full keeps the
- * residual input only. */
+ * flash attention's (B, H, T) f32 logsumexp (no T x T probabilities are kept). Selective drops
+ * the logsumexp; full keeps the residual input only. */
 static double act_layer_fp32(const dims *d, double b, int t, int sp, int cp, mt_recompute rc) {
-    const double s = d->T / cp, sk = d->T, N = b * s, C = d->C;
+    const double s = d->T / cp, N = b * s, C = d->C;
     if (rc == MT_RECOMPUTE_FULL) return 4.0 * N * C / (sp ? t : 1);
     double rep = 4.0 * C; /* resid, ln1, resid_mid, ln2 */
     /* MoE (model_layout.c): per routed copy the expert input and output rows (C each, whole on every tp
@@ -173,8 +173,8 @@ static double act_layer_fp32(const dims *d, double b, int t, int sp, int cp, mt_
     if (d->moe) rep += 2.0 * d->K * C + 2.0 * d->E + 3.0 * d->K;
     double split = d->qkv_rows + d->H * d->D + d->K * (d->fc_rows + d->F);
     double per_token = 4.0 * (sp ? (rep + split) / t : rep + split / t) + 4.0 * 4.0;
-    double probs = rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 4.0 * d->H * sk / t;
-    return N * (per_token + probs);
+    double lse = rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 4.0 * d->H / t;
+    return N * (per_token + lse);
 }
 
 /* (layer, micro-batch) activation sets alive on stage k at the schedule's peak.
@@ -366,12 +366,12 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         } else {
             /* the trainer's per-micro-batch buffers: tokens, targets, the last residual, final
              * norm (+ statistics), logits, losses, two scalars, and one layer's backward
-             * scratch (dresid, dln, dtmp, dqkv, datty, dprobs, dfch, dfch_act) */
+             * scratch (dresid, dln, dtmp, dqkv, datty, the attention's delta, dfch, dfch_act) */
             if (k == 0) acts += mbs * 4.0 * N;
             if (k == pp - 1)
                 acts += 4.0 * N + 4.0 * N * d.C + 4.0 * N * d.C + 8.0 * N + 4.0 * N * d.Vp / t + 4.0 * N + 8.0;
             acts += 4.0 * N * (3.0 * d.C + (d.qkv_rows + d.H * d.D + d.K * (d.fc_rows + d.F)) / t) +
-                    4.0 * b * (d.H / t) * s_loc * d.T;
+                    4.0 * b * (d.H / t) * s_loc;
         }
         rk->acts_bytes = acts;
         rk->total_bytes = rk->weights_bytes + rk->grads_bytes + rk->optim_bytes + rk->acts_bytes;

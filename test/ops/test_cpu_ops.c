@@ -499,7 +499,9 @@ static void test_rope(int B, int T, int H, int D, int extra, int pos_offset) {
 
 /* ---------------- attention ---------------- */
 
-static void ref_attention(double *out, double *probs, const double *qkv, int B, int T, int H, int KV, int D) {
+/* Naive causal softmax attention in double: the full score row per query, no tiling. lse (B, H, T)
+ * gets log sum_j exp(s_j) of the scaled scores (the flash kernel's saved statistic). */
+static void ref_attention(double *out, double *lse, const double *qkv, int B, int T, int H, int KV, int D) {
     const int S3 = (H + 2 * KV) * D, group = H / KV;
     const double scale = 1.0 / sqrt((double)D);
     double *p = malloc((size_t)T * sizeof *p);
@@ -518,6 +520,7 @@ static void ref_attention(double *out, double *probs, const double *qkv, int B, 
                 }
                 double sum = 0.0;
                 for (int j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+                if (lse) lse[((size_t)b * H + h) * T + i] = mx + log(sum);
                 double *o = out + ((size_t)b * T + i) * H * D + (size_t)h * D;
                 for (int d = 0; d < D; d++) o[d] = 0.0;
                 for (int j = 0; j <= i; j++) {
@@ -525,13 +528,54 @@ static void ref_attention(double *out, double *probs, const double *qkv, int B, 
                     const double *v = qkv + ((size_t)b * T + j) * S3 + (size_t)(H + KV + kvh) * D;
                     for (int d = 0; d < D; d++) o[d] += p[j] * v[d];
                 }
-                if (probs) {
-                    double *pr = probs + (((size_t)b * H + h) * T + i) * T;
-                    for (int j = 0; j < T; j++) pr[j] = j <= i ? p[j] : 0.0;
+            }
+        }
+    free(p);
+}
+
+/* Naive backward in double (the old kernel's algorithm: a full probability row per query):
+ * dp_j = dO . v_j, ds_j = p_j (dp_j - sum_l p_l dp_l) scale, dq = sum ds_j k_j,
+ * dk_j += ds_j q, dv_j += p_j dO. dqkv (B, T, (H + 2KV) D) is overwritten. */
+static void ref_attention_bwd(double *dqkv, const double *qkv, const double *dout, int B, int T, int H, int KV,
+                              int D) {
+    const int S3 = (H + 2 * KV) * D, group = H / KV;
+    const double scale = 1.0 / sqrt((double)D);
+    double *p = malloc((size_t)T * sizeof *p), *dp = malloc((size_t)T * sizeof *dp);
+    memset(dqkv, 0, (size_t)B * T * S3 * sizeof *dqkv);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const int kvh = h / group;
+            for (int i = 0; i < T; i++) {
+                const double *q = qkv + ((size_t)b * T + i) * S3 + (size_t)h * D;
+                const double *dO = dout + ((size_t)b * T + i) * H * D + (size_t)h * D;
+                double mx = -1e300, sum = 0.0, dot = 0.0;
+                for (int j = 0; j <= i; j++) {
+                    const double *k = qkv + ((size_t)b * T + j) * S3 + (size_t)(H + kvh) * D;
+                    const double *v = k + (size_t)KV * D;
+                    double s = 0.0, e = 0.0;
+                    for (int d = 0; d < D; d++) s += q[d] * k[d], e += dO[d] * v[d];
+                    p[j] = s * scale;
+                    dp[j] = e;
+                    mx = p[j] > mx ? p[j] : mx;
+                }
+                for (int j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+                for (int j = 0; j <= i; j++) p[j] /= sum, dot += p[j] * dp[j];
+                double *dq = dqkv + ((size_t)b * T + i) * S3 + (size_t)h * D;
+                for (int j = 0; j <= i; j++) {
+                    const double ds = p[j] * (dp[j] - dot) * scale;
+                    const size_t kr = ((size_t)b * T + j) * S3;
+                    const double *k = qkv + kr + (size_t)(H + kvh) * D;
+                    double *dk = dqkv + kr + (size_t)(H + kvh) * D, *dv = dk + (size_t)KV * D;
+                    for (int d = 0; d < D; d++) {
+                        dq[d] += ds * k[d];
+                        dk[d] += ds * q[d];
+                        dv[d] += p[j] * dO[d];
+                    }
                 }
             }
         }
     free(p);
+    free(dp);
 }
 
 typedef struct {
@@ -545,34 +589,54 @@ static double att_loss(void *p) {
     return dot_gd(c->g, c->out, (size_t)c->B * c->T * c->H * c->D);
 }
 
+/* worst |got - want| / max|want| over n entries (printed with MT_TEST_VERBOSE=1) */
+static double worst_rel(const float *got, const double *want, size_t n) {
+    double e = 0.0, mx = 1e-300;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - want[i]);
+        e = d > e ? d : e;
+        mx = fabs(want[i]) > mx ? fabs(want[i]) : mx;
+    }
+    return e / mx;
+}
+
+/* Flash attention forward against the naive double reference (out and lse), backward against
+ * the naive double backward (every entry) and central finite differences of the double forward
+ * (fd_samples entries). Tiles: 64 query x 128 key rows, so T = 1, 7, 64, 65, 130, 300 cover a
+ * single partial tile, an exact query tile, a one-row tail, query rows that see none of a key
+ * tile, and several partial diagonals. */
 static void test_attention(int B, int T, int H, int KV, int D, size_t fd_samples) {
     char what[128];
-    const size_t nQKV = (size_t)B * T * (H + 2 * KV) * D, nO = (size_t)B * T * H * D, nP = (size_t)B * H * T * T;
+    const size_t nQKV = (size_t)B * T * (H + 2 * KV) * D, nO = (size_t)B * T * H * D, nL = (size_t)B * H * T;
     /* scale 2 so the softmax is far from uniform */
-    float *qkv = frand(nQKV, -2, 2), *out = fconst(nO, 777.0f), *probs = fconst(nP, 777.0f);
-    mt_attention_fwd_args fa = {out, probs, qkv, B, T, H, KV, D};
+    float *qkv = frand(nQKV, -2, 2), *out = fconst(nO, 777.0f), *lse = fconst(nL, 777.0f);
+    mt_attention_fwd_args fa = {out, lse, qkv, B, T, H, KV, D};
     OK(MT_BE_CALL(&be, attention_fwd, &fa));
     att_ctx c = {dcopy(qkv, nQKV), NULL, dzeros(nO), B, T, H, KV, D};
-    double *want = dzeros(nO), *wprobs = dzeros(nP);
-    ref_attention(want, wprobs, c.qkv, B, T, H, KV, D);
-    /* scores: D-term dot products; probs: exp (~2 ulp) and a T-term sum; out: T-term sum */
+    double *want = dzeros(nO), *wlse = dzeros(nL);
+    ref_attention(want, wlse, c.qkv, B, T, H, KV, D);
+    /* scores: D-term dot products; exp (~2 ulp), a T-term sum and the online rescaling
+     * (one extra rounding per key tile); out: T-term sum */
     snprintf(what, sizeof what, "attention_fwd out B=%d T=%d H=%d KV=%d D=%d", B, T, H, KV, D);
     check_close(what, out, want, nO, 1e-5, 1e-5);
-    snprintf(what, sizeof what, "attention_fwd probs B=%d T=%d H=%d KV=%d D=%d", B, T, H, KV, D);
-    check_close(what, probs, wprobs, nP, 1e-5, 1e-6);
-    size_t upper = 0; /* the forward zeroes the masked triangle */
-    for (size_t bh = 0; bh < (size_t)B * H; bh++)
-        for (int i = 0; i < T; i++)
-            for (int j = i + 1; j < T; j++) upper += probs[(bh * T + i) * T + j] != 0.0f;
-    CHECKF(upper == 0, "attention_fwd: %zu probs above the diagonal are not 0", upper);
+    snprintf(what, sizeof what, "attention_fwd lse B=%d T=%d H=%d KV=%d D=%d", B, T, H, KV, D);
+    check_close(what, lse, wlse, nL, 1e-5, 1e-6);
+    const double e_out = worst_rel(out, want, nO), e_lse = worst_rel(lse, wlse, nL);
 
-    float *g = frand(nO, -1, 1), *dqkv = fconst(nQKV, 777.0f), *dprobs = fconst(nP, 777.0f);
+    float *g = frand(nO, -1, 1), *dqkv = fconst(nQKV, 777.0f), *delta = fconst(nL, 777.0f);
     c.g = dcopy(g, nO);
-    mt_attention_bwd_args ba = {dqkv, dprobs, g, qkv, probs, B, T, H, KV, D};
+    mt_attention_bwd_args ba = {dqkv, delta, g, qkv, out, lse, B, T, H, KV, D};
     OK(MT_BE_CALL(&be, attention_bwd, &ba));
-    snprintf(what, sizeof what, "attention_bwd dqkv(=) B=%d T=%d H=%d KV=%d D=%d", B, T, H, KV, D);
+    double *wd = dzeros(nQKV);
+    ref_attention_bwd(wd, c.qkv, c.g, B, T, H, KV, D);
+    snprintf(what, sizeof what, "attention_bwd dqkv vs naive B=%d T=%d H=%d KV=%d D=%d", B, T, H, KV, D);
+    check_close(what, dqkv, wd, nQKV, 1e-4, 1e-5);
+    snprintf(what, sizeof what, "attention_bwd dqkv(=) vs FD B=%d T=%d H=%d KV=%d D=%d", B, T, H, KV, D);
     fd_check(what, att_loss, &c, c.qkv, nQKV, dqkv, NULL, fd_samples, 1e-4, 1e-5);
-    free(qkv), free(out), free(probs), free(g), free(dqkv), free(dprobs), free(want), free(wprobs);
+    if (verbose)
+        printf("  attention B=%d T=%d H=%d KV=%d D=%d: worst |diff|/max vs double: out %.2e lse %.2e dqkv %.2e\n", B,
+               T, H, KV, D, e_out, e_lse, worst_rel(dqkv, wd, nQKV));
+    free(qkv), free(out), free(lse), free(g), free(dqkv), free(delta), free(want), free(wlse), free(wd);
     free(c.qkv), free(c.g), free(c.out);
 }
 
@@ -783,9 +847,9 @@ static void test_determinism(void) {
     CHECK(memcmp(ld1, ld2, (size_t)M * N * sizeof *ld1) == 0 && memcmp(lw1, lw2, (size_t)N * sizeof *lw1) == 0 &&
           memcmp(lb1, lb2, (size_t)N * sizeof *lb1) == 0);
 
-    /* attention fwd + bwd, two row blocks (T > 256) */
+    /* attention fwd + bwd, five query / key tiles, the last partial (T = 260) */
     const int B = 2, T = 260, H = 4, KV = 2, D = 16;
-    const size_t nQ = (size_t)B * T * (H + 2 * KV) * D, nO = (size_t)B * T * H * D, nP = (size_t)B * H * T * T;
+    const size_t nQ = (size_t)B * T * (H + 2 * KV) * D, nO = (size_t)B * T * H * D, nP = (size_t)B * H * T;
     float *qkv = frand(nQ, -1, 1), *g = frand(nO, -1, 1);
     float *ao1 = fconst(nO, 0), *ao2 = fconst(nO, 0), *p1 = fconst(nP, 0), *p2 = fconst(nP, 0);
     float *dq1 = fconst(nQ, 0), *dq2 = fconst(nQ, 0), *dp = fconst(nP, 0);
@@ -793,10 +857,21 @@ static void test_determinism(void) {
     OK(MT_BE_CALL(&be, attention_fwd, &a1));
     OK(MT_BE_CALL(&be, attention_fwd, &a2));
     CHECK(memcmp(ao1, ao2, nO * sizeof *ao1) == 0 && memcmp(p1, p2, nP * sizeof *p1) == 0);
-    mt_attention_bwd_args ab1 = {dq1, dp, g, qkv, p1, B, T, H, KV, D}, ab2 = {dq2, dp, g, qkv, p1, B, T, H, KV, D};
+    mt_attention_bwd_args ab1 = {dq1, dp, g, qkv, ao1, p1, B, T, H, KV, D},
+                          ab2 = {dq2, dp, g, qkv, ao1, p1, B, T, H, KV, D};
     OK(MT_BE_CALL(&be, attention_bwd, &ab1));
     OK(MT_BE_CALL(&be, attention_bwd, &ab2));
     CHECK(memcmp(dq1, dq2, nQ * sizeof *dq1) == 0);
+    { /* and the same bits on one thread: work items never depend on the thread count */
+        mt_backend one_t;
+        OK(mt_backend_cpu_create(&one_t, 1));
+        memset(ao2, 0, nO * sizeof *ao2), memset(p2, 0, nP * sizeof *p2), memset(dq2, 0, nQ * sizeof *dq2);
+        OK(MT_BE_CALL(&one_t, attention_fwd, &a2));
+        CHECK(memcmp(ao1, ao2, nO * sizeof *ao1) == 0 && memcmp(p1, p2, nP * sizeof *p1) == 0);
+        OK(MT_BE_CALL(&one_t, attention_bwd, &ab2));
+        CHECK(memcmp(dq1, dq2, nQ * sizeof *dq1) == 0);
+        mt_backend_destroy(&one_t);
+    }
 
     /* cross-entropy and sum */
     const int XN = 64, XV = 1000, XVp = 1024;
@@ -866,8 +941,8 @@ static void test_backend_basics(void) {
     mt_rope_args ra = {x, 1, 2, 1, 7, 8, 0, 10000.0f, 0}; /* odd D */
     CHECK(MT_BE_CALL(&be, rope, &ra) == MT_ERR_CONFIG);
     CHECK_STR_CONTAINS(mt_last_error(), "D=7");
-    float probs[16];
-    mt_attention_fwd_args aa = {x, probs, x, 1, 2, 3, 2, 2}; /* H % KV != 0 */
+    float lse[16];
+    mt_attention_fwd_args aa = {x, lse, x, 1, 2, 3, 2, 2}; /* H % KV != 0 */
     CHECK(MT_BE_CALL(&be, attention_fwd, &aa) == MT_ERR_CONFIG);
     CHECK_STR_CONTAINS(mt_last_error(), "kv heads");
     int32_t bad_tgt[1] = {5};
@@ -909,7 +984,10 @@ static void test_all_ops(void) {
     test_attention(2, 7, 4, 1, 8, 600);   /* multi-query */
     test_attention(1, 9, 3, 3, 5, 600);   /* MHA, odd D */
     test_attention(1, 1, 2, 1, 4, 600);   /* T = 1 */
-    test_attention(1, 300, 2, 1, 16, 60); /* two row blocks of the blocked GEMMs */
+    test_attention(1, 64, 2, 2, 8, 200);  /* exactly one 64-row query tile */
+    test_attention(1, 65, 4, 2, 8, 200);  /* one-row tail tile, GQA */
+    test_attention(2, 130, 4, 2, 8, 150); /* three tiles, partial last one, GQA */
+    test_attention(1, 300, 2, 1, 16, 60); /* five tiles, multi-query */
 
     test_embedding(1);
     test_embedding(0);

@@ -21,12 +21,12 @@
  *    stand-in that rounds the reference's act outputs to bf16 (this file with g_cuda created
  *    by mt_backend_cpu_create): largest nmse 1.5e-5 (a single element: one rounding is at most
  *    2^-8 relative), 7e-6 for any multi-element output;
- *  - f32 outputs (attention probs, sum, embedding dwte/dwpe increments, xent losses and stats,
+ *  - f32 outputs (attention lse, sum, embedding dwte/dwpe increments, xent losses and stats,
  *    adamw master increment / m / v) differ only by fp32 summation order, expf vs the CPU's
  *    polynomial exp (~1 ulp) and FMA contraction -> TOL_F32. sum and the dwte scatter are
  *    also required to repeat bit for bit (no float atomics).
- * Attention backward and the norm backwards start from the CPU's saved statistics / probs on
- * both sides, so a forward difference cannot mask or cause a backward one.
+ * Attention backward and the norm backwards start from the CPU's saved statistics (attention:
+ * out and lse) on both sides, so a forward difference cannot mask or cause a backward one.
  *
  * Runs here too: before anything else it checks that mt_backend_cuda_create fails cleanly
  * (MT_ERR_CUDA or MT_ERR_UNSUPPORTED, message naming --backend cpu) when there is no GPU.
@@ -385,34 +385,38 @@ static void test_rope(int B, int T, int H, int D, int stride, int pos_offset) {
     free(h_x);
 }
 
-/* ---- attention (causal, GQA) ---- */
+/* ---- attention (causal, GQA, flash-style: out and the per-row logsumexp) ---- */
 
 static void test_attention(int B, int T, int H, int KV, int D) {
     printf("  attention B=%d T=%d H=%d KV=%d D=%d\n", B, T, H, KV, D);
     const size_t S3 = (size_t)(H + 2 * KV) * D, nqkv = (size_t)B * T * S3, nout = (size_t)B * T * H * D;
-    const size_t np = (size_t)B * H * T * T;
+    const size_t nl = (size_t)B * H * T;
     float *h_qkv = host_rand(nqkv, 1.5f, 0.0f), *h_dout = host_rand(nout, 1.0f, 0.0f);
-    float *h_probs = malloc(np * sizeof(float) + 1);
+    float *h_out = malloc(nout * sizeof(float) + 1), *h_lse = malloc(nl * sizeof(float) + 1);
     pair_t qkv = pair_new(h_qkv, nqkv, 1), dout = pair_new(h_dout, nout, 1), out = pair_new(NULL, nout, 1);
-    pair_t probs = pair_new(NULL, np, 0), dprobs = pair_new(NULL, np, 0), dqkv = pair_new(NULL, nqkv, 1);
+    pair_t lse = pair_new(NULL, nl, 0), delta = pair_new(NULL, nl, 0), dqkv = pair_new(NULL, nqkv, 1);
 
-    mt_attention_fwd_args fc = {out.cpu, probs.cpu, qkv.cpu, B, T, H, KV, D};
-    mt_attention_fwd_args fg = {out.gpu, probs.gpu, qkv.gpu, B, T, H, KV, D};
+    mt_attention_fwd_args fc = {out.cpu, lse.cpu, qkv.cpu, B, T, H, KV, D};
+    mt_attention_fwd_args fg = {out.gpu, lse.gpu, qkv.gpu, B, T, H, KV, D};
     RUN_BOTH(attention_fwd, fc, fg);
     compare("fwd out (act)", &out, 1, NULL, TOL_ACT);
-    compare("fwd probs (f32, zeros above diagonal)", &probs, 0, NULL, TOL_F32);
+    compare("fwd lse (f32 logsumexp per row)", &lse, 0, NULL, TOL_F32);
 
-    /* backward from the CPU's probs on both sides: isolates the backward kernels */
-    down(&g_cpu, h_probs, probs.cpu, np, MT_F32);
-    up(&g_cuda, probs.gpu, h_probs, np, MT_F32);
-    mt_attention_bwd_args bc = {dqkv.cpu, dprobs.cpu, dout.cpu, qkv.cpu, probs.cpu, B, T, H, KV, D};
-    mt_attention_bwd_args bg = {dqkv.gpu, dprobs.gpu, dout.gpu, qkv.gpu, probs.gpu, B, T, H, KV, D};
+    /* backward from the CPU's out (rounded to bf16 on both sides) and lse: isolates the
+     * backward kernels */
+    down(&g_cpu, h_out, out.cpu, nout, g_cpu.act);
+    for (size_t i = 0; i < nout; i++) h_out[i] = round_bf16(h_out[i]);
+    pair_set(&out, h_out, 1);
+    down(&g_cpu, h_lse, lse.cpu, nl, MT_F32);
+    pair_set(&lse, h_lse, 0);
+    mt_attention_bwd_args bc = {dqkv.cpu, delta.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, B, T, H, KV, D};
+    mt_attention_bwd_args bg = {dqkv.gpu, delta.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu, B, T, H, KV, D};
     RUN_BOTH(attention_bwd, bc, bg);
     compare("bwd dqkv = (act)", &dqkv, 1, NULL, TOL_ACT);
 
-    pair_t *all[] = {&qkv, &dout, &out, &probs, &dprobs, &dqkv};
+    pair_t *all[] = {&qkv, &dout, &out, &lse, &delta, &dqkv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
-    free(h_qkv); free(h_dout); free(h_probs);
+    free(h_qkv); free(h_dout); free(h_out); free(h_lse);
 }
 
 /* ---- embedding (vocab shard) ---- */
@@ -636,7 +640,8 @@ int main(void) {
     test_attention(2, 17, 4, 2, 16);   /* GQA, group 2 */
     test_attention(1, 33, 6, 1, 40);   /* MQA, odd T, D not a multiple of 32 */
     test_attention(2, 64, 4, 4, 64);   /* MHA */
-    test_attention(1, 300, 2, 1, 128); /* T > block size, D = 128 */
+    test_attention(1, 300, 2, 1, 128); /* several tiles, partial last one, D = 128 */
+    test_attention(1, 130, 12, 12, 64); /* gpt125m head shape, T not a multiple of the tiles */
 
     test_embedding(2, 9, 5, 50, 0, 50, 1, 0);
     test_embedding(4, 64, 768, 1000, 0, 1000, 1, 0);   /* GPT-2-like, learned positions */
