@@ -191,6 +191,8 @@ static mt_status load_mapping(load_ctx *c, const yaml_node_t *map, const char *p
         int fits = snprintf(name, sizeof name, "%s%s%s", prefix, prefix[0] ? "." : "", kt) < (int)sizeof name &&
                    strlen(kt) == kn->data.scalar.length;
         int k = fits ? mt_recipe_key_index(name) : -1;
+        if (k < 0 && fits && !strcmp(name, "logging.tensorboard")) /* renamed: recipes and saves of older builds */
+            k = mt_recipe_key_index("logging.tensorboard_dir");
         if (k >= 0) {
             MT_CHECK_RET(load_key(c, k, vn, line));
         } else if (fits && mt_recipe_is_prefix(name)) {

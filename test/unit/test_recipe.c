@@ -746,7 +746,17 @@ static void test_reference_doc(void) {
     free(ref);
 }
 
+/* a key renamed since: the saved recipes of older builds (manifest.json) still load */
+static void test_renamed_keys(void) {
+    static mt_recipe r;
+    mt_recipe_defaults(&r);
+    const char y[] = "logging:\n  tensorboard: tb_old\n";
+    CHECKF(mt_recipe_load_string(&r, y, sizeof y - 1, "old.yaml") == MT_OK, "%s", mt_last_error());
+    CHECK(!strcmp(r.logging.tensorboard_dir, "tb_old"));
+}
+
 int main(int argc, char **argv) {
+    test_renamed_keys();
     if (argc > 1 && !strcmp(argv[1], "--print-reference")) {
         mt_recipe_print_reference(stdout);
         return 0;
