@@ -27,7 +27,7 @@ static void plan_usage(FILE *f) {
             "  --step-ms X    a measured step time: the MFU and days it implies\n"
             "  --search       rank every valid layout that fits on N GPUs (top ten, with reasons)\n"
             "  --json         one JSON object instead of the table\n"
-            "  --gemm-eff X, --link-eff X, --usable X   cost-model assumptions (0.70, 0.80, 0.90)\n"
+            "  --gemm-eff X, --link-eff X, --usable X   cost-model assumptions (matmul 0.70, 0 = by shape (a roofline bound); 0.80, 0.90)\n"
             "exit status: 0 fits, 1 error or inconsistent layout, 2 bad usage, 3 does not fit.\n"
             "The cost model and its sources: docs/plan.md\n",
             mt_gpu_names());

@@ -30,6 +30,7 @@ typedef struct {
     double net_gbs;            /* inter-node network per GPU (one NIC per GPU), one direction, GB/s */
     int gpus_per_node;
     int is_host;               /* the CPU of this machine (mt_gpu_host), not a GPU */
+    int n_sms;                 /* streaming multiprocessors (wave quantisation); 0 = unknown */
 } mt_gpu_spec;
 
 int mt_gpu_n_specs(void);
@@ -47,7 +48,7 @@ typedef struct {
     double mfu;          /* model FLOPs utilisation assumed for time and days (default 0.40) */
     double tflops;       /* achieved TFLOP/s per GPU in Megatron's accounting (counts recompute); 0 = not given */
     double step_ms;      /* a measured step time; 0 = not given */
-    double gemm_eff;     /* cost model: matmul efficiency ceiling (default 0.70) */
+    double gemm_eff;     /* cost model: fixed matmul efficiency ceiling (default 0.70); 0 = the shape model */
     double link_eff;     /* cost model: achieved fraction of link bandwidth (default 0.80) */
     double usable_frac;  /* a layout fits when it needs at most this fraction of device memory (0.90) */
 } mt_plan_opts;
@@ -129,6 +130,18 @@ typedef struct {
     double gemm_eff, t_compute_s, t_bubble_s, t_dp_s, t_opt_s, t_step_s, mfu_est;
     char notes[1024];        /* warnings, one per line */
 } mt_plan;
+
+/* Cost model of one GEMM C[M x N] = A[M x K] B[K x N] on a GPU (plan_model.c, docs/plan.md):
+ * roofline time max(math, memory) with the output tiled in MT_PLAN_TILE_M x MT_PLAN_TILE_N tiles,
+ * tiles spread over the SMs in whole waves; peak_flops the dtype's peak (FLOP/s), elem_bytes its
+ * size. Seconds; mt_plan_gemm_eff = 2 M N K / (time * peak). A device without SM count or
+ * bandwidth (the host) gets no quantisation / memory term. `batch` independent GEMMs share waves. */
+#define MT_PLAN_TILE_M 128
+#define MT_PLAN_TILE_N 256
+double mt_plan_gemm_time(const mt_gpu_spec *g, double peak_flops, double elem_bytes, double batch, double M, double N,
+                         double K);
+double mt_plan_gemm_eff(const mt_gpu_spec *g, double peak_flops, double elem_bytes, double batch, double M, double N,
+                        double K);
 
 /* Bubble and ideal speed-up of p stages, m micro-batches, v virtual stages per rank. */
 double mt_plan_bubble_fraction(int p, int m, int v);

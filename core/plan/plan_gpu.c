@@ -13,7 +13,10 @@
  *  - DGX A100 user guide: 8 x ConnectX-6 HDR 200 Gb/s compute NICs (25 GB/s per GPU);
  *    DGX H100 / H200 user guide: 8 x ConnectX-7 NDR 400 Gb/s (50 GB/s per GPU).
  *  - Memory as nvidia-smi reports it (MiB): A100 40GB 40960, A100 80GB 81920, H100 80GB
- *    81559, H200 143771. */
+ *    81559, H200 143771.
+ *  - SM counts: NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): A100 108 SMs;
+ *    NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): H100 SXM5 132 SMs, H100 PCIe
+ *    114 SMs; H200 is the GH100 die of H100 SXM5 with HBM3e (132 SMs). */
 #include "core/plan/plan.h"
 
 #include <strings.h>
@@ -22,13 +25,13 @@
 #define MIB (1024.0 * 1024.0)
 
 static const mt_gpu_spec k_gpus[] = {
-    { "a100-40g", "NVIDIA A100 SXM4 40GB", 312.0, 19.5, 40960 * MIB, 1555.0, 300.0, 25.0, 8, 0 },
-    { "a100-80g", "NVIDIA A100 SXM4 80GB", 312.0, 19.5, 81920 * MIB, 2039.0, 300.0, 25.0, 8, 0 },
-    { "h100-80g", "NVIDIA H100 SXM5 80GB", 989.0, 67.0, 81559 * MIB, 3350.0, 450.0, 50.0, 8, 0 },
+    { "a100-40g", "NVIDIA A100 SXM4 40GB", 312.0, 19.5, 40960 * MIB, 1555.0, 300.0, 25.0, 8, 0, 108 },
+    { "a100-80g", "NVIDIA A100 SXM4 80GB", 312.0, 19.5, 81920 * MIB, 2039.0, 300.0, 25.0, 8, 0, 108 },
+    { "h100-80g", "NVIDIA H100 SXM5 80GB", 989.0, 67.0, 81559 * MIB, 3350.0, 450.0, 50.0, 8, 0, 132 },
     /* PCIe card: GPUs of a node talk over PCIe Gen5 (64 GB/s one way; NVLink bridges join
      * pairs only); one 400 Gb/s NIC per two GPUs assumed (25 GB/s per GPU). */
-    { "h100-pcie", "NVIDIA H100 PCIe 80GB", 756.0, 51.0, 81559 * MIB, 2000.0, 64.0, 25.0, 8, 0 },
-    { "h200", "NVIDIA H200 SXM 141GB", 989.0, 67.0, 143771 * MIB, 4800.0, 450.0, 50.0, 8, 0 },
+    { "h100-pcie", "NVIDIA H100 PCIe 80GB", 756.0, 51.0, 81559 * MIB, 2000.0, 64.0, 25.0, 8, 0, 114 },
+    { "h200", "NVIDIA H200 SXM 141GB", 989.0, 67.0, 143771 * MIB, 4800.0, 450.0, 50.0, 8, 0, 132 },
 };
 
 static const struct {
@@ -59,5 +62,5 @@ void mt_gpu_host(mt_gpu_spec *out, double peak_tflops) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     *out = (mt_gpu_spec){ "cpu", "this machine's CPU (host memory)", peak_tflops, peak_tflops,
                           pages > 0 && page > 0 ? (double)pages * (double)page : 0.0, 0.0, 0.0, 0.0,
-                          cores > 0 ? (int)cores : 1, 1 };
+                          cores > 0 ? (int)cores : 1, 1, 0 };
 }

@@ -18,7 +18,8 @@ void mt_plan_opts_defaults(mt_plan_opts *o) {
     o->mfu = 0.40;
     o->tflops = 0.0;
     o->step_ms = 0.0;
-    o->gemm_eff = 0.70;
+    o->gemm_eff = 0.70; /* the fixed factor (default); 0 = the shape model (mt_plan_gemm_time), opt-in: it is a
+                         * roofline, an upper bound (117-148% of Megatron's published A100 runs, docs/plan.md) */
     o->link_eff = 0.80;
     o->usable_frac = 0.90;
 }
@@ -58,6 +59,38 @@ static mt_status get_dims(const mt_recipe *r, mt_param_layout *pl, dims *d) {
     d->learned = pl->idx.wpe >= 0;
     mt_model_fwd_flops_per_token(pl, d->moe ? m->moe.experts : 0, d->moe ? m->moe.top_k : 1, &d->fwd);
     return MT_OK;
+}
+
+/* ---------- GEMM cost (docs/plan.md, "GEMM efficiency") ---------- */
+
+double mt_plan_gemm_time(const mt_gpu_spec *g, double peak_flops, double elem_bytes, double batch, double M, double N,
+                         double K) {
+    if (peak_flops <= 0 || M <= 0 || N <= 0 || K <= 0 || batch <= 0) return 0.0;
+    double math = batch * 2.0 * M * N * K / peak_flops;
+    if (g->n_sms > 0) {
+        /* tile quantisation: every output tile does the full 128 x 256 x K work; wave
+         * quantisation: the tiles run n_sms at a time, a partial wave costs a whole one */
+        const double tiles = batch * ceil(M / MT_PLAN_TILE_M) * ceil(N / MT_PLAN_TILE_N);
+        const double waves = ceil(tiles / g->n_sms);
+        math = waves * 2.0 * MT_PLAN_TILE_M * MT_PLAN_TILE_N * K / (peak_flops / g->n_sms);
+    }
+    const double mem = g->hbm_gbs > 0 ? batch * (M * K + K * N + M * N) * elem_bytes / (g->hbm_gbs * 1e9) : 0.0;
+    return fmax(math, mem);
+}
+
+double mt_plan_gemm_eff(const mt_gpu_spec *g, double peak_flops, double elem_bytes, double batch, double M, double N,
+                        double K) {
+    const double t = mt_plan_gemm_time(g, peak_flops, elem_bytes, batch, M, N, K);
+    return t > 0 ? batch * 2.0 * M * N * K / (t * peak_flops) : 0.0;
+}
+
+/* One forward GEMM and its two backward ones (input gradient M x K by N, weight gradient N x K
+ * by M): accumulates FLOPs and modelled time. */
+static void gemm3(const mt_gpu_spec *g, double peak, double eb, double batch, double M, double N, double K,
+                  double *flops, double *time) {
+    *flops += 3.0 * batch * 2.0 * M * N * K;
+    *time += mt_plan_gemm_time(g, peak, eb, batch, M, N, K) + mt_plan_gemm_time(g, peak, eb, batch, M, K, N) +
+             mt_plan_gemm_time(g, peak, eb, batch, N, K, M);
 }
 
 /* ---------- parameters ---------- */
@@ -465,12 +498,33 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
      * communication, the pipeline bubble, unoverlapped dp, the optimizer step */
     if (p->peak_flops > 0) {
         const double nt = N, kc = d.C / t;
-        p->gemm_eff = o->gemm_eff * nt / (nt + 384.0) * kc / (kc + 192.0);
-        const double rate = p->peak_flops * p->gemm_eff;
+        double head_eff;
+        if (o->gemm_eff > 0 || gpu->n_sms <= 0) { /* the fixed factor (--gemm-eff, or the host) */
+            const double ge = o->gemm_eff > 0 ? o->gemm_eff : 0.70;
+            p->gemm_eff = ge * nt / (nt + 384.0) * kc / (kc + 192.0);
+            head_eff = p->gemm_eff;
+        } else { /* the shape model: one layer's GEMMs on this rank, forward and backward */
+            const double eb = pbytes, pk = p->peak_flops;
+            /* MoE: the rank's E/ep experts each get ep N k / E tokens (balanced routing) */
+            const double Ne = d.moe ? p->ep * N * d.K / d.E : N, ne = d.moe ? d.E / p->ep : 1;
+            double f = 0, tm = 0;
+            gemm3(gpu, pk, eb, 1, N, d.qkv_rows / t, d.C, &f, &tm);
+            gemm3(gpu, pk, eb, 1, N, d.C, d.H * d.D / t, &f, &tm);
+            gemm3(gpu, pk, eb, ne, Ne, d.fc_rows / t, d.C, &f, &tm);
+            gemm3(gpu, pk, eb, ne, Ne, d.C, d.F / t, &f, &tm);
+            /* attention core: scores s x (s cp) by D and context s x D by s cp, per (sequence, head) */
+            gemm3(gpu, pk, eb, b * d.H / t, s_loc, d.T, d.D, &f, &tm);
+            gemm3(gpu, pk, eb, b * d.H / t, s_loc, d.D, d.T, &f, &tm);
+            p->gemm_eff = tm > 0 ? f / (tm * pk) : 0.0;
+            double fh = 0, th = 0;
+            gemm3(gpu, pk, eb, 1, N, d.Vp / t, d.C, &fh, &th);
+            head_eff = th > 0 ? fh / (th * pk) : p->gemm_eff;
+        }
+        const double rate = p->peak_flops * p->gemm_eff, rate_head = p->peak_flops * head_eff;
         const double per_tok_layer = 3.0 * d.fwd.layer + recompute_flops_token(&d, p->recompute);
         const double tok_mb = N; /* tokens of one micro-batch on this rank's sequence share */
         const double comp_first = tok_mb * Ls * per_tok_layer / t / rate;
-        const double comp_last = comp_first + tok_mb * 3.0 * d.fwd.head / t / rate;
+        const double comp_last = comp_first + tok_mb * 3.0 * d.fwd.head / t / rate_head;
         const double comp_mb = pp == 1 ? comp_last : fmax(comp_first, comp_last);
         const double attn_mb = tok_mb * Ls * 3.0 * d.fwd.attn_core / t / rate;
         comm_time(&p->tp_comm, gpu, o);

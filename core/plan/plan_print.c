@@ -437,8 +437,12 @@ void mt_plan_search_print(FILE *f, const char *config, const mt_plan_search_resu
             fprintf(f, "  no valid layout%s%s\n", s->first_problem[0] ? "; first problem: " : "", s->first_problem);
         return;
     }
-    fprintf(f, "  ranked by the cost model's time per token (compute at %.0f%% peak matmul efficiency ceiling, "
-            "links at %.0f%%; docs/plan.md)\n\n", 100 * o->gemm_eff, 100 * o->link_eff);
+    if (o->gemm_eff > 0)
+        fprintf(f, "  ranked by the cost model's time per token (compute at %.0f%% peak matmul efficiency ceiling, "
+                "links at %.0f%%; docs/plan.md)\n\n", 100 * o->gemm_eff, 100 * o->link_eff);
+    else
+        fprintf(f, "  ranked by the cost model's time per token (matmuls by shape: roofline, %dx%d tiles, waves "
+                "over the SMs; links at %.0f%%; docs/plan.md)\n\n", MT_PLAN_TILE_M, MT_PLAN_TILE_N, 100 * o->link_eff);
     fprintf(f, "  #  layout                                                      step s   tokens/s    MFU   mem GiB\n");
     for (int i = 0; i < s->n_top; i++) {
         const mt_plan *p = &s->top[i].plan;
