@@ -162,6 +162,9 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
         return mt_errorf(MT_ERR_INTERNAL, "model init: tp group of %d ranks for parallel.tensor = %d",
                          s->tp_comm->size, m->pl.tp);
     MT_CHECK(mt_recipe_check_sp_split(r)); /* the one sequence-parallel rule (core/recipe) */
+    if (m->pl.moe && m->pl.recompute)
+        return mt_errorf(MT_ERR_UNSUPPORTED, "model init: training.recompute = full with MoE layers (model.moe.experts "
+                         "> 0) is not implemented; use training.recompute none");
     if (m->pl.moe) {
         if (s->ep_comm && s->ep_comm->size != m->pl.ep)
             return mt_errorf(MT_ERR_INTERNAL, "model init: ep group of %d ranks for parallel.expert = %d",

@@ -32,15 +32,18 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
     } /* else dresid holds dL/dx of resid[l1] (received from the next pipeline stage) */
 
     for (int l = l1 - 1; l >= l0; l--) {
+        /* full recompute: rerun the layer's forward from its saved input into the shared slice */
+        if (l - A->l0 < pl->recompute) MT_CHECK(mt_model_layer_forward(m, A, l));
+        const int ls = A->l0 + mt_act_slice(pl, l - A->l0); /* slice of the non-residual activations */
         void *x = ACT_L(m, A, resid, l, NrC, a);
-        void *x1 = ACT_L(m, A, ln1, l, NrC, a);
-        void *qkv = ACT_L(m, A, qkv, l, (size_t)N * pl->qkv_rows_r, a);
-        void *lse = ACT_L(m, A, lse, l, (size_t)B * pl->H_r * T, 4);
-        void *atty = ACT_L(m, A, atty, l, (size_t)N * HD, a);
-        void *xm = ACT_L(m, A, resid_mid, l, NrC, a);
-        void *x2 = ACT_L(m, A, ln2, l, NrC, a);
-        void *h = ACT_L(m, A, fch, l, (size_t)N * pl->fc_rows_r, a);
-        void *g = ACT_L(m, A, fch_act, l, (size_t)N * pl->F_r, a);
+        void *x1 = ACT_L(m, A, ln1, ls, NrC, a);
+        void *qkv = ACT_L(m, A, qkv, ls, (size_t)N * pl->qkv_rows_r, a);
+        void *lse = ACT_L(m, A, lse, ls, (size_t)B * pl->H_r * T, 4);
+        void *atty = ACT_L(m, A, atty, ls, (size_t)N * HD, a);
+        void *xm = ACT_L(m, A, resid_mid, ls, NrC, a);
+        void *x2 = ACT_L(m, A, ln2, ls, NrC, a);
+        void *h = ACT_L(m, A, fch, ls, (size_t)N * pl->fc_rows_r, a);
+        void *g = ACT_L(m, A, fch_act, ls, (size_t)N * pl->F_r, a);
 
         /* MLP: dresid holds dL/dx' */
         if (pl->moe) { /* mixture of experts (model_moe.c): dx = dL/dx2 */
@@ -61,7 +64,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
                                   P(m, ix->fc_w, l), pl->fc_rows_r, C));
     mlp_done:
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->ln2_w, l), G(m, ix->ln2_b, l), dx, xm, P(m, ix->ln2_w, l),
-                                   ACT_L(m, A, ln2_mean, l, Nr, 4), ACT_L(m, A, ln2_rstd, l, Nr, 4), Nr));
+                                   ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), Nr));
         /* attention: dresid holds dL/dxm */
         MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, datty), G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, atty,
                                P(m, ix->proj_w, l), C, HD));
@@ -78,7 +81,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
         MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->qkv_w, l), G(m, ix->qkv_b, l), ACT(m, A, dqkv), x1,
                                   P(m, ix->qkv_w, l), pl->qkv_rows_r, C));
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->ln1_w, l), G(m, ix->ln1_b, l), dx, x, P(m, ix->ln1_w, l),
-                                   ACT_L(m, A, ln1_mean, l, Nr, 4), ACT_L(m, A, ln1_rstd, l, Nr, 4), Nr));
+                                   ACT_L(m, A, ln1_mean, ls, Nr, 4), ACT_L(m, A, ln1_rstd, ls, Nr, 4), Nr));
     }
 
     if (embed)

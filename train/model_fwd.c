@@ -12,14 +12,77 @@
  * the norms hold N_r token rows (all N, or 1/tp of them with sequence parallelism). */
 #include "train/model_internal.h"
 
+/* One layer l's forward from resid[l] to resid[l+1]. With full recompute (pl->recompute) every
+ * activation but the residual stream lives in one shared slice: backward calls this again from
+ * the saved input just before the layer's backward; the same ops on the same inputs give the same
+ * bits, so resid[l+1] is rewritten with its own value. */
+mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
+    mt_status st = MT_OK;
+    mt_tp *tp = &m->tp;
+    const mt_param_layout *pl = &m->pl;
+    const mt_param_index *ix = &pl->idx;
+    const int B = m->al.B, T = m->al.T, N = m->al.N, Nr = m->al.N_r, C = pl->C;
+    const int HD = pl->H_r * pl->D;
+    const size_t a = mt_dtype_bytes(m->act);
+    const size_t NrC = (size_t)Nr * C;
+    const int ls = A->l0 + mt_act_slice(pl, l - A->l0); /* slice of the non-residual activations */
+    void *x = ACT_L(m, A, resid, l, NrC, a);
+    void *x1 = ACT_L(m, A, ln1, ls, NrC, a);
+    void *qkv = ACT_L(m, A, qkv, ls, (size_t)N * pl->qkv_rows_r, a);
+    void *lse = ACT_L(m, A, lse, ls, (size_t)B * pl->H_r * T, 4);
+    void *atty = ACT_L(m, A, atty, ls, (size_t)N * HD, a);
+    void *xm = ACT_L(m, A, resid_mid, ls, NrC, a);
+    void *x2 = ACT_L(m, A, ln2, ls, NrC, a);
+    void *h = ACT_L(m, A, fch, ls, (size_t)N * pl->fc_rows_r, a);
+    void *g = ACT_L(m, A, fch_act, ls, (size_t)N * pl->F_r, a);
+    void *xo = ACT_L(m, A, resid, l + 1, NrC, a);
+    void *part = ACT(m, A, dtmp); /* row-parallel outputs before the reduction and residual add */
+    void *y = NULL;
+
+    MT_CHECK(mt_model_norm_fwd(m, x1, ACT_L(m, A, ln1_mean, ls, Nr, 4), ACT_L(m, A, ln1_rstd, ls, Nr, 4), x,
+                               P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
+    MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
+    if (m->rope) {
+        mt_rope_args ra = {.x = qkv, .B = B, .T = T, .n_heads = pl->H_r + pl->KV_r, .D = pl->D,
+                           .row_stride = pl->qkv_rows_r, .pos_offset = 0, .theta = m->rope_theta,
+                           .inverse = 0};
+        MT_CHECK(MT_BE_CALL(m->be, rope, &ra));
+    }
+    mt_attention_fwd_args at = {.out = atty, .lse = lse, .qkv = qkv, .B = B, .T = T,
+                                .H = pl->H_r, .KV = pl->KV_r, .D = pl->D};
+    MT_CHECK(MT_BE_CALL(m->be, attention_fwd, &at));
+    MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
+    mt_add_args ad1 = {.out = xm, .a = x, .b = y, .n = NrC};
+    MT_CHECK(MT_BE_CALL(m->be, add, &ad1));
+
+    MT_CHECK(mt_model_norm_fwd(m, x2, ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), xm,
+                               P(m, ix->ln2_w, l), P(m, ix->ln2_b, l), Nr));
+    if (pl->moe) { /* the MLP is a mixture of experts (model_moe.c) */
+        MT_CHECK(mt_moe_forward(m, A, l, x2, xm, xo));
+        goto out;
+    }
+    MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
+    if (m->swiglu) {
+        mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = N, .F = pl->F_r};
+        MT_CHECK(MT_BE_CALL(m->be, swiglu_fwd, &sa));
+    } else {
+        mt_gelu_fwd_args ga = {.out = g, .inp = h, .n = (size_t)N * pl->F_r};
+        MT_CHECK(MT_BE_CALL(m->be, gelu_fwd, &ga));
+    }
+    MT_CHECK(mt_tp_row_fwd(tp, part, &y, g, P(m, ix->fcproj_w, l), P(m, ix->fcproj_b, l), C, pl->F_r));
+    mt_add_args ad2 = {.out = xo, .a = xm, .b = y, .n = NrC};
+    MT_CHECK(MT_BE_CALL(m->be, add, &ad2));
+out:
+    return st;
+}
+
 mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
     mt_status st = MT_OK;
     const int l0 = part.l0, l1 = part.l1, embed = part.embed, head = part.head;
     mt_tp *tp = &m->tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
-    const int B = m->al.B, T = m->al.T, N = m->al.N, Nr = m->al.N_r, C = pl->C;
-    const int HD = pl->H_r * pl->D;
+    const int B = m->al.B, T = m->al.T, Nr = m->al.N_r, C = pl->C;
     const size_t a = mt_dtype_bytes(m->act);
     const size_t NrC = (size_t)Nr * C;
     const int32_t *tokens = (const int32_t *)ACT(m, A, tokens);
@@ -28,54 +91,7 @@ mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
         MT_CHECK(mt_tp_embedding_fwd(tp, ACT_L(m, A, resid, l0, NrC, a), tokens, P(m, ix->wte, 0), P(m, ix->wpe, 0), B, T,
                                  tp->rank * pl->Vp_r, pl->Vp_r));
 
-    for (int l = l0; l < l1; l++) {
-        void *x = ACT_L(m, A, resid, l, NrC, a);
-        void *x1 = ACT_L(m, A, ln1, l, NrC, a);
-        void *qkv = ACT_L(m, A, qkv, l, (size_t)N * pl->qkv_rows_r, a);
-        void *lse = ACT_L(m, A, lse, l, (size_t)B * pl->H_r * T, 4);
-        void *atty = ACT_L(m, A, atty, l, (size_t)N * HD, a);
-        void *xm = ACT_L(m, A, resid_mid, l, NrC, a);
-        void *x2 = ACT_L(m, A, ln2, l, NrC, a);
-        void *h = ACT_L(m, A, fch, l, (size_t)N * pl->fc_rows_r, a);
-        void *g = ACT_L(m, A, fch_act, l, (size_t)N * pl->F_r, a);
-        void *xo = ACT_L(m, A, resid, l + 1, NrC, a);
-        void *part = ACT(m, A, dtmp); /* row-parallel outputs before the reduction and residual add */
-        void *y = NULL;
-
-        MT_CHECK(mt_model_norm_fwd(m, x1, ACT_L(m, A, ln1_mean, l, Nr, 4), ACT_L(m, A, ln1_rstd, l, Nr, 4), x,
-                                   P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
-        MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
-        if (m->rope) {
-            mt_rope_args ra = {.x = qkv, .B = B, .T = T, .n_heads = pl->H_r + pl->KV_r, .D = pl->D,
-                               .row_stride = pl->qkv_rows_r, .pos_offset = 0, .theta = m->rope_theta,
-                               .inverse = 0};
-            MT_CHECK(MT_BE_CALL(m->be, rope, &ra));
-        }
-        mt_attention_fwd_args at = {.out = atty, .lse = lse, .qkv = qkv, .B = B, .T = T,
-                                    .H = pl->H_r, .KV = pl->KV_r, .D = pl->D};
-        MT_CHECK(MT_BE_CALL(m->be, attention_fwd, &at));
-        MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
-        mt_add_args ad1 = {.out = xm, .a = x, .b = y, .n = NrC};
-        MT_CHECK(MT_BE_CALL(m->be, add, &ad1));
-
-        MT_CHECK(mt_model_norm_fwd(m, x2, ACT_L(m, A, ln2_mean, l, Nr, 4), ACT_L(m, A, ln2_rstd, l, Nr, 4), xm,
-                                   P(m, ix->ln2_w, l), P(m, ix->ln2_b, l), Nr));
-        if (pl->moe) { /* the MLP is a mixture of experts (model_moe.c) */
-            MT_CHECK(mt_moe_forward(m, A, l, x2, xm, xo));
-            continue;
-        }
-        MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
-        if (m->swiglu) {
-            mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = N, .F = pl->F_r};
-            MT_CHECK(MT_BE_CALL(m->be, swiglu_fwd, &sa));
-        } else {
-            mt_gelu_fwd_args ga = {.out = g, .inp = h, .n = (size_t)N * pl->F_r};
-            MT_CHECK(MT_BE_CALL(m->be, gelu_fwd, &ga));
-        }
-        MT_CHECK(mt_tp_row_fwd(tp, part, &y, g, P(m, ix->fcproj_w, l), P(m, ix->fcproj_b, l), C, pl->F_r));
-        mt_add_args ad2 = {.out = xo, .a = xm, .b = y, .n = NrC};
-        MT_CHECK(MT_BE_CALL(m->be, add, &ad2));
-    }
+    for (int l = l0; l < l1; l++) MT_CHECK(mt_model_layer_forward(m, A, l));
 
     if (!head) goto out;
     MT_CHECK(mt_model_norm_fwd(m, ACT(m, A, lnf), ACT(m, A, lnf_mean), ACT(m, A, lnf_rstd), ACT_L(m, A, resid, l1, NrC, a),

@@ -35,4 +35,7 @@ static inline mt_status mt_model_norm_bwd(mt_model *m, void *dinp, void *dw, voi
     return m->ln ? MT_BE_CALL(m->be, layernorm_bwd, &a) : MT_BE_CALL(m->be, rmsnorm_bwd, &a);
 }
 
+/* one layer's forward, resid[l] -> resid[l+1] (model_fwd.c); backward reruns it under full recompute */
+mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l);
+
 #endif

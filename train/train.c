@@ -449,7 +449,11 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
     rep->bytes_grads = t.model.bytes_grads;
     rep->bytes_optim = t.model.bytes_optim;
     rep->bytes_acts = t.model.bytes_acts + (t.pipe_exec ? mt_pipeline_extra_bytes(t.pipe_exec, &t.model) : 0);
-    rep->flops_per_iter = mt_model_flops_per_seq(&t.model.pl, r->training.recompute == MT_RECOMPUTE_FULL) * t.G;
+    { /* full recompute adds one forward of the recomputed share of each model chunk's layers */
+        const double f0 = mt_model_flops_per_seq(&t.model.pl, 0), f1 = mt_model_flops_per_seq(&t.model.pl, 1);
+        const double frac = t.model.pl.Lc > 0 ? (double)t.model.pl.recompute / t.model.pl.Lc : 0.0;
+        rep->flops_per_iter = (f0 + frac * (f1 - f0)) * t.G;
+    }
     MT_CHECK(print_start(&t, log));
     MT_CHECK(resume(&t, log));
     if (r->checkpoint.dir[0]) MT_CHECK(mt_ckpt_saver_prepare(&t.saver, &t.model, ps));

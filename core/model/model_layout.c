@@ -102,6 +102,10 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     pl->Lc = pl->L / pl->vpp;
     pl->has_embed = pl->stage == 0;
     pl->has_head = pl->stage == pl->pp - 1;
+    if (r->training.recompute == MT_RECOMPUTE_FULL) {
+        const int n = r->training.recompute_method == MT_RECOMPUTE_BLOCK ? r->training.recompute_num_layers : pl->Lc;
+        pl->recompute = n < pl->Lc ? n : pl->Lc;
+    }
 
     if (m->moe.experts > 0) {
         const int ep = r->parallel.expert > 0 ? r->parallel.expert : 1;
@@ -230,7 +234,10 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     const size_t a = mt_dtype_bytes(act), f = 4;
     const int tp = pl->tp > 0 ? pl->tp : 1;
     /* a pipeline stage's buffer holds one model chunk (one in-flight micro-batch of one chunk) */
-    const size_t N = (size_t)B * pl->T, L = pl->pp > 1 ? pl->Lc : pl->L, C = pl->C;
+    const size_t N = (size_t)B * pl->T, Lres = pl->pp > 1 ? pl->Lc : pl->L, C = pl->C;
+    /* full recompute: the residual stream keeps every layer's input; the rest is one layer's worth
+       (the layer being run or recomputed) */
+    const size_t L = (size_t)mt_act_slices(pl);
     const int head = pl->pp <= 1 || pl->has_head; /* the loss lives on the last stage only */
     const size_t Nr = pl->sp ? N / tp : N; /* N % tp is checked by mt_model_init */
     const size_t HD = (size_t)pl->H_r * pl->D;
@@ -248,7 +255,7 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     al->N_r = (int)Nr;
     PLACE(tokens, N * 4);
     PLACE(targets, N * 4);
-    PLACE(resid, (L + 1) * Nr * C * a);
+    PLACE(resid, (Lres + 1) * Nr * C * a);
     PLACE(ln1, L * Nr * C * a);
     PLACE(ln1_mean, L * Nr * f);
     PLACE(ln1_rstd, L * Nr * f);

@@ -121,7 +121,21 @@ typedef struct {
                               0 = dropless (docs/moe.md: the drop rule) */
     int ep_rank;           /* which experts this rank holds (set by the model / checkpoint code; 0 in
                               the pure build: shapes never depend on it) */
+    int recompute;         /* training.recompute = full: how many layers of each model chunk (Lc layers)
+                              are recomputed, the first ones (all of them for the uniform method; the
+                              block method's training.recompute_num_layers); 0 = none. The activation
+                              layout keeps every layer's input (resid), ONE shared slice of the other
+                              activations for the recomputed layers, and its own slice for each
+                              of the others (mt_act_slice) */
 } mt_param_layout;
+
+/* Slice of the per-layer activation arrays (all but resid) of chunk-relative layer j. */
+static inline int mt_act_slice(const mt_param_layout *pl, int j) {
+    return pl->recompute ? (j < pl->recompute ? 0 : 1 + j - pl->recompute) : j;
+}
+static inline int mt_act_slices(const mt_param_layout *pl) {
+    return pl->recompute ? 1 + pl->Lc - pl->recompute : pl->Lc;
+}
 
 /* Global slice index of local slice s of stacked tensor ti: the global layer for ordinary tensors;
  * for expert tensors global_layer * E + (global expert index), so the global tensor is

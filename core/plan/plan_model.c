@@ -350,7 +350,20 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
     /* FLOPs */
     p->tokens_iter = (double)p->global_batch * d.T;
     p->flops_model_iter = p->global_batch * flops_per_seq(&d, MT_RECOMPUTE_NONE);
-    p->flops_hw_iter = p->global_batch * flops_per_seq(&d, p->recompute);
+    /* full recompute reruns rc_frac of each model chunk's layers (all: uniform; the first
+       training.recompute_num_layers: block) */
+    const int Lc_rc = r->model.layers / (pp * v) > 0 ? r->model.layers / (pp * v) : 1;
+    int rc_layers = 0;
+    if (p->recompute == MT_RECOMPUTE_FULL) {
+        rc_layers = r->training.recompute_method == MT_RECOMPUTE_BLOCK ? r->training.recompute_num_layers : Lc_rc;
+        if (rc_layers > Lc_rc) rc_layers = Lc_rc;
+    }
+    const double rc_frac = p->recompute == MT_RECOMPUTE_FULL ? (double)rc_layers / Lc_rc : 0.0;
+    p->flops_hw_iter = p->recompute == MT_RECOMPUTE_FULL
+                           ? p->global_batch * (flops_per_seq(&d, MT_RECOMPUTE_NONE) +
+                                                rc_frac * (flops_per_seq(&d, MT_RECOMPUTE_FULL) -
+                                                           flops_per_seq(&d, MT_RECOMPUTE_NONE)))
+                           : p->global_batch * flops_per_seq(&d, p->recompute);
     p->flops_full_iter = p->global_batch * flops_per_seq(&d, MT_RECOMPUTE_FULL);
 
     /* activations per layer, every (recompute, sp) variant */
@@ -358,8 +371,11 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         for (int s = 0; s < 2; s++)
             p->act_layer_bytes[rc][s] = bf16 ? act_layer_bf16(&d, b, t, s && t > 1, cp, (mt_recompute)rc)
                                              : act_layer_fp32(&d, b, t, s && t > 1, cp, (mt_recompute)rc);
-    const double act_layer = p->act_layer_bytes[p->recompute][p->sp];
     const double act_layer_none = p->act_layer_bytes[MT_RECOMPUTE_NONE][p->sp];
+    const double act_layer_rc = p->act_layer_bytes[p->recompute][p->sp];
+    /* block recompute: the other layers keep everything */
+    const double act_layer = p->recompute == MT_RECOMPUTE_FULL ? rc_frac * act_layer_rc + (1 - rc_frac) * act_layer_none
+                                                                : act_layer_rc;
 
     /* memory per rank, first and last stage */
     const double s_loc = d.T / cp, N = b * s_loc, spdiv = p->sp ? t : 1;
@@ -388,7 +404,8 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         rk->optim_bytes = p->dist_opt ? rk->optim_dist_bytes : rk->optim_nodist_bytes;
         rk->n_layer_mbs = layer_mbs_in_flight(r->model.layers, pp, v, m, k);
         double acts = rk->n_layer_mbs * act_layer;
-        if (p->recompute == MT_RECOMPUTE_FULL) acts += act_layer_none; /* the layer being recomputed */
+        /* the layer being recomputed: its activations beyond its input (counted above) */
+        if (rc_layers > 0) acts += act_layer_none - act_layer_rc;
         const double mbs = ceil(rk->n_layer_mbs / p->n_layers_stage);
         if (bf16) {
             /* Megatron theoretical_memory_usage.py: tokens (8 s b) and the embedding dropout
@@ -521,7 +538,8 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
             head_eff = th > 0 ? fh / (th * pk) : p->gemm_eff;
         }
         const double rate = p->peak_flops * p->gemm_eff, rate_head = p->peak_flops * head_eff;
-        const double per_tok_layer = 3.0 * d.fwd.layer + recompute_flops_token(&d, p->recompute);
+        const double per_tok_layer = 3.0 * d.fwd.layer + (p->recompute == MT_RECOMPUTE_FULL ? rc_frac : 1.0) *
+                                                             recompute_flops_token(&d, p->recompute);
         const double tok_mb = N; /* tokens of one micro-batch on this rank's sequence share */
         const double comp_first = tok_mb * Ls * per_tok_layer / t / rate;
         const double comp_last = comp_first + tok_mb * 3.0 * d.fwd.head / t / rate_head;

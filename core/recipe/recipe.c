@@ -19,6 +19,7 @@
 _Static_assert(sizeof(mt_arch) == sizeof(int) && sizeof(mt_norm) == sizeof(int) &&
                    sizeof(mt_act) == sizeof(int) && sizeof(mt_pos) == sizeof(int) &&
                    sizeof(mt_decay) == sizeof(int) && sizeof(mt_recompute) == sizeof(int) &&
+                   sizeof(mt_recompute_method) == sizeof(int) &&
                    sizeof(mt_precision) == sizeof(int) && sizeof(mt_backend_kind) == sizeof(int) &&
                    sizeof(mt_tokenizer_kind) == sizeof(int),
                "recipe enums are stored through int pointers");

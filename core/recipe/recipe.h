@@ -23,6 +23,8 @@ typedef enum { MT_POS_LEARNED = 0, MT_POS_ROPE } mt_pos;
 typedef enum { MT_DECAY_COSINE = 0, MT_DECAY_LINEAR, MT_DECAY_CONSTANT, MT_DECAY_INV_SQRT, MT_DECAY_WSD } mt_decay;
 typedef enum { MT_WSD_LINEAR = 0, MT_WSD_COSINE, MT_WSD_EXPONENTIAL, MT_WSD_MINUS_SQRT } mt_wsd_decay;
 typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL } mt_recompute;
+/* which layers full recompute reruns (Megatron's --recompute-method) */
+typedef enum { MT_RECOMPUTE_UNIFORM = 0, MT_RECOMPUTE_BLOCK } mt_recompute_method;
 typedef enum { MT_PREC_FP32 = 0, MT_PREC_BF16 } mt_precision;
 typedef enum { MT_BACKEND_AUTO = 0, MT_BACKEND_CPU, MT_BACKEND_CUDA } mt_backend_kind;
 typedef enum { MT_TOK_BYTE = 0, MT_TOK_GPT2BPE, MT_TOK_HF, MT_TOK_NULL } mt_tokenizer_kind;
@@ -82,6 +84,9 @@ typedef struct {
     uint64_t seed;
     mt_precision precision;
     mt_recompute recompute;
+    mt_recompute_method recompute_method; /* full: uniform (every layer) or block (the first
+                                             recompute_num_layers of each model chunk) */
+    int recompute_num_layers; /* uniform: layers per recompute unit (1); block: layers recomputed */
     mt_backend_kind backend;
     int threads;           /* CPU threads per rank; 0 = cores / local ranks */
 } mt_training_cfg;

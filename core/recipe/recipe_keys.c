@@ -26,6 +26,7 @@ static const char *const pos_names[] = { "learned", "rope", NULL };
 static const char *const decay_names[] = { "cosine", "linear", "constant", "inverse-square-root", "WSD", NULL };
 static const char *const wsd_names[] = { "linear", "cosine", "exponential", "minus_sqrt", NULL };
 static const char *const recompute_names[] = { "none", "selective", "full", NULL };
+static const char *const recompute_method_names[] = { "uniform", "block", NULL };
 static const char *const prec_names[] = { "fp32", "bf16", NULL };
 static const char *const backend_names[] = { "auto", "cpu", "cuda", NULL };
 static const char *const tok_names[] = { "byte", "gpt2bpe", "hf", "null", NULL };
@@ -121,7 +122,14 @@ const mt_recipe_key mt_recipe_keys[] = {
     KENUM("training.precision", training.precision, "fp32", prec_names,
           "fp32, or bf16 weights/activations with fp32 master weights and gradients", 0),
     KENUM("training.recompute", training.recompute, "none", recompute_names,
-          "activation recomputation: none, selective (attention core), full (whole layers)", 0),
+          "activation recomputation: none, selective (accepted, no effect: the fused attention keeps no T x T "
+          "scores), full (keep each recomputed layer's input, rerun its forward in backward)", 0),
+    KENUM("training.recompute_method", training.recompute_method, "uniform", recompute_method_names,
+          "full recompute: uniform (every layer, units of training.recompute_num_layers) or block (the first "
+          "training.recompute_num_layers layers of each pipeline model chunk)", 0),
+    KINT("training.recompute_num_layers", training.recompute_num_layers, "1", 0, 1024, "layers",
+         "full recompute: uniform: layers per recompute unit (only 1 is implemented); block: layers recomputed "
+         "per model chunk", 0),
     KENUM("training.backend", training.backend, "auto", backend_names,
           "compute backend; auto = cuda when a GPU is usable, else cpu", 0),
     KINT("training.threads", training.threads, "auto", 0, 4096, "",
@@ -286,6 +294,8 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--bf16", "training.precision", "bf16" },
     { "--fp32", "training.precision", "fp32" },
     { "--recompute-granularity", "training.recompute", NULL },
+    { "--recompute-method", "training.recompute_method", NULL },
+    { "--recompute-num-layers", "training.recompute_num_layers", NULL },
     { "--backend", "training.backend", NULL },
     { "--threads", "training.threads", NULL },
     { "--lr", "optimizer.lr", NULL },

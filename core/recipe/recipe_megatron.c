@@ -54,8 +54,6 @@ static const meg_flag meg_flags[] = {
     { "--num-layers-per-virtual-pipeline-stage", 1, MEG_RULE, "parallel.virtual_pipeline = layers / (pp * this)" },
     { "--distributed-timeout-minutes", 1, MEG_RULE, "parallel.timeout_s = 60 * this" },
     { "--recompute-activations", 0, MEG_RULE, "training.recompute selective" },
-    { "--recompute-method", 1, MEG_ACCEPT, "uniform / block: how training.recompute full picks layers" },
-    { "--recompute-num-layers", 1, MEG_ACCEPT, "layers per recompute unit of training.recompute full" },
     { "--optimizer", 1, MEG_RULE, "adam only (AdamW, decoupled weight decay); sgd is refused" },
     { "--rampup-batch-size", 3, MEG_RULE, "START INCREMENT SAMPLES -> training.rampup_start, rampup_increment, "
       "rampup_samples" },

@@ -6,7 +6,9 @@
  * central-difference truncation error is O(h^2 * |L'''|) ~ 1e-5 and the fp32 rounding of
  * L (~3 * 6e-8 = 2e-7 absolute) contributes ~2e-7 / (2h) = 1e-5; directional derivatives here
  * are ~1e-1..1e0, so a 2% relative tolerance (plus 2e-4 absolute) is comfortably above the
- * noise and far below what any wiring mistake (a missing or doubled gradient path) gives. */
+ * noise and far below what any wiring mistake (a missing or doubled gradient path) gives.
+ * Full recompute (uniform: every layer; block 1: the first layer recomputed, the second kept):
+ * the same finite-difference checks, and the gradient bitwise equal to the one without it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +69,15 @@ static void directional(const directional_ctx *c, size_t lo, size_t hi, uint64_t
     *gd = dot;
 }
 
-static void check_arch(const char *arch) {
+static float *g_ref[2]; /* gradient without recompute, per arch */
+
+static void check_arch(const char *arch, const char *rc_method) {
     static mt_recipe r;
     mt_recipe_defaults(&r);
+    if (rc_method) {
+        CHECK(mt_recipe_set(&r, "training.recompute", "full", "test") == MT_OK);
+        CHECK(mt_recipe_set(&r, "training.recompute_method", rc_method, "test") == MT_OK);
+    }
     CHECK(mt_recipe_set(&r, "model.arch", arch, "test") == MT_OK);
     CHECK(mt_recipe_set(&r, "model.layers", "2", "test") == MT_OK);
     CHECK(mt_recipe_set(&r, "model.hidden", "16", "test") == MT_OK);
@@ -83,6 +91,8 @@ static void check_arch(const char *arch) {
     } else {
         CHECK(mt_recipe_set(&r, "model.tie_embeddings", "true", "test") == MT_OK);
     }
+    if (rc_method && !strcmp(rc_method, "block"))
+        CHECK(mt_recipe_set(&r, "training.recompute_num_layers", "1", "test") == MT_OK);
     CHECK(mt_recipe_set(&r, "training.micro_batch", "3", "test") == MT_OK);
     CHECK(mt_recipe_set(&r, "training.global_batch", "3", "test") == MT_OK);
     CHECK(mt_recipe_set(&r, "training.iters", "1", "test") == MT_OK);
@@ -104,6 +114,17 @@ static void check_arch(const char *arch) {
     be.i->copy_d2h(&be, p0, m.params, n * 4);
     loss_of(&m, tokens, dloss, 1, N);
     be.i->copy_d2h(&be, g, m.grads, n * 4);
+    const int ai = !strcmp(arch, "llama");
+    CHECK(m.pl.recompute == (rc_method ? (!strcmp(rc_method, "block") ? 1 : 2) : 0));
+    if (!rc_method) {
+        free(g_ref[ai]);
+        g_ref[ai] = malloc(n * 4);
+        memcpy(g_ref[ai], g, n * 4);
+    } else {
+        CHECKF(g_ref[ai] && memcmp(g_ref[ai], g, n * 4) == 0, "%s recompute %s: gradient differs from the run without",
+               arch, rc_method);
+        printf("%s recompute full %s: gradient bitwise equal to the one without recompute\n", arch, rc_method);
+    }
 
     const directional_ctx dc = {&m, &be, tokens, dloss, N, n, p0, g, p, d};
     for (int trial = 0; trial < 4; trial++) {
@@ -130,7 +151,13 @@ static void check_arch(const char *arch) {
 }
 
 int main(void) {
-    check_arch("gpt");
-    check_arch("llama");
+    check_arch("gpt", NULL);
+    check_arch("llama", NULL);
+    check_arch("gpt", "uniform");
+    check_arch("llama", "uniform");
+    check_arch("gpt", "block");
+    check_arch("llama", "block");
+    free(g_ref[0]);
+    free(g_ref[1]);
     TEST_MAIN_END();
 }

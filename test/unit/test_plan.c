@@ -110,8 +110,8 @@ static void test_anchors(void) {
 }
 
 /* The trainer's allocations for one recipe (fp32, one rank) vs plan's CPU mode. */
-static void check_trainer_memory(const char *name, int allocate) {
-    static const char *const cpu[] = { "training.precision=fp32", "training.backend=cpu", NULL };
+static void check_trainer_memory_rc(const char *name, int allocate, const char *recompute) {
+    const char *const cpu[] = { "training.precision=fp32", "training.backend=cpu", recompute, NULL };
     mt_recipe *r = load(name, 1, cpu);
     mt_plan_opts o;
     static mt_plan p;
@@ -132,11 +132,14 @@ static void check_trainer_memory(const char *name, int allocate) {
     CHECK(p.first.grads_bytes == 4 * n);
     CHECK(p.first.optim_bytes == (pl.moe ? 12 : 8) * n); /* MoE: master weights apart from the weights */
     CHECK_NEAR(p.first.acts_bytes, (double)al.n_bytes, 0, 0.10);
-    printf("%s: plan %.0f param elements (layout %zu), acts %.0f bytes vs trainer %zu (%+.3f%%)\n", name,
+    printf("%s%s%s: plan %.0f param elements (layout %zu), acts %.0f bytes vs trainer %zu (%+.3f%%)\n", name,
+           recompute ? " " : "", recompute ? recompute : "",
            p.first.n_elems, pl.n_elems, p.first.acts_bytes, al.n_bytes,
            100 * (p.first.acts_bytes / (double)al.n_bytes - 1));
     /* FLOPs: the same as the trainer's count */
     CHECK_NEAR(mt_plan_flops_per_seq(r, MT_RECOMPUTE_NONE), mt_model_flops_per_seq(&pl, 0), 0, 1e-12);
+    if (r->training.recompute == MT_RECOMPUTE_FULL) /* one layer's activations + every layer's input: tight */
+        CHECK_NEAR(p.first.acts_bytes, (double)al.n_bytes, 0, 0.02);
     if (allocate) {
         mt_backend be;
         mt_model m;
@@ -153,6 +156,8 @@ static void check_trainer_memory(const char *name, int allocate) {
         mt_backend_destroy(&be);
     }
 }
+
+static void check_trainer_memory(const char *name, int allocate) { check_trainer_memory_rc(name, allocate, NULL); }
 
 /* ZeRO-1 on the trainer: dp ranks of gpt-tiny with the distributed optimizer, rank 0's
  * allocation (flat buffer padded to dp * MT_PARAM_ALIGN, optimizer on one slice). */
@@ -191,6 +196,28 @@ static void test_trainer_memory(void) {
     check_trainer_memory("gpt-tiny", 1);
     check_trainer_memory("llama-tiny", 1);
     check_trainer_memory("mixtral-tiny", 1); /* MoE: router + expert tensors, expert activations */
+    /* full recompute (every layer): the layout keeps each layer's input and one layer's activations */
+    check_trainer_memory_rc("gpt-tiny", 1, "training.recompute=full");
+    check_trainer_memory_rc("llama-tiny", 1, "training.recompute=full");
+    check_trainer_memory_rc("gpt125m", 0, "training.recompute=full");
+    {   /* block: the first 5 of gpt125m's 12 layers recomputed, the others keep everything */
+        const char *const sets[] = { "training.precision=fp32", "training.backend=cpu", "training.recompute=full",
+                                     "training.recompute_method=block", "training.recompute_num_layers=5", NULL };
+        mt_recipe *r = load("gpt125m", 1, sets);
+        mt_plan_opts o;
+        static mt_plan p;
+        mt_gpu_spec host;
+        mt_plan_opts_defaults(&o);
+        mt_gpu_host(&host, 0);
+        CHECK(mt_plan_compute(r, 1, &host, &o, &p) == MT_OK);
+        mt_param_layout pl;
+        mt_act_layout al;
+        CHECK(mt_param_layout_build(r, &pl) == MT_OK);
+        CHECK(pl.recompute == 5);
+        mt_act_layout_build(&pl, r->training.micro_batch, MT_F32, &al);
+        printf("gpt125m block 5: acts plan %.0f bytes vs trainer %zu\n", p.first.acts_bytes, al.n_bytes);
+        CHECK_NEAR(p.first.acts_bytes, (double)al.n_bytes, 0, 0.02);
+    }
     check_trainer_memory("gpt125m", 0); /* 2.4 GB of weights + 7 GB of activations: layout only */
     /* bf16 on a GPU: 2 + 4 + 12 bytes per element, as mt_model_init sizes them for a bf16 backend */
     static const char *const bf[] = { "parallel.data=auto", NULL };

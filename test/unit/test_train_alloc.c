@@ -233,6 +233,12 @@ int main(void) {
     check_layout("tp=2 sequence parallel", 2, tp2);
     static const char *const pp2[] = {"parallel.pipeline", "2", NULL};
     check_layout("pp=2", 2, pp2);
+    /* full recompute: backward reruns each layer's forward in place, nothing allocated */
+    static const char *const rc_full[] = {"training.recompute", "full", NULL};
+    check_layout("serial recompute full", 1, rc_full);
+    static const char *const rc_pp2[] = {"parallel.pipeline", "2", "training.recompute", "full",
+                                         "training.recompute_method", "block", "training.recompute_num_layers", "1", NULL};
+    check_layout("pp=2 recompute block 1", 2, rc_pp2);
     /* per-phase timers (logging.timing_level 2: every probe, the log block's allgather) and the
      * profiler (events into its buffer over iterations 4..6, the gather to rank 0 and the trace
      * written after iteration 6, all inside the counted window) */

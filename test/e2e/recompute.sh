@@ -1,0 +1,77 @@
+# Full activation recompute (issue 15, "Recompute that is real"): training.recompute = full
+# (--recompute-granularity full --recompute-method uniform --recompute-num-layers 1) keeps only
+# every layer's input (the residual stream) and one layer's other activations; backward reruns
+# each layer's forward from its saved input just before the layer's backward. The rerun is the
+# same ops on the same inputs, so lm_loss and grad_norm are BITWISE those of the run without
+# recompute: serial, at pp 2 (1F1B and interleaved: each in-flight micro-batch's slot keeps its own inputs) and
+# at tp 2 with sequence parallelism (the rerun repeats the forward collectives on every rank).
+# The trainer's printed activation memory falls and equals `mtrain plan`'s for the recipe.
+source test/e2e_lib.sh
+need_data
+ITERS=3
+BASE=(--train-iters $ITERS --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=0)
+RC=(--recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
+run() { # run NAME RANKS ARGS...
+  local name=$1 n=$2; shift 2
+  "$MTRAIN" launch -n "$n" -- "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 ||
+    { tail -n 30 "$TMP/$name.log"; fail "$name run failed"; }
+}
+bits() { grep -o '"\(lm_loss\|grad_norm\)":[^,}]*' "$1"; }
+same() { # same REF NAME: bitwise-identical losses and grad norms
+  [ "$(bits "$TMP/$1.jsonl" | wc -l)" -eq $((2 * ITERS)) ] || fail "$2: expected $ITERS iterations of metrics"
+  cmp -s <(bits "$TMP/$1.jsonl") <(bits "$TMP/$2.jsonl") || { paste <(bits "$TMP/$1.jsonl") <(bits "$TMP/$2.jsonl"); fail "$2 differs from $1"; }
+  echo "$2: lm_loss and grad_norm bitwise equal to $1 ($ITERS iterations)"
+}
+mib() { grep -o '[0-9.]* MiB activations per rank' "$1" | head -1 | cut -d' ' -f1; }
+for model in gpt llama; do
+  CFG=(--config configs/$model-tiny.yaml)
+  run "$model" 1 "${CFG[@]}"
+  run "$model full" 1 "${CFG[@]}" "${RC[@]}"
+  same "$model" "$model full"
+  a=$(mib "$TMP/$model.log"); b=$(mib "$TMP/$model full.log")
+  echo "$model: activations $a MiB without recompute, $b MiB with full recompute"
+  awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > 0 && b < 0.6 * a) }' || fail "$model: full recompute did not cut activation memory ($a -> $b MiB)"
+  for rc in none full; do
+    p=$("$MTRAIN" plan --gpus 1 "${CFG[@]}" --micro-batch-size 2 --set training.recompute=$rc --json | grep -o '"acts_bytes": [0-9.]*' | head -1 | awk '{ printf "%.1f", $2 / 1048576 }')
+    t=$([ $rc = none ] && echo "$a" || echo "$b")
+    [ "$p" = "$t" ] || fail "$model recompute $rc: mtrain plan says $p MiB of activations, the trainer $t MiB"
+    echo "$model recompute $rc: plan $p MiB = trainer $t MiB"
+  done
+  run "$model pp=2" 2 "${CFG[@]}" --pipeline-model-parallel-size 2
+  run "$model pp=2 full" 2 "${CFG[@]}" --pipeline-model-parallel-size 2 "${RC[@]}"
+  same "$model pp=2" "$model pp=2 full"
+done
+# block method: the first N layers of each model chunk recomputed, the others keep everything
+# (one shared slice serves the recomputed layers: block 1 saves nothing, block 2 of 4 a quarter)
+BLK=(--recompute-granularity full --recompute-method block --recompute-num-layers 2)
+run "gpt block2" 1 --config configs/gpt-tiny.yaml "${BLK[@]}"
+same gpt "gpt block2"
+c=$(mib "$TMP/gpt block2.log"); a=$(mib "$TMP/gpt.log"); b=$(mib "$TMP/gpt full.log")
+awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { exit !(c > b && c < a) }' || fail "block 2 of 4 layers: $c MiB should lie between $b and $a"
+p=$("$MTRAIN" plan --gpus 1 --config configs/gpt-tiny.yaml --micro-batch-size 2 "${BLK[@]}" --json | grep -o '"acts_bytes": [0-9.]*' | head -1 | awk '{ printf "%.1f", $2 / 1048576 }')
+[ "$p" = "$c" ] || fail "block 2: mtrain plan says $p MiB of activations, the trainer $c MiB"
+echo "gpt block 2: activations $c MiB (plan $p MiB)"
+# pp 2, block 1: each stage's chunk of 2 layers recomputes its first layer and keeps the second
+run "gpt pp=2 block1" 2 --config configs/gpt-tiny.yaml --pipeline-model-parallel-size 2 --recompute-granularity full \
+  --recompute-method block --recompute-num-layers 1
+same "gpt pp=2" "gpt pp=2 block1"
+run "gpt pp=2 vpp=2" 2 --config configs/gpt-tiny.yaml --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2
+run "gpt pp=2 vpp=2 full" 2 --config configs/gpt-tiny.yaml --pipeline-model-parallel-size 2 \
+  --virtual-pipeline-model-parallel-size 2 "${RC[@]}"
+same "gpt pp=2 vpp=2" "gpt pp=2 vpp=2 full"
+run "gpt tp=2 sp" 2 --config configs/gpt-tiny.yaml --tensor-model-parallel-size 2 --sequence-parallel
+run "gpt tp=2 sp full" 2 --config configs/gpt-tiny.yaml --tensor-model-parallel-size 2 --sequence-parallel "${RC[@]}"
+same "gpt tp=2 sp" "gpt tp=2 sp full"
+# what is not implemented is refused, naming the key
+if "$MTRAIN" --config configs/mixtral-tiny.yaml "${BASE[@]}" --recompute-granularity full >"$TMP/moe.log" 2>&1; then
+  fail "full recompute with MoE layers should be refused"
+fi
+grep -q "training.recompute" "$TMP/moe.log" || { cat "$TMP/moe.log"; fail "no training.recompute in the MoE refusal"; }
+echo "refused: $(grep -m1 'training.recompute' "$TMP/moe.log" | cut -c1-200)"
+if "$MTRAIN" --config configs/gpt-tiny.yaml "${BASE[@]}" --recompute-granularity full --recompute-method uniform \
+     --recompute-num-layers 2 >"$TMP/u2.log" 2>&1; then
+  fail "uniform recompute in units of 2 layers should be refused"
+fi
+grep -q "training.recompute_num_layers" "$TMP/u2.log" || { cat "$TMP/u2.log"; fail "no training.recompute_num_layers in the refusal"; }
+echo "refused: $(grep -m1 'recompute_num_layers' "$TMP/u2.log" | cut -c1-200)"
+echo "recompute: ok"
