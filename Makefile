@@ -36,11 +36,18 @@ UNIT_BIN := $(UNIT_SRC:%.c=$(BUILD)/%)
 .PHONY: all deps run test bench clean fuzz
 all: mtrain $(UNIT_BIN)
 
-$(BUILD)/%.o: %.c $(HDRS)
+# Every object depends on the flags it was built with: a `make CUDA=0` build followed by `make`
+# (or another OPT) rebuilds everything instead of linking stale objects (make tracks files, not
+# flags). The stamp is rewritten only when the flags change.
+FLAGS_STAMP := $(BUILD)/.build-flags
+FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) CUDA=$(CUDA) NVFLAGS=$(NVFLAGS)
+$(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = "$(FLAGS_NOW)" ] || printf '%s\n' "$(FLAGS_NOW)" >$(FLAGS_STAMP); })
+
+$(BUILD)/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh core/*.h)
+$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh core/*.h) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
