@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "core/ckpt/ckpt_layout.h"
+#include "core/data/tokenizer.h"
 #include "core/recipe/recipe.h"
 #include "parallel/parallel_state.h"
 #include "train/model.h"
@@ -77,6 +78,16 @@ void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be);
  * checkpoint folder without any save yet: Megatron starts from scratch then, and so do we, with a
  * note in `note`). Errors: the folder does not exist, the asked iteration is not there. */
 mt_status mt_ckpt_resolve(const mt_recipe *r, char *path, size_t n_bytes, int *found, char *note, size_t note_bytes);
+
+/* For the commands that read a save with the recipe's tokenizer (generate, logprobs): the save's
+ * manifest must name the recipe's data.tokenizer (ids of another tokenizer mean nonsense); tool
+ * ("mtrain generate") and verb ("generate") go into the messages; log (NULL = quiet) gets one line
+ * describing the save. *iteration = the save's iteration. */
+mt_status mt_ckpt_check_tokenizer(const char *ckpt_path, const mt_recipe *r, const char *tool, const char *verb,
+                                  FILE *log, int64_t *iteration);
+/* Opens the recipe's tokenizer (data.tokenizer, data.vocab, data.merges); MT_ERR_CONFIG when it has
+ * more ids than model.vocab. */
+mt_status mt_recipe_tokenizer_open(const mt_recipe *r, mt_tokenizer **tok);
 
 /* Loads the save in folder `path` into this rank's model (any layout: the pieces are read in
  * global coordinates) and fills cs (zeros under checkpoint.finetune; optimizer_steps 0 under

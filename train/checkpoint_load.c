@@ -20,6 +20,7 @@
 #include "core/ckpt/ckpt_read.h"
 #include "core/ckpt/manifest.h"
 #include "core/clock.h"
+#include "core/data/tokenizer.h"
 
 mt_status mt_ckpt_resolve(const mt_recipe *r, char *path, size_t n_bytes, int *found, char *note, size_t note_bytes) {
     const char *root = r->checkpoint.load;
@@ -307,4 +308,46 @@ out:
     free(boxes);
     loader_free(&L);
     return st;
+}
+
+mt_status mt_ckpt_check_tokenizer(const char *ckpt_path, const mt_recipe *r, const char *tool, const char *verb,
+                                  FILE *log, int64_t *iteration) {
+    mt_status st = MT_OK;
+    mt_manifest mf;
+    memset(&mf, 0, sizeof mf);
+    MT_CHECK(mt_manifest_load(ckpt_path, &mf));
+    const char *want = mt_recipe_tokenizer_name(r->data.tokenizer);
+    if (mf.tokenizer[0] && strcmp(mf.tokenizer, want)) {
+        st = mt_errorf(MT_ERR_CONFIG, "%s: saved by a run with data.tokenizer %s%s%s, this recipe has data.tokenizer %s: "
+                       "%s with the tokenizer the model was trained with (--set data.tokenizer=%s and its "
+                       "data.vocab / data.merges)", ckpt_path, mf.tokenizer, mf.tokenizer_vocab[0] ? " " : "",
+                       mf.tokenizer_vocab, want, verb, mf.tokenizer);
+        goto out;
+    }
+    *iteration = mf.iteration;
+    if (log) {
+        const mt_manifest_layout *y = &mf.layout;
+        fprintf(log, "%s: checkpoint %s: %s, iteration %lld, saved at tp %d pp %d (vpp %d) dp %d on %d rank(s), "
+                     "weights %s; tokenizer %s\n", tool, ckpt_path, mf.arch, (long long)mf.iteration, y->tensor,
+                y->pipeline, y->virtual_pipeline, y->data, y->world_size, mf.weight_dtype, want);
+    }
+out:
+    mt_manifest_free(&mf);
+    return st;
+}
+
+mt_status mt_recipe_tokenizer_open(const mt_recipe *r, mt_tokenizer **tok) {
+    const char *name = mt_recipe_tokenizer_name(r->data.tokenizer);
+    mt_tokenizer_files files = {.vocab_path = r->data.vocab[0] ? r->data.vocab : NULL,
+                                .merges_path = r->data.merges[0] ? r->data.merges : NULL};
+    mt_status st = mt_tokenizer_open(tok, name, &files);
+    if (st != MT_OK) return mt_error_context(st, "data.tokenizer %s", name);
+    const int nv = (int)mt_tokenizer_vocab_size(*tok);
+    if (nv > r->model.vocab) {
+        mt_tokenizer_free(*tok);
+        *tok = NULL;
+        return mt_errorf(MT_ERR_CONFIG, "data.tokenizer %s has %d ids but model.vocab = %d: the recipe's tokenizer is "
+                         "not the model's", name, nv, r->model.vocab);
+    }
+    return MT_OK;
 }

@@ -105,46 +105,6 @@ int mt_sample_token(const float *logits, int V, const mt_sample_cfg *c, uint64_t
 
 /* ---- setup ---- */
 
-/* The saved run's tokenizer must be the recipe's: ids of another tokenizer decode to nonsense. */
-static mt_status check_manifest(mt_generator *g, FILE *log) {
-    mt_status st = MT_OK;
-    const mt_recipe *r = g->r;
-    mt_manifest mf;
-    memset(&mf, 0, sizeof mf);
-    MT_CHECK(mt_manifest_load(g->ckpt_path, &mf));
-    const char *want = mt_recipe_tokenizer_name(r->data.tokenizer);
-    if (mf.tokenizer[0] && strcmp(mf.tokenizer, want)) {
-        st = mt_errorf(MT_ERR_CONFIG, "%s: saved by a run with data.tokenizer %s, this recipe has data.tokenizer %s: "
-                       "generate with the tokenizer the model was trained with (--set data.tokenizer=%s and its "
-                       "data.vocab / data.merges)", g->ckpt_path, mf.tokenizer, want, mf.tokenizer);
-        goto out;
-    }
-    g->iteration = mf.iteration;
-    if (log) {
-        const mt_manifest_layout *y = &mf.layout;
-        fprintf(log, "mtrain generate: checkpoint %s: %s, iteration %lld, saved at tp %d pp %d (vpp %d) dp %d, "
-                     "weights %s; tokenizer %s\n", g->ckpt_path, mf.arch, (long long)mf.iteration, y->tensor,
-                y->pipeline, y->virtual_pipeline, y->data, mf.weight_dtype, want);
-    }
-out:
-    mt_manifest_free(&mf);
-    return st;
-}
-
-static mt_status open_tokenizer(mt_generator *g) {
-    const mt_recipe *r = g->r;
-    mt_tokenizer_files files = {.vocab_path = r->data.vocab[0] ? r->data.vocab : NULL,
-                                .merges_path = r->data.merges[0] ? r->data.merges : NULL};
-    mt_status st = mt_tokenizer_open(&g->tok, mt_recipe_tokenizer_name(r->data.tokenizer), &files);
-    if (st != MT_OK) return mt_error_context(st, "data.tokenizer %s", mt_recipe_tokenizer_name(r->data.tokenizer));
-    const int nv = mt_tokenizer_vocab_size(g->tok);
-    if (nv > r->model.vocab)
-        return mt_errorf(MT_ERR_CONFIG, "data.tokenizer %s has %d ids but model.vocab = %d: the recipe's tokenizer is "
-                         "not the model's", mt_recipe_tokenizer_name(r->data.tokenizer), nv, r->model.vocab);
-    g->V = nv < r->model.vocab ? nv : r->model.vocab; /* ids past the tokenizer's decode to nothing */
-    return MT_OK;
-}
-
 mt_status mt_generator_open(mt_generator *g, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps,
                             int use_kv, FILE *log) {
     mt_status st = MT_OK;
@@ -168,8 +128,12 @@ mt_status mt_generator_open(mt_generator *g, const mt_recipe *r, mt_backend *be,
     if (!found)
         return mt_errorf(MT_ERR_IO, "checkpoint.load: %s holds no checkpoint yet (no %s, no iter_* save): nothing to "
                          "generate with", r->checkpoint.load, MT_CKPT_TRACKER);
-    MT_CHECK(check_manifest(g, log));
-    MT_CHECK(open_tokenizer(g));
+    MT_CHECK(mt_ckpt_check_tokenizer(g->ckpt_path, r, "mtrain generate", "generate", log, &g->iteration));
+    MT_CHECK(mt_recipe_tokenizer_open(r, &g->tok));
+    { /* ids past the tokenizer's decode to nothing: sample among the tokenizer's */
+        const int nv = (int)mt_tokenizer_vocab_size(g->tok);
+        g->V = nv < r->model.vocab ? nv : r->model.vocab;
+    }
 
     mt_model_shape shape = {.B = 1, .tp_comm = NULL, .pp_stage = -1};
     for (int b = 0; b < MT_GBUFS; b++) shape.shards[b] = 1, shape.shard[b] = 0; /* no optimizer shards */

@@ -16,46 +16,6 @@
 #include "core/json_tree.h"
 #include "train/checkpoint.h"
 
-/* The saved run's tokenizer must be the recipe's: ids of another tokenizer score nonsense. */
-static mt_status check_manifest(mt_logprobs *lp, FILE *log) {
-    mt_status st = MT_OK;
-    const mt_recipe *r = lp->r;
-    mt_manifest mf;
-    memset(&mf, 0, sizeof mf);
-    MT_CHECK(mt_manifest_load(lp->ckpt_path, &mf));
-    const char *want = mt_recipe_tokenizer_name(r->data.tokenizer);
-    if (mf.tokenizer[0] && strcmp(mf.tokenizer, want)) {
-        st = mt_errorf(MT_ERR_CONFIG, "%s: saved by a run with data.tokenizer %s%s%s, this recipe has data.tokenizer %s: "
-                       "score with the tokenizer the model was trained with (--set data.tokenizer=%s and its "
-                       "data.vocab / data.merges)", lp->ckpt_path, mf.tokenizer, mf.tokenizer_vocab[0] ? " " : "",
-                       mf.tokenizer_vocab, want, mf.tokenizer);
-        goto out;
-    }
-    lp->iteration = mf.iteration;
-    if (log) {
-        const mt_manifest_layout *y = &mf.layout;
-        fprintf(log, "mtrain logprobs: checkpoint %s: %s, iteration %lld, saved at tp %d pp %d (vpp %d) dp %d on %d "
-                     "rank(s), weights %s; tokenizer %s\n", lp->ckpt_path, mf.arch, (long long)mf.iteration, y->tensor,
-                y->pipeline, y->virtual_pipeline, y->data, y->world_size, mf.weight_dtype, want);
-    }
-out:
-    mt_manifest_free(&mf);
-    return st;
-}
-
-static mt_status open_tokenizer(mt_logprobs *lp) {
-    const mt_recipe *r = lp->r;
-    mt_tokenizer_files files = {.vocab_path = r->data.vocab[0] ? r->data.vocab : NULL,
-                                .merges_path = r->data.merges[0] ? r->data.merges : NULL};
-    mt_status st = mt_tokenizer_open(&lp->tok, mt_recipe_tokenizer_name(r->data.tokenizer), &files);
-    if (st != MT_OK) return mt_error_context(st, "data.tokenizer %s", mt_recipe_tokenizer_name(r->data.tokenizer));
-    if (mt_tokenizer_vocab_size(lp->tok) > r->model.vocab)
-        return mt_errorf(MT_ERR_CONFIG, "data.tokenizer %s has %d ids but model.vocab = %d: the recipe's tokenizer is "
-                         "not the model's", mt_recipe_tokenizer_name(r->data.tokenizer), (int)mt_tokenizer_vocab_size(lp->tok),
-                         r->model.vocab);
-    return MT_OK;
-}
-
 mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps, FILE *log) {
     mt_status st = MT_OK;
     mt_recipe *rl = NULL;
@@ -75,8 +35,8 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
     if (!found)
         return mt_errorf(MT_ERR_IO, "checkpoint.load: %s holds no checkpoint yet (no %s, no iter_* save): nothing to "
                          "score", r->checkpoint.load, MT_CKPT_TRACKER);
-    MT_CHECK(check_manifest(lp, log));
-    MT_CHECK(open_tokenizer(lp));
+    MT_CHECK(mt_ckpt_check_tokenizer(lp->ckpt_path, r, "mtrain logprobs", "score", log, &lp->iteration));
+    MT_CHECK(mt_recipe_tokenizer_open(r, &lp->tok));
 
     mt_model_shape shape = {.B = 1, .tp_comm = mt_pstate_group(ps, MT_PG_TP)->comm, .pp_stage = pp > 1 ? stage : -1};
     for (int b = 0; b < MT_GBUFS; b++) shape.shards[b] = 1, shape.shard[b] = 0; /* no optimizer shards */
