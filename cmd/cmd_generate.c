@@ -5,6 +5,7 @@
  *                   [--top-k K] [--top-p P] [--seed S] [--no-kv-cache] [--show-tokens] [overrides]
  * One process only (the checkpoint may come from any layout: the loader reshards). Rule kept:
  * returns the exit code; cmd/mtrain.c exits. */
+#include "cmd/recipe_args.h"
 #include "cmd/cmd_generate.h"
 
 #include <errno.h>
@@ -152,15 +153,9 @@ int mt_cmd_generate(int argc, char **argv) {
         }
         sc.seed = (uint64_t)u;
     }
-    mt_recipe_defaults(&r);
-    if (mt_recipe_load_file(&r, config) != MT_OK) return fail();
     argc = n;
-    if (mt_recipe_apply_args(&r, &argc, argv) != MT_OK) return fail();
-    if (argc > 0) {
-        fprintf(stderr, "mtrain generate: error: unknown argument '%s'; see `mtrain generate --help` or use --set "
-                        "section.key=value\n", argv[0]);
-        return 2;
-    }
+    const int load_rc = mt_cmd_load_recipe("mtrain generate", config, &argc, argv, &r);
+    if (load_rc) return load_rc;
     if (!r.checkpoint.load[0]) {
         fprintf(stderr, "mtrain generate: error: no checkpoint: pass --load DIR (a folder --save wrote)\n");
         return 2;

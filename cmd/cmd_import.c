@@ -3,6 +3,7 @@
  * (core/ckpt/hf_import.h) for the recipe's model, to continue pretraining from released weights:
  * train with `--load CKPT --finetune` (or --no-load-optim) in any layout.
  * Rule kept: returns the exit code; cmd/mtrain.c exits. */
+#include "cmd/recipe_args.h"
 #include "cmd/cmd_import.h"
 
 #include <stdio.h>
@@ -49,13 +50,9 @@ int mt_cmd_import(int argc, char **argv) {
         fprintf(stderr, "mtrain import: --format %s: the one format is hf (Hugging Face transformers)\n", format);
         return 2;
     }
-    mt_recipe_defaults(&r);
-    mt_status st = mt_recipe_load_file(&r, config);
-    if (st == MT_OK) st = mt_recipe_apply_args(&r, &n_rest, rest);
-    if (st == MT_OK && n_rest > 0) {
-        fprintf(stderr, "mtrain import: unexpected argument '%s'\n", rest[0]);
-        return 2;
-    }
+    const int rc = mt_cmd_load_recipe("mtrain import", config, &n_rest, rest, &r);
+    if (rc) return rc;
+    mt_status st = MT_OK;
     int n = 0;
     double seconds = 0;
     mt_hf_import_opts o = {.input = input, .save = save};

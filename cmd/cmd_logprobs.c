@@ -6,6 +6,7 @@
  * Bootstraps like training (ranks, recipe validation, backend, process groups), builds the model
  * for one sequence per micro-batch and loads the checkpoint (any saved layout). Datasets are never
  * opened. Rule kept: returns the exit code; cmd/mtrain.c exits. */
+#include "cmd/recipe_args.h"
 #include "cmd/cmd_logprobs.h"
 
 #include <math.h>
@@ -147,15 +148,9 @@ int mt_cmd_logprobs(int argc, char **argv) {
                 !config ? "--config RECIPE" : !prompts ? "--prompts FILE.jsonl" : "--output OUT.jsonl");
         return 2;
     }
-    mt_recipe_defaults(&r);
-    if (mt_recipe_load_file(&r, config) != MT_OK) return fail();
     argc = n;
-    if (mt_recipe_apply_args(&r, &argc, argv) != MT_OK) return fail();
-    if (argc > 0) {
-        fprintf(stderr, "mtrain logprobs: error: unknown argument '%s'; see `mtrain logprobs --help` or use --set "
-                        "section.key=value\n", argv[0]);
-        return 2;
-    }
+    const int load_rc = mt_cmd_load_recipe("mtrain logprobs", config, &argc, argv, &r);
+    if (load_rc) return load_rc;
     if (!r.checkpoint.load[0]) {
         fprintf(stderr, "mtrain logprobs: error: no checkpoint: pass --load DIR (a folder --save wrote)\n");
         return 2;

@@ -4,6 +4,7 @@
  * prints the plan (core/plan/plan.h) as a table or JSON.
  * Rule kept: no exit here; returns the exit code (0 fits, 1 error / inconsistent layout,
  * 2 bad usage, 3 does not fit) to cmd/mtrain.c. */
+#include "cmd/recipe_args.h"
 #include "cmd/cmd_plan.h"
 
 #include <errno.h>
@@ -160,18 +161,9 @@ int mt_cmd_plan(int argc, char **argv) {
         plan_usage(stderr);
         return 2;
     }
-    mt_recipe_defaults(&r);
-    mt_status st = mt_recipe_load_file(&r, config);
-    if (st == MT_OK) st = mt_recipe_apply_args(&r, &argc, argv);
-    if (st != MT_OK) {
-        fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
-        return 1;
-    }
-    if (argc > 0) {
-        fprintf(stderr, "mtrain plan: error: unknown argument '%s'; see `mtrain plan --help` or use --set "
-                "section.key=value\n", argv[0]);
-        return 2;
-    }
+    const int rc = mt_cmd_load_recipe("mtrain plan", config, &argc, argv, &r);
+    if (rc) return rc;
+    mt_status st = MT_OK;
 
     /* the device */
     const mt_gpu_spec *gpu = NULL;

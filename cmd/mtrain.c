@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cmd/recipe_args.h"
 #include "cmd/cmd_checkpoint.h"
 #include "cmd/cmd_export.h"
 #include "cmd/cmd_import.h"
@@ -100,16 +101,7 @@ static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
     }
     argc = n;
     /* no --config: the flags alone define the run, on the defaults (a Megatron launch script) */
-    mt_status st = config ? mt_recipe_load_file(r, config) : MT_OK;
-    if (st != MT_OK) return fail(st);
-    st = mt_recipe_apply_args(r, &argc, argv);
-    if (st != MT_OK) return fail(st);
-    st = mt_recipe_unknown_args(argc, argv);
-    if (st != MT_OK) {
-        fail(st);
-        return 2;
-    }
-    return 0;
+    return mt_cmd_load_recipe("mtrain", config, &argc, argv, r);
 }
 
 /* Prints the error with the rank's prefix, aborts the communicators so no peer waits for

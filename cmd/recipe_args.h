@@ -1,0 +1,15 @@
+/* recipe_args.h — the recipe of a command: its --config file (optional for training: the
+ * defaults, so Megatron's flags alone define a run), then the --set overrides and Megatron flags
+ * of argv; every argument left over is reported in one message with the nearest known flags.
+ * Shared by train / check, plan, generate, logprobs and import. */
+#ifndef MT_CMD_RECIPE_ARGS_H
+#define MT_CMD_RECIPE_ARGS_H
+
+#include "core/recipe/recipe.h"
+
+/* Fills *r from config (NULL: the defaults) and argv[0, *argc) (consumed in place). On failure
+ * prints "TOOL: error: ..." on stderr. Returns the exit code: 0, 1 (the file or an override is
+ * wrong), 2 (unknown arguments). */
+int mt_cmd_load_recipe(const char *tool, const char *config, int *argc, char **argv, mt_recipe *r);
+
+#endif
