@@ -1,11 +1,13 @@
 /* cmd_plan.c — `mtrain plan --config R [--gpus N] [--gpu NAME] [--mfu X] [--tflops X]
- * [--step-ms X] [--search] [--json] [--set k=v ...] [Megatron flags]`: loads the recipe the
- * way training does, checks the layout for N GPUs (mt_recipe_validate + mt_plan_check) and
- * prints the plan (core/plan/plan.h) as a table or JSON.
+ * [--step-ms X] [--search] [--json] [--timeline ...] [--compare M] [--set k=v ...] [Megatron
+ * flags]`: loads the recipe the way training does, checks the layout for N GPUs
+ * (mt_recipe_validate + mt_plan_check) and prints the plan (core/plan/plan.h) as a table or JSON,
+ * or the views of cmd/cmd_plan_views.c (the schedule timeline, the comparison with a run).
  * Rule kept: no exit here; returns the exit code (0 fits, 1 error / inconsistent layout,
  * 2 bad usage, 3 does not fit) to cmd/mtrain.c. */
 #include "cmd/recipe_args.h"
 #include "cmd/cmd_plan.h"
+#include "cmd/cmd_plan_views.h"
 
 #include <errno.h>
 #include <math.h>
@@ -19,7 +21,8 @@
 static void plan_usage(FILE *f) {
     fprintf(f,
             "usage: mtrain plan --config RECIPE [--gpus N] [--gpu NAME] [--mfu X] [--tflops X] [--step-ms X]\n"
-            "                   [--search] [--json] [--set key=value ...] [Megatron-style flags]\n"
+            "                   [--search] [--json] [--timeline] [--timeline-svg FILE] [--compare METRICS.jsonl]\n"
+            "                   [--set key=value ...] [Megatron-style flags]\n"
             "  --gpus N       number of GPUs (world size); default tp*pp*cp*dp of the recipe\n"
             "  --gpu NAME     %s (default: h100-80g for bf16 recipes,\n"
             "                 this machine's memory for fp32 / CPU recipes)\n"
@@ -28,10 +31,11 @@ static void plan_usage(FILE *f) {
             "  --step-ms X    a measured step time: the MFU and days it implies\n"
             "  --search       rank every valid layout that fits on N GPUs (top ten, with reasons)\n"
             "  --json         one JSON object instead of the table\n"
-            "  --gemm-eff X, --link-eff X, --usable X   cost-model assumptions (matmul 0.70, 0 = by shape (a roofline bound); 0.80, 0.90)\n"
-            "exit status: 0 fits, 1 error or inconsistent layout, 2 bad usage, 3 does not fit.\n"
-            "The cost model and its sources: docs/plan.md\n",
+            "  --gemm-eff X, --link-eff X, --usable X   cost-model assumptions (matmul 0.70, 0 = by shape (a roofline bound); 0.80, 0.90)\n",
             mt_gpu_names());
+    fputs(mt_plan_views_usage, f); /* --timeline, --timeline-svg, --compare (cmd/cmd_plan_views.c) */
+    fputs("exit status: 0 fits, 1 error or inconsistent layout, 2 bad usage, 3 does not fit.\n"
+          "The cost model and its sources: docs/plan.md\n", f);
 }
 
 /* A number in (lo, hi]; 0 and a message on stderr when malformed. */
@@ -107,6 +111,7 @@ int mt_cmd_plan(int argc, char **argv) {
     mt_gpu_spec host;
     const char *config = NULL, *gpu_name = NULL;
     int n_gpus = 0, search = 0, json = 0, n = 0;
+    mt_plan_views views = { 0 }; /* --timeline, --timeline-svg, --compare */
     mt_plan_opts_defaults(&o);
     if (argc > 0 && !strcmp(argv[0], "plan")) argc--, argv++;
     for (int i = 0; i < argc; i++) {
@@ -147,6 +152,8 @@ int mt_cmd_plan(int argc, char **argv) {
         } else if (!strcmp(a, "--usable")) {
             if (!parse_num(a, v, 0, 1, &o.usable_frac)) return 2;
             i++;
+        } else if ((x = mt_plan_views_arg(&views, argc, argv, &i)) != 0) {
+            if (x < 0) return 2;
         } else if (!strcmp(a, "--search")) {
             search = 1;
         } else if (!strcmp(a, "--json")) {
@@ -183,6 +190,7 @@ int mt_cmd_plan(int argc, char **argv) {
     }
 
     /* the world size */
+    if (n_gpus == 0 && r.parallel.data == 0) n_gpus = mt_plan_views_world(&views); /* the --compare run's */
     if (n_gpus == 0) {
         if (r.parallel.data == 0) {
             const int mr = r.parallel.tensor * r.parallel.pipeline * r.parallel.context;
@@ -220,6 +228,7 @@ int mt_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
         return 1;
     }
+    if (mt_plan_views_any(&views)) return mt_plan_views_run(&views, config, &r, &p, json);
     if (json) mt_plan_print_json(stdout, config, &p, &o);
     else mt_plan_print(stdout, config, &p, &o);
     return p.capacity_bytes > 0 && !p.fits ? 3 : 0;

@@ -132,8 +132,11 @@ typedef struct {
     const double *b_stage; /* NULL, or p entries: per-stage B time, overrides b */
     double p2p;            /* time a transfer takes once both ends are posted */
     int forward_only;      /* the tables come from mt_schedule_build_forward */
+    const double *f_vstage; /* NULL, or p v entries: F time of chunk c on stage s at [c p + s]
+                               (the virtual stage), overrides f and f_stage */
+    const double *b_vstage; /* NULL, or p v entries: the same for B */
 } mt_pp_sim_opts;
-#define MT_PP_SIM_UNIT ((mt_pp_sim_opts){ 1.0, 1.0, NULL, NULL, 0.0, 0 })
+#define MT_PP_SIM_UNIT ((mt_pp_sim_opts){ 1.0, 1.0, NULL, NULL, 0.0, 0, NULL, NULL })
 
 typedef struct {
     double busy;       /* time spent in F and B */

@@ -323,8 +323,10 @@ mt_status mt_schedule_simulate(int p, int m, int v, const mt_pp_step *const *tab
                 int i = pc[s], g = S.off[s] + i;
                 const mt_pp_step *x = &tables[s][i];
                 if (!mt_pp_op_is_comm(x->op)) {
-                    double c = x->op == MT_PP_FWD ? (o->f_stage ? o->f_stage[s] : o->f)
-                                                  : (o->b_stage ? o->b_stage[s] : o->b);
+                    double c = x->op == MT_PP_FWD ? (o->f_vstage ? o->f_vstage[x->chunk * p + s]
+                                                     : o->f_stage ? o->f_stage[s] : o->f)
+                                                  : (o->b_vstage ? o->b_vstage[x->chunk * p + s]
+                                                     : o->b_stage ? o->b_stage[s] : o->b);
                     if (start) start[s][i] = clock[s];
                     clock[s] += c;
                     ss[s].busy += c;

@@ -187,10 +187,57 @@ static const char *jnum(char *buf, size_t n, const char *fmt, double v) {
     return buf;
 }
 
+/* The log line's extras, into buf (a fixed buffer: the loop allocates nothing): "layout", the
+ * gathered "timers" {"name": [min, max], ...} (ms per iteration) and the pipeline's "pp_cost"
+ * {"clock", "f_ms": [...], "b_ms": [...]} by virtual stage. Stops before overflowing buf
+ * (the record stays valid JSON: each part is written whole or not at all). */
+static void record_extras(char *buf, size_t n, const mt_metrics_sink *s, const mt_iter_metrics *m) {
+    size_t len = 0;
+    char part[2048];
+    int k;
+#define ADD_PART()                                                            \
+    do {                                                                      \
+        if (k > 0 && (size_t)k < sizeof part && len + (size_t)k < n) {        \
+            memcpy(buf + len, part, (size_t)k + 1);                           \
+            len += (size_t)k;                                                 \
+        }                                                                     \
+    } while (0)
+    if (m->interval_iters > 0 && s->has_layout) {
+        const mt_metrics_layout *l = &s->layout;
+        k = snprintf(part, sizeof part, ",\"layout\":{\"tp\":%d,\"pp\":%d,\"vpp\":%d,\"cp\":%d,\"dp\":%d,\"ep\":%d,"
+                     "\"micro_batch\":%d,\"n_micro\":%d,\"global_batch\":%d,\"world\":%d}", l->tp, l->pp, l->vpp, l->cp,
+                     l->dp, l->ep, l->micro_batch, l->n_micro, l->global_batch, l->world);
+        ADD_PART();
+    }
+    if (m->n_timers > 0 && m->timer_names && m->timer_ran) {
+        int any = 0;
+        k = snprintf(part, sizeof part, ",\"timers\":{");
+        for (int i = 0; i < m->n_timers && k > 0 && (size_t)k < sizeof part; i++) {
+            if (!m->timer_ran[i]) continue;
+            k += snprintf(part + k, sizeof part - (size_t)k, "%s\"%s\":[%.4f,%.4f]", any ? "," : "", m->timer_names[i],
+                          m->timer_min_ms[i], m->timer_max_ms[i]);
+            any = 1;
+        }
+        if (k > 0 && (size_t)k < sizeof part) k += snprintf(part + k, sizeof part - (size_t)k, "}");
+        if (any) ADD_PART();
+    }
+    if (m->n_vstages > 0 && m->pp_f_ms && m->pp_b_ms) {
+        k = snprintf(part, sizeof part, ",\"pp_cost\":{\"clock\":\"%s\",\"f_ms\":[", m->pp_clock ? m->pp_clock : "wall");
+        for (int i = 0; i < m->n_vstages && k > 0 && (size_t)k < sizeof part; i++)
+            k += snprintf(part + k, sizeof part - (size_t)k, "%s%.4f", i ? "," : "", m->pp_f_ms[i]);
+        if (k > 0 && (size_t)k < sizeof part) k += snprintf(part + k, sizeof part - (size_t)k, "],\"b_ms\":[");
+        for (int i = 0; i < m->n_vstages && k > 0 && (size_t)k < sizeof part; i++)
+            k += snprintf(part + k, sizeof part - (size_t)k, "%s%.4f", i ? "," : "", m->pp_b_ms[i]);
+        if (k > 0 && (size_t)k < sizeof part) k += snprintf(part + k, sizeof part - (size_t)k, "]}");
+        ADD_PART();
+    }
+#undef ADD_PART
+}
+
 mt_status mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m) {
     if (log) print_iter_line(log, s ? s->prefix : "", m);
     if (s && (s->is_open || s->failed)) {
-        char mfu[32], bub[2048] = "", ivl[256] = "", line[4096];
+        char mfu[32], bub[2048] = "", ivl[256] = "", ext[4096] = "", line[8192];
         char b_loss[32], b_lr[32], b_gn[32], b_tok[40], b_ms[40], b_tf[40], b_avg[32];
         size_t nb = 0;
         if (m->bubble >= 0)
@@ -202,6 +249,7 @@ mt_status mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metri
                 nb += (size_t)snprintf(bub + nb, sizeof bub - nb, "%s%.6f", q ? "," : "", m->expert_load[q]);
             if (nb < sizeof bub) snprintf(bub + nb, sizeof bub - nb, "]");
         }
+        record_extras(ext, sizeof ext, s, m);
         if (m->interval_iters > 0)
             snprintf(ivl, sizeof ivl, ",\"interval_iters\":%lld,\"lm_loss_interval_avg\":%s,"
                      "\"ms_per_iter_interval_avg\":%.3f,\"interval_skipped\":%lld,\"interval_nan\":%lld",
@@ -214,9 +262,9 @@ mt_status mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metri
         const char *jmfu = m->mfu >= 0 ? jnum(mfu, sizeof mfu, "%.6f", m->mfu) : "null";
         const int n = snprintf(line, sizeof line,
                 "{\"iteration\":%lld,\"consumed_samples\":%lld,\"lm_loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
-                "\"tokens_per_s\":%s,\"ms_per_iter\":%s,\"tflops\":%s,\"mfu\":%s,\"skipped\":%lld,\"nan\":%lld%s%s}\n",
+                "\"tokens_per_s\":%s,\"ms_per_iter\":%s,\"tflops\":%s,\"mfu\":%s,\"skipped\":%lld,\"nan\":%lld%s%s%s}\n",
                 (long long)m->iteration, (long long)m->consumed_samples, jloss, jlr, jgn, jtok, jms, jtf, jmfu,
-                (long long)m->skipped, (long long)m->nan_iters, ivl, bub);
+                (long long)m->skipped, (long long)m->nan_iters, ivl, bub, ext);
         return write_line(s, line, n < (int)sizeof line ? n : -1, m->iteration);
     }
     return MT_OK;

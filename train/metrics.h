@@ -33,7 +33,24 @@ typedef struct {
     double load_balancing_loss;
     const double *expert_load;
     double dropped_tokens;
+    /* at log lines, for `mtrain plan --compare`: the gathered timers (n_timers > 0: per
+     * iteration ms, min and max over the ranks that ran each; ran[i] = 0: left out) and the
+     * pipeline's F / B cost per micro-batch of each virtual stage (n_vstages = p v > 0; index
+     * c p + s; pp_clock "cpu" or "wall") */
+    int n_timers;
+    const char *const *timer_names;
+    const double *timer_min_ms, *timer_max_ms;
+    const int *timer_ran;
+    int n_vstages;
+    const double *pp_f_ms, *pp_b_ms;
+    const char *pp_clock;
 } mt_iter_metrics;
+
+/* The run's layout, written into the records of log lines ("layout"), so a reader can check
+ * that a recipe describes the run (mtrain plan --compare). */
+typedef struct {
+    int tp, pp, vpp, cp, dp, ep, micro_batch, n_micro, global_batch, world;
+} mt_metrics_layout;
 
 /* Which evaluation a validation line reports (Megatron's prefixes): "iteration N" during
  * training, "iteration N on validation set" / "iteration N on test set" at its end. */
@@ -47,6 +64,8 @@ typedef struct {
     int64_t size;          /* bytes of whole lines written */
     char path[1024];
     char prefix[80];       /* put before every log line ("[r0 tp0 pp0 dp0] "), "" for one rank */
+    int has_layout;        /* layout is set: log-line records carry it */
+    mt_metrics_layout layout;
 } mt_metrics_sink;
 
 /* Opens the JSON-lines file at path for writing; path NULL or "" = no file. The file is opened

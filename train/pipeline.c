@@ -51,7 +51,16 @@ mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r,
     const size_t act_bytes = pp->n_act * mt_dtype_bytes(model->act);
     MT_CHECK(be->i->alloc(be, act_bytes, &pp->act_out));
     MT_CHECK(be->i->alloc(be, act_bytes, &pp->grad_out));
-    MT_CHECK(be->i->alloc(be, 256, &pp->stats_dev));
+    const size_t n_cost = 4 * (size_t)pp->p * pp->v;
+    MT_CHECK(be->i->alloc(be, n_cost * sizeof(float) > 256 ? n_cost * sizeof(float) : 256, &pp->stats_dev));
+    pp->cost = calloc(n_cost, sizeof *pp->cost);
+    pp->cost_host = calloc(n_cost, sizeof *pp->cost_host);
+    pp->cost_mean = calloc(n_cost / 2, sizeof *pp->cost_mean);
+    if (!pp->cost || !pp->cost_host || !pp->cost_mean) {
+        st = mt_errorf(MT_ERR_OOM, "pipeline: %zu cost sums", n_cost);
+        goto out;
+    }
+    pp->cost_cpu = be->i->name && !strcmp(be->i->name, "cpu");
     (void)r;
 out:
     if (st != MT_OK) mt_pipeline_free(pp, model);
@@ -81,6 +90,9 @@ void mt_pipeline_free(mt_pipeline *pp, mt_model *model) {
     free(pp->steps);
     free(pp->fsteps);
     free(pp->tokens);
+    free(pp->cost);
+    free(pp->cost_host);
+    free(pp->cost_mean);
     memset(pp, 0, sizeof *pp);
 }
 
@@ -151,6 +163,13 @@ static mt_timer_id group_timer(unsigned k) {
     }
 }
 
+/* process CPU time in ms (the cost clock on the CPU backend) */
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, void *ctx, float dloss,
                           int forward_only) {
     mt_status st = MT_OK;
@@ -163,6 +182,7 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
     for (int i = 0; i < n; i++) {
         const mt_pp_step *x = &steps[i];
         if (x->op == MT_PP_FWD || x->op == MT_PP_BWD) {
+            const double c0 = pp->cost_cpu ? cpu_ms() : 0;
             double t0 = mt_clock_ms();
             if (x->op == MT_PP_FWD) {
                 MT_CHECK(run_fwd(pp, md, x, fetch, ctx, forward_only ? 0.0f : dloss));
@@ -172,6 +192,11 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *md, mt_pp_fetch_fn fetch, v
             MT_CHECK(md->be->i->sync(md->be)); /* device time counts as busy, not as waiting */
             const double t1 = mt_clock_ms();
             busy += t1 - t0;
+            if (!forward_only) { /* this step's cost, by virtual stage */
+                const int pv = pp->p * pp->v, vs = x->chunk * pp->p + pp->stage, b = x->op == MT_PP_BWD;
+                pp->cost[b * pv + vs] += pp->cost_cpu ? cpu_ms() - c0 : t1 - t0;
+                pp->cost[(2 + b) * pv + vs] += 1;
+            }
             mt_timing_span(pp->tm, x->op == MT_PP_FWD ? MT_TM_FWD : MT_TM_BWD, t0, t1, x->mb, x->chunk);
             continue;
         }
@@ -210,6 +235,23 @@ mt_status mt_pipeline_bubble(mt_pipeline *pp, mt_backend *be, double busy_ms, do
     MT_CHECK(pp->comm->i->allreduce(pp->comm, pp->stats_dev, pp->stats_dev, 2, MT_F32, MT_RED_SUM));
     MT_CHECK(be->i->copy_d2h(be, s, pp->stats_dev, sizeof s));
     *bubble = s[1] > 0 ? 1.0 - (double)s[0] / (double)s[1] : 0.0;
+out:
+    return st;
+}
+
+mt_status mt_pipeline_costs(mt_pipeline *pp, mt_backend *be, double *f_ms, double *b_ms) {
+    mt_status st = MT_OK;
+    const int pv = pp->p * pp->v, n = 4 * pv;
+    for (int i = 0; i < n; i++) pp->cost_host[i] = (float)pp->cost[i];
+    memset(pp->cost, 0, (size_t)n * sizeof *pp->cost);
+    MT_CHECK(be->i->copy_h2d(be, pp->stats_dev, pp->cost_host, (size_t)n * sizeof(float)));
+    MT_CHECK(pp->comm->i->allreduce(pp->comm, pp->stats_dev, pp->stats_dev, (size_t)n, MT_F32, MT_RED_SUM));
+    MT_CHECK(be->i->copy_d2h(be, pp->cost_host, pp->stats_dev, (size_t)n * sizeof(float)));
+    for (int i = 0; i < pv; i++) {
+        const float *c = pp->cost_host;
+        f_ms[i] = c[2 * pv + i] > 0 ? c[i] / c[2 * pv + i] : 0;
+        b_ms[i] = c[3 * pv + i] > 0 ? c[pv + i] / c[3 * pv + i] : 0;
+    }
 out:
     return st;
 }

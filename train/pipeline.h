@@ -41,6 +41,14 @@ typedef struct {
     int32_t *tokens;        /* (B, T+1) host staging */
     double busy_ms, table_ms; /* of the last run */
     mt_timing *tm;          /* per-phase timers (core/timing.h): F, B, each transfer group; NULL = none */
+    /* cost of each F and B by virtual stage, for `mtrain plan --compare`'s replay of the tables:
+     * process CPU time on the CPU backend (contention on shared cores does not count), wall time
+     * otherwise; sums since the last mt_pipeline_costs. (4 p v): [0, pv) F ms of chunk c at c p + s,
+     * [pv, 2pv) B ms, [2pv, 3pv) F count, [3pv, 4pv) B count; this stage's entries only. */
+    double *cost;
+    float *cost_host;       /* (4 p v) staging of the reduction */
+    double *cost_mean;      /* (2 p v) room for mt_pipeline_costs' result: F means, then B means */
+    int cost_cpu;           /* 1: cost is CPU time */
 } mt_pipeline;
 
 /* Builds both tables for (kind from mt_schedule_default(p, v), p, m micro-batches, v) and
@@ -56,6 +64,9 @@ mt_status mt_pipeline_run(mt_pipeline *pp, mt_model *model, mt_pp_fetch_fn fetch
                           int forward_only);
 /* Bubble of the group over the given busy / table sums (collective over the pp group). */
 mt_status mt_pipeline_bubble(mt_pipeline *pp, mt_backend *be, double busy_ms, double table_ms, double *bubble);
+/* Mean F and B cost per micro-batch of every virtual stage (p v entries each, index c p + s; 0
+ * where none ran) since the last call, over the pp group (collective); resets the sums. */
+mt_status mt_pipeline_costs(mt_pipeline *pp, mt_backend *be, double *f_ms, double *b_ms);
 /* Bytes of activation buffers beyond the model's own. */
 size_t mt_pipeline_extra_bytes(const mt_pipeline *pp, const mt_model *model);
 

@@ -58,7 +58,10 @@ mt_status mt_timers_init(mt_timers *tm, const mt_recipe *r, const mt_parallel_st
     tm->prof = prof && prof->on ? prof : NULL;
     tm->be = be;
     tm->ps = ps;
-    for (int i = 0; i < MT_TM_COUNT; i++) tm->timed[i] = timer_table[i].level <= tm->level;
+    for (int i = 0; i < MT_TM_COUNT; i++) {
+        tm->timed[i] = timer_table[i].level <= tm->level;
+        tm->names[i] = timer_table[i].name;
+    }
     if (tm->level == 0) return MT_OK;
     const size_t n = (size_t)(1 + ps->size) * MT_TM_COUNT;
     tm->host = calloc(n, sizeof *tm->host);
@@ -126,6 +129,15 @@ static void text_name(mt_timers *tm, size_t *len, const char *name) {
 
 mt_status mt_timers_log(mt_timers *tm, FILE *log, const char *prefix, int64_t n_iters) {
     mt_status st = MT_OK;
+    MT_CHECK(mt_timers_gather(tm, n_iters));
+    mt_timers_print(tm, log, prefix);
+out:
+    return st;
+}
+
+mt_status mt_timers_gather(mt_timers *tm, int64_t n_iters) {
+    mt_status st = MT_OK;
+    memset(tm->ran, 0, sizeof tm->ran);
     if (tm->level == 0) return MT_OK;
     const int size = tm->ps->size, K = MT_TM_COUNT;
     float *mine = tm->host, *all = tm->host + K; /* all[r * K + i] */
@@ -140,8 +152,27 @@ mt_status mt_timers_log(mt_timers *tm, FILE *log, const char *prefix, int64_t n_
     } else {
         memcpy(all, mine, (size_t)K * sizeof(float));
     }
-    if (!log) goto out;
-    const double norm = n_iters > 0 ? (double)n_iters : 1.0;
+    tm->norm = n_iters > 0 ? (double)n_iters : 1.0;
+    for (int i = 0; i < K; i++) { /* Megatron's rule: a timer counts on the ranks that ran it (time > 0) */
+        tm->lo_ms[i] = tm->hi_ms[i] = 0;
+        if (!tm->timed[i]) continue;
+        for (int r = 0; r < size; r++) {
+            const double v = all[(size_t)r * K + i] / tm->norm;
+            if (v <= 0) continue;
+            if (tm->ran[i] == 0 || v < tm->lo_ms[i]) tm->lo_ms[i] = v;
+            if (tm->ran[i] == 0 || v > tm->hi_ms[i]) tm->hi_ms[i] = v;
+            tm->ran[i]++;
+        }
+    }
+out:
+    return st;
+}
+
+void mt_timers_print(mt_timers *tm, FILE *log, const char *prefix) {
+    if (tm->level == 0 || !log) return;
+    const int size = tm->ps->size, K = MT_TM_COUNT;
+    const float *all = tm->host + K;
+    const double norm = tm->norm > 0 ? tm->norm : 1.0;
     size_t len = 0;
     text_add(tm, &len, "%s%s", prefix,
              tm->option == MT_TIMING_ALL   ? "times across ranks (ms):"
@@ -149,17 +180,8 @@ mt_status mt_timers_log(mt_timers *tm, FILE *log, const char *prefix, int64_t n_
                                            : "(min, max) time across ranks (ms):");
     int any = 0;
     for (int i = 0; i < K; i++) {
-        if (!tm->timed[i]) continue;
-        double lo = 0, hi = 0;
-        int n = 0; /* Megatron's rule: a timer counts on the ranks that ran it (time > 0) */
-        for (int r = 0; r < size; r++) {
-            const double v = all[(size_t)r * K + i];
-            if (v <= 0) continue;
-            if (n == 0 || v < lo) lo = v;
-            if (n == 0 || v > hi) hi = v;
-            n++;
-        }
-        if (n == 0) continue;
+        if (!tm->timed[i] || tm->ran[i] == 0) continue;
+        const double lo = tm->lo_ms[i], hi = tm->hi_ms[i];
         any = 1;
         if (tm->option == MT_TIMING_ALL) {
             text_add(tm, &len, "\n  %s:", timer_table[i].name);
@@ -171,10 +193,10 @@ mt_status mt_timers_log(mt_timers *tm, FILE *log, const char *prefix, int64_t n_
         }
         text_add(tm, &len, "\n    ");
         text_name(tm, &len, timer_table[i].name);
-        if (tm->option == MT_TIMING_MAX) text_add(tm, &len, ": %.2f", hi / norm);
-        else text_add(tm, &len, ": (%.2f, %.2f)", lo / norm, hi / norm);
+        if (tm->option == MT_TIMING_MAX) text_add(tm, &len, ": %.2f", hi);
+        else text_add(tm, &len, ": (%.2f, %.2f)", lo, hi);
     }
-    if (!any) goto out; /* Megatron prints nothing when no timer ran */
+    if (!any) return; /* Megatron prints nothing when no timer ran */
     if (size > 1) { /* the slowest rank in forward-backward against the fastest */
         int slow = -1, fast = -1;
         for (int r = 0; r < size; r++) {
@@ -191,6 +213,4 @@ mt_status mt_timers_log(mt_timers *tm, FILE *log, const char *prefix, int64_t n_
     }
     text_add(tm, &len, "\n");
     fputs(tm->text, log);
-out:
-    return st;
 }

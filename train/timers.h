@@ -40,6 +40,12 @@ typedef struct {
     float *host;                      /* the same on the host */
     char *text;                       /* (text_bytes) the printed block */
     size_t text_bytes;
+    /* the last mt_timers_gather: per iteration ms, min and max over the ranks that ran the timer
+     * (ran[i] of them; 0 = not timed or not run); names[i] = mt_timer_name(i). For the metrics file. */
+    double lo_ms[MT_TM_COUNT], hi_ms[MT_TM_COUNT];
+    int ran[MT_TM_COUNT];
+    const char *names[MT_TM_COUNT];
+    double norm;                      /* iterations the last gather averaged over */
 } mt_timers;
 
 const char *mt_timer_name(mt_timer_id id);
@@ -61,5 +67,10 @@ static inline void mt_timers_add(mt_timers *tm, mt_timer_id id, double ms) {
 /* At a log line, on every rank (collective over the world when level > 0): the block over the
  * interval's n_iters iterations on `log` (the logging rank; NULL elsewhere); resets the timers. */
 mt_status mt_timers_log(mt_timers *tm, FILE *log, const char *prefix, int64_t n_iters);
+/* mt_timers_log in two halves: gather (the collective; fills lo_ms / hi_ms / ran and resets the
+ * timers) and print (the block of the last gather on `log`, NULL = none), so the metrics record of
+ * the log line can carry the gathered timers before the block is printed. */
+mt_status mt_timers_gather(mt_timers *tm, int64_t n_iters);
+void mt_timers_print(mt_timers *tm, FILE *log, const char *prefix);
 
 #endif

@@ -252,6 +252,10 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     if (ps->logger) {
         MT_CHECK(mt_metrics_open(&t->sink, r->logging.metrics));
         t->have_sink = 1;
+        t->sink.has_layout = 1; /* for readers of the file (mtrain plan --compare) */
+        t->sink.layout = (mt_metrics_layout){.tp = ps->grid.tp, .pp = pp, .vpp = pp > 1 ? r->parallel.virtual_pipeline : 1,
+                                             .cp = ps->grid.cp, .dp = t->dp, .ep = ps->grid.ep, .micro_batch = t->B,
+                                             .n_micro = t->n_micro, .global_batch = t->G, .world = ps->size};
         const double mem = (double)(t->model.bytes_params + t->model.bytes_grads + t->model.bytes_optim +
                                     t->model.bytes_acts + (t->pipe_exec ? mt_pipeline_extra_bytes(t->pipe_exec, &t->model) : 0));
         MT_CHECK(mt_tensorboard_open(&t->tb, &r->logging, ps->size, mem));
@@ -533,7 +537,20 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             if (t.pipe_exec) { /* collective over the pp group: every stage reaches it at the same iteration */
                 MT_CHECK(mt_pipeline_bubble(t.pipe_exec, be, ls.window_busy, ls.window_table, &im.bubble));
                 if (reset) ls.window_busy = ls.window_table = 0;
+                mt_pipeline *pe = t.pipe_exec; /* the F / B cost per virtual stage, for plan --compare */
+                const int pv = pe->p * pe->v;
+                MT_CHECK(mt_pipeline_costs(pe, be, pe->cost_mean, pe->cost_mean + pv));
+                im.n_vstages = pv;
+                im.pp_f_ms = pe->cost_mean;
+                im.pp_b_ms = pe->cost_mean + pv;
+                im.pp_clock = pe->cost_cpu ? "cpu" : "wall";
             }
+            MT_CHECK(mt_timers_gather(&t.tm, ls.window_iters)); /* collective when timing; printed below */
+            im.n_timers = MT_TM_COUNT;
+            im.timer_names = t.tm.names;
+            im.timer_min_ms = t.tm.lo_ms;
+            im.timer_max_ms = t.tm.hi_ms;
+            im.timer_ran = t.tm.ran;
             im.interval_iters = ls.window_iters;
             im.interval_skipped = ls.window_skipped;
             im.interval_nan = ls.window_nan;
@@ -548,7 +565,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         if (print_line) {
             const mt_iter_metrics tbm = mt_metrics_interval_view(&im);
             MT_CHECK(mt_tensorboard_log_timing(&t.tb, &tbm, it == first_it));
-            MT_CHECK(mt_timers_log(&t.tm, log, t.sink.prefix, ls.window_iters)); /* collective when timing */
+            mt_timers_print(&t.tm, log, t.sink.prefix); /* gathered above */
         }
         if (reset) {
             ls.window_ms = ls.window_loss = 0;

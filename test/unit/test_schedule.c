@@ -48,7 +48,7 @@ static int build_all(mt_sched kind, int p, int m, int v) {
 static mt_status simulate(int p, int m, int v, double f, double b, mt_pp_sim_result *r, mt_pp_stage_stats *st) {
     const mt_pp_step *t[P_MAX];
     for (int s = 0; s < p; s++) t[s] = g_tab[s];
-    mt_pp_sim_opts c = { f, b, NULL, NULL, 0.0, 0 };
+    mt_pp_sim_opts c = { f, b, NULL, NULL, 0.0, 0, NULL, NULL };
     return mt_schedule_simulate(p, m, v, t, g_n, &c, r, st, NULL);
 }
 
@@ -419,14 +419,14 @@ static void test_costs(void) {
     const mt_pp_step *t[P_MAX];
     for (int s = 0; s < 4; s++) t[s] = g_tab[s];
     double fs[4] = { 1, 1, 1, 1.5 }, bs[4] = { 2, 2, 2, 3 };
-    mt_pp_sim_opts c = { 1, 2, fs, bs, 0.0, 0 };
+    mt_pp_sim_opts c = { 1, 2, fs, bs, 0.0, 0, NULL, NULL };
     mt_pp_sim_result r;
     mt_pp_stage_stats st[4];
     CHECK(mt_schedule_simulate(4, 8, 1, t, g_n, &c, &r, st, NULL) == MT_OK);
     CHECK(st[3].busy == 8 * 4.5 && st[3].idle < st[0].idle);
     CHECK(r.makespan >= 8 * 4.5 + 3 * 3.0);
     /* a transfer latency adds to every hop: 1F1B makespan (F+B)(m+p-1) + 2(p-1) x latency at least */
-    mt_pp_sim_opts c2 = { 1, 1, NULL, NULL, 0.25, 0 };
+    mt_pp_sim_opts c2 = { 1, 1, NULL, NULL, 0.25, 0, NULL, NULL };
     CHECK(mt_schedule_simulate(4, 8, 1, t, g_n, &c2, &r, NULL, NULL) == MT_OK);
     CHECK(r.makespan >= 2 * (8 + 3) + 2 * 3 * 0.25);
     /* start times: F of mb 0 on stage s starts at s (unit costs) */
