@@ -14,33 +14,48 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -fopenmp -I. $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -fopenmp -lm -lpthread
 
-CORE_SRC := $(sort $(wildcard core/*.c core/*/*.c parallel/*.c train/*.c))
+# parallel/comm_nccl.c and parallel/cuda_module.c belong to the CUDA module, never to mtrain itself
+MODULE_C_SRC := parallel/comm_nccl.c parallel/cuda_module.c
+CORE_SRC := $(filter-out $(MODULE_C_SRC),$(sort $(wildcard core/*.c core/*/*.c parallel/*.c train/*.c)))
 HDRS     := $(wildcard core/*.h core/*/*.h parallel/*.h train/*.h cmd/*.h)
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
+# The CUDA backend is a module, build/libmtrain_cuda.so: the cuda/ objects and the NCCL
+# communicator, linked against libcudart, libcublasLt and libnccl. mtrain links none of them; it
+# opens the module (dlopen, core/backend_cuda_module.c) only for the CUDA backend, so the CPU path
+# starts without loading CUDA. The module takes mt_errorf & co. from the executable, which exports
+# its mt_* symbols for it (--export-dynamic-symbol); everything inside the module is hidden but its
+# entry point.
 ifeq ($(CUDA),1)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CU_SRC    := $(sort $(wildcard cuda/*.cu))
 CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.o)
+MODULE_C_OBJ := $(MODULE_C_SRC:%.c=$(BUILD)/module/%.o)
+CUDA_MODULE := $(BUILD)/libmtrain_cuda.so
 NVFLAGS   ?= -O2 -std=c++17 -I. -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
-CFLAGS    += -DMT_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lnccl -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
+NVFLAGS_MODULE = $(NVFLAGS) -Xcompiler -fPIC,-fvisibility=hidden
+CFLAGS    += -DMT_HAVE_CUDA=1
+MODULE_CFLAGS = $(CFLAGS) -fPIC -fvisibility=hidden -I$(CUDA_HOME)/include
+MODULE_LIBS := -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lnccl -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
+LDLIBS    += -ldl '-Wl,--export-dynamic-symbol=mt_*'
 else
 CU_OBJ    :=
+MODULE_C_OBJ :=
+CUDA_MODULE :=
 endif
-CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libmtrain.a
 
 UNIT_SRC := $(sort $(wildcard test/unit/*.c test/ops/*.c))
 UNIT_BIN := $(UNIT_SRC:%.c=$(BUILD)/%)
 
 .PHONY: all deps run test bench clean fuzz
-all: mtrain $(UNIT_BIN)
+all: mtrain $(CUDA_MODULE) $(UNIT_BIN)
 
 # Every object depends on the flags it was built with: a `make CUDA=0` build followed by `make`
 # (or another OPT) rebuilds everything instead of linking stale objects (make tracks files, not
 # flags). The stamp is rewritten only when the flags change.
 FLAGS_STAMP := $(BUILD)/.build-flags
-FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) CUDA=$(CUDA) NVFLAGS=$(NVFLAGS)
+FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) CUDA=$(CUDA) NVFLAGS=$(NVFLAGS) LDLIBS=$(LDLIBS)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = "$(FLAGS_NOW)" ] || printf '%s\n' "$(FLAGS_NOW)" >$(FLAGS_STAMP); })
 
 $(BUILD)/%.o: %.c $(HDRS) $(FLAGS_STAMP)
@@ -49,16 +64,23 @@ $(BUILD)/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 
 $(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh core/*.h) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS_MODULE) -c $< -o $@
+
+$(BUILD)/module/%.o: %.c $(HDRS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(MODULE_CFLAGS) -c $< -o $@
+
+$(CUDA_MODULE): $(CU_OBJ) $(MODULE_C_OBJ)
+	$(CC) -shared -o $@ $^ $(MODULE_LIBS)
 
 $(LIB): $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-mtrain: $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB)
+mtrain: $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB) | $(CUDA_MODULE)
 	$(CC) $(CFLAGS) -o $@ $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB) $(LDLIBS)
 
-$(BUILD)/test/%: test/%.c $(LIB) $(wildcard test/*.h)
+$(BUILD)/test/%: test/%.c $(LIB) $(wildcard test/*.h) | $(CUDA_MODULE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

@@ -190,9 +190,9 @@ int mt_cmd_generate(int argc, char **argv) {
     char note[1024];
     if ((st = mt_recipe_validate(&r, ps.size)) != MT_OK) goto done;
     if ((st = mt_train_check_supported(&r, note, sizeof note)) != MT_OK) goto done;
-    if ((st = mt_backend_select(&r, ps.local_rank, ps.local_size, &be, note, sizeof note)) != MT_OK) goto done;
+    if ((st = mt_backend_select(&r, ps.size, ps.local_rank, ps.local_size, &be, note, sizeof note)) != MT_OK) goto done;
     have_be = 1;
-    if ((st = mt_pstate_setup(&ps, &r, be.host_memory)) != MT_OK) goto done;
+    if ((st = mt_pstate_setup(&ps, &r, &be)) != MT_OK) goto done;
     if (note[0]) fprintf(stderr, "mtrain generate: %s\n", note);
     if ((st = mt_generator_open(&g, &r, &be, &ps, !no_kv, stderr)) != MT_OK) goto done;
     have_gen = 1;

@@ -166,9 +166,9 @@ int mt_cmd_logprobs(int argc, char **argv) {
     st = mt_train_check_supported(&r, note, sizeof note);
     if (st != MT_OK) return fail_rank(&ps, st);
     mt_backend be;
-    st = mt_backend_select(&r, ps.local_rank, ps.local_size, &be, note, sizeof note);
+    st = mt_backend_select(&r, ps.size, ps.local_rank, ps.local_size, &be, note, sizeof note);
     if (st != MT_OK) return fail_rank(&ps, st);
-    st = mt_pstate_setup(&ps, &r, be.host_memory);
+    st = mt_pstate_setup(&ps, &r, &be);
     if (st != MT_OK) {
         mt_backend_destroy(&be);
         return fail_rank(&ps, st);

@@ -132,9 +132,9 @@ static int cmd_train(int argc, char **argv) {
     /* the backend first: where its buffers live decides which communicator can carry them */
     mt_backend be;
     char note[1024];
-    st = mt_backend_select(&r, ps.local_rank, ps.local_size, &be, note, sizeof note);
+    st = mt_backend_select(&r, ps.size, ps.local_rank, ps.local_size, &be, note, sizeof note);
     if (st != MT_OK) return fail_rank(&ps, st);
-    st = mt_pstate_setup(&ps, &r, be.host_memory);
+    st = mt_pstate_setup(&ps, &r, &be);
     if (st != MT_OK) {
         mt_backend_destroy(&be);
         return fail_rank(&ps, st);

@@ -1,4 +1,5 @@
-/* cuda_backend.cu — the CUDA backend's life cycle and memory: mt_backend_cuda_create selects
+/* cuda_backend.cu — the CUDA backend's life cycle and memory, and what the CUDA module's entry
+ * point (parallel/cuda_module.c) takes from it: create, the device count, the stream. The create selects
  * the device it is given (cudaSetDevice; the trainer passes the rank's local rank), makes one
  * stream, a cuBLASLt handle, a 32 MiB cuBLASLt workspace and a reduction scratch buffer, and
  * fills the function table; destroy frees all of it.
@@ -9,6 +10,10 @@
  * Every op of backend.h is in the table (one op family per .cu file); an op added to backend.h
  * later stays NULL until written: MT_BE_CALL then reports "backend 'cuda' has no op X yet". */
 #include "cuda/cuda_common.cuh"
+
+extern "C" {
+#include "core/backend_cuda_module.h"
+}
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,7 +181,7 @@ static void cuda_fill_iface(struct mt_backend_i *t) {
     t->moe_unpermute_bwd = mt_cuda_moe_unpermute_bwd;
 }
 
-/* Writes why there is no usable GPU into why (if any); returns the device count (0 = none). */
+/* The visible device count (0 = none); `why` says why there is none, or what there is. */
 static int cuda_device_count(char *why, size_t why_bytes) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -192,14 +197,6 @@ static int cuda_device_count(char *why, size_t why_bytes) {
             snprintf(why, why_bytes, "no CUDA GPU found (cudaGetDeviceCount: 0 devices)");
         return 0;
     }
-    return n;
-}
-
-extern "C" int mt_cuda_device_count(void) { return cuda_device_count(NULL, 0); }
-
-extern "C" int mt_cuda_available(char *why, size_t why_bytes) {
-    int n = cuda_device_count(why, why_bytes);
-    if (n == 0) return 0;
     if (why && why_bytes) {
         cudaDeviceProp prop;
         if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
@@ -209,7 +206,7 @@ extern "C" int mt_cuda_available(char *why, size_t why_bytes) {
             snprintf(why, why_bytes, "%d CUDA device(s)", n);
         (void)cudaGetLastError();
     }
-    return 1;
+    return n;
 }
 
 /* Like CUDA_CHECK but for create's cleanup path: needs `st` and an `out:` label. */
@@ -224,7 +221,7 @@ extern "C" int mt_cuda_available(char *why, size_t why_bytes) {
         }                                                                                    \
     } while (0)
 
-extern "C" mt_status mt_backend_cuda_create(mt_backend *be, int device) {
+static mt_status cuda_backend_create(mt_backend *be, int device) {
     mt_status st = MT_OK;
     mt_cuda_ctx *ctx = NULL;
     char why[512];
@@ -285,4 +282,17 @@ out:
     cuda_ctx_free(ctx);
     memset(be, 0, sizeof *be);
     return st;
+}
+
+/* ---- what the CUDA module's entry point (parallel/cuda_module.c) takes from the backend;
+ * hidden inside the module like everything here (-fvisibility=hidden) ---- */
+
+extern "C" int mt_cuda_module_device_count(char *why, size_t why_bytes) { return cuda_device_count(why, why_bytes); }
+
+extern "C" mt_status mt_cuda_module_backend_create(mt_backend *be, int device) {
+    return cuda_backend_create(be, device);
+}
+
+extern "C" void *mt_cuda_backend_stream(mt_backend *be) {
+    return be && be->ctx ? (void *)mt_cuda_ctx_of(be)->stream : NULL;
 }

@@ -1,7 +1,7 @@
 /* comm.h — the collectives interface (NCCL-style): a const table of function pointers plus
  * an opaque context, so the CPU implementation (comm_shm.c: POSIX shared memory between the
- * ranks of one node) and the GPU one (comm_nccl, later) are interchangeable and map 1:1 onto
- * NCCL (ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclBroadcast, ncclSend/ncclRecv in
+ * ranks of one node) and the GPU one (comm_nccl.c, in the CUDA module) are interchangeable and
+ * map 1:1 onto NCCL (ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclBroadcast, ncclSend/ncclRecv in
  * ncclGroupStart/End, ncclCommSplit, ncclCommAbort).
  * Rules: counts are elements (n_*), never bytes; buffers are backend memory (host memory for
  * the CPU backend); every call is collective over the communicator's ranks except send/recv;

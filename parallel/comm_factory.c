@@ -1,22 +1,36 @@
 /* comm_factory.c — creates the world communicator of the right implementation and splits groups
- * from it (see comm_factory.h). */
+ * from it (see comm_factory.h). The NCCL one lives in the CUDA module: asked for through the
+ * module's table, so mtrain links no NCCL. */
 #include "parallel/comm_factory.h"
 
+#include "core/backend_cuda_module.h"
 #include "parallel/comm_shm.h"
 
 mt_comm_kind mt_comm_kind_for(int host_memory) { return host_memory ? MT_COMM_SHM : MT_COMM_NCCL; }
 
-mt_status mt_comm_world_create(mt_comm_kind kind, mt_bootstrap *bs, int timeout_s, mt_comm **world) {
+const char *mt_comm_kind_name(mt_comm_kind kind) { return kind == MT_COMM_NCCL ? "nccl" : "shm"; }
+
+static mt_status nccl_world(mt_bootstrap *bs, mt_backend *be, int timeout_s, mt_comm **world) {
+    char why[1024];
+    if (!be || be->host_memory)
+        return mt_errorf(MT_ERR_INTERNAL, "rank %d of %d: the NCCL communicator needs the CUDA backend's device and "
+                         "stream (a bug in the caller)", bs->rank, bs->size);
+    const mt_cuda_module *m = mt_cuda_module_get(why, sizeof why);
+    if (!m || !m->nccl_world_create)
+        return mt_errorf(MT_ERR_UNSUPPORTED,
+                         "rank %d of %d: the CUDA backend with several ranks needs the NCCL communicator, which is "
+                         "not available (%s); the shared-memory communicator cannot carry GPU buffers: run one rank "
+                         "on the GPU, or train these %d ranks with --backend cpu (training.backend: cpu)",
+                         bs->rank, bs->size, m ? "the CUDA module has no NCCL" : why, bs->size);
+    return m->nccl_world_create(bs, be, timeout_s, world);
+}
+
+mt_status mt_comm_world_create(mt_comm_kind kind, mt_bootstrap *bs, mt_backend *be, int timeout_s, mt_comm **world) {
     *world = NULL;
     if (bs->size <= 1) return MT_OK;
     switch (kind) {
     case MT_COMM_SHM: return mt_comm_shm_init(bs, timeout_s, world);
-    case MT_COMM_NCCL:
-        return mt_errorf(MT_ERR_UNSUPPORTED,
-                         "rank %d of %d: the CUDA backend with several ranks needs the NCCL communicator, which "
-                         "mtrain does not have yet (the shared-memory one cannot carry GPU buffers); run one rank "
-                         "on the GPU, or train these %d ranks with --backend cpu (training.backend: cpu)",
-                         bs->rank, bs->size, bs->size);
+    case MT_COMM_NCCL: return nccl_world(bs, be, timeout_s, world);
     }
     return mt_errorf(MT_ERR_INTERNAL, "communicator factory: unknown kind %d", (int)kind);
 }

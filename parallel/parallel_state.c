@@ -72,9 +72,9 @@ static mt_status group_ranks(const mt_parallel_state *ps, mt_pgroup id, int *ran
     return mt_grid_group_ranks(g, k_groups[id].mask, ps->rank, ranks, n);
 }
 
-mt_status mt_pstate_setup(mt_parallel_state *ps, const mt_recipe *r, int host_memory) {
+mt_status mt_pstate_setup(mt_parallel_state *ps, const mt_recipe *r, mt_backend *be) {
     mt_comm *world = NULL;
-    mt_status st = mt_comm_world_create(mt_comm_kind_for(host_memory), &ps->bs, r->parallel.timeout_s, &world);
+    mt_status st = mt_comm_world_create(mt_comm_kind_for(be->host_memory), &ps->bs, be, r->parallel.timeout_s, &world);
     if (st != MT_OK) return st;
     return mt_pstate_setup_world(ps, r, world);
 }

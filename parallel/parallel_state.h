@@ -15,6 +15,7 @@
 #ifndef MT_PARALLEL_STATE_H
 #define MT_PARALLEL_STATE_H
 
+#include "core/backend.h"
 #include "core/recipe/recipe.h"
 #include "parallel/bootstrap.h"
 #include "parallel/comm.h"
@@ -61,10 +62,10 @@ typedef struct {
 mt_status mt_pstate_bootstrap(mt_parallel_state *ps, int timeout_s);
 /* A one-rank state without a bootstrap (tests, tools): every group of size 1, this rank logs. */
 void mt_pstate_single(mt_parallel_state *ps);
-/* With the validated recipe: both grids, and the world and group communicators from the factory.
- * host_memory: the backend's buffers are host memory (the shared-memory communicator can carry
- * them); device memory needs NCCL. Collective over all ranks. */
-mt_status mt_pstate_setup(mt_parallel_state *ps, const mt_recipe *r, int host_memory);
+/* With the validated recipe and the backend chosen: both grids, and the world and group
+ * communicators from the factory. The backend's memory decides the kind: host memory -> shared
+ * memory, device memory -> NCCL on the backend's device and stream. Collective over all ranks. */
+mt_status mt_pstate_setup(mt_parallel_state *ps, const mt_recipe *r, mt_backend *be);
 /* The same over a world communicator made elsewhere (tests that fork their ranks: the state takes
  * ownership of world; rank and size come from it; NULL: one rank). */
 mt_status mt_pstate_setup_world(mt_parallel_state *ps, const mt_recipe *r, mt_comm *world);
