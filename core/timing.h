@@ -34,6 +34,8 @@ typedef enum {
     MT_TM_GRADS_RS,      /* grads-reduce-scatter: the distributed optimizer's gradient reduce-scatter (1) */
     MT_TM_NORM_LOSS,     /* grad-norm-loss-all-reduce: the world sum of [loss, grad sq] (2) */
     MT_TM_PARAMS_AG,     /* params-all-gather: the distributed optimizer's parameter allgather (1) */
+    MT_TM_GRADS_EXPOSED, /* grads-reduce-exposed: overlapped reduction, the main thread's wait after backward (1) */
+    MT_TM_PARAMS_EXPOSED,/* params-all-gather-exposed: overlapped gather, the forward's waits for parameters (1) */
     MT_TM_OPT,           /* optimizer: clip + AdamW on this rank's shards (1) */
     MT_TM_COUNT
 } mt_timer_id;

@@ -14,7 +14,11 @@
  *   - segment names ("/mtrain-<creator pid>-<random>") are unlinked as soon as every member has
  *     attached (and by the survivors on any failure during creation), so /dev/shm keeps nothing,
  *     kill -9 included.
- * A communicator is used by one thread at a time (as a NCCL communicator). After a peer failure
+ * A communicator is used by one thread at a time (as a NCCL communicator); distinct communicators
+ * may be driven by distinct threads at once: each has its own segment and context, the one
+ * process-wide piece (the family's reference count) changes only in split / destroy, the abort flag
+ * is atomic and error messages are per thread (the overlap engine's thread, parallel/grad_overlap.h,
+ * relies on this). After a peer failure
  * it stays failed: every later call returns the same error.
  * Tuning (read by the rank that creates the world segment; sub-communicators inherit):
  *   MT_COMM_SHM_SLOT_BYTES  per-rank chunk buffer, x2 for double buffering (default 1 MiB)

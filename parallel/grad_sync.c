@@ -2,6 +2,7 @@
 #include "parallel/grad_sync.h"
 
 #include "core/clock.h"
+#include "parallel/grad_overlap.h"
 
 mt_pgroup mt_grad_buffer_group(mt_grad_buffer_id b) { return b == MT_GBUF_EXPERT ? MT_PG_EDP : MT_PG_DP_CP; }
 
@@ -27,6 +28,9 @@ void mt_grad_sync_init(mt_grad_sync *gs, const mt_param_layout *pl, const mt_opt
     gs->distributed = distributed;
     gs->comm_ms = 0;
     gs->tm = NULL;
+    gs->ov = NULL;
+    gs->grads_base = gs->params_base = NULL;
+    gs->act = MT_F32;
 }
 
 /* the group a class is summed over before its buffer's reduction (MT_PG_COUNT: none) */
@@ -142,8 +146,12 @@ out:
 
 mt_status mt_grad_sync_reduce(mt_grad_sync *gs, void *grads, void *scalars) {
     mt_status st = MT_OK;
-    MT_CHECK(mt_grad_sync_classes(gs, grads));
-    MT_CHECK(reduce_buffers(gs, grads));
+    if (gs->ov) {
+        MT_CHECK(mt_grad_overlap_finish(gs->ov, grads));
+    } else {
+        MT_CHECK(mt_grad_sync_classes(gs, grads));
+        MT_CHECK(reduce_buffers(gs, grads));
+    }
     MT_CHECK(mt_grad_sync_norm_part(gs, grads, scalars));
     MT_CHECK(mt_grad_sync_scalars(gs, scalars));
 out:

@@ -12,6 +12,8 @@
  *      contributes it);
  *   4. after the optimizer step, with the distributed optimizer: the allgather of the updated
  *      parameters of each buffer.
+ * With parallel.overlap_grad_reduce, steps 1-2 and 4 run bucket by bucket on a communication thread
+ * during backward / the next forward (parallel/grad_overlap.h), with the same sums.
  * Timing: the wall time spent in step 2 and 4 collectives accumulates in comm_ms; with a timing
  * probe (tm) every collective is also a timer / trace event under Megatron's name (all-grads-sync,
  * grads-reduce-scatter, layernorm- / embedding-grads-all-reduce, params-all-gather).
@@ -24,7 +26,7 @@
 #include "core/model/opt_layout.h"
 #include "parallel/parallel_state.h"
 
-/* gradient allreduce bucket (elements): bounded so reduction can later overlap backward */
+/* allreduce chunk (elements) of the reduction after backward (the overlapped one uses parallel.ddp_bucket_size) */
 #define MT_GRAD_BUCKET_ELEMS ((size_t)16 << 20)
 
 typedef struct {
@@ -35,6 +37,12 @@ typedef struct {
     int distributed;    /* the distributed optimizer (ZeRO-1) */
     double comm_ms;     /* time in gradient / parameter collectives (accumulated; the caller resets it) */
     mt_timing *tm;      /* per-phase timers (core/timing.h), one per collective; NULL = none */
+    /* parallel.overlap_grad_reduce (parallel/grad_overlap.h): the engine, and the model's buffers it
+       reduces / gathers on its thread (set by the trainer); ov = NULL: everything runs inline */
+    struct mt_grad_overlap *ov;
+    void *grads_base;   /* (ol.n_flat) f32 */
+    void *params_base;  /* (ol.n_flat) act */
+    mt_dtype act;
 } mt_grad_sync;
 
 /* The reduce group of gradient buffer b (dense: dp x cp, expert: expert-dp). */
@@ -47,7 +55,8 @@ void mt_grad_sync_init(mt_grad_sync *gs, const mt_param_layout *pl, const mt_opt
                        const mt_parallel_state *ps, mt_backend *be, int distributed);
 /* Step 1 only (also what a tp-only test needs): the class pre-reductions of grads (f32, flat). */
 mt_status mt_grad_sync_classes(mt_grad_sync *gs, void *grads);
-/* Steps 1-3: after the micro-batches, grads (f32, flat) summed as above, and scalars (2 f32 on the
+/* Steps 1-3: after the micro-batches (with gs->ov: the engine's finish, which ran step 2 bucket by
+ * bucket during backward, instead of steps 1-2 here), grads (f32, flat) summed as above, and scalars (2 f32 on the
  * device: [loss sum, grad sq]) holding the job's loss sum and squared norm on every rank. */
 mt_status mt_grad_sync_reduce(mt_grad_sync *gs, void *grads, void *scalars);
 /* Step 3's norm part alone: scalars[1] = this rank's disjoint part of the squared norm. */

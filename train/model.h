@@ -75,7 +75,16 @@ typedef struct {
     int32_t *moe_host;     /* (2E + ep*E_r) i32 host: one layer's counts */
     size_t *moe_tab;       /* (4 ep) host: all-to-all counts and displacements */
     double moe_comm_ms;    /* time in the expert all-to-alls (accumulated; the caller resets it) */
+    /* a hook per part of a forward / backward (overlapped gradient reduction, parallel/grad_overlap.h):
+       called with backward = 1 after a part's backward added its gradients, backward = 0 before a
+       part's forward reads its parameters; part = a local layer, MT_MODEL_PART_EMBED or _HEAD.
+       NULL = none */
+    mt_status (*part_hook)(void *ctx, int backward, int part);
+    void *part_hook_ctx;
 } mt_model;
+
+#define MT_MODEL_PART_EMBED (-1)
+#define MT_MODEL_PART_HEAD (-2)
 
 /* Allocates everything for micro-batches of s->B sequences and initialises the weights as full
  * tensors from `seed` (normal(0, init_std), output projections / sqrt(2 L), norms 1, biases 0):

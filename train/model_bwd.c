@@ -29,6 +29,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->lnf_w, 0), G(m, ix->lnf_b, 0), dx,
                                    ACT_L(m, A, resid, l1, NrC, a), P(m, ix->lnf_w, 0), ACT(m, A, lnf_mean),
                                    ACT(m, A, lnf_rstd), Nr));
+        MT_CHECK(mt_model_part_hook(m, 1, MT_MODEL_PART_HEAD));
     } /* else dresid holds dL/dx of resid[l1] (received from the next pipeline stage) */
 
     for (int l = l1 - 1; l >= l0; l--) {
@@ -82,11 +83,14 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
                                   P(m, ix->qkv_w, l), pl->qkv_rows_r, C));
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->ln1_w, l), G(m, ix->ln1_b, l), dx, x, P(m, ix->ln1_w, l),
                                    ACT_L(m, A, ln1_mean, ls, Nr, 4), ACT_L(m, A, ln1_rstd, ls, Nr, 4), Nr));
+        MT_CHECK(mt_model_part_hook(m, 1, l));
     }
 
-    if (embed)
+    if (embed) {
         MT_CHECK(mt_tp_embedding_bwd(tp, G(m, ix->wte, 0), G(m, ix->wpe, 0), dresid, (const int32_t *)ACT(m, A, tokens), B,
                                  T, tp->rank * pl->Vp_r, pl->Vp_r));
+        MT_CHECK(mt_model_part_hook(m, 1, MT_MODEL_PART_EMBED));
+    }
 out:
     return st;
 }

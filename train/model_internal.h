@@ -35,6 +35,11 @@ static inline mt_status mt_model_norm_bwd(mt_model *m, void *dinp, void *dw, voi
     return m->ln ? MT_BE_CALL(m->be, layernorm_bwd, &a) : MT_BE_CALL(m->be, rmsnorm_bwd, &a);
 }
 
+/* the part hook (model.h), when set */
+static inline mt_status mt_model_part_hook(mt_model *m, int backward, int part) {
+    return m->part_hook ? m->part_hook(m->part_hook_ctx, backward, part) : MT_OK;
+}
+
 /* one layer's forward, resid[l] -> resid[l+1] (model_fwd.c); backward reruns it under full recompute */
 mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l);
 

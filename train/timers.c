@@ -30,6 +30,8 @@ static const struct {
     [MT_TM_GRADS_RS] = {"grads-reduce-scatter", 1},
     [MT_TM_NORM_LOSS] = {"grad-norm-loss-all-reduce", 2},
     [MT_TM_PARAMS_AG] = {"params-all-gather", 1},
+    [MT_TM_GRADS_EXPOSED] = {"grads-reduce-exposed", 1},
+    [MT_TM_PARAMS_EXPOSED] = {"params-all-gather-exposed", 1},
     [MT_TM_OPT] = {"optimizer", 1},
 };
 

@@ -6,7 +6,9 @@
  * stage 0 and the last stage reading the same samples for tokens and targets); then one call
  * synchronises the gradients per gradient class (parallel/grad_sync.h: tp-partial and embedding
  * pre-reductions, dp x cp allreduce in buckets or the distributed optimizer's reduce-scatter, the
- * squared norm and the loss summed over the world); one host read of the two scalars; skip the
+ * squared norm and the loss summed over the world; with parallel.overlap_grad_reduce the buckets are
+ * reduced on a communication thread during backward and the parameter gather overlaps the next
+ * forward, through the model's part hook: parallel/grad_overlap.h); one host read of the two scalars; skip the
  * update if either is not finite; clip by the global norm; AdamW on this rank's optimizer shards;
  * with the distributed optimizer, allgather the updated parameters; log and TensorBoard events (one rank: Megatron's
  * last stage, tp 0, dp 0), with the measured pipeline bubble beside the formula's.
@@ -21,6 +23,7 @@
 
 #include "core/clock.h"
 #include "core/data/blended_dataset.h"
+#include "parallel/grad_overlap.h"
 #include "parallel/grad_sync.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
@@ -41,6 +44,8 @@ typedef struct {
     mt_model model;
     int have_model;
     mt_grad_sync gs;
+    mt_grad_overlap *ov;     /* parallel.overlap_grad_reduce: the overlap engine (NULL: off) */
+    double ov_reduce_ms, ov_reduce_exposed_ms, ov_gather_ms, ov_gather_exposed_ms; /* the last iteration's */
     mt_pipeline pipe;
     mt_pipeline *pipe_exec;  /* &pipe when pp > 1 */
     mt_blended_dataset *train, *valid;
@@ -167,9 +172,18 @@ static mt_status open_test_split(trainer *t) {
     return st;
 }
 
+/* The model's part hook (model.h) -> the overlap engine (the part numbers are the same) */
+static mt_status overlap_hook(void *ctx, int backward, int part) {
+    mt_grad_overlap *ov = ctx;
+    _Static_assert(MT_MODEL_PART_EMBED == MT_GO_EMBED && MT_MODEL_PART_HEAD == MT_GO_HEAD, "part numbers");
+    return backward ? mt_grad_overlap_backward_done(ov, part) : mt_grad_overlap_forward_begin(ov, part);
+}
+
 /* Frees everything; the metrics file's close status (a full disk shows here last) */
-static mt_status trainer_close(trainer *t) {
+static mt_status trainer_close(trainer *t, int failed) {
     mt_status st = MT_OK;
+    mt_grad_overlap_free(t->ov, failed); /* first: its thread reads and writes the model's buffers */
+    t->ov = NULL;
     free(t->tokens);
     mt_timers_free(&t->tm);
     mt_profile_free(&t->prof);
@@ -244,6 +258,22 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     MT_CHECK(mt_model_create(&t->model, r, be, &shape));
     t->have_model = 1;
     mt_grad_sync_init(&t->gs, &t->model.pl, &t->model.ol, ps, be, t->distributed);
+    const int overlap = r->parallel.overlap_grad_reduce && (mt_pstate_group(ps, MT_PG_DP_CP)->size > 1 ||
+                                                            (t->model.pl.moe && mt_pstate_group(ps, MT_PG_EDP)->size > 1));
+    if (overlap && !be->host_memory && ps->logger) /* the engine's CUDA hook is not built yet (grad_overlap.h) */
+        fprintf(stderr, "mtrain: note: parallel.overlap_grad_reduce / overlap_param_gather: not overlapped on the %s "
+                "backend yet (stream-ordered NCCL collectives are needed); the gradients are reduced after backward, "
+                "with the same results\n", be->i->name);
+    if (overlap && be->host_memory) {
+        t->gs.grads_base = t->model.grads;
+        t->gs.params_base = t->model.params;
+        t->gs.act = t->model.act;
+        MT_CHECK(mt_grad_overlap_init(&t->ov, &t->gs, ps, r->parallel.ddp_bucket_size,
+                                      r->parallel.overlap_param_gather));
+        t->gs.ov = t->ov;
+        t->model.part_hook = overlap_hook;
+        t->model.part_hook_ctx = t->ov;
+    }
     MT_CHECK(mt_moe_stats_open(&t->moe, &t->model));
     if (pp > 1) {
         MT_CHECK(mt_pipeline_init(&t->pipe, &t->model, r, t->n_micro, mt_pstate_group(ps, MT_PG_PP)->comm));
@@ -317,6 +347,11 @@ static mt_status print_start(const trainer *t, FILE *log) {
             t->be->device_name ? t->be->device_name : t->be->i->name, ps->size, ps->size > 1 ? "s" : "", tp,
             m->pl.sp ? " sequence-parallel" : "", pps, t->dp, eps, (long long)r->training.iters, t->G, t->T, t->n_micro,
             t->B);
+    if (t->ov) {
+        char d[256];
+        mt_grad_overlap_describe(t->ov, d, sizeof d);
+        fprintf(log, "%smtrain: %s\n", t->sink.prefix, d);
+    }
 out:
     return st;
 }
@@ -334,6 +369,7 @@ static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n
     mt_timing *tm = &t->tm.probe;
     MT_CHECK(mt_model_zero_grads(m));
     MT_CHECK(set_batch(t, consumed));
+    if (t->ov) MT_CHECK(mt_grad_overlap_begin(t->ov, t->n_micro));
     const double t0 = mt_timing_begin(tm, MT_TM_FWD_BWD);
     MT_CHECK(run_batch(t, t->train, consumed, (float)(1.0 / t->tokens_per_iter), 1));
     mt_timing_end(tm, MT_TM_FWD_BWD, t0, -1, -1);
@@ -355,8 +391,14 @@ static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n
                                mt_lr_decoupled_at(&t->r->optimizer, lr_step, t->r->training.iters),
                                mt_clip_factor(res->grad_norm, t->r->optimizer.clip_grad)));
         mt_timing_end(tm, MT_TM_OPT, t1, -1, -1);
-        MT_CHECK(mt_grad_sync_gather_params(&t->gs, m->params, m->act));
+        if (mt_grad_overlap_gathers(t->ov)) /* during the next forward, bucket by bucket */
+            MT_CHECK(mt_grad_overlap_gather_params(t->ov));
+        else
+            MT_CHECK(mt_grad_sync_gather_params(&t->gs, m->params, m->act));
     }
+    if (t->ov)
+        mt_grad_overlap_times(t->ov, &t->ov_reduce_ms, &t->ov_reduce_exposed_ms, &t->ov_gather_ms,
+                              &t->ov_gather_exposed_ms);
     MT_CHECK(t->be->i->sync(t->be));
 out:
     return st;
@@ -371,6 +413,7 @@ typedef struct {
     double window_loss;                          /* sum over the window's non-skipped iterations */
     int64_t window_skipped, window_nan;
     double timed_ms, timed_tp_ms, timed_dp_ms, timed_ep_ms;
+    double timed_ov[4];                          /* overlap: reduce, its exposed wait, gather, its exposed wait */
     int64_t timed_iters, timed_coll;
     double first_ms, first_tp_ms, first_dp_ms;   /* the first iteration of this run */
     int64_t nan_total;                           /* nan iterations of this run */
@@ -395,6 +438,18 @@ static void print_comm_summary(const trainer *t, FILE *log, const loop_stats *ls
                     100.0 * (rep->tp_comm_ms_per_iter + rep->dp_comm_ms_per_iter) / rep->mean_ms_per_iter,
                     rep->mean_ms_per_iter, rep->tp_comm_ms_per_iter, (double)ls->timed_coll / ls->timed_iters,
                     rep->dp_comm_ms_per_iter);
+        if (log && t->ov && ls->timed_ov[0] > 0) {
+            const double n = (double)ls->timed_iters, red = ls->timed_ov[0] / n, rex = ls->timed_ov[1] / n;
+            const double hid = red > rex ? red - rex : 0;
+            fprintf(log, "%smtrain: overlapped gradient reduction %.2f ms/iteration on the communication thread, "
+                    "%.2f ms exposed after backward (%.1f%% hidden)", t->sink.prefix, red, rex, 100.0 * hid / red);
+            if (ls->timed_ov[2] > 0) {
+                const double ga = ls->timed_ov[2] / n, gex = ls->timed_ov[3] / n;
+                fprintf(log, "; parameter gather %.2f ms/iteration, %.2f ms exposed in forward (%.1f%% hidden)", ga, gex,
+                        100.0 * (ga > gex ? ga - gex : 0) / ga);
+            }
+            fprintf(log, ", this rank, iterations after the first\n");
+        }
     } else if (ls->first_ms > 0) { /* one iteration: its own time, start-up costs included */
         rep->mean_ms_per_iter = ls->first_ms;
         rep->tokens_per_s = t->tokens_per_iter / (ls->first_ms * 1e-3);
@@ -496,6 +551,10 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             ls.timed_ep_ms += t.model.moe_comm_ms;
             ls.timed_dp_ms += t.gs.comm_ms;
             ls.timed_coll += t.model.tp.n_coll;
+            ls.timed_ov[0] += t.ov_reduce_ms;
+            ls.timed_ov[1] += t.ov_reduce_exposed_ms;
+            ls.timed_ov[2] += t.ov_gather_ms;
+            ls.timed_ov[3] += t.ov_gather_exposed_ms;
         } else {
             ls.first_ms = dt;
             ls.first_tp_ms = t.model.tp.comm_ms;
@@ -582,7 +641,10 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             MT_CHECK(mt_metrics_log_eval_kind(log, &t.sink, it, it == iters ? MT_EVAL_VALID_END : MT_EVAL_VALID, vl));
             MT_CHECK(mt_tensorboard_log_eval(&t.tb, it, consumed, vl));
         }
-        if (hooks && hooks->on_iteration) MT_CHECK(hooks->on_iteration(hooks->ctx, it));
+        if (hooks && hooks->on_iteration) {
+            MT_CHECK(mt_grad_overlap_wait_params(t.ov)); /* a hook may read the parameters */
+            MT_CHECK(hooks->on_iteration(hooks->ctx, it));
+        }
         /* checkpoints and stops (Megatron: save every save_interval, at the end, and before any exit) */
         int stop = 0;
         if (t.stop_check) MT_CHECK(stop_vote(&t, start_s, &stop));
@@ -598,6 +660,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             const mt_ckpt_state cs = {.iteration = it, .consumed_samples = consumed, .optimizer_steps = n_steps,
                                       .skipped_iterations = skipped};
             const int last = it == iters || exit_now; /* the job ends: nothing to overlap with */
+            MT_CHECK(mt_grad_overlap_wait_params(t.ov)); /* the save reads every parameter */
             MT_CHECK(mt_blended_dataset_check_files(t.train)); /* never save a run fed a changed file */
             MT_CHECK(mt_blended_dataset_check_files(t.valid));
             MT_CHECK(mt_ckpt_save_begin(&t.saver, r, &t.model, ps, &cs, ck->async_save && !last, log));
@@ -617,6 +680,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             break;
         }
     }
+    MT_CHECK(mt_grad_overlap_wait_params(t.ov)); /* the last update's gathers, before anything ends */
     if (t.saver.pending) { /* a loop that ended early with a save in flight */
         int done = 0;
         MT_CHECK(mt_ckpt_save_poll(&t.saver, ps, 1, log, &done));
@@ -631,6 +695,6 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
     }
     print_comm_summary(&t, log, &ls, rep);
 out:;
-    const mt_status close_st = trainer_close(&t);
+    const mt_status close_st = trainer_close(&t, st != MT_OK);
     return st != MT_OK ? st : close_st; /* the first error wins */
 }

@@ -69,6 +69,9 @@ typedef struct {
     int context;           /* cp */
     int sequence_parallel; /* bool */
     int distributed_optimizer; /* bool, ZeRO-1 */
+    int overlap_grad_reduce;   /* bool: reduce gradient buckets during backward (parallel/grad_overlap.h) */
+    int overlap_param_gather;  /* bool: gather updated parameter buckets during the next forward */
+    int64_t ddp_bucket_size;   /* elements per gradient bucket; 0 = auto = max(40M, 1M * reduce group size) */
     int timeout_s;         /* collective timeout, seconds */
 } mt_parallel_cfg;
 

@@ -97,6 +97,14 @@ const mt_recipe_key mt_recipe_keys[] = {
           "shard norms/dropout along the sequence across the tp group (needs tp > 1)", 0),
     KBOOL("parallel.distributed_optimizer", parallel.distributed_optimizer, "false",
           "shard the optimizer state across dp (ZeRO-1)", 0),
+    KBOOL("parallel.overlap_grad_reduce", parallel.overlap_grad_reduce, "false",
+          "reduce each gradient bucket on a communication thread as soon as backward has finished its "
+          "gradients (the same sums, bit for bit)", 0),
+    KBOOL("parallel.overlap_param_gather", parallel.overlap_param_gather, "false",
+          "distributed optimizer: gather each parameter bucket during the next forward, waited on just "
+          "before the first layer that reads it (needs overlap_grad_reduce)", 0),
+    KI64("parallel.ddp_bucket_size", parallel.ddp_bucket_size, "auto", 0, BIG, "elements",
+         "gradient bucket size for overlap_grad_reduce; auto (0) = Megatron's max(40M, 1M * dp*cp)", MT_KF_AUTO),
     KINT("parallel.timeout_s", parallel.timeout_s, "300", 1, 7 * 86400, "s",
          "collective timeout before a rank declares its peers dead", 0),
 
@@ -285,6 +293,9 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--data-parallel-size", "parallel.data", NULL },
     { "--sequence-parallel", "parallel.sequence_parallel", "true" },
     { "--use-distributed-optimizer", "parallel.distributed_optimizer", "true" },
+    { "--overlap-grad-reduce", "parallel.overlap_grad_reduce", "true" },
+    { "--overlap-param-gather", "parallel.overlap_param_gather", "true" },
+    { "--ddp-bucket-size", "parallel.ddp_bucket_size", NULL },
     { "--micro-batch-size", "training.micro_batch", NULL },
     { "--global-batch-size", "training.global_batch", NULL },
     { "--train-iters", "training.iters", NULL },

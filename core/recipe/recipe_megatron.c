@@ -100,8 +100,6 @@ static const meg_flag meg_flags[] = {
     { "--no-gradient-accumulation-fusion", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
     { "--cross-entropy-loss-fusion", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
     { "--no-async-tensor-model-parallel-allreduce", 0, MEG_ACCEPT, "tensor-parallel collectives are synchronous" },
-    { "--overlap-grad-reduce", 0, MEG_ACCEPT, "not overlapped yet (the gradients reduced are the same)" },
-    { "--overlap-param-gather", 0, MEG_ACCEPT, "not overlapped yet (the parameters gathered are the same)" },
     { "--manual-gc", 0, MEG_ACCEPT, "no garbage collector" },
     { "--manual-gc-interval", 1, MEG_ACCEPT, "no garbage collector" },
     { "--empty-unused-memory-level", 1, MEG_ACCEPT, "no caching allocator to empty" },

@@ -470,6 +470,12 @@ static void check_layout(const mt_recipe *r, problems *P) {
         add(P, "parallel.expert", "%" PRId64 " but the model is dense (model.moe.experts = 0, %s); set "
             "parallel.expert: 1 or give model.moe.experts", ep, ref(r, "model.moe.experts"));
     }
+    if (pc->overlap_param_gather && !pc->distributed_optimizer) /* Megatron's asserts in arguments.py */
+        add(P, "parallel.overlap_param_gather", "needs parallel.distributed_optimizer (only the distributed "
+            "optimizer gathers parameters); set overlap_param_gather: false or add --use-distributed-optimizer");
+    else if (pc->overlap_param_gather && !pc->overlap_grad_reduce)
+        add(P, "parallel.overlap_param_gather", "needs parallel.overlap_grad_reduce (the gathers use its buckets "
+            "and its communication thread); add --overlap-grad-reduce");
     if (pc->sequence_parallel && tp == 1)
         add(P, "parallel.sequence_parallel", "needs parallel.tensor > 1 (it shards activations across the "
             "tensor-parallel group; tp = 1, %s); set sequence_parallel: false or raise parallel.tensor",

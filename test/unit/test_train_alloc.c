@@ -6,7 +6,8 @@
  * parallelism and the pipeline schedule, so all of them are inside the counted window.
  * Layouts: serial (in this process), dp=2 with the distributed optimizer, tp=2 with sequence
  * parallelism, pp=2 (forked ranks over the shared-memory communicator); then serial, dp=2 and pp=2
- * again with logging.timing_level 2 (the timers' probes and log block), serial and pp=2 also with
+ * again with logging.timing_level 2 (the timers' probes and log block), dp=2 with overlapped
+ * gradient reduction and parameter gather (a communication thread), serial and pp=2 also with
  * the profiler recording iterations 4..6 and writing its trace after 6. Iterations 1-2 are not
  * counted: first-use allocations (stdio buffers, time-zone data) happen there, once.
  * Counting is by symbol interposition: this executable defines malloc & co. and forwards to the C
@@ -254,6 +255,12 @@ int main(void) {
                                     "logging.profile_start", "4", "logging.profile_end", "6", "logging.profile_path",
                                     trace, NULL};
     check_layout("pp=2 timing 2 + profile", 2, timed_pp);
+    /* overlapped reduction: the buckets' tasks through the communication thread's preallocated queue,
+     * the parameter gathers waited on in the next forward, with the timers' spans */
+    const char *const ov_dp[] = {"parallel.data", "2", "parallel.distributed_optimizer", "true",
+                                 "parallel.overlap_grad_reduce", "true", "parallel.overlap_param_gather", "true",
+                                 "parallel.ddp_bucket_size", "5000", "logging.timing_level", "2", NULL};
+    check_layout("dp=2 overlapped grads + params", 2, ov_dp);
     CHECKF(access(trace, R_OK) == 0, "the profiled runs wrote no trace at %s", trace);
     /* mixture of experts (gelu experts with biases, capacity 1.0): serial, and ep=2 x dp=2 with the
      * distributed optimizer (the all-to-alls and the expert gradient buffer) */
