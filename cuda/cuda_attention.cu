@@ -2,7 +2,10 @@
  * and backward, on bf16 qkv / out / dout; per query row only the f32 logsumexp lse (B, H, T) is
  * saved, as backend.h states it. qkv rows are [q heads (H*D) | k heads (KV*D) | v heads (KV*D)];
  * query head h reads kv head h / (H / KV); scale 1/sqrt(D).
- * A direct port of the CPU reference (core/cpu/cpu_ops_attention.c; algorithm and tiling in
+ * Head sizes 32, 64, 96 and 128 run on tensor cores (cuda_attention_tc.cu; docs/cuda.md); this
+ * file keeps the delta kernel both paths share and, for every other head size (or with
+ * MT_CUDA_ATTENTION=fp32), the fp32 CUDA-core kernels below:
+ * a direct port of the CPU reference (core/cpu/cpu_ops_attention.c; algorithm and tiling in
  * docs/architecture.md, "Attention"), written for correctness, not speed (no tensor cores):
  *  forward, one block per (query tile of CU_BQ rows, batch*head): the Q tile, the output
  *    accumulator and the per-row running max m / sum l live in shared memory; for each key tile
@@ -21,6 +24,9 @@
  * memory, the dK/dV kernel needs (4 CU_BK + 2 CU_BQ) D + 2 CU_BQ CU_BK + 2 CU_BQ floats, which is
  * 104 KiB at D = 128 — inside the opt-in limit of A100 / H100 (163 / 227 KiB). */
 #include "cuda/cuda_common.cuh"
+
+#include <stdlib.h>
+#include <string.h>
 
 #define CU_BQ 32        /* query rows per tile */
 #define CU_BK 32        /* key rows per tile */
@@ -270,6 +276,13 @@ template <typename K> static mt_status att_smem(const char *op, K kernel, size_t
     return MT_OK;
 }
 
+/* The tensor-core kernels (cuda_attention_tc.cu) run unless MT_CUDA_ATTENTION=fp32 asks for the
+ * fp32 CUDA-core kernels below (an A/B switch for checks; the parity test runs both). */
+static int att_tensor_cores(void) {
+    const char *e = getenv("MT_CUDA_ATTENTION");
+    return !(e && strcmp(e, "fp32") == 0);
+}
+
 static mt_status att_check(const char *op, int B, int T, int H, int KV, int D) {
     if (B < 0 || T < 0 || H <= 0 || KV <= 0 || D <= 0)
         return mt_errorf(MT_ERR_CONFIG, "cuda %s: bad shape B=%d T=%d H=%d KV=%d D=%d", op, B, T, H, KV, D);
@@ -289,6 +302,10 @@ mt_status mt_cuda_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a) 
     const int B = a->B, T = a->T, H = a->H, KV = a->KV, D = a->D;
     if ((long)B * T == 0) return MT_OK;
     if (!a->out || !a->lse || !a->qkv) return mt_errorf(MT_ERR_INTERNAL, "cuda attention_fwd: NULL tensor");
+    if (att_tensor_cores()) {
+        int done = 0;
+        if ((st = mt_cuda_attention_tc_fwd(be, a, &done)) != MT_OK || done) return st;
+    }
     const size_t smem = fwd_smem_bytes(D);
     if ((st = att_smem("attention_fwd", att_fwd_kernel, smem, D)) != MT_OK) return st;
     const float scale = 1.0f / sqrtf((float)D);
@@ -306,15 +323,19 @@ mt_status mt_cuda_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a) 
     if ((long)B * T == 0) return MT_OK;
     if (!a->dqkv || !a->delta || !a->dout || !a->qkv || !a->out || !a->lse)
         return mt_errorf(MT_ERR_INTERNAL, "cuda attention_bwd: NULL tensor");
-    const size_t smem_dq = dq_smem_bytes(D), smem_dkv = dkv_smem_bytes(D);
-    if ((st = att_smem("attention_bwd", att_bwd_dq_kernel, smem_dq, D)) != MT_OK) return st;
-    if ((st = att_smem("attention_bwd", att_bwd_dkv_kernel, smem_dkv, D)) != MT_OK) return st;
     cudaStream_t s = mt_cuda_ctx_of(be)->stream;
     const float scale = 1.0f / sqrtf((float)D);
     dim3 grid_d(mt_cuda_ceil_div((size_t)T, ATT_THREADS / 32), (unsigned)(B * H));
     att_bwd_delta_kernel<<<grid_d, ATT_THREADS, 0, s>>>((float *)a->delta, (const bf16 *)a->dout,
                                                         (const bf16 *)a->out, T, H, D);
     CUDA_CHECK_LAUNCH();
+    if (att_tensor_cores()) {
+        int done = 0;
+        if ((st = mt_cuda_attention_tc_bwd(be, a, &done)) != MT_OK || done) return st;
+    }
+    const size_t smem_dq = dq_smem_bytes(D), smem_dkv = dkv_smem_bytes(D);
+    if ((st = att_smem("attention_bwd", att_bwd_dq_kernel, smem_dq, D)) != MT_OK) return st;
+    if ((st = att_smem("attention_bwd", att_bwd_dkv_kernel, smem_dkv, D)) != MT_OK) return st;
     dim3 grid_q(mt_cuda_ceil_div((size_t)T, CU_BQ), (unsigned)(B * H));
     att_bwd_dq_kernel<<<grid_q, ATT_THREADS, smem_dq, s>>>((bf16 *)a->dqkv, (const float *)a->lse,
                                                           (const float *)a->delta, (const bf16 *)a->dout,

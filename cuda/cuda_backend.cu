@@ -13,6 +13,7 @@
 
 extern "C" {
 #include "core/backend_cuda_module.h"
+#include "core/device_peak.h"
 }
 
 #include <stdio.h>
@@ -119,24 +120,10 @@ static void cuda_destroy(mt_backend *be) {
     be->device_name = NULL;
 }
 
-/* Dense bf16 tensor-core peak (TFLOP/s, no sparsity) by device name; 0 = unknown (then MFU needs
- * logging.peak_tflops). Checked in order, the specific variants before the family: NVIDIA's
- * datasheets give H100 SXM 989, H100 PCIe 756, H100 NVL 835 (1,671 with sparsity), H200 SXM 989,
- * H200 NVL 835, A100 (SXM and PCIe) 312. cudaGetDeviceProperties names them e.g. "NVIDIA H100 80GB
- * HBM3" (SXM), "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA A100-SXM4-80GB". */
-static double cuda_peak_tflops(const char *name) {
-    static const struct { const char *key; double tflops; } table[] = {
-        {"H100 PCIe", 756.0},
-        {"H100 NVL", 835.0},
-        {"H200 NVL", 835.0},
-        {"H100", 989.0},
-        {"H200", 989.0},
-        {"A100", 312.0},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (strstr(name, table[i].key)) return table[i].tflops;
-    return 0.0;
-}
+/* Dense bf16 tensor-core peak (TFLOP/s, no sparsity) by the exact device name
+ * (core/device_peak.c: H100 SXM 989, PCIe 756, NVL 835, H200 989, A100 312, L40S 362, ...);
+ * 0 = unknown, then MFU needs logging.peak_tflops. */
+static double cuda_peak_tflops(const char *name) { return mt_device_peak_bf16_tflops(name); }
 
 static struct mt_backend_i g_cuda_iface;
 

@@ -78,6 +78,15 @@ __device__ __forceinline__ float mt_warp_sum(float v) {
 __device__ __forceinline__ float mt_ld(const bf16 *p) { return __bfloat162float(*p); }
 __device__ __forceinline__ bf16 mt_to_bf16(float v) { return __float2bfloat16_rn(v); }
 
+/* bf16 pairs packed in 32 bits (element 0 in the low half, as in memory), converted without
+ * type punning (no reinterpret_cast between unsigned and __nv_bfloat162: alias-safe) */
+__device__ __forceinline__ float mt_bf16_lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float mt_bf16_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ unsigned mt_pack_bf16x2(float lo, float hi) {
+    return (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
+           ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
+}
+
 __device__ __forceinline__ float mt_warp_max(float v) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
@@ -138,6 +147,12 @@ mt_status mt_cuda_rope(mt_backend *be, const mt_rope_args *a);
 /* cuda_attention.cu */
 mt_status mt_cuda_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a);
 mt_status mt_cuda_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a);
+/* cuda_attention_tc.cu: the tensor-core kernels for D in {32, 64, 96, 128} with 16-byte aligned
+ * tensors; *done = 0 (and MT_OK) when they do not apply, then the caller runs the fp32 kernels.
+ * The backward expects delta computed and writes all of dqkv. */
+mt_status mt_cuda_attention_tc_fwd(mt_backend *be, const mt_attention_fwd_args *a, int *done);
+mt_status mt_cuda_attention_tc_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done);
+int mt_cuda_attention_tc_supports(int D);
 
 /* cuda_embed.cu */
 mt_status mt_cuda_embedding_fwd(mt_backend *be, const mt_embedding_fwd_args *a);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/device_peak.h"
 #include "core/data/blended_dataset.h"
 #include "parallel/grad_overlap.h"
 #include "parallel/grad_sync.h"
@@ -508,11 +509,9 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
     rep->bytes_grads = t.model.bytes_grads;
     rep->bytes_optim = t.model.bytes_optim;
     rep->bytes_acts = t.model.bytes_acts + (t.pipe_exec ? mt_pipeline_extra_bytes(t.pipe_exec, &t.model) : 0);
-    { /* full recompute adds one forward of the recomputed share of each model chunk's layers */
-        const double f0 = mt_model_flops_per_seq(&t.model.pl, 0), f1 = mt_model_flops_per_seq(&t.model.pl, 1);
-        const double frac = t.model.pl.Lc > 0 ? (double)t.model.pl.recompute / t.model.pl.Lc : 0.0;
-        rep->flops_per_iter = (f0 + frac * (f1 - f0)) * t.G;
-    }
+    /* TFLOP/s on the iteration line counts recomputation (Megatron's convention, hardware FLOPs);
+     * MFU counts the model's FLOPs only (PaLM's definition), so recompute never raises it */
+    mt_model_flops_per_iter(&t.model.pl, (double)t.G, &rep->model_flops_per_iter, &rep->flops_per_iter);
     MT_CHECK(print_start(&t, log));
     MT_CHECK(resume(&t, log));
     if (r->checkpoint.dir[0]) MT_CHECK(mt_ckpt_saver_prepare(&t.saver, &t.model, ps));
@@ -585,7 +584,8 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
                               .tflops = flops_rank / (dt * 1e-3) / 1e12, .mfu = -1, .lr = res.lr, .lm_loss = res.loss,
                               .grad_norm = res.grad_norm, .skipped = skipped, .nan_iters = ls.nan_total,
                               .bubble = -1, .bubble_formula = bubble_formula, .interval_mfu = -1};
-        if (peak > 0) im.mfu = im.tflops / peak;
+        const double model_flops_rank = rep->model_flops_per_iter * t.G_cur / t.G / ps->size;
+        im.mfu = mt_flops_utilisation(model_flops_rank, dt * 1e-3, 1, peak);
         im.n_experts = t.moe.E; /* MoE: this iteration's load-balancing loss, expert loads, drops */
         im.load_balancing_loss = t.moe.lb_loss;
         im.expert_load = t.moe.load;
@@ -617,7 +617,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             im.interval_ms = ms;
             im.interval_tokens_per_s = t.tokens_per_iter / (ms * 1e-3);
             im.interval_tflops = flops_rank / (ms * 1e-3) / 1e12;
-            if (peak > 0) im.interval_mfu = im.interval_tflops / peak;
+            im.interval_mfu = mt_flops_utilisation(model_flops_rank, ms * 1e-3, 1, peak);
             im.eta_s = (double)(iters - it) * ms * 1e-3;
         }
         MT_CHECK(mt_metrics_log_iter(print_line ? log : NULL, &t.sink, &im));

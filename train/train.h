@@ -15,7 +15,9 @@ typedef struct {
     double first_loss, last_loss;   /* lm loss of the first and last iteration */
     double mean_ms_per_iter;        /* over iterations after the first */
     double tokens_per_s;            /* over iterations after the first */
-    double flops_per_iter;          /* model training FLOPs per iteration (Megatron's formula) */
+    double flops_per_iter;          /* training FLOPs per iteration done by the hardware: with recomputation
+                                       (Megatron's formula and its TFLOP/s convention) */
+    double model_flops_per_iter;    /* the same without recomputation: the numerator of MFU */
     double tp_comm_ms_per_iter;     /* this rank's time in tp / dp collectives, iterations after the first */
     double ep_comm_ms_per_iter;     /* this rank's time in the expert all-to-alls, iterations after the first */
     double dp_comm_ms_per_iter;

@@ -25,3 +25,12 @@ double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full) {
     const double fwd = pl->T * (pl->L_global * f.layer + f.head); /* the whole model, on any stage */
     return fwd * (recompute_full ? 4.0 : 3.0);
 }
+
+void mt_model_flops_per_iter(const mt_param_layout *pl, double n_seqs, double *model_flops, double *hardware_flops) {
+    const double f0 = mt_model_flops_per_seq(pl, 0), f1 = mt_model_flops_per_seq(pl, 1);
+    /* full recompute reruns the forward of the recomputed share of each model chunk's layers;
+     * the head (output layer, loss) is never recomputed, so this slightly overstates it */
+    const double frac = pl->Lc > 0 ? (double)pl->recompute / pl->Lc : 0.0;
+    if (model_flops) *model_flops = f0 * n_seqs;
+    if (hardware_flops) *hardware_flops = (f0 + frac * (f1 - f0)) * n_seqs;
+}

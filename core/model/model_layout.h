@@ -248,6 +248,10 @@ void mt_model_fwd_flops_per_token(const mt_param_layout *pl, int moe_experts, in
  * layout gives the same number): Megatron's formula generalised to GQA / SwiGLU; full recompute
  * adds one forward (model_flops.c). */
 double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full);
+/* FLOPs of n_seqs sequences: model_flops without recomputation (the numerator of MFU), and
+ * hardware_flops with the recomputation training.recompute does (pl->recompute of each chunk's
+ * Lc layers rerun their forward: Megatron's TFLOP/s and HFU). Either pointer may be NULL. */
+void mt_model_flops_per_iter(const mt_param_layout *pl, double n_seqs, double *model_flops, double *hardware_flops);
 
 void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_layout *al);
 

@@ -25,6 +25,14 @@
  *    adamw master increment / m / v) differ only by fp32 summation order, expf vs the CPU's
  *    polynomial exp (~1 ulp) and FMA contraction -> TOL_F32. sum and the dwte scatter are
  *    also required to repeat bit for bit (no float atomics).
+ * MoE (route, route backward, permute, unpermute and its backward): routing decisions (top-k
+ * experts, dispatch rows, counts) must be equal exactly; see test_moe for the rest.
+ * Attention with D in {32, 64, 96, 128} runs on tensor cores (cuda/cuda_attention_tc.cu), which
+ * also round the probabilities P and dS to bf16 before their GEMMs (as FlashAttention-2): one
+ * more 2^-9 relative rounding per term of sums over many keys, which averages out: a NumPy
+ * model of exactly these roundings (64-key tiles, online softmax) gives nmse 3e-6 .. 6e-6 for
+ * out, dq, dk and dv at the shapes below, so TOL_ACT holds with a 16x margin; other head sizes (and
+ * MT_CUDA_ATTENTION=fp32, tested too) run the fp32 CUDA-core kernels.
  * Attention backward and the norm backwards start from the CPU's saved statistics (attention:
  * out and lse) on both sides, so a forward difference cannot mask or cause a backward one.
  *
@@ -536,6 +544,111 @@ static void test_adamw(size_t n) {
     free(h_master); free(h_grad); free(h_m); free(h_v);
 }
 
+/* ---- mixture of experts: router, dispatch, combine ---- */
+
+/* An i32 tensor must be the same on both sides, element for element (routing decisions). */
+static void compare_i32(const char *what, const pair_t *p) {
+    int32_t *c = malloc(p->n * sizeof *c + 4), *g = malloc(p->n * sizeof *g + 4);
+    CHECK(g_cpu.i->copy_d2h(&g_cpu, c, p->cpu, p->n * 4) == MT_OK);
+    CHECKF(g_cuda.i->copy_d2h(&g_cuda, g, p->gpu, p->n * 4) == MT_OK, "%s", mt_last_error());
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (c[i] != g[i] && bad++ == 0) first = i;
+    printf("    %-30s %zu of %zu differ (exact) %s\n", what, bad, p->n, bad ? "FAIL" : "ok");
+    CHECKF(bad == 0, "%s: %zu of %zu elements differ, first at %zu: cpu %d cuda %d", what, bad, p->n, first,
+           bad ? c[first] : 0, bad ? g[first] : 0);
+    free(c);
+    free(g);
+}
+
+/* Route N = B*T tokens over E experts (top k, capacity cap per sequence of T; 0 = dropless), then
+ * run the router backward, the dispatch, the combine (weighted and unweighted) and its backward
+ * from the CPU's routing on both sides, so one routing difference cannot cascade. Tolerances:
+ * probabilities, weights and statistics are fp32 maths on identical bf16 logits (expf vs the
+ * CPU's double exp: ~1 ulp) -> TOL_F32; top-k indices, rows and counts must match exactly (a
+ * softmax keeps the logits' order, and ties go to the lower index on both); dlogits and the row
+ * copies / weighted sums are one bf16 rounding of an fp32 result -> TOL_ACT. */
+static void test_moe(int B, int T, int E, int k, int cap, int pre_softmax, int C) {
+    printf("  moe B=%d T=%d E=%d top-%d cap=%d pre_softmax=%d C=%d\n", B, T, E, k, cap, pre_softmax, C);
+    const int N = B * T;
+    const size_t nk = (size_t)N * k, nst = (size_t)MT_MOE_STATS + 2 * (size_t)E;
+    float *h_logits = host_rand((size_t)N * E, 2.0f, 0.0f);
+    float *h_stats0 = host_rand(nst, 1.0f, 0.0f);
+    pair_t logits = pair_new(h_logits, (size_t)N * E, 1), probs = pair_new(NULL, (size_t)N * E, 0);
+    pair_t topw = pair_new(NULL, nk, 0), stats = pair_new(h_stats0, nst, 0);
+    int32_t *h_zero = calloc(nk + 2 * (size_t)E + 1, sizeof(int32_t));
+    pair_t topi = ipair_new(h_zero, nk), pos = ipair_new(h_zero, nk), counts = ipair_new(h_zero, 2 * (size_t)E);
+
+    mt_moe_route_args rc = {logits.cpu, probs.cpu, topi.cpu, topw.cpu, pos.cpu, counts.cpu, stats.cpu,
+                            N, E, k, T, cap, pre_softmax};
+    mt_moe_route_args rg = {logits.gpu, probs.gpu, topi.gpu, topw.gpu, pos.gpu, counts.gpu, stats.gpu,
+                            N, E, k, T, cap, pre_softmax};
+    RUN_BOTH(moe_route, rc, rg);
+    compare("route probs (f32)", &probs, 0, NULL, TOL_F32);
+    compare("route top-k weights (f32)", &topw, 0, NULL, TOL_F32);
+    compare("route stats += (f32, increment)", &stats, 0, h_stats0, TOL_F32);
+    compare_i32("route top-k experts (i32)", &topi);
+    compare_i32("route dispatch rows (i32)", &pos);
+    compare_i32("route counts (i32)", &counts);
+
+    /* the CPU's routing on both sides from here on */
+    float *h_probs = malloc((size_t)N * E * sizeof(float) + 1), *h_topw = malloc(nk * sizeof(float) + 1);
+    int32_t *h_topi = malloc(nk * 4 + 4), *h_pos = malloc(nk * 4 + 4), *h_counts = malloc(2 * (size_t)E * 4 + 4);
+    down(&g_cpu, h_probs, probs.cpu, (size_t)N * E, MT_F32);
+    down(&g_cpu, h_topw, topw.cpu, nk, MT_F32);
+    CHECK(g_cpu.i->copy_d2h(&g_cpu, h_topi, topi.cpu, nk * 4) == MT_OK);
+    CHECK(g_cpu.i->copy_d2h(&g_cpu, h_pos, pos.cpu, nk * 4) == MT_OK);
+    CHECK(g_cpu.i->copy_d2h(&g_cpu, h_counts, counts.cpu, 2 * (size_t)E * 4) == MT_OK);
+    pair_set(&probs, h_probs, 0);
+    pair_set(&topw, h_topw, 0);
+    CHECK(g_cuda.i->copy_h2d(&g_cuda, topi.gpu, h_topi, nk * 4) == MT_OK);
+    CHECK(g_cuda.i->copy_h2d(&g_cuda, pos.gpu, h_pos, nk * 4) == MT_OK);
+    CHECK(g_cuda.i->copy_h2d(&g_cuda, counts.gpu, h_counts, 2 * (size_t)E * 4) == MT_OK);
+    int rows = 0;
+    for (int e = 0; e < E; e++) rows += h_counts[e];
+    if (rows == 0) rows = 1;
+
+    /* router backward */
+    float *h_dw = host_rand(nk, 1.0f, 0.0f);
+    pair_t dw = pair_new(h_dw, nk, 0), dlogits = pair_new(NULL, (size_t)N * E, 1);
+    mt_moe_route_bwd_args bc = {dlogits.cpu, logits.cpu, probs.cpu, topi.cpu, counts.cpu, dw.cpu, N, E, k,
+                                pre_softmax, 0.01f, 0.001f};
+    mt_moe_route_bwd_args bg = {dlogits.gpu, logits.gpu, probs.gpu, topi.gpu, counts.gpu, dw.gpu, N, E, k,
+                                pre_softmax, 0.01f, 0.001f};
+    RUN_BOTH(moe_route_bwd, bc, bg);
+    compare("route bwd dlogits = (act)", &dlogits, 1, NULL, TOL_ACT);
+
+    /* dispatch, combine, combine backward */
+    float *h_x = host_rand((size_t)N * C, 1.0f, 0.0f), *h_y = host_rand((size_t)rows * C, 1.0f, 0.0f);
+    float *h_dout = host_rand((size_t)N * C, 1.0f, 0.0f);
+    pair_t x = pair_new(h_x, (size_t)N * C, 1), disp = pair_new(NULL, (size_t)rows * C, 1);
+    pair_t y = pair_new(h_y, (size_t)rows * C, 1), comb = pair_new(NULL, (size_t)N * C, 1);
+    pair_t dout = pair_new(h_dout, (size_t)N * C, 1), dy = pair_new(NULL, (size_t)rows * C, 1);
+    pair_t dwc = pair_new(NULL, nk, 0);
+    mt_moe_permute_args pc = {disp.cpu, x.cpu, pos.cpu, N, k, C}, pg = {disp.gpu, x.gpu, pos.gpu, N, k, C};
+    RUN_BOTH(moe_permute, pc, pg);
+    compare("permute (dispatch rows, act)", &disp, 1, NULL, TOL_ACT);
+    mt_moe_unpermute_args uc = {comb.cpu, y.cpu, pos.cpu, topw.cpu, N, k, C};
+    mt_moe_unpermute_args ug = {comb.gpu, y.gpu, pos.gpu, topw.gpu, N, k, C};
+    RUN_BOTH(moe_unpermute, uc, ug);
+    compare("unpermute weighted = (act)", &comb, 1, NULL, TOL_ACT);
+    uc.w = NULL;
+    ug.w = NULL;
+    RUN_BOTH(moe_unpermute, uc, ug);
+    compare("unpermute unweighted = (act)", &comb, 1, NULL, TOL_ACT);
+    mt_moe_unpermute_bwd_args ubc = {dy.cpu, dwc.cpu, dout.cpu, y.cpu, pos.cpu, topw.cpu, N, k, C};
+    mt_moe_unpermute_bwd_args ubg = {dy.gpu, dwc.gpu, dout.gpu, y.gpu, pos.gpu, topw.gpu, N, k, C};
+    RUN_BOTH(moe_unpermute_bwd, ubc, ubg);
+    compare("unpermute bwd dy (act)", &dy, 1, NULL, TOL_ACT);
+    compare("unpermute bwd dw = (f32)", &dwc, 0, NULL, TOL_F32);
+
+    pair_t *all[] = {&logits, &probs, &topw, &stats, &topi, &pos, &counts, &dw, &dlogits,
+                     &x, &disp, &y, &comb, &dout, &dy, &dwc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(h_logits); free(h_stats0); free(h_zero); free(h_probs); free(h_topw); free(h_topi); free(h_pos);
+    free(h_counts); free(h_dw); free(h_x); free(h_y); free(h_dout);
+}
+
 int main(void) {
     char why[512] = "";
     int have_gpu = mt_cuda_available(why, sizeof why);
@@ -625,6 +738,7 @@ int main(void) {
 
     test_elementwise(1, 1, 1);
     test_elementwise(1000, 7, 33);
+    test_elementwise(1003, 5, 8); /* 16-byte vectors for the first 1000, then the scalar tail */
     test_elementwise((size_t)1 << 20, 256, 2048); /* gpt-2-ish MLP: 256 rows of 4*512 */
 
     test_sum(1, 0);
@@ -642,6 +756,15 @@ int main(void) {
     test_attention(2, 64, 4, 4, 64);   /* MHA */
     test_attention(1, 300, 2, 1, 128); /* several tiles, partial last one, D = 128 */
     test_attention(1, 130, 12, 12, 64); /* gpt125m head shape, T not a multiple of the tiles */
+    test_attention(2, 200, 8, 2, 32);  /* tensor cores, GQA group 4, several 64-row tiles */
+    test_attention(1, 77, 3, 1, 96);   /* tensor cores, D = 96, MQA */
+    test_attention(1, 1024, 2, 2, 128); /* gpt1.3b's head size at a long T: 16 x 16 tiles */
+    /* the fp32 CUDA-core kernels for the head sizes the tensor-core kernels also take */
+    setenv("MT_CUDA_ATTENTION", "fp32", 1);
+    printf("  (MT_CUDA_ATTENTION=fp32: the CUDA-core kernels)\n");
+    test_attention(1, 130, 12, 12, 64);
+    test_attention(1, 300, 2, 1, 128);
+    unsetenv("MT_CUDA_ATTENTION");
 
     test_embedding(2, 9, 5, 50, 0, 50, 1, 0);
     test_embedding(4, 64, 768, 1000, 0, 1000, 1, 0);   /* GPT-2-like, learned positions */
@@ -658,6 +781,12 @@ int main(void) {
     test_adamw(1);
     test_adamw(1000);
     test_adamw((size_t)5 << 20);
+
+    test_moe(1, 1, 2, 1, 0, 0, 8);      /* one token */
+    test_moe(2, 16, 8, 2, 0, 0, 64);    /* mixtral-like top-2 of 8, dropless, renormalised */
+    test_moe(2, 32, 8, 2, 5, 0, 48);    /* capacity 5 per sequence: drops */
+    test_moe(3, 20, 4, 1, 6, 1, 40);    /* switch-style top-1, weights = probabilities, drops */
+    test_moe(2, 128, 64, 6, 0, 1, 128); /* many experts, top-6 */
 
     mt_backend_destroy(&g_cuda);
     mt_backend_destroy(&g_cpu);

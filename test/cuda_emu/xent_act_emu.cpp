@@ -1,0 +1,72 @@
+/* xent_act_emu.cpp — runs cuda/cuda_xent.cu's fused cross-entropy (the one-pass statistics, its
+ * 16-byte vector path and its scalar path) and cuda/cuda_act.cu's vectorised GeLU / add / cast
+ * (vector body and scalar tail) on the CPU under test/cuda_emu/inc, against the CPU backend.
+ * Tolerances as test/ops/test_cuda_parity.c: 1e-4 (bf16 outputs), 1e-6 (fp32 losses).
+ * Built and run by test/cuda_emu/run.sh. */
+#include "xent_host.cpp"
+#include "act_host.cpp"
+thread_local dim3 threadIdx, blockIdx; dim3 blockDim, gridDim; thread_local emu_ctx emu;
+int emu_max_smem = 227 * 1024; unsigned char *emu_smem_base; size_t emu_smem_bytes;
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+static float frand() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (float)((rs >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
+static float rb(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
+static double nmse(const float *a, const float *b, size_t n) { double x = 0, y = 0; for (size_t i = 0; i < n; i++) { double d = (double)a[i] - b[i]; x += d * d; y += (double)b[i] * b[i]; } return x != x ? 1e30 : (y > 0 ? x / y : x); }
+static int fails = 0;
+static void cmp(const char *w, const float *a, const float *b, size_t n, double tol) {
+    double e = nmse(a, b, n); printf("    %-28s nmse %.3e %s\n", w, e, e < tol ? "ok" : "FAIL"); if (!(e < tol)) fails++;
+}
+static mt_backend g_cpu, g_be; static mt_cuda_ctx g_ctx;
+static bf16 *to_bf16(const std::vector<float> &x) {
+    bf16 *p = (bf16 *)aligned_alloc(256, x.size() * 2 + 256);
+    for (size_t i = 0; i < x.size(); i++) p[i] = __float2bfloat16_rn(x[i]);
+    return p;
+}
+static std::vector<float> from_bf16(const bf16 *p, size_t n) { std::vector<float> x(n); for (size_t i = 0; i < n; i++) x[i] = __bfloat162float(p[i]); return x; }
+static void xent(int N, int V, int Vp) {
+    printf("  xent_fwd_bwd N=%d V=%d Vp=%d (%s path)\n", N, V, Vp, Vp % 8 ? "scalar" : "16-byte");
+    std::vector<float> lg((size_t)N * Vp), loss(N); std::vector<int32_t> tg(N);
+    for (auto &x : lg) x = rb(4.0f * frand());
+    for (int r = 0; r < N; r++) tg[r] = r % 5 == 4 ? -1 : (int32_t)((size_t)((frand() + 1.0f) * 0.5f * V) % (size_t)V);
+    bf16 *g = to_bf16(lg); std::vector<float> gl(N, NAN);
+    mt_xent_args c = {lg.data(), loss.data(), tg.data(), N, V, Vp, 1.0f / N}, a = {g, gl.data(), tg.data(), N, V, Vp, 1.0f / N};
+    if (MT_BE_CALL(&g_cpu, xent_fwd_bwd, &c) != MT_OK || mt_cuda_xent_fwd_bwd(&g_be, &a) != MT_OK) { printf("call failed: %s\n", mt_last_error()); fails++; return; }
+    cmp("losses (f32)", gl.data(), loss.data(), N, 1e-6);
+    cmp("dlogits (act)", from_bf16(g, lg.size()).data(), lg.data(), lg.size(), 1e-4);
+    free(g);
+}
+static void act(size_t n, size_t offset) {
+    printf("  gelu/add/cast n=%zu offset=%zu (%s)\n", n, offset, offset ? "unaligned: scalar" : "16-byte body + scalar tail");
+    std::vector<float> x(n), y(n), d(n), f(n), o(n);
+    for (size_t i = 0; i < n; i++) x[i] = rb(3.0f * frand()), y[i] = rb(frand()), d[i] = rb(frand()), f[i] = 2.0f * frand();
+    bf16 *gx = to_bf16(x), *gy = to_bf16(y), *gd = to_bf16(d), *go = (bf16 *)aligned_alloc(256, n * 2 + 256 + 64);
+    float *gf = (float *)aligned_alloc(256, n * 4 + 256 + 64); memcpy(gf + offset, f.data(), n * 4);
+    bf16 *xo = go + offset; /* an unaligned output forces the scalar kernels */
+    mt_gelu_fwd_args gc = {o.data(), x.data(), n}, gg = {xo, gx, n};
+    MT_BE_CALL(&g_cpu, gelu_fwd, &gc); mt_cuda_gelu_fwd(&g_be, &gg);
+    cmp("gelu fwd", from_bf16(xo, n).data(), o.data(), n, 1e-4);
+    mt_gelu_bwd_args bc = {o.data(), d.data(), x.data(), n}, bg = {xo, gd, gx, n};
+    MT_BE_CALL(&g_cpu, gelu_bwd, &bc); mt_cuda_gelu_bwd(&g_be, &bg);
+    cmp("gelu bwd", from_bf16(xo, n).data(), o.data(), n, 1e-4);
+    mt_add_args ac = {o.data(), x.data(), y.data(), n}, ag = {xo, gx, gy, n};
+    MT_BE_CALL(&g_cpu, add, &ac); mt_cuda_add(&g_be, &ag);
+    cmp("add", from_bf16(xo, n).data(), o.data(), n, 1e-4);
+    mt_cast_args cc = {o.data(), f.data(), n}, cg = {xo, gf + offset, n};
+    MT_BE_CALL(&g_cpu, cast_f32_to_act, &cc); mt_cuda_cast_f32_to_act(&g_be, &cg);
+    cmp("cast", from_bf16(xo, n).data(), o.data(), n, 1e-4);
+    free(gx); free(gy); free(gd); free(go); free(gf);
+}
+int main() {
+    if (mt_backend_cpu_create(&g_cpu, 1) != MT_OK) return 1;
+    memset(&g_be, 0, sizeof g_be); g_be.ctx = &g_ctx;
+    xent(1, 1, 1);
+    xent(7, 50, 64);
+    xent(6, 50, 61);
+    xent(4, 1000, 1024);
+    xent(3, 5003, 5008);
+    act(1, 0);
+    act(1003, 0);
+    act(1003, 1);
+    act(4096, 0);
+    mt_backend_destroy(&g_cpu);
+    printf("%s\n", fails ? "FAILURES" : "all ok"); return fails != 0;
+}
