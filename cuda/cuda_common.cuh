@@ -2,8 +2,9 @@
  * the CUDA_CHECK / CUBLAS_CHECK macros (a failing call returns MT_ERR_CUDA with
  * "file:line: call: error string"; nothing in cuda/ ever exits or aborts), bf16 helpers,
  * warp reductions, and the entry points each op family exports to cuda_backend.cu.
- * Rule: cuda/ is C++ inside, C at its edge — core/ sees only mt_backend_cuda_create and
- * mt_cuda_available (extern "C"); everything else is reached through the function table. */
+ * Rule: cuda/ is C++ inside, C at its edge — the module's one exported entry point
+ * (parallel/cuda_module.c, opened by core/backend_cuda_module.c) hands out the backend's create
+ * function; everything else is reached through the function table. */
 #ifndef MT_CUDA_COMMON_CUH
 #define MT_CUDA_COMMON_CUH
 

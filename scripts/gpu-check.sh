@@ -22,6 +22,8 @@
 #   parity       build/test/ops/test_cuda_parity: every backend op against the CPU backend by
 #                normalised MSE (tolerances stated in that file: 1e-4 for bf16 outputs, 1e-6 for
 #                fp32 ones); a skip (77) on a GPU machine is a failure
+#   nccl         build/test/ops/test_comm_nccl: the NCCL communicator's every call (and, with 2+
+#                GPUs, a peer's abort reported within the timeout)
 #   sanitizer    compute-sanitizer --tool memcheck on gpt-tiny, llama-tiny and mixtral-tiny, 2
 #                iterations each (every op family: layernorm/GeLU, rmsnorm/SwiGLU/RoPE/GQA, MoE)
 #   loss         gpt-tiny LOSS_ITERS (50) iterations on the GPU (bf16) against the CPU (fp32)
@@ -266,7 +268,7 @@ if [ "$MODE" = dry ]; then
   else
     add_check parsers fail "the 4-iteration CPU run failed: $(grep -m1 error "$OUT_DIR/plumbing.log" 2>/dev/null)"
   fi
-  for s in build parity sanitizer loss throughput_gpt125m throughput_gpt1.3b; do add_step "$s" "skipped: dry run" 0 ""; done
+  for s in build parity nccl sanitizer loss throughput_gpt125m throughput_gpt1.3b; do add_step "$s" "skipped: dry run" 0 ""; done
   write_report
   [ $N_FAIL -eq 0 ] && exit 0 || exit 1
 fi
@@ -274,10 +276,10 @@ fi
 # ---- GPU run ----
 if [ $N_FAIL -gt 0 ]; then
   echo "gpu-check: plumbing failed (above): nothing run on the GPU"
-  for s in build parity sanitizer loss throughput_gpt125m throughput_gpt1.3b; do add_step "$s" "fail: plumbing checks failed" 0 ""; done
+  for s in build parity nccl sanitizer loss throughput_gpt125m throughput_gpt1.3b; do add_step "$s" "fail: plumbing checks failed" 0 ""; done
   write_report; exit 1
 fi
-ALL_AFTER_BUILD="parity sanitizer loss throughput_gpt125m throughput_gpt1.3b"
+ALL_AFTER_BUILD="parity nccl sanitizer loss throughput_gpt125m throughput_gpt1.3b"
 nvidia-smi >"$OUT_DIR/nvidia-smi.txt" 2>&1 || true
 
 run_step() { # run_step CAP_S LOG CMD...: runs CMD under the step's timeout; sets RC and DT
@@ -302,7 +304,7 @@ if [ -z "$NVCC" ]; then
   write_report; exit 1
 fi
 run_step 200 "$OUT_DIR/build.log" "${MAKE:-make}" -j"$JOBS" CUDA=1 \
-  NVFLAGS="-O2 -std=c++17 -I. -gencode arch=compute_${ARCH},code=sm_${ARCH}" mtrain build/test/ops/test_cuda_parity
+  NVFLAGS="-O2 -std=c++17 -I. -gencode arch=compute_${ARCH},code=sm_${ARCH}" mtrain build/test/ops/test_cuda_parity build/test/ops/test_comm_nccl
 if [ $RC -ne 0 ]; then
   add_step build "fail: make CUDA=1 $(why_rc $RC) (log build.log)" "$DT" ", \"log_tail\": $(jstr "$(tail -n 5 "$OUT_DIR/build.log")")"
   for s in $ALL_AFTER_BUILD; do add_step "$s" "fail: no build" 0 ""; done
@@ -324,6 +326,15 @@ case $RC in
   0) add_step parity pass "$DT" "$pdet" ;;
   77) add_step parity "fail: test_cuda_parity skipped ($(tail -n 1 "$OUT_DIR/parity.log")): on a GPU machine it must run" "$DT" "$pdet" ;;
   *) add_step parity "fail: test_cuda_parity $(why_rc $RC) (log parity.log)" "$DT" "$pdet" ;;
+esac
+
+# nccl: the NCCL communicator on this machine's GPUs (one GPU: every call on a one-rank world;
+# 2-4 GPUs: ranks of itself over env://, then a peer's abort must be reported within the timeout)
+run_step 60 "$OUT_DIR/nccl.log" build/test/ops/test_comm_nccl
+case $RC in
+  0) add_step nccl pass "$DT" "" ;;
+  77) add_step nccl "fail: test_comm_nccl skipped ($(tail -n 1 "$OUT_DIR/nccl.log")): on a GPU machine it must run" "$DT" "" ;;
+  *) add_step nccl "fail: test_comm_nccl $(why_rc $RC) (log nccl.log)" "$DT" ", \"log_tail\": $(jstr "$(tail -n 5 "$OUT_DIR/nccl.log")")" ;;
 esac
 
 # sanitizer

@@ -31,7 +31,7 @@ if [ -x /usr/bin/python3 ]; then
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["mode"] == "dry" and r["result"] == "pass" and r["failures"] == 0, r
-steps = ["build", "parity", "sanitizer", "loss", "throughput_gpt125m", "throughput_gpt1.3b"]
+steps = ["build", "parity", "nccl", "sanitizer", "loss", "throughput_gpt125m", "throughput_gpt1.3b"]
 assert sorted(r["steps"]) == sorted(steps), r["steps"].keys()
 assert all(r["steps"][s]["status"] == "skipped: dry run" for s in steps)
 runs = ["LOSS_ARGS", "SAN_TINY", "SAN_LLAMA", "SAN_MOE", "TP_125M", "TP_13B"]
@@ -40,7 +40,7 @@ assert r["checks"]["data"]["status"] == "pass" and r["checks"]["parsers"]["statu
 PY
 fi
 n_skipped=$(grep -c '"status": "skipped: dry run"' "$R")
-[ "$n_skipped" -eq 6 ] || fail "$n_skipped GPU steps marked skipped: dry run, expected 6"
+[ "$n_skipped" -eq 7 ] || fail "$n_skipped GPU steps marked skipped: dry run, expected 7"
 for run in LOSS_ARGS SAN_TINY SAN_LLAMA SAN_MOE TP_125M TP_13B; do
   grep -q "\"recipe $run\": {\"status\": \"pass\"" "$R" || fail "recipe $run did not pass mtrain check"
 done
