@@ -102,6 +102,7 @@ bench: deps
 	@if [ -x test/bench_pp.sh ]; then ./test/bench_pp.sh; fi
 	@./test/bench_ckpt.sh
 	@./test/bench_moe.sh
+	@./test/bench_plan.sh
 
 fuzz:
 	@./test/fuzz/run-fuzzer.sh
