@@ -125,6 +125,7 @@ bench: deps
 	@./test/bench_ckpt.sh
 	@./test/bench_moe.sh
 	@./test/bench_overlap.sh
+	@./test/bench_plan.sh
 
 fuzz:
 	@./test/fuzz/run-fuzzer.sh

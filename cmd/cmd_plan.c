@@ -8,6 +8,7 @@
 #include "cmd/recipe_args.h"
 #include "cmd/cmd_plan.h"
 #include "cmd/cmd_plan_views.h"
+#include "cmd/plan_probe.h"
 
 #include <errno.h>
 #include <math.h>
@@ -26,12 +27,16 @@ static void plan_usage(FILE *f) {
             "  --gpus N       number of GPUs (world size); default tp*pp*cp*dp of the recipe\n"
             "  --gpu NAME     %s (default: h100-80g for bf16 recipes,\n"
             "                 this machine's memory for fp32 / CPU recipes)\n"
+            "                 or --device FILE (alias --gpu FILE): a profile written by --probe\n"
+            "  --probe [FILE] measure this machine (CPU backend GEMMs, memory bandwidth, 2-rank allreduce)\n"
+            "                 and write the profile to FILE (default device-profile.json); with --config, plan with it\n"
             "  --mfu X        model FLOPs utilisation for time and days (default 0.40)\n"
             "  --tflops X     achieved TFLOP/s per GPU, Megatron's accounting (counts recomputation)\n"
             "  --step-ms X    a measured step time: the MFU and days it implies\n"
             "  --search       rank every valid layout that fits on N GPUs (top ten, with reasons)\n"
             "  --json         one JSON object instead of the table\n"
-            "  --gemm-eff X, --link-eff X, --usable X   cost-model assumptions (matmul 0.70, 0 = by shape (a roofline bound); 0.80, 0.90)\n",
+            "  --gemm-eff X, --link-eff X, --usable X   cost-model assumptions (matmuls by shape unless --gemm-eff X\n"
+            "                 fixes their efficiency; links 0.80; usable memory 0.90)\n",
             mt_gpu_names());
     fputs(mt_plan_views_usage, f); /* --timeline, --timeline-svg, --compare (cmd/cmd_plan_views.c) */
     fputs("exit status: 0 fits, 1 error or inconsistent layout, 2 bad usage, 3 does not fit.\n"
@@ -109,7 +114,9 @@ int mt_cmd_plan(int argc, char **argv) {
     static mt_plan_search_result sr;
     mt_plan_opts o;
     mt_gpu_spec host;
-    const char *config = NULL, *gpu_name = NULL;
+    const char *config = NULL, *gpu_name = NULL, *probe_path = NULL;
+    int probe = 0;
+    static mt_gpu_spec profile;
     int n_gpus = 0, search = 0, json = 0, n = 0;
     mt_plan_views views = { 0 }; /* --timeline, --timeline-svg, --compare */
     mt_plan_opts_defaults(&o);
@@ -132,8 +139,11 @@ int mt_cmd_plan(int argc, char **argv) {
             }
             n_gpus = (int)x;
             i++;
-        } else if (!strcmp(a, "--gpu") && v) {
+        } else if ((!strcmp(a, "--gpu") || !strcmp(a, "--device")) && v) {
             gpu_name = argv[++i];
+        } else if (!strcmp(a, "--probe")) { /* --probe [FILE]: measure this machine (cmd/plan_probe.c) */
+            probe = 1;
+            if (v && v[0] != '-') probe_path = argv[++i];
         } else if (!strcmp(a, "--mfu")) {
             if (!parse_num(a, v, 0, 1, &o.mfu)) return 2;
             i++;
@@ -163,6 +173,19 @@ int mt_cmd_plan(int argc, char **argv) {
         }
     }
     argc = n;
+    if (probe && !config) { /* --probe without a recipe: write the profile and stop */
+        const char *path = probe_path ? probe_path : "device-profile.json";
+        if (mt_plan_probe(path, &profile) != MT_OK) {
+            fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
+            return 1;
+        }
+        const mt_device_probe *q = &profile.probe;
+        printf("device profile written to %s: GEMM %.1f..%.1f GFLOP/s (%d threads), stream %.1f GB/s, op %.1f us, "
+               "attention %.2f GFLOP/s, allreduce 2 ranks alpha %.1f us, %.2f GB/s\n", path, q->gemm_flops_nt[0] / 1e9,
+               q->gemm_flops_nt[q->n_gemm - 1] / 1e9, q->threads, q->stream_gbs_nt, 1e6 * q->op_overhead_s,
+               q->attn_flops_nt / 1e9, 1e6 * q->comm_alpha_s, q->comm_gbs);
+        return 0;
+    }
     if (!config) {
         fprintf(stderr, "mtrain plan: error: no recipe given; pass --config configs/gpt175b.yaml (see configs/)\n");
         plan_usage(stderr);
@@ -174,7 +197,19 @@ int mt_cmd_plan(int argc, char **argv) {
 
     /* the device */
     const mt_gpu_spec *gpu = NULL;
-    if (gpu_name) {
+    if (probe) { /* measured now, used at once */
+        if (mt_plan_probe(probe_path, &profile) != MT_OK) {
+            fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
+            return 1;
+        }
+        gpu = &profile;
+    } else if (gpu_name && (strchr(gpu_name, '/') || strstr(gpu_name, ".json"))) { /* a profile file */
+        if (mt_device_profile_load(gpu_name, &profile) != MT_OK) {
+            fprintf(stderr, "mtrain plan: error: --device %s: %s\n", gpu_name, mt_last_error());
+            return 2;
+        }
+        gpu = &profile;
+    } else if (gpu_name) {
         gpu = mt_gpu_find(gpu_name);
         if (!gpu) {
             fprintf(stderr, "mtrain plan: error: --gpu %s: unknown device; use one of %s\n", gpu_name, mt_gpu_names());

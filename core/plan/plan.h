@@ -6,8 +6,9 @@
  * time and days to train, and a search over layouts ranked by a documented cost model.
  * The cost model is written down in docs/plan.md; each formula names its source there.
  * Files: plan_gpu.c (device table), plan_model.c (counts, FLOPs, memory, comm, time),
- * plan_search.c (--search), plan_print.c (table and JSON).
- * Rule: pure functions of (recipe, device, options): no I/O except the print functions, no
+ * plan_search.c (--search), plan_print.c (table and JSON), plan_device_file.c (measured device
+ * profiles as JSON; the probe that measures one is cmd/plan_probe.c).
+ * Rule: pure functions of (recipe, device, options): no I/O except the print and profile functions, no
  * exit; counts are n_*, sizes in bytes *_bytes (doubles: exact for integers below 2^53). */
 #ifndef MT_PLAN_H
 #define MT_PLAN_H
@@ -18,6 +19,25 @@
 #include "core/status.h"
 
 /* ---------- devices (plan_gpu.c) ---------- */
+
+/* A measured device profile (what `mtrain plan --probe` records, cmd/plan_probe.c; the cost model
+ * uses it when `probed` is set). Rates at 1 thread and at `threads` threads (the run's threads per rank interpolate
+ * between them); GEMMs over a few shapes (M, N, K: out[M x N] = in[M x K] W[N x K]^T). */
+#define MT_PROBE_MAX_GEMM 8
+typedef struct {
+    int threads;                          /* threads of the "_nt" figures (all cores) */
+    int n_gemm;
+    double gemm_mnk[MT_PROBE_MAX_GEMM][3];
+    double gemm_flops_1t[MT_PROBE_MAX_GEMM], gemm_flops_nt[MT_PROBE_MAX_GEMM]; /* FLOP/s */
+    double stream_gbs_1t, stream_gbs_nt;  /* streaming op (a + b -> c), GB/s of bytes moved */
+    double op_overhead_s;                 /* one small backend op call (its fixed cost) */
+    double attn_flops_1t, attn_flops_nt;  /* attention fwd + bwd, Megatron's FLOPs (3 x 4 s^2 d per head) per s */
+    double comm_alpha_s;                  /* 2-rank allreduce of 4 bytes: latency */
+    double comm_gbs;                      /* 2-rank allreduce bus bandwidth (2(n-1)/n bytes / time), GB/s */
+    /* the same rates per rank while 2 ranks run at once (cores / 2 threads each; 0 = not measured):
+     * what each rank of a multi-rank run on this node gets */
+    double gemm_flops_2r[MT_PROBE_MAX_GEMM], stream_gbs_2r, attn_flops_2r;
+} mt_device_probe;
 
 typedef struct {
     const char *name;          /* "a100-80g": what --gpu takes */
@@ -31,6 +51,10 @@ typedef struct {
     int gpus_per_node;
     int is_host;               /* the CPU of this machine (mt_gpu_host), not a GPU */
     int n_sms;                 /* streaming multiprocessors (wave quantisation); 0 = unknown */
+    double sustained_frac;     /* measured large-GEMM rate / datasheet peak (the sustained clock); 0 = 1 */
+    int probed;                /* 1: the numbers below come from `mtrain plan --probe` (a device profile) */
+    mt_device_probe probe;
+    char name_buf[64], desc_buf[160]; /* storage for name / desc of a profile read from a file */
 } mt_gpu_spec;
 
 int mt_gpu_n_specs(void);
@@ -51,6 +75,15 @@ typedef struct {
     double gemm_eff;     /* cost model: fixed matmul efficiency ceiling (default 0.70); 0 = the shape model */
     double link_eff;     /* cost model: achieved fraction of link bandwidth (default 0.80) */
     double usable_frac;  /* a layout fits when it needs at most this fraction of device memory (0.90) */
+    /* the software being modelled (defaults: mtrain's own): */
+    int unfused_attention;   /* 1: attention scores materialised (softmax + dropout passes over s x s, e.g.
+                              * Megatron-LM 2021); 0: a flash-style fused kernel (causal half, no s x s bytes) */
+    double dropout;          /* hidden / attention dropout of the modelled run (masks written and read); 0 = none */
+    double grad_reduce_bytes;/* bytes per gradient element in the dp reduction; 0 = by mode (4: fp32 main grads,
+                              * Megatron with bf16; Megatron fp16 runs reduce in 2) */
+    double grad_accum_bytes; /* bytes per local parameter per micro-batch of a separate gradient-accumulation
+                              * pass (Megatron-LM 2021: param.main_grad.add_(param.grad), fp16: read 2 + 2,
+                              * write 2 = 6); 0 = the weight-gradient GEMM accumulates in place (mtrain) */
 } mt_plan_opts;
 
 void mt_plan_opts_defaults(mt_plan_opts *o);
@@ -128,6 +161,10 @@ typedef struct {
     double mfu_step, hfu_step, days_step;             /* implied by opts.step_ms (if given) */
     /* cost model */
     double gemm_eff, t_compute_s, t_bubble_s, t_dp_s, t_opt_s, t_step_s, mfu_est;
+    double t_gemm_s, t_attn_s, t_elem_s;   /* of t_compute_s: GEMMs, attention core, elementwise / norm passes */
+    double gemm_rate;                       /* FLOP/s the model runs one layer's GEMMs at (fwd + bwd) */
+    double t_mb_s;                          /* one micro-batch on the slowest stage, its exposed comm included */
+    int threads_rank;                       /* host: threads per rank assumed (cores / ranks on the node) */
     char notes[1024];        /* warnings, one per line */
 } mt_plan;
 
@@ -142,6 +179,14 @@ double mt_plan_gemm_time(const mt_gpu_spec *g, double peak_flops, double elem_by
                          double K);
 double mt_plan_gemm_eff(const mt_gpu_spec *g, double peak_flops, double elem_bytes, double batch, double M, double N,
                         double K);
+
+/* A device profile as JSON (plan_device_file.c): save writes what `mtrain plan --probe` measured;
+ * load reads one into out (a host device with `probed` set); MT_ERR_DATA names the file and key. */
+mt_status mt_device_profile_save(const char *path, const mt_gpu_spec *g);
+mt_status mt_device_profile_load(const char *path, mt_gpu_spec *out);
+/* The host's GEMM rate (FLOP/s) for one out[M x N] = in[M x K] W^T at `threads` threads, from the
+ * probe (log-interpolated over the probed shapes' sizes, linear in threads). */
+double mt_probe_gemm_rate(const mt_device_probe *pr, double M, double N, double K, int threads);
 
 /* Bubble and ideal speed-up of p stages, m micro-batches, v virtual stages per rank. */
 double mt_plan_bubble_fraction(int p, int m, int v);

@@ -16,7 +16,12 @@
  *    81559, H200 143771.
  *  - SM counts: NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): A100 108 SMs;
  *    NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): H100 SXM5 132 SMs, H100 PCIe
- *    114 SMs; H200 is the GH100 die of H100 SXM5 with HBM3e (132 SMs). */
+ *    114 SMs; H200 is the GH100 die of H100 SXM5 with HBM3e (132 SMs).
+ *  - Sustained rate (sustained_frac = measured best large bf16 GEMM / datasheet peak): S. Bekman,
+ *    "Machine Learning Engineering", Maximum Achievable Matmul FLOPS (MAMF) table
+ *    (github.com/stas00/ml-engineering, compute/accelerator): A100 SXM 271.2 of 312 TFLOP/s
+ *    (86.9%), H100 SXM 794.5 of 989 (80.3%), GH200 828.6 of 989 (83.8%, used for H200, the same
+ *    GH100 with HBM3e). H100 PCIe is not in the table: the SXM ratio is assumed. */
 #include "core/plan/plan.h"
 
 #include <strings.h>
@@ -25,13 +30,13 @@
 #define MIB (1024.0 * 1024.0)
 
 static const mt_gpu_spec k_gpus[] = {
-    { "a100-40g", "NVIDIA A100 SXM4 40GB", 312.0, 19.5, 40960 * MIB, 1555.0, 300.0, 25.0, 8, 0, 108 },
-    { "a100-80g", "NVIDIA A100 SXM4 80GB", 312.0, 19.5, 81920 * MIB, 2039.0, 300.0, 25.0, 8, 0, 108 },
-    { "h100-80g", "NVIDIA H100 SXM5 80GB", 989.0, 67.0, 81559 * MIB, 3350.0, 450.0, 50.0, 8, 0, 132 },
+    { "a100-40g", "NVIDIA A100 SXM4 40GB", 312.0, 19.5, 40960 * MIB, 1555.0, 300.0, 25.0, 8, 0, 108, 271.2 / 312.0, 0, { 0 }, "", "" },
+    { "a100-80g", "NVIDIA A100 SXM4 80GB", 312.0, 19.5, 81920 * MIB, 2039.0, 300.0, 25.0, 8, 0, 108, 271.2 / 312.0, 0, { 0 }, "", "" },
+    { "h100-80g", "NVIDIA H100 SXM5 80GB", 989.0, 67.0, 81559 * MIB, 3350.0, 450.0, 50.0, 8, 0, 132, 794.5 / 989.0, 0, { 0 }, "", "" },
     /* PCIe card: GPUs of a node talk over PCIe Gen5 (64 GB/s one way; NVLink bridges join
      * pairs only); one 400 Gb/s NIC per two GPUs assumed (25 GB/s per GPU). */
-    { "h100-pcie", "NVIDIA H100 PCIe 80GB", 756.0, 51.0, 81559 * MIB, 2000.0, 64.0, 25.0, 8, 0, 114 },
-    { "h200", "NVIDIA H200 SXM 141GB", 989.0, 67.0, 143771 * MIB, 4800.0, 450.0, 50.0, 8, 0, 132 },
+    { "h100-pcie", "NVIDIA H100 PCIe 80GB", 756.0, 51.0, 81559 * MIB, 2000.0, 64.0, 25.0, 8, 0, 114, 794.5 / 989.0, 0, { 0 }, "", "" },
+    { "h200", "NVIDIA H200 SXM 141GB", 989.0, 67.0, 143771 * MIB, 4800.0, 450.0, 50.0, 8, 0, 132, 828.6 / 989.0, 0, { 0 }, "", "" },
 };
 
 static const struct {
@@ -62,5 +67,5 @@ void mt_gpu_host(mt_gpu_spec *out, double peak_tflops) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     *out = (mt_gpu_spec){ "cpu", "this machine's CPU (host memory)", peak_tflops, peak_tflops,
                           pages > 0 && page > 0 ? (double)pages * (double)page : 0.0, 0.0, 0.0, 0.0,
-                          cores > 0 ? (int)cores : 1, 1, 0 };
+                          cores > 0 ? (int)cores : 1, 1, 0, 0.0, 0, { 0 }, "", "" };
 }

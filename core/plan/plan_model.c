@@ -18,10 +18,14 @@ void mt_plan_opts_defaults(mt_plan_opts *o) {
     o->mfu = 0.40;
     o->tflops = 0.0;
     o->step_ms = 0.0;
-    o->gemm_eff = 0.70; /* the fixed factor (default); 0 = the shape model (mt_plan_gemm_time), opt-in: it is a
-                         * roofline, an upper bound (117-148% of Megatron's published A100 runs, docs/plan.md) */
+    o->gemm_eff = 0.0; /* 0 = the shape model (mt_plan_gemm_time at the sustained rate, docs/plan.md); X = the
+                        * fixed factor X (the old model) */
     o->link_eff = 0.80;
     o->usable_frac = 0.90;
+    o->unfused_attention = 0;
+    o->dropout = 0.0;
+    o->grad_reduce_bytes = 0.0;
+    o->grad_accum_bytes = 0.0;
 }
 
 /* Model dimensions as doubles, read off the full-model layout (mt_param_layout_build: the
@@ -84,13 +88,109 @@ double mt_plan_gemm_eff(const mt_gpu_spec *g, double peak_flops, double elem_byt
     return t > 0 ? batch * 2.0 * M * N * K / (t * peak_flops) : 0.0;
 }
 
-/* One forward GEMM and its two backward ones (input gradient M x K by N, weight gradient N x K
- * by M): accumulates FLOPs and modelled time. */
-static void gemm3(const mt_gpu_spec *g, double peak, double eb, double batch, double M, double N, double K,
-                  double *flops, double *time) {
-    *flops += 3.0 * batch * 2.0 * M * N * K;
-    *time += mt_plan_gemm_time(g, peak, eb, batch, M, N, K) + mt_plan_gemm_time(g, peak, eb, batch, M, K, N) +
-             mt_plan_gemm_time(g, peak, eb, batch, N, K, M);
+/* ---------- time terms (docs/plan.md, "Step time") ---------- */
+
+/* How one rank's device runs a GEMM: the shape model at the sustained rate (GPU), the probed
+ * rate (a profiled host), or the fixed factor (--gemm-eff X, or a host without a profile). */
+typedef struct {
+    const mt_gpu_spec *g;
+    double peak;       /* FLOP/s the shape model's math runs at: datasheet peak x sustained_frac */
+    double eb;         /* bytes per activation element */
+    double fixed_eff;  /* > 0: every GEMM at this fraction of the datasheet peak */
+    double bw;         /* bytes/s of elementwise passes: HBM (datasheet) or the probed stream rate */
+    double op_s;       /* fixed cost per op call (probed host; 0 on a GPU: launches overlap) */
+    int threads;       /* host: threads per rank */
+} cost_ctx;
+
+/* Seconds to stream `bytes` (0 when the device's bandwidth is unknown: the host without a profile). */
+static double bytes_time(const cost_ctx *c, double bytes) { return c->bw > 0 ? bytes / c->bw : 0.0; }
+
+static double cost_gemm(const cost_ctx *c, double batch, double M, double N, double K) {
+    const double fl = batch * 2.0 * M * N * K;
+    if (M <= 0 || N <= 0 || K <= 0 || batch <= 0) return 0.0;
+    if (c->g->probed) {
+        const double r = mt_probe_gemm_rate(&c->g->probe, M, N, K, c->threads);
+        return r > 0 ? fl / r + c->op_s : 0.0;
+    }
+    if (c->fixed_eff > 0) return fl / (c->peak / (c->g->sustained_frac > 0 ? c->g->sustained_frac : 1.0) * c->fixed_eff);
+    return mt_plan_gemm_time(c->g, c->peak, c->eb, batch, M, N, K);
+}
+
+/* One forward GEMM out[M x N] = in[M x K] W^T and its two backward ones (input gradient M x K by N,
+ * weight gradient N x K by M): forward time into *tf, backward into *tb, the three's FLOPs into *fl. */
+static void gemm_fb(const cost_ctx *c, double batch, double M, double N, double K, double *tf, double *tb,
+                    double *fl) {
+    *fl += 3.0 * batch * 2.0 * M * N * K;
+    *tf += cost_gemm(c, batch, M, N, K);
+    *tb += cost_gemm(c, batch, M, K, N) + cost_gemm(c, batch, N, K, M);
+}
+
+static double lerp_threads(double v1, double vn, int n_probe, int threads) {
+    if (n_probe <= 1 || vn <= 0) return v1 > 0 ? v1 : vn;
+    if (v1 <= 0) return vn;
+    const double x = (double)(threads - 1) / (n_probe - 1);
+    return v1 + (vn - v1) * fmin(1.0, fmax(0.0, x));
+}
+
+double mt_probe_gemm_rate(const mt_device_probe *pr, double M, double N, double K, int threads) {
+    if (pr->n_gemm <= 0) return 0.0;
+    /* by log2 of the GEMM's work M N K, piecewise linear between the probed shapes (sorted by it),
+     * clamped at the ends */
+    double x = log2(M * N * K), best_lo = -1e300, best_hi = 1e300;
+    int lo = -1, hi = -1;
+    for (int i = 0; i < pr->n_gemm; i++) {
+        const double xi = log2(pr->gemm_mnk[i][0] * pr->gemm_mnk[i][1] * pr->gemm_mnk[i][2]);
+        if (xi <= x && xi > best_lo) best_lo = xi, lo = i;
+        if (xi >= x && xi < best_hi) best_hi = xi, hi = i;
+    }
+    if (lo < 0) lo = hi;
+    if (hi < 0) hi = lo;
+    const double r_lo = lerp_threads(pr->gemm_flops_1t[lo], pr->gemm_flops_nt[lo], pr->threads, threads);
+    const double r_hi = lerp_threads(pr->gemm_flops_1t[hi], pr->gemm_flops_nt[hi], pr->threads, threads);
+    if (lo == hi || best_hi <= best_lo) return r_lo;
+    const double w = (x - best_lo) / (best_hi - best_lo);
+    return r_lo + (r_hi - r_lo) * w;
+}
+
+/* The rate of an op that runs a share of its time at r_shared and the rest at r_alone. */
+static double blend_rate(double r_alone, double r_shared, double share) {
+    if (r_alone <= 0 || r_shared <= 0) return r_shared > 0 ? r_shared : r_alone;
+    return 1.0 / (share / r_shared + (1.0 - share) / r_alone);
+}
+
+static double probe_stream_bw(const mt_device_probe *pr, int threads) {
+    return 1e9 * lerp_threads(pr->stream_gbs_1t, pr->stream_gbs_nt, pr->threads, threads);
+}
+
+static double probe_attn_rate(const mt_device_probe *pr, int threads) {
+    return lerp_threads(pr->attn_flops_1t, pr->attn_flops_nt, pr->threads, threads);
+}
+
+/* Bytes per token that one layer's forward elementwise and norm passes move on a rank: two norms
+ * (read x, write y), two residual adds (read 2, write 1; with dropout the fused bias-dropout-add also
+ * writes a 1-byte mask), the MLP activation (GELU reads F, writes F; SwiGLU reads 2F, writes F, per
+ * routed copy), rotary embeddings on Q and K. Replicated tensors split over tp with sp. */
+static double layer_elem_fwd_bytes(const dims *d, int t, int sp, double eb, double dropout) {
+    const double rep = sp ? t : 1, C = d->C, Fl = d->K * d->F / t, swi = d->fc_rows > d->F;
+    double b = eb * ((2.0 * 2.0 * C + 2.0 * 3.0 * C) / rep + (swi ? 3.0 : 2.0) * Fl);
+    if (!d->learned) b += eb * 2.0 * (d->H + d->KV) * d->D / t; /* rope on q, k */
+    if (dropout > 0) b += 2.0 * C / rep;                         /* masks */
+    return b;
+}
+
+/* Forward + backward bytes per token of one layer's elementwise passes (backward: each norm reads x
+ * and dy and adds into the residual gradient, 4 passes; the activation reads x and dy and writes dx;
+ * dropout reads dy and its mask, writes dx), and the op calls of the forward and the backward. */
+static double layer_elem_bytes(const dims *d, int t, int sp, double eb, double dropout, double n_ops[2]) {
+    const double rep = sp ? t : 1, C = d->C, Fl = d->K * d->F / t, swi = d->fc_rows > d->F;
+    double bwd = eb * (2.0 * 4.0 * C / rep + (swi ? 5.0 : 3.0) * Fl);
+    if (!d->learned) bwd += eb * 2.0 * (d->H + d->KV) * d->D / t;
+    if (dropout > 0) bwd += 2.0 * (2.0 * eb * C + C) / rep;
+    /* op calls besides the GEMMs and the attention (counted with them): forward 2 norms, 2 adds, the
+     * activation (+ rope); backward 2 norms, the activation, the residual gradient copy (+ rope) */
+    n_ops[0] = 5.0 + (d->learned ? 0.0 : 1.0);
+    n_ops[1] = 4.0 + (d->learned ? 0.0 : 1.0);
+    return layer_elem_fwd_bytes(d, t, sp, eb, dropout) + bwd;
 }
 
 /* ---------- parameters ---------- */
@@ -291,6 +391,10 @@ static int spans_nodes(const mt_gpu_spec *g, long stride, long size) {
 }
 
 static void comm_time(mt_plan_comm *c, const mt_gpu_spec *g, const mt_plan_opts *o) {
+    if (g->probed) { /* measured: the shared-memory communicator's latency and bus bandwidth */
+        c->exposed_s = g->probe.comm_gbs > 0 ? c->n_ops * g->probe.comm_alpha_s + c->bytes / (g->probe.comm_gbs * 1e9) : 0.0;
+        return;
+    }
     const double bw = (c->network ? g->net_gbs : g->nvlink_gbs) * 1e9 * o->link_eff;
     const double alpha = c->network ? 25e-6 : 10e-6;
     c->exposed_s = bw > 0 ? c->n_ops * alpha + c->bytes / bw : 0.0;
@@ -470,11 +574,12 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
     {
         const double dd = (double)dp * cp, de = p->edp;
         const double n_dense = wr->n_elems - wr->n_expert_elems, n_exp = wr->n_expert_elems;
+        const double gb = o->grad_reduce_bytes > 0 ? o->grad_reduce_bytes : 4.0; /* fp32 main grads */
         if (p->dist_opt) { /* reduce-scatter fp32 grads, allgather updated params */
-            p->dp_comm.bytes = (dd - 1) / dd * (4.0 + pbytes) * n_dense + (de - 1) / de * (4.0 + pbytes) * n_exp;
+            p->dp_comm.bytes = (dd - 1) / dd * (gb + pbytes) * n_dense + (de - 1) / de * (gb + pbytes) * n_exp;
             p->dp_comm.n_ops = 2.0 * ceil(wr->n_elems / 40e6); /* Megatron buckets of 40M elements */
         } else {
-            p->dp_comm.bytes = 2.0 * (dd - 1) / dd * 4.0 * n_dense + 2.0 * (de - 1) / de * 4.0 * n_exp;
+            p->dp_comm.bytes = 2.0 * (dd - 1) / dd * gb * n_dense + 2.0 * (de - 1) / de * gb * n_exp;
             p->dp_comm.n_ops = ceil(wr->n_elems / 40e6);
         }
         if (dd <= 1 && de <= 1) p->dp_comm.n_ops = 0;
@@ -511,59 +616,142 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         p->days_step = st * (double)p->iters / 86400.0;
     }
 
-    /* cost model: compute at an efficiency that falls for small matmuls, exposed
-     * communication, the pipeline bubble, unoverlapped dp, the optimizer step */
-    if (p->peak_flops > 0) {
-        const double nt = N, kc = d.C / t;
-        double head_eff;
-        if (o->gemm_eff > 0 || gpu->n_sms <= 0) { /* the fixed factor (--gemm-eff, or the host) */
-            const double ge = o->gemm_eff > 0 ? o->gemm_eff : 0.70;
-            p->gemm_eff = ge * nt / (nt + 384.0) * kc / (kc + 192.0);
-            head_eff = p->gemm_eff;
-        } else { /* the shape model: one layer's GEMMs on this rank, forward and backward */
-            const double eb = pbytes, pk = p->peak_flops;
-            /* MoE: the rank's E/ep experts each get ep N k / E tokens (balanced routing) */
-            const double Ne = d.moe ? p->ep * N * d.K / d.E : N, ne = d.moe ? d.E / p->ep : 1;
-            double f = 0, tm = 0;
-            gemm3(gpu, pk, eb, 1, N, d.qkv_rows / t, d.C, &f, &tm);
-            gemm3(gpu, pk, eb, 1, N, d.C, d.H * d.D / t, &f, &tm);
-            gemm3(gpu, pk, eb, ne, Ne, d.fc_rows / t, d.C, &f, &tm);
-            gemm3(gpu, pk, eb, ne, Ne, d.C, d.F / t, &f, &tm);
-            /* attention core: scores s x (s cp) by D and context s x D by s cp, per (sequence, head) */
-            gemm3(gpu, pk, eb, b * d.H / t, s_loc, d.T, d.D, &f, &tm);
-            gemm3(gpu, pk, eb, b * d.H / t, s_loc, d.D, d.T, &f, &tm);
-            p->gemm_eff = tm > 0 ? f / (tm * pk) : 0.0;
-            double fh = 0, th = 0;
-            gemm3(gpu, pk, eb, 1, N, d.Vp / t, d.C, &fh, &th);
-            head_eff = th > 0 ? fh / (th * pk) : p->gemm_eff;
+    /* cost model (docs/plan.md, "Step time"): GEMMs by shape at the sustained rate (or the probed rate),
+     * the attention core, elementwise and norm passes by bytes, communication by algorithm
+     * (alpha + bytes / beta, not overlapped), the pipeline bubble, unoverlapped dp, the optimizer by bytes */
+    if (p->peak_flops > 0 || gpu->probed) {
+        cost_ctx c;
+        c.threads = 1;
+        if (gpu->is_host) { /* mtrain launch gives each local rank cores / ranks threads (at least 1) */
+            const int cores = gpu->probed && gpu->probe.threads > 0 ? gpu->probe.threads : gpu->gpus_per_node;
+            c.threads = n_gpus > 1 ? (cores / n_gpus > 0 ? cores / n_gpus : 1) : cores;
         }
-        const double rate = p->peak_flops * p->gemm_eff, rate_head = p->peak_flops * head_eff;
-        const double per_tok_layer = 3.0 * d.fwd.layer + (p->recompute == MT_RECOMPUTE_FULL ? rc_frac : 1.0) *
-                                                             recompute_flops_token(&d, p->recompute);
-        const double tok_mb = N; /* tokens of one micro-batch on this rank's sequence share */
-        const double comp_first = tok_mb * Ls * per_tok_layer / t / rate;
-        const double comp_last = comp_first + tok_mb * 3.0 * d.fwd.head / t / rate_head;
-        const double comp_mb = pp == 1 ? comp_last : fmax(comp_first, comp_last);
-        const double attn_mb = tok_mb * Ls * 3.0 * d.fwd.attn_core / t / rate;
+        /* a multi-rank run on a probed host: while the ranks compute at once each gets what one of 2
+         * concurrently measuring ranks got, while it computes alone (the pipeline's fill and drain) what
+         * one rank alone gets. Share of the step with every stage busy: 1 without a pipeline, else
+         * (m - p + 1) / (m + p - 1) of 1F1B (0 when m < p: the stages never all work at once). Each op's
+         * time is the share-weighted mix, i.e. its rate the harmonic blend. */
+        mt_gpu_spec shared_host;
+        const mt_device_probe *q = &gpu->probe;
+        if (gpu->probed && n_gpus > 1 && q->gemm_flops_2r[0] > 0 && q->stream_gbs_2r > 0 && q->attn_flops_2r > 0) {
+            const double share = pp > 1 ? fmax(0.0, (double)m - pp + 1) / ((double)m + pp - 1) : 1.0;
+            shared_host = *gpu;
+            mt_device_probe *w = &shared_host.probe;
+            for (int i = 0; i < w->n_gemm; i++)
+                w->gemm_flops_1t[i] = w->gemm_flops_nt[i] =
+                    blend_rate(lerp_threads(q->gemm_flops_1t[i], q->gemm_flops_nt[i], q->threads, c.threads),
+                               q->gemm_flops_2r[i], share);
+            w->stream_gbs_1t = w->stream_gbs_nt =
+                blend_rate(lerp_threads(q->stream_gbs_1t, q->stream_gbs_nt, q->threads, c.threads), q->stream_gbs_2r,
+                           share);
+            w->attn_flops_1t = w->attn_flops_nt =
+                blend_rate(lerp_threads(q->attn_flops_1t, q->attn_flops_nt, q->threads, c.threads), q->attn_flops_2r,
+                           share);
+            c.g = &shared_host;
+        } else {
+            c.g = gpu;
+        }
+        c.peak = p->peak_flops * (gpu->sustained_frac > 0 ? gpu->sustained_frac : 1.0);
+        c.eb = abytes;
+        p->threads_rank = c.threads;
+        c.fixed_eff = 0.0;
+        if (!gpu->probed && (o->gemm_eff > 0 || gpu->n_sms <= 0)) { /* the fixed factor (--gemm-eff, or the host) */
+            const double ge = o->gemm_eff > 0 ? o->gemm_eff : 0.70;
+            c.fixed_eff = ge * N / (N + 384.0) * (d.C / t) / (d.C / t + 192.0);
+        }
+        c.bw = gpu->probed ? probe_stream_bw(&c.g->probe, c.threads) : gpu->hbm_gbs * 1e9;
+        c.op_s = gpu->probed ? gpu->probe.op_overhead_s : 0.0;
+        const double rcf = p->recompute == MT_RECOMPUTE_FULL ? rc_frac : 0.0; /* layers rerunning their forward */
+        const int rc_attn = p->recompute == MT_RECOMPUTE_SELECTIVE || rcf > 0;
+
+        /* GEMMs of one layer on this rank, forward (f) and the two backward ones (b) */
+        const double Ne = d.moe ? p->ep * N * d.K / d.E : N, ne = d.moe ? d.E / p->ep : 1;
+        double gf = 0, gb = 0, flops_l = 0;
+        gemm_fb(&c, 1, N, d.qkv_rows / t, d.C, &gf, &gb, &flops_l);
+        gemm_fb(&c, 1, N, d.C, d.H * d.D / t, &gf, &gb, &flops_l);
+        gemm_fb(&c, ne, Ne, d.fc_rows / t, d.C, &gf, &gb, &flops_l);
+        gemm_fb(&c, ne, Ne, d.C, d.F / t, &gf, &gb, &flops_l);
+        if (d.moe) gemm_fb(&c, 1, N, d.E, d.C, &gf, &gb, &flops_l); /* router */
+        const double t_gemm_l = gf * (1.0 + rcf) + gb;
+
+        /* attention core: scores s x (s cp) by D and context s x D by (s cp), per (sequence, head) */
+        const double bh = b * d.H / t;
+        double af = 0, ab = 0, aflops = 0, t_attn_l;
+        if (gpu->probed) { /* the backend's own kernel at its probed rate (Megatron's FLOPs, fwd + bwd) */
+            const double r = probe_attn_rate(&c.g->probe, c.threads);
+            const double acct = N * 3.0 * d.fwd.attn_core / t;
+            t_attn_l = r > 0 ? acct / r * (1.0 + (rc_attn ? 1.0 / 3.0 : 0.0)) : 0.0;
+        } else {
+            gemm_fb(&c, bh, s_loc, d.T, d.D, &af, &ab, &aflops);
+            gemm_fb(&c, bh, s_loc, d.D, d.T, &af, &ab, &aflops);
+            if (o->unfused_attention) {
+                t_attn_l = af * (1.0 + (rc_attn ? 1.0 : 0.0)) + ab;
+            } else { /* flash-style: the causal half; backward 5 GEMMs against the forward's 2 (recomputes S) */
+                t_attn_l = 0.5 * af * (1.0 + 2.5 + (rc_attn ? 1.0 : 0.0));
+            }
+        }
+        p->gemm_eff = c.peak > 0 && gf + gb + af + ab > 0 ? (flops_l + aflops) / ((gf + gb + af + ab) * p->peak_flops) : 0.0;
+        if (c.fixed_eff > 0) p->gemm_eff = c.fixed_eff;
+        p->gemm_rate = gf + gb + af + ab > 0 ? (flops_l + aflops) / (gf + gb + af + ab) : 0.0;
+        if (gpu->probed) p->gemm_rate = gf + gb > 0 ? flops_l / (gf + gb) : 0.0;
+
+        /* elementwise and norm passes of one layer, by bytes (and, on a probed host, per op call) */
+        double ops_l[2] = { 0, 0 };
+        const double elem_tok = layer_elem_bytes(&d, t, p->sp, abytes, o->dropout, ops_l);
+        double elem_l = N * (elem_tok + (rcf > 0 ? rcf * layer_elem_fwd_bytes(&d, t, p->sp, abytes, o->dropout) : 0));
+        if (o->unfused_attention && !gpu->probed) { /* softmax (+ dropout) over the materialised scores */
+            const double E = bh * s_loc * d.T, drop = o->dropout > 0 ? 2.0 * abytes + 1.0 : 0.0;
+            elem_l += E * ((2.0 * abytes + drop) * (1.0 + (rc_attn ? 1.0 : 0.0)) + 3.0 * abytes + drop);
+        }
+        const double t_elem_l = bytes_time(&c, elem_l) + (ops_l[0] * (1.0 + rcf) + ops_l[1]) * c.op_s;
+
+        /* the output layer (last stage) and the embedding (first stage) */
+        double hf = 0, hb = 0, hflops = 0;
+        gemm_fb(&c, 1, N, d.Vp / t, d.C, &hf, &hb, &hflops);
+        const double head_elem = N * (6.0 * d.C / (p->sp ? t : 1) * abytes + (d.Vp / t) * (16.0 + 2.0 * abytes));
+        const double t_head = hf + hb + bytes_time(&c, head_elem) + 6.0 * c.op_s;
+        const double emb_elem = N * d.C * (4.0 * abytes + 8.0);
+        const double t_emb = bytes_time(&c, emb_elem) + 3.0 * c.op_s;
+
+        const double t_layer = t_gemm_l + t_attn_l + t_elem_l;
+        const double comp_first = Ls * t_layer + t_emb, comp_last = Ls * t_layer + t_head;
+        /* a separate gradient-accumulation pass over the stage's parameters per micro-batch (opts) */
+        const double t_acc = o->grad_accum_bytes > 0 && c.bw > 0 ? o->grad_accum_bytes * wr->n_elems / c.bw : 0.0;
+        const double comp_mb = (pp == 1 ? Ls * t_layer + t_emb + t_head : fmax(comp_first, comp_last)) + t_acc;
+        const double head_share = pp == 1 || comp_last >= comp_first ? 1.0 : 0.0;
+        p->t_gemm_s = m * (Ls * t_gemm_l + head_share * (hf + hb));
+        p->t_attn_s = m * Ls * t_attn_l;
+        p->t_compute_s = comp_mb * m;
+        p->t_elem_s = p->t_compute_s - p->t_gemm_s - p->t_attn_s; /* with the gradient-accumulation pass */
+        const double attn_mb = Ls * t_attn_l;
         comm_time(&p->tp_comm, gpu, o);
         comm_time(&p->cp_comm, gpu, o);
         comm_time(&p->pp_comm, gpu, o);
+        if (pp > 1 && t > 1 && !gpu->is_host) {
+            /* scatter/gather (Narayanan et al. 2021, §4.1): each received 1/t piece is allgathered over the tp
+             * group (NVLink) to rebuild the replicated tensor, once per message: the interleaved schedule's v-fold
+             * messages pay it v times */
+            mt_plan_comm ag = { p->pp_comm.n_ops * (t - 1.0) / t * A, p->pp_comm.n_ops, 0, 0.0 };
+            comm_time(&ag, gpu, o);
+            p->pp_comm.exposed_s += ag.exposed_s;
+        }
         comm_time(&p->ep_comm, gpu, o);
         comm_time(&p->dp_comm, gpu, o);
         /* ring attention overlaps its transfers with the attention compute */
         p->cp_comm.exposed_s = fmax(0.0, p->cp_comm.exposed_s - attn_mb * m);
         const double t_mb = comp_mb + (p->tp_comm.exposed_s + p->cp_comm.exposed_s + p->pp_comm.exposed_s +
                                        p->ep_comm.exposed_s) / m;
-        p->t_compute_s = comp_mb * m;
+        p->t_mb_s = t_mb;
         p->t_bubble_s = pp > 1 ? t_mb * (pp - 1.0) / v : 0.0;
         p->t_dp_s = p->dp_comm.exposed_s; /* not overlapped (Megatron's default without --overlap-grad-reduce) */
-        /* AdamW streams master, m, v (read + write), the gradient (read), the param (write) */
+        /* AdamW streams master, m, v (read + write), the gradient (read), the param (write) of the parameters
+         * this rank updates; zeroing the gradient buffer and the gradient norm (clipping) pass all of it */
         const double opt_elems = p->dist_opt ? (wr->n_elems - wr->n_expert_elems) / ((double)dp * cp) +
                                                    wr->n_expert_elems / p->edp
                                              : wr->n_elems;
-        p->t_opt_s = gpu->hbm_gbs > 0 ? opt_elems * (bf16 ? 30.0 : 28.0) / (gpu->hbm_gbs * 1e9) : 0.0;
+        p->t_opt_s = c.bw > 0 ? (opt_elems * (bf16 ? 30.0 : 28.0) + wr->n_elems * 8.0) / c.bw + 4.0 * c.op_s : 0.0;
         p->t_step_s = t_mb * m + p->t_bubble_s + p->t_dp_s + p->t_opt_s;
-        p->mfu_est = p->flops_model_iter / (n * p->peak_flops * p->t_step_s);
+        p->mfu_est = p->peak_flops > 0 ? p->flops_model_iter / (n * p->peak_flops * p->t_step_s) : 0.0;
     }
 
     /* notes */

@@ -193,9 +193,16 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
     }
     if (p->t_step_s > 0) {
         const double T = p->t_step_s;
-        fprintf(f, "  cost model estimate      step %.3f s, MFU %.1f%%, %s: compute %.0f%% (matmul efficiency "
-                "%.0f%%), bubble %.1f%%, tp %.1f%%, cp %.1f%%, pp %.1f%%, dp %.1f%%, ep %.1f%%, optimizer %.1f%%\n",
-                T, 100 * p->mfu_est, dur_str(T * (double)p->iters, a, sizeof a), 100 * p->t_compute_s / T, 100 * p->gemm_eff,
+        char eff[64];
+        if (p->peak_flops > 0)
+            snprintf(eff, sizeof eff, "matmul efficiency %.0f%%", 100 * p->gemm_eff);
+        else
+            snprintf(eff, sizeof eff, "%.1f GFLOP/s", p->gemm_rate / 1e9);
+        fprintf(f, "  cost model estimate      step %.3f s, MFU %.1f%%, %s: compute %.0f%% (GEMMs %.0f%% at %s, "
+                "attention %.0f%%, elementwise %.0f%%), bubble %.1f%%, tp %.1f%%, cp %.1f%%, pp %.1f%%, "
+                "dp %.1f%%, ep %.1f%%, optimizer %.1f%%\n",
+                T, 100 * p->mfu_est, dur_str(T * (double)p->iters, a, sizeof a), 100 * p->t_compute_s / T,
+                100 * p->t_gemm_s / T, eff, 100 * p->t_attn_s / T, 100 * p->t_elem_s / T,
                 100 * p->t_bubble_s / T, 100 * p->tp_comm.exposed_s / T, 100 * p->cp_comm.exposed_s / T,
                 100 * p->pp_comm.exposed_s / T, 100 * p->t_dp_s / T, 100 * p->ep_comm.exposed_s / T, 100 * p->t_opt_s / T);
     } else if (p->peak_flops <= 0) {
@@ -351,6 +358,10 @@ static void json_plan_body(FILE *f, const mt_plan *p) {
     sep = "";
     KV_NUM("gemm_eff", p->gemm_eff);
     KV_NUM("compute_s", p->t_compute_s);
+    KV_NUM("gemm_s", p->t_gemm_s);
+    KV_NUM("gemm_flops_per_s", p->gemm_rate);
+    KV_NUM("attention_s", p->t_attn_s);
+    KV_NUM("elementwise_s", p->t_elem_s);
     KV_NUM("bubble_s", p->t_bubble_s);
     KV_NUM("tp_s", p->tp_comm.exposed_s);
     KV_NUM("cp_s", p->cp_comm.exposed_s);
@@ -442,7 +453,8 @@ void mt_plan_search_print(FILE *f, const char *config, const mt_plan_search_resu
                 "links at %.0f%%; docs/plan.md)\n\n", 100 * o->gemm_eff, 100 * o->link_eff);
     else
         fprintf(f, "  ranked by the cost model's time per token (matmuls by shape: roofline, %dx%d tiles, waves "
-                "over the SMs; links at %.0f%%; docs/plan.md)\n\n", MT_PLAN_TILE_M, MT_PLAN_TILE_N, 100 * o->link_eff);
+                "over the SMs at the measured sustained rate; attention, elementwise passes by bytes, links at %.0f%%; "
+                "docs/plan.md)\n\n", MT_PLAN_TILE_M, MT_PLAN_TILE_N, 100 * o->link_eff);
     fprintf(f, "  #  layout                                                      step s   tokens/s    MFU   mem GiB\n");
     for (int i = 0; i < s->n_top; i++) {
         const mt_plan *p = &s->top[i].plan;

@@ -33,8 +33,10 @@ static void reason(mt_plan_candidate *c) {
 }
 
 /* The components of the step time, named, for "why #1 wins". */
-static void parts(const mt_plan *p, double v[8]) {
-    v[0] = p->t_compute_s;
+static void parts(const mt_plan *p, double v[10]) {
+    v[0] = p->t_gemm_s;
+    v[8] = p->t_attn_s;
+    v[9] = p->t_elem_s;
     v[1] = p->t_bubble_s;
     v[2] = p->tp_comm.exposed_s;
     v[3] = p->pp_comm.exposed_s;
@@ -43,9 +45,10 @@ static void parts(const mt_plan *p, double v[8]) {
     v[6] = p->cp_comm.exposed_s;
     v[7] = p->t_opt_s;
 }
-static const char *const k_part_names[8] = { "compute", "pipeline bubble", "tensor-parallel communication",
+static const char *const k_part_names[10] = { "GEMMs", "pipeline bubble", "tensor-parallel communication",
                                              "pipeline send/recv", "data-parallel gradient sync",
-                                             "expert all-to-all", "context-parallel exchange", "optimizer step" };
+                                             "expert all-to-all", "context-parallel exchange", "optimizer step",
+                                             "attention core", "elementwise and norm passes" };
 
 static void explain(mt_plan_search_result *s, const mt_plan *recipe_plan, int recipe_valid, int recipe_fits) {
     char l1[160], l2[160];
@@ -65,13 +68,13 @@ static void explain(mt_plan_search_result *s, const mt_plan *recipe_plan, int re
         a->usable_bytes / gib);
     if (s->n_top > 1) {
         const mt_plan *b = &s->top[1].plan;
-        double va[8], vb[8];
+        double va[10], vb[10];
         parts(a, va);
         parts(b, vb);
         /* saving of #1 per component, #2 scaled to #1's tokens per step */
-        double g[8];
+        double g[10];
         int i1 = -1, i2 = -1;
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < 10; i++) {
             g[i] = vb[i] * (a->tokens_iter / b->tokens_iter) - va[i];
             if (g[i] <= 0) continue;
             if (i1 < 0 || g[i] > g[i1]) {
@@ -97,9 +100,28 @@ static void explain(mt_plan_search_result *s, const mt_plan *recipe_plan, int re
     }
     if (recipe_valid) {
         mt_plan_layout_str(recipe_plan, l2, sizeof l2);
-        if (recipe_fits)
-            ADD(" The recipe's own layout (%s) ranks #%d at %.2f s per step.", l2, s->recipe_rank,
+        if (recipe_fits) {
+            ADD(" The recipe's own layout (%s) ranks #%d at %.2f s per step", l2, s->recipe_rank,
                 recipe_plan->t_step_s);
+            if (s->recipe_rank != 1) { /* where #1 gains on it, largest terms first (per #1's tokens) */
+                double va[10], vr[10], g[10];
+                int used_i[10] = { 0 }, n_said = 0;
+                parts(a, va);
+                parts(recipe_plan, vr);
+                for (int i = 0; i < 10; i++) g[i] = vr[i] * (a->tokens_iter / recipe_plan->tokens_iter) - va[i];
+                for (int k = 0; k < 3; k++) {
+                    int best = -1;
+                    for (int i = 0; i < 10; i++)
+                        if (!used_i[i] && g[i] > 0 && (best < 0 || g[i] > g[best])) best = i;
+                    if (best < 0 || g[best] < 0.01 * a->t_step_s) break;
+                    used_i[best] = 1;
+                    ADD("%s %s %.2f s vs %.2f s", n_said ? "," : "; #1 saves on", k_part_names[best], vr[best],
+                        va[best]);
+                    n_said++;
+                }
+            }
+            ADD(".");
+        }
         else
             ADD(" The recipe's own layout (%s) does not fit (needs %.1f GiB).", l2, recipe_plan->need_bytes / gib);
     } else {

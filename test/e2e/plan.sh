@@ -125,4 +125,44 @@ EOF
 run 3 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 8 --gpu a100-80g --search
 has "no layout fits: the smallest" "$TMP/out"
 echo "ok: search with nothing that fits"
+# --probe writes a device profile; --device FILE plans with it (not timing-based: a profile with every
+# rate halved and every fixed cost doubled must predict exactly twice the step time)
+run 0 "$MTRAIN" plan --probe "$TMP/prof.json"
+has "device profile written" "$TMP/out"
+"$PY" - "$TMP/prof.json" "$TMP/slow.json" "$TMP/bad.json" <<'EOF' || fail "probe profile"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "mtrain-device-profile-1" and d["threads"] >= 1 and d["mem_bytes"] > 0
+assert len(d["gemm"]) >= 3 and all(g["flops_1t"] > 0 and g["flops_nt"] > 0 and g["flops_2r"] > 0 for g in d["gemm"])
+rates = ("stream_gbs_1t", "stream_gbs_nt", "stream_gbs_2r", "attn_flops_1t", "attn_flops_nt", "attn_flops_2r",
+         "comm_gbs")
+for k in rates:
+    assert d[k] > 0, k
+for k in rates:
+    d[k] /= 2
+for k in ("op_overhead_s", "comm_alpha_s"):
+    d[k] *= 2
+for g in d["gemm"]:
+    for k in ("flops_1t", "flops_nt", "flops_2r"):
+        g[k] /= 2
+json.dump(d, open(sys.argv[2], "w"))
+del d["comm_gbs"]
+json.dump(d, open(sys.argv[3], "w"))
+EOF
+TP2=(--config configs/gpt-tiny.yaml --gpus 2 --tensor-model-parallel-size 2 --backend cpu --json)
+run 0 "$MTRAIN" plan "${TP2[@]}" --device "$TMP/prof.json"
+cp "$TMP/out" "$TMP/fast.out"
+run 0 "$MTRAIN" plan "${TP2[@]}" --gpu "$TMP/slow.json"
+"$PY" - "$TMP/fast.out" "$TMP/out" <<'EOF' || fail "--device FILE not used"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["device"]["name"] == "probed", a["device"]
+sa, sb = a["cost_model"]["step_s"], b["cost_model"]["step_s"]
+assert sa > 0 and abs(sb / sa - 2) < 1e-6, (sa, sb)
+assert a["cost_model"]["tp_s"] > 0
+print("probe: gpt-tiny tp=2 predicted %.1f ms/step; with half the rates %.1f" % (1e3 * sa, 1e3 * sb))
+EOF
+run 2 "$MTRAIN" plan "${TP2[@]}" --device "$TMP/bad.json"
+has "comm_gbs" "$TMP/err"
+echo "ok: probe and device profile"
 echo "all plan checks passed"
