@@ -121,6 +121,7 @@ bench: deps
 	@$(MAKE) --no-print-directory $(BUILD)/test/bench_attention && ./$(BUILD)/test/bench_attention
 	@./test/bench_data.sh
 	@./test/bench_tp.sh
+	@./test/bench_cp.sh
 	@if [ -x test/bench_pp.sh ]; then ./test/bench_pp.sh; fi
 	@./test/bench_ckpt.sh
 	@./test/bench_moe.sh

@@ -130,6 +130,42 @@ typedef struct {
     int B, T, H, KV, D;
 } mt_attention_bwd_args;
 
+/* One block of context-parallel (ring) attention, same heads as above, with global positions:
+ * query rows [q0, q0 + Tq) of this rank's qkv (B sequences of T rows) sit at global positions
+ * q_pos, q_pos + 1, ...; key / value rows [k0, k0 + Tk) of kv (B, T, 2*KV*D), the packed k | v
+ * columns of a qkv (this rank's own, or a peer's received over the ring), at k_pos, k_pos + 1, ...; key j is visible to query i when k_pos + j <= q_pos + i (causal by
+ * global position: an earlier chunk is seen fully, the same chunk diagonally, a later one not at
+ * all). Forward: merge = 0 writes the block's softmax output and logsumexp into out / lse rows
+ * [q0, q0 + Tq); merge = 1 combines them with what is there (two partial softmaxes over disjoint
+ * key sets: lse = log(e^lse + e^lse_blk), out = (e^lse out + e^lse_blk out_blk) / e^lse_new).
+ * A row that sees no key of the block gets out 0, lse -inf. Backward, from the FINAL out and lse
+ * of the query rows: dQ rows [q0, q0 + Tq) += into dqkv's q columns, dK / dV rows [k0, k0 + Tk) +=
+ * into dkv (packed as kv), delta rows [q0, q0 + Tq) = rowsum(dout * out) (scratch). Same tiles and loop order as attention_fwd / attention_bwd. */
+typedef struct {
+    void *out;              /* (B, T, H*D) act: rows [q0, q0 + Tq) written or merged */
+    void *lse;              /* (B, H, T) f32: the same rows */
+    const void *qkv;        /* (B, T, (H + 2KV)*D) act: the queries (q columns) */
+    const void *kv;         /* (B, T, 2KV*D) act: the keys and values [k heads | v heads] */
+    int B, T, H, KV, D;
+    int q0, Tq, q_pos;      /* query rows and the global position of row q0 */
+    int k0, Tk, k_pos;      /* key rows and the global position of row k0 */
+    int merge;
+} mt_attention_block_fwd_args;
+
+typedef struct {
+    void *dqkv;             /* (B, T, (H + 2KV)*D) act: dQ rows [q0, q0 + Tq) += */
+    void *dkv;              /* (B, T, 2KV*D) act: dK, dV rows [k0, k0 + Tk) += (packed as kv) */
+    void *delta;            /* (B, H, T) f32 scratch */
+    const void *dout;       /* (B, T, H*D) act */
+    const void *qkv;        /* (B, T, (H + 2KV)*D) act: the queries */
+    const void *kv;         /* (B, T, 2KV*D) act: the keys and values [k heads | v heads] */
+    const void *out;        /* (B, T, H*D) act: the final output of the query rows */
+    const void *lse;        /* (B, H, T) f32: their final logsumexp */
+    int B, T, H, KV, D;
+    int q0, Tq, q_pos;
+    int k0, Tk, k_pos;
+} mt_attention_block_bwd_args;
+
 /* out[b,t,:] = wte[tokens[b,t] - vocab_start, :] (0 if the token is outside
  * [vocab_start, vocab_start + n_vocab): vocab-parallel shards) + wpe[pos_offset + t, :]. */
 typedef struct {
@@ -180,6 +216,13 @@ typedef struct {
     int N, V, vocab_start, n_cols;
     float dloss;            /* gradient scale: 1 / (tokens in the global batch) */
 } mt_xent_vp_args;
+
+typedef struct {            /* dst[r * dst_stride + j] = src[r * src_stride + j], r < rows, j < cols
+                               (act elements; strides >= cols): a column block of a row-major matrix */
+    void *dst;
+    const void *src;
+    int rows, cols, dst_stride, src_stride;
+} mt_copy_rows_args;
 
 typedef struct {            /* out = a + b (all act) */
     void *out;
@@ -311,6 +354,10 @@ struct mt_backend_i {
     mt_status (*rope)(mt_backend *be, const mt_rope_args *a);
     mt_status (*attention_fwd)(mt_backend *be, const mt_attention_fwd_args *a);
     mt_status (*attention_bwd)(mt_backend *be, const mt_attention_bwd_args *a);
+    /* context parallelism (called only when parallel.context > 1) */
+    mt_status (*attention_block_fwd)(mt_backend *be, const mt_attention_block_fwd_args *a);
+    mt_status (*attention_block_bwd)(mt_backend *be, const mt_attention_block_bwd_args *a);
+    mt_status (*copy_rows)(mt_backend *be, const mt_copy_rows_args *a);
     mt_status (*embedding_fwd)(mt_backend *be, const mt_embedding_fwd_args *a);
     mt_status (*embedding_bwd)(mt_backend *be, const mt_embedding_bwd_args *a);
     mt_status (*xent_fwd_bwd)(mt_backend *be, const mt_xent_args *a);

@@ -157,6 +157,9 @@ static void cuda_fill_iface(struct mt_backend_i *t) {
     t->adamw = mt_cuda_adamw;                   /* cuda_optim.cu */
     t->attention_fwd = mt_cuda_attention_fwd;   /* cuda_attention.cu */
     t->attention_bwd = mt_cuda_attention_bwd;
+    t->attention_block_fwd = mt_cuda_attention_block_fwd; /* cuda_attention_block.cu */
+    t->attention_block_bwd = mt_cuda_attention_block_bwd;
+    t->copy_rows = mt_cuda_copy_rows;
     t->xent_fwd_bwd = mt_cuda_xent_fwd_bwd;     /* cuda_xent.cu */
     t->xent_vp_max = mt_cuda_xent_vp_max;
     t->xent_vp_sumexp = mt_cuda_xent_vp_sumexp;

@@ -155,6 +155,11 @@ mt_status mt_cuda_attention_tc_fwd(mt_backend *be, const mt_attention_fwd_args *
 mt_status mt_cuda_attention_tc_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done);
 int mt_cuda_attention_tc_supports(int D);
 
+/* cuda_attention_block.cu */
+mt_status mt_cuda_attention_block_fwd(mt_backend *be, const mt_attention_block_fwd_args *a);
+mt_status mt_cuda_attention_block_bwd(mt_backend *be, const mt_attention_block_bwd_args *a);
+mt_status mt_cuda_copy_rows(mt_backend *be, const mt_copy_rows_args *a);
+
 /* cuda_embed.cu */
 mt_status mt_cuda_embedding_fwd(mt_backend *be, const mt_embedding_fwd_args *a);
 mt_status mt_cuda_embedding_bwd(mt_backend *be, const mt_embedding_bwd_args *a);

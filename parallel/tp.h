@@ -34,6 +34,10 @@ typedef struct {
     void *slice;        /* (N_r, C) act scratch: reduce-scattered rows (SP only) */
     double comm_ms;     /* time spent in tp collectives (accumulated; the caller resets it) */
     int64_t n_coll;     /* collectives issued */
+    /* context parallelism: each sequence's T rows are n_chunks chunks of chunk_len tokens at global
+       positions chunk_pos[] (the embedding's position rows); 0 chunks (mt_tp_init's default): one
+       chunk at position 0 */
+    int n_chunks, chunk_len, chunk_pos[2];
 } mt_tp;
 
 /* Fills t; comm may be NULL (tp = 1). Errors name sizes that do not fit (N % tp with SP). */

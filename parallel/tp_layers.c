@@ -139,7 +139,20 @@ mt_status mt_tp_embedding_fwd(mt_tp *t, void *out, const int32_t *tokens, const 
                                .wpe = t->rank == 0 ? wpe : NULL, .B = B, .T = T, .C = t->C,
                                .vocab_start = vocab_start, .n_vocab = n_vocab, .pos_offset = 0};
     if (B * T != t->N) return mt_errorf(MT_ERR_INTERNAL, "tp embedding: B*T = %d*%d, expected %d rows", B, T, t->N);
-    MT_CHECK(MT_BE_CALL(t->be, embedding_fwd, &a));
+    if (t->n_chunks > 1) { /* context parallelism: each chunk at its global positions */
+        void *dst = a.out;
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < t->n_chunks; c++) {
+                const size_t row = (size_t)b * T + (size_t)c * t->chunk_len;
+                a.out = (char *)dst + row * t->C * mt_dtype_bytes(t->be->act);
+                a.tokens = tokens + row;
+                a.B = 1, a.T = t->chunk_len, a.pos_offset = t->chunk_pos[c];
+                MT_CHECK(MT_BE_CALL(t->be, embedding_fwd, &a));
+            }
+        a.out = dst;
+    } else {
+        MT_CHECK(MT_BE_CALL(t->be, embedding_fwd, &a));
+    }
     MT_CHECK(mt_tp_reduce(t, a.out, out, &res));
 out:
     return st;
@@ -152,7 +165,15 @@ mt_status mt_tp_embedding_bwd(mt_tp *t, void *dwte, void *dwpe, const void *dout
     MT_CHECK(mt_tp_gather(t, dout, &g));
     mt_embedding_bwd_args a = {.dwte = dwte, .dwpe = dwpe, .dout = g, .tokens = tokens, .B = B, .T = T, .C = t->C,
                                .vocab_start = vocab_start, .n_vocab = n_vocab, .pos_offset = 0};
-    MT_CHECK(MT_BE_CALL(t->be, embedding_bwd, &a));
+    if (t->n_chunks <= 1) return MT_BE_CALL(t->be, embedding_bwd, &a);
+    for (int b = 0; b < B; b++) /* context parallelism: each chunk at its global positions */
+        for (int c = 0; c < t->n_chunks; c++) {
+            const size_t row = (size_t)b * T + (size_t)c * t->chunk_len;
+            a.dout = (const char *)g + row * t->C * mt_dtype_bytes(t->be->act);
+            a.tokens = tokens + row;
+            a.B = 1, a.T = t->chunk_len, a.pos_offset = t->chunk_pos[c];
+            MT_CHECK(MT_BE_CALL(t->be, embedding_bwd, &a));
+        }
 out:
     return st;
 }

@@ -25,6 +25,9 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
     lp->ps = ps;
     lp->n_micro = 1;
     if (!ps->logger) log = NULL;
+    if (r->parallel.context > 1)
+        return mt_errorf(MT_ERR_UNSUPPORTED, "parallel.context = %d: mtrain logprobs scores with tp and pp only; set "
+                         "--context-parallel-size 1 (a save made at any cp loads at cp 1)", r->parallel.context);
     if (!r->checkpoint.load[0])
         return mt_errorf(MT_ERR_CONFIG, "no checkpoint to score: pass --load DIR (a checkpoint folder --save wrote, or "
                          "one iter_* folder in it)");

@@ -15,7 +15,7 @@
 mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes) {
     const struct mt_backend_i *i = be->i;
     int ln = r->model.norm == MT_NORM_LAYERNORM, sw = r->model.activation == MT_ACT_SWIGLU;
-    int tp = r->parallel.tensor > 1, moe = r->model.moe.experts > 0;
+    int tp = r->parallel.tensor > 1, moe = r->model.moe.experts > 0, cp = r->parallel.context > 1;
     struct { const char *name; int needed; const void *fn; } ops[] = {
         {"matmul_fwd", 1, (const void *)i->matmul_fwd}, {"matmul_bwd", 1, (const void *)i->matmul_bwd},
         {"layernorm_fwd", ln, (const void *)i->layernorm_fwd}, {"layernorm_bwd", ln, (const void *)i->layernorm_bwd},
@@ -33,6 +33,9 @@ mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char 
         {"moe_permute", moe, (const void *)i->moe_permute}, {"moe_unpermute", moe, (const void *)i->moe_unpermute},
         {"moe_unpermute_bwd", moe, (const void *)i->moe_unpermute_bwd},
         {"copy_d2d", moe, (const void *)i->copy_d2d},
+        {"attention_block_fwd", cp, (const void *)i->attention_block_fwd},
+        {"attention_block_bwd", cp, (const void *)i->attention_block_bwd},
+        {"copy_rows", cp, (const void *)i->copy_rows},
     };
     size_t used = 0;
     missing[0] = 0;
@@ -177,6 +180,19 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
         m->moe_z_coeff = r->model.moe.z_loss_coeff;
         m->moe_pre_softmax = r->model.moe.pre_softmax;
     }
+    m->cp = m->pl.cp;
+    m->cp_comm = s->cp_comm;
+    m->cp_rank = s->cp_comm ? s->cp_comm->rank : 0;
+    if (m->cp > 1 && (!s->cp_comm || s->cp_comm->size != m->cp))
+        return mt_errorf(MT_ERR_INTERNAL, "model init: parallel.context = %d needs a cp group of that size (got %d)",
+                         m->cp, s->cp_comm ? s->cp_comm->size : 0);
+    if (m->cp > 1 && m->pl.T % (2 * m->cp))
+        return mt_errorf(MT_ERR_CONFIG, "model init: model.seq_length %d does not split into 2 x parallel.context = %d "
+                         "chunks", m->pl.T, 2 * m->cp);
+    m->n_chunks = m->cp > 1 ? 2 : 1;
+    m->chunk_len = m->pl.T / (m->cp > 1 ? 2 * m->cp : 1);
+    for (int c = 0; c < m->n_chunks; c++)
+        m->chunk_pos[c] = m->cp > 1 ? mt_cp_chunk(m->cp, m->cp_rank, c) * m->chunk_len : 0;
     mt_act_layout_build(&m->pl, B, m->act, &m->al);
     mt_param_layout_place_buffers(&m->pl, s->shards);
     MT_CHECK(mt_opt_layout_build(&m->pl, s->shards, s->shard, &m->ol));
@@ -217,6 +233,9 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     }
     MT_CHECK(mt_tp_init(&m->tp, be, s->tp_comm, m->pl.sp, m->al.N, m->pl.C, m->pl.sp ? ACT(m, &m->acts, sp_full) : NULL,
                         m->pl.sp ? ACT(m, &m->acts, sp_slice) : NULL));
+    m->tp.n_chunks = m->n_chunks; /* the embedding places the local chunks at their global positions */
+    m->tp.chunk_len = m->chunk_len;
+    for (int c = 0; c < m->n_chunks; c++) m->tp.chunk_pos[c] = m->chunk_pos[c];
     MT_CHECK(init_weights(m, r));
 out:
     if (st != MT_OK) mt_model_free(m);
@@ -249,11 +268,15 @@ out:
 
 mt_status mt_model_load_micro(mt_model *m, const mt_acts *a, const int32_t *tokens_host) {
     mt_status st = MT_OK;
-    const int B = m->al.B, T = m->al.T, N = m->al.N;
+    /* host rows hold the whole sequence (pl.T + 1 tokens); this rank takes its chunks (all of it at cp = 1) */
+    const int B = m->al.B, T = m->al.T, Tg = m->pl.T, N = m->al.N, Tc = m->chunk_len;
     int32_t *inp = m->staging, *tgt = m->staging + N;
     for (int b = 0; b < B; b++) {
-        memcpy(inp + (size_t)b * T, tokens_host + (size_t)b * (T + 1), (size_t)T * 4);
-        memcpy(tgt + (size_t)b * T, tokens_host + (size_t)b * (T + 1) + 1, (size_t)T * 4);
+        for (int c = 0; c < m->n_chunks; c++) {
+            const int32_t *src = tokens_host + (size_t)b * (Tg + 1) + m->chunk_pos[c];
+            memcpy(inp + (size_t)b * T + (size_t)c * Tc, src, (size_t)Tc * 4);
+            memcpy(tgt + (size_t)b * T + (size_t)c * Tc, src + 1, (size_t)Tc * 4);
+        }
     }
     MT_CHECK(m->be->i->copy_h2d(m->be, ACT(m, a, tokens), inp, (size_t)N * 4));
     MT_CHECK(m->be->i->copy_h2d(m->be, ACT(m, a, targets), tgt, (size_t)N * 4));

@@ -6,7 +6,14 @@
  * Activations are passed explicitly (mt_acts): the model's own buffer for plain micro-batch
  * steps; the pipeline executor passes the buffer of the slot it runs. Nothing here keeps a "current"
  * buffer.
- * Files: model.c (init, glue), model_fwd.c, model_bwd.c.
+ * Context parallelism (parallel.context = cp > 1, train/model_cp.c): every sequence is cut into
+ * 2 cp chunks of T / (2 cp) tokens and cp rank r holds chunks r and 2 cp - 1 - r (Megatron's causal
+ * load balance: each rank gets one early and one late chunk, so every rank does the same attention
+ * work); its activations hold those T / cp tokens, embedded and rotated at their global positions.
+ * Attention runs as a ring over the cp group: K / V blocks travel cp - 1 steps, partial outputs
+ * merge by logsumexp; the backward repeats the ring with the dK / dV partials travelling with
+ * their blocks and a last step home.
+ * Files: model.c (init, glue), model_fwd.c, model_bwd.c, model_cp.c.
  * Rules: nothing here reads device memory except mt_model_read_scalars; nothing is allocated after
  * init (host staging included). Gradient reductions live in parallel/grad_sync.h. */
 #ifndef MT_MODEL_H
@@ -42,6 +49,7 @@ typedef struct {
     int pp_stage;           /* pipeline stage; -1: the whole model whatever parallel.pipeline says */
     mt_comm *ep_comm;       /* MoE: the expert-parallel group (NULL when ep = 1) */
     int ep_rank;            /* this rank's index in it: it holds experts [ep_rank * E/ep, (ep_rank+1) * E/ep) */
+    mt_comm *cp_comm;       /* the context-parallel group (NULL when cp = 1) */
 } mt_model_shape;
 
 typedef struct {
@@ -81,6 +89,13 @@ typedef struct {
        NULL = none */
     mt_status (*part_hook)(void *ctx, int backward, int part);
     void *part_hook_ctx;
+    /* context parallelism (train/model_cp.c) */
+    mt_comm *cp_comm;      /* the cp group (NULL: cp = 1) */
+    int cp, cp_rank;
+    int n_chunks;          /* local sequence = n_chunks chunks of chunk_len tokens: 1 chunk of T at cp = 1, else 2 */
+    int chunk_len;
+    int chunk_pos[2];      /* global position of each local chunk's first token */
+    double cp_comm_ms;     /* time in the ring exchanges (accumulated; the caller resets it) */
 } mt_model;
 
 #define MT_MODEL_PART_EMBED (-1)
@@ -129,6 +144,15 @@ void *mt_model_scalars(mt_model *m);
 /* Reads both scalars into host memory: the step's one synchronisation. */
 mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq);
 
+/* Context parallelism: the global chunk (of 2 cp) that local chunk c (0 or 1) of cp rank r holds:
+ * r and 2 cp - 1 - r. Pure (tested in test/unit/test_cp_chunks.c). */
+static inline int mt_cp_chunk(int cp, int cp_rank, int c) { return c == 0 ? cp_rank : 2 * cp - 1 - cp_rank; }
+/* The global position of local token t (0 <= t < T / cp) of cp rank r, for sequences of T tokens. */
+static inline int mt_cp_position(int T, int cp, int cp_rank, int t) {
+    if (cp <= 1) return t;
+    const int Tc = T / (2 * cp);
+    return mt_cp_chunk(cp, cp_rank, t / Tc) * Tc + t % Tc;
+}
 /* MoE layer l (train/model_moe.c): forward xo = xm + moe(x2) (x2, xm, xo: N_r rows), and its backward:
  * dresid holds dL/dxo; *dx receives dL/dx2 (N_r rows, reduced over tp) for the norm backward. */
 mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, const void *xm, void *xo);

@@ -69,16 +69,15 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
         /* attention: dresid holds dL/dxm */
         MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, datty), G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, atty,
                                P(m, ix->proj_w, l), C, HD));
-        mt_attention_bwd_args ab = {.dqkv = ACT(m, A, dqkv), .delta = ACT(m, A, delta), .dout = ACT(m, A, datty),
-                                    .qkv = qkv, .out = atty, .lse = lse, .B = B, .T = T, .H = pl->H_r,
-                                    .KV = pl->KV_r, .D = pl->D};
-        MT_CHECK(MT_BE_CALL(m->be, attention_bwd, &ab));
-        if (m->rope) {
-            mt_rope_args ra = {.x = ACT(m, A, dqkv), .B = B, .T = T, .n_heads = pl->H_r + pl->KV_r, .D = pl->D,
-                               .row_stride = pl->qkv_rows_r, .pos_offset = 0, .theta = m->rope_theta,
-                               .inverse = 1};
-            MT_CHECK(MT_BE_CALL(m->be, rope, &ra));
+        if (m->cp > 1) { /* context parallelism: the ring again, dK / dV partials travelling home (model_cp.c) */
+            MT_CHECK(mt_cp_attention_bwd(m, A, qkv, atty, lse, ACT(m, A, datty), ACT(m, A, dqkv)));
+        } else {
+            mt_attention_bwd_args ab = {.dqkv = ACT(m, A, dqkv), .delta = ACT(m, A, delta), .dout = ACT(m, A, datty),
+                                        .qkv = qkv, .out = atty, .lse = lse, .B = B, .T = T, .H = pl->H_r,
+                                        .KV = pl->KV_r, .D = pl->D};
+            MT_CHECK(MT_BE_CALL(m->be, attention_bwd, &ab));
         }
+        if (m->rope) MT_CHECK(mt_model_rope(m, ACT(m, A, dqkv), 1));
         MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->qkv_w, l), G(m, ix->qkv_b, l), ACT(m, A, dqkv), x1,
                                   P(m, ix->qkv_w, l), pl->qkv_rows_r, C));
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->ln1_w, l), G(m, ix->ln1_b, l), dx, x, P(m, ix->ln1_w, l),

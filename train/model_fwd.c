@@ -42,15 +42,14 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
     MT_CHECK(mt_model_norm_fwd(m, x1, ACT_L(m, A, ln1_mean, ls, Nr, 4), ACT_L(m, A, ln1_rstd, ls, Nr, 4), x,
                                P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
     MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
-    if (m->rope) {
-        mt_rope_args ra = {.x = qkv, .B = B, .T = T, .n_heads = pl->H_r + pl->KV_r, .D = pl->D,
-                           .row_stride = pl->qkv_rows_r, .pos_offset = 0, .theta = m->rope_theta,
-                           .inverse = 0};
-        MT_CHECK(MT_BE_CALL(m->be, rope, &ra));
+    if (m->rope) MT_CHECK(mt_model_rope(m, qkv, 0));
+    if (m->cp > 1) { /* context parallelism: ring attention over the cp group (model_cp.c) */
+        MT_CHECK(mt_cp_attention_fwd(m, A, qkv, atty, lse));
+    } else {
+        mt_attention_fwd_args at = {.out = atty, .lse = lse, .qkv = qkv, .B = B, .T = T,
+                                    .H = pl->H_r, .KV = pl->KV_r, .D = pl->D};
+        MT_CHECK(MT_BE_CALL(m->be, attention_fwd, &at));
     }
-    mt_attention_fwd_args at = {.out = atty, .lse = lse, .qkv = qkv, .B = B, .T = T,
-                                .H = pl->H_r, .KV = pl->KV_r, .D = pl->D};
-    MT_CHECK(MT_BE_CALL(m->be, attention_fwd, &at));
     MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
     mt_add_args ad1 = {.out = xm, .a = x, .b = y, .n = NrC};
     MT_CHECK(MT_BE_CALL(m->be, add, &ad1));

@@ -1,4 +1,4 @@
-/* model_internal.h — shared by model.c, model_fwd.c and model_bwd.c (not a public header):
+/* model_internal.h — shared by model.c, model_fwd.c, model_bwd.c and model_cp.c (not a public header):
  * views into the model's buffers and the norm wrappers. Rule: only pointer arithmetic on the
  * layouts' offsets here; no device access. */
 #ifndef MT_MODEL_INTERNAL_H
@@ -39,6 +39,13 @@ static inline mt_status mt_model_norm_bwd(mt_model *m, void *dinp, void *dw, voi
 static inline mt_status mt_model_part_hook(mt_model *m, int backward, int part) {
     return m->part_hook ? m->part_hook(m->part_hook_ctx, backward, part) : MT_OK;
 }
+/* Ring attention of one layer (model_cp.c, cp > 1): forward out / lse from this rank's qkv and the
+ * peers' K / V; backward dqkv (=) from dout and the saved out and lse. */
+mt_status mt_cp_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv, void *out, void *lse);
+mt_status mt_cp_attention_bwd(mt_model *m, const mt_acts *A, const void *qkv, const void *out, const void *lse,
+                              const void *dout, void *dqkv);
+/* RoPE of the local rows (B sequences of n_chunks chunks) at their global positions (model_cp.c). */
+mt_status mt_model_rope(mt_model *m, void *x, int inverse);
 
 /* one layer's forward, resid[l] -> resid[l+1] (model_fwd.c); backward reruns it under full recompute */
 mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l);

@@ -30,7 +30,7 @@ mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r,
     pp->cap = cap;
     pp->steps = malloc((size_t)cap * sizeof *pp->steps);
     pp->fsteps = malloc((size_t)cap * sizeof *pp->fsteps);
-    pp->tokens = malloc((size_t)model->al.B * (model->al.T + 1) * sizeof(int32_t));
+    pp->tokens = malloc((size_t)model->al.B * (model->pl.T + 1) * sizeof(int32_t)); /* whole sequences */
     if (!pp->steps || !pp->fsteps || !pp->tokens) {
         st = mt_errorf(MT_ERR_OOM, "pipeline: schedule tables of %d steps", cap);
         goto out;

@@ -254,7 +254,8 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
             MT_CHECK(mt_schedule_check(mt_schedule_default(pp, r->parallel.virtual_pipeline), pp,
                                        (int)(g / (t->B * t->dp)), r->parallel.virtual_pipeline));
     mt_model_shape shape = {.B = t->B, .tp_comm = mt_pstate_group(ps, MT_PG_TP)->comm, .pp_stage = pp > 1 ? stage : -1,
-                            .ep_comm = mt_pstate_group(ps, MT_PG_EP)->comm, .ep_rank = mt_pstate_group(ps, MT_PG_EP)->rank};
+                            .ep_comm = mt_pstate_group(ps, MT_PG_EP)->comm, .ep_rank = mt_pstate_group(ps, MT_PG_EP)->rank,
+                            .cp_comm = mt_pstate_group(ps, MT_PG_CP)->comm};
     mt_grad_sync_shards(ps, t->distributed, shape.shards, shape.shard);
     MT_CHECK(mt_model_create(&t->model, r, be, &shape));
     t->have_model = 1;
@@ -338,15 +339,17 @@ static mt_status print_start(const trainer *t, FILE *log) {
         snprintf(pps, sizeof pps, ", pp %d%s schedule %s with %d activation slot%s on this stage", pp, vs,
                  mt_schedule_name(t->pipe_exec->kind), t->pipe_exec->n_slots, t->pipe_exec->n_slots > 1 ? "s" : "");
     }
+    char cps[80] = "";
+    if (m->cp > 1) snprintf(cps, sizeof cps, ", cp %d ring attention (%d tokens per rank)", m->cp, m->al.T);
     fprintf(log,
             "%smtrain: %s, %zu parameters (%s%.1f MiB weights, %.1f MiB grads, %.1f MiB optimizer%s, "
-            "%.1f MiB activations per rank), backend %s, %d rank%s (tp %d%s%s, dp %d%s), %lld iterations of %d "
+            "%.1f MiB activations per rank), backend %s, %d rank%s (tp %d%s%s%s, dp %d%s), %lld iterations of %d "
             "sequences x %d tokens (%d micro-batches of %d per rank)\n",
             t->sink.prefix, r->model.arch == MT_ARCH_LLAMA ? "llama" : "gpt", n_full, shard,
             m->bytes_params / 1048576.0, m->bytes_grads / 1048576.0, m->bytes_optim / 1048576.0,
             t->distributed ? " (distributed)" : "", m->bytes_acts / 1048576.0,
             t->be->device_name ? t->be->device_name : t->be->i->name, ps->size, ps->size > 1 ? "s" : "", tp,
-            m->pl.sp ? " sequence-parallel" : "", pps, t->dp, eps, (long long)r->training.iters, t->G, t->T, t->n_micro,
+            m->pl.sp ? " sequence-parallel" : "", pps, cps, t->dp, eps, (long long)r->training.iters, t->G, t->T, t->n_micro,
             t->B);
     if (t->ov) {
         char d[256];
@@ -413,7 +416,7 @@ typedef struct {
     int64_t window_iters;
     double window_loss;                          /* sum over the window's non-skipped iterations */
     int64_t window_skipped, window_nan;
-    double timed_ms, timed_tp_ms, timed_dp_ms, timed_ep_ms;
+    double timed_ms, timed_tp_ms, timed_dp_ms, timed_ep_ms, timed_cp_ms;
     double timed_ov[4];                          /* overlap: reduce, its exposed wait, gather, its exposed wait */
     int64_t timed_iters, timed_coll;
     double first_ms, first_tp_ms, first_dp_ms;   /* the first iteration of this run */
@@ -431,6 +434,11 @@ static void print_comm_summary(const trainer *t, FILE *log, const loop_stats *ls
             fprintf(log, "%smtrain: expert all-to-all %.2f ms/iteration = %.1f%% of %.2f ms, this rank, iterations "
                     "after the first\n", t->sink.prefix, rep->ep_comm_ms_per_iter,
                     100.0 * rep->ep_comm_ms_per_iter / rep->mean_ms_per_iter, rep->mean_ms_per_iter);
+        const double cp_ms = ls->timed_cp_ms / ls->timed_iters;
+        if (log && t->model.cp > 1)
+            fprintf(log, "%smtrain: cp ring exchange %.2f ms/iteration = %.1f%% of %.2f ms, this rank, iterations "
+                    "after the first\n", t->sink.prefix, cp_ms, 100.0 * cp_ms / rep->mean_ms_per_iter,
+                    rep->mean_ms_per_iter);
         if (log && t->ps->size > 1)
             fprintf(log,
                     "%smtrain: communication %.2f ms/iteration = %.1f%% of %.2f ms (tp %.2f ms in %.0f "
@@ -529,6 +537,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         const double t0 = mt_clock_ms();
         t.model.tp.comm_ms = 0;
         t.model.moe_comm_ms = 0;
+        t.model.cp_comm_ms = 0;
         t.model.tp.n_coll = 0;
         t.gs.comm_ms = 0;
         mt_timers_iteration(&t.tm, it);
@@ -548,6 +557,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
             ls.timed_iters++;
             ls.timed_tp_ms += t.model.tp.comm_ms;
             ls.timed_ep_ms += t.model.moe_comm_ms;
+            ls.timed_cp_ms += t.model.cp_comm_ms;
             ls.timed_dp_ms += t.gs.comm_ms;
             ls.timed_coll += t.model.tp.n_coll;
             ls.timed_ov[0] += t.ov_reduce_ms;

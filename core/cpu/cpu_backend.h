@@ -48,6 +48,9 @@ mt_status mt_cpu_cast_f32_to_act(mt_backend *be, const mt_cast_args *a);
 mt_status mt_cpu_rope(mt_backend *be, const mt_rope_args *a);
 mt_status mt_cpu_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a);
 mt_status mt_cpu_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a);
+mt_status mt_cpu_attention_block_fwd(mt_backend *be, const mt_attention_block_fwd_args *a);
+mt_status mt_cpu_attention_block_bwd(mt_backend *be, const mt_attention_block_bwd_args *a);
+mt_status mt_cpu_copy_rows(mt_backend *be, const mt_copy_rows_args *a);
 /* embedding and loss (cpu_ops_embed.c) */
 mt_status mt_cpu_embedding_fwd(mt_backend *be, const mt_embedding_fwd_args *a);
 mt_status mt_cpu_embedding_bwd(mt_backend *be, const mt_embedding_bwd_args *a);

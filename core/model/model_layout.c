@@ -76,6 +76,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     const int tp = r->parallel.tensor > 0 ? r->parallel.tensor : 1;
     pl->tp = tp;
     pl->sp = tp > 1 && r->parallel.sequence_parallel;
+    pl->cp = r->parallel.context > 0 ? r->parallel.context : 1;
     MT_CHECK(split_check("model.heads", pl->H, tp));
     MT_CHECK(split_check("model.kv_heads", pl->KV, tp));
     MT_CHECK(split_check("model.ffn_hidden", pl->F, tp));
@@ -234,14 +235,15 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     const size_t a = mt_dtype_bytes(act), f = 4;
     const int tp = pl->tp > 0 ? pl->tp : 1;
     /* a pipeline stage's buffer holds one model chunk (one in-flight micro-batch of one chunk) */
-    const size_t N = (size_t)B * pl->T, Lres = pl->pp > 1 ? pl->Lc : pl->L, C = pl->C;
+    const int cp = pl->cp > 0 ? pl->cp : 1, T = pl->T / cp; /* this rank's tokens per sequence */
+    const size_t N = (size_t)B * T, Lres = pl->pp > 1 ? pl->Lc : pl->L, C = pl->C;
     /* full recompute: the residual stream keeps every layer's input; the rest is one layer's worth
        (the layer being run or recomputed) */
     const size_t L = (size_t)mt_act_slices(pl);
     const int head = pl->pp <= 1 || pl->has_head; /* the loss lives on the last stage only */
     const size_t Nr = pl->sp ? N / tp : N; /* N % tp is checked by mt_model_init */
     const size_t HD = (size_t)pl->H_r * pl->D;
-    const size_t lse = (size_t)B * pl->H_r * pl->T; /* one f32 per query row and head: no T x T buffer */
+    const size_t lse = (size_t)B * pl->H_r * T; /* one f32 per query row and head: no T x T buffer */
     size_t cur = 0;
 #define PLACE(field, bytes)              \
     do {                                 \
@@ -250,7 +252,7 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     } while (0)
     memset(al, 0, sizeof *al);
     al->B = B;
-    al->T = pl->T;
+    al->T = T;
     al->N = (int)N;
     al->N_r = (int)Nr;
     PLACE(tokens, N * 4);
@@ -284,6 +286,11 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(delta, lse * f);
     PLACE(dfch, dense_mlp * N * pl->fc_rows_r * a);
     PLACE(dfch_act, dense_mlp * N * pl->F_r * a);
+    if (cp > 1) {
+        const size_t kv = (size_t)2 * pl->KV_r * pl->D; /* packed [k | v] row */
+        PLACE(cp_kv, 2 * N * kv * a);
+        PLACE(cp_dkv, 3 * N * kv * a);
+    }
     if (pl->sp) {
         PLACE(sp_full, N * C * a);
         PLACE(sp_slice, Nr * C * a);

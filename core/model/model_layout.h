@@ -101,6 +101,8 @@ typedef struct {
     /* tensor parallelism: the same dims on one tp rank ("_r"), = the full ones when tp = 1 */
     int tp;                /* parallel.tensor */
     int sp;                /* sequence parallelism (tp > 1 and parallel.sequence_parallel) */
+    int cp;                /* parallel.context: each rank's activations hold T / cp tokens per sequence
+                              (two chunks of T / (2 cp): train/model.h, context parallelism) */
     int H_r, KV_r, F_r;    /* H/tp, KV/tp, F/tp */
     int Vp_r;              /* Vp/tp vocabulary rows (Vp is a multiple of 128*tp) */
     int qkv_rows_r;        /* (H_r + 2*KV_r) * D */
@@ -170,8 +172,8 @@ static inline size_t mt_param_offset(const mt_param_layout *pl, int ti, int l) {
     return t->offset + (size_t)l * t->rows * t->cols;
 }
 
-/* Activations of one micro-batch of B sequences of T tokens, as byte offsets into one
- * buffer. Per-layer arrays hold L consecutive slices (a pipeline stage: Lc, one model chunk,
+/* Activations of one micro-batch of B sequences of T tokens (T / cp local tokens under context
+ * parallelism: T below is then the local length), as byte offsets into one buffer. Per-layer arrays hold L consecutive slices (a pipeline stage: Lc, one model chunk,
  * and no head buffers except on the last stage). "act" = compute dtype. Shapes are one tp
  * rank's ("_r" dims of mt_param_layout): tensor-parallel regions (qkv .. fch_act, logits)
  * hold all N tokens and 1/tp of the features; the residual stream and the norms hold N_r rows:
@@ -202,6 +204,9 @@ typedef struct {
     size_t delta;                  /* (B, H_r, T) f32: attention rowsum(datty * atty) */
     size_t dfch;                   /* (N, fc_rows_r) act */
     size_t dfch_act;               /* (N, F_r) act */
+    /* context-parallel ring scratch (cp > 1 only, else 0 bytes) */
+    size_t cp_kv;                  /* (2, N, 2 KV_r D) act: packed K / V blocks in flight */
+    size_t cp_dkv;                 /* (3, N, 2 KV_r D) act: this rank's own dK / dV, and two partials travelling back */
     /* sequence-parallel scratch (SP only, else 0 bytes) */
     size_t sp_full;                /* (N, C) act: allgathered activations / gradients */
     size_t sp_slice;               /* (N_r, C) act: reduce-scattered partial sums */

@@ -593,17 +593,22 @@ int mt_recipe_padded_vocab(const mt_recipe *r) {
 }
 
 mt_status mt_recipe_check_sp_split(const mt_recipe *r) {
-    const int tp = r->parallel.tensor, T = r->model.seq_length;
-    if (!r->parallel.sequence_parallel || tp <= 1 || T % tp == 0) return MT_OK;
-    char where[1300], sp_where[1300];
+    /* under context parallelism a rank holds seq_length / cp positions of each sequence, so the
+       rule is seq_length % (tp * cp) == 0 (seq_length % (2 cp) is validated separately) */
+    const int tp = r->parallel.tensor, cp = r->parallel.context > 1 ? r->parallel.context : 1;
+    const int T = r->model.seq_length, mult = tp * cp;
+    if (!r->parallel.sequence_parallel || tp <= 1 || T % mult == 0) return MT_OK;
+    char where[1300], sp_where[1300], cps[96] = "";
     mt_recipe_where(r, "model.seq_length", where, sizeof where);
     mt_recipe_where(r, "parallel.sequence_parallel", sp_where, sizeof sp_where);
+    if (cp > 1) snprintf(cps, sizeof cps, " x parallel.context = %d", cp);
     return mt_errorf(MT_ERR_CONFIG,
-                     "%s: model.seq_length: %d is not divisible by parallel.tensor = %d, as sequence "
+                     "%s: model.seq_length: %d is not divisible by parallel.tensor = %d%s, as sequence "
                      "parallelism (parallel.sequence_parallel: true, %s) needs: each tp rank holds "
-                     "seq_length / tp positions of the residual stream; use a seq_length multiple of %d "
+                     "seq_length / %s positions of the residual stream; use a seq_length multiple of %d "
                      "(e.g. %d), a tp that divides %d, or set sequence_parallel: false",
-                     where, T, tp, sp_where, tp, (T / tp + 1) * tp, T);
+                     where, T, tp, cps, sp_where, cp > 1 ? "(tp * cp)" : "tp", mult, (T / mult + 1) * mult,
+                     cp > 1 ? T / cp : T);
 }
 
 int mt_recipe_head_dim(const mt_recipe *r) {

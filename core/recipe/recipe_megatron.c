@@ -53,6 +53,8 @@ static const meg_flag meg_flags[] = {
     /* layout and schedule */
     { "--num-layers-per-virtual-pipeline-stage", 1, MEG_RULE, "parallel.virtual_pipeline = layers / (pp * this)" },
     { "--distributed-timeout-minutes", 1, MEG_RULE, "parallel.timeout_s = 60 * this" },
+    { "--cp-comm-type", 1, MEG_RULE, "p2p only (the ring exchange of K/V blocks mtrain implements); a2a, allgather "
+      "and a2a+p2p are refused" },
     { "--recompute-activations", 0, MEG_RULE, "training.recompute selective" },
     { "--optimizer", 1, MEG_RULE, "adam only (AdamW, decoupled weight decay); sgd is refused" },
     { "--rampup-batch-size", 3, MEG_RULE, "START INCREMENT SAMPLES -> training.rampup_start, rampup_increment, "
@@ -247,6 +249,9 @@ static mt_status apply_rules(mt_recipe *r, const meg_seen *s) {
     for (int i = 0; i < 2; i++)
         if ((v = seen(s, drop[i])) && strtod(v, NULL) != 0.0)
             return bad(drop[i], v, "dropout is not implemented; use 0.0 (modern pretraining recipes do)");
+    if ((v = seen(s, "--cp-comm-type")) && strcmp(v, "p2p") != 0)
+        return bad("--cp-comm-type", v, "only p2p (ring exchange of K/V blocks) context parallelism is implemented; "
+                   "use p2p");
     if ((v = seen(s, "--moe-token-dispatcher-type")) && strcmp(v, "alltoall") != 0)
         return bad("--moe-token-dispatcher-type", v, "only the alltoall dispatcher is implemented");
     if ((v = seen(s, "--moe-router-load-balancing-type"))) {

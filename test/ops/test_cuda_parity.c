@@ -427,6 +427,54 @@ static void test_attention(int B, int T, int H, int KV, int D) {
     free(h_qkv); free(h_dout); free(h_out); free(h_lse);
 }
 
+/* ---- context parallelism: one ring step's blocks (attention_block_fwd / _bwd) and copy_rows ---- */
+
+/* Query chunk = local rows [Tc, 2 Tc) at global position 3 Tc against two packed K / V blocks: rows
+ * [0, Tc) at position 0 (seen fully; writes) and rows [Tc, 2 Tc) at 3 Tc (the diagonal; merges).
+ * The backward starts from the CPU's out / lse on both sides, as test_attention does. */
+static void test_attention_block(int B, int H, int KV, int D, int Tc) {
+    const int T = 2 * Tc;
+    printf("  attention_block B=%d T=%d H=%d KV=%d D=%d\n", B, T, H, KV, D);
+    const size_t S3 = (size_t)(H + 2 * KV) * D, SK = (size_t)2 * KV * D;
+    const size_t nq = (size_t)B * T * S3, nk = (size_t)B * T * SK, nout = (size_t)B * T * H * D, nl = (size_t)B * H * T;
+    float *h_qkv = host_rand(nq, 1.5f, 0.0f), *h_kv = host_rand(nk, 1.5f, 0.0f), *h_dout = host_rand(nout, 1.0f, 0.0f);
+    float *h_out = malloc(nout * sizeof(float) + 1), *h_lse = malloc(nl * sizeof(float) + 1);
+    pair_t qkv = pair_new(h_qkv, nq, 1), kv = pair_new(h_kv, nk, 1), dout = pair_new(h_dout, nout, 1);
+    pair_t out = pair_new(NULL, nout, 1), lse = pair_new(NULL, nl, 0), delta = pair_new(NULL, nl, 0);
+    pair_t dqkv = pair_new(NULL, nq, 1), dkv = pair_new(NULL, nk, 1), packed = pair_new(NULL, nk, 1);
+    for (int blk = 0; blk < 2; blk++) {
+        mt_attention_block_fwd_args c = {out.cpu, lse.cpu, qkv.cpu, kv.cpu, B, T, H, KV, D, Tc, Tc, 3 * Tc,
+                                         blk * Tc, Tc, blk * 3 * Tc, blk};
+        mt_attention_block_fwd_args g = {out.gpu, lse.gpu, qkv.gpu, kv.gpu, B, T, H, KV, D, Tc, Tc, 3 * Tc,
+                                         blk * Tc, Tc, blk * 3 * Tc, blk};
+        RUN_BOTH(attention_block_fwd, c, g);
+    }
+    compare("block fwd out, merged (act)", &out, 1, NULL, TOL_ACT);
+    compare("block fwd lse, merged (f32)", &lse, 0, NULL, TOL_F32);
+    down(&g_cpu, h_out, out.cpu, nout, g_cpu.act);
+    for (size_t i = 0; i < nout; i++) h_out[i] = round_bf16(h_out[i]);
+    pair_set(&out, h_out, 1);
+    down(&g_cpu, h_lse, lse.cpu, nl, MT_F32);
+    pair_set(&lse, h_lse, 0);
+    for (int blk = 0; blk < 2; blk++) {
+        mt_attention_block_bwd_args c = {dqkv.cpu, dkv.cpu, delta.cpu, dout.cpu, qkv.cpu, kv.cpu, out.cpu, lse.cpu,
+                                         B, T, H, KV, D, Tc, Tc, 3 * Tc, blk * Tc, Tc, blk * 3 * Tc};
+        mt_attention_block_bwd_args g = {dqkv.gpu, dkv.gpu, delta.gpu, dout.gpu, qkv.gpu, kv.gpu, out.gpu, lse.gpu,
+                                         B, T, H, KV, D, Tc, Tc, 3 * Tc, blk * Tc, Tc, blk * 3 * Tc};
+        RUN_BOTH(attention_block_bwd, c, g);
+    }
+    compare("block bwd dq += (act)", &dqkv, 1, NULL, TOL_ACT);
+    compare("block bwd dk, dv += (act)", &dkv, 1, NULL, TOL_ACT);
+    const size_t es_c = mt_dtype_bytes(g_cpu.act), es_g = mt_dtype_bytes(g_cuda.act);
+    mt_copy_rows_args cc = {packed.cpu, (const char *)qkv.cpu + (size_t)H * D * es_c, B * T, (int)SK, (int)SK, (int)S3};
+    mt_copy_rows_args cg = {packed.gpu, (const char *)qkv.gpu + (size_t)H * D * es_g, B * T, (int)SK, (int)SK, (int)S3};
+    RUN_BOTH(copy_rows, cc, cg);
+    compare("copy_rows k|v columns (act)", &packed, 1, NULL, TOL_ACT);
+    pair_t *all[] = {&qkv, &kv, &dout, &out, &lse, &delta, &dqkv, &dkv, &packed};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(h_qkv); free(h_kv); free(h_dout); free(h_out); free(h_lse);
+}
+
 /* ---- embedding (vocab shard) ---- */
 
 static void test_embedding(int B, int T, int C, int vocab_total, int vocab_start, int n_vocab, int with_wpe,
@@ -752,6 +800,8 @@ int main(void) {
 
     test_attention(1, 1, 1, 1, 8);
     test_attention(2, 17, 4, 2, 16);   /* GQA, group 2 */
+    test_attention_block(2, 4, 2, 16, 40); /* GQA; chunks of 40 rows (CUDA 32-row tiles inside a block) */
+    test_attention_block(1, 2, 1, 8, 3);
     test_attention(1, 33, 6, 1, 40);   /* MQA, odd T, D not a multiple of 32 */
     test_attention(2, 64, 4, 4, 64);   /* MHA */
     test_attention(1, 300, 2, 1, 128); /* several tiles, partial last one, D = 128 */
