@@ -6,7 +6,8 @@
 #   dp=2 allreduce; dp=2 distributed optimizer with the parameter gather overlapped too;
 #   pp=2 x dp=2 (1F1B: a stage's gradients are final after its last micro-batch's backward) with
 #   the distributed optimizer and both overlaps; tp=2 x dp=2 with sequence parallelism (the
-#   tp-partial norm weights go to the tail bucket, reduced after the tp pre-reduction).
+#   tp-partial norm weights go to the tail bucket, reduced after the tp pre-reduction); cp=2 x
+#   dp=2 with the distributed optimizer (the reduce-scatter over dp x cp).
 # The bucket size is small (20000 elements) so the 0.8M-parameter model has ~13 buckets per stage.
 # Also: --overlap-param-gather without the distributed optimizer is refused naming the key, and a
 # rank killed (kill -9) during an overlapped run ends the job non-zero with every survivor naming it.
@@ -44,6 +45,10 @@ run tp2dp2 4 --tensor-model-parallel-size 2 --sequence-parallel
 run tp2dp2-ov 4 --tensor-model-parallel-size 2 --sequence-parallel "${OV[@]}"
 same tp2dp2 tp2dp2-ov
 grep -q "(1 after the pre-reductions" "$TMP/tp2dp2-ov.log" || fail "tp2dp2-ov: the tp-partial norms are not in a tail bucket"
+# cp=2 x dp=2: the dense gradients are reduced over dp x cp (4 ranks) bucket by bucket
+run cp2dp2 4 --context-parallel-size 2 --use-distributed-optimizer
+run cp2dp2-ov 4 --context-parallel-size 2 --use-distributed-optimizer "${OV[@]}" --overlap-param-gather
+same cp2dp2 cp2dp2-ov
 
 # refused: the parameter gather belongs to the distributed optimizer
 if "$MTRAIN" "${BASE[@]}" --overlap-grad-reduce --overlap-param-gather >"$TMP/refused.log" 2>&1; then
