@@ -3,15 +3,8 @@
 
 #include <math.h>
 
-static uint64_t mix64(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 uint64_t mt_rng_u64(uint64_t seed, uint64_t stream, uint64_t index) {
-    return mix64(mix64(mix64(seed) ^ stream) ^ index);
+    return mt_rng_mix64(mt_rng_mix64(mt_rng_mix64(seed) ^ stream) ^ index);
 }
 
 double mt_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index) {

@@ -15,7 +15,8 @@
 /* One layer l's forward from resid[l] to resid[l+1]. With full recompute (pl->recompute) every
  * activation but the residual stream lives in one shared slice: backward calls this again from
  * the saved input just before the layer's backward; the same ops on the same inputs give the same
- * bits, so resid[l+1] is rewritten with its own value. */
+ * bits, so resid[l+1] is rewritten with its own value. With selective recompute
+ * (pl->recompute_attn) only the attention core's outputs share one slice (model_bwd.c reruns it). */
 mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
     mt_status st = MT_OK;
     mt_tp *tp = &m->tp;
@@ -26,11 +27,12 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
     const size_t a = mt_dtype_bytes(m->act);
     const size_t NrC = (size_t)Nr * C;
     const int ls = A->l0 + mt_act_slice(pl, l - A->l0); /* slice of the non-residual activations */
+    const int la = A->l0 + mt_act_attn_slice(pl, l - A->l0); /* of the attention core's outputs */
     void *x = ACT_L(m, A, resid, l, NrC, a);
     void *x1 = ACT_L(m, A, ln1, ls, NrC, a);
     void *qkv = ACT_L(m, A, qkv, ls, (size_t)N * pl->qkv_rows_r, a);
-    void *lse = ACT_L(m, A, lse, ls, (size_t)B * pl->H_r * T, 4);
-    void *atty = ACT_L(m, A, atty, ls, (size_t)N * HD, a);
+    void *lse = ACT_L(m, A, lse, la, (size_t)B * pl->H_r * T, 4);
+    void *atty = ACT_L(m, A, atty, la, (size_t)N * HD, a);
     void *xm = ACT_L(m, A, resid_mid, ls, NrC, a);
     void *x2 = ACT_L(m, A, ln2, ls, NrC, a);
     void *h = ACT_L(m, A, fch, ls, (size_t)N * pl->fc_rows_r, a);

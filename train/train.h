@@ -42,7 +42,7 @@ typedef struct {
 
 /* MT_ERR_UNSUPPORTED naming the key when the recipe asks for something the trainer cannot do
  * yet (context, expert parallelism, MoE); `note` gets a
- * line to print for accepted-but-not-applied keys (recompute selective); full recompute of MoE
+ * line to print for accepted-but-not-applied keys (none today); full recompute of MoE
  * layers and uniform recompute units of more than one layer are refused. */
 mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_bytes);
 /* The end-of-document id of data.mock's documents: the recipe's tokenizer's (the hf tokenizer.json

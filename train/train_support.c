@@ -30,10 +30,7 @@ mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_b
            r->training.recompute_method == MT_RECOMPUTE_UNIFORM && r->training.recompute_num_layers != 1,
            "uniform full recompute in units of more than one layer (use 1, or training.recompute_method block)");
 #undef REFUSE
-    if (r->training.recompute == MT_RECOMPUTE_SELECTIVE)
-        snprintf(note, note_bytes, "note: training.recompute selective changes nothing here: the fused (flash-style) "
-                                   "attention already stores no T x T scores, only its output and a logsumexp per row; "
-                                   "use full to trade a forward for activation memory");
+    (void)note_bytes; /* no accepted-but-not-applied key today (selective recompute is real: model_bwd.c) */
     return MT_OK;
 }
 

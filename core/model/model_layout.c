@@ -107,6 +107,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
         const int n = r->training.recompute_method == MT_RECOMPUTE_BLOCK ? r->training.recompute_num_layers : pl->Lc;
         pl->recompute = n < pl->Lc ? n : pl->Lc;
     }
+    pl->recompute_attn = r->training.recompute == MT_RECOMPUTE_SELECTIVE;
 
     if (m->moe.experts > 0) {
         const int ep = r->parallel.expert > 0 ? r->parallel.expert : 1;
@@ -238,7 +239,7 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     const int cp = pl->cp > 0 ? pl->cp : 1, T = pl->T / cp; /* this rank's tokens per sequence */
     const size_t N = (size_t)B * T, Lres = pl->pp > 1 ? pl->Lc : pl->L, C = pl->C;
     /* full recompute: the residual stream keeps every layer's input; the rest is one layer's worth
-       (the layer being run or recomputed) */
+       (the layer being run or recomputed); selective: the attention core's outputs are one layer's worth */
     const size_t L = (size_t)mt_act_slices(pl);
     const int head = pl->pp <= 1 || pl->has_head; /* the loss lives on the last stage only */
     const size_t Nr = pl->sp ? N / tp : N; /* N % tp is checked by mt_model_init */
@@ -262,8 +263,9 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(ln1_mean, L * Nr * f);
     PLACE(ln1_rstd, L * Nr * f);
     PLACE(qkv, L * N * pl->qkv_rows_r * a);
-    PLACE(lse, L * lse * f);
-    PLACE(atty, L * N * HD * a);
+    const size_t La = (size_t)mt_act_attn_slices(pl); /* selective recompute: one shared slice */
+    PLACE(lse, La * lse * f);
+    PLACE(atty, La * N * HD * a);
     PLACE(resid_mid, L * Nr * C * a);
     PLACE(ln2, L * Nr * C * a);
     PLACE(ln2_mean, L * Nr * f);

@@ -129,6 +129,9 @@ typedef struct {
                               layout keeps every layer's input (resid), ONE shared slice of the other
                               activations for the recomputed layers, and its own slice for each
                               of the others (mt_act_slice) */
+    int recompute_attn;    /* training.recompute = selective: the attention core's outputs (atty, the
+                              logsumexp) live in ONE shared slice; backward reruns the core from the
+                              layer's saved qkv just before the layer's attention backward */
 } mt_param_layout;
 
 /* Slice of the per-layer activation arrays (all but resid) of chunk-relative layer j. */
@@ -137,6 +140,13 @@ static inline int mt_act_slice(const mt_param_layout *pl, int j) {
 }
 static inline int mt_act_slices(const mt_param_layout *pl) {
     return pl->recompute ? 1 + pl->Lc - pl->recompute : pl->Lc;
+}
+/* Slice of the attention core's outputs (atty, lse) of chunk-relative layer j, and their count. */
+static inline int mt_act_attn_slice(const mt_param_layout *pl, int j) {
+    return pl->recompute_attn ? 0 : mt_act_slice(pl, j);
+}
+static inline int mt_act_attn_slices(const mt_param_layout *pl) {
+    return pl->recompute_attn ? 1 : mt_act_slices(pl);
 }
 
 /* Global slice index of local slice s of stacked tensor ti: the global layer for ordinary tensors;

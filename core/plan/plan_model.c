@@ -295,8 +295,9 @@ static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_
 
 /* The same for the trainer's own layout (core/model/model_layout.c, mt_act_layout_build), fp32:
  * resid, ln1, qkv, atty, resid_mid, ln2, fch, fch_act, 4 norm statistics per token, and the
- * flash attention's (B, H, T) f32 logsumexp (no T x T probabilities are kept). Selective drops
- * the logsumexp; full keeps the residual input only. */
+ * flash attention's (B, H, T) f32 logsumexp (no T x T probabilities are kept). Selective keeps
+ * the attention core's output (atty) and logsumexp in one shared slice (counted once per rank
+ * below), so a layer drops both; full keeps the residual input only. */
 static double act_layer_fp32(const dims *d, double b, int t, int sp, int cp, mt_recompute rc) {
     const double s = d->T / cp, N = b * s, C = d->C;
     if (rc == MT_RECOMPUTE_FULL) return 4.0 * N * C / (sp ? t : 1);
@@ -304,9 +305,10 @@ static double act_layer_fp32(const dims *d, double b, int t, int sp, int cp, mt_
     /* MoE (model_layout.c): per routed copy the expert input and output rows (C each, whole on every tp
      * rank), the router's logits and probabilities (E each) and 3 per-assignment words */
     if (d->moe) rep += 2.0 * d->K * C + 2.0 * d->E + 3.0 * d->K;
-    double split = d->qkv_rows + d->H * d->D + d->K * (d->fc_rows + d->F);
+    const int sel = rc == MT_RECOMPUTE_SELECTIVE;
+    double split = d->qkv_rows + (sel ? 0.0 : d->H * d->D) + d->K * (d->fc_rows + d->F);
     double per_token = 4.0 * (sp ? (rep + split) / t : rep + split / t) + 4.0 * 4.0;
-    double lse = rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 4.0 * d->H / t;
+    double lse = sel ? 0.0 : 4.0 * d->H / t;
     return N * (per_token + lse);
 }
 
@@ -508,8 +510,9 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         rk->optim_bytes = p->dist_opt ? rk->optim_dist_bytes : rk->optim_nodist_bytes;
         rk->n_layer_mbs = layer_mbs_in_flight(r->model.layers, pp, v, m, k);
         double acts = rk->n_layer_mbs * act_layer;
-        /* the layer being recomputed: its activations beyond its input (counted above) */
-        if (rc_layers > 0) acts += act_layer_none - act_layer_rc;
+        /* the layer being recomputed: its activations beyond its input (counted above); the fp32
+           trainer's selective recompute: the one shared slice of the attention core's outputs */
+        if (rc_layers > 0 || (!bf16 && p->recompute == MT_RECOMPUTE_SELECTIVE)) acts += act_layer_none - act_layer_rc;
         const double mbs = ceil(rk->n_layer_mbs / p->n_layers_stage);
         if (bf16) {
             /* Megatron theoretical_memory_usage.py: tokens (8 s b) and the embedding dropout

@@ -130,8 +130,8 @@ const mt_recipe_key mt_recipe_keys[] = {
     KENUM("training.precision", training.precision, "fp32", prec_names,
           "fp32, or bf16 weights/activations with fp32 master weights and gradients", 0),
     KENUM("training.recompute", training.recompute, "none", recompute_names,
-          "activation recomputation: none, selective (accepted, no effect: the fused attention keeps no T x T "
-          "scores), full (keep each recomputed layer's input, rerun its forward in backward)", 0),
+          "activation recomputation: none, selective (rerun the attention core in backward: its output and "
+          "logsumexp are not kept per layer), full (keep each recomputed layer's input, rerun its forward in backward)", 0),
     KENUM("training.recompute_method", training.recompute_method, "uniform", recompute_method_names,
           "full recompute: uniform (every layer, units of training.recompute_num_layers) or block (the first "
           "training.recompute_num_layers layers of each pipeline model chunk)", 0),

@@ -6,6 +6,10 @@
 # recompute: serial, at pp 2 (1F1B and interleaved: each in-flight micro-batch's slot keeps its own inputs) and
 # at tp 2 with sequence parallelism (the rerun repeats the forward collectives on every rank).
 # The trainer's printed activation memory falls and equals `mtrain plan`'s for the recipe.
+# Selective recompute (--recompute-granularity selective, Megatron's --recompute-activations) reruns
+# the attention core from the saved qkv in backward: the same bits again, a little less memory
+# (the core's output and logsumexp are one shared slice), equal to the plan's figure too.
+# (test/unit/test_act_memory.c measures the peak memory of none / selective / full against the plan.)
 source test/e2e_lib.sh
 need_data
 ITERS=3
@@ -28,12 +32,15 @@ for model in gpt llama; do
   run "$model" 1 "${CFG[@]}"
   run "$model full" 1 "${CFG[@]}" "${RC[@]}"
   same "$model" "$model full"
-  a=$(mib "$TMP/$model.log"); b=$(mib "$TMP/$model full.log")
-  echo "$model: activations $a MiB without recompute, $b MiB with full recompute"
+  run "$model selective" 1 "${CFG[@]}" --recompute-activations
+  same "$model" "$model selective"
+  a=$(mib "$TMP/$model.log"); b=$(mib "$TMP/$model full.log"); s=$(mib "$TMP/$model selective.log")
+  echo "$model: activations $a MiB without recompute, $s MiB selective, $b MiB with full recompute"
   awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > 0 && b < 0.6 * a) }' || fail "$model: full recompute did not cut activation memory ($a -> $b MiB)"
-  for rc in none full; do
+  awk -v a="$a" -v s="$s" -v b="$b" 'BEGIN { exit !(s < a && s > b) }' || fail "$model: selective should keep less than none, more than full ($a, $s, $b MiB)"
+  for rc in none selective full; do
     p=$("$MTRAIN" plan --gpus 1 "${CFG[@]}" --micro-batch-size 2 --set training.recompute=$rc --json | grep -o '"acts_bytes": [0-9.]*' | head -1 | awk '{ printf "%.1f", $2 / 1048576 }')
-    t=$([ $rc = none ] && echo "$a" || echo "$b")
+    case $rc in none) t=$a ;; selective) t=$s ;; full) t=$b ;; esac
     [ "$p" = "$t" ] || fail "$model recompute $rc: mtrain plan says $p MiB of activations, the trainer $t MiB"
     echo "$model recompute $rc: plan $p MiB = trainer $t MiB"
   done
@@ -62,6 +69,11 @@ same "gpt pp=2 vpp=2" "gpt pp=2 vpp=2 full"
 run "gpt tp=2 sp" 2 --config configs/gpt-tiny.yaml --tensor-model-parallel-size 2 --sequence-parallel
 run "gpt tp=2 sp full" 2 --config configs/gpt-tiny.yaml --tensor-model-parallel-size 2 --sequence-parallel "${RC[@]}"
 same "gpt tp=2 sp" "gpt tp=2 sp full"
+run "gpt tp=2 sp selective" 2 --config configs/gpt-tiny.yaml --tensor-model-parallel-size 2 --sequence-parallel \
+  --recompute-activations
+same "gpt tp=2 sp" "gpt tp=2 sp selective"
+run "gpt pp=2 selective" 2 --config configs/gpt-tiny.yaml --pipeline-model-parallel-size 2 --recompute-activations
+same "gpt pp=2" "gpt pp=2 selective"
 # what is not implemented is refused, naming the key
 if "$MTRAIN" --config configs/mixtral-tiny.yaml "${BASE[@]}" --recompute-granularity full >"$TMP/moe.log" 2>&1; then
   fail "full recompute with MoE layers should be refused"
