@@ -3,7 +3,7 @@
 #   gpt-tiny (learned positions) and llama-tiny (RoPE, GQA 4 query / 2 kv heads):
 #   cp=2, cp=4, cp=2 x tp=2 with sequence parallelism, cp=2 x pp=2, cp=2 x dp=2 with the
 #   distributed optimizer (4 ranks at most), each against the cp=1 run of the same recipe; for
-#   llama also cp=2 with full recompute, and the cp=2 x dp=2 run's checkpoint resumed at cp=1.
+#   llama also cp=2 with full recompute, gpt cp=2 with selective recompute, and the cp=2 x dp=2 run's checkpoint resumed at cp=1.
 # cp rank r holds chunks r and 2cp-1-r of the 2cp chunks of every sequence (Megatron's causal load
 # balance), embedded / rotated at their global positions; attention is a ring of K/V blocks
 # merged by logsumexp, its backward a ring of dK/dV partials. The runs start from the same weights
@@ -40,6 +40,8 @@ LLAMA=(--config configs/llama-tiny.yaml)
 # full recompute reruns each layer's forward (and its ring) in backward: the same losses
 parallel llama "llama cp=2 full recompute" 2 2 "${LLAMA[@]}" --recompute-granularity full \
   --recompute-method uniform --recompute-num-layers 1
+# selective recompute reruns the attention core (the forward ring) before its backward
+parallel gpt "gpt cp=2 selective recompute" 2 2 --config configs/gpt-tiny.yaml --recompute-granularity selective
 # a cp=2 x dp=2 save resumed serially continues the serial trajectory (iterations 11 .. 20)
 "$MTRAIN" "${LLAMA[@]}" "${BASE[@]}" --load "$TMP/ck" --ckpt-step 10 --metrics "$TMP/resume.jsonl" >"$TMP/resume.log" 2>&1 \
   || { tail -n 20 "$TMP/resume.log"; fail "resuming the cp=2 save at cp=1 failed"; }
