@@ -248,6 +248,9 @@ typedef struct {
     size_t n;
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
     float bias_correction1, bias_correction2; /* 1 - beta^t */
+    int moments_zero;       /* 1: m and v are known to be all zero (no step taken, none loaded): they
+                               are read as 0 and only written, the same arithmetic (b1 * 0 + ...),
+                               so each fresh page of them is touched once, by a write */
 } mt_adamw_args;
 
 typedef struct {            /* dst (act) = src (f32), n elements: master -> compute copies */

@@ -16,11 +16,11 @@ struct adamw_hp {
 };
 
 __global__ void adamw_kernel(float *master, bf16 *param, const float *grad, float *m, float *v, size_t n,
-                             adamw_hp h) {
+                             adamw_hp h, int zero) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const float g = grad[i] * h.gs;
-        const float mi = h.b1 * m[i] + (1.0f - h.b1) * g;
-        const float vi = h.b2 * v[i] + (1.0f - h.b2) * g * g;
+        const float mi = h.b1 * (zero ? 0.0f : m[i]) + (1.0f - h.b1) * g; /* zero: moments known 0 */
+        const float vi = h.b2 * (zero ? 0.0f : v[i]) + (1.0f - h.b2) * g * g;
         m[i] = mi;
         v[i] = vi;
         const float w = master[i];
@@ -43,7 +43,7 @@ mt_status mt_cuda_adamw(mt_backend *be, const mt_adamw_args *a) {
     size_t want = (a->n + ADAMW_THREADS - 1) / ADAMW_THREADS;
     unsigned blocks = want > ADAMW_MAX_BLOCKS ? ADAMW_MAX_BLOCKS : (unsigned)want;
     adamw_kernel<<<blocks, ADAMW_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
-        (float *)a->master, param, (const float *)a->grad, (float *)a->m, (float *)a->v, a->n, h);
+        (float *)a->master, param, (const float *)a->grad, (float *)a->m, (float *)a->v, a->n, h, a->moments_zero);
     CUDA_CHECK_LAUNCH();
     return MT_OK;
 }

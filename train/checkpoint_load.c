@@ -277,6 +277,7 @@ mt_status mt_ckpt_load(const mt_recipe *r, mt_model *m, const mt_parallel_state 
             memset(buf, 0, t->n * 4);
             MT_CHECK(assemble(&L, m, tp_rank, ti, mi, mom[k], buf, boxes, nbox));
             MT_CHECK(upload_opt(be, m, ti, dst[k], buf));
+            m->moments_zero = 0; /* the loaded moments are read by the next step */
             bytes_read += t->n * 4;
         }
     }

@@ -246,14 +246,11 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     }
     MT_CHECK(be->i->alloc(be, n_opt * 4, &m->adam_m));
     MT_CHECK(be->i->alloc(be, n_opt * 4, &m->adam_v));
-    /* Host memory comes zeroed and untouched (cpu_backend.c). The first AdamW step reads the
-     * moments before it writes them: each page would take a read fault (the shared zero page) and
-     * then a copy-on-write fault. Touching them first with a write, on every thread, takes one
-     * fault per page (1 GiB: ~1.8 s against ~2.6 s on the 2-core VM). */
-    if (be->host_memory) {
-        MT_CHECK(be->i->memset_zero(be, m->adam_m, n_opt * 4));
-        MT_CHECK(be->i->memset_zero(be, m->adam_v, n_opt * 4));
-    }
+    /* Every backend's alloc returns zeroed memory (the CPU's untouched mmap'd pages, cpu_backend.c).
+     * Until the first step (or a load) the moments are known zero: that step reads them as 0 and
+     * only writes them (mt_adamw_args.moments_zero), so each of their pages takes one fault, by a
+     * write, inside the step, instead of a read fault and then a copy-on-write fault. */
+    m->moments_zero = 1;
     MT_CHECK(be->i->alloc(be, m->bytes_acts, &m->acts.base));
     m->acts.l0 = 0;
     m->scalars = ACT(m, &m->acts, scalars);

@@ -68,6 +68,7 @@ typedef struct {
                               index of a flat element); aliases params when act is f32 and one
                               region is the whole shard */
     void *adam_m, *adam_v; /* (ol.n_opt) f32 */
+    int moments_zero;      /* adam_m / adam_v still all zero: no optimizer step taken, none loaded */
     int master_aliased;    /* master points into params (not a separate allocation) */
     mt_acts acts;          /* the model's own activation buffer (l0 = 0) */
     void *scalars;         /* (2) f32 in the model's activation buffer: [loss sum, grad sq] */

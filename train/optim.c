@@ -83,9 +83,11 @@ mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, do
             .grad_scale = (float)grad_scale,
             .bias_correction1 = bc1,
             .bias_correction2 = bc2,
+            .moments_zero = m->moments_zero,
         };
         MT_CHECK(MT_BE_CALL(m->be, adamw, &a));
     }
+    m->moments_zero = 0;
 out:
     return st;
 }

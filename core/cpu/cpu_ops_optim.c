@@ -19,7 +19,7 @@ typedef struct {
 /* One span [i0, i1). The AVX path exists because sqrtf's errno handling keeps GCC from
  * vectorising the scalar loop without -fno-math-errno, and AdamW runs over every parameter. */
 static void adamw_span(const adamw_hp *h, float *master, float *param, const float *grad, float *m, float *v,
-                       long i0, long i1) {
+                       int zero, long i0, long i1) {
     long i = i0;
 #if defined(__AVX__)
     const __m256 lr = _mm256_set1_ps(h->lr), b1 = _mm256_set1_ps(h->b1), b2 = _mm256_set1_ps(h->b2);
@@ -28,8 +28,10 @@ static void adamw_span(const adamw_hp *h, float *master, float *param, const flo
     const __m256 bc1 = _mm256_set1_ps(h->bc1), bc2 = _mm256_set1_ps(h->bc2);
     for (; i + 8 <= i1; i += 8) {
         const __m256 g = _mm256_mul_ps(_mm256_loadu_ps(grad + i), gs);
-        const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, g));
-        const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(_mm256_mul_ps(c2, g), g));
+        const __m256 m0 = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(m + i);
+        const __m256 v0 = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(v + i);
+        const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, m0), _mm256_mul_ps(c1, g));
+        const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, v0), _mm256_mul_ps(_mm256_mul_ps(c2, g), g));
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
         const __m256 w = _mm256_loadu_ps(master + i);
@@ -43,8 +45,8 @@ static void adamw_span(const adamw_hp *h, float *master, float *param, const flo
 #endif
     for (; i < i1; i++) {
         const float g = grad[i] * h->gs;
-        const float mi = h->b1 * m[i] + (1.0f - h->b1) * g;
-        const float vi = h->b2 * v[i] + (1.0f - h->b2) * g * g;
+        const float mi = h->b1 * (zero ? 0.0f : m[i]) + (1.0f - h->b1) * g;
+        const float vi = h->b2 * (zero ? 0.0f : v[i]) + (1.0f - h->b2) * g * g;
         m[i] = mi;
         v[i] = vi;
         const float w = master[i];
@@ -73,7 +75,7 @@ mt_status mt_cpu_adamw(mt_backend *be, const mt_adamw_args *a) {
     for (long blk = 0; blk < n_blocks; blk++) {
         const long i0 = blk * ADAMW_BLOCK;
         const long i1 = i0 + ADAMW_BLOCK < n ? i0 + ADAMW_BLOCK : n;
-        adamw_span(&h, master, param, grad, m, v, i0, i1);
+        adamw_span(&h, master, param, grad, m, v, a->moments_zero, i0, i1);
     }
     return MT_OK;
 }

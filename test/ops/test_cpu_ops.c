@@ -781,14 +781,18 @@ static void test_adamw(size_t n) {
     const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
     float *master = frand(n, -1, 1), *m = fconst(n, 0), *v = fconst(n, 0), *param = fconst(n, 777.0f);
     float *master_a = fcopy(master, n), *m_a = fconst(n, 0), *v_a = fconst(n, 0); /* aliased run */
+    /* moments_zero run: its moments hold NaN before step 1, which must read them as 0 and only write */
+    float *master_z = fcopy(master, n), *m_z = fconst(n, NAN), *v_z = fconst(n, NAN);
     double *wm = dcopy(master, n), *wmm = dzeros(n), *wv = dzeros(n);
     for (int step = 1; step <= 3; step++) {
         float *grad = frand(n, -2, 2);
         const float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
-        mt_adamw_args aa = {master, param, grad, m, v, n, lr, b1, b2, eps, wd, gs, bc1, bc2};
+        mt_adamw_args aa = {master, param, grad, m, v, n, lr, b1, b2, eps, wd, gs, bc1, bc2, 0};
         OK(MT_BE_CALL(&be, adamw, &aa));
-        mt_adamw_args ab = {master_a, master_a, grad, m_a, v_a, n, lr, b1, b2, eps, wd, gs, bc1, bc2};
+        mt_adamw_args ab = {master_a, master_a, grad, m_a, v_a, n, lr, b1, b2, eps, wd, gs, bc1, bc2, 0};
         OK(MT_BE_CALL(&be, adamw, &ab));
+        mt_adamw_args az = {master_z, master_z, grad, m_z, v_z, n, lr, b1, b2, eps, wd, gs, bc1, bc2, step == 1};
+        OK(MT_BE_CALL(&be, adamw, &az));
         /* double scalar reference, with the same fp32 hyper-parameters */
         for (size_t i = 0; i < n; i++) {
             const double g = (double)grad[i] * gs;
@@ -809,7 +813,11 @@ static void test_adamw(size_t n) {
     check_close(what, v, wv, n, 1e-5, 1e-6);
     CHECK(memcmp(param, master, n * sizeof *param) == 0);    /* param written from master */
     CHECK(memcmp(master_a, master, n * sizeof *param) == 0); /* aliasing changes nothing */
+    /* moments known zero: the same bits as moments that are zero (the same arithmetic, b1 * 0 + ...) */
+    CHECK(memcmp(master_z, master, n * sizeof *param) == 0);
+    CHECK(memcmp(m_z, m, n * sizeof *m) == 0 && memcmp(v_z, v, n * sizeof *v) == 0);
     free(master), free(m), free(v), free(param), free(master_a), free(m_a), free(v_a), free(wm), free(wmm), free(wv);
+    free(master_z), free(m_z), free(v_z);
 }
 
 /* ---------------- determinism ---------------- */

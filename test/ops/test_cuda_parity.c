@@ -579,7 +579,7 @@ static void test_adamw(size_t n) {
     pair_t v = pair_new(h_v, n, 0), param = pair_new(NULL, n, 1);
     const float b1 = 0.9f, b2 = 0.95f;
     mt_adamw_args c = {master.cpu, param.cpu, grad.cpu, m.cpu, v.cpu, n, 1e-3f, b1, b2, 1e-8f, 0.1f, 0.5f,
-                       1.0f - b1 * b1 * b1, 1.0f - b2 * b2 * b2};
+                       1.0f - b1 * b1 * b1, 1.0f - b2 * b2 * b2, 0};
     mt_adamw_args g = c;
     g.master = master.gpu; g.param = param.gpu; g.grad = grad.gpu; g.m = m.gpu; g.v = v.gpu;
     RUN_BOTH(adamw, c, g);
