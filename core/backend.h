@@ -331,6 +331,59 @@ typedef struct {
     int N, k, C;
 } mt_moe_unpermute_bwd_args;
 
+/* ---- fused ops (optional: a backend may leave them NULL; train/ then runs the unfused ops) ---- */
+
+/* Residual add + norm in one pass: out_resid = a + b (rounded to act), then the layernorm /
+ * rmsnorm of out_resid exactly as layernorm_fwd / rmsnorm_fwd would compute it from the stored
+ * sum. No backward op: the norm backward already ADDS into the residual gradient, and the add's
+ * backward is the identity on it, so the unfused backward is the fused one. */
+typedef struct {
+    void *out_resid;        /* (N, C) act, = a + b; may alias a */
+    void *out;              /* (N, C) act, the norm of out_resid */
+    void *mean;             /* (N) f32 (layernorm only; NULL for rmsnorm) */
+    void *rstd;             /* (N) f32 */
+    const void *a, *b;      /* (N, C) act */
+    const void *weight;     /* (C) act */
+    const void *bias;       /* (C) act (layernorm only; may be NULL) */
+    int N, C;
+    float eps;
+} mt_add_norm_fwd_args;
+
+/* pre = inp @ weight^T + bias; out = gelu(pre) (the tanh GeLU of gelu_fwd): matmul_fwd then
+ * gelu_fwd in one op (cuBLASLt epilogue GELU_AUX_BIAS on CUDA). pre is kept for the backward. */
+typedef struct {
+    void *out;              /* (M, N) act, gelu(pre) */
+    void *pre;              /* (M, N) act, the pre-activation (the epilogue's aux output) */
+    const void *inp;        /* (M, K) act */
+    const void *weight;     /* (N, K) act */
+    const void *bias;       /* (N) act, or NULL */
+    int M, N, K;
+} mt_matmul_gelu_fwd_args;
+
+/* matmul_bwd of the GEMM that consumes gelu(pre), with gelu_bwd applied to its input gradient:
+ * dinp = (dout @ weight) * gelu'(pre) (=, never accumulated); dweight, dbias as matmul_bwd
+ * (+=). On CUDA the dinp GEMM runs with the DGELU epilogue (aux = pre). */
+typedef struct {
+    void *dinp;             /* (M, K) act, = d(loss)/d(pre) */
+    void *dweight;          /* (N, K) f32, += dout^T @ inp */
+    void *dbias;            /* (N) f32, +=, or NULL */
+    const void *dout;       /* (M, N) act */
+    const void *inp;        /* (M, K) act: gelu(pre), the forward input of this GEMM */
+    const void *weight;     /* (N, K) act */
+    const void *pre;        /* (M, K) act: the pre-activation saved by matmul_gelu_fwd */
+    int M, N, K;
+} mt_matmul_dgelu_bwd_args;
+
+/* Weight init on the device: out[e] = (f32)(std * mt_rng_normal(seed, stream, offset + e)),
+ * e < n (core/rng.h; the double product rounded once to fp32, as train/model.c draws on the
+ * host). */
+typedef struct {
+    void *out;              /* (n) f32 */
+    size_t n;
+    uint64_t seed, stream, offset;
+    double std;
+} mt_init_normal_args;
+
 typedef struct mt_backend mt_backend;
 
 struct mt_backend_i {
@@ -378,6 +431,12 @@ struct mt_backend_i {
     mt_status (*moe_permute)(mt_backend *be, const mt_moe_permute_args *a);
     mt_status (*moe_unpermute)(mt_backend *be, const mt_moe_unpermute_args *a);
     mt_status (*moe_unpermute_bwd)(mt_backend *be, const mt_moe_unpermute_bwd_args *a);
+    /* fused ops (optional, NULL = not offered; see above) */
+    mt_status (*add_layernorm_fwd)(mt_backend *be, const mt_add_norm_fwd_args *a);
+    mt_status (*add_rmsnorm_fwd)(mt_backend *be, const mt_add_norm_fwd_args *a);
+    mt_status (*matmul_gelu_fwd)(mt_backend *be, const mt_matmul_gelu_fwd_args *a);
+    mt_status (*matmul_dgelu_bwd)(mt_backend *be, const mt_matmul_dgelu_bwd_args *a);
+    mt_status (*init_normal)(mt_backend *be, const mt_init_normal_args *a);
 };
 
 /* One created backend. host_memory says where the pointers alloc returns live: 1 = ordinary

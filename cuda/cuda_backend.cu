@@ -144,6 +144,11 @@ static void cuda_fill_iface(struct mt_backend_i *t) {
     t->layernorm_bwd = mt_cuda_layernorm_bwd;
     t->rmsnorm_fwd = mt_cuda_rmsnorm_fwd;
     t->rmsnorm_bwd = mt_cuda_rmsnorm_bwd;
+    t->add_layernorm_fwd = mt_cuda_add_layernorm_fwd; /* fused ops */
+    t->add_rmsnorm_fwd = mt_cuda_add_rmsnorm_fwd;
+    t->matmul_gelu_fwd = mt_cuda_matmul_gelu_fwd;
+    t->matmul_dgelu_bwd = mt_cuda_matmul_dgelu_bwd;
+    t->init_normal = mt_cuda_init_normal;       /* cuda_init.cu */
     t->gelu_fwd = mt_cuda_gelu_fwd;             /* cuda_act.cu */
     t->gelu_bwd = mt_cuda_gelu_bwd;
     t->swiglu_fwd = mt_cuda_swiglu_fwd;

@@ -124,12 +124,19 @@ __device__ __forceinline__ float mt_block_max(float v, float *sh) {
 mt_status mt_cuda_matmul_fwd(mt_backend *be, const mt_matmul_fwd_args *a);
 mt_status mt_cuda_matmul_bwd(mt_backend *be, const mt_matmul_bwd_args *a);
 void mt_cuda_matmul_cache_free(mt_cuda_ctx *ctx);
+mt_status mt_cuda_matmul_gelu_fwd(mt_backend *be, const mt_matmul_gelu_fwd_args *a);
+mt_status mt_cuda_matmul_dgelu_bwd(mt_backend *be, const mt_matmul_dgelu_bwd_args *a);
+
+/* cuda_init.cu */
+mt_status mt_cuda_init_normal(mt_backend *be, const mt_init_normal_args *a);
 
 /* cuda_layernorm.cu */
 mt_status mt_cuda_layernorm_fwd(mt_backend *be, const mt_norm_fwd_args *a);
 mt_status mt_cuda_layernorm_bwd(mt_backend *be, const mt_norm_bwd_args *a);
 mt_status mt_cuda_rmsnorm_fwd(mt_backend *be, const mt_norm_fwd_args *a);
 mt_status mt_cuda_rmsnorm_bwd(mt_backend *be, const mt_norm_bwd_args *a);
+mt_status mt_cuda_add_layernorm_fwd(mt_backend *be, const mt_add_norm_fwd_args *a);
+mt_status mt_cuda_add_rmsnorm_fwd(mt_backend *be, const mt_add_norm_fwd_args *a);
 
 /* cuda_act.cu */
 mt_status mt_cuda_gelu_fwd(mt_backend *be, const mt_gelu_fwd_args *a);

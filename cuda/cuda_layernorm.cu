@@ -6,7 +6,8 @@
  * reductions, two passes over the row for the statistics (mean, then centred variance, as
  * the CPU reference does). The weight gradients are a column reduction over rows, done in
  * two deterministic passes: per-slab partial sums into ctx->scratch, then a fixed-order sum
- * added into dweight/dbias (no float atomics, so a run repeats bit for bit on one GPU). */
+ * added into dweight/dbias (no float atomics, so a run repeats bit for bit on one GPU).
+ * Also the fused residual add + norm forward (add_layernorm_fwd / add_rmsnorm_fwd). */
 #include "cuda/cuda_common.cuh"
 
 #define ROWS_PER_BLOCK 8 /* warps per block, one row each */
@@ -39,6 +40,48 @@ __global__ void norm_fwd_kernel(bf16 *out, float *mean_out, float *rstd_out, con
         float n = (__bfloat162float(x[i]) - mean) * rstd;
         float o = n * __bfloat162float(weight[i]);
         if (!RMS && bias) o += __bfloat162float(bias[i]); /* bias NULL: bias-free LayerNorm */
+        y[i] = __float2bfloat16_rn(o);
+    }
+    if (lane == 0) {
+        if (!RMS && mean_out) mean_out[row] = mean;
+        if (rstd_out) rstd_out[row] = rstd;
+    }
+}
+
+/* ---- fused residual add + norm forward ----
+ * resid = bf16(a + b) (the add kernel's rounding), written once; the statistics and the output
+ * then come from those rounded values, exactly as add followed by norm_fwd_kernel computes them.
+ * Each lane reads back only the elements it wrote (same i = lane + 32 k), so no barrier is
+ * needed, and resid may alias a. Saves one read of the row (norm_fwd's first pass reads resid
+ * from memory) and one kernel launch per layer. */
+template <bool RMS>
+__global__ void add_norm_fwd_kernel(bf16 *resid, bf16 *out, float *mean_out, float *rstd_out, const bf16 *a,
+                                    const bf16 *b, const bf16 *weight, const bf16 *bias, int N, int C, float eps) {
+    int lane = threadIdx.x & 31;
+    int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const size_t off = (size_t)row * C;
+    bf16 *x = resid + off;
+    bf16 *y = out + off;
+
+    float s = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        bf16 r = __float2bfloat16_rn(__bfloat162float(a[off + i]) + __bfloat162float(b[off + i]));
+        x[i] = r;
+        s += __bfloat162float(r);
+    }
+    float mean = RMS ? 0.0f : mt_warp_sum(s) / (float)C;
+    float v = 0.0f;
+    for (int i = lane; i < C; i += 32) {
+        float d = __bfloat162float(x[i]) - mean;
+        v += d * d;
+    }
+    float var = mt_warp_sum(v) / (float)C; /* rmsnorm: mean of squares */
+    float rstd = rsqrtf(var + eps);
+    for (int i = lane; i < C; i += 32) {
+        float n = (__bfloat162float(x[i]) - mean) * rstd;
+        float o = n * __bfloat162float(weight[i]);
+        if (!RMS && bias) o += __bfloat162float(bias[i]);
         y[i] = __float2bfloat16_rn(o);
     }
     if (lane == 0) {
@@ -163,6 +206,22 @@ static mt_status norm_fwd(mt_backend *be, const mt_norm_fwd_args *a) {
 }
 
 template <bool RMS>
+static mt_status add_norm_fwd(mt_backend *be, const mt_add_norm_fwd_args *a) {
+    mt_cuda_ctx *ctx = mt_cuda_ctx_of(be);
+    const char *op = RMS ? "add_rmsnorm_fwd" : "add_layernorm_fwd";
+    mt_status st = norm_check(op, a->N, a->C, a->out, a->a);
+    if (st != MT_OK || a->N == 0) return st;
+    if (!a->out_resid || !a->b || !a->weight || !a->rstd || (!RMS && !a->mean))
+        return mt_errorf(MT_ERR_INTERNAL, "CUDA %s: out_resid, b, weight, rstd%s is NULL", op, RMS ? "" : " or mean");
+    unsigned grid = mt_cuda_ceil_div((size_t)a->N, ROWS_PER_BLOCK);
+    add_norm_fwd_kernel<RMS><<<grid, ROWS_PER_BLOCK * 32, 0, ctx->stream>>>(
+        (bf16 *)a->out_resid, (bf16 *)a->out, (float *)a->mean, (float *)a->rstd, (const bf16 *)a->a,
+        (const bf16 *)a->b, (const bf16 *)a->weight, (const bf16 *)a->bias, a->N, a->C, a->eps);
+    CUDA_CHECK_LAUNCH();
+    return MT_OK;
+}
+
+template <bool RMS>
 static mt_status norm_bwd(mt_backend *be, const mt_norm_bwd_args *a) {
     mt_cuda_ctx *ctx = mt_cuda_ctx_of(be);
     const char *op = RMS ? "rmsnorm_bwd" : "layernorm_bwd";
@@ -212,3 +271,5 @@ mt_status mt_cuda_layernorm_fwd(mt_backend *be, const mt_norm_fwd_args *a) { ret
 mt_status mt_cuda_layernorm_bwd(mt_backend *be, const mt_norm_bwd_args *a) { return norm_bwd<false>(be, a); }
 mt_status mt_cuda_rmsnorm_fwd(mt_backend *be, const mt_norm_fwd_args *a) { return norm_fwd<true>(be, a); }
 mt_status mt_cuda_rmsnorm_bwd(mt_backend *be, const mt_norm_bwd_args *a) { return norm_bwd<true>(be, a); }
+mt_status mt_cuda_add_layernorm_fwd(mt_backend *be, const mt_add_norm_fwd_args *a) { return add_norm_fwd<false>(be, a); }
+mt_status mt_cuda_add_rmsnorm_fwd(mt_backend *be, const mt_add_norm_fwd_args *a) { return add_norm_fwd<true>(be, a); }

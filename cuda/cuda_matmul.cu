@@ -21,6 +21,27 @@
  *             partial sums per row-slab into ctx->scratch, then a fixed-order sum that is
  *             added into dbias; cuBLASLt's BGRADB epilogue would overwrite, not add).
  *
+ * Fused GeLU (matmul_gelu_fwd / matmul_dgelu_bwd, backend.h):
+ *   forward   the forward GEMM with epilogue GELU_AUX_BIAS (GELU_AUX without bias): D = gelu(AB
+ *             + bias) in bf16, and the pre-activation AB + bias written to the aux matrix (bf16,
+ *             ld = m, the same (N x M) layout as D) for the backward.
+ *   backward  the dinp GEMM with epilogue DGELU: D = (W^T dout^T) * gelu'(aux), aux = the saved
+ *             pre-activation. The bias gradient of the GEMM that produced pre is NOT taken from
+ *             DGELU_BGRAD: that epilogue overwrites the bias buffer, while backend.h accumulates
+ *             (+=) into fp32 dbias across micro-batches; the caller's next matmul_bwd adds it
+ *             with the deterministic column-sum kernel below, reading the dinp this op wrote.
+ *   cuBLASLt's GELU is the tanh approximation, the same formula as the CPU reference's gelu_fwd
+ *   (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))): the cuBLASLt docs do not print the
+ *   formula, but its GELU epilogue gives gelu(-1) = -0.158806, gelu(1) = 0.841194 (the expected
+ *   values of the cuBLASLt epilogue test in oneapi-src/SYCLomatic, .../cublasLt/matmul_2.cu),
+ *   which are the tanh form's -0.158808 / 0.841192 to fp32 accuracy, not erf's -0.158655 /
+ *   0.841345; llm.c (karpathy/llm.c, llmc/matmul.cuh) uses this epilogue in place of its tanh
+ *   GeLU kernel. test/ops/test_cuda_parity.c checks it against the CPU on a GPU. The epilogue
+ *   applies GeLU to the fp32 accumulator before the bf16 rounding of pre, so on the GPU the
+ *   fused result differs from the unfused (gelu of the bf16-rounded pre) within bf16 rounding.
+ *   The aux leading dimension must be a multiple of 8 (cublasLt.h, EPILOGUE_AUX_LD); other
+ *   shapes, and a heuristic that finds no algorithm, run the unfused ops instead.
+ *
  * Descriptors, layouts and the heuristic's chosen algorithm are cached per (kind, m, n, k,
  * pointer-alignment class) in a small table, so steady-state calls query no heuristic. */
 #include "cuda/cuda_common.cuh"
@@ -28,12 +49,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MM_FWD = 0, MM_FWD_BIAS = 1, MM_DINP = 2, MM_DWEIGHT = 3 };
+enum { MM_FWD = 0, MM_FWD_BIAS = 1, MM_DINP = 2, MM_DWEIGHT = 3, MM_FWD_GELU = 4, MM_FWD_GELU_BIAS = 5,
+       MM_DINP_DGELU = 6 };
 
 typedef struct {
     int used;
     int kind, m, n, k;
-    unsigned align[5]; /* A, B, C, D, bias: largest power of two (<= 256) dividing the address */
+    unsigned align[5]; /* A, B, C, D, bias / aux: largest power of two (<= 256) dividing the address */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc; /* C and D share one layout */
     cublasLtMatmulAlgo_t algo;
@@ -76,13 +98,16 @@ static const char *mm_kind_name(int kind) {
     case MM_FWD: return "forward";
     case MM_FWD_BIAS: return "forward+bias";
     case MM_DINP: return "backward dinp";
+    case MM_FWD_GELU: return "forward+gelu";
+    case MM_FWD_GELU_BIAS: return "forward+bias+gelu";
+    case MM_DINP_DGELU: return "backward dinp+dgelu";
     default: return "backward dweight";
     }
 }
 
 /* Builds a plan (descriptors + heuristic algorithm) into p. On failure p is released. */
 static mt_status mm_plan_build(mt_cuda_ctx *ctx, mm_plan *p, int kind, int m, int n, int k,
-                               const unsigned align[5], const void *bias) {
+                               const unsigned align[5], const void *bias, const void *aux) {
     mt_status st = MT_OK;
     cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
     cublasLtMatmulPreference_t pref = NULL;
@@ -106,11 +131,14 @@ static mt_status mm_plan_build(mt_cuda_ctx *ctx, mm_plan *p, int kind, int m, in
     /* stored (column-major) shapes of A and B, see the table at the top of this file */
     switch (kind) {
     case MM_FWD:
-    case MM_FWD_BIAS: /* A = W (K x N, ld K) ^T ; B = inp (K x M, ld K) */
+    case MM_FWD_BIAS:
+    case MM_FWD_GELU:
+    case MM_FWD_GELU_BIAS: /* A = W (K x N, ld K) ^T ; B = inp (K x M, ld K) */
         ta = CUBLAS_OP_T; a_rows = k; a_cols = m; a_ld = k;
         tb = CUBLAS_OP_N; b_rows = k; b_cols = n; b_ld = k;
         break;
-    case MM_DINP:     /* A = W (K x N, ld K) ; B = dout (N x M, ld N) */
+    case MM_DINP:
+    case MM_DINP_DGELU: /* A = W (K x N, ld K) ; B = dout (N x M, ld N) */
         ta = CUBLAS_OP_N; a_rows = m; a_cols = k; a_ld = m;
         tb = CUBLAS_OP_N; b_rows = k; b_cols = n; b_ld = k;
         break;
@@ -139,6 +167,24 @@ static mt_status mm_plan_build(mt_cuda_ctx *ctx, mm_plan *p, int kind, int m, in
         /* the heuristic reads the bias pointer's alignment; later calls reset the pointer */
         MMB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                            sizeof bias));
+    }
+    if (kind == MM_FWD_GELU || kind == MM_FWD_GELU_BIAS || kind == MM_DINP_DGELU) {
+        cublasLtEpilogue_t epi = kind == MM_FWD_GELU        ? CUBLASLT_EPILOGUE_GELU_AUX
+                                 : kind == MM_FWD_GELU_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                            : CUBLASLT_EPILOGUE_DGELU;
+        cudaDataType_t aux_type = CUDA_R_16BF;
+        int64_t aux_ld = m; /* the aux matrix has D's shape and layout */
+        MMB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        MMB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type,
+                                           sizeof aux_type));
+        MMB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+        MMB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+        if (kind == MM_FWD_GELU_BIAS) {
+            cudaDataType_t bias_type = CUDA_R_16BF;
+            MMB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                               sizeof bias_type));
+            MMB(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        }
     }
     MMB(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, a_rows, a_cols, (int64_t)a_ld));
     MMB(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, b_rows, b_cols, (int64_t)b_ld));
@@ -182,13 +228,14 @@ fail:
 
 /* Finds or builds the plan for this call. */
 static mt_status mm_plan_get(mt_cuda_ctx *ctx, int kind, int m, int n, int k, const void *A,
-                             const void *B, const void *C, const void *bias, mm_plan **out) {
+                             const void *B, const void *C, const void *bias, const void *aux, mm_plan **out) {
     if (!ctx->mm_cache) {
         ctx->mm_cache = (struct mt_cuda_matmul_cache *)calloc(1, sizeof *ctx->mm_cache);
         if (!ctx->mm_cache) return mt_errorf(MT_ERR_OOM, "CUDA matmul: out of host memory");
     }
     unsigned align[5] = {ptr_align(A), ptr_align(B), ptr_align(C), ptr_align(C),
                          bias ? ptr_align(bias) : 256};
+    if (aux && ptr_align(aux) < align[4]) align[4] = ptr_align(aux); /* one class for bias and aux */
     struct mt_cuda_matmul_cache *cache = ctx->mm_cache;
     mm_plan *free_slot = NULL;
     for (int i = 0; i < MM_CACHE_N; i++) {
@@ -208,16 +255,19 @@ static mt_status mm_plan_get(mt_cuda_ctx *ctx, int kind, int m, int n, int k, co
         cache->next_evict = (cache->next_evict + 1) % MM_CACHE_N;
         mm_plan_release(free_slot);
     }
-    mt_status st = mm_plan_build(ctx, free_slot, kind, m, n, k, align, bias);
+    mt_status st = mm_plan_build(ctx, free_slot, kind, m, n, k, align, bias, aux);
     if (st != MT_OK) return st;
     *out = free_slot;
     return MT_OK;
 }
 
 static mt_status mm_run(mt_cuda_ctx *ctx, mm_plan *p, const void *A, const void *B, float beta,
-                        void *CD, const void *bias) {
+                        void *CD, const void *bias, const void *aux) {
     const float alpha = 1.0f;
-    if (p->kind == MM_FWD_BIAS)
+    if (p->kind == MM_FWD_GELU || p->kind == MM_FWD_GELU_BIAS || p->kind == MM_DINP_DGELU)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                    &aux, sizeof aux));
+    if (p->kind == MM_FWD_BIAS || p->kind == MM_FWD_GELU_BIAS)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                     &bias, sizeof bias));
     CUBLAS_CHECK(cublasLtMatmul(ctx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, CD, p->lc, CD,
@@ -310,9 +360,9 @@ mt_status mt_cuda_matmul_fwd(mt_backend *be, const mt_matmul_fwd_args *a) {
     }
     int kind = a->bias ? MM_FWD_BIAS : MM_FWD;
     /* cuBLAS m = N, n = M, k = K; A = weight, B = inp, D = out */
-    st = mm_plan_get(ctx, kind, a->N, a->M, a->K, a->weight, a->inp, a->out, a->bias, &p);
+    st = mm_plan_get(ctx, kind, a->N, a->M, a->K, a->weight, a->inp, a->out, a->bias, NULL, &p);
     if (st != MT_OK) return st;
-    return mm_run(ctx, p, a->weight, a->inp, 0.0f, a->out, a->bias);
+    return mm_run(ctx, p, a->weight, a->inp, 0.0f, a->out, a->bias, NULL);
 }
 
 mt_status mt_cuda_matmul_bwd(mt_backend *be, const mt_matmul_bwd_args *a) {
@@ -332,15 +382,15 @@ mt_status mt_cuda_matmul_bwd(mt_backend *be, const mt_matmul_bwd_args *a) {
         return MT_OK;
     }
     if (a->dinp) { /* cuBLAS m = K, n = M, k = N; A = weight, B = dout, C = D = dinp */
-        st = mm_plan_get(ctx, MM_DINP, a->K, a->M, a->N, a->weight, a->dout, a->dinp, NULL, &p);
+        st = mm_plan_get(ctx, MM_DINP, a->K, a->M, a->N, a->weight, a->dout, a->dinp, NULL, NULL, &p);
         if (st != MT_OK) return st;
-        st = mm_run(ctx, p, a->weight, a->dout, a->accumulate_dinp ? 1.0f : 0.0f, a->dinp, NULL);
+        st = mm_run(ctx, p, a->weight, a->dout, a->accumulate_dinp ? 1.0f : 0.0f, a->dinp, NULL, NULL);
         if (st != MT_OK) return st;
     }
     if (a->dweight) { /* cuBLAS m = K, n = N, k = M; A = inp, B = dout^T, C = D = dweight */
-        st = mm_plan_get(ctx, MM_DWEIGHT, a->K, a->N, a->M, a->inp, a->dout, a->dweight, NULL, &p);
+        st = mm_plan_get(ctx, MM_DWEIGHT, a->K, a->N, a->M, a->inp, a->dout, a->dweight, NULL, NULL, &p);
         if (st != MT_OK) return st;
-        st = mm_run(ctx, p, a->inp, a->dout, 1.0f, a->dweight, NULL);
+        st = mm_run(ctx, p, a->inp, a->dout, 1.0f, a->dweight, NULL, NULL);
         if (st != MT_OK) return st;
     }
     if (a->dbias) {
@@ -348,4 +398,52 @@ mt_status mt_cuda_matmul_bwd(mt_backend *be, const mt_matmul_bwd_args *a) {
         if (st != MT_OK) return st;
     }
     return MT_OK;
+}
+
+/* ---- fused GeLU (see the top of this file) ---- */
+
+mt_status mt_cuda_matmul_gelu_fwd(mt_backend *be, const mt_matmul_gelu_fwd_args *a) {
+    mt_cuda_ctx *ctx = mt_cuda_ctx_of(be);
+    mm_plan *p = NULL;
+    mt_status st = mm_check_dims("matmul_gelu_fwd", a->M, a->N, a->K);
+    if (st != MT_OK) return st;
+    if ((size_t)a->M * a->N == 0) return MT_OK;
+    if (!a->out || !a->pre) return mt_errorf(MT_ERR_INTERNAL, "CUDA matmul_gelu_fwd: NULL out or pre");
+    /* cuBLAS m = N (the aux leading dimension, a multiple of 8), n = M, k = K */
+    if (a->K > 0 && a->N % 8 == 0) {
+        const int kind = a->bias ? MM_FWD_GELU_BIAS : MM_FWD_GELU;
+        if (mm_plan_get(ctx, kind, a->N, a->M, a->K, a->weight, a->inp, a->out, a->bias, a->pre, &p) == MT_OK)
+            return mm_run(ctx, p, a->weight, a->inp, 0.0f, a->out, a->bias, a->pre);
+    }
+    /* unfused: pre = matmul (+ bias), out = gelu(pre) */
+    mt_matmul_fwd_args mf = {a->pre, a->inp, a->weight, a->bias, a->M, a->N, a->K};
+    if ((st = mt_cuda_matmul_fwd(be, &mf)) != MT_OK) return st;
+    mt_gelu_fwd_args gf = {a->out, a->pre, (size_t)a->M * a->N};
+    return mt_cuda_gelu_fwd(be, &gf);
+}
+
+mt_status mt_cuda_matmul_dgelu_bwd(mt_backend *be, const mt_matmul_dgelu_bwd_args *a) {
+    mt_cuda_ctx *ctx = mt_cuda_ctx_of(be);
+    mm_plan *p = NULL;
+    mt_status st = mm_check_dims("matmul_dgelu_bwd", a->M, a->N, a->K);
+    if (st != MT_OK) return st;
+    if (a->M == 0 || a->K == 0) { /* no dinp; the weight and bias gradients as matmul_bwd */
+        mt_matmul_bwd_args mb = {NULL, a->dweight, a->dbias, a->dout, a->inp, a->weight, a->M, a->N, a->K, 0};
+        return mt_cuda_matmul_bwd(be, &mb);
+    }
+    if (!a->dinp || !a->pre) return mt_errorf(MT_ERR_INTERNAL, "CUDA matmul_dgelu_bwd: NULL dinp or pre");
+    int fused = 0;
+    /* dinp: cuBLAS m = K (the aux leading dimension, a multiple of 8), n = M, k = N */
+    if (a->N > 0 && a->K % 8 == 0 &&
+        mm_plan_get(ctx, MM_DINP_DGELU, a->K, a->M, a->N, a->weight, a->dout, a->dinp, NULL, a->pre, &p) == MT_OK) {
+        if ((st = mm_run(ctx, p, a->weight, a->dout, 0.0f, a->dinp, NULL, a->pre)) != MT_OK) return st;
+        fused = 1;
+    }
+    /* the rest as matmul_bwd; unfused, its dinp then gelu_bwd in place (elementwise, same index) */
+    mt_matmul_bwd_args mb = {fused ? NULL : a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight,
+                             a->M, a->N, a->K, 0};
+    if ((st = mt_cuda_matmul_bwd(be, &mb)) != MT_OK) return st;
+    if (fused) return MT_OK;
+    mt_gelu_bwd_args gb = {a->dinp, a->dinp, a->pre, (size_t)a->M * a->K};
+    return mt_cuda_gelu_bwd(be, &gb);
 }

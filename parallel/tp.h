@@ -59,6 +59,11 @@ mt_status mt_tp_column_fwd(mt_tp *t, void *out, const void *x, const void *w, co
  * Under SP x is gathered again (only the slice is kept, as Megatron does). */
 mt_status mt_tp_column_bwd(mt_tp *t, void *dx_part, void **dx, void *dw, void *db, const void *dout,
                            const void *x, const void *w, int n_out, int K);
+/* mt_tp_column_fwd followed by GeLU: pre = gather(x) W^T + b, out = gelu(pre), by the backend's
+ * fused matmul_gelu_fwd when it has one, else matmul_fwd then gelu_fwd (the same values on the
+ * CPU reference either way). */
+mt_status mt_tp_column_gelu_fwd(mt_tp *t, void *out, void *pre, const void *x, const void *w, const void *b, int n_out,
+                                int K);
 /* Row-parallel linear: part (N, n_out) = x W^T with W this rank's (n_out, K) input columns;
  * the replicated bias b is added once (by tp rank 0, so the sum holds it once: "added after
  * the reduction"); *out = reduce(part) (N_r rows). n_out = C with SP. */
@@ -68,6 +73,12 @@ mt_status mt_tp_row_fwd(mt_tp *t, void *part, void **out, const void *x, const v
  * the bias gradient is complete on every rank (g covers all N rows), no reduction needed. */
 mt_status mt_tp_row_bwd(mt_tp *t, void *dx, void *dw, void *db, const void *dout, const void *x, const void *w,
                         int n_out, int K);
+
+/* mt_tp_row_bwd of a layer whose input was gelu(pre), with the GeLU backward folded in:
+ * dpre (N, K) = (gather(dout) W) * gelu'(pre); dW, db as mt_tp_row_bwd. Fused matmul_dgelu_bwd
+ * when the backend has it, else matmul_bwd into dx_tmp (N, K) then gelu_bwd into dpre. */
+mt_status mt_tp_row_dgelu_bwd(mt_tp *t, void *dpre, void *dx_tmp, void *dw, void *db, const void *dout,
+                              const void *x, const void *pre, const void *w, int n_out, int K);
 
 /* Vocab-parallel input embedding: each rank embeds the tokens of its vocabulary rows
  * [vocab_start, vocab_start + n_vocab) (zeros elsewhere), tp rank 0 adds the replicated

@@ -130,6 +130,42 @@ out:
     return st;
 }
 
+mt_status mt_tp_column_gelu_fwd(mt_tp *t, void *out, void *pre, const void *x, const void *w, const void *b, int n_out,
+                                int K) {
+    mt_status st = MT_OK;
+    if (!t->be->i->matmul_gelu_fwd) {
+        MT_CHECK(mt_tp_column_fwd(t, pre, x, w, b, n_out, K));
+        mt_gelu_fwd_args ga = {.out = out, .inp = pre, .n = (size_t)t->N * n_out};
+        return MT_BE_CALL(t->be, gelu_fwd, &ga);
+    }
+    const void *xf = NULL;
+    MT_CHECK(sp_width_check(t, "column-parallel input", K));
+    MT_CHECK(mt_tp_gather(t, x, &xf));
+    mt_matmul_gelu_fwd_args a = {.out = out, .pre = pre, .inp = xf, .weight = w, .bias = b, .M = t->N, .N = n_out,
+                                 .K = K};
+    MT_CHECK(t->be->i->matmul_gelu_fwd(t->be, &a));
+out:
+    return st;
+}
+
+mt_status mt_tp_row_dgelu_bwd(mt_tp *t, void *dpre, void *dx_tmp, void *dw, void *db, const void *dout,
+                              const void *x, const void *pre, const void *w, int n_out, int K) {
+    mt_status st = MT_OK;
+    if (!t->be->i->matmul_dgelu_bwd) {
+        MT_CHECK(mt_tp_row_bwd(t, dx_tmp, dw, db, dout, x, w, n_out, K));
+        mt_gelu_bwd_args ga = {.dinp = dpre, .dout = dx_tmp, .inp = pre, .n = (size_t)t->N * K};
+        return MT_BE_CALL(t->be, gelu_bwd, &ga);
+    }
+    const void *g = NULL;
+    MT_CHECK(sp_width_check(t, "row-parallel output", n_out));
+    MT_CHECK(mt_tp_gather(t, dout, &g));
+    mt_matmul_dgelu_bwd_args a = {.dinp = dpre, .dweight = dw, .dbias = db, .dout = g, .inp = x, .weight = w,
+                                  .pre = pre, .M = t->N, .N = n_out, .K = K};
+    MT_CHECK(t->be->i->matmul_dgelu_bwd(t->be, &a));
+out:
+    return st;
+}
+
 mt_status mt_tp_embedding_fwd(mt_tp *t, void *out, const int32_t *tokens, const void *wte, const void *wpe, int B,
                               int T, int vocab_start, int n_vocab) {
     mt_status st = MT_OK;

@@ -81,6 +81,48 @@ static void init_range(const mt_model *m, int ti, uint64_t seed, uint64_t stream
     }
 }
 
+/* ---- device-side init (issue 16; used only by a backend without host memory that offers
+ * init_normal, i.e. CUDA: the CPU path below is unchanged) ----
+ * Whether tensor ti's slice can be drawn on the device: a normal init, replicated or split by
+ * rows (each shard row is a contiguous run of the full tensor). Column-split tensors stay on the
+ * host path. */
+static int init_on_device(const mt_model *m, const mt_param_tensor *t) {
+    return !m->be->host_memory && m->be->i->init_normal && m->be->i->copy_d2d &&
+           (t->init == MT_INIT_NORMAL || t->init == MT_INIT_NORMAL_OUTPUT) && t->shard != MT_SHARD_COLS;
+}
+
+/* Draws layer slice (ti, stream) into the f32 device buffer dev (n elements) with init_normal,
+ * one call per run of shard rows that are consecutive in the full tensor, then copies this
+ * rank's master piece and writes the compute-dtype params, as the host path does. */
+static mt_status init_slice_on_device(mt_model *m, int ti, size_t off, uint64_t seed, uint64_t stream, double sd,
+                                      float *dev) {
+    mt_status st = MT_OK;
+    const mt_param_layout *pl = &m->pl;
+    const mt_param_tensor *t = &pl->t[ti];
+    const size_t n = (size_t)t->rows * t->cols;
+    for (int r0 = 0; r0 < t->rows;) {
+        const size_t fe0 = t->shard == MT_SHARD_NONE ? 0 : mt_param_full_index(pl, ti, m->tp.rank, r0, 0);
+        int r1 = t->shard == MT_SHARD_NONE ? t->rows : r0 + 1;
+        while (r1 < t->rows && mt_param_full_index(pl, ti, m->tp.rank, r1, 0) == fe0 + (size_t)(r1 - r0) * t->cols) r1++;
+        mt_init_normal_args ia = {.out = dev + (size_t)r0 * t->cols, .n = (size_t)(r1 - r0) * t->cols, .seed = seed,
+                                  .stream = stream, .offset = fe0, .std = sd};
+        MT_CHECK(m->be->i->init_normal(m->be, &ia));
+        r0 = r1;
+    }
+    mt_opt_piece pc;
+    if (!m->master_aliased && mt_opt_piece_in(pl, &m->ol, ti, off, off + n, &pc))
+        MT_CHECK(m->be->i->copy_d2d(m->be, (char *)m->master + pc.opt * 4, dev + (pc.lo - off), (pc.hi - pc.lo) * 4));
+    if (m->act == MT_F32) {
+        MT_CHECK(m->be->i->copy_d2d(m->be, (char *)m->params + off * 4, dev, n * 4));
+    } else {
+        mt_cast_args ca = {.dst = (char *)m->params + off * mt_dtype_bytes(m->act), .src = dev, .n = n};
+        MT_CHECK(MT_BE_CALL(m->be, cast_f32_to_act, &ca));
+    }
+out:
+    return st;
+}
+/* ---- end of device-side init ---- */
+
 /* Initialises every tensor as the full tensor from the seed: element e of layer l of tensor
  * `name` is normal(seed, stream(name, l), e) — the same value whatever the layout. A tp rank
  * draws exactly its shard's elements, e mapped to the full tensor (mt_param_full_index).
@@ -93,6 +135,7 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
     const mt_param_layout *pl = &m->pl;
     const int direct = m->be->host_memory && m->act == MT_F32;
     size_t max_slice = 0;
+    float *dev = NULL; /* device-side init scratch (f32, one slice), only when a tensor uses it */
     for (int ti = 0; ti < pl->n_tensors; ti++) {
         size_t n = (size_t)pl->t[ti].rows * pl->t[ti].cols;
         if (n > max_slice) max_slice = n;
@@ -105,6 +148,8 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
     }
     const double out_scale = 1.0 / sqrt(2.0 * pl->L_global);
     const size_t chunk = 16384; /* elements per piece a thread draws */
+    for (int ti = 0; ti < pl->n_tensors && !dev; ti++)
+        if (init_on_device(m, &pl->t[ti])) MT_CHECK(m->be->i->alloc(m->be, max_slice * 4, (void **)&dev));
     for (int ti = 0; ti < pl->n_tensors; ti++) {
         const mt_param_tensor *t = &pl->t[ti];
         const size_t n = (size_t)t->rows * t->cols;
@@ -114,6 +159,11 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
             const int gl = mt_param_global_slice(pl, ti, l); /* the serial run's layer (MoE: layer x expert) */
             const uint64_t stream = mt_hash_str(t->name) ^ ((uint64_t)gl * 0x9e3779b97f4a7c15ULL);
             const size_t off = mt_param_offset(pl, ti, l);
+            if (init_on_device(m, t)) { /* device-side init: the same values (see init_slice_on_device) */
+                const double sd = t->init == MT_INIT_NORMAL ? r->model.init_std : r->model.init_std * out_scale;
+                MT_CHECK(init_slice_on_device(m, ti, off, r->training.seed, stream, sd, dev));
+                continue;
+            }
             float *dst = direct ? (float *)m->params + off : host;
             const long n_chunks = (long)((n + chunk - 1) / chunk);
 #pragma omp parallel for schedule(static) if (n_chunks > 1)
@@ -136,6 +186,7 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
         }
     }
 out:
+    if (dev) m->be->i->free(m->be, dev);
     free(host);
     free(host16);
     return st;

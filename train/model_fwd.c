@@ -53,22 +53,19 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
         MT_CHECK(MT_BE_CALL(m->be, attention_fwd, &at));
     }
     MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
-    mt_add_args ad1 = {.out = xm, .a = x, .b = y, .n = NrC};
-    MT_CHECK(MT_BE_CALL(m->be, add, &ad1));
-
-    MT_CHECK(mt_model_norm_fwd(m, x2, ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), xm,
-                               P(m, ix->ln2_w, l), P(m, ix->ln2_b, l), Nr));
+    /* xm = x + y and x2 = norm2(xm) in one op (fused residual add + norm) */
+    MT_CHECK(mt_model_add_norm_fwd(m, xm, x2, ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), x, y,
+                                   P(m, ix->ln2_w, l), P(m, ix->ln2_b, l), Nr));
     if (pl->moe) { /* the MLP is a mixture of experts (model_moe.c) */
         MT_CHECK(mt_moe_forward(m, A, l, x2, xm, xo));
         goto out;
     }
-    MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
     if (m->swiglu) {
+        MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
         mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = N, .F = pl->F_r};
         MT_CHECK(MT_BE_CALL(m->be, swiglu_fwd, &sa));
-    } else {
-        mt_gelu_fwd_args ga = {.out = g, .inp = h, .n = (size_t)N * pl->F_r};
-        MT_CHECK(MT_BE_CALL(m->be, gelu_fwd, &ga));
+    } else { /* h = x2 Wfc^T + b, g = gelu(h): one op (bias + GeLU in the GEMM's epilogue) */
+        MT_CHECK(mt_tp_column_gelu_fwd(tp, g, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
     }
     MT_CHECK(mt_tp_row_fwd(tp, part, &y, g, P(m, ix->fcproj_w, l), P(m, ix->fcproj_b, l), C, pl->F_r));
     mt_add_args ad2 = {.out = xo, .a = xm, .b = y, .n = NrC};

@@ -28,6 +28,23 @@ static inline mt_status mt_model_norm_fwd(mt_model *m, void *out, void *mean, vo
     return m->ln ? MT_BE_CALL(m->be, layernorm_fwd, &a) : MT_BE_CALL(m->be, rmsnorm_fwd, &a);
 }
 
+/* out_resid = a + b, then out = norm(out_resid): the backend's fused add_*norm_fwd when it has
+ * one, else add then the norm (the same values on the CPU reference either way). */
+static inline mt_status mt_model_add_norm_fwd(mt_model *m, void *out_resid, void *out, void *mean, void *rstd,
+                                              const void *x, const void *y, const void *w, const void *b, int N) {
+    mt_status (*fused)(mt_backend *, const mt_add_norm_fwd_args *) =
+        m->ln ? m->be->i->add_layernorm_fwd : m->be->i->add_rmsnorm_fwd;
+    if (!fused) {
+        mt_add_args ad = {.out = out_resid, .a = x, .b = y, .n = (size_t)N * m->pl.C};
+        mt_status st = MT_BE_CALL(m->be, add, &ad);
+        if (st != MT_OK) return st;
+        return mt_model_norm_fwd(m, out, mean, rstd, out_resid, w, b, N);
+    }
+    mt_add_norm_fwd_args a = {.out_resid = out_resid, .out = out, .mean = m->ln ? mean : NULL, .rstd = rstd,
+                              .a = x, .b = y, .weight = w, .bias = b, .N = N, .C = m->pl.C, .eps = m->norm_eps};
+    return fused(m->be, &a);
+}
+
 static inline mt_status mt_model_norm_bwd(mt_model *m, void *dinp, void *dw, void *db, const void *dout,
                                           const void *inp, const void *w, const void *mean, const void *rstd, int N) {
     mt_norm_bwd_args a = {.dinp = dinp, .dweight = dw, .dbias = db, .dout = dout, .inp = inp,

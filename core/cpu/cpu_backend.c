@@ -162,6 +162,11 @@ static const struct mt_backend_i cpu_table = {
     .moe_permute = mt_cpu_moe_permute,
     .moe_unpermute = mt_cpu_moe_unpermute,
     .moe_unpermute_bwd = mt_cpu_moe_unpermute_bwd,
+    .add_layernorm_fwd = mt_cpu_add_layernorm_fwd,
+    .add_rmsnorm_fwd = mt_cpu_add_rmsnorm_fwd,
+    .matmul_gelu_fwd = mt_cpu_matmul_gelu_fwd,
+    .matmul_dgelu_bwd = mt_cpu_matmul_dgelu_bwd,
+    .init_normal = mt_cpu_init_normal,
 };
 
 mt_status mt_backend_cpu_create(mt_backend *be, int n_threads) {

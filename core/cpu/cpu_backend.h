@@ -65,6 +65,12 @@ mt_status mt_cpu_moe_route_bwd(mt_backend *be, const mt_moe_route_bwd_args *a);
 mt_status mt_cpu_moe_permute(mt_backend *be, const mt_moe_permute_args *a);
 mt_status mt_cpu_moe_unpermute(mt_backend *be, const mt_moe_unpermute_args *a);
 mt_status mt_cpu_moe_unpermute_bwd(mt_backend *be, const mt_moe_unpermute_bwd_args *a);
+/* fused ops and device-style init (cpu_ops_fused.c) */
+mt_status mt_cpu_add_layernorm_fwd(mt_backend *be, const mt_add_norm_fwd_args *a);
+mt_status mt_cpu_add_rmsnorm_fwd(mt_backend *be, const mt_add_norm_fwd_args *a);
+mt_status mt_cpu_matmul_gelu_fwd(mt_backend *be, const mt_matmul_gelu_fwd_args *a);
+mt_status mt_cpu_matmul_dgelu_bwd(mt_backend *be, const mt_matmul_dgelu_bwd_args *a);
+mt_status mt_cpu_init_normal(mt_backend *be, const mt_init_normal_args *a);
 /* optimizer (cpu_ops_optim.c) */
 mt_status mt_cpu_adamw(mt_backend *be, const mt_adamw_args *a);
 

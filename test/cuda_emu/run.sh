@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test/cuda_emu/run.sh — the tensor-core attention kernels (cuda/cuda_attention_tc.cu) checked on
-# a machine without a GPU (and the fused cross-entropy and vectorised GeLU / add / cast too): the
+# a machine without a GPU (and the fused cross-entropy, vectorised GeLU / add / cast, the fused
+# residual add + norm and init_normal too): the
 # files are compiled for the host with stand-ins for the CUDA runtime
 # and WMMA (test/cuda_emu/inc), their kernel launches rewritten into emu_launch(...), and run
 # against the CPU backend (attention_tc_emu.cpp, xent_act_emu.cpp). Needs g++ with C++20 and `make`
@@ -20,13 +21,15 @@ host_copy() { # host_copy SRC.cu DST.cpp N_LAUNCHES: the file with its kernel la
 host_copy cuda/cuda_attention_tc.cu "$out/attention_tc_host.cpp" 3
 host_copy cuda/cuda_xent.cu "$out/xent_host.cpp" 4
 host_copy cuda/cuda_act.cu "$out/act_host.cpp" 10
+host_copy cuda/cuda_layernorm.cu "$out/layernorm_host.cpp" 5
+host_copy cuda/cuda_init.cu "$out/init_host.cpp" 1
 CUDA_LIBS=""
 if grep -q 'MT_HAVE_CUDA=1' build/.build-flags 2>/dev/null; then
   CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
   CUDA_LIBS="-L$CUDA_HOME/lib64 -lcudart -lcublasLt -lnccl -Wl,-rpath,$CUDA_HOME/lib64"
 fi
 rc=0
-for t in xent_act_emu attention_tc_emu; do
+for t in fused_emu xent_act_emu attention_tc_emu; do
   # shellcheck disable=SC2086
   g++ -std=c++20 -O2 -g -Itest/cuda_emu/inc -I"$out" -I. $(pkg-config --cflags openblas) \
     -o "$out/$t" "test/cuda_emu/$t.cpp" build/libmtrain.a \

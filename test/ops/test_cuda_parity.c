@@ -282,6 +282,116 @@ done:;
     free(h_mean); free(h_rstd);
 }
 
+/* ---- fused ops (backend.h, "fused ops") ---- */
+
+static void test_add_norm(int rms, int N, int C) {
+    printf("  add_%s_fwd N=%d C=%d\n", rms ? "rmsnorm" : "layernorm", N, C);
+    float *h_a = host_rand((size_t)N * C, 2.0f, 0.5f), *h_b = host_rand((size_t)N * C, 0.5f, 0.0f);
+    float *h_w = host_rand((size_t)C, 0.2f, 1.0f), *h_bias = host_rand((size_t)C, 0.2f, 0.0f);
+    pair_t a = pair_new(h_a, (size_t)N * C, 1), b = pair_new(h_b, (size_t)N * C, 1);
+    pair_t w = pair_new(h_w, (size_t)C, 1), bias = pair_new(h_bias, (size_t)C, 1);
+    pair_t resid = pair_new(NULL, (size_t)N * C, 1), out = pair_new(NULL, (size_t)N * C, 1);
+    pair_t mean = pair_new(NULL, (size_t)N, 0), rstd = pair_new(NULL, (size_t)N, 0);
+    mt_add_norm_fwd_args fc = {resid.cpu, out.cpu, rms ? NULL : mean.cpu, rstd.cpu, a.cpu, b.cpu, w.cpu,
+                               rms ? NULL : bias.cpu, N, C, 1e-5f};
+    mt_add_norm_fwd_args fg = {resid.gpu, out.gpu, rms ? NULL : mean.gpu, rstd.gpu, a.gpu, b.gpu, w.gpu,
+                               rms ? NULL : bias.gpu, N, C, 1e-5f};
+    if (rms)
+        RUN_BOTH(add_rmsnorm_fwd, fc, fg);
+    else
+        RUN_BOTH(add_layernorm_fwd, fc, fg);
+    compare("out_resid = a + b (act)", &resid, 1, NULL, TOL_ACT);
+    compare("out = norm(out_resid) (act)", &out, 1, NULL, TOL_ACT);
+    if (!rms) compare("mean (f32)", &mean, 0, NULL, TOL_F32);
+    compare("rstd (f32)", &rstd, 0, NULL, TOL_F32);
+    /* the fused kernel against the GPU's own add + norm: the same roundings, so the same bits */
+    {
+        pair_t r2 = pair_new(NULL, (size_t)N * C, 1), o2 = pair_new(NULL, (size_t)N * C, 1);
+        mt_add_args ad = {r2.gpu, a.gpu, b.gpu, (size_t)N * C};
+        CHECK(MT_BE_CALL(&g_cuda, add, &ad) == MT_OK);
+        mt_norm_fwd_args nf = {o2.gpu, rms ? NULL : mean.gpu, rstd.gpu, r2.gpu, w.gpu, rms ? NULL : bias.gpu, N, C,
+                               1e-5f};
+        CHECK((rms ? MT_BE_CALL(&g_cuda, rmsnorm_fwd, &nf) : MT_BE_CALL(&g_cuda, layernorm_fwd, &nf)) == MT_OK);
+        float *x1 = malloc((size_t)N * C * 4), *x2 = malloc((size_t)N * C * 4);
+        down(&g_cuda, x1, out.gpu, (size_t)N * C, g_cuda.act);
+        down(&g_cuda, x2, o2.gpu, (size_t)N * C, g_cuda.act);
+        CHECKF(memcmp(x1, x2, (size_t)N * C * 4) == 0, "add_norm: fused differs from the GPU's add + norm");
+        free(x1), free(x2);
+        pair_free(&r2), pair_free(&o2);
+    }
+    pair_t *all[] = {&a, &b, &w, &bias, &resid, &out, &mean, &rstd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(h_a), free(h_b), free(h_w), free(h_bias);
+}
+
+/* matmul_gelu_fwd (GELU_AUX_BIAS epilogue) and matmul_dgelu_bwd (DGELU epilogue) of a GPT MLP:
+ * h = x Wfc^T + b, g = gelu(h); y = g Wproj^T; dh = (dy Wproj) * gelu'(h). Against the CPU's
+ * unfused arithmetic; tolerance TOL_ACT: the GPU applies GeLU before the bf16 rounding of h. */
+static void test_matmul_gelu(int M, int F, int C, int with_bias) {
+    printf("  matmul_gelu M=%d F=%d C=%d bias=%d\n", M, F, C, with_bias);
+    float *h_x = host_rand((size_t)M * C, 1.0f, 0.0f), *h_w = host_rand((size_t)F * C, 1.0f / sqrtf((float)C), 0.0f);
+    float *h_b = host_rand((size_t)F, 0.5f, 0.0f), *h_v = host_rand((size_t)C * F, 1.0f / sqrtf((float)F), 0.0f);
+    float *h_dy = host_rand((size_t)M * C, 1.0f, 0.0f), *h_dv0 = host_rand((size_t)C * F, 1.0f, 0.0f);
+    pair_t x = pair_new(h_x, (size_t)M * C, 1), w = pair_new(h_w, (size_t)F * C, 1), b = pair_new(h_b, (size_t)F, 1);
+    pair_t v = pair_new(h_v, (size_t)C * F, 1), dy = pair_new(h_dy, (size_t)M * C, 1);
+    pair_t pre = pair_new(NULL, (size_t)M * F, 1), g = pair_new(NULL, (size_t)M * F, 1);
+    pair_t dpre = pair_new(NULL, (size_t)M * F, 1), dv = pair_new(h_dv0, (size_t)C * F, 0);
+    mt_matmul_gelu_fwd_args fc = {g.cpu, pre.cpu, x.cpu, w.cpu, with_bias ? b.cpu : NULL, M, F, C};
+    mt_matmul_gelu_fwd_args fg = {g.gpu, pre.gpu, x.gpu, w.gpu, with_bias ? b.gpu : NULL, M, F, C};
+    RUN_BOTH(matmul_gelu_fwd, fc, fg);
+    compare("fwd pre (act)", &pre, 1, NULL, TOL_ACT);
+    compare("fwd gelu(pre) (act)", &g, 1, NULL, TOL_ACT);
+    /* the backward from the same g and pre on both sides (the CPU's): isolates the backward */
+    {
+        float *hg = malloc((size_t)M * F * 4), *hp = malloc((size_t)M * F * 4);
+        down(&g_cpu, hg, g.cpu, (size_t)M * F, g_cpu.act);
+        down(&g_cpu, hp, pre.cpu, (size_t)M * F, g_cpu.act);
+        for (size_t i = 0; i < (size_t)M * F; i++) hg[i] = round_bf16(hg[i]), hp[i] = round_bf16(hp[i]);
+        up(&g_cpu, g.cpu, hg, (size_t)M * F, g_cpu.act);
+        up(&g_cpu, pre.cpu, hp, (size_t)M * F, g_cpu.act);
+        up(&g_cuda, g.gpu, hg, (size_t)M * F, g_cuda.act);
+        up(&g_cuda, pre.gpu, hp, (size_t)M * F, g_cuda.act);
+        free(hg), free(hp);
+    }
+    mt_matmul_dgelu_bwd_args bc = {dpre.cpu, dv.cpu, NULL, dy.cpu, g.cpu, v.cpu, pre.cpu, M, C, F};
+    mt_matmul_dgelu_bwd_args bg = {dpre.gpu, dv.gpu, NULL, dy.gpu, g.gpu, v.gpu, pre.gpu, M, C, F};
+    RUN_BOTH(matmul_dgelu_bwd, bc, bg);
+    compare("bwd dpre = (dy V) gelu'(pre) (act)", &dpre, 1, NULL, TOL_ACT);
+    compare("bwd dweight += (f32, increment)", &dv, 0, h_dv0, TOL_F32);
+    pair_t *all[] = {&x, &w, &b, &v, &dy, &pre, &g, &dpre, &dv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(h_x), free(h_w), free(h_b), free(h_v), free(h_dy), free(h_dv0);
+}
+
+/* init_normal: the device's draws against the CPU's, bit for bit where the double log / cos of
+ * both sides agree (cuda_init.cu: CUDA's are within 1-2 ulp, so an element may differ by one
+ * fp32 ulp, about 1 in 10^8). Reports the count; fails on more than 1e-6 of the elements or
+ * any difference above 1 ulp (that would be a different formula, not rounding). */
+static void test_init_normal(size_t n, uint64_t offset) {
+    printf("  init_normal n=%zu offset=%llu\n", n, (unsigned long long)offset);
+    pair_t t = pair_new(NULL, n, 0);
+    mt_init_normal_args ac = {t.cpu, n, 1234, 0x1234567890abcdefULL, offset, 0.02};
+    mt_init_normal_args ag = {t.gpu, n, 1234, 0x1234567890abcdefULL, offset, 0.02};
+    RUN_BOTH(init_normal, ac, ag);
+    float *c = malloc(n * 4), *g = malloc(n * 4);
+    down(&g_cpu, c, t.cpu, n, MT_F32);
+    down(&g_cuda, g, t.gpu, n, MT_F32);
+    size_t diff = 0, far = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(&c[i], &g[i], 4) == 0) continue;
+        diff++;
+        int32_t ic, ig;
+        memcpy(&ic, &c[i], 4), memcpy(&ig, &g[i], 4);
+        if (ic - ig > 1 || ig - ic > 1) far++;
+    }
+    printf("    %zu of %zu elements differ from the CPU's (%zu by more than 1 ulp) %s\n", diff, n, far,
+           far == 0 && (double)diff <= 1e-6 * (double)n ? "ok" : "FAIL");
+    CHECKF(far == 0, "init_normal: %zu elements differ by more than 1 ulp", far);
+    CHECKF((double)diff <= 1e-6 * (double)n, "init_normal: %zu of %zu elements differ", diff, n);
+    free(c), free(g);
+    pair_free(&t);
+}
+
 /* ---- helpers for the ops below ---- */
 
 /* An i32 tensor (tokens, targets) on both backends, same bits on each. */
@@ -776,6 +886,16 @@ int main(void) {
         test_norm(rms, 2, 4099);
         test_norm(rms, 1024, 768);
     }
+
+    for (int rms = 0; rms <= 1; rms++) {
+        test_add_norm(rms, 37, 23);
+        test_add_norm(rms, 1024, 768);
+    }
+    test_matmul_gelu(64, 512, 128, 1);   /* fused epilogues (F, C multiples of 8) */
+    test_matmul_gelu(256, 3072, 768, 1); /* GPT-2 124M MLP */
+    test_matmul_gelu(37, 51, 23, 0);     /* odd: the unfused fallback */
+    test_init_normal(1000, 0);
+    test_init_normal((size_t)50 << 20, 12345); /* 52M draws: the rare last-bit cases show up here */
 
     /* every op of backend.h is in the CUDA table now */
     {

@@ -4,7 +4,8 @@
  * through a per-warp exchange array, bf16 is its bit pattern with round-to-nearest-even, and a
  * launch (rewritten by run.sh into emu_launch) runs the blocks one after another, each with
  * freshly garbage-filled dynamic shared memory (static __shared__ arrays become function statics).
- * Only what the kernels run by test/cuda_emu use (tensor-core attention, cross-entropy, GeLU/add/cast).
+ * Only what the kernels run by test/cuda_emu use (tensor-core attention, cross-entropy, GeLU/add/cast,
+ * norms and the fused add + norm, init_normal).
  * Test harness only: never part of the build. */
 #pragma once
 #include <barrier>
@@ -98,7 +99,8 @@ static inline cudaError_t cudaDeviceGetAttribute(int *v, int, int) { *v = emu_ma
 template <class K> static cudaError_t cudaFuncSetAttribute(K, int, int) { return 0; }
 static inline cudaError_t cudaGetLastError() { return 0; }
 #define CUDA_CHECK_LAUNCH() do {} while (0)
-typedef struct { cudaStream_t stream; } mt_cuda_ctx;
+typedef struct { cudaStream_t stream; int n_sm; float *scratch; size_t scratch_bytes; } mt_cuda_ctx;
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); } /* the device's is approximate (2 ulp) */
 static inline mt_cuda_ctx *mt_cuda_ctx_of(mt_backend *be) { return (mt_cuda_ctx *)be->ctx; }
 static inline unsigned mt_cuda_ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 extern unsigned char *emu_smem_base; extern size_t emu_smem_bytes;

@@ -1,0 +1,87 @@
+/* fused_emu.cpp — runs cuda/cuda_layernorm.cu's fused residual add + norm forward and
+ * cuda/cuda_init.cu's init_normal on the CPU under test/cuda_emu/inc:
+ *  - add_layernorm_fwd / add_rmsnorm_fwd against the emulated GPU's own add (cuda_act.cu's
+ *    scalar add kernel's rounding, bf16(a + b)) followed by its norm_fwd kernel: the same bits;
+ *    and against the CPU backend's fused op at 1e-4 nmse (bf16 outputs, as the parity test);
+ *    in place (out_resid == a) too;
+ *  - init_normal against the CPU backend bit for bit: on the host both use glibc's log / cos, so
+ *    this checks the kernel's indexing (grid-stride loop, offset, counter pairs 2i / 2i+1) and
+ *    the transform, not CUDA's libm (test/ops/test_cuda_parity.c does that on a GPU).
+ * Built and run by test/cuda_emu/run.sh. */
+#include "layernorm_host.cpp"
+#include "init_host.cpp"
+thread_local dim3 threadIdx, blockIdx; dim3 blockDim, gridDim; thread_local emu_ctx emu;
+int emu_max_smem = 227 * 1024; unsigned char *emu_smem_base; size_t emu_smem_bytes;
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+static float frand() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (float)((rs >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
+static float rb(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
+static double nmse(const float *a, const float *b, size_t n) { double x = 0, y = 0; for (size_t i = 0; i < n; i++) { double d = (double)a[i] - b[i]; x += d * d; y += (double)b[i] * b[i]; } return x != x ? 1e30 : (y > 0 ? x / y : x); }
+static int fails = 0;
+static void cmp(const char *w, const float *a, const float *b, size_t n, double tol) {
+    double e = nmse(a, b, n); printf("    %-34s nmse %.3e %s\n", w, e, e < tol ? "ok" : "FAIL"); if (!(e < tol)) fails++;
+}
+static void same(const char *w, const void *a, const void *b, size_t bytes) {
+    int ok = memcmp(a, b, bytes) == 0; printf("    %-34s %s\n", w, ok ? "same bits ok" : "FAIL (bits differ)"); if (!ok) fails++;
+}
+static mt_backend g_cpu, g_be; static mt_cuda_ctx g_ctx;
+static bf16 *to_bf16(const std::vector<float> &x) {
+    bf16 *p = (bf16 *)aligned_alloc(256, x.size() * 2 + 256);
+    for (size_t i = 0; i < x.size(); i++) p[i] = __float2bfloat16_rn(x[i]);
+    return p;
+}
+static std::vector<float> from_bf16(const bf16 *p, size_t n) { std::vector<float> x(n); for (size_t i = 0; i < n; i++) x[i] = __bfloat162float(p[i]); return x; }
+
+static void add_norm(int rms, int N, int C, int in_place) {
+    printf("  add_%s_fwd N=%d C=%d%s\n", rms ? "rmsnorm" : "layernorm", N, C, in_place ? " (in place)" : "");
+    const size_t n = (size_t)N * C;
+    std::vector<float> a(n), b(n), w(C), bias(C);
+    for (size_t i = 0; i < n; i++) a[i] = rb(2.0f * frand() + 0.5f), b[i] = rb(0.5f * frand());
+    for (int j = 0; j < C; j++) w[j] = rb(1.0f + 0.2f * frand()), bias[j] = rb(0.2f * frand());
+    bf16 *ga = to_bf16(a), *gb = to_bf16(b), *gw = to_bf16(w), *gbias = to_bf16(bias);
+    bf16 *gr = in_place ? ga : (bf16 *)aligned_alloc(256, n * 2 + 256), *go = (bf16 *)aligned_alloc(256, n * 2 + 256);
+    std::vector<float> gm(N), gs(N);
+    /* unfused on the emulated GPU first (reads a before an in-place fused call overwrites it) */
+    bf16 *ur = (bf16 *)aligned_alloc(256, n * 2 + 256), *uo = (bf16 *)aligned_alloc(256, n * 2 + 256);
+    for (size_t i = 0; i < n; i++) ur[i] = __float2bfloat16_rn(__bfloat162float(ga[i]) + __bfloat162float(gb[i]));
+    std::vector<float> um(N), us(N);
+    mt_norm_fwd_args nf = {uo, rms ? NULL : um.data(), us.data(), ur, gw, rms ? NULL : gbias, N, C, 1e-5f};
+    if ((rms ? mt_cuda_rmsnorm_fwd(&g_be, &nf) : mt_cuda_layernorm_fwd(&g_be, &nf)) != MT_OK) { printf("norm failed: %s\n", mt_last_error()); fails++; }
+    mt_add_norm_fwd_args fa = {gr, go, rms ? NULL : gm.data(), gs.data(), ga, gb, gw, rms ? NULL : gbias, N, C, 1e-5f};
+    if ((rms ? mt_cuda_add_rmsnorm_fwd(&g_be, &fa) : mt_cuda_add_layernorm_fwd(&g_be, &fa)) != MT_OK) { printf("add_norm failed: %s\n", mt_last_error()); fails++; }
+    same("out_resid vs add kernel", gr, ur, n * 2);
+    same("out vs add + norm_fwd kernels", go, uo, n * 2);
+    same("rstd vs norm_fwd kernel", gs.data(), us.data(), (size_t)N * 4);
+    if (!rms) same("mean vs norm_fwd kernel", gm.data(), um.data(), (size_t)N * 4);
+    /* the CPU reference */
+    std::vector<float> cr(n), co(n), cm(N), cs(N);
+    mt_add_norm_fwd_args ca = {cr.data(), co.data(), rms ? NULL : cm.data(), cs.data(), a.data(), b.data(), w.data(),
+                               rms ? NULL : bias.data(), N, C, 1e-5f};
+    if ((rms ? MT_BE_CALL(&g_cpu, add_rmsnorm_fwd, &ca) : MT_BE_CALL(&g_cpu, add_layernorm_fwd, &ca)) != MT_OK) { printf("cpu failed\n"); fails++; }
+    cmp("out_resid vs CPU", from_bf16(gr, n).data(), cr.data(), n, 1e-4);
+    cmp("out vs CPU", from_bf16(go, n).data(), co.data(), n, 1e-4);
+    cmp("rstd vs CPU", gs.data(), cs.data(), N, 1e-6);
+    free(ga); free(gb); free(gw); free(gbias); if (!in_place) free(gr); free(go); free(ur); free(uo);
+}
+
+static void init_normal(size_t n, uint64_t offset, int n_sm) {
+    printf("  init_normal n=%zu offset=%llu (grid of at most %d blocks)\n", n, (unsigned long long)offset, n_sm * 32);
+    g_ctx.n_sm = n_sm;
+    std::vector<float> c(n), g(n, NAN);
+    mt_init_normal_args ac = {c.data(), n, 1234, 0xfeedULL, offset, 0.02}, ag = {g.data(), n, 1234, 0xfeedULL, offset, 0.02};
+    if (MT_BE_CALL(&g_cpu, init_normal, &ac) != MT_OK || mt_cuda_init_normal(&g_be, &ag) != MT_OK) { printf("call failed\n"); fails++; return; }
+    same("values vs CPU", g.data(), c.data(), n * 4);
+}
+
+int main() {
+    if (mt_backend_cpu_create(&g_cpu, 1) != MT_OK) return 1;
+    memset(&g_be, 0, sizeof g_be); g_be.ctx = &g_ctx; g_ctx.n_sm = 4;
+    for (int rms = 0; rms <= 1; rms++) {
+        add_norm(rms, 9, 23, 0);    /* rows over two blocks of 8, C not a multiple of 32 */
+        add_norm(rms, 3, 300, 1);   /* in place */
+    }
+    init_normal(1, 0, 1);
+    init_normal(5000, 77, 1);       /* grid-stride: 32 blocks of 256 threads cover 8192 > 5000 */
+    init_normal(20000, 123456789, 1); /* grid-stride loop: 20000 > 32 * 256 */
+    mt_backend_destroy(&g_cpu);
+    printf("%s\n", fails ? "FAILURES" : "all ok"); return fails != 0;
+}
