@@ -6,8 +6,9 @@
  * moved: read 2, write 1, per second), one add on 64 floats (the fixed cost of an op call),
  * attention fwd + bwd (Megatron's FLOPs per second); the same rates per rank while 2 forked ranks
  * measure at once (what each rank of a multi-rank run gets); and an allreduce between the 2 ranks,
- * each call after ~0.2 ms of compute as in training: 4 bytes (latency) and 8 MiB (bus bandwidth,
- * nccl-tests' 2(n-1)/n). About 6 s on an idle 2-core machine. */
+ * each call after ~0.2 ms of compute: 4 bytes (latency) and 8 MiB (bus bandwidth, nccl-tests'
+ * 2(n-1)/n), and 4 bytes after ~5 ms of GEMMs on both ranks (a tensor-parallel collective's latency,
+ * the wait for the slower rank included). About 6 s on an idle 2-core machine. */
 #include "cmd/plan_probe.h"
 
 #include <stdio.h>
@@ -158,6 +159,46 @@ static mt_status probe_comm(mt_device_probe *pr) {
                     }
                 if (r == 0) times[k] = t[iters[k] / 2];
             }
+            /* a collective as a tensor-parallel layer meets it: both ranks first run ~5 ms of the backend's
+             * GEMMs (longer than a scheduler time slice, as a layer's forward or backward is), then a 4-byte
+             * allreduce; on a machine with more runnable threads than cores the ranks drift apart during the
+             * phase and the allreduce waits for the slower one (on this project's loaded 2-core machine about
+             * one scheduler time slice, ~3 ms). The median of 24, as the bench compares median steps. */
+            {
+                mt_backend be;
+                if (mt_backend_cpu_create(&be, threads_2r) != MT_OK) _exit(1);
+                enum { PM = 256, PN = 768, PK = 768, PHASES = 24 };
+                float *pa = calloc((size_t)PM * PK, 4), *pw = calloc((size_t)PN * PK, 4), *po = calloc((size_t)PM * PN, 4);
+                if (!pa || !pw || !po) _exit(1);
+                mt_matmul_fwd_args mm = { po, pa, pw, NULL, PM, PN, PK };
+                be.i->matmul_fwd(&be, &mm); /* warm-up: first touch of the buffers */
+                be.i->sync(&be);
+                double t0 = now_s();
+                be.i->matmul_fwd(&be, &mm);
+                be.i->sync(&be);
+                const double once = now_s() - t0;
+                /* both ranks run the same number of GEMMs (rank 0's count), as tp ranks run the same layer */
+                int *n_calls = (int *)(times + 8);
+                if (r == 0) *n_calls = once > 0 && once < 5e-3 ? (int)(5e-3 / once) + 1 : 1;
+                c->i->barrier(c);
+                const int calls = *n_calls;
+                double tw[PHASES];
+                for (int i = 0; i < PHASES; i++) {
+                    for (int j = 0; j < calls; j++) be.i->matmul_fwd(&be, &mm);
+                    be.i->sync(&be);
+                    t0 = now_s();
+                    if (c->i->allreduce(c, buf, out, 1, MT_F32, MT_RED_SUM) != MT_OK) _exit(1);
+                    tw[i] = now_s() - t0;
+                }
+                for (int i = 1; i < PHASES; i++) /* the median */
+                    for (int j = i; j > 0 && tw[j] < tw[j - 1]; j--) {
+                        double x = tw[j];
+                        tw[j] = tw[j - 1], tw[j - 1] = x;
+                    }
+                if (r == 0) times[2] = tw[PHASES / 2];
+                free(pa), free(pw), free(po);
+                mt_backend_destroy(&be);
+            }
             c->i->destroy(c);
             _exit(0);
         }
@@ -173,6 +214,7 @@ static mt_status probe_comm(mt_device_probe *pr) {
         pr->stream_gbs_2r = shared->stream_gbs_2r;
         pr->attn_flops_2r = shared->attn_flops_2r;
         pr->comm_alpha_s = times[0];
+        pr->coll_alpha_s = times[2] > times[0] ? times[2] : times[0];
         /* bus bytes of a 2-rank allreduce: 2 (n-1)/n of the buffer = the buffer */
         pr->comm_gbs = (double)n_big * 4.0 / (times[1] > times[0] ? times[1] - times[0] : times[1]) / 1e9;
     }

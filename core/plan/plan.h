@@ -34,6 +34,10 @@ typedef struct {
     double attn_flops_1t, attn_flops_nt;  /* attention fwd + bwd, Megatron's FLOPs (3 x 4 s^2 d per head) per s */
     double comm_alpha_s;                  /* 2-rank allreduce of 4 bytes: latency */
     double comm_gbs;                      /* 2-rank allreduce bus bandwidth (2(n-1)/n bytes / time), GB/s */
+    double coll_alpha_s;                  /* 2-rank allreduce of 4 bytes right after ~5 ms of the backend's GEMMs on
+                                           * both ranks, as a tensor-parallel collective meets it: the latency
+                                           * plus the wait for the slower rank (the collectives' alpha; point-to-
+                                           * point messages keep comm_alpha_s) */
     /* the same rates per rank while 2 ranks run at once (cores / 2 threads each; 0 = not measured):
      * what each rank of a multi-rank run on this node gets */
     double gemm_flops_2r[MT_PROBE_MAX_GEMM], stream_gbs_2r, attn_flops_2r;
@@ -82,7 +86,7 @@ typedef struct {
     double grad_reduce_bytes;/* bytes per gradient element in the dp reduction; 0 = by mode (4: fp32 main grads,
                               * Megatron with bf16; Megatron fp16 runs reduce in 2) */
     double grad_accum_bytes; /* bytes per local parameter per micro-batch of a separate gradient-accumulation
-                              * pass (Megatron-LM 2021: param.main_grad.add_(param.grad), fp16: read 2 + 2,
+                              * pass (Megatron-LM 2021, fp16: autograd's add into .grad, read 2 + 2,
                               * write 2 = 6); 0 = the weight-gradient GEMM accumulates in place (mtrain) */
 } mt_plan_opts;
 
@@ -164,6 +168,8 @@ typedef struct {
     double t_gemm_s, t_attn_s, t_elem_s;   /* of t_compute_s: GEMMs, attention core, elementwise / norm passes */
     double gemm_rate;                       /* FLOP/s the model runs one layer's GEMMs at (fwd + bwd) */
     double t_mb_s;                          /* one micro-batch on the slowest stage, its exposed comm included */
+    double t_emb_ar_s;                      /* of t_dp_s: the tied embedding's gradient allreduce (first <-> last
+                                             * stage, pp > 1) */
     int threads_rank;                       /* host: threads per rank assumed (cores / ranks on the node) */
     char notes[1024];        /* warnings, one per line */
 } mt_plan;

@@ -17,7 +17,8 @@ mt_status mt_device_profile_save(const char *path, const mt_gpu_spec *g) {
             p->stream_gbs_nt, p->op_overhead_s);
     fprintf(f, " \"attn_flops_1t\": %.6g, \"attn_flops_nt\": %.6g, \"comm_alpha_s\": %.6g, \"comm_gbs\": %.6g,\n",
             p->attn_flops_1t, p->attn_flops_nt, p->comm_alpha_s, p->comm_gbs);
-    fprintf(f, " \"stream_gbs_2r\": %.6g, \"attn_flops_2r\": %.6g,\n", p->stream_gbs_2r, p->attn_flops_2r);
+    fprintf(f, " \"stream_gbs_2r\": %.6g, \"attn_flops_2r\": %.6g, \"coll_alpha_s\": %.6g,\n", p->stream_gbs_2r,
+            p->attn_flops_2r, p->coll_alpha_s);
     fprintf(f, " \"gemm\": [");
     for (int i = 0; i < p->n_gemm; i++)
         fprintf(f, "%s\n  {\"m\": %.0f, \"n\": %.0f, \"k\": %.0f, \"flops_1t\": %.6g, \"flops_nt\": %.6g, \"flops_2r\": %.6g}",
@@ -61,6 +62,7 @@ mt_status mt_device_profile_load(const char *path, mt_gpu_spec *out) {
     if (st == MT_OK) st = num(r, "comm_gbs", path, 0, &p->comm_gbs);
     if (st == MT_OK) st = num(r, "stream_gbs_2r", path, 0, &p->stream_gbs_2r);
     if (st == MT_OK) st = num(r, "attn_flops_2r", path, 0, &p->attn_flops_2r);
+    if (st == MT_OK) st = num(r, "coll_alpha_s", path, 0, &p->coll_alpha_s);
     const mt_json_node *gm = mt_json_get(r, "gemm");
     if (st == MT_OK && (!gm || gm->type != MT_JSON_ARRAY || gm->n_items < 1 || gm->n_items > MT_PROBE_MAX_GEMM))
         st = mt_errorf(MT_ERR_DATA, "%s: key \"gemm\" must be an array of 1..%d measured shapes", path,

@@ -392,15 +392,22 @@ static int spans_nodes(const mt_gpu_spec *g, long stride, long size) {
     return size > 1 && !g->is_host && stride * size > g->gpus_per_node;
 }
 
-static void comm_time(mt_plan_comm *c, const mt_gpu_spec *g, const mt_plan_opts *o) {
-    if (g->probed) { /* measured: the shared-memory communicator's latency and bus bandwidth */
-        c->exposed_s = g->probe.comm_gbs > 0 ? c->n_ops * g->probe.comm_alpha_s + c->bytes / (g->probe.comm_gbs * 1e9) : 0.0;
+/* p2p: point-to-point messages (pipeline, ring attention), else collectives. */
+static void comm_time_kind(mt_plan_comm *c, const mt_gpu_spec *g, const mt_plan_opts *o, int p2p) {
+    if (g->probed) {
+        /* measured: the shared-memory communicator's latency and bus bandwidth; a collective's latency as
+         * the probe met it after a compute phase on both ranks (the wait for the slower one included),
+         * a message's without (its receiver's wait is the schedule's, counted in the bubble) */
+        const double alpha = !p2p && g->probe.coll_alpha_s > 0 ? g->probe.coll_alpha_s : g->probe.comm_alpha_s;
+        c->exposed_s = g->probe.comm_gbs > 0 ? c->n_ops * alpha + c->bytes / (g->probe.comm_gbs * 1e9) : 0.0;
         return;
     }
     const double bw = (c->network ? g->net_gbs : g->nvlink_gbs) * 1e9 * o->link_eff;
     const double alpha = c->network ? 25e-6 : 10e-6;
     c->exposed_s = bw > 0 ? c->n_ops * alpha + c->bytes / bw : 0.0;
 }
+
+static void comm_time(mt_plan_comm *c, const mt_gpu_spec *g, const mt_plan_opts *o) { comm_time_kind(c, g, o, 0); }
 
 mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu, const mt_plan_opts *o, mt_plan *p) {
     dims d;
@@ -728,8 +735,8 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         p->t_elem_s = p->t_compute_s - p->t_gemm_s - p->t_attn_s; /* with the gradient-accumulation pass */
         const double attn_mb = Ls * t_attn_l;
         comm_time(&p->tp_comm, gpu, o);
-        comm_time(&p->cp_comm, gpu, o);
-        comm_time(&p->pp_comm, gpu, o);
+        comm_time_kind(&p->cp_comm, gpu, o, 1);
+        comm_time_kind(&p->pp_comm, gpu, o, 1);
         if (pp > 1 && t > 1 && !gpu->is_host) {
             /* scatter/gather (Narayanan et al. 2021, §4.1): each received 1/t piece is allgathered over the tp
              * group (NVLink) to rebuild the replicated tensor, once per message: the interleaved schedule's v-fold
@@ -740,13 +747,23 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         }
         comm_time(&p->ep_comm, gpu, o);
         comm_time(&p->dp_comm, gpu, o);
+        /* tied embeddings with a pipeline: after the backward the first and the last stage allreduce the
+         * word-embedding gradient (Vp/t x h) between them, before the optimizer (Megatron-LM 2021,
+         * megatron/training.py train_step: all_reduce(word_embeddings_weight grad, embedding group)) */
+        if (pp > 1 && d.tied) {
+            const double gb = o->grad_reduce_bytes > 0 ? o->grad_reduce_bytes : 4.0;
+            mt_plan_comm emb = { d.Vp / t * d.C * gb, 1.0, spans_nodes(gpu, (long)t * cp * dp, pp), 0.0 };
+            comm_time(&emb, gpu, o);
+            p->t_emb_ar_s = emb.exposed_s;
+        }
         /* ring attention overlaps its transfers with the attention compute */
         p->cp_comm.exposed_s = fmax(0.0, p->cp_comm.exposed_s - attn_mb * m);
         const double t_mb = comp_mb + (p->tp_comm.exposed_s + p->cp_comm.exposed_s + p->pp_comm.exposed_s +
                                        p->ep_comm.exposed_s) / m;
         p->t_mb_s = t_mb;
         p->t_bubble_s = pp > 1 ? t_mb * (pp - 1.0) / v : 0.0;
-        p->t_dp_s = p->dp_comm.exposed_s; /* not overlapped (Megatron's default without --overlap-grad-reduce) */
+        /* not overlapped (Megatron's default without --overlap-grad-reduce); with the embedding allreduce */
+        p->t_dp_s = p->dp_comm.exposed_s + p->t_emb_ar_s;
         /* AdamW streams master, m, v (read + write), the gradient (read), the param (write) of the parameters
          * this rank updates; zeroing the gradient buffer and the gradient norm (clipping) pass all of it */
         const double opt_elems = p->dist_opt ? (wr->n_elems - wr->n_expert_elems) / ((double)dp * cp) +

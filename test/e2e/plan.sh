@@ -133,6 +133,7 @@ has "device profile written" "$TMP/out"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["format"] == "mtrain-device-profile-1" and d["threads"] >= 1 and d["mem_bytes"] > 0
+assert d["coll_alpha_s"] >= d["comm_alpha_s"] > 0
 assert len(d["gemm"]) >= 3 and all(g["flops_1t"] > 0 and g["flops_nt"] > 0 and g["flops_2r"] > 0 for g in d["gemm"])
 rates = ("stream_gbs_1t", "stream_gbs_nt", "stream_gbs_2r", "attn_flops_1t", "attn_flops_nt", "attn_flops_2r",
          "comm_gbs")
@@ -140,7 +141,7 @@ for k in rates:
     assert d[k] > 0, k
 for k in rates:
     d[k] /= 2
-for k in ("op_overhead_s", "comm_alpha_s"):
+for k in ("op_overhead_s", "comm_alpha_s", "coll_alpha_s"):
     d[k] *= 2
 for g in d["gemm"]:
     for k in ("flops_1t", "flops_nt", "flops_2r"):
