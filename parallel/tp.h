@@ -76,8 +76,8 @@ mt_status mt_tp_row_bwd(mt_tp *t, void *dx, void *dw, void *db, const void *dout
 
 /* mt_tp_row_bwd of a layer whose input was gelu(pre), with the GeLU backward folded in:
  * dpre (N, K) = (gather(dout) W) * gelu'(pre); dW, db as mt_tp_row_bwd. Fused matmul_dgelu_bwd
- * when the backend has it, else matmul_bwd into dx_tmp (N, K) then gelu_bwd into dpre. */
-mt_status mt_tp_row_dgelu_bwd(mt_tp *t, void *dpre, void *dx_tmp, void *dw, void *db, const void *dout,
+ * when the backend has it, else matmul_bwd into dpre then gelu_bwd in place (elementwise). */
+mt_status mt_tp_row_dgelu_bwd(mt_tp *t, void *dpre, void *dw, void *db, const void *dout,
                               const void *x, const void *pre, const void *w, int n_out, int K);
 
 /* Vocab-parallel input embedding: each rank embeds the tokens of its vocabulary rows

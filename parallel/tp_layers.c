@@ -148,12 +148,12 @@ out:
     return st;
 }
 
-mt_status mt_tp_row_dgelu_bwd(mt_tp *t, void *dpre, void *dx_tmp, void *dw, void *db, const void *dout,
+mt_status mt_tp_row_dgelu_bwd(mt_tp *t, void *dpre, void *dw, void *db, const void *dout,
                               const void *x, const void *pre, const void *w, int n_out, int K) {
     mt_status st = MT_OK;
-    if (!t->be->i->matmul_dgelu_bwd) {
-        MT_CHECK(mt_tp_row_bwd(t, dx_tmp, dw, db, dout, x, w, n_out, K));
-        mt_gelu_bwd_args ga = {.dinp = dpre, .dout = dx_tmp, .inp = pre, .n = (size_t)t->N * K};
+    if (!t->be->i->matmul_dgelu_bwd) { /* unfused: into dpre, then dGeLU in place (elementwise) */
+        MT_CHECK(mt_tp_row_bwd(t, dpre, dw, db, dout, x, w, n_out, K));
+        mt_gelu_bwd_args ga = {.dinp = dpre, .dout = dpre, .inp = pre, .n = (size_t)t->N * K};
         return MT_BE_CALL(t->be, gelu_bwd, &ga);
     }
     const void *g = NULL;

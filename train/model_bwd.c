@@ -58,7 +58,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
             mt_swiglu_bwd_args sa = {.dinp = ACT(m, A, dfch), .dout = ACT(m, A, dfch_act), .inp = h, .N = N, .F = pl->F_r};
             MT_CHECK(MT_BE_CALL(m->be, swiglu_bwd, &sa));
         } else { /* dfch = (dresid Wfcproj) * gelu'(h): one op (dGeLU in the dinp GEMM's epilogue) */
-            MT_CHECK(mt_tp_row_dgelu_bwd(tp, ACT(m, A, dfch), ACT(m, A, dfch_act), G(m, ix->fcproj_w, l),
+            MT_CHECK(mt_tp_row_dgelu_bwd(tp, ACT(m, A, dfch), G(m, ix->fcproj_w, l),
                                          G(m, ix->fcproj_b, l), dresid, g, h, P(m, ix->fcproj_w, l), C, pl->F_r));
         }
         MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->fc_w, l), G(m, ix->fc_b, l), ACT(m, A, dfch), x2,

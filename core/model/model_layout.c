@@ -287,7 +287,8 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(datty, N * HD * a);
     PLACE(delta, lse * f);
     PLACE(dfch, dense_mlp * N * pl->fc_rows_r * a);
-    PLACE(dfch_act, dense_mlp * N * pl->F_r * a);
+    /* SwiGLU's d(gate * up) before its backward; GeLU needs none (dGeLU in the GEMM's epilogue, or in place) */
+    PLACE(dfch_act, (pl->fc_rows_r != pl->F_r ? dense_mlp : 0) * N * pl->F_r * a);
     if (cp > 1) {
         const size_t kv = (size_t)2 * pl->KV_r * pl->D; /* packed [k | v] row */
         PLACE(cp_kv, 2 * N * kv * a);

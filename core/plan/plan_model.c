@@ -530,11 +530,12 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         } else {
             /* the trainer's per-micro-batch buffers: tokens, targets, the last residual, final
              * norm (+ statistics), logits, losses, two scalars, and one layer's backward
-             * scratch (dresid, dln, dtmp, dqkv, datty, the attention's delta, dfch, dfch_act) */
+             * scratch (dresid, dln, dtmp, dqkv, datty, the attention's delta, dfch, and SwiGLU's
+             * dfch_act: GeLU's dGeLU runs in the GEMM's epilogue, or in place) */
             if (k == 0) acts += mbs * 4.0 * N;
             if (k == pp - 1)
                 acts += 4.0 * N + 4.0 * N * d.C + 4.0 * N * d.C + 8.0 * N + 4.0 * N * d.Vp / t + 4.0 * N + 8.0;
-            acts += 4.0 * N * (3.0 * d.C + (d.qkv_rows + d.H * d.D + d.K * (d.fc_rows + d.F)) / t) +
+            acts += 4.0 * N * (3.0 * d.C + (d.qkv_rows + d.H * d.D + d.K * (d.fc_rows + (d.fc_rows != d.F ? d.F : 0))) / t) +
                     4.0 * b * (d.H / t) * s_loc;
         }
         rk->acts_bytes = acts;
