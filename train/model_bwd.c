@@ -35,17 +35,10 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
     for (int l = l1 - 1; l >= l0; l--) {
         /* full recompute: rerun the layer's forward from its saved input into the shared slice */
         if (l - A->l0 < pl->recompute) MT_CHECK(mt_model_layer_forward(m, A, l));
-        const int ls = A->l0 + mt_act_slice(pl, l - A->l0); /* slice of the non-residual activations */
-        const int la = A->l0 + mt_act_attn_slice(pl, l - A->l0); /* of the attention core's outputs */
-        void *x = ACT_L(m, A, resid, l, NrC, a);
-        void *x1 = ACT_L(m, A, ln1, ls, NrC, a);
-        void *qkv = ACT_L(m, A, qkv, ls, (size_t)N * pl->qkv_rows_r, a);
-        void *lse = ACT_L(m, A, lse, la, (size_t)B * pl->H_r * T, 4);
-        void *atty = ACT_L(m, A, atty, la, (size_t)N * HD, a);
-        void *xm = ACT_L(m, A, resid_mid, ls, NrC, a);
-        void *x2 = ACT_L(m, A, ln2, ls, NrC, a);
-        void *h = ACT_L(m, A, fch, ls, (size_t)N * pl->fc_rows_r, a);
-        void *g = ACT_L(m, A, fch_act, ls, (size_t)N * pl->F_r, a);
+        const mt_layer_acts v = mt_layer_acts_of(m, A, l);
+        const int ls = v.ls;
+        void *x = v.x, *x1 = v.x1, *qkv = v.qkv, *lse = v.lse, *atty = v.atty, *xm = v.xm, *x2 = v.x2, *h = v.h,
+             *g = v.g;
 
         /* MLP: dresid holds dL/dx' */
         if (pl->moe) { /* mixture of experts (model_moe.c): dx = dL/dx2 */
@@ -68,13 +61,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
                                    ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), Nr));
         /* attention: dresid holds dL/dxm. Selective recompute: rerun the attention core from the
            saved qkv (after RoPE) into the shared slice: the same op on the same input, the same bits */
-        if (pl->recompute_attn && m->cp > 1) { /* context parallelism: the forward ring again (model_cp.c) */
-            MT_CHECK(mt_cp_attention_fwd(m, A, qkv, atty, lse));
-        } else if (pl->recompute_attn) {
-            mt_attention_fwd_args at = {.out = atty, .lse = lse, .qkv = qkv, .B = B, .T = T,
-                                        .H = pl->H_r, .KV = pl->KV_r, .D = pl->D};
-            MT_CHECK(MT_BE_CALL(m->be, attention_fwd, &at));
-        }
+        if (pl->recompute_attn) MT_CHECK(mt_model_attention_fwd(m, A, qkv, atty, lse));
         MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, datty), G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, atty,
                                P(m, ix->proj_w, l), C, HD));
         if (m->cp > 1) { /* context parallelism: the ring again, dK / dV partials travelling home (model_cp.c) */

@@ -12,6 +12,14 @@
  * the norms hold N_r token rows (all N, or 1/tp of them with sequence parallelism). */
 #include "train/model_internal.h"
 
+mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv, void *out, void *lse) {
+    if (m->cp > 1) return mt_cp_attention_fwd(m, A, qkv, out, lse); /* ring attention (model_cp.c) */
+    const mt_param_layout *pl = &m->pl;
+    mt_attention_fwd_args at = {.out = out, .lse = lse, .qkv = qkv, .B = m->al.B, .T = m->al.T,
+                                .H = pl->H_r, .KV = pl->KV_r, .D = pl->D};
+    return MT_BE_CALL(m->be, attention_fwd, &at);
+}
+
 /* One layer l's forward from resid[l] to resid[l+1]. With full recompute (pl->recompute) every
  * activation but the residual stream lives in one shared slice: backward calls this again from
  * the saved input just before the layer's backward; the same ops on the same inputs give the same
@@ -22,21 +30,14 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
     mt_tp *tp = &m->tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
-    const int B = m->al.B, T = m->al.T, N = m->al.N, Nr = m->al.N_r, C = pl->C;
+    const int N = m->al.N, Nr = m->al.N_r, C = pl->C;
     const int HD = pl->H_r * pl->D;
     const size_t a = mt_dtype_bytes(m->act);
     const size_t NrC = (size_t)Nr * C;
-    const int ls = A->l0 + mt_act_slice(pl, l - A->l0); /* slice of the non-residual activations */
-    const int la = A->l0 + mt_act_attn_slice(pl, l - A->l0); /* of the attention core's outputs */
-    void *x = ACT_L(m, A, resid, l, NrC, a);
-    void *x1 = ACT_L(m, A, ln1, ls, NrC, a);
-    void *qkv = ACT_L(m, A, qkv, ls, (size_t)N * pl->qkv_rows_r, a);
-    void *lse = ACT_L(m, A, lse, la, (size_t)B * pl->H_r * T, 4);
-    void *atty = ACT_L(m, A, atty, la, (size_t)N * HD, a);
-    void *xm = ACT_L(m, A, resid_mid, ls, NrC, a);
-    void *x2 = ACT_L(m, A, ln2, ls, NrC, a);
-    void *h = ACT_L(m, A, fch, ls, (size_t)N * pl->fc_rows_r, a);
-    void *g = ACT_L(m, A, fch_act, ls, (size_t)N * pl->F_r, a);
+    const mt_layer_acts v = mt_layer_acts_of(m, A, l);
+    const int ls = v.ls;
+    void *x = v.x, *x1 = v.x1, *qkv = v.qkv, *lse = v.lse, *atty = v.atty, *xm = v.xm, *x2 = v.x2, *h = v.h,
+         *g = v.g;
     void *xo = ACT_L(m, A, resid, l + 1, NrC, a);
     void *part = ACT(m, A, dtmp); /* row-parallel outputs before the reduction and residual add */
     void *y = NULL;
@@ -45,13 +46,7 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
                                P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
     MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
     if (m->rope) MT_CHECK(mt_model_rope(m, qkv, 0));
-    if (m->cp > 1) { /* context parallelism: ring attention over the cp group (model_cp.c) */
-        MT_CHECK(mt_cp_attention_fwd(m, A, qkv, atty, lse));
-    } else {
-        mt_attention_fwd_args at = {.out = atty, .lse = lse, .qkv = qkv, .B = B, .T = T,
-                                    .H = pl->H_r, .KV = pl->KV_r, .D = pl->D};
-        MT_CHECK(MT_BE_CALL(m->be, attention_fwd, &at));
-    }
+    MT_CHECK(mt_model_attention_fwd(m, A, qkv, atty, lse));
     MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
     /* xm = x + y and x2 = norm2(xm) in one op (fused residual add + norm) */
     MT_CHECK(mt_model_add_norm_fwd(m, xm, x2, ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), x, y,

@@ -52,6 +52,32 @@ static inline mt_status mt_model_norm_bwd(mt_model *m, void *dinp, void *dw, voi
     return m->ln ? MT_BE_CALL(m->be, layernorm_bwd, &a) : MT_BE_CALL(m->be, rmsnorm_bwd, &a);
 }
 
+/* Local layer l's activations (forward writes them, backward reads them): the residual stream's
+ * x = resid[l] and xm, and the rest in slice ls (mt_act_slice: one shared slice under full
+ * recompute); the attention core's outputs in slice la (mt_act_attn_slice: shared under selective). */
+typedef struct {
+    int ls, la;
+    void *x, *x1, *qkv, *lse, *atty, *xm, *x2, *h, *g;
+} mt_layer_acts;
+
+static inline mt_layer_acts mt_layer_acts_of(const mt_model *m, const mt_acts *A, int l) {
+    const mt_param_layout *pl = &m->pl;
+    const size_t a = mt_dtype_bytes(m->act), NrC = (size_t)m->al.N_r * pl->C, N = (size_t)m->al.N;
+    mt_layer_acts v;
+    v.ls = A->l0 + mt_act_slice(pl, l - A->l0);
+    v.la = A->l0 + mt_act_attn_slice(pl, l - A->l0);
+    v.x = ACT_L(m, A, resid, l, NrC, a);
+    v.x1 = ACT_L(m, A, ln1, v.ls, NrC, a);
+    v.qkv = ACT_L(m, A, qkv, v.ls, N * pl->qkv_rows_r, a);
+    v.lse = ACT_L(m, A, lse, v.la, (size_t)m->al.B * pl->H_r * m->al.T, 4);
+    v.atty = ACT_L(m, A, atty, v.la, N * pl->H_r * pl->D, a);
+    v.xm = ACT_L(m, A, resid_mid, v.ls, NrC, a);
+    v.x2 = ACT_L(m, A, ln2, v.ls, NrC, a);
+    v.h = ACT_L(m, A, fch, v.ls, N * pl->fc_rows_r, a);
+    v.g = ACT_L(m, A, fch_act, v.ls, N * pl->F_r, a);
+    return v;
+}
+
 /* the part hook (model.h), when set */
 static inline mt_status mt_model_part_hook(mt_model *m, int backward, int part) {
     return m->part_hook ? m->part_hook(m->part_hook_ctx, backward, part) : MT_OK;
@@ -63,6 +89,10 @@ mt_status mt_cp_attention_bwd(mt_model *m, const mt_acts *A, const void *qkv, co
                               const void *dout, void *dqkv);
 /* RoPE of the local rows (B sequences of n_chunks chunks) at their global positions (model_cp.c). */
 mt_status mt_model_rope(mt_model *m, void *x, int inverse);
+
+/* The attention core's forward, out / lse from qkv: the ring over the cp group when cp > 1, else the
+ * backend's op (model_fwd.c; backward reruns it under selective recompute). */
+mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv, void *out, void *lse);
 
 /* one layer's forward, resid[l] -> resid[l+1] (model_fwd.c); backward reruns it under full recompute */
 mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l);
