@@ -14,21 +14,13 @@
 
 /* ---- forward ---- */
 
+/* The rest of one row's norm forward once its mean is known (0 for rmsnorm), by the row's warp:
+ * the centred variance (rmsnorm: the mean of squares), rstd, y = norm * w (+ b), the statistics.
+ * Shared by norm_fwd_kernel and add_norm_fwd_kernel, so both compute the same bits. */
 template <bool RMS>
-__global__ void norm_fwd_kernel(bf16 *out, float *mean_out, float *rstd_out, const bf16 *inp,
-                                const bf16 *weight, const bf16 *bias, int N, int C, float eps) {
-    int lane = threadIdx.x & 31;
-    int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
-    if (row >= N) return;
-    const bf16 *x = inp + (size_t)row * C;
-    bf16 *y = out + (size_t)row * C;
-
-    float mean = 0.0f;
-    if (!RMS) {
-        float s = 0.0f;
-        for (int i = lane; i < C; i += 32) s += __bfloat162float(x[i]);
-        mean = mt_warp_sum(s) / (float)C;
-    }
+__device__ __forceinline__ void norm_row_fwd(bf16 *y, float *mean_out, float *rstd_out, const bf16 *x, float mean,
+                                             const bf16 *weight, const bf16 *bias, int row, int C, float eps,
+                                             int lane) {
     float v = 0.0f;
     for (int i = lane; i < C; i += 32) {
         float d = __bfloat162float(x[i]) - mean;
@@ -46,6 +38,24 @@ __global__ void norm_fwd_kernel(bf16 *out, float *mean_out, float *rstd_out, con
         if (!RMS && mean_out) mean_out[row] = mean;
         if (rstd_out) rstd_out[row] = rstd;
     }
+}
+
+template <bool RMS>
+__global__ void norm_fwd_kernel(bf16 *out, float *mean_out, float *rstd_out, const bf16 *inp,
+                                const bf16 *weight, const bf16 *bias, int N, int C, float eps) {
+    int lane = threadIdx.x & 31;
+    int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const bf16 *x = inp + (size_t)row * C;
+    bf16 *y = out + (size_t)row * C;
+
+    float mean = 0.0f;
+    if (!RMS) {
+        float s = 0.0f;
+        for (int i = lane; i < C; i += 32) s += __bfloat162float(x[i]);
+        mean = mt_warp_sum(s) / (float)C;
+    }
+    norm_row_fwd<RMS>(y, mean_out, rstd_out, x, mean, weight, bias, row, C, eps, lane);
 }
 
 /* ---- fused residual add + norm forward ----
@@ -70,24 +80,8 @@ __global__ void add_norm_fwd_kernel(bf16 *resid, bf16 *out, float *mean_out, flo
         x[i] = r;
         s += __bfloat162float(r);
     }
-    float mean = RMS ? 0.0f : mt_warp_sum(s) / (float)C;
-    float v = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float d = __bfloat162float(x[i]) - mean;
-        v += d * d;
-    }
-    float var = mt_warp_sum(v) / (float)C; /* rmsnorm: mean of squares */
-    float rstd = rsqrtf(var + eps);
-    for (int i = lane; i < C; i += 32) {
-        float n = (__bfloat162float(x[i]) - mean) * rstd;
-        float o = n * __bfloat162float(weight[i]);
-        if (!RMS && bias) o += __bfloat162float(bias[i]);
-        y[i] = __float2bfloat16_rn(o);
-    }
-    if (lane == 0) {
-        if (!RMS && mean_out) mean_out[row] = mean;
-        if (rstd_out) rstd_out[row] = rstd;
-    }
+    const float mean = RMS ? 0.0f : mt_warp_sum(s) / (float)C;
+    norm_row_fwd<RMS>(y, mean_out, rstd_out, x, mean, weight, bias, row, C, eps, lane);
 }
 
 /* ---- backward: dinp (one warp per row) ---- */
