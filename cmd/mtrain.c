@@ -209,6 +209,11 @@ int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "train") || !strcmp(argv[1], "launch") || argv[1][0] == '-') &&
         strcmp(argv[1], "--help") && strcmp(argv[1], "-h") && strcmp(argv[1], "--version"))
         maybe_reexec_for_blas(argv);
+    /* a training run's log is read live through pipes (mpirun, srun, mtrain launch, tee): line
+     * buffering, so that no line (a stop's "checkpoint saved" above all) waits in a buffer that a
+     * launcher's SIGKILL during teardown would throw away */
+    if (argc >= 2 && (!strcmp(argv[1], "train") || !strcmp(argv[1], "launch") || argv[1][0] == '-'))
+        setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
         usage(stderr);
         return 2;

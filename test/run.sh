@@ -68,7 +68,10 @@ for t in "${tests[@]}"; do
     fail=$((fail+1)); failed+=("$name")
     if [ $timed_out -eq 1 ]; then why="timeout after $tmo s"; else why="exit $rc"; fi
     printf 'FAIL  %-40s %6ss  (%s)\n' "$name" "$dt" "$why"
-    sed 's/^/    | /' "$log" | tail -n 40
+    # the test's own verdict lines first (CI's report keeps only part of a long output), then
+    # the end of its log, each line cut to 200 characters
+    grep -aE 'FAIL|[Ff]ailed|error|not ok' "$log" | head -n 8 | cut -c1-200 | sed 's/^/    ! /'
+    tail -n 30 "$log" | cut -c1-200 | sed 's/^/    | /'
   fi
 done
 echo "tests: $pass passed, $fail failed, $skip skipped ($(( $(date +%s) - start_all ))s)"

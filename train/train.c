@@ -687,6 +687,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
                         stop > 0 ? strsignal(stop) : stop < 0 ? "checkpoint.exit_duration_mins reached"
                                                               : "checkpoint.exit_interval reached",
                         ck->dir[0] ? ", checkpoint saved" : " (no checkpoint.dir: nothing saved)");
+            if (log) fflush(log); /* before the teardown, which a launcher may cut short */
             break;
         }
     }
