@@ -118,6 +118,51 @@ static void drain_rank(job_t *j, int r) {
             mt_launch_relay(&j->ranks[r].fd[w], &j->ranks[r].lb[w], grank(j, r), w, j->o->prefix);
 }
 
+/* Marks rank r ended with wait status ws; its exit code (128 + signal when killed). */
+static int rank_ended(job_t *j, int r, int ws) {
+    j->ranks[r].running = 0;
+    j->n_running--;
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : 1;
+}
+
+static void set_failure(job_t *j, int r, int ws, int code) {
+    j->fail_rank = grank(j, r);
+    j->fail_code = code;
+    if (WIFSIGNALED(ws))
+        snprintf(j->cause, sizeof j->cause, "was killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+    else
+        snprintf(j->cause, sizeof j->cause, "exited with status %d", code);
+}
+
+/* The first failure's root cause. A rank that exits non-zero because a peer died (its fence or
+ * collective reports "another rank left the job") can be reaped before that peer: a SIGKILLed
+ * process closes its sockets, which is how the others learn of it, before the kernel reports its
+ * death. So when the first failure is an exit status, ranks that end by a signal within
+ * ROOT_CAUSE_WINDOW_MS are looked for, and the first such one is named instead. */
+#define ROOT_CAUSE_WINDOW_MS 300
+static int find_killed_peer(job_t *j, int *ws_out, int *code_out, int *n_exited) {
+    const int64_t until = mt_clock_ms_i64() + ROOT_CAUSE_WINDOW_MS;
+    while (j->n_running > 0 && mt_clock_ms_i64() < until) {
+        int ws;
+        pid_t pid = waitpid(-1, &ws, WNOHANG);
+        if (pid <= 0) {
+            struct timespec ts = {0, 2 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        int r = 0;
+        while (r < j->n && j->ranks[r].pid != pid) r++;
+        if (r == j->n || !j->ranks[r].running) continue;
+        const int code = rank_ended(j, r, ws);
+        if (WIFSIGNALED(ws)) {
+            *ws_out = ws, *code_out = code;
+            return r;
+        }
+        if (code) (*n_exited)++; /* another consequence */
+    }
+    return -1;
+}
+
 static void reap(job_t *j) {
     int ws;
     pid_t pid;
@@ -125,24 +170,30 @@ static void reap(job_t *j) {
         int r = 0;
         while (r < j->n && j->ranks[r].pid != pid) r++;
         if (r == j->n || !j->ranks[r].running) continue;
-        j->ranks[r].running = 0;
-        j->n_running--;
-        int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : 1;
+        int code = rank_ended(j, r, ws);
         if (j->interrupted && code && !j->interrupt_code) j->interrupt_code = code;
         if (code == 0 || j->failed || j->interrupted) continue;
         j->failed = 1;
-        j->fail_rank = grank(j, r);
-        j->fail_code = code;
-        if (WIFSIGNALED(ws))
-            snprintf(j->cause, sizeof j->cause, "was killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
-        else
-            snprintf(j->cause, sizeof j->cause, "exited with status %d", code);
+        set_failure(j, r, ws, code);
+        char also[160] = "";
+        if (!WIFSIGNALED(ws) && j->n_running > 0) {
+            int kws = 0, kcode = 0, n_exited = 0;
+            const int k = find_killed_peer(j, &kws, &kcode, &n_exited);
+            if (k >= 0) {
+                snprintf(also, sizeof also, " (rank %d exited with status %d just after%s)", grank(j, r), code,
+                         n_exited ? ", as did others" : "");
+                drain_rank(j, r);
+                r = k;
+                set_failure(j, r, kws, kcode);
+            }
+        }
         drain_rank(j, r); /* its last words first */
         if (j->o->n_nodes > 1)
-            fprintf(stderr, "mtrain launch: rank %d (node %d, local rank %d) %s; stopping this node's other %d rank(s)\n",
-                    j->fail_rank, j->o->node_rank, r, j->cause, j->n_running);
+            fprintf(stderr, "mtrain launch: rank %d (node %d, local rank %d) %s%s; stopping this node's other %d rank(s)\n",
+                    j->fail_rank, j->o->node_rank, r, j->cause, also, j->n_running);
         else
-            fprintf(stderr, "mtrain launch: rank %d %s; stopping the other %d rank(s)\n", r, j->cause, j->n_running);
+            fprintf(stderr, "mtrain launch: rank %d %s%s; stopping the other %d rank(s)\n", r, j->cause, also,
+                    j->n_running);
         stop_others_later(j);
     }
 }
