@@ -80,14 +80,32 @@ typedef struct {
     double link_eff;     /* cost model: achieved fraction of link bandwidth (default 0.80) */
     double usable_frac;  /* a layout fits when it needs at most this fraction of device memory (0.90) */
     /* the software being modelled (defaults: mtrain's own): */
-    int unfused_attention;   /* 1: attention scores materialised (softmax + dropout passes over s x s, e.g.
-                              * Megatron-LM 2021); 0: a flash-style fused kernel (causal half, no s x s bytes) */
+    int unfused_attention;   /* 1: attention scores materialised (Megatron-LM 2021: its causal softmax reads the
+                              * causal half and writes s x s, dropout passes s x s); 0: a flash-style fused
+                              * kernel (causal half, no s x s bytes) */
     double dropout;          /* hidden / attention dropout of the modelled run (masks written and read); 0 = none */
     double grad_reduce_bytes;/* bytes per gradient element in the dp reduction; 0 = by mode (4: fp32 main grads,
                               * Megatron with bf16; Megatron fp16 runs reduce in 2) */
     double grad_accum_bytes; /* bytes per local parameter per micro-batch of a separate gradient-accumulation
                               * pass (Megatron-LM 2021, fp16: autograd's add into .grad, read 2 + 2,
                               * write 2 = 6); 0 = the weight-gradient GEMM accumulates in place (mtrain) */
+    /* passes of Megatron-LM 2021 on PyTorch 1.8 that mtrain's kernels do not make (docs/plan.md, "Calibration";
+     * each 1 = charged, 0 = mtrain's fused kernels): */
+    int bias_add_pass;       /* the QKV bias added by its own pass after the GEMM (F.linear on a 3-D input:
+                              * matmul, then add_), in every forward */
+    int bias_grad_pass;      /* each bias gradient a reduction over the tokens of the output gradient (QKV,
+                              * projection, MLP up and down) */
+    int attn_copies;         /* the context's permute copy (every forward), the QKV split's backward cat and
+                              * the softmax scale applied to dQ and dK by their own passes */
+    int norm_bwd_unfused;    /* the norm backward in two kernels that each read x and dy, and the residual
+                              * gradient summed by autograd out of place (read 2, write 1) */
+    int nograd_fwd_unfused;  /* with full recompute, the first forward runs without autograd, where the
+                              * bias-dropout-add is not fused: bias add, dropout and residual add, 3 kernels */
+    double xent_logit_bytes; /* bytes per logit of the loss passes; 0 = mtrain's 16 + 2 x dtype */
+    double opt_param_bytes;  /* bytes per locally updated parameter of the whole optimizer step (grad copies,
+                              * unscale, norm, Adam, param copy); 0 = AdamW's 30 / 28 + 8 (zero, norm) */
+    double grad_copy_bytes;  /* bytes per local parameter per step of the dp reduction's buffer copies (flatten,
+                              * divide, copy back), unoverlapped; 0 = none (reduced in place) */
 } mt_plan_opts;
 
 void mt_plan_opts_defaults(mt_plan_opts *o);

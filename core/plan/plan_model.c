@@ -26,6 +26,10 @@ void mt_plan_opts_defaults(mt_plan_opts *o) {
     o->dropout = 0.0;
     o->grad_reduce_bytes = 0.0;
     o->grad_accum_bytes = 0.0;
+    o->bias_add_pass = o->bias_grad_pass = o->attn_copies = o->norm_bwd_unfused = o->nograd_fwd_unfused = 0;
+    o->xent_logit_bytes = 0.0;
+    o->opt_param_bytes = 0.0;
+    o->grad_copy_bytes = 0.0;
 }
 
 /* Model dimensions as doubles, read off the full-model layout (mt_param_layout_build: the
@@ -191,6 +195,22 @@ static double layer_elem_bytes(const dims *d, int t, int sp, double eb, double d
     n_ops[0] = 5.0 + (d->learned ? 0.0 : 1.0);
     n_ops[1] = 4.0 + (d->learned ? 0.0 : 1.0);
     return layer_elem_fwd_bytes(d, t, sp, eb, dropout) + bwd;
+}
+
+/* Bytes per token of one layer's passes that the modelled software makes besides mtrain's (mt_plan_opts:
+ * Megatron-LM 2021 on PyTorch 1.8, docs/plan.md "Calibration"), forward and backward, with rcf of the layers
+ * running their forward twice (full recompute: the first without autograd). */
+static double layer_sw_extra_bytes(const dims *d, int t, int sp, double eb, double dropout, double rcf,
+                                   const mt_plan_opts *o) {
+    const double rep = sp ? t : 1, h = d->C / rep, q = d->qkv_rows / t, a = d->H * d->D / t;
+    const double kv = d->KV * d->D / t, fc = d->K * d->fc_rows / t, fwds = 1.0 + rcf;
+    double b = 0;
+    if (d->bias && o->bias_add_pass) b += fwds * 2.0 * q * eb;              /* output.add_(bias): read, write */
+    if (d->bias && o->bias_grad_pass) b += (q + h + fc + h) * eb;           /* sum over tokens of each dy */
+    if (o->attn_copies) b += fwds * 2.0 * a * eb + 2.0 * q * eb + 2.0 * (a + kv) * eb; /* permute; cat; dQ, dK */
+    if (o->norm_bwd_unfused) b += 2.0 * (5.0 - 4.0 + 3.0) * h * eb; /* 2 norms: 2 kernels (5h) + sum (3h), not 4h */
+    if (o->nograd_fwd_unfused && dropout > 0) b += rcf * 2.0 * 4.0 * h * eb; /* 2 bias-dropout-adds: 7h, not 3h */
+    return b;
 }
 
 /* ---------- parameters ---------- */
@@ -710,24 +730,32 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         double ops_l[2] = { 0, 0 };
         const double elem_tok = layer_elem_bytes(&d, t, p->sp, abytes, o->dropout, ops_l);
         double elem_l = N * (elem_tok + (rcf > 0 ? rcf * layer_elem_fwd_bytes(&d, t, p->sp, abytes, o->dropout) : 0));
-        if (o->unfused_attention && !gpu->probed) { /* softmax (+ dropout) over the materialised scores */
+        elem_l += N * layer_sw_extra_bytes(&d, t, p->sp, abytes, o->dropout, rcf, o);
+        if (o->unfused_attention && !gpu->probed) {
+            /* softmax (+ dropout) over the materialised scores. Megatron's causal kernel
+             * (scaled_upper_triang_masked_softmax.h) loads only each row's causal half and writes the whole row:
+             * forward reads 1/2 and writes 1, backward reads 1/2 of dy and of y and writes 1. Dropout (PyTorch's
+             * _fused_dropout, its masked-scale backward) passes the whole square. */
             const double E = bh * s_loc * d.T, drop = o->dropout > 0 ? 2.0 * abytes + 1.0 : 0.0;
-            elem_l += E * ((2.0 * abytes + drop) * (1.0 + (rc_attn ? 1.0 : 0.0)) + 3.0 * abytes + drop);
+            elem_l += E * ((1.5 * abytes + drop) * (1.0 + (rc_attn ? 1.0 : 0.0)) + 2.0 * abytes + drop);
         }
         const double t_elem_l = bytes_time(&c, elem_l) + (ops_l[0] * (1.0 + rcf) + ops_l[1]) * c.op_s;
 
         /* the output layer (last stage) and the embedding (first stage) */
         double hf = 0, hb = 0, hflops = 0;
         gemm_fb(&c, 1, N, d.Vp / t, d.C, &hf, &hb, &hflops);
-        const double head_elem = N * (6.0 * d.C / (p->sp ? t : 1) * abytes + (d.Vp / t) * (16.0 + 2.0 * abytes));
+        const double xent = o->xent_logit_bytes > 0 ? o->xent_logit_bytes : 16.0 + 2.0 * abytes; /* per logit */
+        const double head_elem = N * (6.0 * d.C / (p->sp ? t : 1) * abytes + (d.Vp / t) * xent);
         const double t_head = hf + hb + bytes_time(&c, head_elem) + 6.0 * c.op_s;
         const double emb_elem = N * d.C * (4.0 * abytes + 8.0);
         const double t_emb = bytes_time(&c, emb_elem) + 3.0 * c.op_s;
 
         const double t_layer = t_gemm_l + t_attn_l + t_elem_l;
         const double comp_first = Ls * t_layer + t_emb, comp_last = Ls * t_layer + t_head;
-        /* a separate gradient-accumulation pass over the stage's parameters per micro-batch (opts) */
-        const double t_acc = o->grad_accum_bytes > 0 && c.bw > 0 ? o->grad_accum_bytes * wr->n_elems / c.bw : 0.0;
+        /* a separate gradient-accumulation pass over the stage's parameters in every micro-batch but the first
+         * (opts; the first backward's gradient is stored as it is: PyTorch's AccumulateGrad steals it) */
+        const double t_acc = o->grad_accum_bytes > 0 && c.bw > 0
+                                 ? o->grad_accum_bytes * wr->n_elems * (m - 1.0) / m / c.bw : 0.0;
         const double comp_mb = (pp == 1 ? Ls * t_layer + t_emb + t_head : fmax(comp_first, comp_last)) + t_acc;
         const double head_share = pp == 1 || comp_last >= comp_first ? 1.0 : 0.0;
         p->t_gemm_s = m * (Ls * t_gemm_l + head_share * (hf + hb));
@@ -765,12 +793,16 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         p->t_bubble_s = pp > 1 ? t_mb * (pp - 1.0) / v : 0.0;
         /* not overlapped (Megatron's default without --overlap-grad-reduce); with the embedding allreduce */
         p->t_dp_s = p->dp_comm.exposed_s + p->t_emb_ar_s;
+        if (o->grad_copy_bytes > 0 && (dp > 1 || cp > 1) && c.bw > 0) /* the reduction's buffer copies (opts) */
+            p->t_dp_s += o->grad_copy_bytes * wr->n_elems / c.bw;
         /* AdamW streams master, m, v (read + write), the gradient (read), the param (write) of the parameters
          * this rank updates; zeroing the gradient buffer and the gradient norm (clipping) pass all of it */
         const double opt_elems = p->dist_opt ? (wr->n_elems - wr->n_expert_elems) / ((double)dp * cp) +
                                                    wr->n_expert_elems / p->edp
                                              : wr->n_elems;
-        p->t_opt_s = c.bw > 0 ? (opt_elems * (bf16 ? 30.0 : 28.0) + wr->n_elems * 8.0) / c.bw + 4.0 * c.op_s : 0.0;
+        const double opt_bytes = o->opt_param_bytes > 0 ? opt_elems * o->opt_param_bytes
+                                                        : opt_elems * (bf16 ? 30.0 : 28.0) + wr->n_elems * 8.0;
+        p->t_opt_s = c.bw > 0 ? opt_bytes / c.bw + 4.0 * c.op_s : 0.0;
         p->t_step_s = t_mb * m + p->t_bubble_s + p->t_dp_s + p->t_opt_s;
         p->mfu_est = p->peak_flops > 0 ? p->flops_model_iter / (n * p->peak_flops * p->t_step_s) : 0.0;
     }
