@@ -84,7 +84,8 @@ $(LIB): $(CORE_OBJ)
 mtrain: $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB) | $(CUDA_MODULE)
 	$(CC) $(CFLAGS) -o $@ $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB) $(LDLIBS)
 
-$(BUILD)/test/%: test/%.c $(LIB) $(wildcard test/*.h) | $(CUDA_MODULE)
+# a test is rebuilt when any test header changes: test/*.h and the shared ones in test/{unit,ops}/
+$(BUILD)/test/%: test/%.c $(LIB) $(wildcard test/*.h test/unit/*.h test/ops/*.h) | $(CUDA_MODULE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

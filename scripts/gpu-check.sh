@@ -18,10 +18,11 @@
 # run; default ./mtrain), MAKE (default make).
 #
 # Steps on the GPU, in order, each under its own timeout cut to what is left of the budget:
-#   build        make CUDA=1 for the one arch (NVFLAGS override), mtrain + test_cuda_parity
-#   parity       build/test/ops/test_cuda_parity: every backend op against the CPU backend by
-#                normalised MSE (tolerances stated in that file: 1e-4 for bf16 outputs, 1e-6 for
-#                fp32 ones); a skip (77) on a GPU machine is a failure
+#   build        make CUDA=1 for the one arch (NVFLAGS override), mtrain + the parity tests
+#   parity       build/test/ops/test_cuda_parity and test_cuda_parity_train, one log: every
+#                backend op against the CPU backend by normalised MSE (tolerances stated in
+#                test/ops/cuda_parity_check.h: 1e-4 for bf16 outputs, 1e-6 for fp32 ones); a skip
+#                (77) on a GPU machine is a failure
 #   nccl         build/test/ops/test_comm_nccl: the NCCL communicator's every call (and, with 2+
 #                GPUs, a peer's abort reported within the timeout)
 #   sanitizer    compute-sanitizer --tool memcheck on gpt-tiny, llama-tiny and mixtral-tiny, 2
@@ -280,6 +281,7 @@ if [ $N_FAIL -gt 0 ]; then
   write_report; exit 1
 fi
 ALL_AFTER_BUILD="parity nccl sanitizer loss throughput_gpt125m throughput_gpt1.3b"
+PARITY_TESTS="build/test/ops/test_cuda_parity build/test/ops/test_cuda_parity_train"
 nvidia-smi >"$OUT_DIR/nvidia-smi.txt" 2>&1 || true
 
 run_step() { # run_step CAP_S LOG CMD...: runs CMD under the step's timeout; sets RC and DT
@@ -304,7 +306,7 @@ if [ -z "$NVCC" ]; then
   write_report; exit 1
 fi
 run_step 200 "$OUT_DIR/build.log" "${MAKE:-make}" -j"$JOBS" CUDA=1 \
-  NVFLAGS="-O2 -std=c++17 -I. -gencode arch=compute_${ARCH},code=sm_${ARCH}" mtrain build/test/ops/test_cuda_parity build/test/ops/test_comm_nccl
+  NVFLAGS="-O2 -std=c++17 -I. -gencode arch=compute_${ARCH},code=sm_${ARCH}" mtrain $PARITY_TESTS build/test/ops/test_comm_nccl
 if [ $RC -ne 0 ]; then
   add_step build "fail: make CUDA=1 $(why_rc $RC) (log build.log)" "$DT" ", \"log_tail\": $(jstr "$(tail -n 5 "$OUT_DIR/build.log")")"
   for s in $ALL_AFTER_BUILD; do add_step "$s" "fail: no build" 0 ""; done
@@ -317,15 +319,17 @@ if [ $N_FAIL -gt 0 ]; then
   write_report; exit 1
 fi
 
-# parity
-run_step 75 "$OUT_DIR/parity.log" build/test/ops/test_cuda_parity
+# parity: both tests in turn, into one log and under one timeout; the step's status is the first
+# non-zero exit status of the two
+run_step 75 "$OUT_DIR/parity.log" bash -c 'r=0; for t in "$@"; do "$t"; s=$?; [ $r -eq 0 ] && r=$s; done; exit $r' \
+  parity $PARITY_TESTS
 n_cmp=$(grep -c ' nmse ' "$OUT_DIR/parity.log"); n_bad=$(grep -c ' nmse .*FAIL$' "$OUT_DIR/parity.log")
 worst=$(awk '/ nmse /{for(i=1;i<=NF;i++) if($i=="nmse"){e=$(i+1); t=$(i+3); sub(/\)/,"",t); r=e/t; if(r>w){w=r; n=$0}}} END{printf "%.3g", w+0}' "$OUT_DIR/parity.log")
 pdet=", \"comparisons\": $n_cmp, \"failed_comparisons\": $n_bad, \"worst_nmse_over_tolerance\": $(jnum "$worst"), \"failed\": [$(grep ' nmse .*FAIL$' "$OUT_DIR/parity.log" | head -n 20 | while read -r l; do printf '%s,' "$(jstr "$l")"; done | sed 's/,$//')]"
 case $RC in
   0) add_step parity pass "$DT" "$pdet" ;;
-  77) add_step parity "fail: test_cuda_parity skipped ($(tail -n 1 "$OUT_DIR/parity.log")): on a GPU machine it must run" "$DT" "$pdet" ;;
-  *) add_step parity "fail: test_cuda_parity $(why_rc $RC) (log parity.log)" "$DT" "$pdet" ;;
+  77) add_step parity "fail: test_cuda_parity(_train) skipped ($(tail -n 1 "$OUT_DIR/parity.log")): on a GPU machine it must run" "$DT" "$pdet" ;;
+  *) add_step parity "fail: test_cuda_parity(_train) $(why_rc $RC) (log parity.log)" "$DT" "$pdet" ;;
 esac
 
 # nccl: the NCCL communicator on this machine's GPUs (one GPU: every call on a one-rank world;

@@ -7,46 +7,35 @@
 # the iteration, and collectives per iteration. The comm time is wall time in the collective
 # calls, so it includes waiting for slower peers (load imbalance, and oversubscription when
 # ranks x threads > cores: the launcher gives each rank cores/ranks threads, at least 1).
-# Each row is the best (lowest ms/iteration) of REPEATS runs: on a shared machine a single run
-# can be several times slower when another process takes a core.
+# Each row is the best (lowest ms/iteration) of REPEATS runs (the harness, shared with
+# bench_cp.sh, is test/bench_lib.sh).
 # Usage: test/bench_tp.sh [iterations [repeats]]   (default 6 iterations, best of 2 runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MTRAIN=./mtrain
+source test/bench_lib.sh
 ITERS=${1:-6}
 REPEATS=${2:-2}
-out=$(mktemp -d /tmp/mtrain-bench-tp.XXXXXX); trap 'rm -rf "$out"' EXIT
 RECIPE=(--config configs/gpt-tiny.yaml --set model.hidden=512 --set model.heads=8 --set model.layers=6
         --seq-length 128 --set training.micro_batch=4 --set training.global_batch=8 --train-iters "$ITERS"
         --set logging.interval=1 --set logging.eval_interval=0 --backend cpu)
+bench_init tp
 run_once() { # run_once TP ARGS... -> "ms comm collectives" of the logging rank
-  local tp="$1"; shift
-  if [ "$tp" -eq 1 ]; then
-    "$MTRAIN" "${RECIPE[@]}" "$@" >"$out/log" 2>&1 || { cat "$out/log" >&2; exit 1; }
-  else
-    "$MTRAIN" launch -n "$tp" -- "${RECIPE[@]}" --tensor-model-parallel-size "$tp" "$@" >"$out/log" 2>&1 \
-      || { cat "$out/log" >&2; exit 1; }
-  fi
-  local ms comm=0 coll=0 line
-  ms=$(grep "mtrain: finished" "$out/log" | sed -E 's/.*: ([0-9.]+) ms\/iteration.*/\1/')
+  bench_run "$1" --tensor-model-parallel-size "${@:2}"
+  local comm=0 coll=0 line
   if line=$(grep "mtrain: communication" "$out/log"); then
     comm=$(sed -E 's/.*tp ([0-9.]+) ms in.*/\1/' <<<"$line")
     coll=$(sed -E 's/.* in ([0-9]+) collectives.*/\1/' <<<"$line")
   fi
-  echo "$ms $comm $coll"
+  echo "$(bench_ms) $comm $coll"
 }
 row() { # row NAME TP ARGS...
-  local name="$1" tp="$2"; shift 2
-  local best="" r
-  for _ in $(seq "$REPEATS"); do
-    r=$(run_once "$tp" "$@")
-    if [ -z "$best" ] || awk -v a="${r%% *}" -v b="${best%% *}" 'BEGIN { exit !(a < b) }'; then best=$r; fi
-  done
+  local name="$1" tp="$2" best; shift 2
+  best=$(bench_best_of run_once "$tp" "$@")
   read -r ms comm coll <<<"$best"
   local share; share=$(awk -v c="$comm" -v m="$ms" 'BEGIN { printf "%.1f%%", 100 * c / m }')
   printf '| %-22s | %10s | %12s | %8s | %11s |\n' "$name" "$ms" "$comm" "$share" "$coll"
 }
-echo "CPU backend, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+bench_machine
 echo "gpt hidden 512, 8 heads, 6 layers, seq 128, micro-batch 4, global batch 8, $ITERS iterations, best of $REPEATS runs"
 printf '| %-22s | %10s | %12s | %8s | %11s |\n' "layout" "ms/iter" "tp comm ms" "share" "collectives"
 printf '|%s|%s|%s|%s|%s|\n' "------------------------" "------------" "--------------" "----------" "-------------"

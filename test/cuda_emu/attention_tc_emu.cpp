@@ -1,7 +1,7 @@
 /* attention_tc_emu.cpp — runs the tensor-core flash-attention kernels of cuda/cuda_attention_tc.cu
  * on the CPU (test/cuda_emu/inc: host stand-ins for the CUDA runtime and WMMA) and compares
  * them with the CPU backend's attention (the reference), forward and backward, by normalised
- * MSE. Tolerances as test/ops/test_cuda_parity.c: 1e-4 for bf16 outputs (out, dqkv: one bf16
+ * MSE. Tolerances as test/ops/cuda_parity_check.h: 1e-4 for bf16 outputs (out, dqkv: one bf16
  * rounding of the output plus P and dS rounded to bf16 before their GEMMs, nmse ~5e-6 expected),
  * 1e-6 for lse (fp32). Outputs start as 1e30 and shared memory as garbage, so an element never
  * written or a tile row never zeroed shows. What this cannot check: the hardware's WMMA
@@ -33,7 +33,7 @@ static void run(int B, int T, int H, int KV, int D) {
     std::vector<float> glse(nl, NAN), gdelta(nl);
     for (size_t i = 0; i < nq; i++) gq[i] = __float2bfloat16_rn(qkv[i]);
     for (size_t i = 0; i < no; i++) gdo[i] = __float2bfloat16_rn(dout[i]), go[i] = __float2bfloat16_rn(1e30f);
-    mt_cuda_ctx ctx = {nullptr}; mt_backend be; memset(&be, 0, sizeof be); be.ctx = &ctx;
+    mt_cuda_ctx ctx = {}; mt_backend be; memset(&be, 0, sizeof be); be.ctx = &ctx;
     mt_attention_fwd_args fg = {go, glse.data(), gq, B, T, H, KV, D};
     int done = 0;
     if (mt_cuda_attention_tc_fwd(&be, &fg, &done) != MT_OK || !done) { printf("tc fwd not run\n"); fails++; return; }

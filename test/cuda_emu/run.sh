@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # test/cuda_emu/run.sh — the tensor-core attention kernels (cuda/cuda_attention_tc.cu) checked on
 # a machine without a GPU (and the fused cross-entropy, vectorised GeLU / add / cast, the fused
-# residual add + norm and init_normal too): the
-# files are compiled for the host with stand-ins for the CUDA runtime
-# and WMMA (test/cuda_emu/inc), their kernel launches rewritten into emu_launch(...), and run
-# against the CPU backend (attention_tc_emu.cpp, xent_act_emu.cpp). Needs g++ with C++20 and `make`
-# done first (links build/libmtrain.a). Usage: test/cuda_emu/run.sh [--quick]  (exit 0 = all ok)
+# residual add + norm and init_normal too): the files are compiled for the host with the real
+# cuda/cuda_common.cuh over stand-ins for the CUDA headers it includes (cuda_runtime.h, cuda_bf16.h,
+# cublasLt.h) and for WMMA (mma.h), all in test/cuda_emu/inc; their kernel launches are rewritten
+# into emu_launch(...), and they run against the CPU backend (fused_emu.cpp, xent_act_emu.cpp,
+# attention_tc_emu.cpp). Needs g++ with C++20 and `make` done first (links build/libmtrain.a).
+# Usage: test/cuda_emu/run.sh [--quick]  (exit 0 = all ok)
 set -eu
 cd "$(dirname "$0")/../.."
 out=build/cuda_emu

@@ -1,7 +1,7 @@
 /* xent_act_emu.cpp — runs cuda/cuda_xent.cu's fused cross-entropy (the one-pass statistics, its
  * 16-byte vector path and its scalar path) and cuda/cuda_act.cu's vectorised GeLU / add / cast
  * (vector body and scalar tail) on the CPU under test/cuda_emu/inc, against the CPU backend.
- * Tolerances as test/ops/test_cuda_parity.c: 1e-4 (bf16 outputs), 1e-6 (fp32 losses).
+ * Tolerances as test/ops/cuda_parity_check.h: 1e-4 (bf16 outputs), 1e-6 (fp32 losses).
  * Built and run by test/cuda_emu/run.sh. */
 #include "xent_host.cpp"
 #include "act_host.cpp"

@@ -1,30 +1,18 @@
-/* test_cuda_parity.c — ggml-style backend parity: every op the CUDA backend has is run on the
- * CUDA backend and on the CPU backend (the reference) from the same inputs, and the results
- * are compared by normalised MSE, nmse = sum((cuda - cpu)^2) / sum(cpu^2).
- *
- * Inputs are drawn on the host and rounded to bf16 first, so both backends see bit-identical
- * values (the CPU backend gets them as fp32, the CUDA backend as bf16). What remains is
- *  - bf16 rounding of CUDA's activation outputs: relative error <= 2^-8 (8-bit significand),
- *    mean square ~ 3e-6 for well-spread values  -> tolerance TOL_ACT = 1e-4. (Checked on the
- *    CPU by a stand-in backend that rounds the reference's act outputs to bf16: nmse 2.8e-6
- *    typical, 7.3e-6 worst over these shapes, so 1e-4 leaves >10x margin and still fails on
- *    any real indexing or formula error, which gives nmse ~ 1);
- *  - fp32 summation order for f32 outputs (weight gradients, mean/rstd): the products of bf16
- *    values are exact in fp32, only the order of the fp32 sums differs -> nmse ~ 1e-12;
- *    tolerance TOL_F32 = 1e-6 still catches any wrong index or missing term.
- * Accumulating outputs (+=) start from random values; for f32 gradients the increment
- * (result - initial) is compared, so a small wrong increment cannot hide under a large start.
- * The same two tolerances cover every other op, for the same reasons:
- *  - act outputs (gelu, swiglu, add, cast, rope, attention out / dqkv, embedding out, the
- *    xent gradients) are one bf16 rounding of an fp32 result (the vocab-parallel gradient:
- *    two, as its exp is stored in bf16 between phases) -> TOL_ACT. Checked on the CPU with the
- *    stand-in that rounds the reference's act outputs to bf16 (this file with g_cuda created
- *    by mt_backend_cpu_create): largest nmse 1.5e-5 (a single element: one rounding is at most
- *    2^-8 relative), 7e-6 for any multi-element output;
- *  - f32 outputs (attention lse, sum, embedding dwte/dwpe increments, xent losses and stats,
- *    adamw master increment / m / v) differ only by fp32 summation order, expf vs the CPU's
- *    polynomial exp (~1 ulp) and FMA contraction -> TOL_F32. sum and the dwte scatter are
- *    also required to repeat bit for bit (no float atomics).
+/* test_cuda_parity.c — CUDA vs CPU parity (the method and the two tolerances, TOL_ACT for bf16
+ * act outputs and TOL_F32 for fp32 ones, in cuda_parity_check.h) of the layer ops: GEMM (and its
+ * plan cache), layernorm / rmsnorm, the fused add + norm and GEMM + GeLU epilogues, init_normal,
+ * GeLU / SwiGLU / add / cast, sum, RoPE, attention (the whole sequence, and one context-parallel
+ * ring step's blocks with copy_rows) and the MoE router / dispatch / combine; plus, here only,
+ * the no-GPU failure of mt_backend_cuda_create, device placement and a full CUDA op table. The
+ * embedding, the cross-entropy and AdamW are in test_cuda_parity_train.c.
+ * The two tolerances cover every op here, for the reasons given in the header:
+ *  - act outputs (GEMM out / dinp, norm out / dinp, the fused outputs, gelu, swiglu, add, cast,
+ *    rope, attention out / dqkv, the MoE router's dlogits and row copies / weighted sums) are one
+ *    bf16 rounding of an fp32 result -> TOL_ACT;
+ *  - f32 outputs (weight gradient increments, mean/rstd, attention lse, sum) differ only by fp32
+ *    summation order, expf vs the CPU's polynomial exp (~1 ulp) and FMA contraction -> TOL_F32.
+ *    sum and the norm's weight gradient are also required to repeat bit for bit (no float
+ *    atomics).
  * MoE (route, route backward, permute, unpermute and its backward): routing decisions (top-k
  * experts, dispatch rows, counts) must be equal exactly; see test_moe for the rest.
  * Attention with D in {32, 64, 96, 128} runs on tensor cores (cuda/cuda_attention_tc.cu), which
@@ -48,123 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
-#include "core/status.h"
-#include "test/test.h"
-
-#define TOL_ACT 1e-4
-#define TOL_F32 1e-6
-
-/* ---- host helpers ---- */
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) { /* uniform in [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-static float round_bf16(float f) { return mt_bf16_to_f32(mt_f32_to_bf16(f)); }
-
-/* n values scale * U[-1,1) + offset, rounded to bf16 so both backends see the same numbers */
-static float *host_rand(size_t n, float scale, float offset) {
-    float *x = malloc(n * sizeof *x + 1);
-    for (size_t i = 0; i < n; i++) x[i] = round_bf16(scale * frand() + offset);
-    return x;
-}
-
-static double nmse(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    if (!(num == num)) return INFINITY;
-    return den > 0 ? num / den : num;
-}
-
-/* A tensor on both backends. */
-typedef struct {
-    void *cpu, *gpu;
-    size_t n;
-    mt_dtype dtype_gpu; /* MT_F32 for f32 tensors, cuda->act (bf16) for act tensors */
-} pair_t;
-
-static mt_backend g_cpu, g_cuda;
-
-static void up(mt_backend *be, void *dev, const float *host, size_t n, mt_dtype dt) {
-    if (dt == MT_F32) {
-        CHECK(be->i->copy_h2d(be, dev, host, n * 4) == MT_OK);
-        return;
-    }
-    uint16_t *h = malloc(n * 2 + 2);
-    for (size_t i = 0; i < n; i++) h[i] = mt_f32_to_bf16(host[i]);
-    CHECK(be->i->copy_h2d(be, dev, h, n * 2) == MT_OK);
-    free(h);
-}
-
-static void down(mt_backend *be, float *host, const void *dev, size_t n, mt_dtype dt) {
-    if (dt == MT_F32) {
-        CHECKF(be->i->copy_d2h(be, host, dev, n * 4) == MT_OK, "%s", mt_last_error());
-        return;
-    }
-    uint16_t *h = malloc(n * 2 + 2);
-    CHECKF(be->i->copy_d2h(be, h, dev, n * 2) == MT_OK, "%s", mt_last_error());
-    for (size_t i = 0; i < n; i++) host[i] = mt_bf16_to_f32(h[i]);
-    free(h);
-}
-
-/* is_act: the tensor is in the backend's compute dtype (act), else always f32 */
-static pair_t pair_new(const float *host, size_t n, int is_act) {
-    pair_t p = {NULL, NULL, n, is_act ? g_cuda.act : MT_F32};
-    mt_dtype dc = is_act ? g_cpu.act : MT_F32;
-    if (g_cpu.i->alloc(&g_cpu, n * mt_dtype_bytes(dc), &p.cpu) != MT_OK ||
-        g_cuda.i->alloc(&g_cuda, n * mt_dtype_bytes(p.dtype_gpu), &p.gpu) != MT_OK) {
-        fprintf(stderr, "alloc failed: %s\n", mt_last_error());
-        exit(1);
-    }
-    if (host) {
-        up(&g_cpu, p.cpu, host, n, dc);
-        up(&g_cuda, p.gpu, host, n, p.dtype_gpu);
-    }
-    return p;
-}
-
-static void pair_free(pair_t *p) {
-    g_cpu.i->free(&g_cpu, p->cpu);
-    g_cuda.i->free(&g_cuda, p->gpu);
-}
-
-/* Downloads both sides; if init != NULL compares the increments (result - init). */
-static void compare(const char *what, const pair_t *p, int is_act, const float *init, double tol) {
-    float *c = malloc(p->n * sizeof *c + 1), *g = malloc(p->n * sizeof *g + 1);
-    down(&g_cpu, c, p->cpu, p->n, is_act ? g_cpu.act : MT_F32);
-    down(&g_cuda, g, p->gpu, p->n, p->dtype_gpu);
-    if (init)
-        for (size_t i = 0; i < p->n; i++) {
-            c[i] -= init[i];
-            g[i] -= init[i];
-        }
-    double e = nmse(g, c, p->n);
-    printf("    %-30s nmse %.3e (tol %.0e) %s\n", what, e, tol, e < tol ? "ok" : "FAIL");
-    CHECKF(e < tol, "%s: nmse %.3e >= %.0e", what, e, tol);
-    free(c);
-    free(g);
-}
-
-#define RUN_BOTH(op, args_cpu, args_gpu)                                                     \
-    do {                                                                                     \
-        mt_status s1_ = MT_BE_CALL(&g_cpu, op, &(args_cpu));                                 \
-        CHECKF(s1_ == MT_OK, "cpu %s: %s", #op, mt_last_error());                           \
-        mt_status s2_ = MT_BE_CALL(&g_cuda, op, &(args_gpu));                                \
-        CHECKF(s2_ == MT_OK, "cuda %s: %s", #op, mt_last_error());                          \
-        if (s2_ == MT_OK) {                                                                  \
-            s2_ = g_cuda.i->sync(&g_cuda);                                                   \
-            CHECKF(s2_ == MT_OK, "cuda %s (sync): %s", #op, mt_last_error());               \
-        }                                                                                    \
-    } while (0)
+#include "test/ops/cuda_parity_check.h"
 
 /* ---- matmul ---- */
 
@@ -392,36 +264,6 @@ static void test_init_normal(size_t n, uint64_t offset) {
     pair_free(&t);
 }
 
-/* ---- helpers for the ops below ---- */
-
-/* An i32 tensor (tokens, targets) on both backends, same bits on each. */
-static pair_t ipair_new(const int32_t *host, size_t n) {
-    pair_t p = {NULL, NULL, n, MT_F32};
-    if (g_cpu.i->alloc(&g_cpu, n * 4, &p.cpu) != MT_OK || g_cuda.i->alloc(&g_cuda, n * 4, &p.gpu) != MT_OK) {
-        fprintf(stderr, "alloc failed: %s\n", mt_last_error());
-        exit(1);
-    }
-    CHECK(g_cpu.i->copy_h2d(&g_cpu, p.cpu, host, n * 4) == MT_OK);
-    CHECK(g_cuda.i->copy_h2d(&g_cuda, p.gpu, host, n * 4) == MT_OK);
-    return p;
-}
-
-/* Puts the same host values into an existing pair on both sides (resets an in-place input). */
-static void pair_set(pair_t *p, const float *host, int is_act) {
-    up(&g_cpu, p->cpu, host, p->n, is_act ? g_cpu.act : MT_F32);
-    up(&g_cuda, p->gpu, host, p->n, p->dtype_gpu);
-}
-
-/* The CUDA side of an f32 tensor, downloaded twice after two identical runs, must match bit for
- * bit; `first` holds the first run's values. */
-static void check_same_bits(const char *what, const float *first, const pair_t *p) {
-    float *second = malloc(p->n * sizeof *second + 1);
-    down(&g_cuda, second, p->gpu, p->n, MT_F32);
-    CHECKF(memcmp(first, second, p->n * sizeof *second) == 0,
-           "%s differs between two identical runs (not deterministic)", what);
-    free(second);
-}
-
 /* ---- elementwise: gelu, swiglu, add, cast ---- */
 
 static void test_elementwise(size_t n, int N, int F) {
@@ -585,123 +427,6 @@ static void test_attention_block(int B, int H, int KV, int D, int Tc) {
     free(h_qkv); free(h_kv); free(h_dout); free(h_out); free(h_lse);
 }
 
-/* ---- embedding (vocab shard) ---- */
-
-static void test_embedding(int B, int T, int C, int vocab_total, int vocab_start, int n_vocab, int with_wpe,
-                           int pos_offset) {
-    printf("  embedding B=%d T=%d C=%d shard [%d, %d) of %d wpe=%d pos_offset=%d\n", B, T, C, vocab_start,
-           vocab_start + n_vocab, vocab_total, with_wpe, pos_offset);
-    const size_t rows = (size_t)B * T, max_pos = (size_t)pos_offset + T + 3;
-    int32_t *h_tok = malloc(rows * sizeof(int32_t) + 4);
-    for (size_t r = 0; r < rows; r++) /* a small id range for some rows: repeated tokens */
-        h_tok[r] = (int32_t)((r % 3 == 0 ? (size_t)((frand() + 1.0f) * 4.0f) + vocab_start
-                                         : (size_t)((frand() + 1.0f) * 0.5f * vocab_total)) % (size_t)vocab_total);
-    float *h_wte = host_rand((size_t)n_vocab * C, 1.0f, 0.0f), *h_wpe = host_rand(max_pos * C, 0.5f, 0.0f);
-    float *h_dout = host_rand(rows * C, 1.0f, 0.0f);
-    float *h_dwte0 = host_rand((size_t)n_vocab * C, 1.0f, 0.0f), *h_dwpe0 = host_rand(max_pos * C, 1.0f, 0.0f);
-    pair_t tok = ipair_new(h_tok, rows), wte = pair_new(h_wte, (size_t)n_vocab * C, 1);
-    pair_t wpe = pair_new(h_wpe, max_pos * C, 1), out = pair_new(NULL, rows * C, 1);
-    pair_t dout = pair_new(h_dout, rows * C, 1), dwte = pair_new(h_dwte0, (size_t)n_vocab * C, 0);
-    pair_t dwpe = pair_new(h_dwpe0, max_pos * C, 0);
-
-    mt_embedding_fwd_args fc = {out.cpu, tok.cpu, wte.cpu, with_wpe ? wpe.cpu : NULL, B, T, C, vocab_start,
-                                n_vocab, pos_offset};
-    mt_embedding_fwd_args fg = {out.gpu, tok.gpu, wte.gpu, with_wpe ? wpe.gpu : NULL, B, T, C, vocab_start,
-                                n_vocab, pos_offset};
-    RUN_BOTH(embedding_fwd, fc, fg);
-    compare("fwd out (act)", &out, 1, NULL, TOL_ACT);
-
-    mt_embedding_bwd_args bc = {dwte.cpu, with_wpe ? dwpe.cpu : NULL, dout.cpu, tok.cpu, B, T, C, vocab_start,
-                                n_vocab, pos_offset};
-    mt_embedding_bwd_args bg = {dwte.gpu, with_wpe ? dwpe.gpu : NULL, dout.gpu, tok.gpu, B, T, C, vocab_start,
-                                n_vocab, pos_offset};
-    RUN_BOTH(embedding_bwd, bc, bg);
-    compare("bwd dwte += (f32, increment)", &dwte, 0, h_dwte0, TOL_F32);
-    if (with_wpe) compare("bwd dwpe += (f32, increment)", &dwpe, 0, h_dwpe0, TOL_F32);
-
-    /* determinism of the scatter */
-    float *first = malloc((size_t)n_vocab * C * sizeof(float) + 1);
-    down(&g_cuda, first, dwte.gpu, (size_t)n_vocab * C, MT_F32);
-    up(&g_cuda, dwte.gpu, h_dwte0, (size_t)n_vocab * C, MT_F32);
-    if (with_wpe) up(&g_cuda, dwpe.gpu, h_dwpe0, max_pos * C, MT_F32);
-    CHECKF(MT_BE_CALL(&g_cuda, embedding_bwd, &bg) == MT_OK, "cuda embedding_bwd (repeat): %s", mt_last_error());
-    check_same_bits("embedding_bwd dwte", first, &dwte);
-    free(first);
-
-    pair_t *all[] = {&tok, &wte, &wpe, &out, &dout, &dwte, &dwpe};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
-    free(h_tok); free(h_wte); free(h_wpe); free(h_dout); free(h_dwte0); free(h_dwpe0);
-}
-
-/* ---- cross-entropy: fused, and the three vocab-parallel phases on one shard ---- */
-
-static int32_t *host_targets(int N, int V) { /* every 5th row ignored (-1) */
-    int32_t *t = malloc((size_t)N * sizeof(int32_t) + 4);
-    for (int r = 0; r < N; r++) t[r] = r % 5 == 4 ? -1 : (int32_t)((size_t)((frand() + 1.0f) * 0.5f * V) % (size_t)V);
-    return t;
-}
-
-static void test_xent(int N, int V, int Vp) {
-    printf("  xent_fwd_bwd N=%d V=%d Vp=%d\n", N, V, Vp);
-    const size_t n = (size_t)N * Vp;
-    float *h_logits = host_rand(n, 4.0f, 0.0f);
-    int32_t *h_tgt = host_targets(N, V);
-    pair_t logits = pair_new(h_logits, n, 1), tgt = ipair_new(h_tgt, (size_t)N), losses = pair_new(NULL, (size_t)N, 0);
-    const float dloss = 1.0f / (float)N;
-    mt_xent_args c = {logits.cpu, losses.cpu, tgt.cpu, N, V, Vp, dloss};
-    mt_xent_args g = {logits.gpu, losses.gpu, tgt.gpu, N, V, Vp, dloss};
-    RUN_BOTH(xent_fwd_bwd, c, g);
-    compare("losses (f32)", &losses, 0, NULL, TOL_F32);
-    compare("dlogits * dloss, in place (act)", &logits, 1, NULL, TOL_ACT);
-    pair_free(&logits); pair_free(&tgt); pair_free(&losses);
-    free(h_logits); free(h_tgt);
-}
-
-static void test_xent_vp(int N, int V, int vocab_start, int n_cols) {
-    printf("  xent_vp phases N=%d V=%d shard [%d, %d)\n", N, V, vocab_start, vocab_start + n_cols);
-    const size_t n = (size_t)N * n_cols;
-    float *h_logits = host_rand(n, 4.0f, 0.0f);
-    int32_t *h_tgt = host_targets(N, V);
-    pair_t logits = pair_new(h_logits, n, 1), tgt = ipair_new(h_tgt, (size_t)N);
-    pair_t stats = pair_new(NULL, 3 * (size_t)N, 0), losses = pair_new(NULL, (size_t)N, 0);
-    const float dloss = 1.0f / (float)N;
-    mt_xent_vp_args c = {logits.cpu, stats.cpu, losses.cpu, tgt.cpu, N, V, vocab_start, n_cols, dloss};
-    mt_xent_vp_args g = {logits.gpu, stats.gpu, losses.gpu, tgt.gpu, N, V, vocab_start, n_cols, dloss};
-    /* one shard without the allreduces: each phase reads this shard's own stats */
-    RUN_BOTH(xent_vp_max, c, g);
-    RUN_BOTH(xent_vp_sumexp, c, g);
-    compare("after sumexp: exp(x - max) (act)", &logits, 1, NULL, TOL_ACT);
-    compare("after sumexp: stats max|sum|x_t (f32)", &stats, 0, NULL, TOL_F32);
-    RUN_BOTH(xent_vp_finish, c, g);
-    compare("losses (f32)", &losses, 0, NULL, TOL_F32);
-    compare("gradient, in place (act)", &logits, 1, NULL, TOL_ACT);
-    pair_free(&logits); pair_free(&tgt); pair_free(&stats); pair_free(&losses);
-    free(h_logits); free(h_tgt);
-}
-
-/* ---- adamw ---- */
-
-static void test_adamw(size_t n) {
-    printf("  adamw n=%zu\n", n);
-    float *h_master = host_rand(n, 1.0f, 0.0f), *h_grad = host_rand(n, 2.0f, 0.0f);
-    float *h_m = host_rand(n, 0.1f, 0.0f), *h_v = host_rand(n, 0.01f, 0.011f); /* v > 0 */
-    pair_t master = pair_new(h_master, n, 0), grad = pair_new(h_grad, n, 0), m = pair_new(h_m, n, 0);
-    pair_t v = pair_new(h_v, n, 0), param = pair_new(NULL, n, 1);
-    const float b1 = 0.9f, b2 = 0.95f;
-    mt_adamw_args c = {master.cpu, param.cpu, grad.cpu, m.cpu, v.cpu, n, 1e-3f, b1, b2, 1e-8f, 0.1f, 0.5f,
-                       1.0f - b1 * b1 * b1, 1.0f - b2 * b2 * b2, 0};
-    mt_adamw_args g = c;
-    g.master = master.gpu; g.param = param.gpu; g.grad = grad.gpu; g.m = m.gpu; g.v = v.gpu;
-    RUN_BOTH(adamw, c, g);
-    compare("master (f32, increment)", &master, 0, h_master, TOL_F32);
-    compare("m (f32)", &m, 0, NULL, TOL_F32);
-    compare("v (f32)", &v, 0, NULL, TOL_F32);
-    compare("param = master (act)", &param, 1, NULL, TOL_ACT);
-    pair_t *all[] = {&master, &grad, &m, &v, &param};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
-    free(h_master); free(h_grad); free(h_m); free(h_v);
-}
-
 /* ---- mixture of experts: router, dispatch, combine ---- */
 
 /* An i32 tensor must be the same on both sides, element for element (routing decisions). */
@@ -850,18 +575,7 @@ int main(void) {
         CHECK(other.device == n_dev - 1 && other.host_memory == 0);
         mt_backend_destroy(&other);
     }
-    st = mt_backend_cuda_create(&g_cuda, 0);
-    if (st != MT_OK) {
-        fprintf(stderr, "mt_backend_cuda_create: %s\n", mt_last_error());
-        return 1;
-    }
-    st = mt_backend_cpu_create(&g_cpu, 0);
-    if (st != MT_OK) {
-        fprintf(stderr, "mt_backend_cpu_create: %s\n", mt_last_error());
-        return 1;
-    }
-    printf("cuda backend: %s (act %s, peak %.0f TFLOP/s); reference: %s\n", g_cuda.device_name,
-           mt_dtype_name(g_cuda.act), g_cuda.peak_tflops, g_cpu.device_name);
+    if (!parity_open()) return 1;
     /* placement: the name carries the device index; memory kinds for the communicators */
     CHECK_STR_CONTAINS(g_cuda.device_name, "(cuda:0)");
     CHECK(g_cuda.device == 0 && g_cuda.host_memory == 0);
@@ -897,7 +611,7 @@ int main(void) {
     test_init_normal(1000, 0);
     test_init_normal((size_t)50 << 20, 12345); /* 52M draws: the rare last-bit cases show up here */
 
-    /* every op of backend.h is in the CUDA table now */
+    /* every op of backend.h is in the CUDA table now (those of test_cuda_parity_train.c included) */
     {
         const void *const *ops = (const void *const *)&g_cuda.i->matmul_fwd;
         const size_t n_ops = (sizeof(struct mt_backend_i) - offsetof(struct mt_backend_i, matmul_fwd)) / sizeof(void *);
@@ -936,29 +650,12 @@ int main(void) {
     test_attention(1, 300, 2, 1, 128);
     unsetenv("MT_CUDA_ATTENTION");
 
-    test_embedding(2, 9, 5, 50, 0, 50, 1, 0);
-    test_embedding(4, 64, 768, 1000, 0, 1000, 1, 0);   /* GPT-2-like, learned positions */
-    test_embedding(3, 33, 96, 1000, 250, 250, 0, 0);   /* a vocab shard, rope model (no wpe) */
-    test_embedding(2, 16, 64, 300, 200, 100, 1, 7);    /* last shard, position offset */
-
-    test_xent(1, 1, 1);
-    test_xent(7, 50, 64);              /* padding columns */
-    test_xent(64, 50257, 50304);       /* GPT-2 vocabulary */
-    test_xent_vp(9, 1000, 0, 1000);    /* one rank: the whole vocabulary */
-    test_xent_vp(33, 1000, 768, 256);  /* last shard: 232 real columns + 24 padding */
-    test_xent_vp(16, 50257, 25152, 25152);
-
-    test_adamw(1);
-    test_adamw(1000);
-    test_adamw((size_t)5 << 20);
-
     test_moe(1, 1, 2, 1, 0, 0, 8);      /* one token */
     test_moe(2, 16, 8, 2, 0, 0, 64);    /* mixtral-like top-2 of 8, dropless, renormalised */
     test_moe(2, 32, 8, 2, 5, 0, 48);    /* capacity 5 per sequence: drops */
     test_moe(3, 20, 4, 1, 6, 1, 40);    /* switch-style top-1, weights = probabilities, drops */
     test_moe(2, 128, 64, 6, 0, 1, 128); /* many experts, top-6 */
 
-    mt_backend_destroy(&g_cuda);
-    mt_backend_destroy(&g_cpu);
+    parity_close();
     TEST_MAIN_END();
 }

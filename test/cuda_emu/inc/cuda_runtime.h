@@ -1,0 +1,85 @@
+/* test/cuda_emu/inc/cuda_runtime.h — stands in for the CUDA runtime's header when
+ * test/cuda_emu/run.sh compiles cuda/ kernels for the host, so that they include the real
+ * cuda/cuda_common.cuh: the CUDA qualifiers as plain C++, dim3 / vector types, and a block as
+ * blockDim.x real threads (std::thread) where __syncthreads / __syncwarp are std::barrier waits
+ * and warp shuffles go through a per-warp exchange array. A launch (rewritten by run.sh into
+ * emu_launch) runs the blocks one after another, each with freshly garbage-filled dynamic shared
+ * memory (static __shared__ arrays become function statics). The emulation's globals
+ * (threadIdx, emu, emu_max_smem, ...) are defined by each *_emu.cpp. Only what the kernels run by
+ * test/cuda_emu use (tensor-core attention, cross-entropy, GeLU/add/cast, norms and the fused
+ * add + norm, init_normal). Test harness only: never part of the build. */
+#pragma once
+#include <barrier>
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <cstdlib>
+#include <algorithm>
+#include <thread>
+#include <vector>
+#include <cstdio>
+using std::min;
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __align__(x)
+#define __shared__ static /* blocks run one after another: a function's static is its block's shared memory */
+struct dim3 { unsigned x = 1, y = 1, z = 1; dim3() {} dim3(unsigned a, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
+struct uint4 { unsigned x, y, z, w; };
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+struct float4 { float x, y, z, w; };
+extern thread_local dim3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+struct emu_ctx { std::barrier<> *block, *warp; float *xch; int lane; };
+extern thread_local emu_ctx emu;
+static inline void __syncthreads() { emu.block->arrive_and_wait(); }
+static inline void __syncwarp(unsigned = 0xffffffffu) { emu.warp->arrive_and_wait(); }
+static inline float __shfl_xor_sync(unsigned, float v, int off) {
+    emu.warp->arrive_and_wait();
+    emu.xch[emu.lane] = v;
+    emu.warp->arrive_and_wait();
+    float r = emu.xch[emu.lane ^ off];
+    emu.warp->arrive_and_wait();
+    return r;
+}
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); } /* the device's is approximate (2 ulp) */
+typedef int cudaError_t; typedef void *cudaStream_t;
+enum { cudaSuccess = 0, cudaDevAttrMaxSharedMemoryPerBlockOptin = 1, cudaFuncAttributeMaxDynamicSharedMemorySize = 2 };
+static inline const char *cudaGetErrorString(cudaError_t) { return "emulated CUDA error"; }
+static inline const char *cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
+static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return 0; }
+extern int emu_max_smem;
+static inline cudaError_t cudaDeviceGetAttribute(int *v, int, int) { *v = emu_max_smem; return 0; }
+template <class K> static cudaError_t cudaFuncSetAttribute(K, int, int) { return 0; }
+static inline cudaError_t cudaGetLastError() { return 0; }
+extern unsigned char *emu_smem_base; extern size_t emu_smem_bytes;
+static inline unsigned char *emu_dyn_smem() { return emu_smem_base; }
+template <class K, class... A> void emu_launch(dim3 g, dim3 b, size_t smem, cudaStream_t, K kernel, A... args) {
+    gridDim = g; blockDim = b;
+    assert(smem <= (size_t)emu_max_smem);
+    for (unsigned by = 0; by < g.y; by++)
+        for (unsigned bx = 0; bx < g.x; bx++) {
+            std::vector<unsigned char> buf(smem + 256);
+            unsigned char *base = (unsigned char *)(((uintptr_t)buf.data() + 127) & ~(uintptr_t)127);
+            for (size_t i = 0; i < smem; i++) base[i] = 0xA5; /* garbage, as real shared memory */
+            emu_smem_base = base; emu_smem_bytes = smem;
+            std::barrier<> blk(b.x);
+            const int nw = b.x / 32;
+            std::vector<std::barrier<> *> wb; std::vector<std::vector<float>> xch(nw, std::vector<float>(32));
+            for (int w = 0; w < nw; w++) wb.push_back(new std::barrier<>(32));
+            std::vector<std::thread> th;
+            for (unsigned t = 0; t < b.x; t++)
+                th.emplace_back([&, t] {
+                    threadIdx = dim3(t); blockIdx = dim3(bx, by);
+                    emu = emu_ctx{&blk, wb[t / 32], xch[t / 32].data(), (int)(t % 32)};
+                    kernel(args...);
+                });
+            for (auto &x : th) x.join();
+            for (auto *p : wb) delete p;
+        }
+}
