@@ -37,6 +37,7 @@ void mt_plan_opts_defaults(mt_plan_opts *o) {
  * expert's). */
 typedef struct {
     double L, C, H, KV, D, F, V, Vp, T, max_pos, qkv_rows, fc_rows, E, K;
+    double moe_cap, ep; /* MoE: capacity per expert per sequence (0: none), expert-parallel size */
     int ln, bias, tied, learned, moe;
     mt_model_fwd_flops fwd; /* forward FLOPs per token (mt_model_fwd_flops_per_token) */
 } dims;
@@ -61,6 +62,8 @@ static mt_status get_dims(const mt_recipe *r, mt_param_layout *pl, dims *d) {
     d->moe = m->moe.experts > 0;
     d->E = d->moe ? m->moe.experts : 0;
     d->K = d->moe ? m->moe.top_k : 1;
+    d->moe_cap = d->moe ? pl->moe_cap : 0;
+    d->ep = d->moe && r->parallel.expert > 1 ? r->parallel.expert : 1;
     d->ln = pl->idx.ln1_b >= 0;
     d->bias = pl->idx.qkv_b >= 0;
     d->tied = pl->idx.lm_head < 0;
@@ -318,18 +321,64 @@ static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_
  * flash attention's (B, H, T) f32 logsumexp (no T x T probabilities are kept). Selective keeps
  * the attention core's output (atty) and logsumexp in one shared slice (counted once per rank
  * below), so a layer drops both; full keeps the residual input only. */
+/* MoE rows of one micro-batch on one rank (core/model/model_layout.c): S = routed copies this rank
+ * sends (N k, or at most E x capacity rows), R = expert rows it computes (what ep sources can send
+ * its E/ep experts: at most ep S). */
+static void moe_rows(const dims *d, double b, double N, double *S, double *R) {
+    const double Er = d->E / d->ep;
+    double s_rows = N * d->K, per_src = N;
+    if (d->moe_cap > 0) {
+        per_src = b * d->moe_cap;
+        if (d->E * per_src < s_rows) s_rows = d->E * per_src;
+    }
+    *S = s_rows;
+    *R = fmin(d->ep * Er * per_src, d->ep * s_rows);
+}
+
 static double act_layer_fp32(const dims *d, double b, int t, int sp, int cp, mt_recompute rc) {
     const double s = d->T / cp, N = b * s, C = d->C;
     if (rc == MT_RECOMPUTE_FULL) return 4.0 * N * C / (sp ? t : 1);
     double rep = 4.0 * C; /* resid, ln1, resid_mid, ln2 */
-    /* MoE (model_layout.c): per routed copy the expert input and output rows (C each, whole on every tp
-     * rank), the router's logits and probabilities (E each) and 3 per-assignment words */
-    if (d->moe) rep += 2.0 * d->K * C + 2.0 * d->E + 3.0 * d->K;
     const int sel = rc == MT_RECOMPUTE_SELECTIVE;
-    double split = d->qkv_rows + (sel ? 0.0 : d->H * d->D) + d->K * (d->fc_rows + d->F);
-    double per_token = 4.0 * (sp ? (rep + split) / t : rep + split / t) + 4.0 * 4.0;
+    double split = d->qkv_rows + (sel ? 0.0 : d->H * d->D) + (d->moe ? 0.0 : d->fc_rows + d->F);
+    /* + the two norms' mean and rstd (on 1/t of the tokens with sp) */
+    double per_token = 4.0 * (sp ? (rep + split + 4.0) / t : rep + split / t + 4.0);
     double lse = sel ? 0.0 : 4.0 * d->H / t;
-    return N * (per_token + lse);
+    double bytes = N * (per_token + lse);
+    if (d->moe) { /* the router's logits and probabilities (E each) and 3 words per assignment per token;
+                     per expert row the input and the two MLP activations, per sent copy its output, and
+                     the per-expert counts (2E + ep E/ep words) */
+        double S, R;
+        moe_rows(d, b, N, &S, &R);
+        bytes += 4.0 * (N * (2.0 * d->E + 3.0 * d->K) + R * (C + (d->fc_rows + d->F) / t) + S * C +
+                        (2.0 * d->E + d->E));
+    }
+    return bytes;
+}
+
+/* Bytes of one fp32 trainer activation buffer beyond its layers (mt_act_layout_build): tokens,
+ * targets and losses, the chunk's output residual, two scalars; on the stage with the head the final
+ * norm (+ statistics), the logits and, with tp, the vocab-parallel cross-entropy's 3 statistics; one
+ * layer's backward scratch (dresid, dln, dtmp, dqkv, datty, the attention's delta, and for a dense MLP
+ * dfch and SwiGLU's dfch_act: GeLU's dGeLU runs in the GEMM's epilogue, or in place); with cp the K/V
+ * ring (2 blocks) and dK/dV ring (3 blocks); with sp the gathered and sliced sequence; MoE's
+ * per-micro-batch send/receive/expert rows and their gradients. Every in-flight micro-batch of a
+ * pipeline stage has its own buffer. */
+static double act_slot_fixed_fp32(const dims *d, double b, int t, int sp, int cp, int head) {
+    const double s = d->T / cp, N = b * s, C = d->C, Nr = sp ? N / t : N;
+    double e = 3.0 * N + Nr * C + 2.0;                                  /* tokens, targets, losses; resid; scalars */
+    if (head) e += Nr * C + 2.0 * Nr + N * d->Vp / t + (t > 1 ? 3.0 * N : 0.0);
+    e += Nr * C + 2.0 * N * C + N * (d->qkv_rows + d->H * d->D) / t + b * (d->H / t) * s;
+    if (!d->moe) e += N * (d->fc_rows + (d->fc_rows != d->F ? d->F : 0)) / t;
+    if (cp > 1) e += 5.0 * N * 2.0 * (d->KV / t) * d->D;
+    if (sp) e += N * C + Nr * C;
+    if (d->moe) {
+        double S, R;
+        moe_rows(d, b, N, &S, &R);
+        e += S * C + (d->ep > 1 ? R * C : 0.0) + R * C + R * (d->fc_rows + d->F) / t + N * d->E + N * d->K +
+             (MT_MOE_STATS + 2.0 * d->E);
+    }
+    return 4.0 * e;
 }
 
 /* (layer, micro-batch) activation sets alive on stage k at the schedule's peak.
@@ -537,26 +586,27 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         rk->optim_bytes = p->dist_opt ? rk->optim_dist_bytes : rk->optim_nodist_bytes;
         rk->n_layer_mbs = layer_mbs_in_flight(r->model.layers, pp, v, m, k);
         double acts = rk->n_layer_mbs * act_layer;
-        /* the layer being recomputed: its activations beyond its input (counted above); the fp32
-           trainer's selective recompute: the one shared slice of the attention core's outputs */
-        if (rc_layers > 0 || (!bf16 && p->recompute == MT_RECOMPUTE_SELECTIVE)) acts += act_layer_none - act_layer_rc;
         const double mbs = ceil(rk->n_layer_mbs / p->n_layers_stage);
         if (bf16) {
+            /* the layer being recomputed: its activations beyond its input (counted above) */
+            if (rc_layers > 0) acts += act_layer_none - act_layer_rc;
             /* Megatron theoretical_memory_usage.py: tokens (8 s b) and the embedding dropout
              * mask (s b h) per in-flight micro-batch; output: final-norm and output-layer
              * inputs (2 + 2 bytes) and the fp32 logits 4 s b Vp / t. */
             if (k == 0) acts += mbs * (8.0 * N + N * d.C / spdiv);
             if (k == pp - 1) acts += 4.0 * N * d.C / spdiv + 4.0 * N * d.Vp / t;
         } else {
-            /* the trainer's per-micro-batch buffers: tokens, targets, the last residual, final
-             * norm (+ statistics), logits, losses, two scalars, and one layer's backward
-             * scratch (dresid, dln, dtmp, dqkv, datty, the attention's delta, dfch, and SwiGLU's
-             * dfch_act: GeLU's dGeLU runs in the GEMM's epilogue, or in place) */
-            if (k == 0) acts += mbs * 4.0 * N;
-            if (k == pp - 1)
-                acts += 4.0 * N + 4.0 * N * d.C + 4.0 * N * d.C + 8.0 * N + 4.0 * N * d.Vp / t + 4.0 * N + 8.0;
-            acts += 4.0 * N * (3.0 * d.C + (d.qkv_rows + d.H * d.D + d.K * (d.fc_rows + (d.fc_rows != d.F ? d.F : 0))) / t) +
-                    4.0 * b * (d.H / t) * s_loc;
+            /* the trainer: one activation buffer per in-flight chunk micro-batch (train/pipeline.c,
+             * mt_schedule_max_in_flight slots), each with its fixed part, and in the layers beyond
+             * the kept inputs one layer's worth when recomputing (full: the layer being rerun;
+             * selective: the one shared slice of the attention core's outputs); a pipeline stage
+             * also keeps the activation it sends and the gradient it sends back */
+            const double Lchunk = (double)r->model.layers / ((double)pp * v);
+            const double slots = pp > 1 ? rk->n_layer_mbs / Lchunk : 1.0;
+            double per_slot = act_slot_fixed_fp32(&d, b, t, p->sp, cp, k == pp - 1);
+            if (rc_layers > 0 || p->recompute == MT_RECOMPUTE_SELECTIVE) per_slot += act_layer_none - act_layer_rc;
+            acts += slots * per_slot;
+            if (pp > 1) acts += 2.0 * 4.0 * (N / spdiv) * d.C;
         }
         rk->acts_bytes = acts;
         rk->total_bytes = rk->weights_bytes + rk->grads_bytes + rk->optim_bytes + rk->acts_bytes;
