@@ -36,7 +36,9 @@ static void plan_usage(FILE *f) {
             "  --search       rank every valid layout that fits on N GPUs (top ten, with reasons)\n"
             "  --json         one JSON object instead of the table\n"
             "  --gemm-eff X, --link-eff X, --usable X   cost-model assumptions (matmuls by shape unless --gemm-eff X\n"
-            "                 fixes their efficiency; links 0.80; usable memory 0.90)\n",
+            "                 fixes their efficiency; links 0.80; usable memory 0.90)\n"
+            "  --activations mtrain|megatron   bf16 activation memory: the buffers mtrain's CUDA trainer allocates\n"
+            "                 (default), or Megatron-LM's (Korthikanti et al. 2022: dropout masks, softmax scores)\n",
             mt_gpu_names());
     fputs(mt_plan_views_usage, f); /* --timeline, --timeline-svg, --compare (cmd/cmd_plan_views.c) */
     fputs("exit status: 0 fits, 1 error or inconsistent layout, 2 bad usage, 3 does not fit.\n"
@@ -158,6 +160,13 @@ int mt_cmd_plan(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--link-eff")) {
             if (!parse_num(a, v, 0, 1, &o.link_eff)) return 2;
+            i++;
+        } else if (!strcmp(a, "--activations")) {
+            if (!v || (strcmp(v, "mtrain") && strcmp(v, "megatron"))) {
+                fprintf(stderr, "mtrain plan: error: --activations %s: expected mtrain or megatron\n", v ? v : "(missing)");
+                return 2;
+            }
+            o.megatron_activations = !strcmp(v, "megatron");
             i++;
         } else if (!strcmp(a, "--usable")) {
             if (!parse_num(a, v, 0, 1, &o.usable_frac)) return 2;

@@ -80,6 +80,9 @@ typedef struct {
     double link_eff;     /* cost model: achieved fraction of link bandwidth (default 0.80) */
     double usable_frac;  /* a layout fits when it needs at most this fraction of device memory (0.90) */
     /* the software being modelled (defaults: mtrain's own): */
+    int megatron_activations; /* bf16: activations as Megatron-LM keeps them (Korthikanti et al. 2022: dropout
+                               * masks, the attention scores of a non-flash softmax) instead of the buffers
+                               * mtrain's trainer allocates (mt_act_layout_build in bf16) */
     int unfused_attention;   /* 1: attention scores materialised (Megatron-LM 2021: its causal softmax reads the
                               * causal half and writes s x s, dropout passes s x s); 0: a flash-style fused
                               * kernel (causal half, no s x s bytes) */

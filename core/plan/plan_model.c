@@ -15,6 +15,7 @@
 #include "core/plan/plan.h"
 
 void mt_plan_opts_defaults(mt_plan_opts *o) {
+    memset(o, 0, sizeof *o); /* every switch of the modelled software off: mtrain's own */
     o->mfu = 0.40;
     o->tflops = 0.0;
     o->step_ms = 0.0;
@@ -22,6 +23,7 @@ void mt_plan_opts_defaults(mt_plan_opts *o) {
                         * fixed factor X (the old model) */
     o->link_eff = 0.80;
     o->usable_frac = 0.90;
+    o->megatron_activations = 0;
     o->unfused_attention = 0;
     o->dropout = 0.0;
     o->grad_reduce_bytes = 0.0;
@@ -335,28 +337,29 @@ static void moe_rows(const dims *d, double b, double N, double *S, double *R) {
     *R = fmin(d->ep * Er * per_src, d->ep * s_rows);
 }
 
-static double act_layer_fp32(const dims *d, double b, int t, int sp, int cp, mt_recompute rc) {
+static double act_layer_trainer(const dims *d, double b, int t, int sp, int cp, mt_recompute rc, double a) {
     const double s = d->T / cp, N = b * s, C = d->C;
-    if (rc == MT_RECOMPUTE_FULL) return 4.0 * N * C / (sp ? t : 1);
+    if (rc == MT_RECOMPUTE_FULL) return a * N * C / (sp ? t : 1);
     double rep = 4.0 * C; /* resid, ln1, resid_mid, ln2 */
     const int sel = rc == MT_RECOMPUTE_SELECTIVE;
     double split = d->qkv_rows + (sel ? 0.0 : d->H * d->D) + (d->moe ? 0.0 : d->fc_rows + d->F);
-    /* + the two norms' mean and rstd (on 1/t of the tokens with sp) */
-    double per_token = 4.0 * (sp ? (rep + split + 4.0) / t : rep + split / t + 4.0);
+    /* + the two norms' fp32 mean and rstd (on 1/t of the tokens with sp) */
+    double per_token = sp ? (a * (rep + split) + 16.0) / t : a * (rep + split / t) + 16.0;
     double lse = sel ? 0.0 : 4.0 * d->H / t;
     double bytes = N * (per_token + lse);
-    if (d->moe) { /* the router's logits and probabilities (E each) and 3 words per assignment per token;
-                     per expert row the input and the two MLP activations, per sent copy its output, and
-                     the per-expert counts (2E + ep E/ep words) */
+    if (d->moe) { /* the router's logits (a) and fp32 probabilities (E each) and 3 words per assignment per
+                     token; per expert row the input and the two MLP activations, per sent copy its output,
+                     and the per-expert counts (2E + ep E/ep words) */
         double S, R;
         moe_rows(d, b, N, &S, &R);
-        bytes += 4.0 * (N * (2.0 * d->E + 3.0 * d->K) + R * (C + (d->fc_rows + d->F) / t) + S * C +
-                        (2.0 * d->E + d->E));
+        bytes += N * ((a + 4.0) * d->E + 12.0 * d->K) + a * (R * (C + (d->fc_rows + d->F) / t) + S * C) +
+                 4.0 * (2.0 * d->E + d->E);
     }
     return bytes;
 }
 
-/* Bytes of one fp32 trainer activation buffer beyond its layers (mt_act_layout_build): tokens,
+/* Bytes of one trainer activation buffer beyond its layers (mt_act_layout_build; a = bytes of an
+ * activation: 4 on the CPU backend, 2 in bf16 on CUDA; statistics, losses and indices are 4): tokens,
  * targets and losses, the chunk's output residual, two scalars; on the stage with the head the final
  * norm (+ statistics), the logits and, with tp, the vocab-parallel cross-entropy's 3 statistics; one
  * layer's backward scratch (dresid, dln, dtmp, dqkv, datty, the attention's delta, and for a dense MLP
@@ -364,21 +367,21 @@ static double act_layer_fp32(const dims *d, double b, int t, int sp, int cp, mt_
  * ring (2 blocks) and dK/dV ring (3 blocks); with sp the gathered and sliced sequence; MoE's
  * per-micro-batch send/receive/expert rows and their gradients. Every in-flight micro-batch of a
  * pipeline stage has its own buffer. */
-static double act_slot_fixed_fp32(const dims *d, double b, int t, int sp, int cp, int head) {
+static double act_slot_trainer(const dims *d, double b, int t, int sp, int cp, int head, double a) {
     const double s = d->T / cp, N = b * s, C = d->C, Nr = sp ? N / t : N;
-    double e = 3.0 * N + Nr * C + 2.0;                                  /* tokens, targets, losses; resid; scalars */
-    if (head) e += Nr * C + 2.0 * Nr + N * d->Vp / t + (t > 1 ? 3.0 * N : 0.0);
-    e += Nr * C + 2.0 * N * C + N * (d->qkv_rows + d->H * d->D) / t + b * (d->H / t) * s;
-    if (!d->moe) e += N * (d->fc_rows + (d->fc_rows != d->F ? d->F : 0)) / t;
-    if (cp > 1) e += 5.0 * N * 2.0 * (d->KV / t) * d->D;
-    if (sp) e += N * C + Nr * C;
+    double e = 12.0 * N + a * Nr * C + 8.0; /* tokens, targets, losses; resid; scalars */
+    if (head) e += a * Nr * C + 8.0 * Nr + a * N * d->Vp / t + (t > 1 ? 12.0 * N : 0.0);
+    e += a * (Nr * C + 2.0 * N * C + N * (d->qkv_rows + d->H * d->D) / t) + 4.0 * b * (d->H / t) * s;
+    if (!d->moe) e += a * N * (d->fc_rows + (d->fc_rows != d->F ? d->F : 0)) / t;
+    if (cp > 1) e += a * 5.0 * N * 2.0 * (d->KV / t) * d->D;
+    if (sp) e += a * (N * C + Nr * C);
     if (d->moe) {
         double S, R;
         moe_rows(d, b, N, &S, &R);
-        e += S * C + (d->ep > 1 ? R * C : 0.0) + R * C + R * (d->fc_rows + d->F) / t + N * d->E + N * d->K +
-             (MT_MOE_STATS + 2.0 * d->E);
+        e += a * (S * C + (d->ep > 1 ? R * C : 0.0) + R * C + R * (d->fc_rows + d->F) / t + N * d->E) +
+             4.0 * (N * d->K + MT_MOE_STATS + 2.0 * d->E);
     }
-    return 4.0 * e;
+    return e;
 }
 
 /* (layer, micro-batch) activation sets alive on stage k at the schedule's peak.
@@ -548,11 +551,13 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
                            : p->global_batch * flops_per_seq(&d, p->recompute);
     p->flops_full_iter = p->global_batch * flops_per_seq(&d, MT_RECOMPUTE_FULL);
 
-    /* activations per layer, every (recompute, sp) variant */
+    /* activations per layer, every (recompute, sp) variant: mtrain's trainer layout, or in bf16 on request
+       Megatron-LM's (Korthikanti et al.: dropout masks and the attention scores of a non-flash softmax) */
+    const int megatron_acts = bf16 && o->megatron_activations;
     for (int rc = 0; rc < 3; rc++)
         for (int s = 0; s < 2; s++)
-            p->act_layer_bytes[rc][s] = bf16 ? act_layer_bf16(&d, b, t, s && t > 1, cp, (mt_recompute)rc)
-                                             : act_layer_fp32(&d, b, t, s && t > 1, cp, (mt_recompute)rc);
+            p->act_layer_bytes[rc][s] = megatron_acts ? act_layer_bf16(&d, b, t, s && t > 1, cp, (mt_recompute)rc)
+                                                      : act_layer_trainer(&d, b, t, s && t > 1, cp, (mt_recompute)rc, abytes);
     const double act_layer_none = p->act_layer_bytes[MT_RECOMPUTE_NONE][p->sp];
     const double act_layer_rc = p->act_layer_bytes[p->recompute][p->sp];
     /* block recompute: the other layers keep everything */
@@ -587,7 +592,7 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         rk->n_layer_mbs = layer_mbs_in_flight(r->model.layers, pp, v, m, k);
         double acts = rk->n_layer_mbs * act_layer;
         const double mbs = ceil(rk->n_layer_mbs / p->n_layers_stage);
-        if (bf16) {
+        if (megatron_acts) {
             /* the layer being recomputed: its activations beyond its input (counted above) */
             if (rc_layers > 0) acts += act_layer_none - act_layer_rc;
             /* Megatron theoretical_memory_usage.py: tokens (8 s b) and the embedding dropout
@@ -603,10 +608,10 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
              * also keeps the activation it sends and the gradient it sends back */
             const double Lchunk = (double)r->model.layers / ((double)pp * v);
             const double slots = pp > 1 ? rk->n_layer_mbs / Lchunk : 1.0;
-            double per_slot = act_slot_fixed_fp32(&d, b, t, p->sp, cp, k == pp - 1);
+            double per_slot = act_slot_trainer(&d, b, t, p->sp, cp, k == pp - 1, abytes);
             if (rc_layers > 0 || p->recompute == MT_RECOMPUTE_SELECTIVE) per_slot += act_layer_none - act_layer_rc;
             acts += slots * per_slot;
-            if (pp > 1) acts += 2.0 * 4.0 * (N / spdiv) * d.C;
+            if (pp > 1) acts += 2.0 * abytes * (N / spdiv) * d.C;
         }
         rk->acts_bytes = acts;
         rk->total_bytes = rk->weights_bytes + rk->grads_bytes + rk->optim_bytes + rk->acts_bytes;

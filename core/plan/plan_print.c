@@ -148,7 +148,9 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
 #undef MEMROW
     print_verdict(f, p, o);
     fprintf(f, "  activations of one micro-batch per layer per rank (%s):\n",
-            bf16 ? "Korthikanti et al. 2022" : "mtrain's fp32 layout");
+            bf16 && o->megatron_activations ? "Megatron-LM's, Korthikanti et al. 2022"
+            : bf16                          ? "mtrain's bf16 layout on CUDA; --activations megatron: Megatron-LM's"
+                                            : "mtrain's fp32 layout");
     fprintf(f, "                 recompute none   selective        full\n");
     for (int s = 0; s < 2; s++) {
         if (s && p->tp == 1) break;
@@ -398,6 +400,7 @@ static void json_opts(FILE *f, const mt_plan_opts *o) {
     KV_NUM("gemm_eff", o->gemm_eff);
     KV_NUM("link_eff", o->link_eff);
     KV_NUM("usable_frac", o->usable_frac);
+    fprintf(f, ", \"activations\": \"%s\"", o->megatron_activations ? "megatron" : "mtrain");
     fputs("}", f);
 }
 

@@ -240,24 +240,26 @@ static void test_trainer_memory(void) {
  * buffer (mt_act_layout_build) once per in-flight chunk micro-batch of the schedule
  * (mt_schedule_max_in_flight, as train/pipeline.c allocates its slots), and with a pipeline the
  * activation sent forward and the gradient sent back (mt_pipeline_extra_bytes). */
-static double trainer_stage_acts(const mt_recipe *r, int stage) {
+static double trainer_stage_acts(const mt_recipe *r, int stage, mt_dtype act) {
     mt_param_layout pl;
     mt_act_layout al;
     CHECK(mt_param_layout_build_stage(r, stage, &pl) == MT_OK);
-    mt_act_layout_build(&pl, r->training.micro_batch, MT_F32, &al);
+    mt_act_layout_build(&pl, r->training.micro_batch, act, &al);
     const int p = r->parallel.pipeline > 0 ? r->parallel.pipeline : 1;
     if (p <= 1) return (double)al.n_bytes;
     const int v = r->parallel.virtual_pipeline > 0 ? r->parallel.virtual_pipeline : 1;
     const int slots = mt_schedule_max_in_flight(mt_schedule_default(p, v), p, mt_recipe_micro_batches(r), v, stage);
-    return (double)slots * (double)al.n_bytes + 2.0 * al.N_r * pl.C * 4.0;
+    return (double)slots * (double)al.n_bytes + 2.0 * al.N_r * pl.C * (double)mt_dtype_bytes(act);
 }
 
-/* The plan's fp32 activation figure (formulas in core/plan/plan_model.c) against the trainer's
- * buffers (core/model/model_layout.c and the pipeline's slots: separate code) for the first and the
- * last stage of each layout. Tolerance 0.1%: the only difference is the layout's 256-byte alignment
- * of each of its ~40-60 buffers (a few KiB against MiBs). */
-static void check_layout_acts(const char *name, int world, const char *const *sets) {
-    const char *all[16] = { "training.precision=fp32", "training.backend=cpu" };
+/* The plan's activation figure (formulas in core/plan/plan_model.c) against the trainer's buffers
+ * (core/model/model_layout.c and the pipeline's slots: separate code) for the first and the last
+ * stage of each layout: fp32 on the CPU backend, and (bf16 = 1) the CUDA trainer's bf16 buffers as
+ * `mtrain plan` sizes them for a GPU. Tolerance 0.1%: the only difference is the layout's 256-byte
+ * alignment of each of its ~40-60 buffers (a few KiB against MiBs). */
+static void check_layout_acts_dt(const char *name, int world, const char *const *sets, int bf16) {
+    const char *all[16] = { bf16 ? "training.precision=bf16" : "training.precision=fp32",
+                            bf16 ? "training.backend=cuda" : "training.backend=cpu" };
     int n = 2;
     for (int i = 0; sets[i] && n < 15; i++) all[n++] = sets[i];
     all[n] = NULL;
@@ -267,15 +269,21 @@ static void check_layout_acts(const char *name, int world, const char *const *se
     mt_gpu_spec host;
     mt_plan_opts_defaults(&o);
     mt_gpu_host(&host, 0);
-    CHECK(mt_plan_compute(r, world, &host, &o, &p) == MT_OK);
+    CHECK(mt_plan_compute(r, world, bf16 ? mt_gpu_find("h100-80g") : &host, &o, &p) == MT_OK);
+    CHECK(p.mode == (bf16 ? MT_PLAN_MIXED_BF16 : MT_PLAN_TRAINER_FP32));
     const int pp = r->parallel.pipeline > 0 ? r->parallel.pipeline : 1;
-    const double t0 = trainer_stage_acts(r, 0), t1 = trainer_stage_acts(r, pp - 1);
-    printf("acts %s", name);
+    const mt_dtype act = bf16 ? MT_BF16 : MT_F32;
+    const double t0 = trainer_stage_acts(r, 0, act), t1 = trainer_stage_acts(r, pp - 1, act);
+    printf("acts%s %s", bf16 ? " (bf16)" : "", name);
     for (int i = 0; sets[i]; i++) printf(" %s", sets[i]);
     printf(": first stage plan %.0f vs trainer %.0f (%+.3f%%), last %.0f vs %.0f (%+.3f%%)\n", p.first.acts_bytes, t0,
            100 * (p.first.acts_bytes / t0 - 1), p.last.acts_bytes, t1, 100 * (p.last.acts_bytes / t1 - 1));
     CHECK_NEAR(p.first.acts_bytes, t0, 0, 1e-3);
     CHECK_NEAR(p.last.acts_bytes, t1, 0, 1e-3);
+}
+
+static void check_layout_acts(const char *name, int world, const char *const *sets) {
+    check_layout_acts_dt(name, world, sets, 0);
 }
 
 static void test_layout_acts(void) {
@@ -311,6 +319,19 @@ static void test_layout_acts(void) {
     check_layout_acts("mixtral-tiny", 2, ep2);
     check_layout_acts("mixtral-tiny", 4, ept);
     check_layout_acts("mixtral-tiny", 2, epc);
+    /* bf16 on a GPU: the CUDA trainer's buffers (2-byte activations, fp32 statistics) */
+    check_layout_acts_dt("gpt-tiny", 1, none, 1);
+    check_layout_acts_dt("llama-tiny", 2, sp2, 1);
+    check_layout_acts_dt("gpt-tiny", 2, vpp, 1);
+    check_layout_acts_dt("gpt-tiny", 4, pps, 1);
+    check_layout_acts_dt("llama-tiny", 4, cpt, 1);
+    check_layout_acts_dt("mixtral-tiny", 4, ept, 1);
+    {   /* gpt125m, and gpt175b's layout (tp 8, pp 16, sp, selective) on 1024 GPUs at its full size */
+        const char *g125[] = { "parallel.data=auto", NULL };
+        check_layout_acts_dt("gpt125m", 8, g125, 1);
+        const char *g175[] = { "parallel.data=auto", NULL };
+        check_layout_acts_dt("gpt175b", 1024, g175, 1);
+    }
 }
 
 static void test_bubble(void) {
@@ -334,6 +355,7 @@ static void test_formulas(void) {
     mt_plan_opts o;
     static mt_plan p;
     mt_plan_opts_defaults(&o);
+    o.megatron_activations = 1; /* Korthikanti's figures describe Megatron-LM's buffers, not mtrain's */
     CHECK(mt_plan_compute(r, 1024, mt_gpu_find("a100-80g"), &o, &p) == MT_OK);
     const double B = 1536, s = 2048, l = 96, h = 12288, V = mt_recipe_padded_vocab(r), a = 96, t = 8, b = 1;
     CHECK_NEAR(p.flops_model_iter, 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)), 0, 1e-12);
