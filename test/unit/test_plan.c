@@ -501,6 +501,7 @@ static const struct {
 static void megatron_row_opts(size_t i, mt_plan_opts *o) {
     mt_plan_opts_defaults(o);
     o->unfused_attention = 1;
+    o->megatron_activations = 1; /* its memory too: softmax scores and dropout masks kept */
     o->dropout = 0.1;
     o->grad_reduce_bytes = 2.0;
     o->grad_accum_bytes = 6.0; /* fp16, no contiguous DDP buffers: autograd's add into .grad per micro-batch */
