@@ -10,7 +10,8 @@
 #                     alive or unknown (no owner file)
 #   launch_sigterm_spawning / launch_sigint_spawning
 #                     SIGTERM / SIGINT (the latter with --max-restarts 1: the supervisor path) to
-#                     `mtrain launch -n 64` while it still spawns: exits 143 / 130 within 2.5 s, no
+#                     `mtrain launch -n 64` while it still spawns: exits 143 / 130 within 5 s (it reaps
+#                     for at most 2 s; the rest is margin for a loaded 2-core machine), no
 #                     rank left; and -n 64 on this machine's few CPUs warns "ranks on N CPU(s)"
 #   launch_refuse_4096 `-n 4096` (over 64 ranks per CPU) is refused without --oversubscribe
 #   env_missing_rank  env:// with WORLD_SIZE=3 and rank 2 missing, parallel.timeout_s=3: rank 0
@@ -115,7 +116,7 @@ spawn_case() { # spawn_case NAME SIG EXPECTED_RC LAUNCHER_OPTS...
   fault_wait 10
   local dt; dt=$(since "$t1")
   echo "$name: exited $CASE_RC ${dt}s after SIG$sig ($(grep -c 'kind=pmix' "$TMP/$name.log") of 64 ranks had bootstrapped)"
-  awk -v d="$dt" 'BEGIN { exit !(d <= 2.5) }' || { tail -n 5 "$TMP/$name.log"; fail "$name: took ${dt}s to act on SIG$sig"; }
+  awk -v d="$dt" 'BEGIN { exit !(d <= 5.0) }' || { tail -n 5 "$TMP/$name.log"; fail "$name: took ${dt}s to act on SIG$sig"; }
   warned() { log_has "ranks on $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) CPU(s)"; }
   fault_end "$want" "while starting the ranks" warned
   timings+=("$name $(since "$t0") s")
