@@ -60,6 +60,10 @@ int mt_plan_views_world(const mt_plan_views *vw) {
 }
 
 int mt_plan_views_run(const mt_plan_views *vw, const char *config, const mt_recipe *r, const mt_plan *p, int json) {
+    if (json && vw->timeline && vw->compare) { /* one JSON object per call */
+        fprintf(stderr, "mtrain plan: error: --json prints one object: give --timeline or --compare, not both\n");
+        return 2;
+    }
     if (vw->timeline || vw->svg) {
         const int pp = p->pp, v = pp > 1 ? p->vpp : 1, pv = pp * v;
         double *fv = NULL, *bv = NULL;
@@ -86,7 +90,9 @@ int mt_plan_views_run(const mt_plan_views *vw, const char *config, const mt_reci
             fprintf(stderr, "mtrain plan: %s: error: %s\n", config, mt_last_error());
             return 1;
         }
-        if (vw->timeline) {
+        if (vw->timeline && json) {
+            mt_pp_timeline_json(stdout, &tl);
+        } else if (vw->timeline) {
             printf("%s: ", config);
             mt_pp_timeline_print(stdout, &tl, vw->width);
         }

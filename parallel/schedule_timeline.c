@@ -220,6 +220,23 @@ static void xml_text(FILE *f, const char *s) {
     }
 }
 
+void mt_pp_timeline_json(FILE *f, const mt_pp_timeline *tl) {
+    fprintf(f, "{\"kind\": \"%s\", \"p\": %d, \"m\": %d, \"v\": %d, \"unit_costs\": %s, \"makespan\": %.9g, "
+               "\"bubble\": %.9g, \"formula\": %.9g, \"stages\": [",
+            mt_schedule_name(tl->kind), tl->p, tl->m, tl->v, tl->unit ? "true" : "false", tl->makespan, tl->bubble,
+            tl->formula);
+    for (int s = 0; s < tl->p; s++) {
+        fprintf(f, "%s\n {\"stage\": %d, \"busy\": %.9g, \"steps\": [", s ? "," : "", s, tl->busy[s]);
+        for (int i = tl->off[s]; i < tl->off[s + 1]; i++) {
+            const mt_pp_step *x = &tl->steps[i];
+            fprintf(f, "%s{\"op\": \"%s\", \"mb\": %d, \"chunk\": %d, \"peer\": %d, \"start\": %.9g, \"end\": %.9g}",
+                    i > tl->off[s] ? ", " : "", mt_pp_op_name(x->op), x->mb, x->chunk, x->peer, tl->start[i], tl->end[i]);
+        }
+        fputs("]}", f);
+    }
+    fputs("]}\n", f);
+}
+
 void mt_pp_timeline_svg(FILE *f, const mt_pp_timeline *tl, const char *title) {
     const double left = 70, top = 56, row_h = 26, gap = 6, plot_w = 960;
     const double scale = tl->makespan > 0 ? plot_w / tl->makespan : 1;

@@ -48,6 +48,9 @@ mt_status mt_pp_vstage_flops(const mt_recipe *r, double *f_vs, int n_vs);
 /* The terminal picture: one row per stage, time to the right, `width` columns at most (0 = 180),
  * a time axis, a legend, and the bubble beside its formula. */
 void mt_pp_timeline_print(FILE *f, const mt_pp_timeline *tl, int width);
+/* The same as one JSON object on f (`--timeline --json`): kind, p, m, v, unit, makespan, bubble,
+ * formula, and per stage its busy time and every step (op, mb, chunk, peer, start, end). */
+void mt_pp_timeline_json(FILE *f, const mt_pp_timeline *tl);
 /* The same as an SVG document on f. */
 void mt_pp_timeline_svg(FILE *f, const mt_pp_timeline *tl, const char *title);
 /* mt_pp_timeline_svg into path, atomically (path.tmp.<pid>, fsync, rename); MT_ERR_IO naming the

@@ -90,5 +90,37 @@ run 0 "$MTRAIN" plan "${PP4[@]}" --timeline --timeline-costs flops
 b=$(sed -n 's/^bubble: \([0-9.]*\)% .*/\1/p' "$TMP/out")
 awk -v b="$b" 'BEGIN { exit !(b > 27.3 && b < 45) }' || fail "FLOP costs: bubble $b% should exceed the formula's 27.3%"
 echo "ok: stages by FLOPs: bubble $b% > 27.3%"
+# --json: the same timeline as one object; the test recomputes the bubble from the steps themselves
+# (mean over stages of 1 - time in F and B / makespan) and checks the schedule's shape: m v
+# forwards and backwards per stage, one after another (no overlap), inside the makespan
+for lay in "1f1b 1 8" "interleaved 2 8"; do
+  set -- $lay
+  run 0 "$MTRAIN" plan "${PP4[@]}" --set model.layers=8 --set parallel.virtual_pipeline=$2 --timeline --json
+  "$PY" - "$TMP/out" "$1" "$2" "$3" <<'EOF' || fail "--timeline --json ($1)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+kind, v, m = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+p = 4
+assert d["kind"] == kind and d["p"] == p and d["m"] == m and d["v"] == v, d
+want = (p - 1) / (v * m + p - 1)
+assert abs(d["formula"] - want) < 1e-9 and abs(d["bubble"] - want) < 1e-9, (d["bubble"], want)
+idle = []
+for st in d["stages"]:
+    comp = [x for x in st["steps"] if x["op"] in ("F", "B")]
+    assert sum(x["op"] == "F" for x in comp) == m * v and sum(x["op"] == "B" for x in comp) == m * v, st["stage"]
+    last = 0.0
+    for x in comp:
+        assert x["start"] >= last - 1e-9 and x["end"] > x["start"], (st["stage"], x)
+        last = x["end"]
+    assert last <= d["makespan"] + 1e-9
+    busy = sum(x["end"] - x["start"] for x in comp)
+    assert abs(busy - st["busy"]) < 1e-9, (busy, st["busy"])
+    idle.append(1 - busy / d["makespan"])
+assert abs(sum(idle) / p - d["bubble"]) < 1e-9, (sum(idle) / p, d["bubble"])
+EOF
+done
+run 2 "$MTRAIN" plan "${PP4[@]}" --timeline --json --compare "$TMP/none.jsonl"
+has "--json prints one object" "$TMP/err"
+echo "ok: --timeline --json: bubble recomputed from the steps = (p-1)/(vm+p-1), for 1f1b and interleaved"
 echo "--- the 1f1b picture:"
 cat "$TMP/1f1b.txt"
