@@ -36,6 +36,9 @@ typedef struct {
     int64_t n_ms;
     double first_ms;
     int n_logs, n_used;  /* log-line records; of them used (the first left out when others exist) */
+    int64_t global_batch; /* > 0: only iterations of this batch count (the step the plan predicts) */
+    int64_t n_ramp;       /* iterations left out for another batch (ramp-up), and log records with them */
+    int n_ramp_logs;
     int have_layout, lt[10], lt_line;  /* tp pp vpp cp dp ep micro_batch n_micro global_batch world */
     double bubble_sum, bubble_w, formula;
     double *f_sum, *b_sum, cost_w;   /* pp_cost by virtual stage */
@@ -126,13 +129,16 @@ static mt_status take_log_record(cmp_data *d, const mt_json_node *o, const char 
 }
 
 /* Reads the file in two passes over the lines: count the log records, then take them all but the
- * first (when more than one). */
-static mt_status read_metrics(const char *path, cmp_data *d) {
+ * first (when more than one). With global_batch > 0, an iteration counts only when it trained that
+ * many sequences (consumed_samples minus the previous record's: batch-size ramp-up iterations are
+ * smaller), and a log record only when every iteration of its interval did. */
+static mt_status read_metrics(const char *path, int64_t global_batch, cmp_data *d) {
     mt_status st = MT_OK;
     mt_json_parser *jp = NULL;
     char *line = NULL;
     size_t cap = 0;
     memset(d, 0, sizeof *d);
+    d->global_batch = global_batch;
     for (int pass = 0; pass < 2 && st == MT_OK; pass++) {
         FILE *f = fopen(path, "r");
         if (!f) {
@@ -144,7 +150,7 @@ static mt_status read_metrics(const char *path, cmp_data *d) {
             fclose(f);
             break;
         }
-        int64_t ln = 0;
+        int64_t ln = 0, prev_cs = -1, run_full = 0; /* run_full: iterations of the full batch in a row */
         int log_i = 0, first_it = 1;
         ssize_t n;
         while ((n = getline(&line, &cap, f)) > 0) {
@@ -161,18 +167,28 @@ static mt_status read_metrics(const char *path, cmp_data *d) {
             }
             const mt_json_node *it = mt_json_get(o, "iteration"), *ms = mt_json_get(o, "ms_per_iter");
             if (!it || !ms || ms->type != MT_JSON_NUMBER) continue; /* validation / test records */
+            /* this iteration's batch: the samples it consumed (the first record of a fresh run: all of them) */
+            const int64_t cs = (int64_t)num(mt_json_get(o, "consumed_samples"), -1);
+            const int64_t batch = prev_cs >= 0 ? cs - prev_cs : (int64_t)num(it, 0) == 1 ? cs : -1;
+            prev_cs = cs;
+            const int full = global_batch <= 0 || batch < 0 || batch == global_batch;
+            run_full = full ? run_full + 1 : 0;
+            const mt_json_node *ivl = mt_json_get(o, "interval_iters");
+            const int log_full = full && run_full >= (int64_t)num(ivl, 1);
             if (pass == 0) {
                 d->n_iters++;
+                if (!full) d->n_ramp++;
                 if (first_it) d->first_ms = ms->number;
-                else {
+                else if (full) {
                     d->ms_sum += ms->number;
                     d->n_ms++;
                 }
                 first_it = 0;
-                if (mt_json_get(o, "interval_iters")) d->n_logs++;
+                if (ivl && log_full) d->n_logs++;
+                if (ivl && !log_full) d->n_ramp_logs++;
                 continue;
             }
-            if (!mt_json_get(o, "interval_iters")) continue;
+            if (!ivl || !log_full) continue;
             st = take_log_record(d, o, path, ln, d->n_logs == 1 || log_i > 0);
             log_i++;
             if (st != MT_OK) break;
@@ -183,7 +199,11 @@ static mt_status read_metrics(const char *path, cmp_data *d) {
         if (st == MT_OK && pass == 0 && d->n_iters == 0)
             st = mt_errorf(MT_ERR_DATA, "--compare %s: no iteration records (lines with \"iteration\" and "
                            "\"ms_per_iter\"); pass the --metrics file a training run wrote", path);
-        if (st == MT_OK && pass == 0 && d->n_logs == 0)
+        if (st == MT_OK && pass == 0 && d->n_logs == 0 && d->n_ramp_logs > 0)
+            st = mt_errorf(MT_ERR_DATA, "--compare %s: every log-line record covers batch-size ramp-up iterations "
+                           "(fewer than training.global_batch = %lld sequences): compare a run that trains past "
+                           "training.rampup_samples", path, (long long)d->global_batch);
+        else if (st == MT_OK && pass == 0 && d->n_logs == 0)
             st = mt_errorf(MT_ERR_DATA, "--compare %s: no log-line records (with \"interval_iters\"): the run printed no "
                            "iteration line; train with logging.interval >= 1", path);
     }
@@ -201,7 +221,7 @@ static void cmp_free(cmp_data *d) {
 mt_status mt_plan_compare_world(const char *metrics_path, int *world) {
     cmp_data d;
     *world = 0;
-    mt_status st = read_metrics(metrics_path, &d);
+    mt_status st = read_metrics(metrics_path, 0, &d);
     if (st == MT_OK && d.have_layout) *world = d.lt[9];
     cmp_free(&d);
     return st;
@@ -247,7 +267,7 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
     memset(&replay, 0, sizeof replay);
     memset(&flops, 0, sizeof flops);
     double *fv = NULL, *bv = NULL;
-    MT_CHECK(read_metrics(metrics_path, &d));
+    MT_CHECK(read_metrics(metrics_path, p->global_batch, &d));
 
     /* the run must be the recipe's layout */
     if (d.have_layout) {
@@ -334,8 +354,9 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
             if (*c == '"' || *c == '\\') fputc('\\', f);
             if ((unsigned char)*c >= 0x20) fputc(*c, f);
         }
-        fprintf(f, "\", \"iterations\": %lld, \"log_records_used\": %d, \"timed\": %s, \"terms\": [", (long long)d.n_iters,
-                d.n_used, timed ? "true" : "false");
+        fprintf(f, "\", \"iterations\": %lld, \"log_records_used\": %d, \"rampup_iterations_left_out\": %lld, "
+                "\"rampup_log_records_left_out\": %d, \"timed\": %s, \"terms\": [", (long long)d.n_iters, d.n_used,
+                (long long)d.n_ramp, d.n_ramp_logs, timed ? "true" : "false");
         int first = 1;
         for (int i = 0; i < n_rows; i++) {
             double lo, hi;
@@ -375,6 +396,10 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
     fprintf(f, "  run        %lld iterations, %d log-line record%s used%s; layout %s\n", (long long)d.n_iters, d.n_used,
             d.n_used == 1 ? "" : "s", d.n_logs > 1 ? " (the first, the warm-up iteration, left out)" : "",
             mt_plan_layout_str(p, l, sizeof l));
+    if (d.n_ramp > 0)
+        fprintf(f, "  note       %lld iteration%s of batch-size ramp-up (fewer than %d sequences) and %d log record%s "
+                "covering them left out: the plan predicts the full batch's step\n", (long long)d.n_ramp,
+                d.n_ramp == 1 ? "" : "s", p->global_batch, d.n_ramp_logs, d.n_ramp_logs == 1 ? "" : "s");
     if (!d.have_layout)
         fprintf(f, "  note       the file records no layout (written before mtrain recorded it): assuming the recipe's\n");
     if (d.n_t == 0)

@@ -13,7 +13,8 @@
 # cores it holds every wait for a core and ranged 57-88% in the same runs.
 # Also: the interleaved schedule (pp=2 x vpp=2) within 5 points, the world size taken from the
 # file when parallel.data is auto, --json parsed by python3, and clear refusals: a recipe whose
-# layout differs from the run's, a missing file, a malformed line, a file without log lines.
+# layout differs from the run's, a missing file, a malformed line, a file without log lines; and a
+# batch-size ramp-up run, whose smaller-batch iterations are left out.
 source test/e2e_lib.sh
 need_data
 PY=/usr/bin/python3
@@ -74,6 +75,35 @@ run 0 "$MTRAIN" plan "${R[@]}" --pipeline-model-parallel-size 2 --virtual-pipeli
   --compare "$TMP/iv.jsonl" --json
 within5 "$TMP/out" "pp=2 vpp=2 interleaved m=8" || fail "pp=2 vpp=2: bubble"
 echo "ok: interleaved compare"
+
+# batch-size ramp-up: iterations that trained fewer than training.global_batch sequences (their
+# consumed_samples step) and the log records covering them are left out, named in a note and in
+# the JSON; the step mean is that of the full-batch iterations after the first, as the test
+# recomputes it from the file
+RAMP=(--config configs/gpt-tiny.yaml --micro-batch-size 2 --global-batch-size 8 --seq-length 64 --train-iters 16
+      --set training.rampup_start=2 --set training.rampup_increment=2 --set training.rampup_samples=40
+      --set logging.interval=2 --set logging.eval_interval=0 --set logging.timing_level=2)
+"$MTRAIN" "${RAMP[@]}" --metrics "$TMP/ramp.jsonl" >"$TMP/ramp.log" 2>&1 || { tail -n 20 "$TMP/ramp.log"; fail "the ramp-up run"; }
+run 0 "$MTRAIN" plan "${RAMP[@]}" --compare "$TMP/ramp.jsonl"
+has "iterations of batch-size ramp-up (fewer than 8 sequences)" "$TMP/out"
+run 0 "$MTRAIN" plan "${RAMP[@]}" --compare "$TMP/ramp.jsonl" --json
+"$PY" - "$TMP/ramp.jsonl" "$TMP/out" <<'EOF' || fail "ramp-up: --compare's counts or step mean"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"ms_per_iter"' in l]
+prev, full, ramp = 0, [], 0
+for r in recs:
+    b = r["consumed_samples"] - prev
+    prev = r["consumed_samples"]
+    if b == 8: full.append(r)
+    else: ramp += 1
+assert ramp > 0 and len(full) >= 2, (ramp, len(full))
+d = json.load(open(sys.argv[2]))
+assert d["rampup_iterations_left_out"] == ramp, (d["rampup_iterations_left_out"], ramp)
+want = sum(r["ms_per_iter"] for r in full if r is not recs[0]) / len([r for r in full if r is not recs[0]])
+step = [t for t in d["terms"] if t["term"] == "step"][0]
+assert abs(step["measured_min_ms"] - want) < 1e-3 * want, (step, want)
+EOF
+echo "ok: ramp-up iterations left out of --compare"
 
 # refusals
 run 1 "$MTRAIN" plan "${R[@]}" --pipeline-model-parallel-size 2 --compare "$TMP/pp4.jsonl" --gpus 4
