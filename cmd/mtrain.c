@@ -196,7 +196,10 @@ static int cmd_check(int argc, char **argv) {
 
 /* Training on the CPU backend: when OpenBLAS picked weaker GEMM kernels than the CPU supports,
  * set OPENBLAS_CORETYPE and start again (the kernel is chosen when the library loads). Runs
- * before any bootstrap, so PMIx / env:// see the same process. MT_NO_REEXEC=1 turns it off. */
+ * before any bootstrap, so PMIx / env:// see the same process. MT_NO_REEXEC=1 turns it off.
+ * `plan --probe` too, so that it times the kernels the runs it predicts will use (where OpenBLAS
+ * under-detects the CPU the probe would time the weaker ones: on the project's AVX-512 EPYC the
+ * 1-thread GEMMs ran at ~100 GFLOP/s with the Haswell kernels, ~195 with the SkylakeX ones). */
 static void maybe_reexec_for_blas(char **argv) {
     const char *core = mt_cpu_blas_better_coretype();
     if (!core || getenv("MT_NO_REEXEC")) return;
@@ -205,9 +208,17 @@ static void maybe_reexec_for_blas(char **argv) {
     /* exec failed: carry on with the kernels we have */
 }
 
+static int has_probe_flag(int argc, char **argv) {
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--probe")) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "train") || !strcmp(argv[1], "launch") || argv[1][0] == '-') &&
         strcmp(argv[1], "--help") && strcmp(argv[1], "-h") && strcmp(argv[1], "--version"))
+        maybe_reexec_for_blas(argv);
+    else if (argc >= 3 && !strcmp(argv[1], "plan") && has_probe_flag(argc, argv))
         maybe_reexec_for_blas(argv);
     /* a training run's log is read live through pipes (mpirun, srun, mtrain launch, tee): line
      * buffering, so that no line (a stop's "checkpoint saved" above all) waits in a buffer that a

@@ -2,13 +2,15 @@
  * shared-memory communicator and writes a device profile (core/plan/plan_device_file.c) that
  * `mtrain plan --device FILE` uses instead of a table device. Each figure is the median of a few
  * repetitions (on a shared machine the runs it predicts see the same contention), at 1 thread and
- * at all cores, each repetition at least 30 ms: the backend's matmul_fwd over a few shapes (FLOP/s), its add op on 32 MiB (bytes
- * moved: read 2, write 1, per second), one add on 64 floats (the fixed cost of an op call),
- * attention fwd + bwd (Megatron's FLOPs per second); the same rates per rank while 2 forked ranks
- * measure at once (what each rank of a multi-rank run gets); and an allreduce between the 2 ranks,
- * each call after ~0.2 ms of compute: 4 bytes (latency) and 8 MiB (bus bandwidth, nccl-tests'
- * 2(n-1)/n), and 4 bytes after ~5 ms of GEMMs on both ranks (a tensor-parallel collective's latency,
- * the wait for the slower rank included). About 6 s on an idle 2-core machine. */
+ * at all cores, each repetition at least 30 ms: the backend's matmul_fwd over a few shapes (FLOP/s), its
+ * add op on 32 MiB (bytes moved: read 2, write 1, per second), one add on 64 floats (the fixed cost of
+ * an op call), attention fwd + bwd (Megatron's FLOPs per second), the GEMMs and the attention on
+ * operands rotating through 96 MiB (out of cache, as a training step meets them); the same rates per
+ * rank while 2 forked ranks measure at once, every repetition of every item started together (what
+ * each rank of a multi-rank run gets); and an allreduce between the 2 ranks, each call after ~0.2 ms of
+ * compute: 4 bytes (latency) and 8 MiB (bus bandwidth, nccl-tests' 2(n-1)/n), and 4 bytes after ~5 ms
+ * of GEMMs on both ranks (a tensor-parallel collective's latency, the wait for the slower rank
+ * included). About 5-7 s on an idle 2-core machine. */
 #include "cmd/plan_probe.h"
 
 #include <stdio.h>
@@ -33,21 +35,40 @@ static const int k_shapes[][3] = { { 256, 128, 128 }, { 512, 384, 128 }, { 1024,
                                    { 2048, 2304, 768 } };
 #define N_SHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 
+/* The 2-rank phase: both forked ranks run every measured item at the same time. Before each repetition
+ * both pass a barrier, and both run rank 0's count of calls per repetition, so neither runs part of an
+ * item alone while the other waits (comm_shm's waits sleep: a rank that ran ahead would otherwise leave
+ * the other a core to itself, and the 2-rank figures would be those of one rank alone). NULL: 1 process. */
+typedef struct {
+    mt_comm *c;
+    int *inner; /* shared: rank 0's calls per repetition of the current item */
+    int rank;
+} probe_sync;
+
 /* Median seconds per call of `reps` runs of f(args), each run at least REP_S long (longer than a
  * scheduler time slice: on a shared machine a long run gets its fair share of a core, a burst of a
  * few ms may get a whole one), and the median, not the best, of them (the runs it will predict see
  * the same contention). */
 #define REP_S 0.03
 typedef mt_status (*op_fn)(mt_backend *be, void *args);
-static double median_time(mt_backend *be, op_fn f, void *args, int reps) {
+static double median_time(mt_backend *be, op_fn f, void *args, int reps, const probe_sync *sy) {
     double t[16];
     if (reps > 16) reps = 16;
+    if (sy) sy->c->i->barrier(sy->c);
+    f(be, args); /* warm-up: a first call of a small op ran 2-3x slower than the next, sizing repetitions short */
+    be->i->sync(be);
     double t0 = now_s();
     f(be, args);
     be->i->sync(be);
     const double once = now_s() - t0;
-    const int inner = once > 0 && once < REP_S ? (int)(REP_S / once) + 1 : 1;
+    int inner = once > 0 && once < REP_S ? (int)(REP_S / once) + 1 : 1;
+    if (sy) {
+        if (sy->rank == 0) *sy->inner = inner;
+        sy->c->i->barrier(sy->c);
+        inner = *sy->inner; /* rank 0 writes the next item's count only after the barriers below */
+    }
     for (int r = 0; r < reps; r++) {
+        if (sy) sy->c->i->barrier(sy->c);
         t0 = now_s();
         for (int i = 0; i < inner; i++) f(be, args);
         be->i->sync(be);
@@ -60,20 +81,63 @@ static double median_time(mt_backend *be, op_fn f, void *args, int reps) {
         }
     return t[reps / 2];
 }
-static mt_status call_mm(mt_backend *be, void *a) { return be->i->matmul_fwd(be, a); }
-static mt_status call_add(mt_backend *be, void *a) { return be->i->add(be, a); }
+
+/* Operands that rotate through the probe's three 32 MiB buffers: call k of an op reads and writes
+ * slot k mod (32 MiB / operand size) of each buffer, so every call finds its operands in memory,
+ * not in the cache its previous call left them in. The trainer's GEMMs and attention meet their
+ * operands that way: a layer's inputs were written by earlier ops and its saved activations are
+ * read back in the backward after every other layer ran (the plan's activation figure, tens of MiB
+ * per rank even for gpt-tiny, against the L2 of one core, ~1 MiB, and a shared L3 of tens of MiB).
+ * Measured on the project's 2-core EPYC (OpenBLAS, 1 thread): 1024 x 128 x 128 ran at ~100 GFLOP/s
+ * on the same buffers every call and ~78 on rotating ones, 1024 x 384 x 128 at ~100 and ~86,
+ * 1024 x 768 x 768 (compute-bound) at 99 and 98; a gpt-tiny step's GEMMs, timed op by op in a
+ * training run, added up to the rotating figure (59 ms predicted from it, 59.7 measured, 52 from
+ * the fixed buffers). */
 typedef struct {
-    mt_attention_fwd_args f;
-    mt_attention_bwd_args b;
-} attn_pair;
-static mt_status call_attn(mt_backend *be, void *a) {
-    attn_pair *p = a;
-    mt_status st = be->i->attention_fwd(be, &p->f);
-    return st == MT_OK ? be->i->attention_bwd(be, &p->b) : st;
+    float *a, *b, *c;
+    size_t cap; /* floats per buffer */
+    size_t k;   /* calls so far */
+} rot_bufs;
+static float *rot_slot(float *base, size_t cap, size_t n, size_t k) {
+    const size_t slots = n > 0 && n <= cap ? cap / n : 1;
+    return base + (k % slots) * n;
 }
 
-/* slot 0: 1 thread, 1: all cores, 2: one of 2 ranks running at once (threads = cores / 2). */
-static mt_status probe_backend(int threads, int slot, mt_device_probe *pr) {
+typedef struct {
+    rot_bufs *r;
+    int M, N, K;
+} mm_rot;
+static mt_status call_mm(mt_backend *be, void *p) {
+    mm_rot *m = p;
+    rot_bufs *r = m->r;
+    const size_t k = r->k++;
+    mt_matmul_fwd_args a = { rot_slot(r->c, r->cap, (size_t)m->M * m->N, k),
+                             rot_slot(r->a, r->cap, (size_t)m->M * m->K, k),
+                             rot_slot(r->b, r->cap, (size_t)m->N * m->K, k), NULL, m->M, m->N, m->K };
+    return be->i->matmul_fwd(be, &a);
+}
+static mt_status call_add(mt_backend *be, void *a) { return be->i->add(be, a); }
+typedef struct {
+    rot_bufs *r;
+    float *lse, *delta;
+    int B, T, H, D;
+} attn_rot;
+/* forward then backward of one (B, T, H, D) causal attention: q k v in buffer a, its gradient in b,
+ * the output and its gradient in the two halves of c */
+static mt_status call_attn(mt_backend *be, void *p) {
+    attn_rot *at = p;
+    rot_bufs *r = at->r;
+    const size_t k = r->k++, n_qkv = (size_t)at->B * at->T * 3 * at->H * at->D, n_out = n_qkv / 3;
+    float *qkv = rot_slot(r->a, r->cap, n_qkv, k), *dqkv = rot_slot(r->b, r->cap, n_qkv, k);
+    float *out = rot_slot(r->c, r->cap / 2, n_out, k), *dout = rot_slot(r->c + r->cap / 2, r->cap / 2, n_out, k);
+    mt_attention_fwd_args f = { out, at->lse, qkv, at->B, at->T, at->H, at->H, at->D };
+    mt_attention_bwd_args b = { dqkv, at->delta, dout, qkv, out, at->lse, at->B, at->T, at->H, at->H, at->D };
+    mt_status st = be->i->attention_fwd(be, &f);
+    return st == MT_OK ? be->i->attention_bwd(be, &b) : st;
+}
+
+/* slot 0: 1 thread, 1: all cores, 2: one of 2 ranks running at once (threads = cores / 2, sy set). */
+static mt_status probe_backend(int threads, int slot, mt_device_probe *pr, const probe_sync *sy) {
     mt_backend be;
     mt_status st = mt_backend_cpu_create(&be, threads);
     if (st != MT_OK) return st;
@@ -84,31 +148,29 @@ static mt_status probe_backend(int threads, int slot, mt_device_probe *pr) {
         mt_backend_destroy(&be);
         return mt_errorf(MT_ERR_OOM, "plan --probe: out of memory for 96 MiB of buffers");
     }
-    for (size_t i = 0; i < big; i++) a[i] = b[i] = 0.001f * (float)(i % 97); /* real pages, real numbers */
+    for (size_t i = 0; i < big; i++) a[i] = b[i] = c[i] = 0.001f * (float)(i % 97); /* real pages, real numbers */
+    rot_bufs rb = { a, b, c, big, 0 };
     for (int i = 0; i < N_SHAPES; i++) {
-        const int M = k_shapes[i][0], N = k_shapes[i][1], K = k_shapes[i][2];
-        mt_matmul_fwd_args m = { c, a, b, NULL, M, N, K };
-        const double fl = 2.0 * M * N * K;
-        const double t = median_time(&be, call_mm, &m, 5);
-        pr->gemm_mnk[i][0] = M, pr->gemm_mnk[i][1] = N, pr->gemm_mnk[i][2] = K;
+        mm_rot m = { &rb, k_shapes[i][0], k_shapes[i][1], k_shapes[i][2] };
+        const double fl = 2.0 * m.M * m.N * m.K;
+        const double t = median_time(&be, call_mm, &m, 5, sy);
+        pr->gemm_mnk[i][0] = m.M, pr->gemm_mnk[i][1] = m.N, pr->gemm_mnk[i][2] = m.K;
         (slot == 2 ? pr->gemm_flops_2r : slot ? pr->gemm_flops_nt : pr->gemm_flops_1t)[i] = fl / t;
     }
     pr->n_gemm = N_SHAPES;
     mt_add_args ad = { c, a, b, big };
-    const double ts = median_time(&be, call_add, &ad, 5);
+    const double ts = median_time(&be, call_add, &ad, 5, sy);
     *(slot == 2 ? &pr->stream_gbs_2r : slot ? &pr->stream_gbs_nt : &pr->stream_gbs_1t) = 3.0 * 4.0 * big / ts / 1e9;
     if (!slot) {
         mt_add_args small = { c, a, b, 64 };
-        pr->op_overhead_s = median_time(&be, call_add, &small, 5);
+        pr->op_overhead_s = median_time(&be, call_add, &small, 5, NULL);
     }
-    /* attention: B 2, T 128, H 4, D 32 (qkv (B, T, 3 H D) fits the buffers) */
-    const int B = 2, T = 128, H = 4, D = 32;
-    float *lse = calloc((size_t)B * H * T, 4), *delta = calloc((size_t)B * H * T, 4);
-    attn_pair ap = { { c, lse, a, B, T, H, H, D }, { b + big / 2, delta, a + big / 2, a, c, lse, B, T, H, H, D } };
-    const double ta = lse && delta ? median_time(&be, call_attn, &ap, 5) : 0.0;
+    /* attention: B 2, T 128, H 4, D 32 */
+    attn_rot ar = { &rb, calloc((size_t)2 * 4 * 128, 4), calloc((size_t)2 * 4 * 128, 4), 2, 128, 4, 32 };
+    const double ta = ar.lse && ar.delta ? median_time(&be, call_attn, &ar, 5, sy) : 0.0;
     double *attn = slot == 2 ? &pr->attn_flops_2r : slot ? &pr->attn_flops_nt : &pr->attn_flops_1t;
-    *attn = ta > 0 ? 3.0 * 4.0 * B * T * T * (double)H * D / ta : 0.0;
-    free(lse), free(delta), free(a), free(b), free(c);
+    *attn = ta > 0 ? 3.0 * 4.0 * ar.B * ar.T * ar.T * (double)ar.H * ar.D / ta : 0.0;
+    free(ar.lse), free(ar.delta), free(a), free(b), free(c);
     mt_backend_destroy(&be);
     return MT_OK;
 }
@@ -131,8 +193,8 @@ static mt_status probe_comm(mt_device_probe *pr) {
             if (mt_comm_shm_create_local(local, r, 30, &c) != MT_OK) _exit(1);
             /* both ranks measure the backend at once (rank 0's figures are kept) */
             mt_device_probe mine = *shared;
-            c->i->barrier(c);
-            if (probe_backend(threads_2r, 2, &mine) != MT_OK) _exit(1);
+            const probe_sync sy = { c, (int *)(times + 9), r };
+            if (probe_backend(threads_2r, 2, &mine, &sy) != MT_OK) _exit(1);
             if (r == 0) *shared = mine;
             float *buf = calloc(n_big, 4), *out = calloc(n_big, 4);
             if (!buf || !out) _exit(1);
@@ -228,8 +290,8 @@ mt_status mt_plan_probe(const char *path, mt_gpu_spec *out) {
     mt_device_probe *pr = &out->probe;
     memset(pr, 0, sizeof *pr);
     pr->threads = out->gpus_per_node > 0 ? out->gpus_per_node : 1;
-    mt_status st = probe_backend(1, 0, pr);
-    if (st == MT_OK) st = probe_backend(pr->threads, 1, pr);
+    mt_status st = probe_backend(1, 0, pr, NULL);
+    if (st == MT_OK) st = probe_backend(pr->threads, 1, pr, NULL);
     if (st == MT_OK) st = probe_comm(pr);
     if (st != MT_OK) return st;
     out->probed = 1;

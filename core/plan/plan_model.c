@@ -708,9 +708,11 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
     if (p->peak_flops > 0 || gpu->probed) {
         cost_ctx c;
         c.threads = 1;
-        if (gpu->is_host) { /* mtrain launch gives each local rank cores / ranks threads (at least 1) */
+        if (gpu->is_host) { /* mtrain launch gives each local rank cores / ranks threads (at least 1), or
+                             * training.threads when set (train/backend_select.c, cpu_threads) */
             const int cores = gpu->probed && gpu->probe.threads > 0 ? gpu->probe.threads : gpu->gpus_per_node;
             c.threads = n_gpus > 1 ? (cores / n_gpus > 0 ? cores / n_gpus : 1) : cores;
+            if (r->training.threads > 0) c.threads = r->training.threads;
         }
         /* a multi-rank run on a probed host: while the ranks compute at once each gets what one of 2
          * concurrently measuring ranks got, while it computes alone (the pipeline's fill and drain) what

@@ -165,5 +165,33 @@ print("probe: gpt-tiny tp=2 predicted %.1f ms/step; with half the rates %.1f" % 
 EOF
 run 2 "$MTRAIN" plan "${TP2[@]}" --device "$TMP/bad.json"
 has "comm_gbs" "$TMP/err"
+# training.threads is the thread count the plan times a rank at (as the trainer runs it): with 1 thread
+# only the 1-thread rates count, so a profile whose all-core rates are halved predicts the same step
+"$PY" - "$TMP/prof.json" "$TMP/nt_half.json" <<'EOF' || fail "probe profile (all-core rates halved)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("stream_gbs_nt", "attn_flops_nt"):
+    d[k] /= 2
+for g in d["gemm"]:
+    g["flops_nt"] /= 2
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+ONE=(--config configs/gpt-tiny.yaml --gpus 1 --backend cpu --json)
+run 0 "$MTRAIN" plan "${ONE[@]}" --set training.threads=1 --device "$TMP/prof.json"
+cp "$TMP/out" "$TMP/t1.out"
+run 0 "$MTRAIN" plan "${ONE[@]}" --set training.threads=1 --device "$TMP/nt_half.json"
+cp "$TMP/out" "$TMP/t1_half.out"
+run 0 "$MTRAIN" plan "${ONE[@]}" --device "$TMP/prof.json"
+cp "$TMP/out" "$TMP/tn.out"
+run 0 "$MTRAIN" plan "${ONE[@]}" --device "$TMP/nt_half.json"
+"$PY" - "$TMP/prof.json" "$TMP/t1.out" "$TMP/t1_half.out" "$TMP/tn.out" "$TMP/out" <<'EOF' || fail "training.threads"
+import json, sys
+threads = json.load(open(sys.argv[1]))["threads"]
+a, b, c, d = (json.load(open(f))["cost_model"]["step_s"] for f in sys.argv[2:6])
+assert a > 0 and a == b, (a, b)  # 1 thread: the all-core rates do not enter
+if threads > 1:
+    assert d > c, (c, d)  # all cores (the default): they do
+print("probe: gpt-tiny 1 rank, training.threads=1 %.1f ms/step, all %d cores %.1f" % (1e3 * a, threads, 1e3 * c))
+EOF
 echo "ok: probe and device profile"
 echo "all plan checks passed"
