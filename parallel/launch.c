@@ -118,6 +118,13 @@ static void drain_rank(job_t *j, int r) {
             mt_launch_relay(&j->ranks[r].fd[w], &j->ranks[r].lb[w], grank(j, r), w, j->o->prefix);
 }
 
+/* The local rank still running as pid, or -1 (not ours, or already reaped). */
+static int running_rank_of(const job_t *j, pid_t pid) {
+    for (int r = 0; r < j->n; r++)
+        if (j->ranks[r].pid == pid) return j->ranks[r].running ? r : -1;
+    return -1;
+}
+
 /* Marks rank r ended with wait status ws; its exit code (128 + signal when killed). */
 static int rank_ended(job_t *j, int r, int ws) {
     j->ranks[r].running = 0;
@@ -150,9 +157,8 @@ static int find_killed_peer(job_t *j, int *ws_out, int *code_out, int *n_exited)
             nanosleep(&ts, NULL);
             continue;
         }
-        int r = 0;
-        while (r < j->n && j->ranks[r].pid != pid) r++;
-        if (r == j->n || !j->ranks[r].running) continue;
+        const int r = running_rank_of(j, pid);
+        if (r < 0) continue;
         const int code = rank_ended(j, r, ws);
         if (WIFSIGNALED(ws)) {
             *ws_out = ws, *code_out = code;
@@ -167,9 +173,8 @@ static void reap(job_t *j) {
     int ws;
     pid_t pid;
     while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
-        int r = 0;
-        while (r < j->n && j->ranks[r].pid != pid) r++;
-        if (r == j->n || !j->ranks[r].running) continue;
+        int r = running_rank_of(j, pid);
+        if (r < 0) continue;
         int code = rank_ended(j, r, ws);
         if (j->interrupted && code && !j->interrupt_code) j->interrupt_code = code;
         if (code == 0 || j->failed || j->interrupted) continue;
@@ -427,8 +432,8 @@ static void check_interrupt_while_spawning(job_t *j, int n_spawned) {
         int ws;
         pid_t pid = waitpid(-1, &ws, WNOHANG);
         if (pid > 0) {
-            for (int r = 0; r < j->n; r++)
-                if (j->ranks[r].pid == pid && j->ranks[r].running) j->ranks[r].running = 0, j->n_running--;
+            const int r = running_rank_of(j, pid);
+            if (r >= 0) j->ranks[r].running = 0, j->n_running--;
         } else {
             struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
