@@ -452,6 +452,7 @@ struct mt_backend {
     double peak_tflops;     /* dense peak of the device in its compute dtype (0 = unknown) */
     int host_memory;        /* 1: alloc'd buffers are host memory (CPU); 0: device memory (CUDA) */
     int device;             /* CUDA device index (as CUDA_VISIBLE_DEVICES numbers them); -1 on CPU */
+    struct mt_op_timers *op_timers; /* non-NULL while i is the timed table (core/backend_timed.h) */
 };
 
 /* CPU backend: fp32, OpenBLAS GEMMs, OpenMP loops with n_threads threads (0 = all cores). */

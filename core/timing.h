@@ -10,6 +10,8 @@
 #ifndef MT_TIMING_H
 #define MT_TIMING_H
 
+#define MT_TM_OPS_FIRST MT_TM_OPS_GEMM /* the first op-class timer: they feed no trace events */
+
 #include "core/clock.h"
 
 /* In print order (Megatron's timers_to_log order); names and levels: train/timers.c. */
@@ -37,6 +39,13 @@ typedef enum {
     MT_TM_GRADS_EXPOSED, /* grads-reduce-exposed: overlapped reduction, the main thread's wait after backward (1) */
     MT_TM_PARAMS_EXPOSED,/* params-all-gather-exposed: overlapped gather, the forward's waits for parameters (1) */
     MT_TM_OPT,           /* optimizer: clip + AdamW on this rank's shards (1) */
+    /* op timers (3, mtrain's own level): every backend op timed, by class (core/backend_timed.h) */
+    MT_TM_OPS_GEMM,      /* gemm-ops: matmul forward / backward, the fused GeLU GEMMs */
+    MT_TM_OPS_ATTN,      /* attention-ops: attention forward / backward (and cp's block ops) */
+    MT_TM_OPS_NORM,      /* norm-ops: layer / RMS norm forward / backward, the fused add + norm */
+    MT_TM_OPS_ELEM,      /* elementwise-ops: activations, rope, embedding, cross-entropy, add, sum, MoE routing */
+    MT_TM_OPS_OPT,       /* optimizer-ops: AdamW, the cast of master weights to the compute dtype */
+    MT_TM_OPS_MEM,       /* memory-ops: memset, copies between host and device or within it, copy_rows */
     MT_TM_COUNT
 } mt_timer_id;
 

@@ -2,7 +2,8 @@
  * JSON lines, train/metrics.h) against the plan of the same recipe, term by term: forward,
  * backward, the collectives, the optimizer, forward-backward, the step, and the pipeline bubble.
  * Measured times are the timers of the log-line records (logging.timing_level >= 1; 2 adds
- * forward / backward compute and the pipeline transfers), per iteration, min and max over the
+ * forward / backward compute and the pipeline transfers; 3 the backend's ops by class, set beside the
+ * plan's GEMM, attention and elementwise terms), per iteration, min and max over the
  * ranks; the first log line (the warm-up iteration) is left out when there are others.
  * The bubble is measured two ways: "replayed" runs the run's own F / B cost of every virtual stage
  * (its "pp_cost": CPU time on the CPU backend) through the same schedule tables with free
@@ -329,6 +330,7 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
     /* the time terms (ms per iteration); the plan's when it has a time model (a device peak) */
     const int timed = p->t_step_s > 0;
     const double T = timed ? 1e3 : -1.0;
+    const int has_bw = timed && (p->gpu.hbm_gbs > 0 || p->gpu.probed);
     const double fb_pred = timed ? (p->t_step_s - p->t_dp_s - p->t_opt_s) * 1e3 : -1;
     row_def rows[] = {
         { "forward compute", { "forward-compute" }, timed ? p->t_compute_s * T / 3 : -1 },
@@ -342,8 +344,18 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
         { "embedding grads allreduce", { "embedding-grads-all-reduce" }, -1 },
         { "dp gradient sync", { "all-grads-sync", "grads-reduce-scatter", "params-all-gather", "layernorm-grads-all-reduce" },
           timed && p->dp * p->cp > 1 ? p->t_dp_s * T : -1 },
-        { "optimizer", { "optimizer" }, timed && p->gpu.hbm_gbs > 0 ? p->t_opt_s * T : -1 }, /* by bytes: needs a bandwidth */
+        /* by bytes: needs a bandwidth. The "optimizer" timer holds clip + AdamW; the gradient norm's read and the
+         * zeroing of the gradients run outside it (as in Megatron, whose zero_grad precedes its timers) */
+        { "optimizer", { "optimizer" }, has_bw ? (p->t_opt_s - p->t_grad_zero_s) * T : -1 },
         { "forward-backward", { "forward-backward" }, fb_pred },
+        /* the op timers (logging.timing_level 3): the plan's compute terms against the backend's ops by class.
+         * The plan's elementwise term holds the norms, activations, embedding and loss; its optimizer term the
+         * AdamW pass, the gradient norm's read (an elementwise-ops sum) and the gradient zeroing (memory-ops). */
+        { "  gemm ops", { "gemm-ops" }, timed ? p->t_gemm_s * T : -1 },
+        { "  attention ops", { "attention-ops" }, timed ? p->t_attn_s * T : -1 },
+        { "  norm + elementwise ops", { "norm-ops", "elementwise-ops" }, has_bw ? p->t_elem_s * T : -1 },
+        { "  optimizer ops (+ gradient norm)", { "optimizer-ops" }, has_bw ? (p->t_opt_s - p->t_grad_zero_s) * T : -1 },
+        { "  memory ops (gradient zeroing, copies)", { "memory-ops" }, has_bw ? p->t_grad_zero_s * T : -1 },
     };
     const int n_rows = (int)(sizeof rows / sizeof rows[0]);
     const double step_ms = d.n_ms > 0 ? d.ms_sum / d.n_ms : d.first_ms;
@@ -361,8 +373,10 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
         for (int i = 0; i < n_rows; i++) {
             double lo, hi;
             const int have = measured(&d, &rows[i], &lo, &hi);
-            if (!have && rows[i].predicted_ms <= 0) continue;
-            fprintf(f, "%s{\"term\": \"%s\", \"predicted_ms\": ", first ? "" : ", ", rows[i].term);
+            if (!have && (rows[i].predicted_ms <= 0 || rows[i].term[0] == ' ')) continue;
+            const char *term = rows[i].term;
+            while (*term == ' ') term++;
+            fprintf(f, "%s{\"term\": \"%s\", \"predicted_ms\": ", first ? "" : ", ", term);
             json_num(f, rows[i].predicted_ms >= 0 ? rows[i].predicted_ms : NAN);
             fputs(", \"measured_min_ms\": ", f);
             json_num(f, have ? lo : NAN);
@@ -404,7 +418,10 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
         fprintf(f, "  note       the file records no layout (written before mtrain recorded it): assuming the recipe's\n");
     if (d.n_t == 0)
         fprintf(f, "  note       the run recorded no timers: train with logging.timing_level=2 (--timing-log-level 2) for "
-                "forward, backward and each collective\n");
+                "forward, backward and each collective, 3 for the backend's ops by class\n");
+    else if (find_timer(&d, "gemm-ops") < 0)
+        fprintf(f, "  note       no op timers: train with --timing-log-level 3 to set the plan's GEMM, attention and "
+                "elementwise terms against the backend's ops\n");
     if (!timed)
         fprintf(f, "  note       no predicted times: the device's peak is unknown (the host); pass --gpu NAME, or set "
                 "logging.peak_tflops to this machine's rate\n");
@@ -412,7 +429,8 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
     for (int i = 0; i < n_rows; i++) {
         double lo, hi;
         const int have = measured(&d, &rows[i], &lo, &hi);
-        if (!have && rows[i].predicted_ms <= 0) continue; /* neither modelled nor run (tp 1, dp 1, ...) */
+        if (!have && (rows[i].predicted_ms <= 0 || rows[i].term[0] == ' ')) continue; /* neither modelled nor run
+                                                                    (tp 1, dp 1, ...); op rows only from level 3 */
         char pr[32] = "-", ms[48] = "not recorded", ra[24] = "";
         if (rows[i].predicted_ms >= 0) snprintf(pr, sizeof pr, "%.3f", rows[i].predicted_ms);
         if (have) snprintf(ms, sizeof ms, "%.3f..%.3f", lo, hi);

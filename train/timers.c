@@ -33,6 +33,12 @@ static const struct {
     [MT_TM_GRADS_EXPOSED] = {"grads-reduce-exposed", 1},
     [MT_TM_PARAMS_EXPOSED] = {"params-all-gather-exposed", 1},
     [MT_TM_OPT] = {"optimizer", 1},
+    [MT_TM_OPS_GEMM] = {"gemm-ops", 3},
+    [MT_TM_OPS_ATTN] = {"attention-ops", 3},
+    [MT_TM_OPS_NORM] = {"norm-ops", 3},
+    [MT_TM_OPS_ELEM] = {"elementwise-ops", 3},
+    [MT_TM_OPS_OPT] = {"optimizer-ops", 3},
+    [MT_TM_OPS_MEM] = {"memory-ops", 3},
 };
 
 const char *mt_timer_name(mt_timer_id id) { return (unsigned)id < MT_TM_COUNT ? timer_table[id].name : "?"; }
@@ -41,7 +47,7 @@ int mt_timer_level(mt_timer_id id) { return (unsigned)id < MT_TM_COUNT ? timer_t
 static void on_record(mt_timing *probe, mt_timer_id id, double t0, double t1, int mb, int chunk) {
     mt_timers *tm = (mt_timers *)probe;
     if (tm->timed[id]) tm->acc[id] += t1 - t0;
-    if (tm->prof && tm->prof->recording) mt_profile_add(tm->prof, id, t0, t1, mb, chunk, tm->iteration);
+    if (tm->prof && tm->prof->recording && id < MT_TM_OPS_FIRST) mt_profile_add(tm->prof, id, t0, t1, mb, chunk, tm->iteration);
 }
 
 static void on_sync(mt_timing *probe) {
@@ -88,12 +94,19 @@ void mt_timers_free(mt_timers *tm) {
 
 static void set_active(mt_timers *tm) {
     const int all = tm->prof && tm->prof->recording;
-    for (int i = 0; i < MT_TM_COUNT; i++) tm->probe.active[i] = !tm->paused && (all || tm->timed[i]);
+    for (int i = 0; i < MT_TM_COUNT; i++) /* the op timers only at level 3: a trace holds phases, not ops */
+        tm->probe.active[i] = !tm->paused && !tm->between && (tm->timed[i] || (all && i < MT_TM_OPS_FIRST));
 }
 
 void mt_timers_iteration(mt_timers *tm, int64_t it) {
     tm->iteration = it;
+    tm->between = 0;
     if (tm->prof) mt_profile_iteration(tm->prof, it);
+    set_active(tm);
+}
+
+void mt_timers_step_done(mt_timers *tm) {
+    tm->between = 1;
     set_active(tm);
 }
 

@@ -9,7 +9,9 @@
  * followed by `straggler: rank R forward-backward X ms vs fastest Y ms (+Z%)` (world > 1).
  * Levels (logging.timing_level): 1 = forward-backward, batch-generator, the gradient and parameter
  * collectives, optimizer; 2 = also forward-compute, backward-compute, the pipeline transfers and the
- * tp collectives. A phase's end waits for the device (backend sync) only while the timer is active,
+ * tp collectives; 3 (mtrain's own) = also the op timers, every backend op's time by class (gemm-ops,
+ * attention-ops, norm-ops, elementwise-ops, optimizer-ops, memory-ops; core/backend_timed.h, attached
+ * by train.c). A phase's end waits for the device (backend sync) only while the timer is active,
  * as Megatron's timers synchronise CUDA. Timers never touch data: numerics are the same at any level.
  * While the profiler records an iteration (train/profile.h) every probe is active and each phase
  * also becomes a trace event. Rule: nothing is allocated after mt_timers_init. */
@@ -32,6 +34,7 @@ typedef struct {
     unsigned char timed[MT_TM_COUNT]; /* the timer's level <= level */
     double acc[MT_TM_COUNT];          /* ms in the current log interval */
     int paused;
+    int between;                      /* after an iteration's step, until the next one begins */
     int64_t iteration;
     mt_profiler *prof;                /* NULL: no profiler */
     mt_backend *be;
@@ -57,6 +60,9 @@ mt_status mt_timers_init(mt_timers *tm, const mt_recipe *r, const mt_parallel_st
 void mt_timers_free(mt_timers *tm);
 /* Iteration `it` begins: which probes are active (timed ones, all of them while profiling). */
 void mt_timers_iteration(mt_timers *tm, int64_t it);
+/* Iteration's step done: nothing is timed until the next mt_timers_iteration (checkpoint saves,
+ * evaluation, the log line's own gathers are not part of a step). */
+void mt_timers_step_done(mt_timers *tm);
 /* Evaluation: nothing is timed or recorded between pause and resume. */
 void mt_timers_pause(mt_timers *tm);
 void mt_timers_resume(mt_timers *tm);

@@ -34,6 +34,7 @@
 #include "train/pipeline.h"
 #include "train/profile.h"
 #include "train/timers.h"
+#include "core/backend_timed.h"
 #include "train/tensorboard.h"
 #include "train/stop_request.h"
 
@@ -64,6 +65,7 @@ typedef struct {
     int stop_check;          /* signals or a time limit can stop the run: vote every iteration */
     mt_profiler prof;        /* logging.profile: the trace's event buffer */
     mt_timers tm;            /* per-phase timers; tm.probe goes to the pipeline and grad sync */
+    mt_op_timers ot;         /* logging.timing_level 3: the backend's ops timed into tm's op-class timers */
     mt_moe_stats moe;        /* MoE: the step's load-balancing loss and expert loads */
 } trainer;
 
@@ -185,6 +187,7 @@ static mt_status trainer_close(trainer *t, int failed) {
     mt_status st = MT_OK;
     mt_grad_overlap_free(t->ov, failed); /* first: its thread reads and writes the model's buffers */
     t->ov = NULL;
+    mt_op_timers_detach(t->be); /* the backend outlives the trainer: its own table back */
     free(t->tokens);
     mt_timers_free(&t->tm);
     mt_profile_free(&t->prof);
@@ -304,6 +307,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
                                  MT_GBUFS * (int64_t)(t->model.ol.n_flat / MT_GRAD_BUCKET_ELEMS + 2);
         MT_CHECK(mt_profile_init(&t->prof, r, ps, be, per_iter));
         MT_CHECK(mt_timers_init(&t->tm, r, ps, be, &t->prof));
+        if (t->tm.level >= 3) MT_CHECK(mt_op_timers_attach(be, &t->ot, &t->tm.probe));
         t->gs.tm = &t->tm.probe;
         if (t->pipe_exec) t->pipe.tm = &t->tm.probe;
     }
@@ -543,6 +547,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         mt_timers_iteration(&t.tm, it);
         step_result res;
         MT_CHECK(train_step(&t, it, consumed, &n_steps, &res));
+        mt_timers_step_done(&t.tm); /* saves, evaluation, logging: not the step's */
         skipped += res.skipped;
         if (t.pipe_exec) {
             ls.window_busy += t.pipe_exec->busy_ms;
@@ -705,6 +710,11 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         MT_CHECK(mt_metrics_log_eval_kind(log, &t.sink, iters, MT_EVAL_TEST, tl));
     }
     print_comm_summary(&t, log, &ls, rep);
+    if (t.tm.level >= 3 && log) {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", ps->rank);
+        mt_op_timers_print(&t.ot, log, t.sink.prefix, who, rep->iters_done - rep->start_iteration);
+    }
 out:;
     const mt_status close_st = trainer_close(&t, st != MT_OK);
     return st != MT_OK ? st : close_st; /* the first error wins */

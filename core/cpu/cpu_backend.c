@@ -213,5 +213,6 @@ mt_status mt_backend_cpu_create(mt_backend *be, int n_threads) {
     be->peak_tflops = 0.0;
     be->host_memory = 1;
     be->device = -1;
+    be->op_timers = NULL;
     return MT_OK;
 }

@@ -187,6 +187,8 @@ typedef struct {
     /* cost model */
     double gemm_eff, t_compute_s, t_bubble_s, t_dp_s, t_opt_s, t_step_s, mfu_est;
     double t_gemm_s, t_attn_s, t_elem_s;   /* of t_compute_s: GEMMs, attention core, elementwise / norm passes */
+    double t_grad_zero_s;                   /* of t_opt_s: zeroing the gradient buffer (the rest: the optimizer's
+                                             * passes and the gradient norm's read) */
     double gemm_rate;                       /* FLOP/s the model runs one layer's GEMMs at (fwd + bwd) */
     double t_mb_s;                          /* one micro-batch on the slowest stage, its exposed comm included */
     double t_emb_ar_s;                      /* of t_dp_s: the tied embedding's gradient allreduce (first <-> last

@@ -860,6 +860,7 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         const double opt_bytes = o->opt_param_bytes > 0 ? opt_elems * o->opt_param_bytes
                                                         : opt_elems * (bf16 ? 30.0 : 28.0) + wr->n_elems * 8.0;
         p->t_opt_s = c.bw > 0 ? opt_bytes / c.bw + 4.0 * c.op_s : 0.0;
+        p->t_grad_zero_s = c.bw > 0 && o->opt_param_bytes <= 0 ? wr->n_elems * 4.0 / c.bw + c.op_s : 0.0;
         p->t_step_s = t_mb * m + p->t_bubble_s + p->t_dp_s + p->t_opt_s;
         p->mfu_est = p->peak_flops > 0 ? p->flops_model_iter / (n * p->peak_flops * p->t_step_s) : 0.0;
     }

@@ -257,7 +257,7 @@ const mt_recipe_key mt_recipe_keys[] = {
     KFLT("logging.peak_tflops", logging.peak_tflops, "0", 0, 1e6, "TFLOP/s",
          "peak dense TFLOP/s of one device for MFU; 0 = from the device table", 0),
     /* per-phase timers and the profiler trace (train/timers.h, train/profile.h) */
-    KINT("logging.timing_level", logging.timing_level, "0", 0, 2, "",
+    KINT("logging.timing_level", logging.timing_level, "0", 0, 3, "",
          "Megatron's --timing-log-level: per-phase wall-time timers printed after each log line as "
          "'(min, max) time across ranks (ms):' (averaged over the log interval) with a straggler line; "
          "0 = none, 1 = coarse (forward-backward, batch-generator, grad sync, params-all-gather, optimizer), "

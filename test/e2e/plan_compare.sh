@@ -14,7 +14,8 @@
 # Also: the interleaved schedule (pp=2 x vpp=2) within 5 points, the world size taken from the
 # file when parallel.data is auto, --json parsed by python3, and clear refusals: a recipe whose
 # layout differs from the run's, a missing file, a malformed line, a file without log lines; and a
-# batch-size ramp-up run, whose smaller-batch iterations are left out.
+# batch-size ramp-up run, whose smaller-batch iterations are left out; and a run with the op timers
+# (--timing-log-level 3), whose op classes fill the GEMM, attention and elementwise rows.
 source test/e2e_lib.sh
 need_data
 PY=/usr/bin/python3
@@ -57,6 +58,7 @@ for s in "predicted: stages by their FLOPs, simulated" "measured: the run's F/B 
   has "$s" "$TMP/out"
 done
 cat "$TMP/out"
+has "no op timers: train with --timing-log-level 3" "$TMP/out"
 run 0 "$MTRAIN" plan "${R[@]}" --pipeline-model-parallel-size 4 --compare "$TMP/pp4.jsonl" --json
 within5 "$TMP/out" "pp=4 1f1b m=8" || fail "pp=4: bubble"
 # with a device peak the plan has predicted times too
@@ -67,6 +69,30 @@ d = json.load(open(sys.argv[1])); t = {x['term']: x for x in d['terms']}
 assert d['timed'] and t['step']['predicted_ms'] > 0 and t['forward compute']['predicted_ms'] > 0, d" "$TMP/out" \
   || fail "predicted times with a peak"
 echo "ok: pp=4 compare"
+
+# op timers (level 3): the plan's GEMM, attention, elementwise, optimizer and zeroing terms beside the
+# backend's ops by class, both columns filled; the ops' GEMM time is a part of forward-backward's
+OPS=(--config configs/gpt-tiny.yaml --micro-batch-size 1 --global-batch-size 4 --seq-length 64 --train-iters 4
+     --set logging.interval=2 --set logging.eval_interval=0 --set logging.timing_level=3)
+"$MTRAIN" "${OPS[@]}" --metrics "$TMP/ops.jsonl" >"$TMP/ops.log" 2>&1 || { tail -n 20 "$TMP/ops.log"; fail "the level-3 run"; }
+run 0 "$MTRAIN" plan "${OPS[@]}" --compare "$TMP/ops.jsonl" --set logging.peak_tflops=0.1
+has "    gemm ops " "$TMP/out"
+run 0 "$MTRAIN" plan "${OPS[@]}" --compare "$TMP/ops.jsonl" --set logging.peak_tflops=0.1 --json
+"$PY" - "$TMP/out" <<'EOF' || fail "op timers in --compare"
+import json, sys
+d = json.load(open(sys.argv[1])); t = {x["term"]: x for x in d["terms"]}
+# measured: every class; predicted: the FLOP terms (a peak, no bandwidth: the byte terms have no time)
+for k in ("gemm ops", "attention ops", "norm + elementwise ops", "optimizer ops (+ gradient norm)",
+          "memory ops (gradient zeroing, copies)"):
+    assert k in t and t[k]["measured_max_ms"] > 0, (k, t.get(k))
+for k in ("gemm ops", "attention ops"):
+    assert t[k]["predicted_ms"] > 0, (k, t[k])
+assert t["norm + elementwise ops"]["predicted_ms"] is None, t
+assert t["gemm ops"]["measured_max_ms"] <= t["forward-backward"]["measured_max_ms"], t
+print("op rows: " + ", ".join("%s %.2f/%.2f ms" % (k, t[k]["predicted_ms"], t[k]["measured_max_ms"])
+                              for k in ("gemm ops", "attention ops")))
+EOF
+echo "ok: op timers compare"
 
 # pp = 2 x vpp = 2, interleaved
 "$MTRAIN" launch -n 2 -- "${R[@]}" "${RUN[@]}" --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 \

@@ -11,6 +11,13 @@
 #   C. dp=2 with the distributed optimizer, level 2: grads-reduce-scatter and params-all-gather.
 #   D. dp=2, level 1 with --timing-log-option max: 'max time across ranks (ms):', all-grads-sync, and no
 #      level-2 timer (forward-compute).
+#   E. level 3 (mtrain's op timers) on a serial run, m = 4 micro-batches of gpt-tiny (4 layers): the
+#      six op-class timers in the block; the end-of-run op table whose per-iteration call counts follow
+#      from the model (per micro-batch, each layer's QKV, projection and MLP-down GEMM plus the output
+#      layer: matmul_fwd 4 (3 L + 1) = 52, one fused GeLU GEMM per layer: 16; one attention forward per
+#      layer: 16); in every log record of the metrics the op classes add up to no more than the step
+#      (the interval's mean ms_per_iter, 1% for the clock reads around each op), and gemm-ops to no
+#      more than forward-backward; the losses equal a level-0 run's exactly.
 # Also prints the cost of level 2 against level 0: ms/iteration of serial runs, interleaved
 # (informational: on a shared 2-core machine the noise is larger than the cost).
 source test/e2e_lib.sh
@@ -57,6 +64,35 @@ grep -q "max time across ranks (ms):" "$TMP/D.log" || { cat "$TMP/D.log"; fail "
 expect D forward-backward batch-generator all-grads-sync optimizer
 ! names D | grep -qx forward-compute || fail "D: level 1 printed the level-2 timer forward-compute"
 grep -q "^\(\[r[0-9]*\] \)\? \{4\}all-grads-sync \.*: [0-9.]*$" "$TMP/D.log" || fail "D: max lines are '    NAME ...: MAX'"
+SER1=(--config configs/gpt-tiny.yaml --data-path "$DATA" --micro-batch-size 1 --global-batch-size 4 --seq-length 64
+      --train-iters 4 --log-interval 2 --set logging.eval_interval=0)
+"$MTRAIN" "${SER1[@]}" --timing-log-level 3 --metrics "$TMP/E.jsonl" >"$TMP/E.log" 2>&1 || { tail -n 30 "$TMP/E.log"; fail "E failed"; }
+"$MTRAIN" "${SER1[@]}" --timing-log-level 0 --metrics "$TMP/F.jsonl" >"$TMP/F.log" 2>&1 || { tail -n 30 "$TMP/F.log"; fail "F failed"; }
+expect E gemm-ops attention-ops norm-ops elementwise-ops optimizer-ops memory-ops forward-compute
+grep -q "^op timers (rank 0, per iteration over 4 iterations; host ops):" "$TMP/E.log" || { cat "$TMP/E.log"; fail "E: no op table"; }
+calls() { awk -v op="$1" '$1 == op && $2 != "" { print $3 }' "$TMP/E.log"; }
+[ "$(calls matmul_fwd)" = "52.0" ] && [ "$(calls matmul_gelu_fwd)" = "16.0" ] && [ "$(calls attention_fwd)" = "16.0" ] \
+  || { grep -A30 "^op timers" "$TMP/E.log"; fail "E: op calls per iteration are not the model's (52 matmul_fwd, 16 matmul_gelu_fwd, 16 attention_fwd)"; }
+python3 - "$TMP/E.jsonl" <<'PY' || fail "E: op timers do not fit inside the step"
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    t = r.get("timers")
+    if not t: continue
+    hi = lambda k: t[k][1] if k in t else 0.0
+    ops = sum(hi(k) for k in ("gemm-ops", "attention-ops", "norm-ops", "elementwise-ops", "optimizer-ops", "memory-ops"))
+    assert hi("gemm-ops") > 0 and hi("gemm-ops") <= hi("forward-backward") * 1.001, t
+    # one rank: the op classes are parts of its step (1% for the clock reads around each op)
+    assert ops <= r["ms_per_iter_interval_avg"] * 1.01 + 0.05, (ops, r["ms_per_iter_interval_avg"], t)
+    n += 1
+assert n == 3, n
+print("E: op classes per log record within the step (3 records)")
+PY
+for k in lm_loss grad_norm; do
+  cmp -s <(json_field "$TMP/E.jsonl" $k) <(json_field "$TMP/F.jsonl" $k) || fail "E: $k differs with op timers on"
+done
+echo "E: op timers: $(grep -A2 '^op timers' "$TMP/E.log" | tail -1 | tr -s ' ')...; losses identical to level 0"
 # cost of level 2: serial one-thread runs of 20 iterations, levels 0 2 0 2 0 2 interleaved; the fastest
 # run of each level (the least disturbed by other load) gives the ratio
 SER=(--config configs/gpt-tiny.yaml --data-path "$DATA" --micro-batch-size 1 --global-batch-size 8 --seq-length 64
