@@ -56,6 +56,7 @@ typedef struct {
     int is_host;               /* the CPU of this machine (mt_gpu_host), not a GPU */
     int n_sms;                 /* streaming multiprocessors (wave quantisation); 0 = unknown */
     double sustained_frac;     /* measured large-GEMM rate / datasheet peak (the sustained clock); 0 = 1 */
+    double hbm_frac;           /* measured achievable memory bandwidth / datasheet hbm_gbs; 0 = 1 */
     int probed;                /* 1: the numbers below come from `mtrain plan --probe` (a device profile) */
     mt_device_probe probe;
     char name_buf[64], desc_buf[160]; /* storage for name / desc of a profile read from a file */
@@ -67,6 +68,8 @@ const mt_gpu_spec *mt_gpu_spec_at(int i);
 const mt_gpu_spec *mt_gpu_find(const char *name);
 /* "a100-40g, a100-80g, ..." for messages. */
 const char *mt_gpu_names(void);
+/* Bytes/s a streaming pass reaches on g: hbm_gbs x hbm_frac (0 when the bandwidth is unknown). */
+double mt_gpu_hbm_bw(const mt_gpu_spec *g);
 /* This machine as a pseudo device: physical memory, peak_tflops as given (0 = unknown). */
 void mt_gpu_host(mt_gpu_spec *out, double peak_tflops);
 

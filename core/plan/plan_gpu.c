@@ -17,11 +17,20 @@
  *  - SM counts: NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): A100 108 SMs;
  *    NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): H100 SXM5 132 SMs, H100 PCIe
  *    114 SMs; H200 is the GH100 die of H100 SXM5 with HBM3e (132 SMs).
- *  - Sustained rate (sustained_frac = measured best large bf16 GEMM / datasheet peak): S. Bekman,
- *    "Machine Learning Engineering", Maximum Achievable Matmul FLOPS (MAMF) table
- *    (github.com/stas00/ml-engineering, compute/accelerator): A100 SXM 271.2 of 312 TFLOP/s
- *    (86.9%), H100 SXM 794.5 of 989 (80.3%), GH200 828.6 of 989 (83.8%, used for H200, the same
- *    GH100 with HBM3e). H100 PCIe is not in the table: the SXM ratio is assumed. */
+ *  - Sustained rate (sustained_frac = a measured large GEMM / datasheet peak). A100: H. He,
+ *    "Strangely, Matrix Multiplications on GPUs Run Faster When Given 'Predictable' Data"
+ *    (thonking.ai, 2024): cuBLAS (PyTorch, 2022) runs 8192 x 8192 x 8192 at 258 TFLOP/s on
+ *    random-normal operands (257-258 in the post; 295 on zeros: the clock falls under the 400 W
+ *    limit with the switching of random data, as in training). H100 / H200, with no such figure
+ *    found: S. Bekman, "Machine Learning Engineering", Maximum Achievable Matmul FLOPS (MAMF) table
+ *    (github.com/stas00/ml-engineering, compute/accelerator), the best shape of a sweep: H100 SXM
+ *    794.5 of 989 (80.3%), GH200 828.6 of 989 (83.8%, used for H200, the same GH100 with HBM3e);
+ *    the same table's A100 SXM figure is 271.2 (86.9%), 5% above He's random-data one. H100 PCIe is
+ *    not in the table: the SXM ratio is assumed.
+ *  - Achievable memory bandwidth (hbm_frac): 1.80 TB/s read on an A100 80GB SXM, 88% of the
+ *    datasheet's 2.039 TB/s, confirmed by Nsight Compute ("Trouble to reach peak bandwidth of
+ *    A100", NVIDIA developer forums, 2025, which also cites a GTC talk whose best kernel reached
+ *    about 90%). No such measurement was found for the other devices: the A100's ratio is assumed. */
 #include "core/plan/plan.h"
 
 #include <strings.h>
@@ -29,14 +38,20 @@
 
 #define MIB (1024.0 * 1024.0)
 
+/* A100: cuBLAS's 8192 x 8192 x 8192 on random-normal fp16 operands, 258 TFLOP/s (H. He, above); the
+ * shape model runs that GEMM in 19 waves of 108 tiles for 2048 tiles (99.8%), so the sustained rate is
+ * 258 / 0.998. Memory: 1.80 of the datasheet's 2.039 TB/s (A100 80GB, above). */
+#define A100_SUSTAINED (258.0 / (2048.0 / (19 * 108)) / 312.0)
+#define A100_HBM_FRAC (1800.0 / 2039.0)
+
 static const mt_gpu_spec k_gpus[] = {
-    { "a100-40g", "NVIDIA A100 SXM4 40GB", 312.0, 19.5, 40960 * MIB, 1555.0, 300.0, 25.0, 8, 0, 108, 271.2 / 312.0, 0, { 0 }, "", "" },
-    { "a100-80g", "NVIDIA A100 SXM4 80GB", 312.0, 19.5, 81920 * MIB, 2039.0, 300.0, 25.0, 8, 0, 108, 271.2 / 312.0, 0, { 0 }, "", "" },
-    { "h100-80g", "NVIDIA H100 SXM5 80GB", 989.0, 67.0, 81559 * MIB, 3350.0, 450.0, 50.0, 8, 0, 132, 794.5 / 989.0, 0, { 0 }, "", "" },
+    { "a100-40g", "NVIDIA A100 SXM4 40GB", 312.0, 19.5, 40960 * MIB, 1555.0, 300.0, 25.0, 8, 0, 108, A100_SUSTAINED, A100_HBM_FRAC, 0, { 0 }, "", "" },
+    { "a100-80g", "NVIDIA A100 SXM4 80GB", 312.0, 19.5, 81920 * MIB, 2039.0, 300.0, 25.0, 8, 0, 108, A100_SUSTAINED, A100_HBM_FRAC, 0, { 0 }, "", "" },
+    { "h100-80g", "NVIDIA H100 SXM5 80GB", 989.0, 67.0, 81559 * MIB, 3350.0, 450.0, 50.0, 8, 0, 132, 794.5 / 989.0, A100_HBM_FRAC, 0, { 0 }, "", "" },
     /* PCIe card: GPUs of a node talk over PCIe Gen5 (64 GB/s one way; NVLink bridges join
      * pairs only); one 400 Gb/s NIC per two GPUs assumed (25 GB/s per GPU). */
-    { "h100-pcie", "NVIDIA H100 PCIe 80GB", 756.0, 51.0, 81559 * MIB, 2000.0, 64.0, 25.0, 8, 0, 114, 794.5 / 989.0, 0, { 0 }, "", "" },
-    { "h200", "NVIDIA H200 SXM 141GB", 989.0, 67.0, 143771 * MIB, 4800.0, 450.0, 50.0, 8, 0, 132, 828.6 / 989.0, 0, { 0 }, "", "" },
+    { "h100-pcie", "NVIDIA H100 PCIe 80GB", 756.0, 51.0, 81559 * MIB, 2000.0, 64.0, 25.0, 8, 0, 114, 794.5 / 989.0, A100_HBM_FRAC, 0, { 0 }, "", "" },
+    { "h200", "NVIDIA H200 SXM 141GB", 989.0, 67.0, 143771 * MIB, 4800.0, 450.0, 50.0, 8, 0, 132, 828.6 / 989.0, A100_HBM_FRAC, 0, { 0 }, "", "" },
 };
 
 static const struct {
@@ -46,6 +61,10 @@ static const struct {
     { "h100", "h100-80g" },     { "h100-sxm", "h100-80g" }, { "h100-80", "h100-80g" },
     { "h200-141g", "h200" },    { "h200-sxm", "h200" },
 };
+
+double mt_gpu_hbm_bw(const mt_gpu_spec *g) {
+    return g->hbm_gbs > 0 ? g->hbm_gbs * 1e9 * (g->hbm_frac > 0 ? g->hbm_frac : 1.0) : 0.0;
+}
 
 int mt_gpu_n_specs(void) { return (int)(sizeof k_gpus / sizeof k_gpus[0]); }
 
@@ -67,5 +86,5 @@ void mt_gpu_host(mt_gpu_spec *out, double peak_tflops) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     *out = (mt_gpu_spec){ "cpu", "this machine's CPU (host memory)", peak_tflops, peak_tflops,
                           pages > 0 && page > 0 ? (double)pages * (double)page : 0.0, 0.0, 0.0, 0.0,
-                          cores > 0 ? (int)cores : 1, 1, 0, 0.0, 0, { 0 }, "", "" };
+                          cores > 0 ? (int)cores : 1, 1, 0, 0.0, 0.0, 0, { 0 }, "", "" };
 }

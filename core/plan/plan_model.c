@@ -87,7 +87,7 @@ double mt_plan_gemm_time(const mt_gpu_spec *g, double peak_flops, double elem_by
         const double waves = ceil(tiles / g->n_sms);
         math = waves * 2.0 * MT_PLAN_TILE_M * MT_PLAN_TILE_N * K / (peak_flops / g->n_sms);
     }
-    const double mem = g->hbm_gbs > 0 ? batch * (M * K + K * N + M * N) * elem_bytes / (g->hbm_gbs * 1e9) : 0.0;
+    const double bw = mt_gpu_hbm_bw(g), mem = bw > 0 ? batch * (M * K + K * N + M * N) * elem_bytes / bw : 0.0;
     return fmax(math, mem);
 }
 
@@ -747,7 +747,7 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
             const double ge = o->gemm_eff > 0 ? o->gemm_eff : 0.70;
             c.fixed_eff = ge * N / (N + 384.0) * (d.C / t) / (d.C / t + 192.0);
         }
-        c.bw = gpu->probed ? probe_stream_bw(&c.g->probe, c.threads) : gpu->hbm_gbs * 1e9;
+        c.bw = gpu->probed ? probe_stream_bw(&c.g->probe, c.threads) : mt_gpu_hbm_bw(gpu);
         c.op_s = gpu->probed ? gpu->probe.op_overhead_s : 0.0;
         const double rcf = p->recompute == MT_RECOMPUTE_FULL ? rc_frac : 0.0; /* layers rerunning their forward */
         const int rc_attn = p->recompute == MT_RECOMPUTE_SELECTIVE || rcf > 0;

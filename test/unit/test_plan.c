@@ -461,7 +461,7 @@ static void test_gemm_model(void) {
     CHECK(mt_plan_gemm_eff(a, pk, 2, 1, 129, 4096, 4096) < 0.55 * mt_plan_gemm_eff(a, pk, 2, 1, 128, 4096, 4096) * 2);
     /* memory bound: K = 16 moves M N outputs for 2 M N K FLOPs */
     const double t = mt_plan_gemm_time(a, pk, 2, 1, 8192, 8192, 16);
-    CHECK_NEAR(t, (8192.0 * 16 * 2 + 8192.0 * 8192) * 2 / (a->hbm_gbs * 1e9), 0, 1e-12);
+    CHECK_NEAR(t, (8192.0 * 16 * 2 + 8192.0 * 8192) * 2 / (a->hbm_gbs * 1e9 * a->hbm_frac), 0, 1e-12);
     /* H100 (132 SMs): 2304 x 2304 is 18 x 9 = 162 tiles, 2 waves of which the second is 23% full */
     const mt_gpu_spec *h = mt_gpu_find("h100-80g");
     CHECK(mt_plan_gemm_eff(h, h->peak_bf16_tflops * 1e12, 2, 1, 2304, 2304, 8192) < 0.65);
@@ -567,6 +567,7 @@ static void switch_off(mt_plan_opts *o, int which) {
 static void test_weak_scaling(void) {
     static mt_plan p, q;
     double lo = 1e9, hi = 0, share[N_ROWS][N_SWITCHES], all[N_ROWS];
+    int in_band = 0;
     printf("| model | GPUs | tp | pp | vpp | mb | DDP | published TFLOP/s/GPU | predicted | predicted / published | "
            "GEMM | attention | elementwise | tp comm | pp comm | bubble | dp | optimizer |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -592,17 +593,19 @@ static void test_weak_scaling(void) {
         }
         plan_row(i, &none, &q);
         all[i] = 1 - q.t_step_s / p.t_step_s;
-        /* issue 17 asks for 0.90 .. 1.10 on every row. With the passes of the 2021 code charged, 2 rows are
-         * within it and 8 over-predicted by up to 21% (docs/plan.md: time common to all rows that no
-         * published figure accounts for); the test holds the band the model reaches (1.05 .. 1.25), a
-         * regression guard, not a calibration claim */
-        CHECKF(ratio >= 1.05 && ratio <= 1.25, "%s: predicted %.1f TFLOP/s per GPU against the published %.0f "
+        /* issue 17 asks for 0.90 .. 1.10 on every row. With the passes of the 2021 code charged and the
+         * A100's measured GEMM and memory rates (core/plan/plan_gpu.c), 9 rows are within it and 76.1B is
+         * over-predicted by 14% (docs/plan.md). The test holds each row in 1.00 .. 1.15 (a regression guard
+         * on the model as it stands, not a calibration claim) and counts the rows within 0.90 .. 1.10 */
+        CHECKF(ratio >= 1.00 && ratio <= 1.15, "%s: predicted %.1f TFLOP/s per GPU against the published %.0f "
                "(%.1f%%)", g_rows[i].name, tf, g_rows[i].tflops, 100 * ratio);
+        if (ratio >= 0.90 && ratio <= 1.10) in_band++;
         lo = fmin(lo, ratio);
         hi = fmax(hi, ratio);
     }
-    printf("weak scaling: predicted / published %.3f .. %.3f (issue 17's acceptance: 0.90 .. 1.10 on every row)\n",
-           lo, hi);
+    printf("weak scaling: predicted / published %.3f .. %.3f, %d of %zu rows within 0.90 .. 1.10 (issue 17's "
+           "acceptance: every row)\n", lo, hi, in_band, (size_t)N_ROWS);
+    CHECKF(in_band >= 9, "%d rows within 0.90 .. 1.10", in_band);
     printf("\nshare of the step of each Megatron-LM 2021 pass (mt_plan_opts switch):\n\n"
            "| model | QKV bias add | bias gradients | attention copies | norm backward + residual sum | "
            "no-grad bias-dropout-add | cross-entropy | optimizer | DDP copies | all |\n"
