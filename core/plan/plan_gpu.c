@@ -29,7 +29,7 @@
  *    not in the table: the SXM ratio is assumed.
  *  - Achievable memory bandwidth (hbm_frac): 1.80 TB/s read on an A100 80GB SXM, 88% of the
  *    datasheet's 2.039 TB/s, confirmed by Nsight Compute ("Trouble to reach peak bandwidth of
- *    A100", NVIDIA developer forums, 2025, which also cites a GTC talk whose best kernel reached
+ *    A100", NVIDIA developer forums, which also cites a GTC talk whose best kernel reached
  *    about 90%). No such measurement was found for the other devices: the A100's ratio is assumed. */
 #include "core/plan/plan.h"
 
@@ -38,7 +38,7 @@
 
 #define MIB (1024.0 * 1024.0)
 
-/* A100: cuBLAS's 8192 x 8192 x 8192 on random-normal fp16 operands, 258 TFLOP/s (H. He, above); the
+/* A100: cuBLAS's 8192 x 8192 x 8192 on random-normal 16-bit operands, 258 TFLOP/s (H. He, above); the
  * shape model runs that GEMM in 19 waves of 108 tiles for 2048 tiles (99.8%), so the sustained rate is
  * 258 / 0.998. Memory: 1.80 of the datasheet's 2.039 TB/s (A100 80GB, above). */
 #define A100_SUSTAINED (258.0 / (2048.0 / (19 * 108)) / 312.0)
