@@ -8,6 +8,11 @@
 source test/e2e_lib.sh
 need_data
 command -v python3 >/dev/null || fail "python3 missing (scripts/install-deps.sh installs it)"
+# the GPT-3 list names GPT-2's vocab and merges: fetched here when `make test` has not (run alone)
+if [ ! -f data/gpt2-vocab.json ] || [ ! -f data/gpt2-merges.txt ]; then
+  ./scripts/fetch-gpt2-tokenizer.sh data >"$TMP/fetch_gpt2.log" 2>&1 \
+    || { echo "skip: GPT-2 tokenizer files unavailable: $(tail -n 1 "$TMP/fetch_gpt2.log")"; exit 77; }
+fi
 # args FILE SUBSTITUTIONS...: the list with @NAME@ placeholders replaced (one argument per line)
 args() {
   local f=$1; shift
