@@ -70,6 +70,8 @@ const mt_gpu_spec *mt_gpu_find(const char *name);
 const char *mt_gpu_names(void);
 /* Bytes/s a streaming pass reaches on g: hbm_gbs x hbm_frac (0 when the bandwidth is unknown). */
 double mt_gpu_hbm_bw(const mt_gpu_spec *g);
+/* The fraction of the datasheet peak g's large GEMMs sustain: sustained_frac, 1 when unset. */
+double mt_gpu_sustained_frac(const mt_gpu_spec *g);
 /* This machine as a pseudo device: physical memory, peak_tflops as given (0 = unknown). */
 void mt_gpu_host(mt_gpu_spec *out, double peak_tflops);
 

@@ -66,6 +66,8 @@ double mt_gpu_hbm_bw(const mt_gpu_spec *g) {
     return g->hbm_gbs > 0 ? g->hbm_gbs * 1e9 * (g->hbm_frac > 0 ? g->hbm_frac : 1.0) : 0.0;
 }
 
+double mt_gpu_sustained_frac(const mt_gpu_spec *g) { return g->sustained_frac > 0 ? g->sustained_frac : 1.0; }
+
 int mt_gpu_n_specs(void) { return (int)(sizeof k_gpus / sizeof k_gpus[0]); }
 
 const mt_gpu_spec *mt_gpu_spec_at(int i) { return i >= 0 && i < mt_gpu_n_specs() ? &k_gpus[i] : NULL; }

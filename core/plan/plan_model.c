@@ -121,7 +121,7 @@ static double cost_gemm(const cost_ctx *c, double batch, double M, double N, dou
         const double r = mt_probe_gemm_rate(&c->g->probe, M, N, K, c->threads);
         return r > 0 ? fl / r + c->op_s : 0.0;
     }
-    if (c->fixed_eff > 0) return fl / (c->peak / (c->g->sustained_frac > 0 ? c->g->sustained_frac : 1.0) * c->fixed_eff);
+    if (c->fixed_eff > 0) return fl / (c->peak / mt_gpu_sustained_frac(c->g) * c->fixed_eff);
     return mt_plan_gemm_time(c->g, c->peak, c->eb, batch, M, N, K);
 }
 
@@ -739,7 +739,7 @@ mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu
         } else {
             c.g = gpu;
         }
-        c.peak = p->peak_flops * (gpu->sustained_frac > 0 ? gpu->sustained_frac : 1.0);
+        c.peak = p->peak_flops * mt_gpu_sustained_frac(gpu);
         c.eb = abytes;
         p->threads_rank = c.threads;
         c.fixed_eff = 0.0;

@@ -97,7 +97,7 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
     else
         fprintf(f, "  device     %.0f TFLOP/s bf16 dense (%.1f fp32; GEMMs sustain %.0f%%), %.2f GiB, HBM %.0f GB/s "
                 "(%.0f achievable), NVLink %.0f GB/s, network %.0f GB/s per GPU, %d GPUs per node\n",
-                g->peak_bf16_tflops, g->peak_fp32_tflops, 100 * (g->sustained_frac > 0 ? g->sustained_frac : 1.0),
+                g->peak_bf16_tflops, g->peak_fp32_tflops, 100 * mt_gpu_sustained_frac(g),
                 g->mem_bytes / GIB, g->hbm_gbs, mt_gpu_hbm_bw(g) / 1e9, g->nvlink_gbs, g->net_gbs, g->gpus_per_node);
     fprintf(f, "  layout     tp %d x pp %d x cp %d x dp %d = %d ranks; vpp %d, ep %d (expert dp %d); micro-batch %d, "
             "%d micro-batches per step, global batch %d\n", p->tp, p->pp, p->cp, p->dp, p->tp * p->pp * p->cp * p->dp,
@@ -387,7 +387,7 @@ static void json_gpu(FILE *f, const mt_gpu_spec *g) {
     KV_NUM("mem_bytes", g->mem_bytes);
     KV_NUM("hbm_gbs", g->hbm_gbs);
     KV_NUM("hbm_achievable_gbs", mt_gpu_hbm_bw(g) / 1e9);
-    KV_NUM("gemm_sustained_frac", g->sustained_frac > 0 ? g->sustained_frac : 1.0);
+    KV_NUM("gemm_sustained_frac", mt_gpu_sustained_frac(g));
     KV_NUM("nvlink_gbs", g->nvlink_gbs);
     KV_NUM("net_gbs", g->net_gbs);
     KV_NUM("gpus_per_node", g->gpus_per_node);
