@@ -1,13 +1,16 @@
 /* plan.h — `mtrain plan`: what a layout costs before spending GPU hours. From a validated
- * recipe and a device (core/plan/plan_gpu.c) it derives parameter counts (total, active, per rank),
+ * recipe and a device (plan/plan_gpu.c) it derives parameter counts (total, active, per rank),
  * FLOPs per iteration (Megatron's formula generalised), memory per rank (weights, gradients,
  * optimizer state, activations in flight; Korthikanti et al. 2022 for bf16 mixed precision,
  * the trainer's own layout for fp32), the pipeline bubble, communication volumes per group,
  * time and days to train, and a search over layouts ranked by a documented cost model.
  * The cost model is written down in docs/plan.md; each formula names its source there.
- * Files: plan_gpu.c (device table), plan_model.c (counts, FLOPs, memory, comm, time),
- * plan_search.c (--search), plan_print.c (table and JSON), plan_device_file.c (measured device
- * profiles as JSON; the probe that measures one is cmd/plan_probe.c).
+ * Files (plan/, the planner's one home): plan_gpu.c (device table), plan_model.c (counts, FLOPs
+ * from core/model/model_flops.c, memory, comm volumes; mt_plan_compute's steps), plan_cost.c (the
+ * cost model: time per step), plan_search.c (--search), plan_print.c (table and JSON),
+ * plan_device_file.c (measured device profiles as JSON), plan_probe.c (--probe: measures one),
+ * schedule_sim.c and schedule_timeline.c (the pipeline schedules timed and drawn), plan_compare.c
+ * (--compare: the plan against a finished run), plan_views.c (--timeline / --compare output).
  * Rule: pure functions of (recipe, device, options): no I/O except the print and profile functions, no
  * exit; counts are n_*, sizes in bytes *_bytes (doubles: exact for integers below 2^53). */
 #ifndef MT_PLAN_H
@@ -20,7 +23,7 @@
 
 /* ---------- devices (plan_gpu.c) ---------- */
 
-/* A measured device profile (what `mtrain plan --probe` records, cmd/plan_probe.c; the cost model
+/* A measured device profile (what `mtrain plan --probe` records, plan/plan_probe.c; the cost model
  * uses it when `probed` is set). Rates at 1 thread and at `threads` threads (the run's threads per rank interpolate
  * between them); GEMMs over a few shapes (M, N, K: out[M x N] = in[M x K] W[N x K]^T). */
 #define MT_PROBE_MAX_GEMM 8

@@ -31,7 +31,7 @@
  *    datasheet's 2.039 TB/s, confirmed by Nsight Compute ("Trouble to reach peak bandwidth of
  *    A100", NVIDIA developer forums, which also cites a GTC talk whose best kernel reached
  *    about 90%). No such measurement was found for the other devices: the A100's ratio is assumed. */
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 
 #include <strings.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
  * beside what a finished run of it measured, read from the trainer's metrics JSON lines
  * (train/metrics.h: the timers, the pipeline's F / B cost per virtual stage, the bubble), per term:
  * forward, backward, each collective, optimizer, forward-backward, step, and the bubble (replayed
- * on the schedule tables by parallel/schedule_timeline.h). docs/plan.md, "Predicted against
+ * on the schedule tables by plan/schedule_timeline.h). docs/plan.md, "Predicted against
  * measured", says how each number is derived. Lives in train/ because it reads train/'s format and
  * needs both core/plan and parallel/. Rule: returns statuses; prints only on the given FILE. */
 #ifndef MT_PLAN_COMPARE_H
@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 #include "core/recipe/recipe.h"
 #include "core/status.h"
 
