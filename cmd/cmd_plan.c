@@ -39,7 +39,10 @@ static void plan_usage(FILE *f) {
             "  --gemm-eff X, --link-eff X, --usable X   cost-model assumptions (matmuls by shape unless --gemm-eff X\n"
             "                 fixes their efficiency; links 0.80; usable memory 0.90)\n"
             "  --activations mtrain|megatron   bf16 activation memory: the buffers mtrain's CUDA trainer allocates\n"
-            "                 (default), or Megatron-LM's (Korthikanti et al. 2022: dropout masks, softmax scores)\n",
+            "                 (default), or Megatron-LM's (Korthikanti et al. 2022: dropout masks, softmax scores)\n"
+            "  --tp-comm-overlap   the tensor-parallel collectives overlapped with their GEMMs (Transformer Engine,\n"
+            "                 needs sequence parallelism); the recipe's parallel.overlap_grad_reduce /\n"
+            "                 overlap_param_gather (--overlap-grad-reduce / --overlap-param-gather) overlap the dp terms\n",
             mt_gpu_names());
     fputs(mt_plan_views_usage, f); /* --timeline, --timeline-svg, --compare (cmd/cmd_plan_views.c) */
     fputs("exit status: 0 fits, 1 error or inconsistent layout, 2 bad usage, 3 does not fit.\n"
@@ -183,6 +186,8 @@ static int parse_args(int *argc, char **argv, plan_args *pa) {
             i++;
         } else if ((x = mt_plan_views_arg(&pa->views, *argc, argv, &i)) != 0) {
             if (x < 0) return 2;
+        } else if (!strcmp(a, "--tp-comm-overlap")) {
+            o->tp_comm_overlap = 1;
         } else if (!strcmp(a, "--search")) {
             pa->search = 1;
         } else if (!strcmp(a, "--json")) {

@@ -117,6 +117,9 @@ typedef struct {
                               * unscale, norm, Adam, param copy); 0 = AdamW's 30 / 28 + 8 (zero, norm) */
     double grad_copy_bytes;  /* bytes per local parameter per step of the dp reduction's buffer copies (flatten,
                               * divide, copy back), unoverlapped; 0 = none (reduced in place) */
+    int tp_comm_overlap;     /* Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): the tensor-parallel
+                              * all-gathers / reduce-scatters of a layer overlapped with its GEMMs (needs sp);
+                              * the overlaps that take SMs slow their GEMM (docs/plan.md, "Overlap") */
 } mt_plan_opts;
 
 void mt_plan_opts_defaults(mt_plan_opts *o);
@@ -202,6 +205,17 @@ typedef struct {
     double t_emb_ar_s;                      /* of t_dp_s: the tied embedding's gradient allreduce (first <-> last
                                              * stage, pp > 1) */
     int threads_rank;                       /* host: threads per rank assumed (cores / ranks on the node) */
+    /* overlap (docs/plan.md, "Overlap"): what is switched on, and each term before and after */
+    int ovl_grad_reduce, ovl_param_gather, ovl_tp_comm; /* parallel.overlap_grad_reduce, .overlap_param_gather,
+                                                         * opts.tp_comm_overlap (0 when it does not apply) */
+    double n_buckets;                       /* dp buckets of the worst stage (parallel.ddp_bucket_size) */
+    double t_fwd_mb_s, t_bwd_mb_s;          /* one micro-batch's forward / backward (with the recomputed forward)
+                                             * on the slowest stage: the windows the dp overlaps hide behind */
+    double dp_rs_s, dp_ag_s;                /* the dp reduction (reduce-scatter, or allreduce without the
+                                             * distributed optimizer) and the param all-gather, unoverlapped */
+    double dp_rs_exposed_s, dp_ag_exposed_s;/* of them, what stays exposed */
+    double tp_unoverlapped_s;               /* the tp collectives' time before --tp-comm-overlap */
+    double tp_gemm_slow_s;                  /* compute added by the overlaps that take SMs from their GEMMs */
     char notes[1024];        /* warnings, one per line */
 } mt_plan;
 
@@ -224,6 +238,17 @@ mt_status mt_device_profile_load(const char *path, mt_gpu_spec *out);
 /* The host's GEMM rate (FLOP/s) for one out[M x N] = in[M x K] W^T at `threads` threads, from the
  * probe (log-interpolated over the probed shapes' sizes, linear in threads). */
 double mt_probe_gemm_rate(const mt_device_probe *pr, double M, double N, double K, int threads);
+
+/* Time left exposed when comm_s of communication overlaps compute_s of compute, both cut into
+ * n_chunks equal chunks where chunk i's communication needs chunk i's compute done (or the reverse):
+ * the two-stage pipeline's makespan beyond the compute, max(0, comm - compute) + min(comm, compute) /
+ * n_chunks. n_chunks <= 0: independent work side by side (no chunk waits), max(0, comm - compute). */
+double mt_plan_overlap_exposed(double comm_s, double compute_s, double n_chunks);
+/* Transformer Engine's SMs held by an overlap that runs on SMs ("pipeline" and "bulk" methods;
+ * "ring_exchange" uses the copy engines), and its splits (transformer_engine/pytorch/module/base.py,
+ * initialize_ub defaults: num_sm 16, num_splits 4; ring exchange: num_splits = tp). */
+#define MT_PLAN_TE_OVERLAP_SMS 16
+#define MT_PLAN_TE_PIPELINE_SPLITS 4
 
 /* Bubble and ideal speed-up of p stages, m micro-batches, v virtual stages per rank. */
 double mt_plan_bubble_fraction(int p, int m, int v);

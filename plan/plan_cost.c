@@ -228,9 +228,21 @@ static void cost_setup(plan_ctx *x, const mt_plan *p, cost_ctx *c) {
 
 /* One transformer layer's compute on one rank for one micro-batch, forward and backward with the
  * recompute's rerun forward: GEMMs, the attention core, elementwise and norm passes. */
+enum { G_QKV, G_PROJ, G_FC1, G_FC2, G_N };   /* the layer's four GEMMs */
+enum { G_FWD, G_DGRAD, G_WGRAD };            /* each one's forward, input-gradient and weight-gradient GEMM */
 typedef struct {
-    double gemm, attn, elem; /* seconds */
+    double gemm, attn, elem; /* seconds, forward + backward (+ the recomputed forward) */
+    double fwd;              /* of which the forward alone (no recomputation): the param-gather window */
+    double g[G_N][3];        /* each GEMM's three times (--tp-comm-overlap pairs them with the collectives) */
 } layer_time;
+
+/* The three GEMMs of out[M x N] = in[M x K] W^T (forward, input gradient M x K by N, weight gradient
+ * N x K by M), the times gemm_fb sums. */
+static void gemm_3(const cost_ctx *c, double batch, double M, double N, double K, double out[3]) {
+    out[G_FWD] = cost_gemm(c, batch, M, N, K);
+    out[G_DGRAD] = cost_gemm(c, batch, M, K, N);
+    out[G_WGRAD] = cost_gemm(c, batch, N, K, M);
+}
 
 static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c) {
     const dims *d = &x->d;
@@ -249,6 +261,11 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
     gemm_fb(c, ne, Ne, d->C, d->F / t, &gf, &gb, &flops_l);
     if (d->moe) gemm_fb(c, 1, N, d->E, d->C, &gf, &gb, &flops_l); /* router */
     lt.gemm = gf * (1.0 + rcf) + gb;
+    gemm_3(c, 1, N, d->qkv_rows / t, d->C, lt.g[G_QKV]);
+    gemm_3(c, 1, N, d->C, d->H * d->D / t, lt.g[G_PROJ]);
+    gemm_3(c, ne, Ne, d->fc_rows / t, d->C, lt.g[G_FC1]);
+    gemm_3(c, ne, Ne, d->C, d->F / t, lt.g[G_FC2]);
+    double attn_fwd = 0.0;
 
     /* attention core: scores s x (s cp) by D and context s x D by (s cp), per (sequence, head) */
     const double bh = x->b * d->H / t;
@@ -257,13 +274,16 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
         const double r = probe_attn_rate(&c->g->probe, c->threads);
         const double acct = N * 3.0 * d->fwd.attn_core / t;
         lt.attn = r > 0 ? acct / r * (1.0 + (rc_attn ? 1.0 / 3.0 : 0.0)) : 0.0;
+        attn_fwd = r > 0 ? acct / r / 3.0 : 0.0;
     } else {
         gemm_fb(c, bh, x->s_loc, d->T, d->D, &af, &ab, &aflops);
         gemm_fb(c, bh, x->s_loc, d->D, d->T, &af, &ab, &aflops);
         if (o->unfused_attention) {
             lt.attn = af * (1.0 + (rc_attn ? 1.0 : 0.0)) + ab;
+            attn_fwd = af;
         } else { /* flash-style: the causal half; backward 5 GEMMs against the forward's 2 (recomputes S) */
             lt.attn = 0.5 * af * (1.0 + 2.5 + (rc_attn ? 1.0 : 0.0));
+            attn_fwd = 0.5 * af;
         }
     }
     p->gemm_eff = c->peak > 0 && gf + gb + af + ab > 0 ? (flops_l + aflops) / ((gf + gb + af + ab) * p->peak_flops) : 0.0;
@@ -285,7 +305,95 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
         elem_l += E * ((1.5 * x->abytes + drop) * (1.0 + (rc_attn ? 1.0 : 0.0)) + 2.0 * x->abytes + drop);
     }
     lt.elem = bytes_time(c, elem_l) + (ops_l[0] * (1.0 + rcf) + ops_l[1]) * c->op_s;
+    lt.fwd = gf + attn_fwd + bytes_time(c, N * layer_elem_fwd_bytes(d, t, p->sp, x->abytes, o->dropout)) +
+             ops_l[0] * c->op_s;
     return lt;
+}
+
+/* ---------- overlap (docs/plan.md, "Overlap") ---------- */
+
+double mt_plan_overlap_exposed(double comm_s, double compute_s, double n_chunks) {
+    if (comm_s <= 0) return 0.0;
+    if (compute_s <= 0) return comm_s;
+    const double rest = fmax(0.0, comm_s - compute_s);
+    return n_chunks > 0 ? rest + fmin(comm_s, compute_s) / n_chunks : rest;
+}
+
+/* --tp-comm-overlap (Megatron-Core with Transformer Engine's userbuffers, sequence parallel): per layer
+ * and micro-batch each all-gather / reduce-scatter (c_h: half an allreduce's time) beside the GEMM
+ * TE pairs it with (base.py's default methods): forward, the all-gathers before QKV and FC1 by ring
+ * exchange (tp splits), the reduce-scatters after PROJ and FC2 pipelined (4 splits, on 16 SMs);
+ * backward, the all-gathers of the output gradient before PROJ's and FC2's input-gradient GEMMs (ring
+ * exchange), the reduce-scatters of QKV's and FC1's input gradient in bulk beside their weight-gradient
+ * GEMMs (16 SMs). A GEMM beside an overlap on SMs runs on n_sms - 16: slower by n_sms / (n_sms - 16).
+ * Returns the exposed communication of one layer, its forward (fwd) and backward parts; *slow_s the
+ * compute the SM sharing adds. */
+static double tp_overlap_layer(const layer_time *lt, double c_h, int t, double slow, double *fwd_s, double *slow_s) {
+    const double (*g)[3] = lt->g, ps = MT_PLAN_TE_PIPELINE_SPLITS;
+    *fwd_s = mt_plan_overlap_exposed(c_h, g[G_QKV][G_FWD], t) + mt_plan_overlap_exposed(c_h, g[G_PROJ][G_FWD] * slow, ps) +
+             mt_plan_overlap_exposed(c_h, g[G_FC1][G_FWD], t) + mt_plan_overlap_exposed(c_h, g[G_FC2][G_FWD] * slow, ps);
+    const double bwd = mt_plan_overlap_exposed(c_h, g[G_PROJ][G_DGRAD], t) +
+                       mt_plan_overlap_exposed(c_h, g[G_FC2][G_DGRAD], t) +
+                       mt_plan_overlap_exposed(c_h, g[G_QKV][G_WGRAD] * slow, 0) +
+                       mt_plan_overlap_exposed(c_h, g[G_FC1][G_WGRAD] * slow, 0);
+    *slow_s = (slow - 1.0) * (g[G_PROJ][G_FWD] + g[G_FC2][G_FWD] + g[G_QKV][G_WGRAD] + g[G_FC1][G_WGRAD]);
+    return *fwd_s + bwd;
+}
+
+/* The tp term under --tp-comm-overlap: the layers' collectives overlapped (tp_overlap_layer, the
+ * recomputed forward's again with full recompute), the embedding's and output layer's not. Returns
+ * the compute the SM sharing adds per micro-batch. */
+static double tp_comm_overlap(const plan_ctx *x, mt_plan *p, const layer_time *lt) {
+    const int t = x->t;
+    if (!x->o->tp_comm_overlap || t < 2 || !p->sp || p->tp_comm.n_ops <= 0 || x->gpu->is_host || x->gpu->n_sms <= 16)
+        return 0.0;
+    const double rfull = x->full ? 1.0 : 0.0, ops_layer = 4.0 + 2.0 * rfull; /* as plan_comm_volumes counts them */
+    const double c_op = p->tp_comm.exposed_s / p->tp_comm.n_ops, c_h = 0.5 * c_op;
+    const double slow = x->gpu->n_sms / (x->gpu->n_sms - (double)MT_PLAN_TE_OVERLAP_SMS);
+    double fwd = 0, slow_s = 0;
+    const double layer = tp_overlap_layer(lt, c_h, t, slow, &fwd, &slow_s);
+    const double ops_other = p->tp_comm.n_ops / x->m - x->Ls * ops_layer; /* embedding, output layer */
+    p->ovl_tp_comm = 1;
+    p->tp_unoverlapped_s = p->tp_comm.exposed_s;
+    p->tp_comm.exposed_s = x->m * (x->Ls * (layer + rfull * fwd) + ops_other * c_op);
+    p->tp_gemm_slow_s = x->m * x->Ls * slow_s * (1.0 + rfull);
+    return x->Ls * slow_s * (1.0 + rfull);
+}
+
+/* The dp term under parallel.overlap_grad_reduce / overlap_param_gather (Megatron-Core's
+ * DistributedDataParallel, param_and_grad_buffer.py): the worst stage's gradients cut into n buckets
+ * (parallel.ddp_bucket_size, auto max(40M, 1M x dp cp) elements); a bucket's reduce-scatter
+ * (allreduce without the distributed optimizer) starts when its last gradient is final, in the last
+ * micro-batch's backward, so the reduction overlaps that backward (w_bwd) and the last bucket's stays
+ * exposed; the updated parameters' all-gathers run bucket by bucket before the next forward needs
+ * them, overlapping the first micro-batch's forward (w_fwd) but the first bucket. Both are
+ * mt_plan_overlap_exposed with n buckets. */
+static void dp_overlap(const plan_ctx *x, mt_plan *p, const mt_plan_rank *wr, double w_fwd, double w_bwd) {
+    const mt_recipe *r = x->r;
+    const int ovl_g = r->parallel.overlap_grad_reduce, ovl_p = r->parallel.overlap_param_gather && p->dist_opt;
+    if ((!ovl_g && !ovl_p) || p->dp_comm.n_ops <= 0) return;
+    const double bucket = mt_plan_dp_bucket_elems(r);
+    const double gb = x->o->grad_reduce_bytes > 0 ? x->o->grad_reduce_bytes : 4.0;
+    mt_plan_comm rs = p->dp_comm, ag = p->dp_comm;
+    if (p->dist_opt) { /* the bytes split by element size, the operations half each */
+        rs.bytes = p->dp_comm.bytes * gb / (gb + x->pbytes);
+        ag.bytes = p->dp_comm.bytes - rs.bytes;
+        rs.n_ops = ag.n_ops = 0.5 * p->dp_comm.n_ops;
+        comm_time(&ag, x->gpu, x->o);
+    } else {
+        ag.bytes = ag.n_ops = ag.exposed_s = 0.0;
+    }
+    comm_time(&rs, x->gpu, x->o);
+    p->ovl_grad_reduce = ovl_g;
+    p->ovl_param_gather = ovl_p;
+    p->n_buckets = fmax(1.0, ceil(wr->n_elems / bucket));
+    p->t_fwd_mb_s = w_fwd;
+    p->t_bwd_mb_s = w_bwd;
+    p->dp_rs_s = rs.exposed_s;
+    p->dp_ag_s = ag.exposed_s;
+    p->dp_rs_exposed_s = ovl_g ? mt_plan_overlap_exposed(rs.exposed_s, w_bwd, p->n_buckets) : rs.exposed_s;
+    p->dp_ag_exposed_s = ovl_p ? mt_plan_overlap_exposed(ag.exposed_s, w_fwd, p->n_buckets) : ag.exposed_s;
+    p->dp_comm.exposed_s = p->dp_rs_exposed_s + p->dp_ag_exposed_s;
 }
 
 /* Exposed communication times per group (alpha + bytes / beta, not overlapped; ring attention hides
@@ -349,13 +457,20 @@ void mt_plan_cost_model(plan_ctx *x, mt_plan *p) {
      * (opts; the first backward's gradient is stored as it is: PyTorch's AccumulateGrad steals it) */
     const double t_acc = o->grad_accum_bytes > 0 && c.bw > 0 ? o->grad_accum_bytes * wr->n_elems * (m - 1.0) / m / c.bw
                                                              : 0.0;
-    const double comp_mb = (pp == 1 ? Ls * t_layer + t_emb + t_head : fmax(comp_first, comp_last)) + t_acc;
+    double comp_mb = (pp == 1 ? Ls * t_layer + t_emb + t_head : fmax(comp_first, comp_last)) + t_acc;
     const double head_share = pp == 1 || comp_last >= comp_first ? 1.0 : 0.0;
     p->t_gemm_s = m * (Ls * lt.gemm + head_share * (hf + hb));
     p->t_attn_s = m * Ls * lt.attn;
     p->t_compute_s = comp_mb * m;
     p->t_elem_s = p->t_compute_s - p->t_gemm_s - p->t_attn_s; /* with the gradient-accumulation pass */
     plan_comm_times(x, p, Ls * lt.attn);
+    const double slow_mb = tp_comm_overlap(x, p, &lt); /* the GEMMs beside SM-held overlaps */
+    if (slow_mb > 0) {
+        comp_mb += slow_mb;
+        p->t_compute_s = comp_mb * m;
+        p->t_gemm_s += m * slow_mb;
+    }
+    dp_overlap(x, p, wr, Ls * lt.fwd, Ls * (t_layer - lt.fwd));
     const double t_mb = comp_mb + (p->tp_comm.exposed_s + p->cp_comm.exposed_s + p->pp_comm.exposed_s +
                                    p->ep_comm.exposed_s) / m;
     p->t_mb_s = t_mb;

@@ -38,6 +38,12 @@ typedef struct {
     mt_gpu_spec shared_host; /* a probed host's rates blended for ranks computing at once (cost model) */
 } plan_ctx;
 
+/* Elements per dp gradient bucket: parallel.ddp_bucket_size, auto Megatron-Core's max(40M, 1M x the
+ * reduce group's size) (param_and_grad_buffer.py; the trainer's too, parallel/grad_overlap.h). */
+static inline double mt_plan_dp_bucket_elems(const mt_recipe *r) {
+    const double dd = (double)r->parallel.data * r->parallel.context;
+    return r->parallel.ddp_bucket_size > 0 ? (double)r->parallel.ddp_bucket_size : (dd > 40.0 ? 1e6 * dd : 40e6);
+}
 /* 1 when a group of `size` ranks `stride` apart spans nodes (plan_cost.c). */
 int mt_plan_spans_nodes(const mt_gpu_spec *g, long stride, long size);
 /* The cost model's terms of p (plan_cost.c; docs/plan.md, "Step time"): needs p's layout, FLOPs,

@@ -498,12 +498,13 @@ static void plan_comm_volumes(const plan_ctx *x, mt_plan *p) {
     const double dd = (double)dp * cp, de = p->edp;
     const double n_dense = wr->n_elems - wr->n_expert_elems, n_exp = wr->n_expert_elems;
     const double gb = x->o->grad_reduce_bytes > 0 ? x->o->grad_reduce_bytes : 4.0; /* fp32 main grads */
+    const double bucket = mt_plan_dp_bucket_elems(x->r);
     if (p->dist_opt) { /* reduce-scatter fp32 grads, allgather updated params */
         p->dp_comm.bytes = (dd - 1) / dd * (gb + x->pbytes) * n_dense + (de - 1) / de * (gb + x->pbytes) * n_exp;
-        p->dp_comm.n_ops = 2.0 * ceil(wr->n_elems / 40e6); /* Megatron buckets of 40M elements */
+        p->dp_comm.n_ops = 2.0 * ceil(wr->n_elems / bucket); /* Megatron's buckets */
     } else {
         p->dp_comm.bytes = 2.0 * (dd - 1) / dd * gb * n_dense + 2.0 * (de - 1) / de * gb * n_exp;
-        p->dp_comm.n_ops = ceil(wr->n_elems / 40e6);
+        p->dp_comm.n_ops = ceil(wr->n_elems / bucket);
     }
     if (dd <= 1 && de <= 1) p->dp_comm.n_ops = 0;
     p->dp_comm.network = mt_plan_spans_nodes(gpu, t, (long)dp * cp);
@@ -567,6 +568,18 @@ static void plan_notes(const plan_ctx *x, mt_plan *p) {
     }
     if (gpu->is_host && p->capacity_bytes <= 0)
         note(p->notes, sizeof p->notes, "the host's memory size is unknown: no fit verdict");
+    if (p->ovl_grad_reduce || p->ovl_param_gather)
+        note(p->notes, sizeof p->notes, "overlap: dp reduce %.3f s -> %.3f s exposed%s, param all-gather %.3f s -> %.3f s "
+             "exposed%s (%.0f buckets; windows: backward %.3f s, forward %.3f s of one micro-batch)", p->dp_rs_s,
+             p->dp_rs_exposed_s, p->ovl_grad_reduce ? "" : " (overlap_grad_reduce off)", p->dp_ag_s, p->dp_ag_exposed_s,
+             p->ovl_param_gather ? "" : " (overlap_param_gather off)", p->n_buckets, p->t_bwd_mb_s, p->t_fwd_mb_s);
+    if (p->ovl_tp_comm)
+        note(p->notes, sizeof p->notes, "overlap: tp collectives %.3f s -> %.3f s exposed (--tp-comm-overlap), the GEMMs "
+             "beside SM-held overlaps %.3f s slower (%d of %d SMs)", p->tp_unoverlapped_s, p->tp_comm.exposed_s,
+             p->tp_gemm_slow_s, MT_PLAN_TE_OVERLAP_SMS, gpu->n_sms);
+    else if (x->o->tp_comm_overlap && (t < 2 || !p->sp))
+        note(p->notes, sizeof p->notes, "--tp-comm-overlap needs tp > 1 with parallel.sequence_parallel (Megatron's "
+             "rule): planned without it");
 }
 
 mt_status mt_plan_compute(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu, const mt_plan_opts *o, mt_plan *p) {

@@ -617,6 +617,68 @@ static void test_weak_scaling(void) {
     }
 }
 
+/* Overlap, term by term (docs/plan.md, "Overlap"): the two-stage pipeline formula itself, then each
+ * switch against the same layout without it. Tolerance 1e-9 relative: the same doubles recombined. */
+static void test_overlap(void) {
+    /* comm 2 beside compute 8 in 4 chunks: only the last chunk's 0.5 shows; comm 8 beside 2: 6 + 0.5 */
+    CHECK_NEAR(mt_plan_overlap_exposed(2, 8, 4), 0.5, 1e-15, 0);
+    CHECK_NEAR(mt_plan_overlap_exposed(8, 2, 4), 6.5, 1e-15, 0);
+    CHECK_NEAR(mt_plan_overlap_exposed(3, 5, 0), 0.0, 1e-15, 0); /* bulk: side by side */
+    CHECK_NEAR(mt_plan_overlap_exposed(5, 3, 0), 2.0, 1e-15, 0);
+    CHECK_NEAR(mt_plan_overlap_exposed(5, 0, 4), 5.0, 1e-15, 0);  /* nothing to hide behind */
+    CHECK_NEAR(mt_plan_overlap_exposed(5, 3, 1), 5.0, 1e-15, 0);  /* one chunk: nothing overlaps */
+
+    static const char *const base[] = { "parallel.data=auto", NULL };
+    static const char *const grad[] = { "parallel.data=auto", "parallel.overlap_grad_reduce=true", NULL };
+    static const char *const both[] = { "parallel.data=auto", "parallel.overlap_grad_reduce=true",
+                                        "parallel.overlap_param_gather=true", NULL };
+    static const char *const nosp[] = { "parallel.data=auto", "parallel.sequence_parallel=false", NULL };
+    const mt_gpu_spec *h100 = mt_gpu_find("h100-80g");
+    mt_plan_opts o;
+    mt_plan_opts_defaults(&o);
+    static mt_plan p0, p1, p2, p3;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &p0) == MT_OK);
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, grad), 1024, h100, &o, &p1) == MT_OK);
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, both), 1024, h100, &o, &p2) == MT_OK);
+    CHECK(p0.ovl_grad_reduce == 0 && p1.ovl_grad_reduce == 1 && p1.ovl_param_gather == 0 && p2.ovl_param_gather == 1);
+    /* the split of the unoverlapped term is the whole; buckets of max(40M, 1M x dp cp) elements */
+    const mt_plan_rank *wr = p0.worst_stage ? &p0.last : &p0.first;
+    CHECK_NEAR(p1.dp_rs_s + p1.dp_ag_s, p0.dp_comm.exposed_s, 0, 1e-9);
+    CHECK_NEAR(p1.n_buckets, ceil(wr->n_elems / fmax(40e6, 1e6 * p0.dp * p0.cp)), 0, 0);
+    CHECK_NEAR(p0.dp_comm.n_ops, 2 * p1.n_buckets, 0, 0);
+    /* reduce-scatter behind the last micro-batch's backward: the formula, and only the dp term moves */
+    CHECK_NEAR(p1.dp_rs_exposed_s, mt_plan_overlap_exposed(p1.dp_rs_s, p1.t_bwd_mb_s, p1.n_buckets), 0, 1e-12);
+    CHECK_NEAR(p1.dp_ag_exposed_s, p1.dp_ag_s, 0, 1e-12);
+    CHECK(p1.dp_rs_exposed_s < p1.dp_rs_s && p1.dp_rs_exposed_s >= p1.dp_rs_s / p1.n_buckets);
+    CHECK_NEAR(p1.t_step_s - p0.t_step_s, p1.dp_comm.exposed_s - p0.dp_comm.exposed_s, 1e-12, 0);
+    CHECK(p1.t_bwd_mb_s > 1.5 * p1.t_fwd_mb_s && p1.t_bwd_mb_s < 3.5 * p1.t_fwd_mb_s); /* backward ~2 forwards */
+    /* param all-gather before the next forward */
+    CHECK_NEAR(p2.dp_ag_exposed_s, mt_plan_overlap_exposed(p2.dp_ag_s, p2.t_fwd_mb_s, p2.n_buckets), 0, 1e-12);
+    CHECK_NEAR(p2.t_step_s - p1.t_step_s, p2.dp_ag_exposed_s - p1.dp_ag_exposed_s, 1e-12, 0);
+
+    /* --tp-comm-overlap: each all-gather / reduce-scatter (half an allreduce, c_h) beside its GEMM. Here every
+     * collective is shorter than its GEMM, so a layer shows c_h / t for each of the 4 ring exchanges (QKV and FC1
+     * forward, PROJ and FC2 input gradients), c_h / 4 for the 2 pipelined reduce-scatters, 0 for the 2 bulk
+     * ones: against 8 c_h unoverlapped */
+    o.tp_comm_overlap = 1;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &p3) == MT_OK);
+    CHECK(p3.ovl_tp_comm == 1);
+    CHECK_NEAR(p3.tp_unoverlapped_s, p0.tp_comm.exposed_s, 0, 1e-12);
+    const double c_h = p0.tp_comm.exposed_s / (2 * p0.tp_comm.n_ops), t = p0.tp;
+    const double ops_other = p0.tp_comm.n_ops / p0.n_micro - p0.n_layers_stage * 4.0;
+    const double want = p0.n_micro * (p0.n_layers_stage * c_h * (4.0 / t + 2.0 / 4.0) + ops_other * 2 * c_h);
+    CHECK_NEAR(p3.tp_comm.exposed_s, want, 0, 1e-9);
+    /* the SM-held overlaps slow their GEMMs: all of it lands in the GEMM term */
+    CHECK(p3.tp_gemm_slow_s > 0);
+    CHECK_NEAR(p3.t_gemm_s - p0.t_gemm_s, p3.tp_gemm_slow_s, 1e-12, 1e-9);
+    CHECK_NEAR(p3.t_compute_s - p0.t_compute_s, p3.tp_gemm_slow_s, 1e-12, 1e-9);
+    /* the slowdown is 16 / (132 - 16) of the GEMMs beside pipelined / bulk overlaps: below that of all GEMMs */
+    CHECK(p3.tp_gemm_slow_s < p0.t_gemm_s * 16.0 / (h100->n_sms - 16.0));
+    /* without sequence parallelism Megatron refuses it: planned without, and said so */
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, nosp), 1024, h100, &o, &p3) == MT_OK);
+    CHECK(p3.ovl_tp_comm == 0 && strstr(p3.notes, "--tp-comm-overlap needs"));
+}
+
 int main(void) {
     test_param_counts();
     test_anchors();
@@ -628,5 +690,6 @@ int main(void) {
     test_search();
     test_gemm_model();
     test_weak_scaling();
+    test_overlap();
     TEST_MAIN_END();
 }
