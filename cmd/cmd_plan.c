@@ -40,6 +40,8 @@ static void plan_usage(FILE *f) {
             "                 fixes their efficiency; links 0.80; usable memory 0.90)\n"
             "  --activations mtrain|megatron   bf16 activation memory: the buffers mtrain's CUDA trainer allocates\n"
             "                 (default), or Megatron-LM's (Korthikanti et al. 2022: dropout masks, softmax scores)\n"
+            "  --fp8 (--fp8-format F)   the layers' linear GEMMs in fp8 at the device's fp8 peak (H100, H200);\n"
+            "                 MFU stays against the bf16 peak\n"
             "  --tp-comm-overlap   the tensor-parallel collectives overlapped with their GEMMs (Transformer Engine,\n"
             "                 needs sequence parallelism); the recipe's parallel.overlap_grad_reduce /\n"
             "                 overlap_param_gather (--overlap-grad-reduce / --overlap-param-gather) overlap the dp terms\n",
@@ -186,6 +188,9 @@ static int parse_args(int *argc, char **argv, plan_args *pa) {
             i++;
         } else if ((x = mt_plan_views_arg(&pa->views, *argc, argv, &i)) != 0) {
             if (x < 0) return 2;
+        } else if (!strcmp(a, "--fp8") || !strcmp(a, "--fp8-format")) { /* Megatron's: --fp8-format hybrid|e4m3 */
+            o->fp8 = 1;
+            if (!strcmp(a, "--fp8-format") && v && v[0] != '-') i++;
         } else if (!strcmp(a, "--tp-comm-overlap")) {
             o->tp_comm_overlap = 1;
         } else if (!strcmp(a, "--search")) {

@@ -63,6 +63,7 @@ typedef struct {
     int probed;                /* 1: the numbers below come from `mtrain plan --probe` (a device profile) */
     mt_device_probe probe;
     char name_buf[64], desc_buf[160]; /* storage for name / desc of a profile read from a file */
+    double peak_fp8_tflops;    /* dense fp8 tensor-core peak, TFLOP/s; 0 = no fp8 (A100, the host) */
 } mt_gpu_spec;
 
 int mt_gpu_n_specs(void);
@@ -117,6 +118,9 @@ typedef struct {
                               * unscale, norm, Adam, param copy); 0 = AdamW's 30 / 28 + 8 (zero, norm) */
     double grad_copy_bytes;  /* bytes per local parameter per step of the dp reduction's buffer copies (flatten,
                               * divide, copy back), unoverlapped; 0 = none (reduced in place) */
+    int fp8;                 /* Megatron's --fp8-format (Transformer Engine): the transformer layers' linear GEMMs
+                              * in fp8 at the device's fp8 peak; attention, the output layer and the elementwise
+                              * passes stay bf16; MFU stays against the bf16 peak (docs/plan.md, "fp8") */
     int tp_comm_overlap;     /* Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): the tensor-parallel
                               * all-gathers / reduce-scatters of a layer overlapped with its GEMMs (needs sp);
                               * the overlaps that take SMs slow their GEMM (docs/plan.md, "Overlap") */
@@ -216,6 +220,11 @@ typedef struct {
     double dp_rs_exposed_s, dp_ag_exposed_s;/* of them, what stays exposed */
     double tp_unoverlapped_s;               /* the tp collectives' time before --tp-comm-overlap */
     double tp_gemm_slow_s;                  /* compute added by the overlaps that take SMs from their GEMMs */
+    int fp8;                                /* the layers' linear GEMMs planned in fp8 (opts.fp8 on a device with an
+                                             * fp8 peak) */
+    double peak_fp8_flops;                  /* per GPU, FLOP/s (0 = none) */
+    double mfu_fp8_est;                     /* model FLOPs over the fp8 peak: the other convention, for
+                                             * comparison with reports that use it */
     char notes[1024];        /* warnings, one per line */
 } mt_plan;
 

@@ -244,7 +244,8 @@ static void gemm_3(const cost_ctx *c, double batch, double M, double N, double K
     out[G_WGRAD] = cost_gemm(c, batch, N, K, M);
 }
 
-static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c) {
+/* c runs the attention core; cl the linear GEMMs (c, or its fp8 twin). */
+static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c, const cost_ctx *cl) {
     const dims *d = &x->d;
     const mt_plan_opts *o = x->o;
     const int t = x->t, probed = x->gpu->probed;
@@ -255,16 +256,16 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
     /* GEMMs of one layer on this rank, forward (f) and the two backward ones (b) */
     const double Ne = d->moe ? p->ep * N * d->K / d->E : N, ne = d->moe ? d->E / p->ep : 1;
     double gf = 0, gb = 0, flops_l = 0;
-    gemm_fb(c, 1, N, d->qkv_rows / t, d->C, &gf, &gb, &flops_l);
-    gemm_fb(c, 1, N, d->C, d->H * d->D / t, &gf, &gb, &flops_l);
-    gemm_fb(c, ne, Ne, d->fc_rows / t, d->C, &gf, &gb, &flops_l);
-    gemm_fb(c, ne, Ne, d->C, d->F / t, &gf, &gb, &flops_l);
-    if (d->moe) gemm_fb(c, 1, N, d->E, d->C, &gf, &gb, &flops_l); /* router */
+    gemm_fb(cl, 1, N, d->qkv_rows / t, d->C, &gf, &gb, &flops_l);
+    gemm_fb(cl, 1, N, d->C, d->H * d->D / t, &gf, &gb, &flops_l);
+    gemm_fb(cl, ne, Ne, d->fc_rows / t, d->C, &gf, &gb, &flops_l);
+    gemm_fb(cl, ne, Ne, d->C, d->F / t, &gf, &gb, &flops_l);
+    if (d->moe) gemm_fb(cl, 1, N, d->E, d->C, &gf, &gb, &flops_l); /* router */
     lt.gemm = gf * (1.0 + rcf) + gb;
-    gemm_3(c, 1, N, d->qkv_rows / t, d->C, lt.g[G_QKV]);
-    gemm_3(c, 1, N, d->C, d->H * d->D / t, lt.g[G_PROJ]);
-    gemm_3(c, ne, Ne, d->fc_rows / t, d->C, lt.g[G_FC1]);
-    gemm_3(c, ne, Ne, d->C, d->F / t, lt.g[G_FC2]);
+    gemm_3(cl, 1, N, d->qkv_rows / t, d->C, lt.g[G_QKV]);
+    gemm_3(cl, 1, N, d->C, d->H * d->D / t, lt.g[G_PROJ]);
+    gemm_3(cl, ne, Ne, d->fc_rows / t, d->C, lt.g[G_FC1]);
+    gemm_3(cl, ne, Ne, d->C, d->F / t, lt.g[G_FC2]);
     double attn_fwd = 0.0;
 
     /* attention core: scores s x (s cp) by D and context s x D by (s cp), per (sequence, head) */
@@ -287,6 +288,8 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
         }
     }
     p->gemm_eff = c->peak > 0 && gf + gb + af + ab > 0 ? (flops_l + aflops) / ((gf + gb + af + ab) * p->peak_flops) : 0.0;
+    if (cl != c && c->peak > 0) /* fp8: each GEMM against the peak of its own precision */
+        p->gemm_eff = (flops_l + aflops) / ((gf + gb) * p->peak_fp8_flops + (af + ab) * p->peak_flops);
     if (c->fixed_eff > 0) p->gemm_eff = c->fixed_eff;
     p->gemm_rate = gf + gb + af + ab > 0 ? (flops_l + aflops) / (gf + gb + af + ab) : 0.0;
     if (probed) p->gemm_rate = gf + gb > 0 ? flops_l / (gf + gb) : 0.0;
@@ -439,7 +442,15 @@ void mt_plan_cost_model(plan_ctx *x, mt_plan *p) {
     cost_ctx c;
     cost_setup(x, p, &c);
     p->threads_rank = c.threads;
-    const layer_time lt = layer_compute(x, p, &c);
+    /* fp8 (Transformer Engine): the layers' linear GEMMs at the fp8 peak with 1-byte operands */
+    cost_ctx c8 = c;
+    p->peak_fp8_flops = x->gpu->peak_fp8_tflops * 1e12;
+    p->fp8 = o->fp8 && p->peak_fp8_flops > 0 && x->bf16 && !x->gpu->probed;
+    if (p->fp8) {
+        c8.peak = p->peak_fp8_flops * mt_gpu_sustained_frac(x->gpu);
+        c8.eb = 1.0;
+    }
+    const layer_time lt = layer_compute(x, p, &c, p->fp8 ? &c8 : &c);
 
     /* the output layer (last stage) and the embedding (first stage) */
     double hf = 0, hb = 0, hflops = 0;
@@ -490,5 +501,6 @@ void mt_plan_cost_model(plan_ctx *x, mt_plan *p) {
     p->t_grad_zero_s = c.bw > 0 && o->opt_param_bytes <= 0 ? wr->n_elems * 4.0 / c.bw + c.op_s : 0.0;
     p->t_step_s = t_mb * m + p->t_bubble_s + p->t_dp_s + p->t_opt_s;
     p->mfu_est = p->peak_flops > 0 ? p->flops_model_iter / (p->n_gpus * p->peak_flops * p->t_step_s) : 0.0;
+    p->mfu_fp8_est = p->fp8 ? p->flops_model_iter / (p->n_gpus * p->peak_fp8_flops * p->t_step_s) : 0.0;
 }
 

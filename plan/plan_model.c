@@ -573,6 +573,13 @@ static void plan_notes(const plan_ctx *x, mt_plan *p) {
              "exposed%s (%.0f buckets; windows: backward %.3f s, forward %.3f s of one micro-batch)", p->dp_rs_s,
              p->dp_rs_exposed_s, p->ovl_grad_reduce ? "" : " (overlap_grad_reduce off)", p->dp_ag_s, p->dp_ag_exposed_s,
              p->ovl_param_gather ? "" : " (overlap_param_gather off)", p->n_buckets, p->t_bwd_mb_s, p->t_fwd_mb_s);
+    if (p->fp8)
+        note(p->notes, sizeof p->notes, "fp8: the layers' linear GEMMs at %.0f TFLOP/s peak (attention, output layer and "
+             "elementwise passes in bf16); MFU is against the bf16 peak, %.1f%% against the fp8 peak",
+             p->peak_fp8_flops / 1e12, 100 * p->mfu_fp8_est);
+    else if (x->o->fp8)
+        note(p->notes, sizeof p->notes, "--fp8: %s has no fp8 peak (or the recipe is not bf16): planned without it",
+             gpu->name);
     if (p->ovl_tp_comm)
         note(p->notes, sizeof p->notes, "overlap: tp collectives %.3f s -> %.3f s exposed (--tp-comm-overlap), the GEMMs "
              "beside SM-held overlaps %.3f s slower (%d of %d SMs)", p->tp_unoverlapped_s, p->tp_comm.exposed_s,

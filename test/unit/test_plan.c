@@ -679,6 +679,38 @@ static void test_overlap(void) {
     CHECK(p3.ovl_tp_comm == 0 && strstr(p3.notes, "--tp-comm-overlap needs"));
 }
 
+/* H200 and fp8 as devices of their own (docs/plan.md, "Devices"): the H200's sustained rate reproduces the
+ * measured random-data 8192^3 GEMM through the shape model; --fp8 moves the layers' linear GEMMs to the fp8
+ * peak and nothing else, and keeps MFU against the bf16 peak. */
+static void test_fp8_h200(void) {
+    const mt_gpu_spec *h200 = mt_gpu_find("h200"), *h100 = mt_gpu_find("h100"), *a100 = mt_gpu_find("a100-80g");
+    const double peak = h200->peak_bf16_tflops * 1e12;
+    const double eff = mt_plan_gemm_eff(h200, peak * h200->sustained_frac, 2.0, 1, 8192, 8192, 8192);
+    CHECK_NEAR(eff * h200->sustained_frac * h200->peak_bf16_tflops, 783.5, 0, 1e-9); /* measured 769..798 */
+    CHECK(h100->peak_fp8_tflops == 1979.0 && h200->peak_fp8_tflops == 1979.0 && a100->peak_fp8_tflops == 0.0);
+
+    static const char *const base[] = { "parallel.data=auto", NULL };
+    mt_plan_opts o;
+    mt_plan_opts_defaults(&o);
+    static mt_plan b16, f8, a_b16, a_f8;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &b16) == MT_OK);
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, a100, &o, &a_b16) == MT_OK);
+    o.fp8 = 1;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &f8) == MT_OK);
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, a100, &o, &a_f8) == MT_OK);
+    CHECK(f8.fp8 == 1 && b16.fp8 == 0 && a_f8.fp8 == 0);
+    /* attention and the elementwise passes untouched; the GEMMs faster, at most by the peaks' ratio */
+    CHECK_NEAR(f8.t_attn_s, b16.t_attn_s, 0, 1e-12);
+    CHECK(f8.t_gemm_s < b16.t_gemm_s && f8.t_gemm_s > b16.t_gemm_s * 989.0 / 1979.0);
+    /* MFU in the bf16 convention, and the fp8 one beside it */
+    CHECK_NEAR(f8.mfu_est, f8.flops_model_iter / (1024 * 989e12 * f8.t_step_s), 0, 1e-12);
+    CHECK_NEAR(f8.mfu_fp8_est, f8.mfu_est * 989.0 / 1979.0, 0, 1e-12);
+    CHECK(f8.gemm_eff > 0 && f8.gemm_eff < 1); /* each GEMM against its own precision's peak */
+    /* a device without fp8: the bf16 plan, and a note */
+    CHECK_NEAR(a_f8.t_step_s, a_b16.t_step_s, 0, 0);
+    CHECK(strstr(a_f8.notes, "has no fp8 peak") != NULL);
+}
+
 int main(void) {
     test_param_counts();
     test_anchors();
@@ -691,5 +723,6 @@ int main(void) {
     test_gemm_model();
     test_weak_scaling();
     test_overlap();
+    test_fp8_h200();
     TEST_MAIN_END();
 }
