@@ -44,7 +44,9 @@ static void plan_usage(FILE *f) {
             "                 MFU stays against the bf16 peak\n"
             "  --tp-comm-overlap   the tensor-parallel collectives overlapped with their GEMMs (Transformer Engine,\n"
             "                 needs sequence parallelism); the recipe's parallel.overlap_grad_reduce /\n"
-            "                 overlap_param_gather (--overlap-grad-reduce / --overlap-param-gather) overlap the dp terms\n",
+            "                 overlap_param_gather (--overlap-grad-reduce / --overlap-param-gather) overlap the dp terms\n"
+            "  --overlap-p2p-communication   pipeline transfers behind each model chunk's compute (interleaved\n"
+            "                 schedule; Megatron's default there, mtrain's trainer does not)\n",
             mt_gpu_names());
     fputs(mt_plan_views_usage, f); /* --timeline, --timeline-svg, --compare (cmd/cmd_plan_views.c) */
     fputs("exit status: 0 fits, 1 error or inconsistent layout, 2 bad usage, 3 does not fit.\n"
@@ -191,6 +193,8 @@ static int parse_args(int *argc, char **argv, plan_args *pa) {
         } else if (!strcmp(a, "--fp8") || !strcmp(a, "--fp8-format")) { /* Megatron's: --fp8-format hybrid|e4m3 */
             o->fp8 = 1;
             if (!strcmp(a, "--fp8-format") && v && v[0] != '-') i++;
+        } else if (!strcmp(a, "--overlap-p2p-communication")) {
+            o->p2p_overlap = 1;
         } else if (!strcmp(a, "--tp-comm-overlap")) {
             o->tp_comm_overlap = 1;
         } else if (!strcmp(a, "--search")) {

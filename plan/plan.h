@@ -121,6 +121,9 @@ typedef struct {
     int fp8;                 /* Megatron's --fp8-format (Transformer Engine): the transformer layers' linear GEMMs
                               * in fp8 at the device's fp8 peak; attention, the output layer and the elementwise
                               * passes stay bf16; MFU stays against the bf16 peak (docs/plan.md, "fp8") */
+    int p2p_overlap;         /* Megatron's overlap_p2p_comm (--overlap-p2p-communication; Megatron-LM's default with
+                              * the interleaved schedule, forced off without it): each pipeline send / receive
+                              * posted early and waited for late, behind a model chunk's forward / backward */
     int tp_comm_overlap;     /* Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): the tensor-parallel
                               * all-gathers / reduce-scatters of a layer overlapped with its GEMMs (needs sp);
                               * the overlaps that take SMs slow their GEMM (docs/plan.md, "Overlap") */
@@ -219,13 +222,15 @@ typedef struct {
                                              * distributed optimizer) and the param all-gather, unoverlapped */
     double dp_rs_exposed_s, dp_ag_exposed_s;/* of them, what stays exposed */
     double tp_unoverlapped_s;               /* the tp collectives' time before --tp-comm-overlap */
+    int ovl_p2p;                            /* opts.p2p_overlap applied (interleaved schedule) */
+    double pp_unoverlapped_s;               /* the pipeline transfers' time before it */
     double tp_gemm_slow_s;                  /* compute added by the overlaps that take SMs from their GEMMs */
     int fp8;                                /* the layers' linear GEMMs planned in fp8 (opts.fp8 on a device with an
                                              * fp8 peak) */
     double peak_fp8_flops;                  /* per GPU, FLOP/s (0 = none) */
     double mfu_fp8_est;                     /* model FLOPs over the fp8 peak: the other convention, for
                                              * comparison with reports that use it */
-    char notes[1024];        /* warnings, one per line */
+    char notes[2048];        /* warnings, one per line */
 } mt_plan;
 
 /* Cost model of one GEMM C[M x N] = A[M x K] B[K x N] on a GPU (plan_model.c, docs/plan.md):

@@ -363,6 +363,21 @@ static double tp_comm_overlap(const plan_ctx *x, mt_plan *p, const layer_time *l
     return x->Ls * slow_s * (1.0 + rfull);
 }
 
+/* The pp term under overlap_p2p_comm (Megatron-Core schedules.py, forward_backward_pipelining_with_interleaving:
+ * the next transfer is posted before a model chunk's forward or backward and waited for after it): each
+ * activation message hides behind one chunk's forward, each gradient message behind one chunk's backward,
+ * exposed(message, chunk, 0) = max(0, message - chunk). Interleaved schedule only (Megatron forces it off
+ * otherwise); the pipeline's fill and drain stay in the bubble term. */
+static void p2p_overlap(const plan_ctx *x, mt_plan *p, const layer_time *lt) {
+    if (!x->o->p2p_overlap || x->pp < 2 || x->v < 2 || p->pp_comm.n_ops <= 0) return;
+    const double msg = p->pp_comm.exposed_s / p->pp_comm.n_ops, n_half = 0.5 * p->pp_comm.n_ops;
+    const double layers_chunk = x->Ls / x->v, t_layer = lt->gemm + lt->attn + lt->elem;
+    const double chunk_f = layers_chunk * lt->fwd, chunk_b = layers_chunk * (t_layer - lt->fwd);
+    p->ovl_p2p = 1;
+    p->pp_unoverlapped_s = p->pp_comm.exposed_s;
+    p->pp_comm.exposed_s = n_half * (mt_plan_overlap_exposed(msg, chunk_f, 0) + mt_plan_overlap_exposed(msg, chunk_b, 0));
+}
+
 /* The dp term under parallel.overlap_grad_reduce / overlap_param_gather (Megatron-Core's
  * DistributedDataParallel, param_and_grad_buffer.py): the worst stage's gradients cut into n buckets
  * (parallel.ddp_bucket_size, auto max(40M, 1M x dp cp) elements); a bucket's reduce-scatter
@@ -476,6 +491,7 @@ void mt_plan_cost_model(plan_ctx *x, mt_plan *p) {
     p->t_elem_s = p->t_compute_s - p->t_gemm_s - p->t_attn_s; /* with the gradient-accumulation pass */
     plan_comm_times(x, p, Ls * lt.attn);
     const double slow_mb = tp_comm_overlap(x, p, &lt); /* the GEMMs beside SM-held overlaps */
+    p2p_overlap(x, p, &lt);
     if (slow_mb > 0) {
         comp_mb += slow_mb;
         p->t_compute_s = comp_mb * m;

@@ -573,6 +573,12 @@ static void plan_notes(const plan_ctx *x, mt_plan *p) {
              "exposed%s (%.0f buckets; windows: backward %.3f s, forward %.3f s of one micro-batch)", p->dp_rs_s,
              p->dp_rs_exposed_s, p->ovl_grad_reduce ? "" : " (overlap_grad_reduce off)", p->dp_ag_s, p->dp_ag_exposed_s,
              p->ovl_param_gather ? "" : " (overlap_param_gather off)", p->n_buckets, p->t_bwd_mb_s, p->t_fwd_mb_s);
+    if (p->ovl_p2p)
+        note(p->notes, sizeof p->notes, "overlap: pipeline transfers %.3f s -> %.3f s exposed (overlap_p2p_comm, behind "
+             "each model chunk's forward / backward)", p->pp_unoverlapped_s, p->pp_comm.exposed_s);
+    else if (x->o->p2p_overlap && x->pp > 1)
+        note(p->notes, sizeof p->notes, "--overlap-p2p-communication applies to the interleaved schedule only "
+             "(virtual_pipeline > 1), as in Megatron: planned without it");
     if (p->fp8)
         note(p->notes, sizeof p->notes, "fp8: the layers' linear GEMMs at %.0f TFLOP/s peak (attention, output layer and "
              "elementwise passes in bf16); MFU is against the bf16 peak, %.1f%% against the fp8 peak",

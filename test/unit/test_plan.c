@@ -674,6 +674,37 @@ static void test_overlap(void) {
     CHECK_NEAR(p3.t_compute_s - p0.t_compute_s, p3.tp_gemm_slow_s, 1e-12, 1e-9);
     /* the slowdown is 16 / (132 - 16) of the GEMMs beside pipelined / bulk overlaps: below that of all GEMMs */
     CHECK(p3.tp_gemm_slow_s < p0.t_gemm_s * 16.0 / (h100->n_sms - 16.0));
+    /* overlap_p2p_comm (interleaved only): each message behind one chunk's forward or backward; here every message
+     * is shorter than a chunk, so nothing shows, and the step loses the pp term in every micro-batch slot of the
+     * step, bubble included: m + (p-1)/v slots of pp / m */
+    static mt_plan p4, p5, p6;
+    mt_plan_opts_defaults(&o);
+    o.p2p_overlap = 1;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &p4) == MT_OK);
+    CHECK(p4.ovl_p2p == 1 && p0.vpp > 1);
+    CHECK_NEAR(p4.pp_unoverlapped_s, p0.pp_comm.exposed_s, 0, 1e-12);
+    CHECK_NEAR(p4.pp_comm.exposed_s, 0.0, 1e-15, 0);
+    const double slots = p0.n_micro + (p0.pp - 1.0) / p0.vpp;
+    CHECK_NEAR(p0.t_step_s - p4.t_step_s, p0.pp_comm.exposed_s / p0.n_micro * slots, 1e-12, 1e-9);
+    /* a message longer than its chunk shows the difference: the same layout on a 100x slower network */
+    mt_gpu_spec slow_net = *h100;
+    slow_net.net_gbs /= 100;
+    mt_plan_opts_defaults(&o);
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, &slow_net, &o, &p5) == MT_OK);
+    o.p2p_overlap = 1;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, &slow_net, &o, &p6) == MT_OK);
+    CHECK(p6.pp_comm.exposed_s > 0 && p6.pp_comm.exposed_s < p5.pp_comm.exposed_s);
+    /* a chunk's forward + backward is at most a micro-batch's compute / v: max(0, msg - f) + max(0, msg - b) >=
+     * 2 msg - (f + b) */
+    const double chunk_fb = p5.t_compute_s / p5.n_micro / p5.vpp;
+    CHECK(p6.pp_comm.exposed_s >= p5.pp_comm.exposed_s - 0.5 * p5.pp_comm.n_ops * chunk_fb - 1e-12);
+    /* 1F1B (no virtual stages): Megatron forces it off; planned without, and said so */
+    static const char *const novpp[] = { "parallel.data=auto", "parallel.virtual_pipeline=1", NULL };
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, novpp), 1024, h100, &o, &p6) == MT_OK);
+    CHECK(p6.ovl_p2p == 0 && strstr(p6.notes, "interleaved schedule only"));
+    o.p2p_overlap = 0;
+    o.tp_comm_overlap = 1;
+
     /* without sequence parallelism Megatron refuses it: planned without, and said so */
     CHECK(mt_plan_compute(load("llama3-70b", 1024, nosp), 1024, h100, &o, &p3) == MT_OK);
     CHECK(p3.ovl_tp_comm == 0 && strstr(p3.notes, "--tp-comm-overlap needs"));
