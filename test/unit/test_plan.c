@@ -11,6 +11,10 @@
  *  6. the GEMM shape model (roofline, tile and wave quantisation, the published sustained rate) and
  *     the step-time model with every term against Megatron-LM's published weak-scaling table
  *     (Narayanan et al. 2021, Table 1);
+ *  7. overlap term by term (the two-stage pipeline formula; dp reduce-scatter and param all-gather,
+ *     --tp-comm-overlap, overlap_p2p_comm, each against the same layout without it);
+ *  8. the H200's measured GEMM rate and fp8; Megatron-Bridge's published H100 Llama 3 70B runs as a
+ *     reported table with a regression guard;
  * plus FLOPs = mt_model_flops_per_seq and Megatron's closed forms, and Korthikanti's
  * activation formulas. */
 #include <math.h>
