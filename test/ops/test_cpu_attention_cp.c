@@ -1,5 +1,5 @@
 /* test_cpu_attention_cp.c — context parallelism's pieces on the CPU backend, in one process:
- *  1. the chunk assignment (train/model.h: mt_cp_chunk, mt_cp_position): for cp = 1 .. 8, cp rank
+ *  1. the chunk assignment (parallel/cp_attention.h: mt_cp_chunk, mt_cp_position): for cp = 1 .. 8, cp rank
  *     r holds global chunks r and 2cp-1-r, every global position is held exactly once, and every
  *     rank gets the same causal attention work (sum over its queries of the keys they see);
  *  2. the block attention ops (attention_block_fwd / _bwd) run as the ring runs them (each cp
@@ -24,7 +24,7 @@
 
 #include "test/test.h"
 #include "core/backend.h"
-#include "train/model.h"
+#include "parallel/cp_attention.h"
 
 static mt_backend be;
 
