@@ -111,7 +111,7 @@ static void test_ring(int B, int cp, int Tc, int H, int KV, int D) {
                                .dst_stride = SK, .src_stride = S3};
         CHECK(MT_BE_CALL(&be, copy_rows, &c) == MT_OK);
     }
-    for (int r = 0; r < cp; r++) { /* forward: ring order, as train/model_cp.c */
+    for (int r = 0; r < cp; r++) { /* forward: ring order, as parallel/cp_attention.c */
         int started[2] = {0, 0};
         for (int s = 0; s < cp; s++) {
             const int owner = (r - s + cp) % cp;
