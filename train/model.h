@@ -44,9 +44,10 @@ typedef struct {
     int shards[MT_GBUFS];   /* distributed optimizer: shards per gradient buffer (1 without) */
     int shard[MT_GBUFS];    /* the one this rank owns */
     const mt_parallel_state *ps; /* this rank's groups (read at create only); NULL: one rank. With a
-                               pipeline in the grid the model is this rank's stage. A group of size 1
-                               whose axis is > 1 in the recipe builds that axis's rank 0 shard, for
-                               memory accounting only (stepping it is an error). */
+                               pipeline in the grid the model is this rank's stage. A tp or ep group
+                               of size 1 whose axis is > 1 in the recipe builds that axis's rank 0
+                               shard, for memory accounting only (stepping it is an error); cp needs
+                               its group. */
 } mt_model_shape;
 
 typedef struct {

@@ -12,8 +12,9 @@
  * the norms hold N_r token rows (all N, or 1/tp of them with sequence parallelism). */
 #include "train/model_internal.h"
 
+/* the ring over the cp group when cp > 1, else the backend's op (parallel/cp_attention.c) */
 mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv, void *out, void *lse) {
-    const mt_cp_shape s = mt_model_attn_shape(m); /* the ring over the cp group when cp > 1 (parallel/cp_attention.c) */
+    const mt_cp_shape s = mt_model_attn_shape(m);
     return mt_cp_attention_fwd(&m->par.cp, &s, ACT(m, A, cp_kv), qkv, out, lse);
 }
 
