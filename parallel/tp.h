@@ -13,8 +13,8 @@
  * residual adds, dropout) is per token, so any partition of the tokens gives the same result,
  * and this one makes the gathers plain contiguous allgathers.
  * With tp = 1 (comm NULL or of size 1) nothing is communicated and nothing copied.
- * Rule: backward follows backend.h (dW/db +=, activation gradients =). comm_ms accumulates
- * the wall time spent inside tp collectives, for the trainer's statistics. */
+ * Rule: backward follows backend.h (dW/db +=, activation gradients =). Every tp collective's
+ * wall time and count go to *clock (the tp group's, parallel/comm_clock.h; NULL: untimed). */
 #ifndef MT_TP_H
 #define MT_TP_H
 
@@ -22,6 +22,7 @@
 
 #include "core/backend.h"
 #include "parallel/comm.h"
+#include "parallel/comm_clock.h"
 
 typedef struct {
     mt_backend *be;
@@ -32,8 +33,7 @@ typedef struct {
     int N_r;            /* rows outside tp regions: N / tp with SP, else N */
     void *full;         /* (N, C) act scratch: gathered rows (SP only) */
     void *slice;        /* (N_r, C) act scratch: reduce-scattered rows (SP only) */
-    double comm_ms;     /* time spent in tp collectives (accumulated; the caller resets it) */
-    int64_t n_coll;     /* collectives issued */
+    mt_comm_clock *clock; /* the tp group's clock (NULL after mt_tp_init: untimed) */
     /* context parallelism: each sequence's T rows are n_chunks chunks of chunk_len tokens at global
        positions chunk_pos[] (the embedding's position rows); 0 chunks (mt_tp_init's default): one
        chunk at position 0 */

@@ -1,7 +1,7 @@
 /* tp_layers.c — the tensor- / sequence-parallel layers of tp.h: column- and row-parallel
  * linears, vocab-parallel embedding and cross-entropy, built from two primitives (gather and
  * reduce) whose roles swap between forward and backward. Rules: with tp = 1 every function is
- * the plain backend op (no collective, no copy); collectives are timed into t->comm_ms;
+ * the plain backend op (no collective, no copy); collectives are timed into *t->clock;
  * every status is propagated (a failed peer surfaces as MT_ERR_PEER from the communicator). */
 #include "parallel/tp.h"
 
@@ -14,8 +14,7 @@
     do {                                       \
         double t0_ = mt_clock_ms();                 \
         (st) = (call);                         \
-        (t)->comm_ms += mt_clock_ms() - t0_;        \
-        (t)->n_coll++;                         \
+        mt_comm_clock_stop((t)->clock, t0_);   \
     } while (0)
 
 mt_status mt_tp_init(mt_tp *t, mt_backend *be, mt_comm *comm, int sp, int N, int C, void *full, void *slice) {

@@ -135,7 +135,7 @@ mt_status mt_generator_open(mt_generator *g, const mt_recipe *r, mt_backend *be,
         g->V = nv < r->model.vocab ? nv : r->model.vocab;
     }
 
-    mt_model_shape shape = {.B = 1, .tp_comm = NULL, .pp_stage = -1};
+    mt_model_shape shape = {.B = 1, .ps = NULL}; /* one rank, the whole model */
     for (int b = 0; b < MT_GBUFS; b++) shape.shards[b] = 1, shape.shard[b] = 0; /* no optimizer shards */
     MT_CHECK(mt_model_create(&g->model, r, be, &shape));
     g->have_model = 1;

@@ -31,7 +31,7 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
     if (!r->checkpoint.load[0])
         return mt_errorf(MT_ERR_CONFIG, "no checkpoint to score: pass --load DIR (a checkpoint folder --save wrote, or "
                          "one iter_* folder in it)");
-    const int T = r->model.seq_length, pp = ps->grid.pp, stage = ps->coord[MT_AX_PP];
+    const int T = r->model.seq_length;
     char note[4600];
     int found = 0;
     MT_CHECK(mt_ckpt_resolve(r, lp->ckpt_path, sizeof lp->ckpt_path, &found, note, sizeof note));
@@ -41,15 +41,16 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
     MT_CHECK(mt_ckpt_check_tokenizer(lp->ckpt_path, r, "mtrain logprobs", "score", log, &lp->iteration));
     MT_CHECK(mt_recipe_tokenizer_open(r, &lp->tok));
 
-    mt_model_shape shape = {.B = 1, .tp_comm = mt_pstate_group(ps, MT_PG_TP)->comm, .pp_stage = pp > 1 ? stage : -1};
+    mt_model_shape shape = {.B = 1, .ps = ps};
     for (int b = 0; b < MT_GBUFS; b++) shape.shards[b] = 1, shape.shard[b] = 0; /* no optimizer shards */
     MT_CHECK(mt_model_create(&lp->model, r, be, &shape));
     lp->have_model = 1;
-    lp->has_losses = pp == 1 || stage == pp - 1;
+    const int pp = lp->model.pl.pp;
+    lp->has_losses = lp->model.pl.has_head; /* the last pipeline stage (every rank without a pipeline) */
     if (pp > 1) {
         const int v = r->parallel.virtual_pipeline > 1 ? r->parallel.virtual_pipeline : 1;
         lp->n_micro = v > 1 ? pp : 1; /* interleaving runs micro-batches in groups of pp: the same row each */
-        MT_CHECK(mt_pipeline_init(&lp->pipe, &lp->model, r, lp->n_micro, mt_pstate_group(ps, MT_PG_PP)->comm));
+        MT_CHECK(mt_pipeline_init(&lp->pipe, &lp->model, r, lp->n_micro, ps));
         lp->have_pipe = 1;
         lp->head_slot = -1;
         for (int i = 0; i < lp->pipe.n_fsteps; i++)

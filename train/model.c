@@ -71,9 +71,9 @@ static void init_range(const mt_model *m, int ti, uint64_t seed, uint64_t stream
         const int row = (int)(e / cols);
         size_t c = e % cols, c_end = (size_t)(row + 1) * cols < hi ? cols : hi - (size_t)row * cols;
         while (c < c_end) { /* the longest run of consecutive full indices from column c */
-            const size_t f0 = mt_param_full_index(pl, ti, m->tp.rank, row, (int)c);
+            const size_t f0 = mt_param_full_index(pl, ti, m->par.tp.rank, row, (int)c);
             size_t run = 1;
-            while (c + run < c_end && mt_param_full_index(pl, ti, m->tp.rank, row, (int)(c + run)) == f0 + run) run++;
+            while (c + run < c_end && mt_param_full_index(pl, ti, m->par.tp.rank, row, (int)(c + run)) == f0 + run) run++;
             mt_rng_normal_fill(dst + (size_t)row * cols + c, run, seed, stream, f0, scale);
             c += run;
         }
@@ -101,9 +101,9 @@ static mt_status init_slice_on_device(mt_model *m, int ti, size_t off, uint64_t 
     const mt_param_tensor *t = &pl->t[ti];
     const size_t n = (size_t)t->rows * t->cols;
     for (int r0 = 0; r0 < t->rows;) {
-        const size_t fe0 = t->shard == MT_SHARD_NONE ? 0 : mt_param_full_index(pl, ti, m->tp.rank, r0, 0);
+        const size_t fe0 = t->shard == MT_SHARD_NONE ? 0 : mt_param_full_index(pl, ti, m->par.tp.rank, r0, 0);
         int r1 = t->shard == MT_SHARD_NONE ? t->rows : r0 + 1;
-        while (r1 < t->rows && mt_param_full_index(pl, ti, m->tp.rank, r1, 0) == fe0 + (size_t)(r1 - r0) * t->cols) r1++;
+        while (r1 < t->rows && mt_param_full_index(pl, ti, m->par.tp.rank, r1, 0) == fe0 + (size_t)(r1 - r0) * t->cols) r1++;
         mt_init_normal_args ia = {.out = dev + (size_t)r0 * t->cols, .n = (size_t)(r1 - r0) * t->cols, .seed = seed,
                                   .stream = stream, .offset = fe0, .std = sd};
         MT_CHECK(m->be->i->init_normal(m->be, &ia));
@@ -193,8 +193,8 @@ out:
 }
 
 static mt_status init_shorthand(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
-                                mt_comm *tp_comm, int pp_stage) {
-    mt_model_shape s = {.B = B, .tp_comm = tp_comm, .pp_stage = pp_stage};
+                                const mt_parallel_state *ps) {
+    mt_model_shape s = {.B = B, .ps = ps};
     for (int b = 0; b < MT_GBUFS; b++) {
         s.shards[b] = n_shards;
         s.shard[b] = shard;
@@ -203,17 +203,21 @@ static mt_status init_shorthand(mt_model *m, const mt_recipe *r, mt_backend *be,
 }
 
 mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard) {
-    return init_shorthand(m, r, be, B, n_shards, shard, NULL, -1);
+    return init_shorthand(m, r, be, B, n_shards, shard, NULL);
 }
 
-mt_status mt_model_init_tp(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
-                           mt_comm *tp_comm) {
-    return init_shorthand(m, r, be, B, n_shards, shard, tp_comm, -1);
+mt_status mt_model_init_ps(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
+                           const mt_parallel_state *ps) {
+    return init_shorthand(m, r, be, B, n_shards, shard, ps);
 }
 
 mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
-                              mt_comm *tp_comm, int pp_stage) {
-    return init_shorthand(m, r, be, B, n_shards, shard, tp_comm, pp_stage);
+                              int stage) {
+    mt_parallel_state ps; /* one rank placed on the stage */
+    mt_pstate_single(&ps);
+    ps.grid.pp = r->parallel.pipeline;
+    ps.coord[MT_AX_PP] = stage;
+    return init_shorthand(m, r, be, B, n_shards, shard, &ps);
 }
 
 /* the owned optimizer shards form one contiguous flat range (f32 master weights can alias the
@@ -239,43 +243,33 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     m->norm_eps = r->model.norm_eps;
     m->rope_theta = r->model.rope_theta;
     MT_CHECK(mt_model_check_backend(r, be, missing, sizeof missing));
-    if (s->pp_stage < 0) {
+    mt_parallel_state one; /* no state given: one rank (every group of size 1) */
+    const mt_parallel_state *ps = s->ps;
+    if (!ps) {
+        mt_pstate_single(&one);
+        ps = &one;
+    }
+    if (ps->grid.pp <= 1) {
         MT_CHECK(mt_param_layout_build(r, &m->pl));
     } else {
-        MT_CHECK(mt_param_layout_build_stage(r, s->pp_stage, &m->pl));
+        MT_CHECK(mt_param_layout_build_stage(r, ps->coord[MT_AX_PP], &m->pl));
     }
-    if (s->tp_comm && s->tp_comm->size != m->pl.tp)
-        return mt_errorf(MT_ERR_INTERNAL, "model init: tp group of %d ranks for parallel.tensor = %d",
-                         s->tp_comm->size, m->pl.tp);
+    const mt_group *tp_g = mt_pstate_group(ps, MT_PG_TP);
+    if (tp_g->size > 1 && tp_g->size != m->pl.tp)
+        return mt_errorf(MT_ERR_INTERNAL, "model init: tp group of %d ranks for parallel.tensor = %d", tp_g->size,
+                         m->pl.tp);
     MT_CHECK(mt_recipe_check_sp_split(r)); /* the one sequence-parallel rule (core/recipe) */
     if (m->pl.moe && m->pl.recompute)
         return mt_errorf(MT_ERR_UNSUPPORTED, "model init: training.recompute = full with MoE layers (model.moe.experts "
                          "> 0) is not implemented; use training.recompute none");
     if (m->pl.moe) {
-        if (s->ep_comm && s->ep_comm->size != m->pl.ep)
-            return mt_errorf(MT_ERR_INTERNAL, "model init: ep group of %d ranks for parallel.expert = %d",
-                             s->ep_comm->size, m->pl.ep);
-        if (m->pl.ep > 1 && !s->ep_comm && s->ep_rank != 0)
-            return mt_errorf(MT_ERR_INTERNAL, "model init: parallel.expert = %d without an ep communicator", m->pl.ep);
-        m->pl.ep_rank = s->ep_rank;
-        m->ep_comm = s->ep_comm;
+        m->pl.ep_rank = mt_pstate_group(ps, MT_PG_EP)->size > 1 ? mt_pstate_group(ps, MT_PG_EP)->rank : 0;
         m->moe_aux_coeff = r->model.moe.aux_loss_coeff;
         m->moe_z_coeff = r->model.moe.z_loss_coeff;
         m->moe_pre_softmax = r->model.moe.pre_softmax;
     }
-    m->cp = m->pl.cp;
-    m->cp_comm = s->cp_comm;
-    m->cp_rank = s->cp_comm ? s->cp_comm->rank : 0;
-    if (m->cp > 1 && (!s->cp_comm || s->cp_comm->size != m->cp))
-        return mt_errorf(MT_ERR_INTERNAL, "model init: parallel.context = %d needs a cp group of that size (got %d)",
-                         m->cp, s->cp_comm ? s->cp_comm->size : 0);
-    if (m->cp > 1 && m->pl.T % (2 * m->cp))
-        return mt_errorf(MT_ERR_CONFIG, "model init: model.seq_length %d does not split into 2 x parallel.context = %d "
-                         "chunks", m->pl.T, 2 * m->cp);
-    m->n_chunks = m->cp > 1 ? 2 : 1;
-    m->chunk_len = m->pl.T / (m->cp > 1 ? 2 * m->cp : 1);
-    for (int c = 0; c < m->n_chunks; c++)
-        m->chunk_pos[c] = m->cp > 1 ? mt_cp_chunk(m->cp, m->cp_rank, c) * m->chunk_len : 0;
+    MT_CHECK(mt_cp_init(&m->par.cp, be, m->act, mt_pstate_group(ps, MT_PG_CP), m->pl.cp, m->pl.T));
+    m->par.cp.clock = &m->par.clocks.g[MT_PG_CP];
     mt_act_layout_build(&m->pl, B, m->act, &m->al);
     mt_param_layout_place_buffers(&m->pl, s->shards);
     MT_CHECK(mt_opt_layout_build(&m->pl, s->shards, s->shard, &m->ol));
@@ -307,23 +301,21 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     m->scalars = ACT(m, &m->acts, scalars);
     if (m->pl.moe) {
         m->moe_stats = ACT(m, &m->acts, moe_stats);
-        m->moe_host = malloc((size_t)(2 * m->pl.E + m->pl.ep * m->pl.E_r) * sizeof *m->moe_host);
-        m->moe_tab = malloc((size_t)4 * m->pl.ep * sizeof *m->moe_tab);
-        if (!m->moe_host || !m->moe_tab) {
-            st = mt_errorf(MT_ERR_OOM, "model init: MoE count tables for %d experts", m->pl.E);
-            goto out;
-        }
+        MT_CHECK(mt_ep_init(&m->par.ep, be, m->act, mt_pstate_group(ps, MT_PG_EP), m->pl.ep, m->pl.E, m->pl.C,
+                            m->al.moe_R, m->al.moe_S));
+        m->par.ep.clock = &m->par.clocks.g[MT_PG_EP];
     }
     m->staging = malloc((size_t)m->al.N * 2 * sizeof *m->staging);
     if (!m->staging) {
         st = mt_errorf(MT_ERR_OOM, "model init: micro-batch staging of %d tokens", m->al.N);
         goto out;
     }
-    MT_CHECK(mt_tp_init(&m->tp, be, s->tp_comm, m->pl.sp, m->al.N, m->pl.C, m->pl.sp ? ACT(m, &m->acts, sp_full) : NULL,
-                        m->pl.sp ? ACT(m, &m->acts, sp_slice) : NULL));
-    m->tp.n_chunks = m->n_chunks; /* the embedding places the local chunks at their global positions */
-    m->tp.chunk_len = m->chunk_len;
-    for (int c = 0; c < m->n_chunks; c++) m->tp.chunk_pos[c] = m->chunk_pos[c];
+    MT_CHECK(mt_tp_init(&m->par.tp, be, tp_g->size > 1 ? tp_g->comm : NULL, m->pl.sp, m->al.N, m->pl.C,
+                        m->pl.sp ? ACT(m, &m->acts, sp_full) : NULL, m->pl.sp ? ACT(m, &m->acts, sp_slice) : NULL));
+    m->par.tp.clock = &m->par.clocks.g[MT_PG_TP];
+    m->par.tp.n_chunks = m->par.cp.n_chunks; /* the embedding places the local chunks at their global positions */
+    m->par.tp.chunk_len = m->par.cp.chunk_len;
+    for (int c = 0; c < m->par.cp.n_chunks; c++) m->par.tp.chunk_pos[c] = m->par.cp.chunk_pos[c];
     MT_CHECK(init_weights(m, r));
 out:
     if (st != MT_OK) mt_model_free(m);
@@ -340,8 +332,7 @@ void mt_model_free(mt_model *m) {
     if (m->adam_v) be->i->free(be, m->adam_v);
     if (m->acts.base) be->i->free(be, m->acts.base);
     free(m->staging);
-    free(m->moe_host);
-    free(m->moe_tab);
+    mt_ep_free(&m->par.ep);
     memset(m, 0, sizeof *m);
 }
 
@@ -357,11 +348,12 @@ out:
 mt_status mt_model_load_micro(mt_model *m, const mt_acts *a, const int32_t *tokens_host) {
     mt_status st = MT_OK;
     /* host rows hold the whole sequence (pl.T + 1 tokens); this rank takes its chunks (all of it at cp = 1) */
-    const int B = m->al.B, T = m->al.T, Tg = m->pl.T, N = m->al.N, Tc = m->chunk_len;
+    const mt_cp *cp = &m->par.cp;
+    const int B = m->al.B, T = m->al.T, Tg = m->pl.T, N = m->al.N, Tc = cp->chunk_len;
     int32_t *inp = m->staging, *tgt = m->staging + N;
     for (int b = 0; b < B; b++) {
-        for (int c = 0; c < m->n_chunks; c++) {
-            const int32_t *src = tokens_host + (size_t)b * (Tg + 1) + m->chunk_pos[c];
+        for (int c = 0; c < cp->n_chunks; c++) {
+            const int32_t *src = tokens_host + (size_t)b * (Tg + 1) + cp->chunk_pos[c];
             memcpy(inp + (size_t)b * T + (size_t)c * Tc, src, (size_t)Tc * 4);
             memcpy(tgt + (size_t)b * T + (size_t)c * Tc, src + 1, (size_t)Tc * 4);
         }
@@ -376,8 +368,8 @@ mt_status mt_model_loss(mt_model *m, const mt_acts *a, float dloss) {
     mt_status st = MT_OK;
     const int N = m->al.N;
     m->moe_dloss = dloss;
-    MT_CHECK(mt_tp_xent(&m->tp, ACT(m, a, logits), ACT(m, a, losses), ACT(m, a, xent_stats), (const int32_t *)ACT(m, a, targets),
-                        N, m->pl.V, m->pl.Vp, m->tp.rank * m->pl.Vp_r, m->pl.Vp_r, dloss));
+    MT_CHECK(mt_tp_xent(&m->par.tp, ACT(m, a, logits), ACT(m, a, losses), ACT(m, a, xent_stats), (const int32_t *)ACT(m, a, targets),
+                        N, m->pl.V, m->pl.Vp, m->par.tp.rank * m->pl.Vp_r, m->pl.Vp_r, dloss));
     /* every tp rank holds the same full per-token losses: each sums them (the trainer reduces
      * the loss over the world from tp rank 0: parallel/grad_sync.h) */
     mt_sum_args sa = {.out = m->scalars, .x = ACT(m, a, losses), .n = (size_t)N, .squares = 0};
@@ -397,9 +389,9 @@ mt_model_part mt_model_whole(const mt_model *m) {
 
 mt_status mt_model_step_micro(mt_model *m, const int32_t *tokens_host, float dloss, int do_backward) {
     mt_status st = MT_OK;
-    if (m->pl.tp > 1 && !m->tp.comm)
-        return mt_errorf(MT_ERR_INTERNAL, "model step: parallel.tensor = %d but no tp communicator was given "
-                                          "(mt_model_init_tp)", m->pl.tp);
+    if (m->pl.tp > 1 && !m->par.tp.comm)
+        return mt_errorf(MT_ERR_INTERNAL, "model step: parallel.tensor = %d but the parallel state has no tp group "
+                                          "(a memory-accounting model: mt_model_init_ps)", m->pl.tp);
     if (m->pl.pp > 1)
         return mt_errorf(MT_ERR_INTERNAL, "model step: a pipeline stage runs micro-batches through train/pipeline.c");
     m->moe_dloss = dloss;

@@ -1,19 +1,16 @@
 /* model.h — the GPT / Llama model on one rank: parameters, gradients, optimizer state and one
  * activation buffer, each one allocation (offsets from core/model: the parameter, activation and
  * optimizer-shard layouts), weight init from the seed, and forward + backward of one micro-batch
- * through the backend interface, with Megatron tensor (and sequence) parallelism over a tp
- * communicator (parallel/tp.h).
+ * through the backend interface.
+ * Parallelism: the model is built from the parallel state (parallel/parallel_state.h) and holds
+ * one communicating layer per axis (parallel/axis_layers.h: tensor-parallel linears, the
+ * context-parallel attention ring, the expert-parallel token dispatch), each over its group and
+ * timed into that group's clock; a pipeline stage builds only its layers. Nothing here names a
+ * group: the layers do, in parallel/.
  * Activations are passed explicitly (mt_acts): the model's own buffer for plain micro-batch
  * steps; the pipeline executor passes the buffer of the slot it runs. Nothing here keeps a "current"
  * buffer.
- * Context parallelism (parallel.context = cp > 1, train/model_cp.c): every sequence is cut into
- * 2 cp chunks of T / (2 cp) tokens and cp rank r holds chunks r and 2 cp - 1 - r (Megatron's causal
- * load balance: each rank gets one early and one late chunk, so every rank does the same attention
- * work); its activations hold those T / cp tokens, embedded and rotated at their global positions.
- * Attention runs as a ring over the cp group: K / V blocks travel cp - 1 steps, partial outputs
- * merge by logsumexp; the backward repeats the ring with the dK / dV partials travelling with
- * their blocks and a last step home.
- * Files: model.c (init, glue), model_fwd.c, model_bwd.c, model_cp.c.
+ * Files: model.c (init, glue), model_fwd.c, model_bwd.c, model_moe.c (router and experts).
  * Rules: nothing here reads device memory except mt_model_read_scalars; nothing is allocated after
  * init (host staging included). Gradient reductions live in parallel/grad_sync.h. */
 #ifndef MT_MODEL_H
@@ -25,7 +22,8 @@
 #include "core/model/model_layout.h"
 #include "core/model/opt_layout.h"
 #include "core/recipe/recipe.h"
-#include "parallel/tp.h"
+#include "parallel/axis_layers.h"
+#include "parallel/parallel_state.h"
 
 /* One micro-batch's activation buffer (al.n_bytes of backend memory) and the first local layer
  * whose activations it holds: 0 without pipeline parallelism, a chunk's first layer with it. */
@@ -45,11 +43,11 @@ typedef struct {
     int B;                  /* sequences per micro-batch */
     int shards[MT_GBUFS];   /* distributed optimizer: shards per gradient buffer (1 without) */
     int shard[MT_GBUFS];    /* the one this rank owns */
-    mt_comm *tp_comm;       /* the tp group; NULL when tp = 1 (or for memory accounting only) */
-    int pp_stage;           /* pipeline stage; -1: the whole model whatever parallel.pipeline says */
-    mt_comm *ep_comm;       /* MoE: the expert-parallel group (NULL when ep = 1) */
-    int ep_rank;            /* this rank's index in it: it holds experts [ep_rank * E/ep, (ep_rank+1) * E/ep) */
-    mt_comm *cp_comm;       /* the context-parallel group (NULL when cp = 1) */
+    const mt_parallel_state *ps; /* this rank's groups (read at create only); NULL: one rank. With a
+                               pipeline in the grid the model is this rank's stage. A tp or ep group
+                               of size 1 whose axis is > 1 in the recipe builds that axis's rank 0
+                               shard, for memory accounting only (stepping it is an error); cp needs
+                               its group. */
 } mt_model_shape;
 
 typedef struct {
@@ -73,30 +71,19 @@ typedef struct {
     mt_acts acts;          /* the model's own activation buffer (l0 = 0) */
     void *scalars;         /* (2) f32 in the model's activation buffer: [loss sum, grad sq] */
     int32_t *staging;      /* (2, N) i32 host: inputs and targets of a micro-batch before upload */
-    mt_tp tp;              /* tensor-parallel group, rank, SP flag, scratch, comm time (tp = 1: no group) */
+    mt_axis_layers par;    /* the communicating layer of each parallel axis, and the per-group clocks */
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts; /* what was allocated */
     /* mixture of experts (pl.moe; train/model_moe.c) */
-    mt_comm *ep_comm;      /* expert-parallel group (NULL: ep = 1) */
     float moe_dloss;       /* the loss scale of the micro-batches being run (the aux / z-loss gradients use it) */
     float moe_aux_coeff, moe_z_coeff;
     int moe_pre_softmax;
     void *moe_stats;       /* (MT_MOE_STATS + 2E) f32 in the model's activation buffer: the step's MoE sums */
-    int32_t *moe_host;     /* (2E + ep*E_r) i32 host: one layer's counts */
-    size_t *moe_tab;       /* (4 ep) host: all-to-all counts and displacements */
-    double moe_comm_ms;    /* time in the expert all-to-alls (accumulated; the caller resets it) */
     /* a hook per part of a forward / backward (overlapped gradient reduction, parallel/grad_overlap.h):
        called with backward = 1 after a part's backward added its gradients, backward = 0 before a
        part's forward reads its parameters; part = a local layer, MT_MODEL_PART_EMBED or _HEAD.
        NULL = none */
     mt_status (*part_hook)(void *ctx, int backward, int part);
     void *part_hook_ctx;
-    /* context parallelism (train/model_cp.c) */
-    mt_comm *cp_comm;      /* the cp group (NULL: cp = 1) */
-    int cp, cp_rank;
-    int n_chunks;          /* local sequence = n_chunks chunks of chunk_len tokens: 1 chunk of T at cp = 1, else 2 */
-    int chunk_len;
-    int chunk_pos[2];      /* global position of each local chunk's first token */
-    double cp_comm_ms;     /* time in the ring exchanges (accumulated; the caller resets it) */
 } mt_model;
 
 #define MT_MODEL_PART_EMBED (-1)
@@ -107,14 +94,13 @@ typedef struct {
  * a tp rank draws exactly its shard (the serial run's values), a pipeline stage its layers (by
  * global layer index). The optimizer state covers this rank's shards (s->shards / s->shard). */
 mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const mt_model_shape *s);
-/* Shorthands (tests): the whole model; tp rank tp_comm->rank of its group; a pipeline stage.
- * n_shards / shard apply to every gradient buffer. tp_comm NULL with parallel.tensor > 1
- * allocates tp rank 0's shard for memory accounting only (stepping it is an error). */
+/* Shorthands (tests): the whole model on one rank; this rank of a parallel state; pipeline stage
+ * `stage` on one rank (memory accounting). n_shards / shard apply to every gradient buffer. */
 mt_status mt_model_init(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard);
-mt_status mt_model_init_tp(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
-                           mt_comm *tp_comm);
+mt_status mt_model_init_ps(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
+                           const mt_parallel_state *ps);
 mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, int B, int n_shards, int shard,
-                              mt_comm *tp_comm, int pp_stage);
+                              int stage);
 void mt_model_free(mt_model *m);
 
 /* Checks that the backend has every op this model calls (error names the missing ops). */
@@ -145,15 +131,6 @@ void *mt_model_scalars(mt_model *m);
 /* Reads both scalars into host memory: the step's one synchronisation. */
 mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq);
 
-/* Context parallelism: the global chunk (of 2 cp) that local chunk c (0 or 1) of cp rank r holds:
- * r and 2 cp - 1 - r. Pure (tested in test/unit/test_cp_chunks.c). */
-static inline int mt_cp_chunk(int cp, int cp_rank, int c) { return c == 0 ? cp_rank : 2 * cp - 1 - cp_rank; }
-/* The global position of local token t (0 <= t < T / cp) of cp rank r, for sequences of T tokens. */
-static inline int mt_cp_position(int T, int cp, int cp_rank, int t) {
-    if (cp <= 1) return t;
-    const int Tc = T / (2 * cp);
-    return mt_cp_chunk(cp, cp_rank, t / Tc) * Tc + t % Tc;
-}
 /* MoE layer l (train/model_moe.c): forward xo = xm + moe(x2) (x2, xm, xo: N_r rows), and its backward:
  * dresid holds dL/dxo; *dx receives dL/dx2 (N_r rows, reduced over tp) for the norm backward. */
 mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, const void *xm, void *xo);

@@ -12,7 +12,7 @@
 mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
     mt_status st = MT_OK;
     const int l0 = part.l0, l1 = part.l1, embed = part.embed, head = part.head;
-    mt_tp *tp = &m->tp;
+    mt_tp *tp = &m->par.tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
     const int B = m->al.B, T = m->al.T, N = m->al.N, Nr = m->al.N_r, C = pl->C;
@@ -64,14 +64,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
         if (pl->recompute_attn) MT_CHECK(mt_model_attention_fwd(m, A, qkv, atty, lse));
         MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, datty), G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, atty,
                                P(m, ix->proj_w, l), C, HD));
-        if (m->cp > 1) { /* context parallelism: the ring again, dK / dV partials travelling home (model_cp.c) */
-            MT_CHECK(mt_cp_attention_bwd(m, A, qkv, atty, lse, ACT(m, A, datty), ACT(m, A, dqkv)));
-        } else {
-            mt_attention_bwd_args ab = {.dqkv = ACT(m, A, dqkv), .delta = ACT(m, A, delta), .dout = ACT(m, A, datty),
-                                        .qkv = qkv, .out = atty, .lse = lse, .B = B, .T = T, .H = pl->H_r,
-                                        .KV = pl->KV_r, .D = pl->D};
-            MT_CHECK(MT_BE_CALL(m->be, attention_bwd, &ab));
-        }
+        MT_CHECK(mt_model_attention_bwd(m, A, qkv, atty, lse, ACT(m, A, datty), ACT(m, A, dqkv)));
         if (m->rope) MT_CHECK(mt_model_rope(m, ACT(m, A, dqkv), 1));
         MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->qkv_w, l), G(m, ix->qkv_b, l), ACT(m, A, dqkv), x1,
                                   P(m, ix->qkv_w, l), pl->qkv_rows_r, C));

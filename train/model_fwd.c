@@ -12,12 +12,10 @@
  * the norms hold N_r token rows (all N, or 1/tp of them with sequence parallelism). */
 #include "train/model_internal.h"
 
+/* the ring over the cp group when cp > 1, else the backend's op (parallel/cp_attention.c) */
 mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv, void *out, void *lse) {
-    if (m->cp > 1) return mt_cp_attention_fwd(m, A, qkv, out, lse); /* ring attention (model_cp.c) */
-    const mt_param_layout *pl = &m->pl;
-    mt_attention_fwd_args at = {.out = out, .lse = lse, .qkv = qkv, .B = m->al.B, .T = m->al.T,
-                                .H = pl->H_r, .KV = pl->KV_r, .D = pl->D};
-    return MT_BE_CALL(m->be, attention_fwd, &at);
+    const mt_cp_shape s = mt_model_attn_shape(m);
+    return mt_cp_attention_fwd(&m->par.cp, &s, ACT(m, A, cp_kv), qkv, out, lse);
 }
 
 /* One layer l's forward from resid[l] to resid[l+1]. With full recompute (pl->recompute) every
@@ -27,7 +25,7 @@ mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv,
  * (pl->recompute_attn) only the attention core's outputs share one slice (model_bwd.c reruns it). */
 mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
     mt_status st = MT_OK;
-    mt_tp *tp = &m->tp;
+    mt_tp *tp = &m->par.tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
     const int N = m->al.N, Nr = m->al.N_r, C = pl->C;
@@ -72,7 +70,7 @@ out:
 mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
     mt_status st = MT_OK;
     const int l0 = part.l0, l1 = part.l1, embed = part.embed, head = part.head;
-    mt_tp *tp = &m->tp;
+    mt_tp *tp = &m->par.tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
     const int B = m->al.B, T = m->al.T, Nr = m->al.N_r, C = pl->C;

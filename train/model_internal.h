@@ -1,4 +1,4 @@
-/* model_internal.h — shared by model.c, model_fwd.c, model_bwd.c and model_cp.c (not a public header):
+/* model_internal.h — shared by model.c, model_fwd.c, model_bwd.c and model_moe.c (not a public header):
  * views into the model's buffers and the norm wrappers. Rule: only pointer arithmetic on the
  * layouts' offsets here; no device access. */
 #ifndef MT_MODEL_INTERNAL_H
@@ -82,13 +82,25 @@ static inline mt_layer_acts mt_layer_acts_of(const mt_model *m, const mt_acts *A
 static inline mt_status mt_model_part_hook(mt_model *m, int backward, int part) {
     return m->part_hook ? m->part_hook(m->part_hook_ctx, backward, part) : MT_OK;
 }
-/* Ring attention of one layer (model_cp.c, cp > 1): forward out / lse from this rank's qkv and the
- * peers' K / V; backward dqkv (=) from dout and the saved out and lse. */
-mt_status mt_cp_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv, void *out, void *lse);
-mt_status mt_cp_attention_bwd(mt_model *m, const mt_acts *A, const void *qkv, const void *out, const void *lse,
-                              const void *dout, void *dqkv);
-/* RoPE of the local rows (B sequences of n_chunks chunks) at their global positions (model_cp.c). */
-mt_status mt_model_rope(mt_model *m, void *x, int inverse);
+/* this rank's attention shapes, for the context-parallel layer (parallel/cp_attention.h) */
+static inline mt_cp_shape mt_model_attn_shape(const mt_model *m) {
+    const mt_param_layout *pl = &m->pl;
+    return (mt_cp_shape){.B = m->al.B, .T = m->al.T, .H = pl->H_r, .KV = pl->KV_r, .D = pl->D,
+                         .qkv_rows = pl->qkv_rows_r};
+}
+/* RoPE of the local rows (B sequences of the cp layer's chunks) at their global positions. */
+static inline mt_status mt_model_rope(mt_model *m, void *x, int inverse) {
+    const mt_cp_shape s = mt_model_attn_shape(m);
+    return mt_cp_rope(&m->par.cp, &s, x, m->rope_theta, inverse);
+}
+/* The attention core's backward, dqkv (=) from dout and the saved out / lse: the ring over the cp
+ * group when cp > 1 (dK / dV partials travelling home), else the backend's op. */
+static inline mt_status mt_model_attention_bwd(mt_model *m, const mt_acts *A, const void *qkv, const void *out,
+                                               const void *lse, const void *dout, void *dqkv) {
+    const mt_cp_shape s = mt_model_attn_shape(m);
+    return mt_cp_attention_bwd(&m->par.cp, &s, ACT(m, A, cp_kv), ACT(m, A, cp_dkv), ACT(m, A, delta), qkv, out, lse,
+                               dout, dqkv);
+}
 
 /* The attention core's forward, out / lse from qkv: the ring over the cp group when cp > 1, else the
  * backend's op (model_fwd.c; backward reruns it under selective recompute). */

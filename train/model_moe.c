@@ -2,8 +2,8 @@
  * alltoall token dispatcher), in place of the MLP when model.moe.experts > 0:
  *   x = gather_sp(norm2 out) (N, C);  logits = x Wr^T (router, replicated);  route: softmax, top-k,
  *   weights, capacity (moe_route: the drop rule of docs/moe.md);  dispatch rows to the dispatch
- *   layout (expert-major);  ep > 1: counts all-to-all, then the rows all-to-all over the expert group,
- *   reordered expert-major / source-minor;  per local expert ONE GEMM pair over its rows (fc, act,
+ *   layout (expert-major);  ep > 1: the expert-parallel layer (parallel/ep_dispatch.c) moves the rows
+ *   to their experts' ranks, expert-major / source-minor;  per local expert ONE GEMM pair over its rows (fc, act,
  *   fcproj; experts split over tp like the dense MLP: expert tensor parallelism = tp);  rows back
  *   by the reverse all-to-all;  combine out[t] = sum_j w[t, j] y[t, j] (partial over tp);  reduce
  *   over tp (allreduce, reduce-scatter under SP);  residual add.
@@ -12,11 +12,10 @@
  * reverse, the router's gradient (softmax / top-k / renormalisation, load-balancing and z-loss)
  * added to the input gradient on tp rank 0 only (the router runs on every tp rank on the same
  * tokens), then the tp reduction of the input gradient.
- * Rules: counts come to the host (copy_d2h: the one per-layer synchronisation MoE needs, as
- * Megatron's .cpu() of tokens_per_expert); no allocation; with ep = 1 nothing is communicated. */
+ * Rules: counts come to the host (the ep layer's copy_d2h: the one per-layer synchronisation MoE
+ * needs, as Megatron's .cpu() of tokens_per_expert); no allocation; with ep = 1 nothing is
+ * communicated over the expert group. */
 #include "train/model_internal.h"
-
-#include "core/clock.h"
 
 typedef struct {
     void *logits;   /* (N, E) act */
@@ -44,103 +43,9 @@ static moe_layer layer_of(const mt_model *m, const mt_acts *A, int l) {
     return L;
 }
 
-/* host view of one layer's counts: kept per expert (E), rows received per (source, local expert) */
-#define KEPT(m) ((m)->moe_host)
-#define RECV(m, i, le) ((m)->moe_host[2 * (m)->pl.E + (i) * (m)->pl.E_r + (le)])
-/* all-to-all tables (elements): to / from each ep rank */
-#define SEND_N(m) ((m)->moe_tab)
-#define SEND_D(m) ((m)->moe_tab + (m)->pl.ep)
-#define RECV_N(m) ((m)->moe_tab + 2 * (m)->pl.ep)
-#define RECV_D(m) ((m)->moe_tab + 3 * (m)->pl.ep)
-
-/* counts to the host and the all-to-all tables from them */
-static mt_status read_counts(mt_model *m, const int32_t *counts) {
-    const mt_param_layout *pl = &m->pl;
-    const int ep = pl->ep, Er = pl->E_r, E = pl->E;
-    mt_status st = m->be->i->copy_d2h(m->be, m->moe_host, counts, (size_t)(2 * E + ep * Er) * 4);
-    if (st != MT_OK) return st;
-    size_t sd = 0, rd = 0;
-    for (int j = 0; j < ep; j++) {
-        size_t s = 0, r = 0;
-        for (int le = 0; le < Er; le++) {
-            s += (size_t)KEPT(m)[j * Er + le];
-            r += (size_t)RECV(m, j, le);
-        }
-        SEND_N(m)[j] = s * pl->C, SEND_D(m)[j] = sd, sd += s * pl->C;
-        RECV_N(m)[j] = r * pl->C, RECV_D(m)[j] = rd, rd += r * pl->C;
-    }
-    if (rd / pl->C > (size_t)m->al.moe_R || sd / pl->C > (size_t)m->al.moe_S)
-        return mt_errorf(MT_ERR_INTERNAL, "moe: %zu rows received / %zu sent exceed the layout's %d / %d", rd / pl->C,
-                         sd / pl->C, m->al.moe_R, m->al.moe_S);
-    return MT_OK;
-}
-
-/* forward: the kept counts of this rank's experts from every ep rank (the counts exchange) */
-static mt_status exchange_counts(mt_model *m, int32_t *counts) {
-    const mt_param_layout *pl = &m->pl;
-    const int ep = pl->ep, Er = pl->E_r, E = pl->E;
-    mt_status st = MT_OK;
-    if (ep == 1) {
-        MT_CHECK(m->be->i->copy_d2d(m->be, counts + 2 * E, counts, (size_t)E * 4));
-    } else {
-        size_t *n = m->moe_tab, *d = m->moe_tab + ep; /* element tables of Er counts each (reused below) */
-        for (int j = 0; j < ep; j++) n[j] = (size_t)Er, d[j] = (size_t)j * Er;
-        const double t0 = mt_clock_ms();
-        st = m->ep_comm->i->alltoallv(m->ep_comm, counts, n, d, counts + 2 * E, n, d, MT_F32); /* i32 words moved as 4-byte elements */
-        m->moe_comm_ms += mt_clock_ms() - t0;
-        if (st != MT_OK) goto out;
-    }
-    MT_CHECK(read_counts(m, counts));
-out:
-    return st;
-}
-
-/* rows all-to-all: forward direction (dispatch layout -> received layout) or back */
-static mt_status a2a(mt_model *m, const void *send, void *recv, int back) {
-    const double t0 = mt_clock_ms();
-    mt_status st = back ? m->ep_comm->i->alltoallv(m->ep_comm, send, RECV_N(m), RECV_D(m), recv, SEND_N(m), SEND_D(m), m->act)
-                        : m->ep_comm->i->alltoallv(m->ep_comm, send, SEND_N(m), SEND_D(m), recv, RECV_N(m), RECV_D(m), m->act);
-    m->moe_comm_ms += mt_clock_ms() - t0;
-    return st;
-}
-
-/* first row of local expert le in the expert-major layout, and its row count */
-static size_t expert_rows(const mt_model *m, int le, size_t *r0) {
-    size_t off = 0, n = 0;
-    for (int e = 0; e <= le; e++) {
-        size_t ne = 0;
-        for (int i = 0; i < m->pl.ep; i++) ne += (size_t)RECV(m, i, e);
-        if (e < le) off += ne;
-        else n = ne;
-    }
-    *r0 = off;
-    return n;
-}
-
-/* received layout [source][expert] <-> expert-major [expert][source] (ep > 1) */
-static mt_status reorder(mt_model *m, void *src_major, void *exp_major, int to_expert) {
-    const mt_param_layout *pl = &m->pl;
-    const size_t rb = (size_t)pl->C * mt_dtype_bytes(m->act);
-    mt_status st = MT_OK;
-    size_t eoff = 0;
-    for (int le = 0; le < pl->E_r; le++)
-        for (int i = 0; i < pl->ep; i++) {
-            size_t soff = RECV_D(m)[i] / pl->C;
-            for (int e = 0; e < le; e++) soff += (size_t)RECV(m, i, e);
-            const size_t n = (size_t)RECV(m, i, le);
-            if (n) {
-                char *s = (char *)src_major + soff * rb, *x = (char *)exp_major + eoff * rb;
-                MT_CHECK(to_expert ? m->be->i->copy_d2d(m->be, x, s, n * rb) : m->be->i->copy_d2d(m->be, s, x, n * rb));
-            }
-            eoff += n;
-        }
-out:
-    return st;
-}
-
 mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, const void *xm, void *xo) {
     mt_status st = MT_OK;
-    mt_tp *tp = &m->tp;
+    mt_tp *tp = &m->par.tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
     const int N = m->al.N, C = pl->C, E = pl->E, k = pl->top_k, ep = pl->ep;
@@ -154,18 +59,15 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
                             .counts = L.counts, .stats = m->moe_stats, .N = N, .E = E, .k = k, .T = m->al.T,
                             .cap = pl->moe_cap, .pre_softmax = m->moe_pre_softmax};
     MT_CHECK(MT_BE_CALL(m->be, moe_route, &rt));
-    MT_CHECK(exchange_counts(m, L.counts));
+    MT_CHECK(mt_ep_exchange_counts(&m->par.ep, L.counts));
     void *disp = ep > 1 ? ACT(m, A, moe_send) : L.xin;
     mt_moe_permute_args pa = {.out = disp, .x = xf, .pos = L.pos, .N = N, .k = k, .C = C};
     MT_CHECK(MT_BE_CALL(m->be, moe_permute, &pa));
-    if (ep > 1) {
-        MT_CHECK(a2a(m, disp, ACT(m, A, moe_recv), 0));
-        MT_CHECK(reorder(m, ACT(m, A, moe_recv), L.xin, 1));
-    }
+    if (ep > 1) MT_CHECK(mt_ep_dispatch(&m->par.ep, disp, ACT(m, A, moe_recv), L.xin));
     void *ye = ep > 1 ? ACT(m, A, moe_ye) : L.ysend;
     for (int le = 0; le < pl->E_r; le++) {
         size_t r0;
-        const int M = (int)expert_rows(m, le, &r0);
+        const int M = (int)mt_ep_expert_rows(&m->par.ep, le, &r0);
         if (M == 0) continue;
         const int s = l * pl->E_r + le;
         void *h = (char *)L.h + r0 * pl->fc_rows_r * a, *g = (char *)L.g + r0 * pl->F_r * a;
@@ -184,10 +86,7 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
                                  .bias = tp->rank == 0 ? P(m, ix->efcproj_b, s) : NULL, .M = M, .N = C, .K = pl->F_r};
         MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &f2));
     }
-    if (ep > 1) {
-        MT_CHECK(reorder(m, ACT(m, A, moe_recv), ye, 0));
-        MT_CHECK(a2a(m, ACT(m, A, moe_recv), L.ysend, 1));
-    }
+    if (ep > 1) MT_CHECK(mt_ep_combine(&m->par.ep, ye, ACT(m, A, moe_recv), L.ysend));
     mt_moe_unpermute_args ua = {.out = ACT(m, A, dtmp), .y = L.ysend, .pos = L.pos, .w = L.topw, .N = N, .k = k, .C = C};
     MT_CHECK(MT_BE_CALL(m->be, moe_unpermute, &ua));
     void *y = NULL;
@@ -200,13 +99,13 @@ out:
 
 mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, void **dx) {
     mt_status st = MT_OK;
-    mt_tp *tp = &m->tp;
+    mt_tp *tp = &m->par.tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
     const int N = m->al.N, C = pl->C, E = pl->E, k = pl->top_k, ep = pl->ep;
     const size_t a = mt_dtype_bytes(m->act);
     const moe_layer L = layer_of(m, A, l);
-    MT_CHECK(read_counts(m, L.counts));
+    MT_CHECK(mt_ep_read_counts(&m->par.ep, L.counts));
     const void *dY = NULL;
     MT_CHECK(mt_tp_gather(tp, ACT(m, A, dresid), &dY));
     void *dys = ep > 1 ? ACT(m, A, moe_send) : ACT(m, A, moe_ye), *dye = ACT(m, A, moe_ye);
@@ -214,13 +113,10 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
                                     .w = L.topw, .N = N, .k = k, .C = C};
     MT_CHECK(MT_BE_CALL(m->be, moe_unpermute_bwd, &ub));
     MT_CHECK(mt_tp_allreduce_f32(tp, ACT(m, A, moe_dw), (size_t)N * k)); /* expert outputs are tp-partial */
-    if (ep > 1) {
-        MT_CHECK(a2a(m, dys, ACT(m, A, moe_recv), 0));
-        MT_CHECK(reorder(m, ACT(m, A, moe_recv), dye, 1));
-    }
+    if (ep > 1) MT_CHECK(mt_ep_dispatch(&m->par.ep, dys, ACT(m, A, moe_recv), dye));
     for (int le = 0; le < pl->E_r; le++) {
         size_t r0;
-        const int M = (int)expert_rows(m, le, &r0);
+        const int M = (int)mt_ep_expert_rows(&m->par.ep, le, &r0);
         if (M == 0) continue;
         const int s = l * pl->E_r + le;
         void *dyl = (char *)dye + r0 * C * a;
@@ -244,8 +140,7 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
     }
     const void *dxs = dye;
     if (ep > 1) {
-        MT_CHECK(reorder(m, ACT(m, A, moe_recv), dye, 0));
-        MT_CHECK(a2a(m, ACT(m, A, moe_recv), ACT(m, A, moe_send), 1));
+        MT_CHECK(mt_ep_combine(&m->par.ep, dye, ACT(m, A, moe_recv), ACT(m, A, moe_send)));
         dxs = ACT(m, A, moe_send);
     }
     void *dln = ACT(m, A, dln);

@@ -11,9 +11,10 @@
 
 #include "core/clock.h"
 
-mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r, int m, mt_comm *comm) {
+mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r, int m, const mt_parallel_state *ps) {
     mt_status st = MT_OK;
     mt_backend *be = model->be;
+    mt_comm *comm = mt_pstate_group(ps, MT_PG_PP)->comm;
     memset(pp, 0, sizeof *pp);
     pp->comm = comm;
     pp->p = model->pl.pp;

@@ -19,6 +19,7 @@
 #include "core/timing.h"
 #include "train/model.h"
 #include "parallel/comm.h"
+#include "parallel/parallel_state.h"
 #include "parallel/schedule.h"
 
 /* fills B rows of T+1 tokens of micro-batch mb of the current batch */
@@ -52,8 +53,9 @@ typedef struct {
 } mt_pipeline;
 
 /* Builds both tables for (kind from mt_schedule_default(p, v), p, m micro-batches, v) and
- * allocates the slots. Errors: mt_schedule_check's (naming the keys), OOM. */
-mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r, int m, mt_comm *comm);
+ * allocates the slots; the p2p exchanges go over the parallel state's pipeline group.
+ * Errors: mt_schedule_check's (naming the keys), OOM. */
+mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r, int m, const mt_parallel_state *ps);
 void mt_pipeline_free(mt_pipeline *pp, mt_model *model);
 /* Rebuilds the training table in place for m <= the m of init micro-batches (batch-size ramp-up);
  * no allocation. The forward-only table keeps init's m (evaluation runs on the full batch). */

@@ -24,6 +24,7 @@
 #include "core/backend.h"
 #include "core/recipe/recipe.h"
 #include "core/timing.h"
+#include "parallel/comm_clock.h"
 #include "parallel/parallel_state.h"
 #include "train/profile.h"
 
@@ -66,9 +67,14 @@ void mt_timers_step_done(mt_timers *tm);
 /* Evaluation: nothing is timed or recorded between pause and resume. */
 void mt_timers_pause(mt_timers *tm);
 void mt_timers_resume(mt_timers *tm);
-/* Adds ms measured elsewhere (the tp collectives' total) to a timer, if it is timed. */
+/* Adds ms measured elsewhere to a timer, if it is timed. */
 static inline void mt_timers_add(mt_timers *tm, mt_timer_id id, double ms) {
     if (tm->timed[id] && !tm->paused) tm->acc[id] += ms;
+}
+/* Adds the model layers' collective time of one step (per group, parallel/comm_clock.h) to the
+ * timer that reports it: the tensor-parallel group's to tp-collectives. */
+static inline void mt_timers_add_comm(mt_timers *tm, const mt_comm_clocks *c) {
+    mt_timers_add(tm, MT_TM_TP, c->g[MT_PG_TP].ms);
 }
 /* At a log line, on every rank (collective over the world when level > 0): the block over the
  * interval's n_iters iterations on `log` (the logging rank; NULL elsewhere); resets the timers. */

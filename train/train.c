@@ -224,7 +224,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     t->G_cur = t->G;
     t->tokens_per_iter = (double)t->G * t->T;
     const int64_t iters = r->training.iters;
-    const int pp = ps->grid.pp, stage = ps->coord[MT_AX_PP];
+    const int pp = ps->grid.pp;
 
     if (!r->data.path[0] && !r->data.mock)
         return mt_errorf(MT_ERR_CONFIG, "data.path is empty: set it to a preprocessed dataset prefix "
@@ -256,9 +256,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
              g += r->training.rampup_start > 0 ? r->training.rampup_increment : t->G)
             MT_CHECK(mt_schedule_check(mt_schedule_default(pp, r->parallel.virtual_pipeline), pp,
                                        (int)(g / (t->B * t->dp)), r->parallel.virtual_pipeline));
-    mt_model_shape shape = {.B = t->B, .tp_comm = mt_pstate_group(ps, MT_PG_TP)->comm, .pp_stage = pp > 1 ? stage : -1,
-                            .ep_comm = mt_pstate_group(ps, MT_PG_EP)->comm, .ep_rank = mt_pstate_group(ps, MT_PG_EP)->rank,
-                            .cp_comm = mt_pstate_group(ps, MT_PG_CP)->comm};
+    mt_model_shape shape = {.B = t->B, .ps = ps};
     mt_grad_sync_shards(ps, t->distributed, shape.shards, shape.shard);
     MT_CHECK(mt_model_create(&t->model, r, be, &shape));
     t->have_model = 1;
@@ -281,7 +279,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     }
     MT_CHECK(mt_moe_stats_open(&t->moe, &t->model));
     if (pp > 1) {
-        MT_CHECK(mt_pipeline_init(&t->pipe, &t->model, r, t->n_micro, mt_pstate_group(ps, MT_PG_PP)->comm));
+        MT_CHECK(mt_pipeline_init(&t->pipe, &t->model, r, t->n_micro, ps));
         t->pipe_exec = &t->pipe;
     }
     if (ps->logger) {
@@ -344,7 +342,7 @@ static mt_status print_start(const trainer *t, FILE *log) {
                  mt_schedule_name(t->pipe_exec->kind), t->pipe_exec->n_slots, t->pipe_exec->n_slots > 1 ? "s" : "");
     }
     char cps[80] = "";
-    if (m->cp > 1) snprintf(cps, sizeof cps, ", cp %d ring attention (%d tokens per rank)", m->cp, m->al.T);
+    if (m->pl.cp > 1) snprintf(cps, sizeof cps, ", cp %d ring attention (%d tokens per rank)", m->pl.cp, m->al.T);
     fprintf(log,
             "%smtrain: %s, %zu parameters (%s%.1f MiB weights, %.1f MiB grads, %.1f MiB optimizer%s, "
             "%.1f MiB activations per rank), backend %s, %d rank%s (tp %d%s%s%s, dp %d%s), %lld iterations of %d "
@@ -381,7 +379,7 @@ static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n
     const double t0 = mt_timing_begin(tm, MT_TM_FWD_BWD);
     MT_CHECK(run_batch(t, t->train, consumed, (float)(1.0 / t->tokens_per_iter), 1));
     mt_timing_end(tm, MT_TM_FWD_BWD, t0, -1, -1);
-    mt_timers_add(&t->tm, MT_TM_TP, m->tp.comm_ms);
+    mt_timers_add_comm(&t->tm, &m->par.clocks);
     MT_CHECK(mt_grad_sync_reduce(&t->gs, m->grads, mt_model_scalars(m)));
     MT_CHECK(mt_model_read_scalars(m, &loss_sum, &grad_sq));
     MT_CHECK(mt_moe_stats_collect(&t->moe, m, &t->gs, t->G_cur / t->B));
@@ -420,54 +418,38 @@ typedef struct {
     int64_t window_iters;
     double window_loss;                          /* sum over the window's non-skipped iterations */
     int64_t window_skipped, window_nan;
-    double timed_ms, timed_tp_ms, timed_dp_ms, timed_ep_ms, timed_cp_ms;
+    double timed_ms, timed_grad_ms;
+    mt_comm_clocks timed_clocks;                 /* the model layers' collectives, per group */
     double timed_ov[4];                          /* overlap: reduce, its exposed wait, gather, its exposed wait */
-    int64_t timed_iters, timed_coll;
-    double first_ms, first_tp_ms, first_dp_ms;   /* the first iteration of this run */
+    int64_t timed_iters;
+    double first_ms, first_grad_ms;              /* the first iteration of this run */
+    mt_comm_clocks first_clocks;
     int64_t nan_total;                           /* nan iterations of this run */
 } loop_stats;
 
 static void print_comm_summary(const trainer *t, FILE *log, const loop_stats *ls, mt_train_report *rep) {
-    if (ls->timed_iters > 0) {
-        rep->mean_ms_per_iter = ls->timed_ms / ls->timed_iters;
-        rep->tokens_per_s = t->tokens_per_iter / (rep->mean_ms_per_iter * 1e-3);
-        rep->tp_comm_ms_per_iter = ls->timed_tp_ms / ls->timed_iters;
-        rep->dp_comm_ms_per_iter = ls->timed_dp_ms / ls->timed_iters;
-        rep->ep_comm_ms_per_iter = ls->timed_ep_ms / ls->timed_iters;
-        if (log && t->ps->size > 1 && rep->ep_comm_ms_per_iter > 0)
-            fprintf(log, "%smtrain: expert all-to-all %.2f ms/iteration = %.1f%% of %.2f ms, this rank, iterations "
-                    "after the first\n", t->sink.prefix, rep->ep_comm_ms_per_iter,
-                    100.0 * rep->ep_comm_ms_per_iter / rep->mean_ms_per_iter, rep->mean_ms_per_iter);
-        const double cp_ms = ls->timed_cp_ms / ls->timed_iters;
-        if (log && t->model.cp > 1)
-            fprintf(log, "%smtrain: cp ring exchange %.2f ms/iteration = %.1f%% of %.2f ms, this rank, iterations "
-                    "after the first\n", t->sink.prefix, cp_ms, 100.0 * cp_ms / rep->mean_ms_per_iter,
-                    rep->mean_ms_per_iter);
-        if (log && t->ps->size > 1)
-            fprintf(log,
-                    "%smtrain: communication %.2f ms/iteration = %.1f%% of %.2f ms (tp %.2f ms in %.0f "
-                    "collectives, dp %.2f ms), this rank, iterations after the first\n",
-                    t->sink.prefix, rep->tp_comm_ms_per_iter + rep->dp_comm_ms_per_iter,
-                    100.0 * (rep->tp_comm_ms_per_iter + rep->dp_comm_ms_per_iter) / rep->mean_ms_per_iter,
-                    rep->mean_ms_per_iter, rep->tp_comm_ms_per_iter, (double)ls->timed_coll / ls->timed_iters,
-                    rep->dp_comm_ms_per_iter);
-        if (log && t->ov && ls->timed_ov[0] > 0) {
-            const double n = (double)ls->timed_iters, red = ls->timed_ov[0] / n, rex = ls->timed_ov[1] / n;
-            const double hid = red > rex ? red - rex : 0;
-            fprintf(log, "%smtrain: overlapped gradient reduction %.2f ms/iteration on the communication thread, "
-                    "%.2f ms exposed after backward (%.1f%% hidden)", t->sink.prefix, red, rex, 100.0 * hid / red);
-            if (ls->timed_ov[2] > 0) {
-                const double ga = ls->timed_ov[2] / n, gex = ls->timed_ov[3] / n;
-                fprintf(log, "; parameter gather %.2f ms/iteration, %.2f ms exposed in forward (%.1f%% hidden)", ga, gex,
-                        100.0 * (ga > gex ? ga - gex : 0) / ga);
-            }
-            fprintf(log, ", this rank, iterations after the first\n");
+    const int timed = ls->timed_iters > 0;
+    if (!timed && ls->first_ms <= 0) return;
+    /* one iteration alone: its own time, start-up costs included */
+    const double n = timed ? (double)ls->timed_iters : 1.0;
+    const mt_comm_clocks *clocks = timed ? &ls->timed_clocks : &ls->first_clocks;
+    rep->mean_ms_per_iter = (timed ? ls->timed_ms : ls->first_ms) / n;
+    rep->tokens_per_s = t->tokens_per_iter / (rep->mean_ms_per_iter * 1e-3);
+    for (int g = 0; g < MT_PG_COUNT; g++) rep->comm_ms_per_iter[g] = clocks->g[g].ms / n;
+    rep->grad_comm_ms_per_iter = (timed ? ls->timed_grad_ms : ls->first_grad_ms) / n;
+    if (!timed) return;
+    mt_comm_clocks_print(log, t->sink.prefix, t->ps, clocks, ls->timed_grad_ms, n, rep->mean_ms_per_iter);
+    if (log && t->ov && ls->timed_ov[0] > 0) {
+        const double red = ls->timed_ov[0] / n, rex = ls->timed_ov[1] / n;
+        const double hid = red > rex ? red - rex : 0;
+        fprintf(log, "%smtrain: overlapped gradient reduction %.2f ms/iteration on the communication thread, "
+                "%.2f ms exposed after backward (%.1f%% hidden)", t->sink.prefix, red, rex, 100.0 * hid / red);
+        if (ls->timed_ov[2] > 0) {
+            const double ga = ls->timed_ov[2] / n, gex = ls->timed_ov[3] / n;
+            fprintf(log, "; parameter gather %.2f ms/iteration, %.2f ms exposed in forward (%.1f%% hidden)", ga, gex,
+                    100.0 * (ga > gex ? ga - gex : 0) / ga);
         }
-    } else if (ls->first_ms > 0) { /* one iteration: its own time, start-up costs included */
-        rep->mean_ms_per_iter = ls->first_ms;
-        rep->tokens_per_s = t->tokens_per_iter / (ls->first_ms * 1e-3);
-        rep->tp_comm_ms_per_iter = ls->first_tp_ms;
-        rep->dp_comm_ms_per_iter = ls->first_dp_ms;
+        fprintf(log, ", this rank, iterations after the first\n");
     }
 }
 
@@ -509,6 +491,244 @@ out:
     return st;
 }
 
+/* Where the loop stands: the counters a checkpoint saves, and the run's constants. */
+typedef struct {
+    int64_t first_it, consumed, skipped, n_steps;
+    double start_s;          /* mt_clock_s() at the loop's start (the time limit) */
+    double bubble_formula;   /* the schedule's bubble fraction (-1: no pipeline) */
+} loop_pos;
+
+/* The sums of one iteration that took dt ms: the log window's and, after the first, the timed ones
+ * (the step's collective clocks included). */
+static void count_iteration(trainer *t, loop_stats *ls, const loop_pos *lp, int64_t it, double dt,
+                            const step_result *res) {
+    if (t->pipe_exec) {
+        ls->window_busy += t->pipe_exec->busy_ms;
+        ls->window_table += t->pipe_exec->table_ms;
+    }
+    ls->window_ms += dt;
+    ls->window_iters++;
+    if (it > lp->first_it) {
+        ls->timed_ms += dt;
+        ls->timed_iters++;
+        mt_comm_clocks_add(&ls->timed_clocks, &t->model.par.clocks);
+        ls->timed_grad_ms += t->gs.comm_ms;
+        ls->timed_ov[0] += t->ov_reduce_ms;
+        ls->timed_ov[1] += t->ov_reduce_exposed_ms;
+        ls->timed_ov[2] += t->ov_gather_ms;
+        ls->timed_ov[3] += t->ov_gather_exposed_ms;
+    } else {
+        ls->first_ms = dt;
+        ls->first_clocks = t->model.par.clocks;
+        ls->first_grad_ms = t->gs.comm_ms;
+    }
+    /* Megatron's training_log: a skipped iteration's loss stays out of the sum; it is a nan
+     * iteration when its loss is not finite */
+    const int is_nan = res->skipped && !isfinite(res->loss);
+    if (!res->skipped) ls->window_loss += res->loss;
+    ls->window_skipped += res->skipped;
+    ls->window_nan += is_nan;
+    ls->nan_total += is_nan;
+}
+
+/* The interval part of a printed line: window averages, the measured pipeline bubble and
+ * per-stage costs, the gathered timers. Collective over the pp group (and the world when timing). */
+static mt_status interval_metrics(trainer *t, loop_stats *ls, int reset, int64_t it, double flops_rank,
+                                  double model_flops_rank, double peak, mt_iter_metrics *im) {
+    mt_status st = MT_OK;
+    const double ms = ls->window_ms / ls->window_iters;
+    const int64_t advanced = ls->window_iters - ls->window_skipped;
+    if (t->pipe_exec) { /* every stage reaches it at the same iteration */
+        MT_CHECK(mt_pipeline_bubble(t->pipe_exec, t->be, ls->window_busy, ls->window_table, &im->bubble));
+        if (reset) ls->window_busy = ls->window_table = 0;
+        mt_pipeline *pe = t->pipe_exec; /* the F / B cost per virtual stage, for plan --compare */
+        const int pv = pe->p * pe->v;
+        MT_CHECK(mt_pipeline_costs(pe, t->be, pe->cost_mean, pe->cost_mean + pv));
+        im->n_vstages = pv;
+        im->pp_f_ms = pe->cost_mean;
+        im->pp_b_ms = pe->cost_mean + pv;
+        im->pp_clock = pe->cost_cpu ? "cpu" : "wall";
+    }
+    MT_CHECK(mt_timers_gather(&t->tm, ls->window_iters)); /* collective when timing; printed by the caller */
+    im->n_timers = MT_TM_COUNT;
+    im->timer_names = t->tm.names;
+    im->timer_min_ms = t->tm.lo_ms;
+    im->timer_max_ms = t->tm.hi_ms;
+    im->timer_ran = t->tm.ran;
+    im->interval_iters = ls->window_iters;
+    im->interval_skipped = ls->window_skipped;
+    im->interval_nan = ls->window_nan;
+    im->interval_lm_loss = ls->window_loss / (double)(advanced > 1 ? advanced : 1);
+    im->interval_ms = ms;
+    im->interval_tokens_per_s = t->tokens_per_iter / (ms * 1e-3);
+    im->interval_tflops = flops_rank / (ms * 1e-3) / 1e12;
+    im->interval_mfu = mt_flops_utilisation(model_flops_rank, ms * 1e-3, 1, peak);
+    im->eta_s = (double)(t->r->training.iters - it) * ms * 1e-3;
+out:
+    return st;
+}
+
+/* The iteration's metrics record, TensorBoard events, and every logging.interval iterations (at
+ * the last and the first too) the printed line with the window's averages and the timers. */
+static mt_status log_iteration(trainer *t, FILE *log, loop_stats *ls, const loop_pos *lp, int64_t it, double dt,
+                               const step_result *res, const mt_train_report *rep) {
+    mt_status st = MT_OK;
+    const mt_recipe *r = t->r;
+    const int64_t iters = r->training.iters;
+    const mt_tb_step tbs = {.iteration = it, .consumed_samples = lp->consumed, .global_batch = t->G_cur, .lr = res->lr,
+                            .lm_loss = res->loss, .grad_norm = res->grad_norm, .skipped = res->skipped};
+    MT_CHECK(mt_tensorboard_log_step(&t->tb, &tbs));
+    /* every iteration goes to the metrics file; the line is printed every logging.interval
+     * iterations, at the last one and at the first (Megatron's is_first_iteration: printed,
+     * the window kept, so the first interval's averages still cover all of it) */
+    const int print_line = r->logging.interval > 0 && (it % r->logging.interval == 0 || it == iters || it == lp->first_it);
+    const int reset = print_line && !(it == lp->first_it && it % r->logging.interval != 0 && it != iters);
+    const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : t->be->peak_tflops;
+    const double flops_rank = rep->flops_per_iter * t->G_cur / t->G / t->ps->size; /* this iteration's batch */
+    mt_iter_metrics im = {.iteration = it, .train_iters = iters, .consumed_samples = lp->consumed,
+                          .global_batch = t->G_cur, .ms_per_iter = dt, .tokens_per_s = t->tokens_per_iter / (dt * 1e-3),
+                          .tflops = flops_rank / (dt * 1e-3) / 1e12, .mfu = -1, .lr = res->lr, .lm_loss = res->loss,
+                          .grad_norm = res->grad_norm, .skipped = lp->skipped, .nan_iters = ls->nan_total,
+                          .bubble = -1, .bubble_formula = lp->bubble_formula, .interval_mfu = -1};
+    const double model_flops_rank = rep->model_flops_per_iter * t->G_cur / t->G / t->ps->size;
+    im.mfu = mt_flops_utilisation(model_flops_rank, dt * 1e-3, 1, peak);
+    im.n_experts = t->moe.E; /* MoE: this iteration's load-balancing loss, expert loads, drops */
+    im.load_balancing_loss = t->moe.lb_loss;
+    im.expert_load = t->moe.load;
+    im.dropped_tokens = t->moe.dropped;
+    if (print_line) MT_CHECK(interval_metrics(t, ls, reset, it, flops_rank, model_flops_rank, peak, &im));
+    MT_CHECK(mt_metrics_log_iter(print_line ? log : NULL, &t->sink, &im));
+    if (print_line) {
+        const mt_iter_metrics tbm = mt_metrics_interval_view(&im);
+        MT_CHECK(mt_tensorboard_log_timing(&t->tb, &tbm, it == lp->first_it));
+        mt_timers_print(&t->tm, log, t->sink.prefix); /* gathered above */
+    }
+    if (reset) {
+        ls->window_ms = ls->window_loss = 0;
+        ls->window_iters = ls->window_skipped = ls->window_nan = 0;
+    }
+    MT_CHECK(mt_profile_flush(&t->prof, it, 0, log, t->sink.prefix)); /* collective after profile_end */
+out:
+    return st;
+}
+
+/* Periodic validation, then the caller's hook. */
+static mt_status after_iteration(trainer *t, FILE *log, const loop_pos *lp, int64_t it, const mt_train_hooks *hooks,
+                                 mt_train_report *rep) {
+    mt_status st = MT_OK;
+    const mt_recipe *r = t->r;
+    if (t->valid && (it % r->logging.eval_interval == 0 || it == r->training.iters)) {
+        double vl;
+        MT_CHECK(mt_blended_dataset_check_files(t->train)); /* a dataset rewritten under the run */
+        MT_CHECK(mt_blended_dataset_check_files(t->valid));
+        MT_CHECK(evaluate(t, t->valid, &vl));
+        rep->last_val_loss = vl;
+        /* the last iteration's is Megatron's end-of-training "on validation set" evaluation */
+        MT_CHECK(mt_metrics_log_eval_kind(log, &t->sink, it,
+                                          it == r->training.iters ? MT_EVAL_VALID_END : MT_EVAL_VALID, vl));
+        MT_CHECK(mt_tensorboard_log_eval(&t->tb, it, lp->consumed, vl));
+    }
+    if (hooks && hooks->on_iteration) {
+        MT_CHECK(mt_grad_overlap_wait_params(t->ov)); /* a hook may read the parameters */
+        MT_CHECK(hooks->on_iteration(hooks->ctx, it));
+    }
+out:
+    return st;
+}
+
+/* Checkpoints and stops (Megatron: save every save_interval, at the end, and before any exit);
+ * *stop_now = 1 when the job stops after this iteration. */
+static mt_status save_and_stop(trainer *t, FILE *log, const loop_pos *lp, int64_t it, mt_train_report *rep,
+                               int *stop_now) {
+    mt_status st = MT_OK;
+    const mt_recipe *r = t->r;
+    const mt_parallel_state *ps = t->ps;
+    const int64_t iters = r->training.iters;
+    int stop = 0;
+    *stop_now = 0;
+    if (t->stop_check) MT_CHECK(stop_vote(t, lp->start_s, &stop));
+    const mt_checkpoint_cfg *ck = &r->checkpoint;
+    const int exit_now = stop != 0 || (ck->exit_interval > 0 && it % ck->exit_interval == 0);
+    int done = 0;
+    if (t->saver.pending) { /* an asynchronous save finishes once every rank's file is written */
+        const double stalled = t->saver.stall_seconds;
+        MT_CHECK(mt_ckpt_save_poll(&t->saver, ps, 0, log, &done));
+        rep->save_seconds += t->saver.stall_seconds - (done ? 0 : stalled);
+    }
+    if (ck->dir[0] && ((ck->save_interval > 0 && it % ck->save_interval == 0) || it == iters || exit_now)) {
+        const mt_ckpt_state cs = {.iteration = it, .consumed_samples = lp->consumed, .optimizer_steps = lp->n_steps,
+                                  .skipped_iterations = lp->skipped};
+        const int last = it == iters || exit_now; /* the job ends: nothing to overlap with */
+        MT_CHECK(mt_grad_overlap_wait_params(t->ov)); /* the save reads every parameter */
+        MT_CHECK(mt_blended_dataset_check_files(t->train)); /* never save a run fed a changed file */
+        MT_CHECK(mt_blended_dataset_check_files(t->valid));
+        MT_CHECK(mt_ckpt_save_begin(&t->saver, r, &t->model, ps, &cs, ck->async_save && !last, log));
+        if (last || !ck->async_save) MT_CHECK(mt_ckpt_save_poll(&t->saver, ps, 1, log, &done));
+        rep->saved_iteration = it;
+        rep->save_seconds += t->saver.stall_seconds;
+        rep->n_saves++;
+    }
+    if (exit_now) {
+        rep->stop_signal = stop > 0 ? stop : 0;
+        rep->stop_reason = stop > 0 ? MT_STOP_SIGNAL : stop < 0 ? MT_STOP_DURATION : MT_STOP_INTERVAL;
+        if (log)
+            fprintf(log, "%smtrain: stopping after iteration %lld: %s%s\n", t->sink.prefix, (long long)it,
+                    stop > 0 ? strsignal(stop) : stop < 0 ? "checkpoint.exit_duration_mins reached"
+                                                          : "checkpoint.exit_interval reached",
+                    ck->dir[0] ? ", checkpoint saved" : " (no checkpoint.dir: nothing saved)");
+        if (log) fflush(log); /* before the teardown, which a launcher may cut short */
+        *stop_now = 1;
+    }
+out:
+    return st;
+}
+
+/* After the loop: the last gathers and save, the test set, the summaries. */
+static mt_status finish_run(trainer *t, FILE *log, const loop_stats *ls, mt_train_report *rep) {
+    mt_status st = MT_OK;
+    const int64_t iters = t->r->training.iters;
+    MT_CHECK(mt_grad_overlap_wait_params(t->ov)); /* the last update's gathers, before anything ends */
+    if (t->saver.pending) { /* a loop that ended early with a save in flight */
+        int done = 0;
+        MT_CHECK(mt_ckpt_save_poll(&t->saver, t->ps, 1, log, &done));
+    }
+    MT_CHECK(mt_profile_flush(&t->prof, rep->iters_done, 1, log, t->sink.prefix)); /* the loop ended before profile_end */
+    if (t->test && rep->iters_done == iters && rep->stop_reason == MT_STOP_NONE) {
+        /* Megatron's do_test: once, after training (not after a stop), on the split's test part */
+        double tl;
+        MT_CHECK(mt_blended_dataset_check_files(t->test));
+        MT_CHECK(evaluate(t, t->test, &tl));
+        MT_CHECK(mt_metrics_log_eval_kind(log, &t->sink, iters, MT_EVAL_TEST, tl));
+    }
+    print_comm_summary(t, log, ls, rep);
+    if (t->tm.level >= 3 && log) {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", t->ps->rank);
+        mt_op_timers_print(&t->ot, log, t->sink.prefix, who, rep->iters_done - rep->start_iteration);
+    }
+out:
+    return st;
+}
+
+/* Opening: the trainer, its report's sizes and FLOPs, the start line, a resumed checkpoint. */
+static mt_status start_run(trainer *t, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps, FILE *log,
+                           mt_train_report *rep) {
+    mt_status st = MT_OK;
+    MT_CHECK(trainer_open(t, r, be, ps));
+    rep->bytes_params = t->model.bytes_params;
+    rep->bytes_grads = t->model.bytes_grads;
+    rep->bytes_optim = t->model.bytes_optim;
+    rep->bytes_acts = t->model.bytes_acts + (t->pipe_exec ? mt_pipeline_extra_bytes(t->pipe_exec, &t->model) : 0);
+    /* TFLOP/s on the iteration line counts recomputation (Megatron's convention, hardware FLOPs);
+     * MFU counts the model's FLOPs only (PaLM's definition), so recompute never raises it */
+    mt_model_flops_per_iter(&t->model.pl, (double)t->G, &rep->model_flops_per_iter, &rep->flops_per_iter);
+    MT_CHECK(print_start(t, log));
+    MT_CHECK(resume(t, log));
+    if (r->checkpoint.dir[0]) MT_CHECK(mt_ckpt_saver_prepare(&t->saver, &t->model, ps));
+out:
+    return st;
+}
+
 mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps, FILE *log,
                    const mt_train_hooks *hooks, mt_train_report *rep) {
     mt_status st = MT_OK;
@@ -516,205 +736,36 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
     memset(rep, 0, sizeof *rep);
     rep->last_val_loss = NAN;
     if (!ps->logger) log = NULL;
-    MT_CHECK(trainer_open(&t, r, be, ps));
-    rep->bytes_params = t.model.bytes_params;
-    rep->bytes_grads = t.model.bytes_grads;
-    rep->bytes_optim = t.model.bytes_optim;
-    rep->bytes_acts = t.model.bytes_acts + (t.pipe_exec ? mt_pipeline_extra_bytes(t.pipe_exec, &t.model) : 0);
-    /* TFLOP/s on the iteration line counts recomputation (Megatron's convention, hardware FLOPs);
-     * MFU counts the model's FLOPs only (PaLM's definition), so recompute never raises it */
-    mt_model_flops_per_iter(&t.model.pl, (double)t.G, &rep->model_flops_per_iter, &rep->flops_per_iter);
-    MT_CHECK(print_start(&t, log));
-    MT_CHECK(resume(&t, log));
-    if (r->checkpoint.dir[0]) MT_CHECK(mt_ckpt_saver_prepare(&t.saver, &t.model, ps));
-
-    const int64_t iters = r->training.iters, first_it = t.start.iteration + 1;
-    const int pp = ps->grid.pp;
-    const double start_s = mt_clock_s();
-    int64_t consumed = t.start.consumed_samples, skipped = t.start.skipped_iterations, n_steps = t.start.optimizer_steps;
+    MT_CHECK(start_run(&t, r, be, ps, log, rep));
+    loop_pos lp = {.first_it = t.start.iteration + 1, .consumed = t.start.consumed_samples,
+                   .skipped = t.start.skipped_iterations, .n_steps = t.start.optimizer_steps, .start_s = mt_clock_s()};
+    lp.bubble_formula =
+        t.pipe_exec ? mt_schedule_bubble_formula(t.pipe_exec->kind, ps->grid.pp, t.n_micro, t.pipe_exec->v) : -1;
     rep->start_iteration = t.start.iteration;
     loop_stats ls;
     memset(&ls, 0, sizeof ls);
-    const double bubble_formula =
-        t.pipe_exec ? mt_schedule_bubble_formula(t.pipe_exec->kind, pp, t.n_micro, t.pipe_exec->v) : -1;
-    for (int64_t it = first_it; it <= iters; it++) {
+    for (int64_t it = lp.first_it; it <= r->training.iters; it++) {
         const double t0 = mt_clock_ms();
-        t.model.tp.comm_ms = 0;
-        t.model.moe_comm_ms = 0;
-        t.model.cp_comm_ms = 0;
-        t.model.tp.n_coll = 0;
+        mt_comm_clocks_reset(&t.model.par.clocks); /* every group's clock, and the gradient sync's */
         t.gs.comm_ms = 0;
         mt_timers_iteration(&t.tm, it);
         step_result res;
-        MT_CHECK(train_step(&t, it, consumed, &n_steps, &res));
+        MT_CHECK(train_step(&t, it, lp.consumed, &lp.n_steps, &res));
         mt_timers_step_done(&t.tm); /* saves, evaluation, logging: not the step's */
-        skipped += res.skipped;
-        if (t.pipe_exec) {
-            ls.window_busy += t.pipe_exec->busy_ms;
-            ls.window_table += t.pipe_exec->table_ms;
-        }
-        consumed += t.G_cur;
+        lp.skipped += res.skipped;
+        lp.consumed += t.G_cur;
         const double dt = mt_clock_ms() - t0;
-        ls.window_ms += dt;
-        ls.window_iters++;
-        if (it > first_it) {
-            ls.timed_ms += dt;
-            ls.timed_iters++;
-            ls.timed_tp_ms += t.model.tp.comm_ms;
-            ls.timed_ep_ms += t.model.moe_comm_ms;
-            ls.timed_cp_ms += t.model.cp_comm_ms;
-            ls.timed_dp_ms += t.gs.comm_ms;
-            ls.timed_coll += t.model.tp.n_coll;
-            ls.timed_ov[0] += t.ov_reduce_ms;
-            ls.timed_ov[1] += t.ov_reduce_exposed_ms;
-            ls.timed_ov[2] += t.ov_gather_ms;
-            ls.timed_ov[3] += t.ov_gather_exposed_ms;
-        } else {
-            ls.first_ms = dt;
-            ls.first_tp_ms = t.model.tp.comm_ms;
-            ls.first_dp_ms = t.gs.comm_ms;
-        }
-        /* Megatron's training_log: a skipped iteration's loss stays out of the sum; it is a nan
-         * iteration when its loss is not finite */
-        const int is_nan = res.skipped && !isfinite(res.loss);
-        if (!res.skipped) ls.window_loss += res.loss;
-        ls.window_skipped += res.skipped;
-        ls.window_nan += is_nan;
-        ls.nan_total += is_nan;
-        const mt_tb_step tbs = {.iteration = it, .consumed_samples = consumed, .global_batch = t.G_cur, .lr = res.lr,
-                                .lm_loss = res.loss, .grad_norm = res.grad_norm, .skipped = res.skipped};
-        MT_CHECK(mt_tensorboard_log_step(&t.tb, &tbs));
-        if (it == first_it) rep->first_loss = res.loss;
+        count_iteration(&t, &ls, &lp, it, dt, &res);
+        if (it == lp.first_it) rep->first_loss = res.loss;
         rep->last_loss = res.loss;
         rep->iters_done = it;
-        /* every iteration goes to the metrics file; the line is printed every logging.interval
-         * iterations, at the last one and at the first (Megatron's is_first_iteration: printed,
-         * the window kept, so the first interval's averages still cover all of it) */
-        const int print_line = r->logging.interval > 0 && (it % r->logging.interval == 0 || it == iters || it == first_it);
-        const int reset = print_line && !(it == first_it && it % r->logging.interval != 0 && it != iters);
-        const double peak = r->logging.peak_tflops > 0 ? r->logging.peak_tflops : be->peak_tflops;
-        const double flops_rank = rep->flops_per_iter * t.G_cur / t.G / ps->size; /* this iteration's batch */
-        mt_iter_metrics im = {.iteration = it, .train_iters = iters, .consumed_samples = consumed,
-                              .global_batch = t.G_cur, .ms_per_iter = dt, .tokens_per_s = t.tokens_per_iter / (dt * 1e-3),
-                              .tflops = flops_rank / (dt * 1e-3) / 1e12, .mfu = -1, .lr = res.lr, .lm_loss = res.loss,
-                              .grad_norm = res.grad_norm, .skipped = skipped, .nan_iters = ls.nan_total,
-                              .bubble = -1, .bubble_formula = bubble_formula, .interval_mfu = -1};
-        const double model_flops_rank = rep->model_flops_per_iter * t.G_cur / t.G / ps->size;
-        im.mfu = mt_flops_utilisation(model_flops_rank, dt * 1e-3, 1, peak);
-        im.n_experts = t.moe.E; /* MoE: this iteration's load-balancing loss, expert loads, drops */
-        im.load_balancing_loss = t.moe.lb_loss;
-        im.expert_load = t.moe.load;
-        im.dropped_tokens = t.moe.dropped;
-        if (print_line) {
-            const double ms = ls.window_ms / ls.window_iters;
-            const int64_t advanced = ls.window_iters - ls.window_skipped;
-            if (t.pipe_exec) { /* collective over the pp group: every stage reaches it at the same iteration */
-                MT_CHECK(mt_pipeline_bubble(t.pipe_exec, be, ls.window_busy, ls.window_table, &im.bubble));
-                if (reset) ls.window_busy = ls.window_table = 0;
-                mt_pipeline *pe = t.pipe_exec; /* the F / B cost per virtual stage, for plan --compare */
-                const int pv = pe->p * pe->v;
-                MT_CHECK(mt_pipeline_costs(pe, be, pe->cost_mean, pe->cost_mean + pv));
-                im.n_vstages = pv;
-                im.pp_f_ms = pe->cost_mean;
-                im.pp_b_ms = pe->cost_mean + pv;
-                im.pp_clock = pe->cost_cpu ? "cpu" : "wall";
-            }
-            MT_CHECK(mt_timers_gather(&t.tm, ls.window_iters)); /* collective when timing; printed below */
-            im.n_timers = MT_TM_COUNT;
-            im.timer_names = t.tm.names;
-            im.timer_min_ms = t.tm.lo_ms;
-            im.timer_max_ms = t.tm.hi_ms;
-            im.timer_ran = t.tm.ran;
-            im.interval_iters = ls.window_iters;
-            im.interval_skipped = ls.window_skipped;
-            im.interval_nan = ls.window_nan;
-            im.interval_lm_loss = ls.window_loss / (double)(advanced > 1 ? advanced : 1);
-            im.interval_ms = ms;
-            im.interval_tokens_per_s = t.tokens_per_iter / (ms * 1e-3);
-            im.interval_tflops = flops_rank / (ms * 1e-3) / 1e12;
-            im.interval_mfu = mt_flops_utilisation(model_flops_rank, ms * 1e-3, 1, peak);
-            im.eta_s = (double)(iters - it) * ms * 1e-3;
-        }
-        MT_CHECK(mt_metrics_log_iter(print_line ? log : NULL, &t.sink, &im));
-        if (print_line) {
-            const mt_iter_metrics tbm = mt_metrics_interval_view(&im);
-            MT_CHECK(mt_tensorboard_log_timing(&t.tb, &tbm, it == first_it));
-            mt_timers_print(&t.tm, log, t.sink.prefix); /* gathered above */
-        }
-        if (reset) {
-            ls.window_ms = ls.window_loss = 0;
-            ls.window_iters = ls.window_skipped = ls.window_nan = 0;
-        }
-        MT_CHECK(mt_profile_flush(&t.prof, it, 0, log, t.sink.prefix)); /* collective after profile_end */
-        if (t.valid && (it % r->logging.eval_interval == 0 || it == iters)) {
-            double vl;
-            MT_CHECK(mt_blended_dataset_check_files(t.train)); /* a dataset rewritten under the run */
-            MT_CHECK(mt_blended_dataset_check_files(t.valid));
-            MT_CHECK(evaluate(&t, t.valid, &vl));
-            rep->last_val_loss = vl;
-            /* the last iteration's is Megatron's end-of-training "on validation set" evaluation */
-            MT_CHECK(mt_metrics_log_eval_kind(log, &t.sink, it, it == iters ? MT_EVAL_VALID_END : MT_EVAL_VALID, vl));
-            MT_CHECK(mt_tensorboard_log_eval(&t.tb, it, consumed, vl));
-        }
-        if (hooks && hooks->on_iteration) {
-            MT_CHECK(mt_grad_overlap_wait_params(t.ov)); /* a hook may read the parameters */
-            MT_CHECK(hooks->on_iteration(hooks->ctx, it));
-        }
-        /* checkpoints and stops (Megatron: save every save_interval, at the end, and before any exit) */
-        int stop = 0;
-        if (t.stop_check) MT_CHECK(stop_vote(&t, start_s, &stop));
-        const mt_checkpoint_cfg *ck = &r->checkpoint;
-        const int exit_now = stop != 0 || (ck->exit_interval > 0 && it % ck->exit_interval == 0);
-        int done = 0;
-        if (t.saver.pending) { /* an asynchronous save finishes once every rank's file is written */
-            const double stalled = t.saver.stall_seconds;
-            MT_CHECK(mt_ckpt_save_poll(&t.saver, ps, 0, log, &done));
-            rep->save_seconds += t.saver.stall_seconds - (done ? 0 : stalled);
-        }
-        if (ck->dir[0] && ((ck->save_interval > 0 && it % ck->save_interval == 0) || it == iters || exit_now)) {
-            const mt_ckpt_state cs = {.iteration = it, .consumed_samples = consumed, .optimizer_steps = n_steps,
-                                      .skipped_iterations = skipped};
-            const int last = it == iters || exit_now; /* the job ends: nothing to overlap with */
-            MT_CHECK(mt_grad_overlap_wait_params(t.ov)); /* the save reads every parameter */
-            MT_CHECK(mt_blended_dataset_check_files(t.train)); /* never save a run fed a changed file */
-            MT_CHECK(mt_blended_dataset_check_files(t.valid));
-            MT_CHECK(mt_ckpt_save_begin(&t.saver, r, &t.model, ps, &cs, ck->async_save && !last, log));
-            if (last || !ck->async_save) MT_CHECK(mt_ckpt_save_poll(&t.saver, ps, 1, log, &done));
-            rep->saved_iteration = it;
-            rep->save_seconds += t.saver.stall_seconds;
-            rep->n_saves++;
-        }
-        if (exit_now) {
-            rep->stop_signal = stop > 0 ? stop : 0;
-            rep->stop_reason = stop > 0 ? MT_STOP_SIGNAL : stop < 0 ? MT_STOP_DURATION : MT_STOP_INTERVAL;
-            if (log)
-                fprintf(log, "%smtrain: stopping after iteration %lld: %s%s\n", t.sink.prefix, (long long)it,
-                        stop > 0 ? strsignal(stop) : stop < 0 ? "checkpoint.exit_duration_mins reached"
-                                                              : "checkpoint.exit_interval reached",
-                        ck->dir[0] ? ", checkpoint saved" : " (no checkpoint.dir: nothing saved)");
-            if (log) fflush(log); /* before the teardown, which a launcher may cut short */
-            break;
-        }
+        MT_CHECK(log_iteration(&t, log, &ls, &lp, it, dt, &res, rep));
+        MT_CHECK(after_iteration(&t, log, &lp, it, hooks, rep));
+        int stop_now = 0;
+        MT_CHECK(save_and_stop(&t, log, &lp, it, rep, &stop_now));
+        if (stop_now) break;
     }
-    MT_CHECK(mt_grad_overlap_wait_params(t.ov)); /* the last update's gathers, before anything ends */
-    if (t.saver.pending) { /* a loop that ended early with a save in flight */
-        int done = 0;
-        MT_CHECK(mt_ckpt_save_poll(&t.saver, ps, 1, log, &done));
-    }
-    MT_CHECK(mt_profile_flush(&t.prof, rep->iters_done, 1, log, t.sink.prefix)); /* the loop ended before profile_end */
-    if (t.test && rep->iters_done == iters && rep->stop_reason == MT_STOP_NONE) {
-        /* Megatron's do_test: once, after training (not after a stop), on the split's test part */
-        double tl;
-        MT_CHECK(mt_blended_dataset_check_files(t.test));
-        MT_CHECK(evaluate(&t, t.test, &tl));
-        MT_CHECK(mt_metrics_log_eval_kind(log, &t.sink, iters, MT_EVAL_TEST, tl));
-    }
-    print_comm_summary(&t, log, &ls, rep);
-    if (t.tm.level >= 3 && log) {
-        char who[32];
-        snprintf(who, sizeof who, "rank %d", ps->rank);
-        mt_op_timers_print(&t.ot, log, t.sink.prefix, who, rep->iters_done - rep->start_iteration);
-    }
+    MT_CHECK(finish_run(&t, log, &ls, rep));
 out:;
     const mt_status close_st = trainer_close(&t, st != MT_OK);
     return st != MT_OK ? st : close_st; /* the first error wins */

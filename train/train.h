@@ -18,9 +18,9 @@ typedef struct {
     double flops_per_iter;          /* training FLOPs per iteration done by the hardware: with recomputation
                                        (Megatron's formula and its TFLOP/s convention) */
     double model_flops_per_iter;    /* the same without recomputation: the numerator of MFU */
-    double tp_comm_ms_per_iter;     /* this rank's time in tp / dp collectives, iterations after the first */
-    double ep_comm_ms_per_iter;     /* this rank's time in the expert all-to-alls, iterations after the first */
-    double dp_comm_ms_per_iter;
+    double comm_ms_per_iter[MT_PG_COUNT]; /* this rank's time in the model layers' collectives per group
+                                       (mt_pgroup), iterations after the first (the only one when alone) */
+    double grad_comm_ms_per_iter;   /* the same in the gradient synchronisation (parallel/grad_sync.h) */
     double last_val_loss;           /* NAN if no validation ran */
     size_t bytes_params, bytes_grads, bytes_optim, bytes_acts;
     int64_t start_iteration;        /* iterations a loaded checkpoint had done (0: fresh start) */

@@ -1,5 +1,5 @@
 /* test_cpu_attention_cp.c — context parallelism's pieces on the CPU backend, in one process:
- *  1. the chunk assignment (train/model.h: mt_cp_chunk, mt_cp_position): for cp = 1 .. 8, cp rank
+ *  1. the chunk assignment (parallel/cp_attention.h: mt_cp_chunk, mt_cp_position): for cp = 1 .. 8, cp rank
  *     r holds global chunks r and 2cp-1-r, every global position is held exactly once, and every
  *     rank gets the same causal attention work (sum over its queries of the keys they see);
  *  2. the block attention ops (attention_block_fwd / _bwd) run as the ring runs them (each cp
@@ -24,7 +24,7 @@
 
 #include "test/test.h"
 #include "core/backend.h"
-#include "train/model.h"
+#include "parallel/cp_attention.h"
 
 static mt_backend be;
 
@@ -111,7 +111,7 @@ static void test_ring(int B, int cp, int Tc, int H, int KV, int D) {
                                .dst_stride = SK, .src_stride = S3};
         CHECK(MT_BE_CALL(&be, copy_rows, &c) == MT_OK);
     }
-    for (int r = 0; r < cp; r++) { /* forward: ring order, as train/model_cp.c */
+    for (int r = 0; r < cp; r++) { /* forward: ring order, as parallel/cp_attention.c */
         int started[2] = {0, 0};
         for (int s = 0; s < cp; s++) {
             const int owner = (r - s + cp) % cp;

@@ -43,7 +43,7 @@ static void check(const char *arch, int pp, int vpp, mt_backend *be) {
     size_t sum = 0, wte_n = 0;
     for (int s = 0; s < pp; s++) {
         mt_model m;
-        mt_status st = mt_model_init_stage(&m, &r, be, 1, 1, 0, NULL, s);
+        mt_status st = mt_model_init_stage(&m, &r, be, 1, 1, 0, s);
         CHECKF(st == MT_OK, "%s", mt_last_error());
         if (st != MT_OK) return;
         const mt_param_layout *pl = &m.pl;
