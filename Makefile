@@ -20,8 +20,8 @@ LDLIBS  += $(PKG_LIBS) -fopenmp -lm -lpthread
 
 # parallel/comm_nccl.c and parallel/cuda_module.c belong to the CUDA module, never to mtrain itself
 MODULE_C_SRC := parallel/comm_nccl.c parallel/cuda_module.c
-CORE_SRC := $(filter-out $(MODULE_C_SRC),$(sort $(wildcard core/*.c core/*/*.c parallel/*.c train/*.c)))
-HDRS     := $(wildcard core/*.h core/*/*.h parallel/*.h train/*.h cmd/*.h)
+CORE_SRC := $(filter-out $(MODULE_C_SRC),$(sort $(wildcard core/*.c core/*/*.c parallel/*.c plan/*.c train/*.c)))
+HDRS     := $(wildcard core/*.h core/*/*.h parallel/*.h plan/*.h train/*.h cmd/*.h)
 CMD_SRC  := $(sort $(wildcard cmd/*.c))
 # The CUDA backend is a module, build/libmtrain_cuda.so: the cuda/ objects and the NCCL
 # communicator, linked against libcudart, libcublasLt and libnccl. mtrain links none of them; it

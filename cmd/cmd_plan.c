@@ -1,14 +1,15 @@
 /* cmd_plan.c — `mtrain plan --config R [--gpus N] [--gpu NAME] [--mfu X] [--tflops X]
  * [--step-ms X] [--search] [--json] [--timeline ...] [--compare M] [--set k=v ...] [Megatron
  * flags]`: loads the recipe the way training does, checks the layout for N GPUs
- * (mt_recipe_validate + mt_plan_check) and prints the plan (core/plan/plan.h) as a table or JSON,
- * or the views of cmd/cmd_plan_views.c (the schedule timeline, the comparison with a run).
+ * (mt_recipe_validate + mt_plan_check) and prints the plan (plan/plan.h) as a table or JSON,
+ * or the views of plan/plan_views.c (the schedule timeline, the comparison with a run). Only the
+ * command line is handled here: the planner is plan/.
  * Rule kept: no exit here; returns the exit code (0 fits, 1 error / inconsistent layout,
  * 2 bad usage, 3 does not fit) to cmd/mtrain.c. */
 #include "cmd/recipe_args.h"
 #include "cmd/cmd_plan.h"
 #include "cmd/cmd_plan_views.h"
-#include "cmd/plan_probe.h"
+#include "plan/plan_probe.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 #include "core/recipe/recipe.h"
 
 static void plan_usage(FILE *f) {
@@ -38,7 +39,14 @@ static void plan_usage(FILE *f) {
             "  --gemm-eff X, --link-eff X, --usable X   cost-model assumptions (matmuls by shape unless --gemm-eff X\n"
             "                 fixes their efficiency; links 0.80; usable memory 0.90)\n"
             "  --activations mtrain|megatron   bf16 activation memory: the buffers mtrain's CUDA trainer allocates\n"
-            "                 (default), or Megatron-LM's (Korthikanti et al. 2022: dropout masks, softmax scores)\n",
+            "                 (default), or Megatron-LM's (Korthikanti et al. 2022: dropout masks, softmax scores)\n"
+            "  --fp8 (--fp8-format F)   the layers' linear GEMMs in fp8 at the device's fp8 peak (H100, H200);\n"
+            "                 MFU stays against the bf16 peak\n"
+            "  --tp-comm-overlap   the tensor-parallel collectives overlapped with their GEMMs (Transformer Engine,\n"
+            "                 needs sequence parallelism); the recipe's parallel.overlap_grad_reduce /\n"
+            "                 overlap_param_gather (--overlap-grad-reduce / --overlap-param-gather) overlap the dp terms\n"
+            "  --overlap-p2p-communication   pipeline transfers behind each model chunk's compute (interleaved\n"
+            "                 schedule; Megatron's default there, mtrain's trainer does not)\n",
             mt_gpu_names());
     fputs(mt_plan_views_usage, f); /* --timeline, --timeline-svg, --compare (cmd/cmd_plan_views.c) */
     fputs("exit status: 0 fits, 1 error or inconsistent layout, 2 bad usage, 3 does not fit.\n"
@@ -92,7 +100,7 @@ static void append_lines(char *msg, size_t n_bytes, char *more) {
  * auto), find the rest. */
 static void add_more_problems(const mt_recipe *validated, mt_recipe *fresh, int n_gpus, const mt_gpu_spec *gpu,
                               char *msg, size_t n_bytes) {
-    static char more[8192];
+    char more[8192];
     if (mt_plan_check(validated, n_gpus, gpu) != MT_OK) {
         snprintf(more, sizeof more, "%s", mt_last_error());
         append_lines(msg, n_bytes, more);
@@ -110,170 +118,227 @@ static void add_more_problems(const mt_recipe *validated, mt_recipe *fresh, int 
     }
 }
 
-int mt_cmd_plan(int argc, char **argv) {
-    static mt_recipe r;
-    static mt_plan p;
-    static mt_plan_search_result sr;
+/* What the command line asked for. */
+typedef struct {
+    const char *config, *gpu_name, *probe_path;
+    int probe, n_gpus, search, json;
     mt_plan_opts o;
-    mt_gpu_spec host;
-    const char *config = NULL, *gpu_name = NULL, *probe_path = NULL;
-    int probe = 0;
-    static mt_gpu_spec profile;
-    int n_gpus = 0, search = 0, json = 0, n = 0;
-    mt_plan_views views = { 0 }; /* --timeline, --timeline-svg, --compare */
-    mt_plan_opts_defaults(&o);
-    if (argc > 0 && !strcmp(argv[0], "plan")) argc--, argv++;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    mt_plan_views views; /* --timeline, --timeline-svg, --compare */
+} plan_args;
+
+/* The working set of one `mtrain plan` (large: on the heap). */
+typedef struct {
+    mt_recipe r, r2;
+    mt_plan p;
+    mt_plan_search_result sr;
+    mt_gpu_spec host, profile;
+    char msg[8192];
+} plan_work;
+
+/* Takes plan's own flags out of argv (the rest, the recipe's, stay in argv[0 .. *argc)). Returns -1
+ * to go on, else the exit code (0 after --help, 2 bad usage). */
+static int parse_args(int *argc, char **argv, plan_args *pa) {
+    int n = 0;
+    mt_plan_opts *o = &pa->o;
+    for (int i = 0; i < *argc; i++) {
+        const char *a = argv[i], *v = i + 1 < *argc ? argv[i + 1] : NULL;
         double x;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             plan_usage(stdout);
             return 0;
         } else if ((!strcmp(a, "--config") || !strcmp(a, "-c")) && v) {
-            config = argv[++i];
+            pa->config = argv[++i];
         } else if (!strncmp(a, "--config=", 9)) {
-            config = a + 9;
+            pa->config = a + 9;
         } else if (!strcmp(a, "--gpus") || !strcmp(a, "--world-size")) {
             if (!parse_num(a, v, 0, 1 << 24, &x)) return 2;
             if (x != floor(x)) {
                 fprintf(stderr, "mtrain plan: error: %s %s: needs a whole number of GPUs\n", a, v);
                 return 2;
             }
-            n_gpus = (int)x;
+            pa->n_gpus = (int)x;
             i++;
         } else if ((!strcmp(a, "--gpu") || !strcmp(a, "--device")) && v) {
-            gpu_name = argv[++i];
-        } else if (!strcmp(a, "--probe")) { /* --probe [FILE]: measure this machine (cmd/plan_probe.c) */
-            probe = 1;
-            if (v && v[0] != '-') probe_path = argv[++i];
+            pa->gpu_name = argv[++i];
+        } else if (!strcmp(a, "--probe")) { /* --probe [FILE]: measure this machine (plan/plan_probe.c) */
+            pa->probe = 1;
+            if (v && v[0] != '-') pa->probe_path = argv[++i];
         } else if (!strcmp(a, "--mfu")) {
-            if (!parse_num(a, v, 0, 1, &o.mfu)) return 2;
+            if (!parse_num(a, v, 0, 1, &o->mfu)) return 2;
             i++;
         } else if (!strcmp(a, "--tflops")) {
-            if (!parse_num(a, v, 0, 1e6, &o.tflops)) return 2;
+            if (!parse_num(a, v, 0, 1e6, &o->tflops)) return 2;
             i++;
         } else if (!strcmp(a, "--step-ms")) {
-            if (!parse_num(a, v, 0, 1e12, &o.step_ms)) return 2;
+            if (!parse_num(a, v, 0, 1e12, &o->step_ms)) return 2;
             i++;
         } else if (!strcmp(a, "--gemm-eff")) {
-            if (!parse_num(a, v, 0, 1, &o.gemm_eff)) return 2;
+            if (!parse_num(a, v, 0, 1, &o->gemm_eff)) return 2;
             i++;
         } else if (!strcmp(a, "--link-eff")) {
-            if (!parse_num(a, v, 0, 1, &o.link_eff)) return 2;
+            if (!parse_num(a, v, 0, 1, &o->link_eff)) return 2;
             i++;
         } else if (!strcmp(a, "--activations")) {
             if (!v || (strcmp(v, "mtrain") && strcmp(v, "megatron"))) {
                 fprintf(stderr, "mtrain plan: error: --activations %s: expected mtrain or megatron\n", v ? v : "(missing)");
                 return 2;
             }
-            o.megatron_activations = !strcmp(v, "megatron");
+            o->megatron_activations = !strcmp(v, "megatron");
             i++;
         } else if (!strcmp(a, "--usable")) {
-            if (!parse_num(a, v, 0, 1, &o.usable_frac)) return 2;
+            if (!parse_num(a, v, 0, 1, &o->usable_frac)) return 2;
             i++;
-        } else if ((x = mt_plan_views_arg(&views, argc, argv, &i)) != 0) {
+        } else if ((x = mt_plan_views_arg(&pa->views, *argc, argv, &i)) != 0) {
             if (x < 0) return 2;
+        } else if (!strcmp(a, "--fp8") || !strcmp(a, "--fp8-format")) { /* Megatron's: --fp8-format hybrid|e4m3 */
+            o->fp8 = 1;
+            if (!strcmp(a, "--fp8-format") && v && v[0] != '-') i++;
+        } else if (!strcmp(a, "--overlap-p2p-communication")) {
+            o->p2p_overlap = 1;
+        } else if (!strcmp(a, "--tp-comm-overlap")) {
+            o->tp_comm_overlap = 1;
         } else if (!strcmp(a, "--search")) {
-            search = 1;
+            pa->search = 1;
         } else if (!strcmp(a, "--json")) {
-            json = 1;
+            pa->json = 1;
         } else {
             argv[n++] = argv[i];
         }
     }
-    argc = n;
-    if (probe && !config) { /* --probe without a recipe: write the profile and stop */
-        const char *path = probe_path ? probe_path : "device-profile.json";
-        if (mt_plan_probe(path, &profile) != MT_OK) {
-            fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
-            return 1;
-        }
-        const mt_device_probe *q = &profile.probe;
-        printf("device profile written to %s: GEMM %.1f..%.1f GFLOP/s (%d threads), stream %.1f GB/s, op %.1f us, "
-               "attention %.2f GFLOP/s, allreduce 2 ranks alpha %.1f us, %.2f GB/s\n", path, q->gemm_flops_nt[0] / 1e9,
-               q->gemm_flops_nt[q->n_gemm - 1] / 1e9, q->threads, q->stream_gbs_nt, 1e6 * q->op_overhead_s,
-               q->attn_flops_nt / 1e9, 1e6 * q->comm_alpha_s, q->comm_gbs);
-        return 0;
-    }
-    if (!config) {
-        fprintf(stderr, "mtrain plan: error: no recipe given; pass --config configs/gpt175b.yaml (see configs/)\n");
-        plan_usage(stderr);
-        return 2;
-    }
-    const int rc = mt_cmd_load_recipe("mtrain plan", config, &argc, argv, &r);
-    if (rc) return rc;
-    mt_status st = MT_OK;
+    *argc = n;
+    return -1;
+}
 
-    /* the device */
-    const mt_gpu_spec *gpu = NULL;
-    if (probe) { /* measured now, used at once */
-        if (mt_plan_probe(probe_path, &profile) != MT_OK) {
-            fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
-            return 1;
-        }
-        gpu = &profile;
-    } else if (gpu_name && (strchr(gpu_name, '/') || strstr(gpu_name, ".json"))) { /* a profile file */
-        if (mt_device_profile_load(gpu_name, &profile) != MT_OK) {
-            fprintf(stderr, "mtrain plan: error: --device %s: %s\n", gpu_name, mt_last_error());
-            return 2;
-        }
-        gpu = &profile;
-    } else if (gpu_name) {
-        gpu = mt_gpu_find(gpu_name);
-        if (!gpu) {
-            fprintf(stderr, "mtrain plan: error: --gpu %s: unknown device; use one of %s\n", gpu_name, mt_gpu_names());
-            return 2;
-        }
-    } else if (r.training.backend == MT_BACKEND_CPU ||
-               (r.training.backend == MT_BACKEND_AUTO && r.training.precision == MT_PREC_FP32)) {
-        mt_gpu_host(&host, r.logging.peak_tflops);
-        gpu = &host;
-    } else {
-        gpu = mt_gpu_find("h100-80g");
-        if (!json) fprintf(stderr, "mtrain plan: no --gpu given: assuming h100-80g (choose with --gpu %s)\n", mt_gpu_names());
-    }
-
-    /* the world size */
-    if (n_gpus == 0 && r.parallel.data == 0) n_gpus = mt_plan_views_world(&views); /* the --compare run's */
-    if (n_gpus == 0) {
-        if (r.parallel.data == 0) {
-            const int mr = r.parallel.tensor * r.parallel.pipeline * r.parallel.context;
-            fprintf(stderr, "mtrain plan: error: parallel.data is auto (world / (tp*pp*cp)), so the number of GPUs is "
-                    "not known; pass --gpus N (a multiple of tp*pp*cp = %d; --gpus %d for dp 1)\n", mr, mr);
-            return 2;
-        }
-        n_gpus = r.parallel.tensor * r.parallel.pipeline * r.parallel.context * r.parallel.data;
-    }
-
-    if (search) {
-        st = mt_plan_search(&r, n_gpus, gpu, &o, &sr);
-        if (st != MT_OK) {
-            fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
-            return 1;
-        }
-        if (json) mt_plan_search_print_json(stdout, config, &sr, &o);
-        else mt_plan_search_print(stdout, config, &sr, &o);
-        return sr.n_top > 0 ? 0 : 3;
-    }
-
-    static mt_recipe r2;
-    r2 = r; /* before validation: a second look at the layout for its own world size */
-    st = mt_recipe_validate(&r, n_gpus);
-    if (st == MT_OK) st = mt_plan_check(&r, n_gpus, gpu);
-    if (st != MT_OK) {
-        static char msg[8192];
-        snprintf(msg, sizeof msg, "%s", mt_last_error());
-        add_more_problems(&r, &r2, n_gpus, gpu, msg, sizeof msg);
-        print_problems(config, n_gpus, json, msg);
+/* --probe without a recipe: writes the profile and says what it measured. The exit code. */
+static int probe_only(const plan_args *pa, mt_gpu_spec *profile) {
+    const char *path = pa->probe_path ? pa->probe_path : "device-profile.json";
+    if (mt_plan_probe(path, profile) != MT_OK) {
+        fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
         return 1;
     }
-    st = mt_plan_compute(&r, n_gpus, gpu, &o, &p);
+    const mt_device_probe *q = &profile->probe;
+    printf("device profile written to %s: GEMM %.1f..%.1f GFLOP/s (%d threads), stream %.1f GB/s, op %.1f us, "
+           "attention %.2f GFLOP/s, allreduce 2 ranks alpha %.1f us, %.2f GB/s\n", path, q->gemm_flops_nt[0] / 1e9,
+           q->gemm_flops_nt[q->n_gemm - 1] / 1e9, q->threads, q->stream_gbs_nt, 1e6 * q->op_overhead_s,
+           q->attn_flops_nt / 1e9, 1e6 * q->comm_alpha_s, q->comm_gbs);
+    return 0;
+}
+
+/* The device: measured now (--probe), a profile file, a table entry, this host for CPU / fp32
+ * recipes, else h100-80g. Returns -1 with *gpu set, else the exit code. */
+static int pick_device(const plan_args *pa, plan_work *w, const mt_gpu_spec **gpu) {
+    const char *name = pa->gpu_name;
+    const mt_recipe *r = &w->r;
+    if (pa->probe) { /* measured now, used at once */
+        if (mt_plan_probe(pa->probe_path, &w->profile) != MT_OK) {
+            fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
+            return 1;
+        }
+        *gpu = &w->profile;
+    } else if (name && (strchr(name, '/') || strstr(name, ".json"))) { /* a profile file */
+        if (mt_device_profile_load(name, &w->profile) != MT_OK) {
+            fprintf(stderr, "mtrain plan: error: --device %s: %s\n", name, mt_last_error());
+            return 2;
+        }
+        *gpu = &w->profile;
+    } else if (name) {
+        *gpu = mt_gpu_find(name);
+        if (!*gpu) {
+            fprintf(stderr, "mtrain plan: error: --gpu %s: unknown device; use one of %s\n", name, mt_gpu_names());
+            return 2;
+        }
+    } else if (r->training.backend == MT_BACKEND_CPU ||
+               (r->training.backend == MT_BACKEND_AUTO && r->training.precision == MT_PREC_FP32)) {
+        mt_gpu_host(&w->host, r->logging.peak_tflops);
+        *gpu = &w->host;
+    } else {
+        *gpu = mt_gpu_find("h100-80g");
+        if (!pa->json)
+            fprintf(stderr, "mtrain plan: no --gpu given: assuming h100-80g (choose with --gpu %s)\n", mt_gpu_names());
+    }
+    return -1;
+}
+
+/* The world size: --gpus, the --compare run's, or tp*pp*cp*dp of the recipe. 0 (message printed)
+ * when parallel.data is auto and nothing says it. */
+static int world_size(plan_args *pa, const mt_recipe *r) {
+    int n_gpus = pa->n_gpus;
+    if (n_gpus == 0 && r->parallel.data == 0) n_gpus = mt_plan_views_world(&pa->views); /* the --compare run's */
+    if (n_gpus == 0) {
+        if (r->parallel.data == 0) {
+            const int mr = r->parallel.tensor * r->parallel.pipeline * r->parallel.context;
+            fprintf(stderr, "mtrain plan: error: parallel.data is auto (world / (tp*pp*cp)), so the number of GPUs is "
+                    "not known; pass --gpus N (a multiple of tp*pp*cp = %d; --gpus %d for dp 1)\n", mr, mr);
+            return 0;
+        }
+        n_gpus = r->parallel.tensor * r->parallel.pipeline * r->parallel.context * r->parallel.data;
+    }
+    return n_gpus;
+}
+
+/* The plan of the recipe's layout, or its views, or the problems that stop it. The exit code. */
+static int plan_layout(const plan_args *pa, plan_work *w, const mt_gpu_spec *gpu, int n_gpus) {
+    mt_recipe *r = &w->r;
+    w->r2 = *r; /* before validation: a second look at the layout for its own world size */
+    mt_status st = mt_recipe_validate(r, n_gpus);
+    if (st == MT_OK) st = mt_plan_check(r, n_gpus, gpu);
+    if (st != MT_OK) {
+        snprintf(w->msg, sizeof w->msg, "%s", mt_last_error());
+        add_more_problems(r, &w->r2, n_gpus, gpu, w->msg, sizeof w->msg);
+        print_problems(pa->config, n_gpus, pa->json, w->msg);
+        return 1;
+    }
+    st = mt_plan_compute(r, n_gpus, gpu, &pa->o, &w->p);
     if (st != MT_OK) {
         fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
         return 1;
     }
-    if (mt_plan_views_any(&views)) return mt_plan_views_run(&views, config, &r, &p, json);
-    if (json) mt_plan_print_json(stdout, config, &p, &o);
-    else mt_plan_print(stdout, config, &p, &o);
-    return p.capacity_bytes > 0 && !p.fits ? 3 : 0;
+    if (mt_plan_views_any(&pa->views)) return mt_plan_views_run(&pa->views, pa->config, r, &w->p, pa->json);
+    if (pa->json) mt_plan_print_json(stdout, pa->config, &w->p, &pa->o);
+    else mt_plan_print(stdout, pa->config, &w->p, &pa->o);
+    return w->p.capacity_bytes > 0 && !w->p.fits ? 3 : 0;
+}
+
+/* --search: the ranked layouts. The exit code (3 when none fits). */
+static int plan_search(const plan_args *pa, plan_work *w, const mt_gpu_spec *gpu, int n_gpus) {
+    if (mt_plan_search(&w->r, n_gpus, gpu, &pa->o, &w->sr) != MT_OK) {
+        fprintf(stderr, "mtrain plan: error: %s\n", mt_last_error());
+        return 1;
+    }
+    if (pa->json) mt_plan_search_print_json(stdout, pa->config, &w->sr, &pa->o);
+    else mt_plan_search_print(stdout, pa->config, &w->sr, &pa->o);
+    return w->sr.n_top > 0 ? 0 : 3;
+}
+
+static int run(int argc, char **argv, plan_args *pa, plan_work *w) {
+    int rc = parse_args(&argc, argv, pa);
+    if (rc >= 0) return rc;
+    if (pa->probe && !pa->config) return probe_only(pa, &w->profile);
+    if (!pa->config) {
+        fprintf(stderr, "mtrain plan: error: no recipe given; pass --config configs/gpt175b.yaml (see configs/)\n");
+        plan_usage(stderr);
+        return 2;
+    }
+    rc = mt_cmd_load_recipe("mtrain plan", pa->config, &argc, argv, &w->r);
+    if (rc) return rc;
+    const mt_gpu_spec *gpu = NULL;
+    rc = pick_device(pa, w, &gpu);
+    if (rc >= 0) return rc;
+    const int n_gpus = world_size(pa, &w->r);
+    if (n_gpus == 0) return 2;
+    return pa->search ? plan_search(pa, w, gpu, n_gpus) : plan_layout(pa, w, gpu, n_gpus);
+}
+
+int mt_cmd_plan(int argc, char **argv) {
+    plan_args pa = { 0 };
+    mt_plan_opts_defaults(&pa.o);
+    if (argc > 0 && !strcmp(argv[0], "plan")) argc--, argv++;
+    plan_work *w = calloc(1, sizeof *w);
+    if (!w) {
+        fprintf(stderr, "mtrain plan: error: out of memory (%zu bytes)\n", sizeof *w);
+        return 1;
+    }
+    const int rc = run(argc, argv, &pa, w);
+    free(w);
+    return rc;
 }

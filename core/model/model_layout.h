@@ -259,13 +259,18 @@ typedef struct {
 void mt_model_fwd_flops_per_token(const mt_param_layout *pl, int moe_experts, int moe_top_k,
                                   mt_model_fwd_flops *f);
 
+/* Forward FLOPs per token per layer a recompute kind reruns: full the whole layer (f->layer),
+ * selective the attention core (f->attn_core), none 0. */
+double mt_model_recompute_fwd_flops(const mt_model_fwd_flops *f, mt_recompute rc);
 /* Training FLOPs of one sequence of T tokens (forward + backward) of the WHOLE model (any stage's
- * layout gives the same number): Megatron's formula generalised to GQA / SwiGLU; full recompute
- * adds one forward (model_flops.c). */
-double mt_model_flops_per_seq(const mt_param_layout *pl, int recompute_full);
+ * layout gives the same number): Megatron's formula generalised to GQA / SwiGLU; recompute rc of
+ * every layer adds its rerun forward work (mt_model_recompute_fwd_flops; the output layer is
+ * never recomputed) (model_flops.c). */
+double mt_model_flops_per_seq(const mt_param_layout *pl, mt_recompute rc);
 /* FLOPs of n_seqs sequences: model_flops without recomputation (the numerator of MFU), and
- * hardware_flops with the recomputation training.recompute does (pl->recompute of each chunk's
- * Lc layers rerun their forward: Megatron's TFLOP/s and HFU). Either pointer may be NULL. */
+ * hardware_flops with the recomputation training.recompute does (full: pl->recompute of each
+ * chunk's Lc layers rerun their forward; selective, pl->recompute_attn: every layer's attention
+ * core): Megatron's TFLOP/s and HFU. Either pointer may be NULL. */
 void mt_model_flops_per_iter(const mt_param_layout *pl, double n_seqs, double *model_flops, double *hardware_flops);
 
 void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_layout *al);

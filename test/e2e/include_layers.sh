@@ -8,10 +8,11 @@
 #   2 core/model       parameter / activation layout (pure), FLOPs, the ops a model needs
 #   2 core/data        datasets, sampling, tokenizers, preprocess
 #   2 core/cpu cuda/   the two backends
-#   3 core/plan        the planner (calls core/model)
 #   3 core/ckpt        checkpoint geometry (pure), manifest, safetensors, folder layout
 #   4 parallel/        grid, bootstrap, communicators, parallel state, tp layers, grad sync, schedules
 #   5 train/           model fwd/bwd, pipeline executor, optimizer step, training loop, metrics
+#   5 plan/            the planner: counts, memory, cost model, search, schedule simulator and timeline,
+#                      device probe, plan-vs-run comparison (reads core/model and parallel/schedule)
 #   6 cmd/             the command line
 # Also fails when a source file sits in a folder that has no layer (add it here).
 # Axis layers (check_axes): each parallel axis's communicating layer lives in parallel/ and the
@@ -40,13 +41,13 @@ set -u
 self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 root="${1:-$(dirname "$0")/../..}"
 cd "$root" || { echo "include_layers: cannot enter $root"; exit 2; }
-SRC_DIRS=(core parallel train cmd cuda)
+SRC_DIRS=(core parallel plan train cmd cuda)
 
 layer=-1
 layer_of() { # layer_of DIR: sets layer
   case "$1" in
-    core/recipe) layer=1 ;; core/model|core/data|core/cpu|cuda) layer=2 ;; core/plan|core/ckpt) layer=3 ;;
-    core) layer=0 ;; parallel) layer=4 ;; train) layer=5 ;; cmd) layer=6 ;; *) layer=-1 ;;
+    core/recipe) layer=1 ;; core/model|core/data|core/cpu|cuda) layer=2 ;; core/ckpt) layer=3 ;;
+    core) layer=0 ;; parallel) layer=4 ;; train|plan) layer=5 ;; cmd) layer=6 ;; *) layer=-1 ;;
   esac
 }
 check_tree() { # check_tree: every source file under SRC_DIRS of the current directory

@@ -22,7 +22,7 @@
 #include <sys/mman.h>
 
 #include "core/backend.h"
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 #include "core/recipe/recipe.h"
 #include "core/rng.h"
 #include "test/test.h"

@@ -35,17 +35,21 @@ int main(void) {
     CHECK(mt_flops_utilisation(1e12, 1.0, 1, 0.0) < 0);  /* peak unknown */
     CHECK(mt_flops_utilisation(1e12, 0.0, 1, 989.0) < 0); /* no time */
 
-    /* recompute: model FLOPs stay the no-recompute count, hardware FLOPs gain one forward of
-     * the recomputed layers (full, all layers: x 4/3; half the layers: x 7/6 on the layer part) */
+    /* recompute: model FLOPs stay the no-recompute count, hardware FLOPs gain the rerun forward
+     * work: full, all layers, one forward of every layer but not of the output layer (Narayanan
+     * et al. 2021: 96 B s l h^2 (1 + s/6h + V/16lh) against 72 B s l h^2 (1 + s/6h + V/12lh));
+     * half the layers, half of that; selective, the attention core's 4 B s^2 h per layer */
     static mt_recipe r;
     mt_recipe_defaults(&r);
     CHECK(mt_recipe_load_file(&r, "configs/gpt125m.yaml") == MT_OK);
     CHECK(mt_recipe_validate(&r, 1) == MT_OK);
     mt_param_layout pl;
     CHECK(mt_param_layout_build(&r, &pl) == MT_OK);
-    const double f0 = mt_model_flops_per_seq(&pl, 0), f1 = mt_model_flops_per_seq(&pl, 1);
+    const double f0 = mt_model_flops_per_seq(&pl, MT_RECOMPUTE_NONE), f1 = mt_model_flops_per_seq(&pl, MT_RECOMPUTE_FULL);
+    const double s = pl.T, l = pl.L_global, h = pl.C, V = pl.Vp;
     double model = 0, hw = 0;
     pl.recompute = 0;
+    pl.recompute_attn = 0;
     mt_model_flops_per_iter(&pl, 16, &model, &hw);
     CHECK_NEAR(model, 16 * f0, 0, 1e-12);
     CHECK_NEAR(hw, 16 * f0, 0, 1e-12);
@@ -53,14 +57,21 @@ int main(void) {
     mt_model_flops_per_iter(&pl, 16, &model, &hw);
     CHECK_NEAR(model, 16 * f0, 0, 1e-12);
     CHECK_NEAR(hw, 16 * f1, 0, 1e-12);
-    CHECK_NEAR(hw / model, 4.0 / 3.0, 0, 1e-12);
-    /* so with full recompute, at the same step time MFU is 3/4 of HFU */
+    const double full_ratio = 96.0 * (1 + s / (6 * h) + V / (16 * l * h)) / (72.0 * (1 + s / (6 * h) + V / (12 * l * h)));
+    CHECK_NEAR(hw / model, full_ratio, 0, 1e-12);
+    CHECK(hw / model < 4.0 / 3.0); /* the output layer is not recomputed */
+    /* so with full recompute, at the same step time MFU / HFU = model / hardware FLOPs */
     const double step_s = 0.25;
     const double mfu = mt_flops_utilisation(model, step_s, 1, 989.0), hfu = mt_flops_utilisation(hw, step_s, 1, 989.0);
-    CHECK_NEAR(mfu / hfu, 0.75, 0, 1e-12);
+    CHECK_NEAR(mfu / hfu, 1.0 / full_ratio, 0, 1e-12);
     pl.recompute = pl.Lc / 2; /* block method, half the layers */
     mt_model_flops_per_iter(&pl, 1, &model, &hw);
     CHECK_NEAR(hw, f0 + 0.5 * (f1 - f0), 0, 1e-12);
     CHECK_NEAR(model, f0, 0, 1e-12);
+    pl.recompute = 0; /* training.recompute: selective */
+    pl.recompute_attn = 1;
+    mt_model_flops_per_iter(&pl, 2, &model, &hw);
+    CHECK_NEAR(model, 2 * f0, 0, 1e-12);
+    CHECK_NEAR(hw - model, 2 * 4.0 * s * s * h * l, 0, 1e-9);
     TEST_MAIN_END();
 }

@@ -83,8 +83,12 @@ int main(void) {
     CHECK(mt_param_layout_build(&r, &pl) == MT_OK);
     const double s = pl.T, l = pl.L, h = pl.C, V = pl.Vp;
     const double megatron = 72.0 * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
-    CHECK_NEAR(mt_model_flops_per_seq(&pl, 0), megatron, 0, 1e-12);
-    CHECK_NEAR(mt_model_flops_per_seq(&pl, 1), megatron * 4.0 / 3.0, 0, 1e-12);
+    CHECK_NEAR(mt_model_flops_per_seq(&pl, MT_RECOMPUTE_NONE), megatron, 0, 1e-12);
+    /* full recompute: Narayanan et al. 2021's 96 B s l h^2 (1 + s/6h + V/16lh) (the logits not rerun) */
+    const double megatron_full = 96.0 * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    CHECK_NEAR(mt_model_flops_per_seq(&pl, MT_RECOMPUTE_FULL), megatron_full, 0, 1e-12);
+    /* selective: the attention core's forward again, 4 B s^2 h per layer (Korthikanti et al. 2022) */
+    CHECK_NEAR(mt_model_flops_per_seq(&pl, MT_RECOMPUTE_SELECTIVE), megatron + 4.0 * s * s * h * l, 0, 1e-12);
     /* GPT-2 124M parameter count (tied embeddings; the 47 padding rows of wte excluded) */
     const double pad = (double)(pl.Vp - pl.V) * pl.C;
     CHECK_NEAR((double)pl.n_params - pad, 124439808.0, 0, 0);

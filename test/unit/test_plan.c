@@ -1,4 +1,4 @@
-/* test_plan.c — `mtrain plan` arithmetic (core/plan/plan.h) against published numbers and the
+/* test_plan.c — `mtrain plan` arithmetic (plan/plan.h) against published numbers and the
  * trainer's own allocations:
  *  1. parameter counts of the shipped recipes vs published sizes (within 1%; exact where the
  *     Hugging Face checkpoints give the count);
@@ -11,6 +11,10 @@
  *  6. the GEMM shape model (roofline, tile and wave quantisation, the published sustained rate) and
  *     the step-time model with every term against Megatron-LM's published weak-scaling table
  *     (Narayanan et al. 2021, Table 1);
+ *  7. overlap term by term (the two-stage pipeline formula; dp reduce-scatter and param all-gather,
+ *     --tp-comm-overlap, overlap_p2p_comm, each against the same layout without it);
+ *  8. the H200's measured GEMM rate and fp8; Megatron-Bridge's published H100 Llama 3 70B runs as a
+ *     reported table with a regression guard;
  * plus FLOPs = mt_model_flops_per_seq and Megatron's closed forms, and Korthikanti's
  * activation formulas. */
 #include <math.h>
@@ -19,7 +23,7 @@
 #include "core/backend.h"
 #include "train/model.h"
 #include "core/model/model_layout.h"
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 #include "core/recipe/recipe.h"
 #include "parallel/schedule.h"
 #include "test/test.h"
@@ -139,7 +143,7 @@ static void check_trainer_memory_rc(const char *name, int allocate, const char *
            p.first.n_elems, pl.n_elems, p.first.acts_bytes, al.n_bytes,
            100 * (p.first.acts_bytes / (double)al.n_bytes - 1));
     /* FLOPs: the same as the trainer's count */
-    CHECK_NEAR(mt_plan_flops_per_seq(r, MT_RECOMPUTE_NONE), mt_model_flops_per_seq(&pl, 0), 0, 1e-12);
+    CHECK_NEAR(mt_plan_flops_per_seq(r, MT_RECOMPUTE_NONE), mt_model_flops_per_seq(&pl, MT_RECOMPUTE_NONE), 0, 1e-12);
     if (r->training.recompute == MT_RECOMPUTE_FULL) /* one layer's activations + every layer's input: tight */
         CHECK_NEAR(p.first.acts_bytes, (double)al.n_bytes, 0, 0.02);
     if (allocate) {
@@ -252,7 +256,7 @@ static double trainer_stage_acts(const mt_recipe *r, int stage, mt_dtype act) {
     return (double)slots * (double)al.n_bytes + 2.0 * al.N_r * pl.C * (double)mt_dtype_bytes(act);
 }
 
-/* The plan's activation figure (formulas in core/plan/plan_model.c) against the trainer's buffers
+/* The plan's activation figure (formulas in plan/plan_model.c) against the trainer's buffers
  * (core/model/model_layout.c and the pipeline's slots: separate code) for the first and the last
  * stage of each layout: fp32 on the CPU backend, and (bf16 = 1) the CUDA trainer's bf16 buffers as
  * `mtrain plan` sizes them for a GPU. Tolerance 0.1%: the only difference is the layout's 256-byte
@@ -594,7 +598,7 @@ static void test_weak_scaling(void) {
         plan_row(i, &none, &q);
         all[i] = 1 - q.t_step_s / p.t_step_s;
         /* issue 17 asks for 0.90 .. 1.10 on every row. With the passes of the 2021 code charged and the
-         * A100's measured GEMM and memory rates (core/plan/plan_gpu.c), 9 rows are within it and 76.1B is
+         * A100's measured GEMM and memory rates (plan/plan_gpu.c), 9 rows are within it and 76.1B is
          * over-predicted by 14% (docs/plan.md). The test holds each row in 1.00 .. 1.15 (a regression guard
          * on the model as it stands, not a calibration claim) and counts the rows within 0.90 .. 1.10 */
         CHECKF(ratio >= 1.00 && ratio <= 1.15, "%s: predicted %.1f TFLOP/s per GPU against the published %.0f "
@@ -617,6 +621,162 @@ static void test_weak_scaling(void) {
     }
 }
 
+/* Overlap, term by term (docs/plan.md, "Overlap"): the two-stage pipeline formula itself, then each
+ * switch against the same layout without it. Tolerance 1e-9 relative: the same doubles recombined. */
+static void test_overlap(void) {
+    /* comm 2 beside compute 8 in 4 chunks: only the last chunk's 0.5 shows; comm 8 beside 2: 6 + 0.5 */
+    CHECK_NEAR(mt_plan_overlap_exposed(2, 8, 4), 0.5, 1e-15, 0);
+    CHECK_NEAR(mt_plan_overlap_exposed(8, 2, 4), 6.5, 1e-15, 0);
+    CHECK_NEAR(mt_plan_overlap_exposed(3, 5, 0), 0.0, 1e-15, 0); /* bulk: side by side */
+    CHECK_NEAR(mt_plan_overlap_exposed(5, 3, 0), 2.0, 1e-15, 0);
+    CHECK_NEAR(mt_plan_overlap_exposed(5, 0, 4), 5.0, 1e-15, 0);  /* nothing to hide behind */
+    CHECK_NEAR(mt_plan_overlap_exposed(5, 3, 1), 5.0, 1e-15, 0);  /* one chunk: nothing overlaps */
+
+    static const char *const base[] = { "parallel.data=auto", NULL };
+    static const char *const grad[] = { "parallel.data=auto", "parallel.overlap_grad_reduce=true", NULL };
+    static const char *const both[] = { "parallel.data=auto", "parallel.overlap_grad_reduce=true",
+                                        "parallel.overlap_param_gather=true", NULL };
+    static const char *const nosp[] = { "parallel.data=auto", "parallel.sequence_parallel=false", NULL };
+    const mt_gpu_spec *h100 = mt_gpu_find("h100-80g");
+    mt_plan_opts o;
+    mt_plan_opts_defaults(&o);
+    static mt_plan p0, p1, p2, p3;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &p0) == MT_OK);
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, grad), 1024, h100, &o, &p1) == MT_OK);
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, both), 1024, h100, &o, &p2) == MT_OK);
+    CHECK(p0.ovl_grad_reduce == 0 && p1.ovl_grad_reduce == 1 && p1.ovl_param_gather == 0 && p2.ovl_param_gather == 1);
+    /* the split of the unoverlapped term is the whole; buckets of max(40M, 1M x dp cp) elements */
+    const mt_plan_rank *wr = p0.worst_stage ? &p0.last : &p0.first;
+    CHECK_NEAR(p1.dp_rs_s + p1.dp_ag_s, p0.dp_comm.exposed_s, 0, 1e-9);
+    CHECK_NEAR(p1.n_buckets, ceil(wr->n_elems / fmax(40e6, 1e6 * p0.dp * p0.cp)), 0, 0);
+    CHECK_NEAR(p0.dp_comm.n_ops, 2 * p1.n_buckets, 0, 0);
+    /* reduce-scatter behind the last micro-batch's backward: the formula, and only the dp term moves */
+    CHECK_NEAR(p1.dp_rs_exposed_s, mt_plan_overlap_exposed(p1.dp_rs_s, p1.t_bwd_mb_s, p1.n_buckets), 0, 1e-12);
+    CHECK_NEAR(p1.dp_ag_exposed_s, p1.dp_ag_s, 0, 1e-12);
+    CHECK(p1.dp_rs_exposed_s < p1.dp_rs_s && p1.dp_rs_exposed_s >= p1.dp_rs_s / p1.n_buckets);
+    CHECK_NEAR(p1.t_step_s - p0.t_step_s, p1.dp_comm.exposed_s - p0.dp_comm.exposed_s, 1e-12, 0);
+    CHECK(p1.t_bwd_mb_s > 1.5 * p1.t_fwd_mb_s && p1.t_bwd_mb_s < 3.5 * p1.t_fwd_mb_s); /* backward ~2 forwards */
+    /* param all-gather before the next forward */
+    CHECK_NEAR(p2.dp_ag_exposed_s, mt_plan_overlap_exposed(p2.dp_ag_s, p2.t_fwd_mb_s, p2.n_buckets), 0, 1e-12);
+    CHECK_NEAR(p2.t_step_s - p1.t_step_s, p2.dp_ag_exposed_s - p1.dp_ag_exposed_s, 1e-12, 0);
+
+    /* --tp-comm-overlap: each all-gather / reduce-scatter (half an allreduce, c_h) beside its GEMM. Here every
+     * collective is shorter than its GEMM, so a layer shows c_h / t for each of the 4 ring exchanges (QKV and FC1
+     * forward, PROJ and FC2 input gradients), c_h / 4 for the 2 pipelined reduce-scatters, 0 for the 2 bulk
+     * ones: against 8 c_h unoverlapped */
+    o.tp_comm_overlap = 1;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &p3) == MT_OK);
+    CHECK(p3.ovl_tp_comm == 1);
+    CHECK_NEAR(p3.tp_unoverlapped_s, p0.tp_comm.exposed_s, 0, 1e-12);
+    const double c_h = p0.tp_comm.exposed_s / (2 * p0.tp_comm.n_ops), t = p0.tp;
+    const double ops_other = p0.tp_comm.n_ops / p0.n_micro - p0.n_layers_stage * 4.0;
+    const double want = p0.n_micro * (p0.n_layers_stage * c_h * (4.0 / t + 2.0 / 4.0) + ops_other * 2 * c_h);
+    CHECK_NEAR(p3.tp_comm.exposed_s, want, 0, 1e-9);
+    /* the SM-held overlaps slow their GEMMs: all of it lands in the GEMM term */
+    CHECK(p3.tp_gemm_slow_s > 0);
+    CHECK_NEAR(p3.t_gemm_s - p0.t_gemm_s, p3.tp_gemm_slow_s, 1e-12, 1e-9);
+    CHECK_NEAR(p3.t_compute_s - p0.t_compute_s, p3.tp_gemm_slow_s, 1e-12, 1e-9);
+    /* the slowdown is 16 / (132 - 16) of the GEMMs beside pipelined / bulk overlaps: below that of all GEMMs */
+    CHECK(p3.tp_gemm_slow_s < p0.t_gemm_s * 16.0 / (h100->n_sms - 16.0));
+    /* overlap_p2p_comm (interleaved only): each message behind one chunk's forward or backward; here every message
+     * is shorter than a chunk, so nothing shows, and the step loses the pp term in every micro-batch slot of the
+     * step, bubble included: m + (p-1)/v slots of pp / m */
+    static mt_plan p4, p5, p6;
+    mt_plan_opts_defaults(&o);
+    o.p2p_overlap = 1;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &p4) == MT_OK);
+    CHECK(p4.ovl_p2p == 1 && p0.vpp > 1);
+    CHECK_NEAR(p4.pp_unoverlapped_s, p0.pp_comm.exposed_s, 0, 1e-12);
+    CHECK_NEAR(p4.pp_comm.exposed_s, 0.0, 1e-15, 0);
+    const double slots = p0.n_micro + (p0.pp - 1.0) / p0.vpp;
+    CHECK_NEAR(p0.t_step_s - p4.t_step_s, p0.pp_comm.exposed_s / p0.n_micro * slots, 1e-12, 1e-9);
+    /* a message longer than its chunk shows the difference: the same layout on a 100x slower network */
+    mt_gpu_spec slow_net = *h100;
+    slow_net.net_gbs /= 100;
+    mt_plan_opts_defaults(&o);
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, &slow_net, &o, &p5) == MT_OK);
+    o.p2p_overlap = 1;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, &slow_net, &o, &p6) == MT_OK);
+    CHECK(p6.pp_comm.exposed_s > 0 && p6.pp_comm.exposed_s < p5.pp_comm.exposed_s);
+    /* a chunk's forward + backward is at most a micro-batch's compute / v: max(0, msg - f) + max(0, msg - b) >=
+     * 2 msg - (f + b) */
+    const double chunk_fb = p5.t_compute_s / p5.n_micro / p5.vpp;
+    CHECK(p6.pp_comm.exposed_s >= p5.pp_comm.exposed_s - 0.5 * p5.pp_comm.n_ops * chunk_fb - 1e-12);
+    /* 1F1B (no virtual stages): Megatron forces it off; planned without, and said so */
+    static const char *const novpp[] = { "parallel.data=auto", "parallel.virtual_pipeline=1", NULL };
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, novpp), 1024, h100, &o, &p6) == MT_OK);
+    CHECK(p6.ovl_p2p == 0 && strstr(p6.notes, "interleaved schedule only"));
+    o.p2p_overlap = 0;
+    o.tp_comm_overlap = 1;
+
+    /* without sequence parallelism Megatron refuses it: planned without, and said so */
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, nosp), 1024, h100, &o, &p3) == MT_OK);
+    CHECK(p3.ovl_tp_comm == 0 && strstr(p3.notes, "--tp-comm-overlap needs"));
+}
+
+/* H200 and fp8 as devices of their own (docs/plan.md, "Devices"): the H200's sustained rate reproduces the
+ * measured random-data 8192^3 GEMM through the shape model; --fp8 moves the layers' linear GEMMs to the fp8
+ * peak and nothing else, and keeps MFU against the bf16 peak. */
+static void test_fp8_h200(void) {
+    const mt_gpu_spec *h200 = mt_gpu_find("h200"), *h100 = mt_gpu_find("h100"), *a100 = mt_gpu_find("a100-80g");
+    const double peak = h200->peak_bf16_tflops * 1e12;
+    const double eff = mt_plan_gemm_eff(h200, peak * h200->sustained_frac, 2.0, 1, 8192, 8192, 8192);
+    CHECK_NEAR(eff * h200->sustained_frac * h200->peak_bf16_tflops, 783.5, 0, 1e-9); /* measured 769..798 */
+    CHECK(h100->peak_fp8_tflops == 1979.0 && h200->peak_fp8_tflops == 1979.0 && a100->peak_fp8_tflops == 0.0);
+
+    static const char *const base[] = { "parallel.data=auto", NULL };
+    mt_plan_opts o;
+    mt_plan_opts_defaults(&o);
+    static mt_plan b16, f8, a_b16, a_f8;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &b16) == MT_OK);
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, a100, &o, &a_b16) == MT_OK);
+    o.fp8 = 1;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &f8) == MT_OK);
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, a100, &o, &a_f8) == MT_OK);
+    CHECK(f8.fp8 == 1 && b16.fp8 == 0 && a_f8.fp8 == 0);
+    /* attention and the elementwise passes untouched; the GEMMs faster, at most by the peaks' ratio */
+    CHECK_NEAR(f8.t_attn_s, b16.t_attn_s, 0, 1e-12);
+    CHECK(f8.t_gemm_s < b16.t_gemm_s && f8.t_gemm_s > b16.t_gemm_s * 989.0 / 1979.0);
+    /* MFU in the bf16 convention, and the fp8 one beside it */
+    CHECK_NEAR(f8.mfu_est, f8.flops_model_iter / (1024 * 989e12 * f8.t_step_s), 0, 1e-12);
+    CHECK_NEAR(f8.mfu_fp8_est, f8.mfu_est * 989.0 / 1979.0, 0, 1e-12);
+    CHECK(f8.gemm_eff > 0 && f8.gemm_eff < 1); /* each GEMM against its own precision's peak */
+    /* a device without fp8: the bf16 plan, and a note */
+    CHECK_NEAR(a_f8.t_step_s, a_b16.t_step_s, 0, 0);
+    CHECK(strstr(a_f8.notes, "has no fp8 peak") != NULL);
+}
+
+/* Published H100-era runs (docs/plan.md, "H100-era published runs"): Megatron-Bridge's performance summary,
+ * DGX-H100, Llama 3 70B in fp8 on 64 GPUs, tp 4 pp 8 vpp 5, micro-batch 1, sequence 8192, the dp and tp overlaps
+ * on (Megatron-Bridge's performance recipes). Reported, not yet the acceptance band: the plan is 12-14% above
+ * all three. The guard keeps predicted / published in [1.05, 1.20] so a change to the cost model that moves
+ * these rows shows here and must update the table in docs/plan.md. */
+static void test_h100_published(void) {
+    static const struct {
+        const char *release;
+        int global_batch;
+        double tflops; /* "Model TFLOP / sec / GPU" */
+    } rows[] = { { "26.02", 256, 728 }, { "25.11", 128, 719 }, { "25.09", 128, 727 } };
+    mt_plan_opts o;
+    mt_plan_opts_defaults(&o);
+    o.fp8 = 1;
+    o.tp_comm_overlap = 1;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char gb[64];
+        snprintf(gb, sizeof gb, "training.global_batch=%d", rows[i].global_batch);
+        const char *const sets[] = { "parallel.data=auto", "parallel.tensor=4", "parallel.pipeline=8",
+                                     "parallel.virtual_pipeline=5", "parallel.context=1", "training.micro_batch=1",
+                                     "parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true", gb, NULL };
+        static mt_plan p;
+        CHECK(mt_plan_compute(load("llama3-70b", 64, sets), 64, mt_gpu_find("h100-80g"), &o, &p) == MT_OK);
+        const double tf = p.flops_model_iter / (64 * p.t_step_s) / 1e12, ratio = tf / rows[i].tflops;
+        printf("Megatron-Bridge %s, Llama 3 70B fp8, 64 H100, global batch %d: predicted %.0f TFLOP/s per GPU, "
+               "published %.0f (%.3f)\n", rows[i].release, rows[i].global_batch, tf, rows[i].tflops, ratio);
+        CHECKF(ratio >= 1.05 && ratio <= 1.20, "%s: predicted / published %.3f left [1.05, 1.20]: update docs/plan.md",
+               rows[i].release, ratio);
+    }
+}
+
 int main(void) {
     test_param_counts();
     test_anchors();
@@ -628,5 +788,8 @@ int main(void) {
     test_search();
     test_gemm_model();
     test_weak_scaling();
+    test_overlap();
+    test_fp8_h200();
+    test_h100_published();
     TEST_MAIN_END();
 }

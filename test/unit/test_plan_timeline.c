@@ -1,4 +1,4 @@
-/* test_plan_timeline.c — the timeline builder of `mtrain plan --timeline` (parallel/schedule_timeline.c)
+/* test_plan_timeline.c — the timeline builder of `mtrain plan --timeline` (plan/schedule_timeline.c)
  * against the bubble formula and the tables' invariants:
  *  - unit costs (F 1, B 2): for 1F1B and interleaved, p 1..6, m 1..12, v 1..3 (interleaved needs
  *    m % p == 0), the simulated bubble equals (p-1)/(v m + p-1) within 1e-12 (exact arithmetic
@@ -12,7 +12,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include "parallel/schedule_timeline.h"
+#include "plan/schedule_timeline.h"
 #include "core/recipe/recipe.h"
 #include "test/test.h"
 

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parallel/schedule.h"
+#include "plan/schedule_sim.h"
 #include "test/test.h"
 
 #define P_MAX 8

@@ -10,6 +10,8 @@
  *    80GB HBM2e 2 TB/s, PCIe Gen5 128 GB/s (both directions).
  *  - NVIDIA H200 Tensor Core GPU datasheet (2024): SXM BF16 989 dense, FP32 67, 141GB HBM3e
  *    4.8 TB/s, NVLink 900 GB/s.
+ *  - FP8 (dense, half the datasheets' sparsity figures): H100 SXM and H200 1,979 TFLOP/s (3,958
+ *    sparse), H100 PCIe 1,513 (3,026 sparse); A100 has no fp8 tensor cores.
  *  - DGX A100 user guide: 8 x ConnectX-6 HDR 200 Gb/s compute NICs (25 GB/s per GPU);
  *    DGX H100 / H200 user guide: 8 x ConnectX-7 NDR 400 Gb/s (50 GB/s per GPU).
  *  - Memory as nvidia-smi reports it (MiB): A100 40GB 40960, A100 80GB 81920, H100 80GB
@@ -22,16 +24,19 @@
  *    (thonking.ai, 2024): cuBLAS (PyTorch, 2022) runs 8192 x 8192 x 8192 at 258 TFLOP/s on
  *    random-normal operands (257-258 in the post; 295 on zeros: the clock falls under the 400 W
  *    limit with the switching of random data, as in training). H100 / H200, with no such figure
- *    found: S. Bekman, "Machine Learning Engineering", Maximum Achievable Matmul FLOPS (MAMF) table
- *    (github.com/stas00/ml-engineering, compute/accelerator), the best shape of a sweep: H100 SXM
- *    794.5 of 989 (80.3%), GH200 828.6 of 989 (83.8%, used for H200, the same GH100 with HBM3e);
- *    the same table's A100 SXM figure is 271.2 (86.9%), 5% above He's random-data one. H100 PCIe is
- *    not in the table: the SXM ratio is assumed.
+ *    found for H100: S. Bekman, "Machine Learning Engineering", Maximum Achievable Matmul FLOPS (MAMF)
+ *    table (github.com/stas00/ml-engineering, compute/accelerator), the best shape of a sweep: H100
+ *    SXM 794.5 of 989 (80.3%); the same table's A100 SXM figure is 271.2 (86.9%), 5% above He's
+ *    random-data one. H100 PCIe is not in the table: the SXM ratio is assumed. H200: cuBLAS bf16
+ *    8192 x 8192 x 8192 on random-normal operands measured on an H200 SXM at 769-798 TFLOP/s over
+ *    repeated runs (the midpoint 783.5 used), through the shape model's 16 waves of 132 tiles for
+ *    2048 tiles (97.0%), as for the A100. fp8 GEMMs are assumed to sustain the same fraction of
+ *    their peak (no random-data measurement found).
  *  - Achievable memory bandwidth (hbm_frac): 1.80 TB/s read on an A100 80GB SXM, 88% of the
  *    datasheet's 2.039 TB/s, confirmed by Nsight Compute ("Trouble to reach peak bandwidth of
  *    A100", NVIDIA developer forums, which also cites a GTC talk whose best kernel reached
  *    about 90%). No such measurement was found for the other devices: the A100's ratio is assumed. */
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 
 #include <strings.h>
 #include <unistd.h>
@@ -43,15 +48,17 @@
  * 258 / 0.998. Memory: 1.80 of the datasheet's 2.039 TB/s (A100 80GB, above). */
 #define A100_SUSTAINED (258.0 / (2048.0 / (19 * 108)) / 312.0)
 #define A100_HBM_FRAC (1800.0 / 2039.0)
+/* H200: 783.5 TFLOP/s measured (769-798) for 8192^3 on random data; 2048 tiles in 16 waves of 132 */
+#define H200_SUSTAINED (783.5 / (2048.0 / (16 * 132)) / 989.0)
 
 static const mt_gpu_spec k_gpus[] = {
-    { "a100-40g", "NVIDIA A100 SXM4 40GB", 312.0, 19.5, 40960 * MIB, 1555.0, 300.0, 25.0, 8, 0, 108, A100_SUSTAINED, A100_HBM_FRAC, 0, { 0 }, "", "" },
-    { "a100-80g", "NVIDIA A100 SXM4 80GB", 312.0, 19.5, 81920 * MIB, 2039.0, 300.0, 25.0, 8, 0, 108, A100_SUSTAINED, A100_HBM_FRAC, 0, { 0 }, "", "" },
-    { "h100-80g", "NVIDIA H100 SXM5 80GB", 989.0, 67.0, 81559 * MIB, 3350.0, 450.0, 50.0, 8, 0, 132, 794.5 / 989.0, A100_HBM_FRAC, 0, { 0 }, "", "" },
+    { "a100-40g", "NVIDIA A100 SXM4 40GB", 312.0, 19.5, 40960 * MIB, 1555.0, 300.0, 25.0, 8, 0, 108, A100_SUSTAINED, A100_HBM_FRAC, 0, { 0 }, "", "", 0.0 },
+    { "a100-80g", "NVIDIA A100 SXM4 80GB", 312.0, 19.5, 81920 * MIB, 2039.0, 300.0, 25.0, 8, 0, 108, A100_SUSTAINED, A100_HBM_FRAC, 0, { 0 }, "", "", 0.0 },
+    { "h100-80g", "NVIDIA H100 SXM5 80GB", 989.0, 67.0, 81559 * MIB, 3350.0, 450.0, 50.0, 8, 0, 132, 794.5 / 989.0, A100_HBM_FRAC, 0, { 0 }, "", "", .peak_fp8_tflops = 1979.0 },
     /* PCIe card: GPUs of a node talk over PCIe Gen5 (64 GB/s one way; NVLink bridges join
      * pairs only); one 400 Gb/s NIC per two GPUs assumed (25 GB/s per GPU). */
-    { "h100-pcie", "NVIDIA H100 PCIe 80GB", 756.0, 51.0, 81559 * MIB, 2000.0, 64.0, 25.0, 8, 0, 114, 794.5 / 989.0, A100_HBM_FRAC, 0, { 0 }, "", "" },
-    { "h200", "NVIDIA H200 SXM 141GB", 989.0, 67.0, 143771 * MIB, 4800.0, 450.0, 50.0, 8, 0, 132, 828.6 / 989.0, A100_HBM_FRAC, 0, { 0 }, "", "" },
+    { "h100-pcie", "NVIDIA H100 PCIe 80GB", 756.0, 51.0, 81559 * MIB, 2000.0, 64.0, 25.0, 8, 0, 114, 794.5 / 989.0, A100_HBM_FRAC, 0, { 0 }, "", "", .peak_fp8_tflops = 1513.0 },
+    { "h200", "NVIDIA H200 SXM 141GB", 989.0, 67.0, 143771 * MIB, 4800.0, 450.0, 50.0, 8, 0, 132, H200_SUSTAINED, A100_HBM_FRAC, 0, { 0 }, "", "", .peak_fp8_tflops = 1979.0 },
 };
 
 static const struct {
@@ -88,5 +95,5 @@ void mt_gpu_host(mt_gpu_spec *out, double peak_tflops) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     *out = (mt_gpu_spec){ "cpu", "this machine's CPU (host memory)", peak_tflops, peak_tflops,
                           pages > 0 && page > 0 ? (double)pages * (double)page : 0.0, 0.0, 0.0, 0.0,
-                          cores > 0 ? (int)cores : 1, 1, 0, 0.0, 0.0, 0, { 0 }, "", "" };
+                          cores > 0 ? (int)cores : 1, 1, 0, 0.0, 0.0, 0, { 0 }, "", "", 0.0 };
 }

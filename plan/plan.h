@@ -1,13 +1,16 @@
 /* plan.h — `mtrain plan`: what a layout costs before spending GPU hours. From a validated
- * recipe and a device (core/plan/plan_gpu.c) it derives parameter counts (total, active, per rank),
+ * recipe and a device (plan/plan_gpu.c) it derives parameter counts (total, active, per rank),
  * FLOPs per iteration (Megatron's formula generalised), memory per rank (weights, gradients,
  * optimizer state, activations in flight; Korthikanti et al. 2022 for bf16 mixed precision,
  * the trainer's own layout for fp32), the pipeline bubble, communication volumes per group,
  * time and days to train, and a search over layouts ranked by a documented cost model.
  * The cost model is written down in docs/plan.md; each formula names its source there.
- * Files: plan_gpu.c (device table), plan_model.c (counts, FLOPs, memory, comm, time),
- * plan_search.c (--search), plan_print.c (table and JSON), plan_device_file.c (measured device
- * profiles as JSON; the probe that measures one is cmd/plan_probe.c).
+ * Files (plan/, the planner's one home): plan_gpu.c (device table), plan_model.c (counts, FLOPs
+ * from core/model/model_flops.c, memory, comm volumes; mt_plan_compute's steps), plan_cost.c (the
+ * cost model: time per step), plan_search.c (--search), plan_print.c (table and JSON),
+ * plan_device_file.c (measured device profiles as JSON), plan_probe.c (--probe: measures one),
+ * schedule_sim.c and schedule_timeline.c (the pipeline schedules timed and drawn), plan_compare.c
+ * (--compare: the plan against a finished run), plan_views.c (--timeline / --compare output).
  * Rule: pure functions of (recipe, device, options): no I/O except the print and profile functions, no
  * exit; counts are n_*, sizes in bytes *_bytes (doubles: exact for integers below 2^53). */
 #ifndef MT_PLAN_H
@@ -20,7 +23,7 @@
 
 /* ---------- devices (plan_gpu.c) ---------- */
 
-/* A measured device profile (what `mtrain plan --probe` records, cmd/plan_probe.c; the cost model
+/* A measured device profile (what `mtrain plan --probe` records, plan/plan_probe.c; the cost model
  * uses it when `probed` is set). Rates at 1 thread and at `threads` threads (the run's threads per rank interpolate
  * between them); GEMMs over a few shapes (M, N, K: out[M x N] = in[M x K] W[N x K]^T). */
 #define MT_PROBE_MAX_GEMM 8
@@ -60,6 +63,7 @@ typedef struct {
     int probed;                /* 1: the numbers below come from `mtrain plan --probe` (a device profile) */
     mt_device_probe probe;
     char name_buf[64], desc_buf[160]; /* storage for name / desc of a profile read from a file */
+    double peak_fp8_tflops;    /* dense fp8 tensor-core peak, TFLOP/s; 0 = no fp8 (A100, the host) */
 } mt_gpu_spec;
 
 int mt_gpu_n_specs(void);
@@ -114,6 +118,15 @@ typedef struct {
                               * unscale, norm, Adam, param copy); 0 = AdamW's 30 / 28 + 8 (zero, norm) */
     double grad_copy_bytes;  /* bytes per local parameter per step of the dp reduction's buffer copies (flatten,
                               * divide, copy back), unoverlapped; 0 = none (reduced in place) */
+    int fp8;                 /* Megatron's --fp8-format (Transformer Engine): the transformer layers' linear GEMMs
+                              * in fp8 at the device's fp8 peak; attention, the output layer and the elementwise
+                              * passes stay bf16; MFU stays against the bf16 peak (docs/plan.md, "fp8") */
+    int p2p_overlap;         /* Megatron's overlap_p2p_comm (--overlap-p2p-communication; Megatron-LM's default with
+                              * the interleaved schedule, forced off without it): each pipeline send / receive
+                              * posted early and waited for late, behind a model chunk's forward / backward */
+    int tp_comm_overlap;     /* Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): the tensor-parallel
+                              * all-gathers / reduce-scatters of a layer overlapped with its GEMMs (needs sp);
+                              * the overlaps that take SMs slow their GEMM (docs/plan.md, "Overlap") */
 } mt_plan_opts;
 
 void mt_plan_opts_defaults(mt_plan_opts *o);
@@ -199,7 +212,25 @@ typedef struct {
     double t_emb_ar_s;                      /* of t_dp_s: the tied embedding's gradient allreduce (first <-> last
                                              * stage, pp > 1) */
     int threads_rank;                       /* host: threads per rank assumed (cores / ranks on the node) */
-    char notes[1024];        /* warnings, one per line */
+    /* overlap (docs/plan.md, "Overlap"): what is switched on, and each term before and after */
+    int ovl_grad_reduce, ovl_param_gather, ovl_tp_comm; /* parallel.overlap_grad_reduce, .overlap_param_gather,
+                                                         * opts.tp_comm_overlap (0 when it does not apply) */
+    double n_buckets;                       /* dp buckets of the worst stage (parallel.ddp_bucket_size) */
+    double t_fwd_mb_s, t_bwd_mb_s;          /* one micro-batch's forward / backward (with the recomputed forward)
+                                             * on the slowest stage: the windows the dp overlaps hide behind */
+    double dp_rs_s, dp_ag_s;                /* the dp reduction (reduce-scatter, or allreduce without the
+                                             * distributed optimizer) and the param all-gather, unoverlapped */
+    double dp_rs_exposed_s, dp_ag_exposed_s;/* of them, what stays exposed */
+    double tp_unoverlapped_s;               /* the tp collectives' time before --tp-comm-overlap */
+    int ovl_p2p;                            /* opts.p2p_overlap applied (interleaved schedule) */
+    double pp_unoverlapped_s;               /* the pipeline transfers' time before it */
+    double tp_gemm_slow_s;                  /* compute added by the overlaps that take SMs from their GEMMs */
+    int fp8;                                /* the layers' linear GEMMs planned in fp8 (opts.fp8 on a device with an
+                                             * fp8 peak) */
+    double peak_fp8_flops;                  /* per GPU, FLOP/s (0 = none) */
+    double mfu_fp8_est;                     /* model FLOPs over the fp8 peak: the other convention, for
+                                             * comparison with reports that use it */
+    char notes[2048];        /* warnings, one per line */
 } mt_plan;
 
 /* Cost model of one GEMM C[M x N] = A[M x K] B[K x N] on a GPU (plan_model.c, docs/plan.md):
@@ -221,6 +252,17 @@ mt_status mt_device_profile_load(const char *path, mt_gpu_spec *out);
 /* The host's GEMM rate (FLOP/s) for one out[M x N] = in[M x K] W^T at `threads` threads, from the
  * probe (log-interpolated over the probed shapes' sizes, linear in threads). */
 double mt_probe_gemm_rate(const mt_device_probe *pr, double M, double N, double K, int threads);
+
+/* Time left exposed when comm_s of communication overlaps compute_s of compute, both cut into
+ * n_chunks equal chunks where chunk i's communication needs chunk i's compute done (or the reverse):
+ * the two-stage pipeline's makespan beyond the compute, max(0, comm - compute) + min(comm, compute) /
+ * n_chunks. n_chunks <= 0: independent work side by side (no chunk waits), max(0, comm - compute). */
+double mt_plan_overlap_exposed(double comm_s, double compute_s, double n_chunks);
+/* Transformer Engine's SMs held by an overlap that runs on SMs ("pipeline" and "bulk" methods;
+ * "ring_exchange" uses the copy engines), and its splits (transformer_engine/pytorch/module/base.py,
+ * initialize_ub defaults: num_sm 16, num_splits 4; ring exchange: num_splits = tp). */
+#define MT_PLAN_TE_OVERLAP_SMS 16
+#define MT_PLAN_TE_PIPELINE_SPLITS 4
 
 /* Bubble and ideal speed-up of p stages, m micro-batches, v virtual stages per rank. */
 double mt_plan_bubble_fraction(int p, int m, int v);

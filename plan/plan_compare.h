@@ -1,16 +1,16 @@
-/* plan_compare.h — `mtrain plan --compare METRICS.jsonl`: the plan of a recipe (core/plan) set
+/* plan_compare.h — `mtrain plan --compare METRICS.jsonl`: the plan of a recipe (plan/plan.h) set
  * beside what a finished run of it measured, read from the trainer's metrics JSON lines
  * (train/metrics.h: the timers, the pipeline's F / B cost per virtual stage, the bubble), per term:
  * forward, backward, each collective, optimizer, forward-backward, step, and the bubble (replayed
- * on the schedule tables by parallel/schedule_timeline.h). docs/plan.md, "Predicted against
- * measured", says how each number is derived. Lives in train/ because it reads train/'s format and
- * needs both core/plan and parallel/. Rule: returns statuses; prints only on the given FILE. */
+ * on the schedule tables by plan/schedule_timeline.h). docs/plan.md, "Predicted against
+ * measured", says how each number is derived. It reads train/'s metrics format as text (no train/
+ * header). Rule: returns statuses; prints only on the given FILE. */
 #ifndef MT_PLAN_COMPARE_H
 #define MT_PLAN_COMPARE_H
 
 #include <stdio.h>
 
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 #include "core/recipe/recipe.h"
 #include "core/status.h"
 

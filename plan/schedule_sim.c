@@ -7,7 +7,7 @@
  * max-plus function of its predecessors and no global event queue is needed: stages advance in
  * turn until all finish, or none can move (deadlock).
  * Rule: allocates its working memory and frees it on every path; never exits. */
-#include "parallel/schedule.h"
+#include "plan/schedule_sim.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +35,11 @@ typedef struct {
     double *done;     /* completion time of a transfer once matched */
     char *matched;
     int *gend;        /* for a transfer: flat index one past the end of its group */
+    /* the run: per stage */
+    int *pc;          /* next step */
+    int *posted;      /* 1: the comm group at pc is posted */
+    double *clock;    /* the stage's time */
+    double *post_time;/* when the group at pc was posted */
 } sim;
 
 static int vstage(const sim *S, int stage, int chunk) { return chunk * S->p + stage; }
@@ -254,14 +259,93 @@ static mt_status check_stage(const sim *S, int s, int fwd_only, unsigned char *s
     return MT_OK;
 }
 
+/* Stage s runs its steps in order from S->pc[s] as far as it can: F and B take their cost, a comm
+ * group is posted when reached and completes once every transfer in it has met its posted partner.
+ * Returns 1 when anything moved. */
+static int advance_stage(sim *S, int s, const mt_pp_sim_opts *o, mt_pp_stage_stats *ss, double *const *start) {
+    const int p = S->p;
+    int *pc = S->pc;
+    double *clock = S->clock;
+    int progress = 0;
+    while (pc[s] < S->n[s]) {
+        int i = pc[s], g = S->off[s] + i;
+        const mt_pp_step *x = &S->t[s][i];
+        if (!mt_pp_op_is_comm(x->op)) {
+            double c = x->op == MT_PP_FWD ? (o->f_vstage ? o->f_vstage[x->chunk * p + s]
+                                             : o->f_stage ? o->f_stage[s] : o->f)
+                                          : (o->b_vstage ? o->b_vstage[x->chunk * p + s]
+                                             : o->b_stage ? o->b_stage[s] : o->b);
+            if (start) start[s][i] = clock[s];
+            clock[s] += c;
+            ss[s].busy += c;
+            pc[s]++;
+            progress = 1;
+            continue;
+        }
+        int end = S->gend[g];
+        if (!S->posted[s]) {
+            S->posted[s] = 1;
+            S->post_time[s] = clock[s];
+            progress = 1;
+        }
+        int all = 1;
+        for (int q = g; q < end; q++) {
+            if (S->matched[q]) continue;
+            int r = S->partner[q], t = 0;
+            while (S->off[t + 1] <= r) t++;
+            int at = S->off[t] + pc[t];
+            if (S->posted[t] && r >= at && r < S->gend[at]) { /* partner's group is posted */
+                double d = (S->post_time[s] > S->post_time[t] ? S->post_time[s] : S->post_time[t]) + o->p2p;
+                S->done[q] = S->done[r] = d;
+                S->matched[q] = S->matched[r] = 1;
+                progress = 1;
+            } else {
+                all = 0;
+            }
+        }
+        if (!all) break;
+        double t_end = clock[s];
+        for (int q = g; q < end; q++) {
+            if (start) start[s][q - S->off[s]] = S->post_time[s];
+            if (S->done[q] > t_end) t_end = S->done[q];
+        }
+        clock[s] = t_end;
+        S->posted[s] = 0;
+        pc[s] = end - S->off[s];
+        progress = 1;
+    }
+    return progress;
+}
+
+/* Runs the stages in turn until all finish; MT_ERR_INTERNAL naming where every unfinished stage
+ * waits when none can move (deadlock). */
+static mt_status run_stages(sim *S, const mt_pp_sim_opts *o, mt_pp_stage_stats *ss, double *const *start) {
+    for (;;) {
+        int progress = 0, finished = 0;
+        for (int s = 0; s < S->p; s++) {
+            progress |= advance_stage(S, s, o, ss, start);
+            finished += S->pc[s] == S->n[s];
+        }
+        if (finished == S->p) return MT_OK;
+        if (!progress) { /* deadlock: say where every unfinished stage waits */
+            char msg[1024];
+            int len = snprintf(msg, sizeof msg, "schedule deadlock (no stage can move):");
+            for (int s = 0; s < S->p && len < (int)sizeof msg - 1; s++) {
+                if (S->pc[s] == S->n[s]) continue;
+                char d[160];
+                len += snprintf(msg + len, sizeof msg - (size_t)len, " %s waits;", describe(S, s, S->pc[s], d, sizeof d));
+            }
+            return mt_errorf(MT_ERR_INTERNAL, "%s", msg);
+        }
+    }
+}
+
 mt_status mt_schedule_simulate(int p, int m, int v, const mt_pp_step *const *tables, const int *n_steps,
                                const mt_pp_sim_opts *opts, mt_pp_sim_result *res, mt_pp_stage_stats *stats,
                                double *const *start) {
     const mt_pp_sim_opts unit = MT_PP_SIM_UNIT, *o = opts ? opts : &unit;
     mt_status st = MT_OK;
     sim S = { 0 };
-    int *pc = NULL, *posted = NULL;
-    double *clock = NULL, *post_time = NULL;
     unsigned char *state = NULL;
     int *slot_owner = NULL;
     mt_pp_stage_stats *ss = stats;
@@ -291,14 +375,14 @@ mt_status mt_schedule_simulate(int p, int m, int v, const mt_pp_step *const *tab
     S.gend = malloc(sizeof(int) * ((size_t)total + 1));
     S.done = calloc((size_t)total + 1, sizeof(double));
     S.matched = calloc((size_t)total + 1, 1);
-    pc = calloc((size_t)p, sizeof(int));
-    posted = calloc((size_t)p, sizeof(int));
-    clock = calloc((size_t)p, sizeof(double));
-    post_time = calloc((size_t)p, sizeof(double));
+    S.pc = calloc((size_t)p, sizeof(int));
+    S.posted = calloc((size_t)p, sizeof(int));
+    S.clock = calloc((size_t)p, sizeof(double));
+    S.post_time = calloc((size_t)p, sizeof(double));
     state = malloc((size_t)m * v);
     slot_owner = malloc(sizeof(int) * (size_t)m * v);
     if (!ss) ss = calloc((size_t)p, sizeof *ss);
-    if (!S.partner || !S.gend || !S.done || !S.matched || !pc || !posted || !clock || !post_time || !state ||
+    if (!S.partner || !S.gend || !S.done || !S.matched || !S.pc || !S.posted || !S.clock || !S.post_time || !state ||
         !slot_owner || !ss)
         goto oom;
     memset(ss, 0, sizeof *ss * (size_t)p);
@@ -316,76 +400,12 @@ mt_status mt_schedule_simulate(int p, int m, int v, const mt_pp_step *const *tab
     }
     MT_CHECK(pair_transfers(&S));
 
-    for (;;) {
-        int progress = 0, finished = 0;
-        for (int s = 0; s < p; s++) {
-            while (pc[s] < n_steps[s]) {
-                int i = pc[s], g = S.off[s] + i;
-                const mt_pp_step *x = &tables[s][i];
-                if (!mt_pp_op_is_comm(x->op)) {
-                    double c = x->op == MT_PP_FWD ? (o->f_vstage ? o->f_vstage[x->chunk * p + s]
-                                                     : o->f_stage ? o->f_stage[s] : o->f)
-                                                  : (o->b_vstage ? o->b_vstage[x->chunk * p + s]
-                                                     : o->b_stage ? o->b_stage[s] : o->b);
-                    if (start) start[s][i] = clock[s];
-                    clock[s] += c;
-                    ss[s].busy += c;
-                    pc[s]++;
-                    progress = 1;
-                    continue;
-                }
-                int end = S.gend[g];
-                if (!posted[s]) {
-                    posted[s] = 1;
-                    post_time[s] = clock[s];
-                    progress = 1;
-                }
-                int all = 1;
-                for (int q = g; q < end; q++) {
-                    if (S.matched[q]) continue;
-                    int r = S.partner[q], t = 0;
-                    while (S.off[t + 1] <= r) t++;
-                    int at = S.off[t] + pc[t];
-                    if (posted[t] && r >= at && r < S.gend[at]) { /* partner's group is posted */
-                        double d = (post_time[s] > post_time[t] ? post_time[s] : post_time[t]) + o->p2p;
-                        S.done[q] = S.done[r] = d;
-                        S.matched[q] = S.matched[r] = 1;
-                        progress = 1;
-                    } else {
-                        all = 0;
-                    }
-                }
-                if (!all) break;
-                double t_end = clock[s];
-                for (int q = g; q < end; q++) {
-                    if (start) start[s][q - S.off[s]] = post_time[s];
-                    if (S.done[q] > t_end) t_end = S.done[q];
-                }
-                clock[s] = t_end;
-                posted[s] = 0;
-                pc[s] = end - S.off[s];
-                progress = 1;
-            }
-            finished += pc[s] == n_steps[s];
-        }
-        if (finished == p) break;
-        if (!progress) { /* deadlock: say where every unfinished stage waits */
-            char msg[1024];
-            int len = snprintf(msg, sizeof msg, "schedule deadlock (no stage can move):");
-            for (int s = 0; s < p && len < (int)sizeof msg - 1; s++) {
-                if (pc[s] == n_steps[s]) continue;
-                char d[160];
-                len += snprintf(msg + len, sizeof msg - (size_t)len, " %s waits;", describe(&S, s, pc[s], d, sizeof d));
-            }
-            st = mt_errorf(MT_ERR_INTERNAL, "%s", msg);
-            goto out;
-        }
-    }
+    MT_CHECK(run_stages(&S, o, ss, start));
 
     res->makespan = 0;
     for (int s = 0; s < p; s++) {
-        ss[s].finish = clock[s];
-        if (clock[s] > res->makespan) res->makespan = clock[s];
+        ss[s].finish = S.clock[s];
+        if (S.clock[s] > res->makespan) res->makespan = S.clock[s];
     }
     res->bubble = res->bubble_max = 0;
     for (int s = 0; s < p; s++) {
@@ -404,10 +424,10 @@ out:
     free(S.gend);
     free(S.done);
     free(S.matched);
-    free(pc);
-    free(posted);
-    free(clock);
-    free(post_time);
+    free(S.pc);
+    free(S.posted);
+    free(S.clock);
+    free(S.post_time);
     free(state);
     free(slot_owner);
     return st;

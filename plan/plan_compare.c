@@ -11,9 +11,9 @@
  * processes on shared cores; "wall" is the trainer's 1 - busy / table time, which also holds
  * transfer time and the time a rank was descheduled. Their difference is what the transfers and
  * the machine add. docs/plan.md, "Predicted against measured". */
-#include "train/plan_compare.h"
+#include "plan/plan_compare.h"
 
-#include "parallel/schedule_timeline.h"
+#include "plan/schedule_timeline.h"
 
 #include <errno.h>
 #include <math.h>
@@ -261,17 +261,18 @@ static void json_num(FILE *f, double v) {
     else fputs("null", f);
 }
 
-mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r, const mt_plan *p, int json) {
-    mt_status st = MT_OK;
-    cmp_data d;
-    mt_pp_timeline replay, flops;
-    memset(&replay, 0, sizeof replay);
-    memset(&flops, 0, sizeof flops);
-    double *fv = NULL, *bv = NULL;
-    MT_CHECK(read_metrics(metrics_path, p->global_batch, &d));
+/* The bubble four ways: the plan's formula, the plan's with each stage's FLOPs, the run's F / B
+ * costs replayed through the same tables, and the run's wall clock. */
+typedef struct {
+    mt_sched kind;
+    int pv;                       /* virtual stages p v */
+    mt_pp_timeline replay, flops; /* the two simulated timelines (replay.f_vs / b_vs: the run's costs) */
+    double b_flops, b_replay, b_wall, b_pred;
+} cmp_bubble;
 
-    /* the run must be the recipe's layout */
-    if (d.have_layout) {
+/* The run must be the recipe's layout: MT_ERR_CONFIG naming every key that differs. */
+static mt_status check_layout(const cmp_data *d, const char *metrics_path, const mt_plan *p) {
+    if (d->have_layout) {
         const int want[10] = { p->tp, p->pp, p->pp > 1 ? p->vpp : 1, p->cp, p->dp, p->ep, p->micro_batch, p->n_micro,
                                p->global_batch, p->n_gpus };
         static const char *const keys[10] = { "parallel.tensor", "parallel.pipeline", "parallel.virtual_pipeline",
@@ -281,25 +282,30 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
         char msg[2048];
         int len = 0;
         for (int k = 0; k < 10; k++)
-            if (d.lt[k] >= 0 && d.lt[k] != want[k] && len < (int)sizeof msg - 200)
+            if (d->lt[k] >= 0 && d->lt[k] != want[k] && len < (int)sizeof msg - 200)
                 len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s: the run had %d, the recipe %d", len ? "; " : "",
-                                keys[k], d.lt[k], want[k]);
-        if (len) {
-            st = mt_errorf(MT_ERR_CONFIG, "--compare %s: the run's layout is not the recipe's (%s); pass the recipe and "
-                           "overrides the run used (--config, --set / Megatron flags, --gpus %d)", metrics_path, msg, d.lt[9]);
-            goto out;
-        }
+                                keys[k], d->lt[k], want[k]);
+        if (len)
+            return mt_errorf(MT_ERR_CONFIG, "--compare %s: the run's layout is not the recipe's (%s); pass the recipe and "
+                             "overrides the run used (--config, --set / Megatron flags, --gpus %d)", metrics_path, msg,
+                             d->lt[9]);
     }
     const int pv = p->pp * (p->pp > 1 ? p->vpp : 1);
-    if (d.f_sum && d.n_vs != pv) {
-        st = mt_errorf(MT_ERR_CONFIG, "--compare %s: the run recorded %d virtual stages, the recipe has pp x vpp = %d; pass "
-                       "the recipe the run used", metrics_path, d.n_vs, pv);
-        goto out;
-    }
+    if (d->f_sum && d->n_vs != pv)
+        return mt_errorf(MT_ERR_CONFIG, "--compare %s: the run recorded %d virtual stages, the recipe has pp x vpp = %d; "
+                         "pass the recipe the run used", metrics_path, d->n_vs, pv);
+    return MT_OK;
+}
 
-    /* the bubble: the plan's, the plan's with each stage's FLOPs, the run's replayed and wall */
-    const mt_sched kind = mt_schedule_default(p->pp, p->pp > 1 ? p->vpp : 1);
-    double b_flops = NAN, b_replay = NAN, b_wall = d.bubble_w > 0 ? d.bubble_sum / d.bubble_w : NAN;
+/* Fills bu (its timelines freed by the caller with mt_pp_timeline_free, also after a failure). */
+static mt_status compare_bubble(const cmp_data *d, const mt_recipe *r, const mt_plan *p, cmp_bubble *bu) {
+    mt_status st = MT_OK;
+    const int pv = p->pp * (p->pp > 1 ? p->vpp : 1);
+    bu->pv = pv;
+    bu->kind = mt_schedule_default(p->pp, p->pp > 1 ? p->vpp : 1);
+    bu->b_flops = bu->b_replay = NAN;
+    bu->b_wall = d->bubble_w > 0 ? d->bubble_sum / d->bubble_w : NAN;
+    double *fv = NULL, *bv = NULL;
     if (p->pp > 1) {
         fv = malloc((size_t)pv * sizeof *fv);
         bv = malloc((size_t)pv * sizeof *bv);
@@ -309,25 +315,34 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
         }
         if (mt_pp_vstage_flops(r, fv, pv) == MT_OK) {
             for (int i = 0; i < pv; i++) bv[i] = 2 * fv[i];
-            if (mt_pp_timeline_build(kind, p->pp, p->n_micro, p->vpp, fv, bv, &flops) == MT_OK) b_flops = flops.bubble;
+            if (mt_pp_timeline_build(bu->kind, p->pp, p->n_micro, p->vpp, fv, bv, &bu->flops) == MT_OK)
+                bu->b_flops = bu->flops.bubble;
         }
-        if (d.f_sum && d.cost_w > 0) {
+        if (d->f_sum && d->cost_w > 0) {
             int ok = 1;
             for (int i = 0; i < pv; i++) {
-                fv[i] = d.f_sum[i] / d.cost_w;
-                bv[i] = d.b_sum[i] / d.cost_w;
+                fv[i] = d->f_sum[i] / d->cost_w;
+                bv[i] = d->b_sum[i] / d->cost_w;
                 ok &= fv[i] > 0 && bv[i] > 0;
             }
             if (ok) {
-                MT_CHECK(mt_pp_timeline_build(kind, p->pp, p->n_micro, p->vpp, fv, bv, &replay));
-                b_replay = replay.bubble;
+                MT_CHECK(mt_pp_timeline_build(bu->kind, p->pp, p->n_micro, p->vpp, fv, bv, &bu->replay));
+                bu->b_replay = bu->replay.bubble;
             }
         }
     }
+    bu->b_pred = isfinite(bu->b_flops) ? bu->b_flops : p->bubble; /* the prediction: per-stage FLOPs, else the formula */
+out:
+    free(fv);
+    free(bv);
+    return st;
+}
 
-    const double b_pred = isfinite(b_flops) ? b_flops : p->bubble; /* the prediction: per-stage FLOPs, else the formula */
+#define CMP_MAX_ROWS 16
 
-    /* the time terms (ms per iteration); the plan's when it has a time model (a device peak) */
+/* The terms (ms per iteration) into rows; the plan's when it has a time model (a device peak).
+ * Returns their count. */
+static int compare_rows(const mt_plan *p, row_def *out) {
     const int timed = p->t_step_s > 0;
     const double T = timed ? 1e3 : -1.0;
     const int has_bw = timed && (p->gpu.hbm_gbs > 0 || p->gpu.probed);
@@ -358,68 +373,77 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
         { "  memory ops (gradient zeroing, copies)", { "memory-ops" }, has_bw ? p->t_grad_zero_s * T : -1 },
     };
     const int n_rows = (int)(sizeof rows / sizeof rows[0]);
-    const double step_ms = d.n_ms > 0 ? d.ms_sum / d.n_ms : d.first_ms;
+    memcpy(out, rows, sizeof rows);
+    return n_rows;
+}
 
-    if (json) {
-        fputs("{\"ok\": true, \"metrics\": \"", f);
-        for (const char *c = metrics_path; *c; c++) {
-            if (*c == '"' || *c == '\\') fputc('\\', f);
-            if ((unsigned char)*c >= 0x20) fputc(*c, f);
-        }
-        fprintf(f, "\", \"iterations\": %lld, \"log_records_used\": %d, \"rampup_iterations_left_out\": %lld, "
-                "\"rampup_log_records_left_out\": %d, \"timed\": %s, \"terms\": [", (long long)d.n_iters, d.n_used,
-                (long long)d.n_ramp, d.n_ramp_logs, timed ? "true" : "false");
-        int first = 1;
-        for (int i = 0; i < n_rows; i++) {
-            double lo, hi;
-            const int have = measured(&d, &rows[i], &lo, &hi);
-            if (!have && (rows[i].predicted_ms <= 0 || rows[i].term[0] == ' ')) continue;
-            const char *term = rows[i].term;
-            while (*term == ' ') term++;
-            fprintf(f, "%s{\"term\": \"%s\", \"predicted_ms\": ", first ? "" : ", ", term);
-            json_num(f, rows[i].predicted_ms >= 0 ? rows[i].predicted_ms : NAN);
-            fputs(", \"measured_min_ms\": ", f);
-            json_num(f, have ? lo : NAN);
-            fputs(", \"measured_max_ms\": ", f);
-            json_num(f, have ? hi : NAN);
-            fputc('}', f);
-            first = 0;
-        }
-        fprintf(f, "%s{\"term\": \"step\", \"predicted_ms\": ", first ? "" : ", ");
-        json_num(f, timed ? p->t_step_s * 1e3 : NAN);
-        fputs(", \"measured_min_ms\": ", f);
-        json_num(f, step_ms);
-        fputs(", \"measured_max_ms\": ", f);
-        json_num(f, step_ms);
-        fputs("}], \"bubble\": {\"pp\": ", f);
-        fprintf(f, "%d, \"vpp\": %d, \"m\": %d, \"schedule\": \"%s\", \"predicted\": ", p->pp, p->vpp, p->n_micro,
-                mt_schedule_name(kind));
-        json_num(f, p->pp > 1 ? b_pred : NAN);
-        fputs(", \"formula\": ", f);
-        json_num(f, p->pp > 1 ? p->bubble : NAN);
-        fputs(", \"measured_replayed\": ", f);
-        json_num(f, b_replay);
-        fputs(", \"measured_wall\": ", f);
-        json_num(f, b_wall);
-        fprintf(f, ", \"clock\": \"%s\"}}\n", d.clock[0] ? d.clock : "");
-        goto out;
+static void print_json(FILE *f, const char *metrics_path, const cmp_data *d, const mt_plan *p, const row_def *rows,
+                       int n_rows, double step_ms, const cmp_bubble *bu) {
+    const int timed = p->t_step_s > 0;
+    const mt_sched kind = bu->kind;
+    const double b_pred = bu->b_pred, b_replay = bu->b_replay, b_wall = bu->b_wall;
+    fputs("{\"ok\": true, \"metrics\": \"", f);
+    for (const char *c = metrics_path; *c; c++) {
+        if (*c == '"' || *c == '\\') fputc('\\', f);
+        if ((unsigned char)*c >= 0x20) fputc(*c, f);
     }
+    fprintf(f, "\", \"iterations\": %lld, \"log_records_used\": %d, \"rampup_iterations_left_out\": %lld, "
+            "\"rampup_log_records_left_out\": %d, \"timed\": %s, \"terms\": [", (long long)d->n_iters, d->n_used,
+            (long long)d->n_ramp, d->n_ramp_logs, timed ? "true" : "false");
+    int first = 1;
+    for (int i = 0; i < n_rows; i++) {
+        double lo, hi;
+        const int have = measured(d, &rows[i], &lo, &hi);
+        if (!have && (rows[i].predicted_ms <= 0 || rows[i].term[0] == ' ')) continue;
+        const char *term = rows[i].term;
+        while (*term == ' ') term++;
+        fprintf(f, "%s{\"term\": \"%s\", \"predicted_ms\": ", first ? "" : ", ", term);
+        json_num(f, rows[i].predicted_ms >= 0 ? rows[i].predicted_ms : NAN);
+        fputs(", \"measured_min_ms\": ", f);
+        json_num(f, have ? lo : NAN);
+        fputs(", \"measured_max_ms\": ", f);
+        json_num(f, have ? hi : NAN);
+        fputc('}', f);
+        first = 0;
+    }
+    fprintf(f, "%s{\"term\": \"step\", \"predicted_ms\": ", first ? "" : ", ");
+    json_num(f, timed ? p->t_step_s * 1e3 : NAN);
+    fputs(", \"measured_min_ms\": ", f);
+    json_num(f, step_ms);
+    fputs(", \"measured_max_ms\": ", f);
+    json_num(f, step_ms);
+    fputs("}], \"bubble\": {\"pp\": ", f);
+    fprintf(f, "%d, \"vpp\": %d, \"m\": %d, \"schedule\": \"%s\", \"predicted\": ", p->pp, p->vpp, p->n_micro,
+            mt_schedule_name(kind));
+    json_num(f, p->pp > 1 ? b_pred : NAN);
+    fputs(", \"formula\": ", f);
+    json_num(f, p->pp > 1 ? p->bubble : NAN);
+    fputs(", \"measured_replayed\": ", f);
+    json_num(f, b_replay);
+    fputs(", \"measured_wall\": ", f);
+    json_num(f, b_wall);
+    fprintf(f, ", \"clock\": \"%s\"}}\n", d->clock[0] ? d->clock : "");
+}
 
+/* The readable table's header notes and terms. */
+static void print_terms(FILE *f, const char *metrics_path, const cmp_data *d, const mt_plan *p, const row_def *rows,
+                        int n_rows, double step_ms) {
+    const int timed = p->t_step_s > 0;
     fprintf(f, "mtrain plan --compare %s\n", metrics_path);
     char l[256];
-    fprintf(f, "  run        %lld iterations, %d log-line record%s used%s; layout %s\n", (long long)d.n_iters, d.n_used,
-            d.n_used == 1 ? "" : "s", d.n_logs > 1 ? " (the first, the warm-up iteration, left out)" : "",
+    fprintf(f, "  run        %lld iterations, %d log-line record%s used%s; layout %s\n", (long long)d->n_iters, d->n_used,
+            d->n_used == 1 ? "" : "s", d->n_logs > 1 ? " (the first, the warm-up iteration, left out)" : "",
             mt_plan_layout_str(p, l, sizeof l));
-    if (d.n_ramp > 0)
+    if (d->n_ramp > 0)
         fprintf(f, "  note       %lld iteration%s of batch-size ramp-up (fewer than %d sequences) and %d log record%s "
-                "covering them left out: the plan predicts the full batch's step\n", (long long)d.n_ramp,
-                d.n_ramp == 1 ? "" : "s", p->global_batch, d.n_ramp_logs, d.n_ramp_logs == 1 ? "" : "s");
-    if (!d.have_layout)
+                "covering them left out: the plan predicts the full batch's step\n", (long long)d->n_ramp,
+                d->n_ramp == 1 ? "" : "s", p->global_batch, d->n_ramp_logs, d->n_ramp_logs == 1 ? "" : "s");
+    if (!d->have_layout)
         fprintf(f, "  note       the file records no layout (written before mtrain recorded it): assuming the recipe's\n");
-    if (d.n_t == 0)
+    if (d->n_t == 0)
         fprintf(f, "  note       the run recorded no timers: train with logging.timing_level=2 (--timing-log-level 2) for "
                 "forward, backward and each collective, 3 for the backend's ops by class\n");
-    else if (find_timer(&d, "gemm-ops") < 0)
+    else if (find_timer(d, "gemm-ops") < 0)
         fprintf(f, "  note       no op timers: train with --timing-log-level 3 to set the plan's GEMM, attention and "
                 "elementwise terms against the backend's ops\n");
     if (!timed)
@@ -428,7 +452,7 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
     fprintf(f, "\n  %-36s %12s %22s %10s\n", "term (ms per iteration)", "predicted", "measured (min..max)", "max/pred");
     for (int i = 0; i < n_rows; i++) {
         double lo, hi;
-        const int have = measured(&d, &rows[i], &lo, &hi);
+        const int have = measured(d, &rows[i], &lo, &hi);
         if (!have && (rows[i].predicted_ms <= 0 || rows[i].term[0] == ' ')) continue; /* neither modelled nor run
                                                                     (tp 1, dp 1, ...); op rows only from level 3 */
         char pr[32] = "-", ms[48] = "not recorded", ra[24] = "";
@@ -445,6 +469,13 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
         snprintf(ms, sizeof ms, "%.3f", step_ms);
         fprintf(f, "  %-36s %12s %22s %10s\n", "step (ms_per_iter, mean)", pr, ms, ra);
     }
+}
+
+static void print_bubble(FILE *f, const cmp_data *d, const mt_plan *p, const cmp_bubble *bu) {
+    const mt_sched kind = bu->kind;
+    const int pv = bu->pv;
+    const double b_flops = bu->b_flops, b_replay = bu->b_replay, b_wall = bu->b_wall, b_pred = bu->b_pred;
+    const mt_pp_timeline *replay = &bu->replay;
     if (p->pp > 1) {
         fprintf(f, "\n  pipeline bubble (share of the forward-backward schedule, mean over stages), %s p %d m %d v %d:\n",
                 mt_schedule_name(kind), p->pp, p->n_micro, p->vpp);
@@ -456,7 +487,7 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
         if (isfinite(b_replay))
             fprintf(f, "    measured: the run's F/B costs replayed         %6.1f%%   (%s time per virtual stage, same tables)"
                     "   %+.1f points against the prediction, %+.1f against the formula\n", 100 * b_replay,
-                    d.clock[0] ? d.clock : "?", 100 * (b_replay - b_pred), 100 * (b_replay - p->bubble));
+                    d->clock[0] ? d->clock : "?", 100 * (b_replay - b_pred), 100 * (b_replay - p->bubble));
         else
             fprintf(f, "    measured: replayed                                -   (the file has no pp_cost: a run of an older "
                     "mtrain)\n");
@@ -468,15 +499,32 @@ mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r,
                     "add beyond the schedule\n", 100 * (b_wall - b_replay));
         if (isfinite(b_replay)) {
             fprintf(f, "    measured F / B ms per micro-batch by virtual stage:");
-            for (int i = 0; i < pv; i++) fprintf(f, " %.3f/%.3f", replay.f_vs[i], replay.b_vs[i]);
+            for (int i = 0; i < pv; i++) fprintf(f, " %.3f/%.3f", replay->f_vs[i], replay->b_vs[i]);
             fputc('\n', f);
         }
     }
+}
+
+mt_status mt_plan_compare(FILE *f, const char *metrics_path, const mt_recipe *r, const mt_plan *p, int json) {
+    mt_status st = MT_OK;
+    cmp_data d;
+    cmp_bubble bu;
+    memset(&bu, 0, sizeof bu);
+    MT_CHECK(read_metrics(metrics_path, p->global_batch, &d));
+    MT_CHECK(check_layout(&d, metrics_path, p));
+    MT_CHECK(compare_bubble(&d, r, p, &bu));
+    row_def rows[CMP_MAX_ROWS];
+    const int n_rows = compare_rows(p, rows);
+    const double step_ms = d.n_ms > 0 ? d.ms_sum / d.n_ms : d.first_ms;
+    if (json) {
+        print_json(f, metrics_path, &d, p, rows, n_rows, step_ms, &bu);
+    } else {
+        print_terms(f, metrics_path, &d, p, rows, n_rows, step_ms);
+        if (p->pp > 1) print_bubble(f, &d, p, &bu);
+    }
 out:
-    mt_pp_timeline_free(&replay);
-    mt_pp_timeline_free(&flops);
-    free(fv);
-    free(bv);
+    mt_pp_timeline_free(&bu.replay);
+    mt_pp_timeline_free(&bu.flops);
     cmp_free(&d);
     return st;
 }

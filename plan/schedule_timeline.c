@@ -1,7 +1,7 @@
 /* schedule_timeline.c — `mtrain plan --timeline` and `--timeline-svg FILE`: the p schedule tables of
  * parallel/schedule.c (the ones train/pipeline.c executes), timed by its simulator, drawn as one
  * row per stage over time in the terminal or as an SVG (see schedule_timeline.h). */
-#include "parallel/schedule_timeline.h"
+#include "plan/schedule_timeline.h"
 
 #include <errno.h>
 #include <math.h>
@@ -102,22 +102,29 @@ out:
     return st;
 }
 
-mt_status mt_pp_vstage_flops(const mt_recipe *r, double *f_vs, int n_vs) {
-    static mt_param_layout pl; /* large; the planner is single-threaded */
-    mt_status st = mt_param_layout_build(r, &pl);
-    if (st != MT_OK) return st;
+/* Forward FLOPs of each virtual stage from the layout pl (see mt_pp_vstage_flops). */
+static mt_status vstage_flops(const mt_recipe *r, const mt_param_layout *pl, double *f_vs, int n_vs) {
     const int moe = r->model.moe.experts > 0;
     mt_model_fwd_flops fl;
-    mt_model_fwd_flops_per_token(&pl, moe ? r->model.moe.experts : 0, moe ? r->model.moe.top_k : 1, &fl);
+    mt_model_fwd_flops_per_token(pl, moe ? r->model.moe.experts : 0, moe ? r->model.moe.top_k : 1, &fl);
     const int p = r->parallel.pipeline, v = p > 1 ? r->parallel.virtual_pipeline : 1;
-    if (p < 1 || v < 1 || n_vs != p * v || pl.L_global % (p * v) != 0)
+    if (p < 1 || v < 1 || n_vs != p * v || pl->L_global % (p * v) != 0)
         return mt_errorf(MT_ERR_CONFIG, "timeline: model.layers = %d do not split into parallel.pipeline x "
                          "parallel.virtual_pipeline = %d x %d equal chunks; choose layers divisible by their product",
-                         pl.L_global, p, v);
-    const double per_chunk = fl.layer * (pl.L_global / (p * v));
+                         pl->L_global, p, v);
+    const double per_chunk = fl.layer * (pl->L_global / (p * v));
     for (int i = 0; i < n_vs; i++) f_vs[i] = per_chunk;
     f_vs[n_vs - 1] += fl.head; /* virtual stage p v - 1 = chunk v - 1 of stage p - 1: the output layer */
     return MT_OK;
+}
+
+mt_status mt_pp_vstage_flops(const mt_recipe *r, double *f_vs, int n_vs) {
+    mt_param_layout *pl = malloc(sizeof *pl); /* large: on the heap, and each call its own (reentrant) */
+    if (!pl) return mt_errorf(MT_ERR_OOM, "timeline: %zu bytes for the model layout", sizeof *pl);
+    mt_status st = mt_param_layout_build(r, pl);
+    if (st == MT_OK) st = vstage_flops(r, pl, f_vs, n_vs);
+    free(pl);
+    return st;
 }
 
 /* ---------- terminal ---------- */
@@ -145,7 +152,7 @@ void mt_pp_timeline_print(FILE *f, const mt_pp_timeline *tl, int width) {
     char *row = malloc((size_t)ncol + 1);
     if (!row) return;
     fprintf(f, "pipeline timeline: %s schedule, p = %d stages, m = %d micro-batches, v = %d chunk%s per stage "
-            "(the tables the trainer runs, timed by parallel/schedule_sim.c)\n", mt_schedule_name(tl->kind), tl->p, tl->m,
+            "(the tables the trainer runs, timed by plan/schedule_sim.c)\n", mt_schedule_name(tl->kind), tl->p, tl->m,
             tl->v, tl->v > 1 ? "s" : "");
     if (tl->unit) fprintf(f, "costs: forward 1, backward 2 time units on every stage, transfers free\n");
     else fprintf(f, "costs: forward of each virtual stage by its FLOPs (the last holds the output layer), backward 2x, "

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 
 static double per_token(const mt_plan *p) { return p->t_step_s / p->tokens_iter; }
 

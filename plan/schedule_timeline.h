@@ -6,7 +6,7 @@
  * gap is the bubble. With unit costs (F 1, B 2 on every stage) the bubble equals the formula
  * (p-1)/(v m + p-1) exactly; with the recipe's FLOPs per virtual stage (the first holds the
  * embedding, the last the output layer and the loss) it shows what unequal stages add.
- * train/plan_compare.c replays a run's measured costs through it. docs/plan.md, "Timeline".
+ * plan/plan_compare.c replays a run's measured costs through it. docs/plan.md, "Timeline".
  * Rules: builders are pure apart from their own allocation; print / SVG functions do the I/O;
  * the SVG is written to FILE.tmp.<pid> and renamed (never a half-written file under FILE). */
 #ifndef MT_SCHEDULE_TIMELINE_H
@@ -16,7 +16,7 @@
 
 #include "core/recipe/recipe.h"
 #include "core/status.h"
-#include "parallel/schedule.h"
+#include "plan/schedule_sim.h"
 
 typedef struct {
     mt_sched kind;

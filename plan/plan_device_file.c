@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/json_tree.h"
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 
 mt_status mt_device_profile_save(const char *path, const mt_gpu_spec *g) {
     FILE *f = fopen(path, "w");

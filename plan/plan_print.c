@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define MIB (1024.0 * 1024.0)

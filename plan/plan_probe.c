@@ -1,5 +1,5 @@
 /* plan_probe.c — `mtrain plan --probe [FILE]`: measures this machine through the CPU backend and the
- * shared-memory communicator and writes a device profile (core/plan/plan_device_file.c) that
+ * shared-memory communicator and writes a device profile (plan/plan_device_file.c) that
  * `mtrain plan --device FILE` uses instead of a table device. Each figure is the median of a few
  * repetitions (on a shared machine the runs it predicts see the same contention), at 1 thread and
  * at all cores, each repetition at least 30 ms: the backend's matmul_fwd over a few shapes (FLOP/s), its
@@ -11,7 +11,7 @@
  * compute: 4 bytes (latency) and 8 MiB (bus bandwidth, nccl-tests' 2(n-1)/n), and 4 bytes after ~5 ms
  * of GEMMs on both ranks (a tensor-parallel collective's latency, the wait for the slower rank
  * included). About 5-7 s on an idle 2-core machine. */
-#include "cmd/plan_probe.h"
+#include "plan/plan_probe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "core/backend.h"
-#include "core/plan/plan.h"
+#include "plan/plan.h"
 #include "parallel/comm_shm.h"
 
 static double now_s(void) {
