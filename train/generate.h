@@ -49,8 +49,6 @@ int mt_sample_token(const float *logits, int V, const mt_sample_cfg *c, uint64_t
 
 typedef struct {
     mt_param_layout pl;
-    int ln, swiglu, rope;
-    float norm_eps, rope_theta;
     int wout;           /* tensor index of the output layer (wte when tied) */
     int V;              /* logits computed: the first V rows of the output layer */
     float *w;           /* (pl.n_elems) f32: the weights, at the layout's offsets */

@@ -28,15 +28,10 @@ mt_status mt_kv_open(mt_kv_model *kv, const mt_model *m, int V) {
         return mt_errorf(MT_ERR_CONFIG, "generate: the KV cache needs the whole model on one rank (tp 1, pp 1)");
     if (pl->H % pl->KV)
         return mt_errorf(MT_ERR_CONFIG, "generate: %d query heads are not a multiple of %d kv heads", pl->H, pl->KV);
-    kv->ln = m->ln;
-    kv->swiglu = m->swiglu;
-    kv->rope = m->rope;
-    kv->norm_eps = m->norm_eps;
-    kv->rope_theta = m->rope_theta;
     kv->wout = m->tied ? pl->idx.wte : pl->idx.lm_head;
     kv->V = V;
     if (kv->wout < 0 || pl->idx.wte < 0) return mt_errorf(MT_ERR_INTERNAL, "generate: the model has no output layer");
-    if (kv->rope && pl->D % 2) return mt_errorf(MT_ERR_CONFIG, "generate: RoPE needs an even head dim (D = %d)", pl->D);
+    if (pl->spec.rope && pl->D % 2) return mt_errorf(MT_ERR_CONFIG, "generate: RoPE needs an even head dim (D = %d)", pl->D);
     const size_t n = pl->n_elems, es = mt_dtype_bytes(m->act);
     const size_t kvd = (size_t)pl->KV * pl->D, cache = (size_t)pl->L * pl->T * kvd;
     const int wide = pl->fc_rows > pl->qkv_rows ? pl->fc_rows : pl->qkv_rows;
@@ -108,7 +103,7 @@ static void matvec(float *y, const float *W, const float *b, const float *x, int
 static void norm(const mt_kv_model *kv, float *out, const float *x, const float *w, const float *b) {
     const int C = kv->pl.C;
     double mu = 0, ss = 0;
-    if (kv->ln) {
+    if (mt_norm_is_layernorm(&kv->pl.spec.norm)) {
         for (int i = 0; i < C; i++) mu += x[i];
         mu /= C;
     }
@@ -116,7 +111,7 @@ static void norm(const mt_kv_model *kv, float *out, const float *x, const float 
         const double d = (double)x[i] - mu;
         ss += d * d;
     }
-    const float s = (float)(1.0 / sqrt(ss / C + (double)kv->norm_eps)), m = (float)mu;
+    const float s = (float)(1.0 / sqrt(ss / C + (double)kv->pl.spec.norm.eps)), m = (float)mu;
     for (int i = 0; i < C; i++) out[i] = (x[i] - m) * s * w[i] + (b ? b[i] : 0.0f);
 }
 
@@ -152,7 +147,7 @@ mt_status mt_kv_step(mt_kv_model *kv, int32_t tok, float *logits) {
     for (int l = 0; l < pl->L; l++) {
         norm(kv, x1, x, Wt(kv, ix->ln1_w, l), Wt(kv, ix->ln1_b, l));
         matvec(qkv, Wt(kv, ix->qkv_w, l), Wt(kv, ix->qkv_b, l), x1, pl->qkv_rows, C);
-        if (kv->rope) rope(qkv, H + KV, D, pos, kv->rope_theta); /* q heads then k heads */
+        if (pl->spec.rope) rope(qkv, H + KV, D, pos, pl->spec.rope_theta); /* q heads then k heads */
         float *kl = kv->kc + (size_t)l * T * kvd, *vl = kv->vc + (size_t)l * T * kvd;
         memcpy(kl + (size_t)pos * kvd, qkv + (size_t)H * D, (size_t)kvd * sizeof(float));
         memcpy(vl + (size_t)pos * kvd, qkv + (size_t)(H + KV) * D, (size_t)kvd * sizeof(float));
@@ -185,7 +180,7 @@ mt_status mt_kv_step(mt_kv_model *kv, int32_t tok, float *logits) {
         for (int i = 0; i < C; i++) x[i] += y[i]; /* xm */
         norm(kv, x1, x, Wt(kv, ix->ln2_w, l), Wt(kv, ix->ln2_b, l));
         matvec(h, Wt(kv, ix->fc_w, l), Wt(kv, ix->fc_b, l), x1, pl->fc_rows, C);
-        if (kv->swiglu) {
+        if (pl->spec.mlp == MT_MLP_SWIGLU) {
             for (int j = 0; j < F; j++) {
                 const float a = h[j];
                 g[j] = a / (1.0f + expf(-a)) * h[F + j];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "train/model_internal.h"
+#include "core/dtype.h"
 #include "core/rng.h"
 
 mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes) {
@@ -216,6 +217,25 @@ mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, i
     return init_shorthand(m, r, be, B, n_shards, shard, tp_comm, pp_stage);
 }
 
+/* zero-centred gamma: the (C) ones the norms add to their weights (model_internal.h) */
+static mt_status fill_norm_ones(mt_model *m) {
+    const int C = m->pl.C;
+    const size_t es = mt_dtype_bytes(m->act);
+    void *host = malloc((size_t)C * es);
+    if (!host) return mt_errorf(MT_ERR_OOM, "model init: %d norm ones", C);
+    for (int i = 0; i < C; i++) {
+        if (m->act == MT_F32)
+            ((float *)host)[i] = 1.0f;
+        else
+            ((uint16_t *)host)[i] = mt_f32_to_bf16(1.0f);
+    }
+    m->norm_ones = ACT(m, &m->acts, norm_ones);
+    m->norm_w1 = ACT(m, &m->acts, norm_w1);
+    mt_status st = m->be->i->copy_h2d(m->be, m->norm_ones, host, (size_t)C * es);
+    free(host);
+    return st;
+}
+
 /* the owned optimizer shards form one contiguous flat range (f32 master weights can alias the
  * parameters there): at most one non-empty region */
 static int one_region(const mt_opt_layout *ol) {
@@ -231,13 +251,7 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     memset(m, 0, sizeof *m);
     m->be = be;
     m->act = be->act;
-    m->ln = r->model.norm == MT_NORM_LAYERNORM;
-    m->swiglu = r->model.activation == MT_ACT_SWIGLU;
-    m->rope = r->model.position == MT_POS_ROPE;
     m->tied = r->model.tie_embeddings;
-    m->bias = r->model.bias;
-    m->norm_eps = r->model.norm_eps;
-    m->rope_theta = r->model.rope_theta;
     MT_CHECK(mt_model_check_backend(r, be, missing, sizeof missing));
     if (s->pp_stage < 0) {
         MT_CHECK(mt_param_layout_build(r, &m->pl));
@@ -305,6 +319,7 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     MT_CHECK(be->i->alloc(be, m->bytes_acts, &m->acts.base));
     m->acts.l0 = 0;
     m->scalars = ACT(m, &m->acts, scalars);
+    if (m->pl.spec.norm.one_plus) MT_CHECK(fill_norm_ones(m));
     if (m->pl.moe) {
         m->moe_stats = ACT(m, &m->acts, moe_stats);
         m->moe_host = malloc((size_t)(2 * m->pl.E + m->pl.ep * m->pl.E_r) * sizeof *m->moe_host);

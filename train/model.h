@@ -58,10 +58,9 @@ typedef struct {
     mt_act_layout al;
     mt_opt_layout ol;      /* flat buffer length, optimizer shards (core/model/opt_layout.h) */
     mt_dtype act;
-    int arch_llama;
-    int ln;                /* layernorm (1) or rmsnorm (0) */
-    int swiglu, rope, tied, bias;
-    float norm_eps, rope_theta;
+    int tied;              /* the output layer is the word embedding (the layer itself: pl.spec) */
+    void *norm_ones, *norm_w1; /* zero-centred gamma (pl.spec.norm.one_plus): (max(C, D)) act ones, and
+                              the scratch 1 + w of the norm being run; NULL otherwise */
     void *params;          /* (ol.n_flat) act */
     void *grads;           /* (ol.n_flat) f32 */
     void *master;          /* (ol.n_opt) f32: this rank's optimizer shards (mt_opt_piece gives the

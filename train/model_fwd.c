@@ -45,7 +45,7 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
     MT_CHECK(mt_model_norm_fwd(m, x1, ACT_L(m, A, ln1_mean, ls, Nr, 4), ACT_L(m, A, ln1_rstd, ls, Nr, 4), x,
                                P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
     MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
-    if (m->rope) MT_CHECK(mt_model_rope(m, qkv, 0));
+    if (m->pl.spec.rope) MT_CHECK(mt_model_rope(m, qkv, 0));
     MT_CHECK(mt_model_attention_fwd(m, A, qkv, atty, lse));
     MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
     /* xm = x + y and x2 = norm2(xm) in one op (fused residual add + norm) */
@@ -55,7 +55,7 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
         MT_CHECK(mt_moe_forward(m, A, l, x2, xm, xo));
         goto out;
     }
-    if (m->swiglu) {
+    if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
         MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
         mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = N, .F = pl->F_r};
         MT_CHECK(MT_BE_CALL(m->be, swiglu_fwd, &sa));

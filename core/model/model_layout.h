@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "core/backend.h"
+#include "core/model/layer_spec.h"
 #include "core/recipe/recipe.h"
 
 #define MT_PARAM_ALIGN 128
@@ -89,6 +90,7 @@ typedef struct {
 } mt_param_index;
 
 typedef struct {
+    mt_layer_spec spec;    /* what the layer is made of (layer_spec.h): the tensors below follow from it */
     mt_param_tensor t[MT_MAX_PARAM_TENSORS];
     int n_tensors;
     mt_param_index idx;
@@ -242,6 +244,8 @@ typedef struct {
     size_t moe_dlogits;            /* (N, E) act scratch */
     size_t moe_dw;                 /* (N, k) f32 scratch: gradient of the combine weights */
     size_t moe_stats;              /* (MT_MOE_STATS + 2E) f32: the step's MoE sums (model_moe.h) */
+    /* zero-centred gamma (spec.norm.one_plus; else 0 bytes): ones, and the 1 + w a norm applies */
+    size_t norm_ones, norm_w1;     /* (C) act each */
     int moe_S, moe_R;
     size_t n_bytes;                /* total */
     int B, T, N;
