@@ -96,6 +96,11 @@ typedef struct {
     int chunk_len;
     int chunk_pos[2];      /* global position of each local chunk's first token */
     double cp_comm_ms;     /* time in the ring exchanges (accumulated; the caller resets it) */
+    /* decoding with a KV cache (train/generate_kv.c; NULL / 0 in training): each layer's attention
+       appends the token's K / V at kv_pos and attends over positions [0, kv_pos] */
+    void *kv_cache;        /* (L, kv_len, 2 KV D) act: [k heads | v heads] of past positions per layer */
+    void *kv_lse;          /* (H, kv_len) f32 scratch */
+    int kv_len, kv_pos;
 } mt_model;
 
 #define MT_MODEL_PART_EMBED (-1)

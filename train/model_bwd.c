@@ -61,7 +61,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
                                    ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), Nr));
         /* attention: dresid holds dL/dxm. Selective recompute: rerun the attention core from the
            saved qkv (after RoPE) into the shared slice: the same op on the same input, the same bits */
-        if (pl->recompute_attn) MT_CHECK(mt_model_attention_fwd(m, A, qkv, atty, lse));
+        if (pl->recompute_attn) MT_CHECK(mt_model_attention_fwd(m, A, l, qkv, atty, lse));
         MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, datty), G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, atty,
                                P(m, ix->proj_w, l), C, HD));
         if (m->cp > 1) { /* context parallelism: the ring again, dK / dV partials travelling home (model_cp.c) */

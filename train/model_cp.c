@@ -23,7 +23,8 @@ mt_status mt_model_rope(mt_model *m, void *x, int inverse) {
     const mt_param_layout *pl = &m->pl;
     const int B = m->al.B, T = m->al.T;
     mt_rope_args ra = {.x = x, .B = B, .T = T, .n_heads = pl->H_r + pl->KV_r, .D = pl->D,
-                       .row_stride = pl->qkv_rows_r, .pos_offset = 0, .theta = m->pl.spec.rope_theta, .inverse = inverse};
+                       .row_stride = pl->qkv_rows_r, .pos_offset = m->chunk_pos[0], /* 0 but when decoding */
+                       .theta = m->pl.spec.rope_theta, .inverse = inverse};
     if (m->n_chunks <= 1) return MT_BE_CALL(m->be, rope, &ra);
     const size_t es = mt_dtype_bytes(m->act);
     for (int b = 0; b < B; b++)

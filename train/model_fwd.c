@@ -12,7 +12,8 @@
  * the norms hold N_r token rows (all N, or 1/tp of them with sequence parallelism). */
 #include "train/model_internal.h"
 
-mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv, void *out, void *lse) {
+mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, int l, const void *qkv, void *out, void *lse) {
+    if (m->kv_cache) return mt_model_decode_attention(m, l, qkv, out); /* decoding (generate_kv.c) */
     if (m->cp > 1) return mt_cp_attention_fwd(m, A, qkv, out, lse); /* ring attention (model_cp.c) */
     const mt_param_layout *pl = &m->pl;
     mt_attention_fwd_args at = {.out = out, .lse = lse, .qkv = qkv, .B = m->al.B, .T = m->al.T,
@@ -46,7 +47,7 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
                                P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
     MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
     if (m->pl.spec.rope) MT_CHECK(mt_model_rope(m, qkv, 0));
-    MT_CHECK(mt_model_attention_fwd(m, A, qkv, atty, lse));
+    MT_CHECK(mt_model_attention_fwd(m, A, l, qkv, atty, lse));
     MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
     /* xm = x + y and x2 = norm2(xm) in one op (fused residual add + norm) */
     MT_CHECK(mt_model_add_norm_fwd(m, xm, x2, ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), x, y,

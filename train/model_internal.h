@@ -127,9 +127,13 @@ mt_status mt_cp_attention_bwd(mt_model *m, const mt_acts *A, const void *qkv, co
 /* RoPE of the local rows (B sequences of n_chunks chunks) at their global positions (model_cp.c). */
 mt_status mt_model_rope(mt_model *m, void *x, int inverse);
 
-/* The attention core's forward, out / lse from qkv: the ring over the cp group when cp > 1, else the
- * backend's op (model_fwd.c; backward reruns it under selective recompute). */
-mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv, void *out, void *lse);
+/* The attention core's forward of local layer l, out / lse from qkv: over the KV cache when decoding,
+ * the ring over the cp group when cp > 1, else the backend's op (model_fwd.c; backward reruns it
+ * under selective recompute). */
+mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, int l, const void *qkv, void *out, void *lse);
+/* Decoding (generate_kv.c): layer l's K / V of the one token in qkv into the cache, out = attention of
+ * its queries over the cached positions [0, kv_pos]. */
+mt_status mt_model_decode_attention(mt_model *m, int l, const void *qkv, void *out);
 
 /* one layer's forward, resid[l] -> resid[l+1] (model_fwd.c); backward reruns it under full recompute */
 mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l);

@@ -1,20 +1,23 @@
-# mtrain generate (issue 12, generation; not complete: no unit test of the samplers yet). For a
-# briefly trained gpt-tiny and llama-tiny (GQA, RoPE, SwiGLU, untied): the host KV-cache decoder
-# and full recomputation through the model's own forward give the same token ids, greedily and
+# mtrain generate. For a briefly trained gpt-tiny, llama-tiny (GQA, RoPE, SwiGLU, untied) and
+# mixtral-tiny (top-2 MoE; dropless, model.moe.capacity_factor 0, in training and both decoders: a
+# capacity per sequence would drop differently in a one-token step): the KV-cache decoder (the
+# training forward one token at a time over a cache) and full recomputation through the model's
+# forward over the padded sequence give the same token ids, greedily and
 # when sampling (temperature 1, top-k 40, top-p 0.95, the same seed: the two paths compute the
 # same logits up to fp32 rounding, so the same draws pick the same tokens); the same seed gives the
 # same text twice and another seed gives another text.
 source test/e2e_lib.sh
 need_data
 ids() { grep "generated ids:" "$1" | sed 's/.*generated ids: //'; }
-gen() { # gen OUT CFG CKPT ARGS...
+gen() { # gen OUT CFG CKPT ARGS... (and the model's extra recipe settings, X)
   local out=$1 cfg=$2 ck=$3; shift 3
-  "$MTRAIN" generate --config "$cfg" --load "$ck" --prompt "And God said" --max-new-tokens 24 --show-tokens "$@" \
+  "$MTRAIN" generate --config "$cfg" "${X[@]}" --load "$ck" --prompt "And God said" --max-new-tokens 24 --show-tokens "$@" \
     >"$out.txt" 2>"$out.err" || { cat "$out.err"; fail "generate $* failed"; }
   [ -n "$(ids "$out.err")" ] || { cat "$out.err"; fail "no generated ids ($*)"; }
 }
-for m in gpt-tiny llama-tiny; do
-  "$MTRAIN" --config configs/$m.yaml --train-iters 40 --micro-batch-size 2 --global-batch-size 2 \
+for m in gpt-tiny llama-tiny mixtral-tiny; do
+  X=(); [ $m = mixtral-tiny ] && X=(--set model.moe.capacity_factor=0)
+  "$MTRAIN" --config configs/$m.yaml "${X[@]}" --train-iters 40 --micro-batch-size 2 --global-batch-size 2 \
     --set logging.eval_interval=0 --set logging.interval=40 --save "$TMP/$m" >"$TMP/$m.log" 2>&1 \
     || { tail "$TMP/$m.log"; fail "$m training failed"; }
   gen "$TMP/$m-greedy-kv" configs/$m.yaml "$TMP/$m" --temperature 0
