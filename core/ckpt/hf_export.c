@@ -213,6 +213,18 @@ void mt_hf_extract(const mt_hf_tensor *t, const float *layer_data, int64_t cols,
         }
 }
 
+void mt_hf_insert(const mt_hf_tensor *t, const float *in, int64_t cols, float *layer_data, uint8_t *seen,
+                  uint64_t *twice) {
+    for (int i = 0; i < t->nr; i++)
+        for (int j = 0; j < t->nc; j++) {
+            const size_t d = (size_t)(t->r0 + i) * (size_t)cols + (size_t)(t->c0 + j);
+            const float v = t->transpose ? in[(size_t)j * t->nr + i] : in[(size_t)i * t->nc + j];
+            *twice += seen[d];
+            seen[d] = 1;
+            layer_data[d] = v;
+        }
+}
+
 void mt_hf_convert(const float *in, size_t n, mt_dtype dt, void *out) {
     if (dt == MT_F32) {
         memcpy(out, in, n * 4);

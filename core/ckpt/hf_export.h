@@ -64,6 +64,10 @@ int mt_hf_source_shape(const mt_hf_model *m, const char *src, int64_t *layers, i
 /* t's values from `layer_data` (the source tensor's layer t->layer: rows x `cols` floats,
  * row-major) into out (t->nr * t->nc floats, in t's shape). */
 void mt_hf_extract(const mt_hf_tensor *t, const float *layer_data, int64_t cols, float *out);
+/* The inverse (import): t's values `in` (its HF shape) into its block of `layer_data`; seen (one
+ * byte per element of the layer slice) marks what was written, *twice counts elements written again. */
+void mt_hf_insert(const mt_hf_tensor *t, const float *in, int64_t cols, float *layer_data, uint8_t *seen,
+                  uint64_t *twice);
 /* fp32 values to the output dtype's little-endian bytes (bf16: round to nearest even). */
 void mt_hf_convert(const float *in, size_t n, mt_dtype dt, void *out);
 
