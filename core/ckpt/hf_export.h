@@ -34,6 +34,7 @@ typedef struct {
     mt_arch arch;
     int L, C, H, KV, D, F, V, max_pos;
     int tied, bias;
+    int norm_1p;  /* zero-centred gamma (model.norm_1p): the norm weights export as 1 + w, an ordinary norm */
     float norm_eps, rope_theta, init_std;
     int bos, eos; /* token ids (the tokenizer's end-of-document id); set by the caller */
 } mt_hf_model;
@@ -53,6 +54,8 @@ typedef struct {
     int transpose;
     int n_dims;
     int64_t shape[2];
+    float offset; /* added to every value on export, taken off on import: 1 for a zero-centred-gamma
+                     model's norm weights, else 0 */
 } mt_hf_tensor;
 
 /* The output tensors of m, in writing order: up to max into out (may be NULL); the count. */

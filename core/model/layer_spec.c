@@ -10,6 +10,7 @@ mt_layer_spec mt_layer_spec_of(const mt_recipe *r) {
     s.norm.kind = m->norm;
     s.norm.bias = m->norm == MT_NORM_LAYERNORM;
     s.norm.eps = m->norm_eps;
+    s.norm.one_plus = m->norm_1p;
     s.rope = m->position == MT_POS_ROPE;
     s.rope_theta = m->rope_theta;
     s.mlp = m->activation == MT_ACT_SWIGLU ? MT_MLP_SWIGLU : MT_MLP_GELU;

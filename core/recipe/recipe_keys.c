@@ -63,6 +63,9 @@ const mt_recipe_key mt_recipe_keys[] = {
         "biases in linear and norm layers", NULL, MT_KF_ARCH, "gpt: `true`, llama: `false`"),
     KFLT("model.norm_eps", model.norm_eps, "1e-5", 0, 1, "", "epsilon of the norm layers",
          MT_KF_MIN_EXCL),
+    KBOOL("model.norm_1p", model.norm_1p, "false",
+          "zero-centred gamma: every norm weight is stored as w (initialised to 0) and applied as 1 + w "
+          "(Megatron's --apply-layernorm-1p; LayerNorm or RMSNorm)", 0),
     KFLT("model.rope_theta", model.rope_theta, "10000", 0, 1e12, "", "RoPE base frequency",
          MT_KF_MIN_EXCL),
     KFLT("model.init_std", model.init_std, "0.02", 0, 10, "",
@@ -337,6 +340,7 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--untie-embeddings-and-output-weights", "model.tie_embeddings", "false" },
     { "--disable-bias-linear", "model.bias", "false" },
     { "--norm-epsilon", "model.norm_eps", NULL },
+    { "--apply-layernorm-1p", "model.norm_1p", "true" },
     { "--rotary-base", "model.rope_theta", NULL },
     { "--init-method-std", "model.init_std", NULL },
     { "--num-experts", "model.moe.experts", NULL },
