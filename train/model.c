@@ -15,15 +15,16 @@
 
 mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes) {
     const struct mt_backend_i *i = be->i;
-    int ln = r->model.norm == MT_NORM_LAYERNORM, sw = r->model.activation == MT_ACT_SWIGLU;
-    int tp = r->parallel.tensor > 1, moe = r->model.moe.experts > 0, cp = r->parallel.context > 1;
+    const mt_layer_spec spec = mt_layer_spec_of(r);
+    int ln = mt_norm_is_layernorm(&spec.norm), sw = spec.mlp == MT_MLP_SWIGLU;
+    int tp = r->parallel.tensor > 1, moe = spec.moe, cp = r->parallel.context > 1;
     struct { const char *name; int needed; const void *fn; } ops[] = {
         {"matmul_fwd", 1, (const void *)i->matmul_fwd}, {"matmul_bwd", 1, (const void *)i->matmul_bwd},
         {"layernorm_fwd", ln, (const void *)i->layernorm_fwd}, {"layernorm_bwd", ln, (const void *)i->layernorm_bwd},
         {"rmsnorm_fwd", !ln, (const void *)i->rmsnorm_fwd}, {"rmsnorm_bwd", !ln, (const void *)i->rmsnorm_bwd},
         {"gelu_fwd", !sw, (const void *)i->gelu_fwd}, {"gelu_bwd", !sw, (const void *)i->gelu_bwd},
         {"swiglu_fwd", sw, (const void *)i->swiglu_fwd}, {"swiglu_bwd", sw, (const void *)i->swiglu_bwd},
-        {"rope", r->model.position == MT_POS_ROPE, (const void *)i->rope},
+        {"rope", spec.rope, (const void *)i->rope},
         {"attention_fwd", 1, (const void *)i->attention_fwd}, {"attention_bwd", 1, (const void *)i->attention_bwd},
         {"embedding_fwd", 1, (const void *)i->embedding_fwd}, {"embedding_bwd", 1, (const void *)i->embedding_bwd},
         {"xent_fwd_bwd", 1, (const void *)i->xent_fwd_bwd}, {"add", 1, (const void *)i->add},

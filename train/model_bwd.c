@@ -72,7 +72,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
                                         .KV = pl->KV_r, .D = pl->D};
             MT_CHECK(MT_BE_CALL(m->be, attention_bwd, &ab));
         }
-        if (m->pl.spec.rope) MT_CHECK(mt_model_rope(m, ACT(m, A, dqkv), 1));
+        MT_CHECK(mt_model_qk_bwd(m, A, l, ACT(m, A, dqkv)));
         MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->qkv_w, l), G(m, ix->qkv_b, l), ACT(m, A, dqkv), x1,
                                   P(m, ix->qkv_w, l), pl->qkv_rows_r, C));
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->ln1_w, l), G(m, ix->ln1_b, l), dx, x, P(m, ix->ln1_w, l),

@@ -1,7 +1,7 @@
 /* model_fwd.c — GPT / Llama forward of one micro-batch on one rank, written against the
  * backend table and the tensor-parallel layers of parallel/tp.h (which are the plain ops at
  * tp = 1: no collective, no copy).
- * Layer (pre-norm):  x1 = norm1(x); qkv = col(x1, Wqkv) (+b); rope(q, k); a = attn(qkv);
+ * Layer (pre-norm):  x1 = norm1(x); qkv = col(x1, Wqkv) (+b); qk(q, k) (model_qk.c: rope); a = attn(qkv);
  *                    xm = x + row(a, Wproj) (+b); x2 = norm2(xm); h = col(x2, Wfc) (+b);
  *                    g = gelu(h) | swiglu(h); x' = xm + row(g, Wfcproj) (+b)
  * Pipeline stages run a part: layers [l0, l1), the embedding and / or the head.
@@ -46,7 +46,7 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
     MT_CHECK(mt_model_norm_fwd(m, x1, ACT_L(m, A, ln1_mean, ls, Nr, 4), ACT_L(m, A, ln1_rstd, ls, Nr, 4), x,
                                P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
     MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
-    if (m->pl.spec.rope) MT_CHECK(mt_model_rope(m, qkv, 0));
+    MT_CHECK(mt_model_qk_fwd(m, A, l, qkv)); /* RoPE (and whatever else the spec puts there) */
     MT_CHECK(mt_model_attention_fwd(m, A, l, qkv, atty, lse));
     MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
     /* xm = x + y and x2 = norm2(xm) in one op (fused residual add + norm) */

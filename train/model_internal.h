@@ -1,4 +1,4 @@
-/* model_internal.h — shared by model.c, model_fwd.c, model_bwd.c and model_cp.c (not a public header):
+/* model_internal.h — shared by model.c, model_fwd.c, model_bwd.c, model_qk.c, model_cp.c and generate_kv.c (not a public header):
  * views into the model's buffers and the norm wrappers. Rule: only pointer arithmetic on the
  * layouts' offsets here; no device access. */
 #ifndef MT_MODEL_INTERNAL_H
@@ -134,6 +134,11 @@ mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, int l, const voi
 /* Decoding (generate_kv.c): layer l's K / V of the one token in qkv into the cache, out = attention of
  * its queries over the cached positions [0, kv_pos]. */
 mt_status mt_model_decode_attention(mt_model *m, int l, const void *qkv, void *out);
+
+/* Local layer l's queries and keys between the qkv projection and the attention core (model_qk.c):
+ * the forward transforms them in place in qkv, the backward takes dqkv back through it in place. */
+mt_status mt_model_qk_fwd(mt_model *m, const mt_acts *A, int l, void *qkv);
+mt_status mt_model_qk_bwd(mt_model *m, const mt_acts *A, int l, void *dqkv);
 
 /* one layer's forward, resid[l] -> resid[l+1] (model_fwd.c); backward reruns it under full recompute */
 mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l);
