@@ -37,7 +37,7 @@ mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char 
         {"copy_d2d", moe, (const void *)i->copy_d2d},
         {"attention_block_fwd", cp, (const void *)i->attention_block_fwd},
         {"attention_block_bwd", cp, (const void *)i->attention_block_bwd},
-        {"copy_rows", cp, (const void *)i->copy_rows},
+        {"copy_rows", cp || spec.qk_norm, (const void *)i->copy_rows},
     };
     size_t used = 0;
     missing[0] = 0;

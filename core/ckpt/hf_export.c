@@ -32,6 +32,10 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     if (c->moe.experts > 0)
         return unsupported(r, "model.moe.experts", "%d experts: mixture-of-experts models are not exported yet",
                            c->moe.experts);
+    if (c->qk_layernorm)
+        return unsupported(r, "model.qk_layernorm", "true: the per-head query / key norm (--qk-layernorm) has no "
+                           "field in GPT-2 or Llama (transformers' Qwen3 and OLMo-2 have one; exporting to them is "
+                           "not implemented)");
     if (c->arch == MT_ARCH_GPT) {
         if (c->position != MT_POS_LEARNED) return unsupported(r, "model.position", "rope");
         if (c->norm != MT_NORM_LAYERNORM) return unsupported(r, "model.norm", "rmsnorm");

@@ -13,6 +13,7 @@ mt_layer_spec mt_layer_spec_of(const mt_recipe *r) {
     s.norm.one_plus = m->norm_1p;
     s.rope = m->position == MT_POS_ROPE;
     s.rope_theta = m->rope_theta;
+    s.qk_norm = m->qk_layernorm;
     s.mlp = m->activation == MT_ACT_SWIGLU ? MT_MLP_SWIGLU : MT_MLP_GELU;
     s.moe = m->moe.experts > 0;
     s.bias = m->bias;

@@ -141,6 +141,15 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     if (nb) ix->ln1_b = add_norm(pl, &cur, "ln1_b", L, MT_INIT_ZERO);
     ix->qkv_w = add_tensor(pl, &cur, "qkv_w", L, pl->qkv_rows, C, 1, MT_INIT_NORMAL, ROWS, 3, q, kv, kv);
     if (bias) ix->qkv_b = add_tensor(pl, &cur, "qkv_b", L, 1, pl->qkv_rows, 0, MT_INIT_ZERO, COLS, 3, q, kv, kv);
+    if (pl->spec.qk_norm) { /* per-head norms: every tp rank's heads add to the gradient (sp or not) */
+        const char *name[4] = {"q_norm_w", "q_norm_b", "k_norm_w", "k_norm_b"};
+        int *at[4] = {&ix->q_norm_w, &ix->q_norm_b, &ix->k_norm_w, &ix->k_norm_b};
+        for (int k = 0; k < 4; k++) {
+            if (k % 2 && !nb) continue;
+            *at[k] = add_tensor(pl, &cur, name[k], L, 1, pl->D, 0, k % 2 ? MT_INIT_ZERO : one, NONE, 0, 0, 0, 0);
+            pl->t[*at[k]].sp_partial = pl->tp > 1;
+        }
+    }
     ix->proj_w = add_tensor(pl, &cur, "proj_w", L, C, q, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, q, 0, 0);
     if (bias) ix->proj_b = add_tensor(pl, &cur, "proj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
     ix->ln2_w = add_norm(pl, &cur, "ln2_w", L, one);
@@ -265,6 +274,10 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(ln1_mean, L * Nr * f);
     PLACE(ln1_rstd, L * Nr * f);
     PLACE(qkv, L * N * pl->qkv_rows_r * a);
+    const size_t qk_rows = pl->spec.qk_norm ? N * (pl->H_r + pl->KV_r) : 0;
+    PLACE(qk_in, L * qk_rows * pl->D * a);
+    PLACE(qk_mean, L * qk_rows * f);
+    PLACE(qk_rstd, L * qk_rows * f);
     const size_t La = (size_t)mt_act_attn_slices(pl); /* selective recompute: one shared slice */
     PLACE(lse, La * lse * f);
     PLACE(atty, La * N * HD * a);

@@ -33,4 +33,15 @@ for m in gpt-tiny llama-tiny mixtral-tiny; do
   ! cmp -s "$TMP/$m-s5-kv.txt" "$TMP/$m-s6.txt" || fail "$m: seeds 5 and 6 gave the same text"
   echo "$m: KV cache == full recomputation (greedy and sampled); seed 5: $(head -c 80 "$TMP/$m-s5-kv.txt" | tr '\n' ' ')"
 done
+# layer variants decode through the same forward: llama-tiny with the per-head qk norm and
+# zero-centred gamma, its checkpoint (q_norm_w / k_norm_w by name), both decoders, sampled
+X=(--set model.qk_layernorm=true --set model.norm_1p=true)
+"$MTRAIN" --config configs/llama-tiny.yaml "${X[@]}" --train-iters 20 --micro-batch-size 2 --global-batch-size 2 \
+  --set logging.eval_interval=0 --set logging.interval=20 --save "$TMP/qk" >"$TMP/qk.log" 2>&1 \
+  || { tail "$TMP/qk.log"; fail "llama-tiny qk norm training failed"; }
+grep -q '"q_norm_w"' "$TMP"/qk/iter_*/manifest.json || fail "the checkpoint manifest has no q_norm_w"
+gen "$TMP/qk-kv" configs/llama-tiny.yaml "$TMP/qk" "${S[@]}" --seed 5
+gen "$TMP/qk-full" configs/llama-tiny.yaml "$TMP/qk" "${S[@]}" --seed 5 --no-kv-cache
+[ "$(ids "$TMP/qk-kv.err")" = "$(ids "$TMP/qk-full.err")" ] || fail "qk norm + 1p: KV cache and full recomputation differ"
+echo "llama-tiny qk norm + 1p: KV cache == full recomputation (sampled)"
 echo "generate: ok"

@@ -44,6 +44,14 @@ serial llama1 "${LLAMA[@]}"
 parallel llama1 "llama pp=2" 2 2 "${LLAMA[@]}"
 parallel llama1 "llama pp=4" 4 4 "${LLAMA[@]}"
 parallel llama1 "llama pp=2 vpp=2" 2 2 "${LLAMA[@]}" --virtual-pipeline-model-parallel-size 2
+# layer variants (core/model/layer_spec.h), same tolerances: the per-head qk norm against its own
+# serial run (with zero-centred gamma and LayerNorm biases on gpt), and zero-centred gamma alone
+# against the plain serial run (1 + w from w = 0 trains as w from 1: norms have no weight decay)
+serial llama1qk "${LLAMA[@]}" --qk-layernorm
+parallel llama1qk "llama qk-layernorm pp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
+serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
+parallel gpt1qk1p "gpt qk-layernorm 1p pp=2" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
+parallel llama1 "llama layernorm-1p pp=2" 2 2 "${LLAMA[@]}" --apply-layernorm-1p
 parallel llama1 "llama tp=2 pp=2 dp=2 sp distributed-optimizer" 8 2 "${LLAMA[@]}" --tensor-model-parallel-size 2 \
   --sequence-parallel --use-distributed-optimizer
 # only the last stage of tp 0 / dp 0 logs iteration lines

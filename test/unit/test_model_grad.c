@@ -166,9 +166,13 @@ static void check_model(const char *arch, const char *rc_method, const char *var
 static void check_arch(const char *arch, const char *rc_method) { check_model(arch, rc_method, NULL); }
 
 int main(void) {
-    /* layer variants (core/model/layer_spec.h): zero-centred gamma on LayerNorm and RMSNorm */
+    /* layer variants (core/model/layer_spec.h): zero-centred gamma on LayerNorm and RMSNorm, the
+       per-head qk norm (LayerNorm with bias, RMSNorm with GQA), both together under full recompute */
     check_model("gpt", NULL, "model.norm_1p=true");
     check_model("llama", NULL, "model.norm_1p=true");
+    check_model("gpt", NULL, "model.qk_layernorm=true");
+    check_model("llama", NULL, "model.qk_layernorm=true");
+    check_model("llama", "uniform", "model.qk_layernorm=true,model.norm_1p=true");
     check_arch("gpt", NULL);
     check_arch("llama", NULL);
     check_arch("gpt", "uniform");
