@@ -60,7 +60,8 @@ const mt_recipe_key mt_recipe_keys[] = {
         "share the input embedding with the output layer", NULL, MT_KF_ARCH,
         "gpt: `true`, llama: `false`"),
     ROW("model.bias", MT_KEY_BOOL, model.bias, "true", 0, 1, "",
-        "biases in linear and norm layers", NULL, MT_KF_ARCH, "gpt: `true`, llama: `false`"),
+        "biases in the linear layers (--disable-bias-linear: false); LayerNorm keeps its bias, as "
+        "Megatron-Core's", NULL, MT_KF_ARCH, "gpt: `true`, llama: `false`"),
     KFLT("model.norm_eps", model.norm_eps, "1e-5", 0, 1, "", "epsilon of the norm layers",
          MT_KF_MIN_EXCL),
     KBOOL("model.norm_1p", model.norm_1p, "false",

@@ -44,14 +44,6 @@ serial llama1 "${LLAMA[@]}"
 parallel llama1 "llama pp=2" 2 2 "${LLAMA[@]}"
 parallel llama1 "llama pp=4" 4 4 "${LLAMA[@]}"
 parallel llama1 "llama pp=2 vpp=2" 2 2 "${LLAMA[@]}" --virtual-pipeline-model-parallel-size 2
-# layer variants (core/model/layer_spec.h), same tolerances: the per-head qk norm against its own
-# serial run (with zero-centred gamma and LayerNorm biases on gpt), and zero-centred gamma alone
-# against the plain serial run (1 + w from w = 0 trains as w from 1: norms have no weight decay)
-serial llama1qk "${LLAMA[@]}" --qk-layernorm
-parallel llama1qk "llama qk-layernorm pp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
-serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
-parallel gpt1qk1p "gpt qk-layernorm 1p pp=2" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
-parallel llama1 "llama layernorm-1p pp=2" 2 2 "${LLAMA[@]}" --apply-layernorm-1p
 parallel llama1 "llama tp=2 pp=2 dp=2 sp distributed-optimizer" 8 2 "${LLAMA[@]}" --tensor-model-parallel-size 2 \
   --sequence-parallel --use-distributed-optimizer
 # only the last stage of tp 0 / dp 0 logs iteration lines
@@ -83,3 +75,13 @@ for cfg in "4 4 1" "2 2 2"; do
   echo "validation pp=$pp vpp=$vpp: $nv losses, worst relative difference $wv"
   awk -v v="$wv" 'BEGIN { exit !(v <= 1e-5) }' || fail "pp=$pp vpp=$vpp validation loss differs from the serial run"
 done
+# layer variants (core/model/layer_spec.h), same tolerances: zero-centred gamma against the plain
+# serial run (1 + w from w = 0 trains as w from 1: norms have no weight decay), and the per-head qk
+# norm against its own serial run, 8 iterations (with zero-centred gamma and LayerNorm biases on gpt)
+parallel llama1 "llama layernorm-1p pp=2" 2 2 "${LLAMA[@]}" --apply-layernorm-1p
+ITERS=8
+BASE=(--train-iters $ITERS --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=0)
+serial llama1qk "${LLAMA[@]}" --qk-layernorm
+parallel llama1qk "llama qk-layernorm pp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
+serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
+parallel gpt1qk1p "gpt qk-layernorm 1p pp=2" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p

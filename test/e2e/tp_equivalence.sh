@@ -39,17 +39,6 @@ parallel llama1 "llama tp=2 sp dp=2 distributed-optimizer" 4 2 "${LLAMA[@]}" --s
 serial llama1kv4 "${LLAMA[@]}" --set model.kv_heads=4
 parallel llama1kv4 "llama kv_heads=4 tp=4" 4 4 "${LLAMA[@]}" --set model.kv_heads=4
 parallel llama1kv4 "llama kv_heads=4 tp=4 sp" 4 4 "${LLAMA[@]}" --set model.kv_heads=4 --sequence-parallel
-# layer variants (core/model/layer_spec.h), same tolerances: the per-head qk norm (its weights are
-# replicated and every rank's heads add to their gradient: summed over tp with or without SP) against
-# its own serial run, RMSNorm (llama) and LayerNorm with bias plus zero-centred gamma (gpt); and
-# zero-centred gamma alone against the plain gpt serial run: 1 + w with w from 0 trains as w from 1
-# (norms have no weight decay), so only fp32 rounding differs (measured ~1e-7)
-serial llama1qk "${LLAMA[@]}" --qk-layernorm
-parallel llama1qk "llama qk-layernorm tp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
-parallel llama1qk "llama qk-layernorm tp=2 sp" 2 2 "${LLAMA[@]}" --qk-layernorm --sequence-parallel
-serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
-parallel gpt1qk1p "gpt qk-layernorm 1p tp=2 sp" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p --sequence-parallel
-parallel gpt1 "gpt layernorm-1p tp=2" 2 2 "${GPT[@]}" --apply-layernorm-1p
 # kv heads that do not split over tp: a validation error naming the key, before any training
 if "$MTRAIN" launch -n 4 -- "${LLAMA[@]}" "${BASE[@]}" --tensor-model-parallel-size 4 >"$TMP/kv.log" 2>&1; then
   fail "llama-tiny (2 kv heads) at tp=4 should be refused"
@@ -58,3 +47,17 @@ grep -q "model.kv_heads: 2 key/value heads do not split over parallel.tensor = 4
   || { cat "$TMP/kv.log"; fail "no kv_heads % tp message"; }
 # only tp rank 0 of dp rank 0 logs iteration lines
 [ "$(grep -c "iteration       $ITERS/" "$TMP/gpt tp=4.log")" -eq 1 ] || fail "expected exactly one rank to log"
+# layer variants (core/model/layer_spec.h), same tolerances. Zero-centred gamma against the plain
+# gpt serial run: 1 + w with w from 0 trains as w from 1 (norms have no weight decay), so only fp32
+# rounding differs. The per-head qk norm (its weights are replicated and every rank's heads add to
+# their gradient: summed over tp with or without SP) against its own serial run, 8 iterations (a
+# missing tp sum of its gradient moves the loss from the second step on): RMSNorm (llama), and
+# LayerNorm with bias plus zero-centred gamma (gpt)
+parallel gpt1 "gpt layernorm-1p tp=2" 2 2 "${GPT[@]}" --apply-layernorm-1p
+ITERS=8
+BASE=(--train-iters $ITERS --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=0)
+serial llama1qk "${LLAMA[@]}" --qk-layernorm
+parallel llama1qk "llama qk-layernorm tp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
+parallel llama1qk "llama qk-layernorm tp=2 sp" 2 2 "${LLAMA[@]}" --qk-layernorm --sequence-parallel
+serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
+parallel gpt1qk1p "gpt qk-layernorm 1p tp=2 sp" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p --sequence-parallel
