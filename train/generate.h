@@ -88,7 +88,7 @@ typedef struct {
 } mt_generator;
 
 /* Builds the model (one sequence per micro-batch, whole model), loads r->checkpoint.load (weights
- * only; any saved layout) and opens the recipe's tokenizer; use_kv also builds the host KV model.
+ * only; any saved layout) and opens the recipe's tokenizer; use_kv also builds the KV-cache decode view.
  * log: where the checkpoint line goes (NULL = quiet). */
 mt_status mt_generator_open(mt_generator *g, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps,
                             int use_kv, FILE *log);
