@@ -13,7 +13,8 @@
  * Attention runs as a ring over the cp group: K / V blocks travel cp - 1 steps, partial outputs
  * merge by logsumexp; the backward repeats the ring with the dK / dV partials travelling with
  * their blocks and a last step home.
- * Files: model.c (init, glue), model_fwd.c, model_bwd.c, model_cp.c.
+ * Files: model.c (init, glue), model_fwd.c, model_bwd.c, model_qk.c (q / k between projection and
+ * attention), model_cp.c. The layer itself is pl.spec (core/model/layer_spec.h).
  * Rules: nothing here reads device memory except mt_model_read_scalars; nothing is allocated after
  * init (host staging included). Gradient reductions live in parallel/grad_sync.h. */
 #ifndef MT_MODEL_H
