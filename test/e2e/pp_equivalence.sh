@@ -80,9 +80,7 @@ done
 # norm against its own serial run, 8 iterations at lr 0.01 without warmup (as tp_equivalence.sh: a
 # wrong gradient shows), with zero-centred gamma and LayerNorm biases on gpt
 parallel llama1 "llama layernorm-1p pp=2" 2 2 "${LLAMA[@]}" --apply-layernorm-1p
-ITERS=8
-BASE=(--train-iters $ITERS --lr 0.01 --lr-warmup-iters 0 --micro-batch-size 2 --set logging.interval=1
-  --set logging.eval_interval=0)
+variant_base
 serial llama1qk "${LLAMA[@]}" --qk-layernorm
 parallel llama1qk "llama qk-layernorm pp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
 serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p

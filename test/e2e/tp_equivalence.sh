@@ -56,9 +56,7 @@ grep -q "model.kv_heads: 2 key/value heads do not split over parallel.tensor = 4
 # default lr and warmup that mistake moved the loss by only 1e-6); RMSNorm (llama), and LayerNorm
 # with bias plus zero-centred gamma (gpt)
 parallel gpt1 "gpt layernorm-1p tp=2" 2 2 "${GPT[@]}" --apply-layernorm-1p
-ITERS=8
-BASE=(--train-iters $ITERS --lr 0.01 --lr-warmup-iters 0 --micro-batch-size 2 --set logging.interval=1
-  --set logging.eval_interval=0)
+variant_base
 serial llama1qk "${LLAMA[@]}" --qk-layernorm
 parallel llama1qk "llama qk-layernorm tp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
 parallel llama1qk "llama qk-layernorm tp=2 sp" 2 2 "${LLAMA[@]}" --qk-layernorm --sequence-parallel
