@@ -1,5 +1,5 @@
 /* cmd_generate.c — `mtrain generate`: tokenize a prompt with the recipe's tokenizer, continue it
- * with a checkpoint (train/generate.h: full recomputation on the backend, or the host KV cache),
+ * with a checkpoint (train/generate.h: full recomputation, or the KV cache: both the training forward on the backend),
  * print the prompt and the continuation on stdout (a summary on stderr).
  *   mtrain generate --config RECIPE --load CKPT --prompt TEXT [--max-new-tokens N] [--temperature T]
  *                   [--top-k K] [--top-p P] [--seed S] [--no-kv-cache] [--show-tokens] [overrides]
@@ -227,7 +227,7 @@ int mt_cmd_generate(int argc, char **argv) {
     fprintf(stderr, "mtrain generate: %d prompt tokens, %d new tokens in %.3f s (%.1f tokens/s; %s, backend %s), "
                     "stopped: %s; temperature %g top-k %d top-p %g seed %llu\n",
             rep.n_prompt, rep.n_new, rep.seconds, rep.seconds > 0 ? rep.n_new / rep.seconds : 0.0,
-            no_kv ? "full recomputation" : "host KV cache", be.device_name ? be.device_name : be.i->name,
+            no_kv ? "full recomputation" : "KV cache", be.device_name ? be.device_name : be.i->name,
             stop_name(rep.stop), (double)sc.temperature, sc.top_k, (double)sc.top_p, (unsigned long long)sc.seed);
     rc = 0;
 done:

@@ -39,7 +39,7 @@ mt_status mt_cp_rope(const mt_cp *c, const mt_cp_shape *s, void *x, float theta,
     mt_status st = MT_OK;
     const int B = s->B, T = s->T;
     mt_rope_args ra = {.x = x, .B = B, .T = T, .n_heads = s->H + s->KV, .D = s->D,
-                       .row_stride = s->qkv_rows, .pos_offset = 0, .theta = theta, .inverse = inverse};
+                       .row_stride = s->qkv_rows, .pos_offset = c->chunk_pos[0], .theta = theta, .inverse = inverse};
     if (c->n_chunks <= 1) return MT_BE_CALL(c->be, rope, &ra);
     const size_t es = mt_dtype_bytes(c->act);
     for (int b = 0; b < B; b++)

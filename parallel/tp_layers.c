@@ -172,7 +172,8 @@ mt_status mt_tp_embedding_fwd(mt_tp *t, void *out, const int32_t *tokens, const 
     /* SP: embed all N rows into the scratch, then reduce-scatter the slice into out */
     mt_embedding_fwd_args a = {.out = t->sp ? t->full : out, .tokens = tokens, .wte = wte,
                                .wpe = t->rank == 0 ? wpe : NULL, .B = B, .T = T, .C = t->C,
-                               .vocab_start = vocab_start, .n_vocab = n_vocab, .pos_offset = 0};
+                               .vocab_start = vocab_start, .n_vocab = n_vocab,
+                               .pos_offset = t->chunk_pos[0]}; /* 0 but when decoding one token (generate_kv.c) */
     if (B * T != t->N) return mt_errorf(MT_ERR_INTERNAL, "tp embedding: B*T = %d*%d, expected %d rows", B, T, t->N);
     if (t->n_chunks > 1) { /* context parallelism: each chunk at its global positions */
         void *dst = a.out;

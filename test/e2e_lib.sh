@@ -85,6 +85,13 @@ compare() {
   [ "$nl" -eq $iters ] && [ "$ng" -eq $iters ] || fail "$3: expected $iters iterations, got $nl"
   awk -v l="$wl" -v g="$wg" -v lt="$ltol" -v gt="$gtol" 'BEGIN { exit !(l + 0 <= lt + 0 && g + 0 <= gt + 0) }' || fail "$3 differs from the serial run"
 }
+# variant_base: ITERS and BASE of the layer-variant cases of the equivalence scripts: 8 iterations at
+# lr 0.01 without warmup, so that a wrong gradient of a small tensor (a qk norm weight) shows
+variant_base() {
+  ITERS=8
+  BASE=(--train-iters $ITERS --lr 0.01 --lr-warmup-iters 0 --micro-batch-size 2 --set logging.interval=1
+    --set logging.eval_interval=0)
+}
 serial() { # serial NAME ARGS...: one process, "${BASE[@]}" appended, metrics to $TMP/NAME.jsonl
   local name=$1; shift
   "$MTRAIN" "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 || { cat "$TMP/$name.log"; fail "$name run failed"; }

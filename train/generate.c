@@ -1,7 +1,7 @@
 /* generate.c — sampling (temperature, top-k, top-p from the counter-based RNG), the generator's
  * setup (the model for micro-batches of one sequence, the checkpoint's weights, the tokenizer) and
  * the decoding loop over the two paths of generate.h: full recomputation on the backend, or the
- * host KV cache of generate_kv.c. */
+ * KV cache of generate_kv.c (the same forward, one token per step). */
 #include "train/generate.h"
 
 #include <math.h>

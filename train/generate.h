@@ -4,10 +4,10 @@
  *     the current tokens padded to model.seq_length with the end-of-document id) on the backend and
  *     reads the logits row of the last real position back (causal attention: the padding never
  *     changes it);
- *   KV cache (generate_kv.c): an incremental forward on the host in fp32 from a copy of the model's
- *     weights, keeping each layer's K and V of past positions and computing only the new token's
- *     row per step (GPT: learned positions, LayerNorm, tanh-GeLU, biases, tied output layer;
- *     Llama: RoPE, RMSNorm, SwiGLU, grouped-query attention, untied output layer).
+ *   KV cache (generate_kv.c): the same training forward on the backend, one token per step (its
+ *     embedding and RoPE at its position), each layer's attention reading the K and V of past
+ *     positions from a cache instead of recomputing them: every layer variant the layer spec
+ *     describes (norms, qk norms, GeLU / SwiGLU, mixture of experts) decodes as it trains.
  * Sampling: temperature (0 = greedy argmax), top-k, top-p (nucleus), each draw a pure function of
  * (seed, step) through the counter-based RNG (core/rng.h): the same seed gives the same text.
  * Rules kept: statuses, never exit; nothing here prints except to the streams given. */
@@ -45,22 +45,22 @@ int mt_sample_probs(const float *logits, int V, const mt_sample_cfg *c, float *p
  * the argmax when temperature <= 0. probs (V floats) and order (V ints) are scratch. */
 int mt_sample_token(const float *logits, int V, const mt_sample_cfg *c, uint64_t step, float *probs, int *order);
 
-/* ---- the host KV-cache forward (generate_kv.c) ---- */
+/* ---- the KV-cache decoder (generate_kv.c) ---- */
 
+/* A decode view of the generator's model: the same weights and the same forward (the training
+ * forward's ops on the backend, through the layer spec), run on one token at a time with an
+ * activation buffer for one token, its position given to the embedding and RoPE, and attention
+ * over a cache of every past position's keys and values (model.h: kv_cache). */
 typedef struct {
-    mt_param_layout pl;
-    int ln, swiglu, rope;
-    float norm_eps, rope_theta;
-    int wout;           /* tensor index of the output layer (wte when tied) */
-    int V;              /* logits computed: the first V rows of the output layer */
-    float *w;           /* (pl.n_elems) f32: the weights, at the layout's offsets */
-    float *kc, *vc;     /* (L, T, KV*D) f32: keys (rotated under RoPE) and values of past positions */
-    float *x, *x1, *qkv, *att, *y, *h, *g, *sc; /* one row of scratch each */
+    mt_model dm;        /* a copy of the model's struct pointing at its weights; never freed as a model */
+    int T;              /* cache positions: model.seq_length */
+    int V;              /* logits returned: the first V columns */
+    void *raw;          /* (Vp) act host: one logits row read back */
     int n_past;         /* positions already in the cache */
 } mt_kv_model;
 
-/* Copies the model's weights to the host (copy_d2h, bf16 converted to f32) and allocates the
- * cache for model.seq_length positions. The model must be the whole model at tp = 1. */
+/* Builds the decode view of m (the whole model on one rank, tp = pp = cp = 1) and allocates the
+ * one-token activations and the cache for model.seq_length positions on m's backend. */
 mt_status mt_kv_open(mt_kv_model *kv, const mt_model *m, int V);
 void mt_kv_close(mt_kv_model *kv);
 void mt_kv_reset(mt_kv_model *kv);
@@ -88,7 +88,7 @@ typedef struct {
 } mt_generator;
 
 /* Builds the model (one sequence per micro-batch, whole model), loads r->checkpoint.load (weights
- * only; any saved layout) and opens the recipe's tokenizer; use_kv also builds the host KV model.
+ * only; any saved layout) and opens the recipe's tokenizer; use_kv also builds the KV-cache decode view.
  * log: where the checkpoint line goes (NULL = quiet). */
 mt_status mt_generator_open(mt_generator *g, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps,
                             int use_kv, FILE *log);

@@ -1,207 +1,118 @@
-/* generate_kv.c — the host KV-cache forward of generate.h: one token's row through every layer in
- * fp32, from a host copy of the model's weights at the parameter layout's offsets (weights W of
- * y = x W^T, rows [Q; K; V] in qkv, [gate; up] in a SwiGLU fc), with the keys and values of past
- * positions kept per layer. The same math as train/model_fwd.c and the CPU ops (LayerNorm / RMSNorm
- * with double sums, tanh-GeLU, silu(gate) * up, rotate-half RoPE with rope_theta, causal softmax
- * attention scaled by 1/sqrt(D), query head h on kv head h / (H / KV)). */
-#include <math.h>
+/* generate_kv.c — the KV-cache decoder of generate.h: the training forward (model_fwd.c, every op on
+ * the backend, the layer as pl.spec describes it) run on one token per step through a decode view
+ * of the model: a copy of its struct pointing at the same weights, with an activation layout for
+ * one token, the token's position as the single chunk's position (the embedding's position row
+ * and RoPE), and kv_cache set, so that each layer's attention (mt_model_decode_attention) appends
+ * the token's K and V to the cache and attends over positions [0, pos] with the backend's
+ * attention_block_fwd (the op context parallelism uses: query rows at one global position, key rows
+ * at others). Mixture-of-experts layers route the one token dropless (no capacity: a capacity
+ * per one-token "sequence" would be another model). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "train/generate.h"
+#include "train/model_internal.h"
 
-static float *Wt(const mt_kv_model *kv, int ti, int l) {
-    return ti < 0 ? NULL : kv->w + mt_param_offset(&kv->pl, ti, l);
+mt_status mt_model_decode_attention(mt_model *m, int l, const void *qkv, void *out) {
+    mt_status st = MT_OK;
+    const mt_param_layout *pl = &m->pl;
+    const size_t es = mt_dtype_bytes(m->act), kvw = (size_t)2 * pl->KV * pl->D;
+    char *cache = (char *)m->kv_cache + (size_t)l * m->kv_len * kvw * es;
+    /* this token's [k | v] columns (adjacent in the qkv row) into cache row pos */
+    MT_CHECK(m->be->i->copy_d2d(m->be, cache + (size_t)m->kv_pos * kvw * es,
+                                (const char *)qkv + (size_t)pl->H * pl->D * es, kvw * es));
+    mt_attention_block_fwd_args a = {.out = out, .lse = m->kv_lse, .qkv = qkv, .kv = cache, .B = 1, .T = m->kv_len,
+                                     .H = pl->H, .KV = pl->KV, .D = pl->D, .q0 = 0, .Tq = 1, .q_pos = m->kv_pos,
+                                     .k0 = 0, .Tk = m->kv_pos + 1, .k_pos = 0, .merge = 0};
+    MT_CHECK(MT_BE_CALL(m->be, attention_block_fwd, &a));
+out:
+    return st;
 }
 
 mt_status mt_kv_open(mt_kv_model *kv, const mt_model *m, int V) {
     mt_status st = MT_OK;
     memset(kv, 0, sizeof *kv);
-    kv->pl = m->pl;
-    const mt_param_layout *pl = &kv->pl;
-    if (pl->moe)
-        return mt_errorf(MT_ERR_UNSUPPORTED, "generate: the KV-cache decoder has no mixture-of-experts layers yet "
-                         "(model.moe.experts = %d); `mtrain logprobs` scores an MoE model with the training forward",
-                         pl->E);
-    if (pl->tp != 1 || pl->pp != 1 || !pl->has_embed || !pl->has_head)
-        return mt_errorf(MT_ERR_CONFIG, "generate: the KV cache needs the whole model on one rank (tp 1, pp 1)");
-    if (pl->H % pl->KV)
-        return mt_errorf(MT_ERR_CONFIG, "generate: %d query heads are not a multiple of %d kv heads", pl->H, pl->KV);
-    kv->ln = m->ln;
-    kv->swiglu = m->swiglu;
-    kv->rope = m->rope;
-    kv->norm_eps = m->norm_eps;
-    kv->rope_theta = m->rope_theta;
-    kv->wout = m->tied ? pl->idx.wte : pl->idx.lm_head;
+    const mt_param_layout *pl = &m->pl;
+    mt_backend *be = m->be;
+    if (pl->tp != 1 || pl->pp != 1 || pl->cp != 1 || (pl->moe && pl->ep != 1) || !pl->has_embed || !pl->has_head)
+        return mt_errorf(MT_ERR_CONFIG, "generate: the KV cache needs the whole model on one rank (tp = pp = cp = ep = 1)");
+    if (!be->i->attention_block_fwd || !be->i->copy_d2d)
+        return mt_errorf(MT_ERR_UNSUPPORTED, "generate: backend '%s' has no attention_block_fwd / copy_d2d for the KV "
+                         "cache; use --no-kv-cache", be->i->name);
+    kv->T = pl->T;
     kv->V = V;
-    if (kv->wout < 0 || pl->idx.wte < 0) return mt_errorf(MT_ERR_INTERNAL, "generate: the model has no output layer");
-    if (kv->rope && pl->D % 2) return mt_errorf(MT_ERR_CONFIG, "generate: RoPE needs an even head dim (D = %d)", pl->D);
-    const size_t n = pl->n_elems, es = mt_dtype_bytes(m->act);
-    const size_t kvd = (size_t)pl->KV * pl->D, cache = (size_t)pl->L * pl->T * kvd;
-    const int wide = pl->fc_rows > pl->qkv_rows ? pl->fc_rows : pl->qkv_rows;
-    const int widest = wide > pl->C ? wide : pl->C;
-    kv->w = malloc(n * sizeof(float));
-    kv->kc = malloc(cache * sizeof(float));
-    kv->vc = malloc(cache * sizeof(float));
-    float *s = malloc((size_t)(3 * pl->C + pl->qkv_rows + pl->H * pl->D + pl->fc_rows + pl->F + pl->T + widest) *
-                      sizeof(float));
-    if (!kv->w || !kv->kc || !kv->vc || !s) {
-        free(s);
-        st = mt_errorf(MT_ERR_OOM, "generate: host copy of %zu weights and a KV cache of %zu floats", n, 2 * cache);
-        goto out;
+    mt_model *d = &kv->dm;
+    *d = *m;
+    d->part_hook = NULL;
+    d->pl.T = 1; /* one token per forward; positions come from the cp and tp layers' chunk_pos */
+    d->pl.recompute = d->pl.recompute_attn = 0;
+    d->pl.moe_cap = 0;
+    mt_act_layout_build(&d->pl, 1, d->act, &d->al);
+    d->acts.base = NULL;
+    d->acts.l0 = 0;
+    d->par.cp.n_chunks = 1;
+    d->par.cp.chunk_len = 1;
+    d->par.cp.chunk_pos[0] = 0;
+    d->par.tp.N = 1;
+    d->par.tp.n_chunks = 1;
+    d->par.tp.chunk_len = 1;
+    d->par.tp.chunk_pos[0] = 0;
+    d->kv_len = pl->T;
+    const size_t es = mt_dtype_bytes(d->act);
+    const size_t cache = (size_t)pl->L * pl->T * 2 * pl->KV * pl->D * es;
+    d->kv_cache = d->kv_lse = NULL;
+    MT_CHECK(be->i->alloc(be, d->al.n_bytes, &d->acts.base));
+    MT_CHECK(be->i->alloc(be, cache, &d->kv_cache));
+    MT_CHECK(be->i->alloc(be, (size_t)pl->H * pl->T * 4, &d->kv_lse));
+    d->scalars = ACT(d, &d->acts, scalars);
+    if (pl->moe) d->moe_stats = ACT(d, &d->acts, moe_stats);
+    if (pl->spec.norm.one_plus) { /* the norms' ones: the model's own (read only) */
+        d->norm_w1 = ACT(d, &d->acts, norm_w1);
     }
-    kv->x = s;
-    kv->x1 = kv->x + pl->C;
-    kv->y = kv->x1 + pl->C;
-    kv->qkv = kv->y + widest; /* y also holds the logits of one row chunk: at least C wide */
-    kv->att = kv->qkv + pl->qkv_rows;
-    kv->h = kv->att + pl->H * pl->D;
-    kv->g = kv->h + pl->fc_rows;
-    kv->sc = kv->g + pl->F;
-    if (m->act == MT_F32) {
-        MT_CHECK(m->be->i->copy_d2h(m->be, kv->w, m->params, n * sizeof(float)));
-    } else {
-        uint16_t *b = malloc(n * es);
-        if (!b) {
-            st = mt_errorf(MT_ERR_OOM, "generate: staging for %zu bf16 weights", n);
-            goto out;
-        }
-        st = m->be->i->copy_d2h(m->be, b, m->params, n * es);
-        if (st == MT_OK)
-            for (size_t i = 0; i < n; i++) kv->w[i] = mt_bf16_to_f32(b[i]);
-        free(b);
-        if (st != MT_OK) goto out;
-    }
+    kv->raw = malloc((size_t)pl->Vp_r * es);
+    if (!kv->raw) st = mt_errorf(MT_ERR_OOM, "generate: a logits row of %d", pl->Vp_r);
 out:
     if (st != MT_OK) mt_kv_close(kv);
     return st;
 }
 
 void mt_kv_close(mt_kv_model *kv) {
-    free(kv->w);
-    free(kv->kc);
-    free(kv->vc);
-    free(kv->x); /* the one scratch allocation */
-    kv->w = kv->kc = kv->vc = kv->x = NULL;
+    mt_model *d = &kv->dm;
+    if (d->be) {
+        if (d->acts.base) d->be->i->free(d->be, d->acts.base);
+        if (d->kv_cache) d->be->i->free(d->be, d->kv_cache);
+        if (d->kv_lse) d->be->i->free(d->be, d->kv_lse);
+    }
+    free(kv->raw);
+    memset(kv, 0, sizeof *kv);
 }
 
 void mt_kv_reset(mt_kv_model *kv) { kv->n_past = 0; }
 
-/* y[r] = W[r, :] . x + b[r] for r < rows; W (rows, cols) row-major; double sums */
-static void matvec(float *y, const float *W, const float *b, const float *x, int rows, int cols) {
-    for (int r = 0; r < rows; r++) {
-        const float *w = W + (size_t)r * cols;
-        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        int c = 0;
-        for (; c + 4 <= cols; c += 4) {
-            a0 += (double)w[c] * x[c];
-            a1 += (double)w[c + 1] * x[c + 1];
-            a2 += (double)w[c + 2] * x[c + 2];
-            a3 += (double)w[c + 3] * x[c + 3];
-        }
-        for (; c < cols; c++) a0 += (double)w[c] * x[c];
-        y[r] = (float)((a0 + a1) + (a2 + a3)) + (b ? b[r] : 0.0f);
-    }
-}
-
-static void norm(const mt_kv_model *kv, float *out, const float *x, const float *w, const float *b) {
-    const int C = kv->pl.C;
-    double mu = 0, ss = 0;
-    if (kv->ln) {
-        for (int i = 0; i < C; i++) mu += x[i];
-        mu /= C;
-    }
-    for (int i = 0; i < C; i++) {
-        const double d = (double)x[i] - mu;
-        ss += d * d;
-    }
-    const float s = (float)(1.0 / sqrt(ss / C + (double)kv->norm_eps)), m = (float)mu;
-    for (int i = 0; i < C; i++) out[i] = (x[i] - m) * s * w[i] + (b ? b[i] : 0.0f);
-}
-
-/* rotate-half RoPE of n_heads heads of D at position pos, as mt_cpu_rope */
-static void rope(float *x, int n_heads, int D, int pos, float theta) {
-    const int half = D / 2;
-    for (int i = 0; i < half; i++) {
-        const double ang = (double)pos * pow((double)theta, -2.0 * i / D);
-        const float c = (float)cos(ang), s = (float)sin(ang);
-        for (int h = 0; h < n_heads; h++) {
-            float *x0 = x + (size_t)h * D, *x1 = x0 + half;
-            const float a0 = x0[i], a1 = x1[i];
-            x0[i] = a0 * c - a1 * s;
-            x1[i] = a1 * c + a0 * s;
-        }
-    }
-}
-
 mt_status mt_kv_step(mt_kv_model *kv, int32_t tok, float *logits) {
-    const mt_param_layout *pl = &kv->pl;
-    const mt_param_index *ix = &pl->idx;
-    const int C = pl->C, H = pl->H, KV = pl->KV, D = pl->D, F = pl->F, T = pl->T, pos = kv->n_past;
-    const int group = H / KV, kvd = KV * D;
-    if (pos >= T) return mt_errorf(MT_ERR_CONFIG, "generate: the KV cache is full (%d positions)", T);
+    mt_status st = MT_OK;
+    mt_model *d = &kv->dm;
+    const mt_param_layout *pl = &d->pl;
+    const int pos = kv->n_past;
+    if (pos >= kv->T) return mt_errorf(MT_ERR_CONFIG, "generate: the KV cache is full (%d positions)", kv->T);
     if (tok < 0 || tok >= pl->V) return mt_errorf(MT_ERR_DATA, "generate: token id %d outside [0, %d)", tok, pl->V);
-    if (ix->wpe >= 0 && pos >= pl->max_pos)
+    if (pl->idx.wpe >= 0 && pos >= pl->max_pos)
         return mt_errorf(MT_ERR_CONFIG, "generate: position %d past model.max_position %d", pos, pl->max_pos);
-    float *x = kv->x, *x1 = kv->x1, *y = kv->y, *qkv = kv->qkv, *att = kv->att, *h = kv->h, *g = kv->g, *sc = kv->sc;
-    const float *e = Wt(kv, ix->wte, 0) + (size_t)tok * C;
-    const float *p = ix->wpe >= 0 ? Wt(kv, ix->wpe, 0) + (size_t)pos * C : NULL;
-    for (int i = 0; i < C; i++) x[i] = e[i] + (p ? p[i] : 0.0f);
-    const float scale = 1.0f / sqrtf((float)D);
-    for (int l = 0; l < pl->L; l++) {
-        norm(kv, x1, x, Wt(kv, ix->ln1_w, l), Wt(kv, ix->ln1_b, l));
-        matvec(qkv, Wt(kv, ix->qkv_w, l), Wt(kv, ix->qkv_b, l), x1, pl->qkv_rows, C);
-        if (kv->rope) rope(qkv, H + KV, D, pos, kv->rope_theta); /* q heads then k heads */
-        float *kl = kv->kc + (size_t)l * T * kvd, *vl = kv->vc + (size_t)l * T * kvd;
-        memcpy(kl + (size_t)pos * kvd, qkv + (size_t)H * D, (size_t)kvd * sizeof(float));
-        memcpy(vl + (size_t)pos * kvd, qkv + (size_t)(H + KV) * D, (size_t)kvd * sizeof(float));
-        for (int hh = 0; hh < H; hh++) {
-            const float *q = qkv + (size_t)hh * D;
-            const int kh = hh / group;
-            float mx = -INFINITY;
-            for (int j = 0; j <= pos; j++) {
-                const float *k = kl + (size_t)j * kvd + (size_t)kh * D;
-                double d = 0;
-                for (int i = 0; i < D; i++) d += (double)q[i] * k[i];
-                sc[j] = (float)d * scale;
-                if (sc[j] > mx) mx = sc[j];
-            }
-            double sum = 0;
-            for (int j = 0; j <= pos; j++) {
-                sc[j] = expf(sc[j] - mx);
-                sum += sc[j];
-            }
-            const float inv = (float)(1.0 / sum);
-            float *o = att + (size_t)hh * D;
-            for (int i = 0; i < D; i++) o[i] = 0.0f;
-            for (int j = 0; j <= pos; j++) {
-                const float *v = vl + (size_t)j * kvd + (size_t)kh * D;
-                const float pj = sc[j] * inv;
-                for (int i = 0; i < D; i++) o[i] += pj * v[i];
-            }
-        }
-        matvec(y, Wt(kv, ix->proj_w, l), Wt(kv, ix->proj_b, l), att, C, H * D);
-        for (int i = 0; i < C; i++) x[i] += y[i]; /* xm */
-        norm(kv, x1, x, Wt(kv, ix->ln2_w, l), Wt(kv, ix->ln2_b, l));
-        matvec(h, Wt(kv, ix->fc_w, l), Wt(kv, ix->fc_b, l), x1, pl->fc_rows, C);
-        if (kv->swiglu) {
-            for (int j = 0; j < F; j++) {
-                const float a = h[j];
-                g[j] = a / (1.0f + expf(-a)) * h[F + j];
-            }
-        } else {
-            for (int j = 0; j < F; j++) {
-                const float a = h[j], u = 0.7978845608028654f * (a + 0.044715f * a * a * a);
-                g[j] = a / (1.0f + expf(-2.0f * u)); /* a * sigmoid(2u) = a * 0.5 (1 + tanh u) */
-            }
-        }
-        matvec(y, Wt(kv, ix->fcproj_w, l), Wt(kv, ix->fcproj_b, l), g, C, F);
-        for (int i = 0; i < C; i++) x[i] += y[i];
-    }
+    d->kv_pos = d->par.cp.chunk_pos[0] = d->par.tp.chunk_pos[0] = pos;
+    MT_CHECK(d->be->i->copy_h2d(d->be, ACT(d, &d->acts, tokens), &tok, sizeof tok));
+    mt_model_part part = mt_model_whole(d);
+    part.head = logits != NULL;
+    MT_CHECK(mt_model_forward(d, &d->acts, part));
     kv->n_past = pos + 1;
-    if (!logits) return MT_OK;
-    norm(kv, x1, x, Wt(kv, ix->lnf_w, 0), Wt(kv, ix->lnf_b, 0));
-    matvec(logits, Wt(kv, kv->wout, 0), NULL, x1, kv->V, C);
-    return MT_OK;
+    if (!logits) goto out;
+    MT_CHECK(d->be->i->copy_d2h(d->be, kv->raw, ACT(d, &d->acts, logits), (size_t)kv->V * mt_dtype_bytes(d->act)));
+    if (d->act == MT_F32) {
+        memcpy(logits, kv->raw, (size_t)kv->V * sizeof(float));
+    } else {
+        const uint16_t *b = kv->raw;
+        for (int i = 0; i < kv->V; i++) logits[i] = mt_bf16_to_f32(b[i]);
+    }
+out:
+    return st;
 }

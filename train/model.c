@@ -10,19 +10,21 @@
 #include <string.h>
 
 #include "train/model_internal.h"
+#include "core/dtype.h"
 #include "core/rng.h"
 
 mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes) {
     const struct mt_backend_i *i = be->i;
-    int ln = r->model.norm == MT_NORM_LAYERNORM, sw = r->model.activation == MT_ACT_SWIGLU;
-    int tp = r->parallel.tensor > 1, moe = r->model.moe.experts > 0, cp = r->parallel.context > 1;
+    const mt_layer_spec spec = mt_layer_spec_of(r);
+    int ln = mt_norm_is_layernorm(&spec.norm), sw = spec.mlp == MT_MLP_SWIGLU;
+    int tp = r->parallel.tensor > 1, moe = spec.moe, cp = r->parallel.context > 1;
     struct { const char *name; int needed; const void *fn; } ops[] = {
         {"matmul_fwd", 1, (const void *)i->matmul_fwd}, {"matmul_bwd", 1, (const void *)i->matmul_bwd},
         {"layernorm_fwd", ln, (const void *)i->layernorm_fwd}, {"layernorm_bwd", ln, (const void *)i->layernorm_bwd},
         {"rmsnorm_fwd", !ln, (const void *)i->rmsnorm_fwd}, {"rmsnorm_bwd", !ln, (const void *)i->rmsnorm_bwd},
         {"gelu_fwd", !sw, (const void *)i->gelu_fwd}, {"gelu_bwd", !sw, (const void *)i->gelu_bwd},
         {"swiglu_fwd", sw, (const void *)i->swiglu_fwd}, {"swiglu_bwd", sw, (const void *)i->swiglu_bwd},
-        {"rope", r->model.position == MT_POS_ROPE, (const void *)i->rope},
+        {"rope", spec.rope, (const void *)i->rope},
         {"attention_fwd", 1, (const void *)i->attention_fwd}, {"attention_bwd", 1, (const void *)i->attention_bwd},
         {"embedding_fwd", 1, (const void *)i->embedding_fwd}, {"embedding_bwd", 1, (const void *)i->embedding_bwd},
         {"xent_fwd_bwd", 1, (const void *)i->xent_fwd_bwd}, {"add", 1, (const void *)i->add},
@@ -35,7 +37,7 @@ mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char 
         {"copy_d2d", moe, (const void *)i->copy_d2d},
         {"attention_block_fwd", cp, (const void *)i->attention_block_fwd},
         {"attention_block_bwd", cp, (const void *)i->attention_block_bwd},
-        {"copy_rows", cp, (const void *)i->copy_rows},
+        {"copy_rows", cp || spec.qk_norm, (const void *)i->copy_rows},
     };
     size_t used = 0;
     missing[0] = 0;
@@ -220,6 +222,25 @@ mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, i
     return init_shorthand(m, r, be, B, n_shards, shard, &ps);
 }
 
+/* zero-centred gamma: the (C) ones the norms add to their weights (model_internal.h) */
+static mt_status fill_norm_ones(mt_model *m) {
+    const int C = m->pl.C;
+    const size_t es = mt_dtype_bytes(m->act);
+    void *host = malloc((size_t)C * es);
+    if (!host) return mt_errorf(MT_ERR_OOM, "model init: %d norm ones", C);
+    for (int i = 0; i < C; i++) {
+        if (m->act == MT_F32)
+            ((float *)host)[i] = 1.0f;
+        else
+            ((uint16_t *)host)[i] = mt_f32_to_bf16(1.0f);
+    }
+    m->norm_ones = ACT(m, &m->acts, norm_ones);
+    m->norm_w1 = ACT(m, &m->acts, norm_w1);
+    mt_status st = m->be->i->copy_h2d(m->be, m->norm_ones, host, (size_t)C * es);
+    free(host);
+    return st;
+}
+
 /* the owned optimizer shards form one contiguous flat range (f32 master weights can alias the
  * parameters there): at most one non-empty region */
 static int one_region(const mt_opt_layout *ol) {
@@ -235,13 +256,7 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     memset(m, 0, sizeof *m);
     m->be = be;
     m->act = be->act;
-    m->ln = r->model.norm == MT_NORM_LAYERNORM;
-    m->swiglu = r->model.activation == MT_ACT_SWIGLU;
-    m->rope = r->model.position == MT_POS_ROPE;
     m->tied = r->model.tie_embeddings;
-    m->bias = r->model.bias;
-    m->norm_eps = r->model.norm_eps;
-    m->rope_theta = r->model.rope_theta;
     MT_CHECK(mt_model_check_backend(r, be, missing, sizeof missing));
     mt_parallel_state one; /* no state given: one rank (every group of size 1) */
     const mt_parallel_state *ps = s->ps;
@@ -299,6 +314,7 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     MT_CHECK(be->i->alloc(be, m->bytes_acts, &m->acts.base));
     m->acts.l0 = 0;
     m->scalars = ACT(m, &m->acts, scalars);
+    if (m->pl.spec.norm.one_plus) MT_CHECK(fill_norm_ones(m));
     if (m->pl.moe) {
         m->moe_stats = ACT(m, &m->acts, moe_stats);
         MT_CHECK(mt_ep_init(&m->par.ep, be, m->act, mt_pstate_group(ps, MT_PG_EP), m->pl.ep, m->pl.E, m->pl.C,

@@ -10,7 +10,8 @@
  * Activations are passed explicitly (mt_acts): the model's own buffer for plain micro-batch
  * steps; the pipeline executor passes the buffer of the slot it runs. Nothing here keeps a "current"
  * buffer.
- * Files: model.c (init, glue), model_fwd.c, model_bwd.c, model_moe.c (router and experts).
+ * Files: model.c (init, glue), model_fwd.c, model_bwd.c, model_qk.c (q / k between projection and
+ * attention), model_moe.c (router and experts). The layer itself is pl.spec (core/model/layer_spec.h).
  * Rules: nothing here reads device memory except mt_model_read_scalars; nothing is allocated after
  * init (host staging included). Gradient reductions live in parallel/grad_sync.h. */
 #ifndef MT_MODEL_H
@@ -56,10 +57,9 @@ typedef struct {
     mt_act_layout al;
     mt_opt_layout ol;      /* flat buffer length, optimizer shards (core/model/opt_layout.h) */
     mt_dtype act;
-    int arch_llama;
-    int ln;                /* layernorm (1) or rmsnorm (0) */
-    int swiglu, rope, tied, bias;
-    float norm_eps, rope_theta;
+    int tied;              /* the output layer is the word embedding (the layer itself: pl.spec) */
+    void *norm_ones, *norm_w1; /* zero-centred gamma (pl.spec.norm.one_plus): (max(C, D)) act ones, and
+                              the scratch 1 + w of the norm being run; NULL otherwise */
     void *params;          /* (ol.n_flat) act */
     void *grads;           /* (ol.n_flat) f32 */
     void *master;          /* (ol.n_opt) f32: this rank's optimizer shards (mt_opt_piece gives the
@@ -84,6 +84,11 @@ typedef struct {
        NULL = none */
     mt_status (*part_hook)(void *ctx, int backward, int part);
     void *part_hook_ctx;
+    /* decoding with a KV cache (train/generate_kv.c; NULL / 0 in training): each layer's attention
+       appends the token's K / V at kv_pos and attends over positions [0, kv_pos] */
+    void *kv_cache;        /* (L, kv_len, 2 KV D) act: [k heads | v heads] of past positions per layer */
+    void *kv_lse;          /* (H, kv_len) f32 scratch */
+    int kv_len, kv_pos;
 } mt_model;
 
 #define MT_MODEL_PART_EMBED (-1)

@@ -45,7 +45,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
             MT_CHECK(mt_moe_backward(m, A, l, x2, &dx));
             goto mlp_done;
         }
-        if (m->swiglu) {
+        if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
             MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, dfch_act), G(m, ix->fcproj_w, l), G(m, ix->fcproj_b, l), dresid, g,
                                    P(m, ix->fcproj_w, l), C, pl->F_r));
             mt_swiglu_bwd_args sa = {.dinp = ACT(m, A, dfch), .dout = ACT(m, A, dfch_act), .inp = h, .N = N, .F = pl->F_r};
@@ -61,11 +61,11 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
                                    ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), Nr));
         /* attention: dresid holds dL/dxm. Selective recompute: rerun the attention core from the
            saved qkv (after RoPE) into the shared slice: the same op on the same input, the same bits */
-        if (pl->recompute_attn) MT_CHECK(mt_model_attention_fwd(m, A, qkv, atty, lse));
+        if (pl->recompute_attn) MT_CHECK(mt_model_attention_fwd(m, A, l, qkv, atty, lse));
         MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, datty), G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, atty,
                                P(m, ix->proj_w, l), C, HD));
         MT_CHECK(mt_model_attention_bwd(m, A, qkv, atty, lse, ACT(m, A, datty), ACT(m, A, dqkv)));
-        if (m->rope) MT_CHECK(mt_model_rope(m, ACT(m, A, dqkv), 1));
+        MT_CHECK(mt_model_qk_bwd(m, A, l, ACT(m, A, dqkv)));
         MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->qkv_w, l), G(m, ix->qkv_b, l), ACT(m, A, dqkv), x1,
                                   P(m, ix->qkv_w, l), pl->qkv_rows_r, C));
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->ln1_w, l), G(m, ix->ln1_b, l), dx, x, P(m, ix->ln1_w, l),

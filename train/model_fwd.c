@@ -1,7 +1,7 @@
 /* model_fwd.c — GPT / Llama forward of one micro-batch on one rank, written against the
  * backend table and the tensor-parallel layers of parallel/tp.h (which are the plain ops at
  * tp = 1: no collective, no copy).
- * Layer (pre-norm):  x1 = norm1(x); qkv = col(x1, Wqkv) (+b); rope(q, k); a = attn(qkv);
+ * Layer (pre-norm):  x1 = norm1(x); qkv = col(x1, Wqkv) (+b); qk(q, k) (model_qk.c: rope); a = attn(qkv);
  *                    xm = x + row(a, Wproj) (+b); x2 = norm2(xm); h = col(x2, Wfc) (+b);
  *                    g = gelu(h) | swiglu(h); x' = xm + row(g, Wfcproj) (+b)
  * Pipeline stages run a part: layers [l0, l1), the embedding and / or the head.
@@ -12,8 +12,10 @@
  * the norms hold N_r token rows (all N, or 1/tp of them with sequence parallelism). */
 #include "train/model_internal.h"
 
-/* the ring over the cp group when cp > 1, else the backend's op (parallel/cp_attention.c) */
-mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv, void *out, void *lse) {
+/* over the KV cache when decoding (generate_kv.c); else the ring over the cp group when cp > 1, else
+ * the backend's op (parallel/cp_attention.c) */
+mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, int l, const void *qkv, void *out, void *lse) {
+    if (m->kv_cache) return mt_model_decode_attention(m, l, qkv, out);
     const mt_cp_shape s = mt_model_attn_shape(m);
     return mt_cp_attention_fwd(&m->par.cp, &s, ACT(m, A, cp_kv), qkv, out, lse);
 }
@@ -43,8 +45,8 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
     MT_CHECK(mt_model_norm_fwd(m, x1, ACT_L(m, A, ln1_mean, ls, Nr, 4), ACT_L(m, A, ln1_rstd, ls, Nr, 4), x,
                                P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
     MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
-    if (m->rope) MT_CHECK(mt_model_rope(m, qkv, 0));
-    MT_CHECK(mt_model_attention_fwd(m, A, qkv, atty, lse));
+    MT_CHECK(mt_model_qk_fwd(m, A, l, qkv)); /* RoPE (and whatever else the spec puts there) */
+    MT_CHECK(mt_model_attention_fwd(m, A, l, qkv, atty, lse));
     MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
     /* xm = x + y and x2 = norm2(xm) in one op (fused residual add + norm) */
     MT_CHECK(mt_model_add_norm_fwd(m, xm, x2, ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), x, y,
@@ -53,7 +55,7 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
         MT_CHECK(mt_moe_forward(m, A, l, x2, xm, xo));
         goto out;
     }
-    if (m->swiglu) {
+    if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
         MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
         mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = N, .F = pl->F_r};
         MT_CHECK(MT_BE_CALL(m->be, swiglu_fwd, &sa));

@@ -1,4 +1,5 @@
-/* model_internal.h — shared by model.c, model_fwd.c, model_bwd.c and model_moe.c (not a public header):
+/* model_internal.h — shared by model.c, model_fwd.c, model_bwd.c, model_qk.c, model_moe.c and generate_kv.c
+ * (not a public header):
  * views into the model's buffers and the norm wrappers. Rule: only pointer arithmetic on the
  * layouts' offsets here; no device access. */
 #ifndef MT_MODEL_INTERNAL_H
@@ -21,35 +22,72 @@ static inline void *mt_model_G(const mt_model *m, int ti, int l) {
 #define P(m, ti, l) mt_model_P((m), (ti), (l))
 #define G(m, ti, l) mt_model_G((m), (ti), (l))
 
+/* The weight a norm of the layer spec applies: w itself, or 1 + w under zero-centred gamma
+ * (computed into the model's norm_w1 scratch with the backend's add, just before the one op that
+ * reads it; the gradient with respect to 1 + w is the gradient with respect to w). */
+static inline mt_status mt_model_norm_weight(mt_model *m, const void *w, int C, const void **applied) {
+    *applied = w;
+    if (!m->pl.spec.norm.one_plus) return MT_OK;
+    mt_add_args ad = {.out = m->norm_w1, .a = w, .b = m->norm_ones, .n = (size_t)C};
+    *applied = m->norm_w1;
+    return MT_BE_CALL(m->be, add, &ad);
+}
+
+/* out = norm(inp) over N rows of C (the spec's kind; mean only for LayerNorm) */
+static inline mt_status mt_model_norm_rows_fwd(mt_model *m, void *out, void *mean, void *rstd, const void *inp,
+                                               const void *w, const void *b, int N, int C) {
+    const int ln = mt_norm_is_layernorm(&m->pl.spec.norm);
+    const void *wa = NULL;
+    mt_status st = mt_model_norm_weight(m, w, C, &wa);
+    if (st != MT_OK) return st;
+    mt_norm_fwd_args a = {.out = out, .mean = ln ? mean : NULL, .rstd = rstd, .inp = inp,
+                          .weight = wa, .bias = b, .N = N, .C = C, .eps = m->pl.spec.norm.eps};
+    return ln ? MT_BE_CALL(m->be, layernorm_fwd, &a) : MT_BE_CALL(m->be, rmsnorm_fwd, &a);
+}
+
 static inline mt_status mt_model_norm_fwd(mt_model *m, void *out, void *mean, void *rstd, const void *inp,
                                           const void *w, const void *b, int N) {
-    mt_norm_fwd_args a = {.out = out, .mean = m->ln ? mean : NULL, .rstd = rstd, .inp = inp,
-                          .weight = w, .bias = b, .N = N, .C = m->pl.C, .eps = m->norm_eps};
-    return m->ln ? MT_BE_CALL(m->be, layernorm_fwd, &a) : MT_BE_CALL(m->be, rmsnorm_fwd, &a);
+    return mt_model_norm_rows_fwd(m, out, mean, rstd, inp, w, b, N, m->pl.C);
 }
 
 /* out_resid = a + b, then out = norm(out_resid): the backend's fused add_*norm_fwd when it has
  * one, else add then the norm (the same values on the CPU reference either way). */
 static inline mt_status mt_model_add_norm_fwd(mt_model *m, void *out_resid, void *out, void *mean, void *rstd,
                                               const void *x, const void *y, const void *w, const void *b, int N) {
+    const int ln = mt_norm_is_layernorm(&m->pl.spec.norm);
     mt_status (*fused)(mt_backend *, const mt_add_norm_fwd_args *) =
-        m->ln ? m->be->i->add_layernorm_fwd : m->be->i->add_rmsnorm_fwd;
+        ln ? m->be->i->add_layernorm_fwd : m->be->i->add_rmsnorm_fwd;
     if (!fused) {
         mt_add_args ad = {.out = out_resid, .a = x, .b = y, .n = (size_t)N * m->pl.C};
         mt_status st = MT_BE_CALL(m->be, add, &ad);
         if (st != MT_OK) return st;
         return mt_model_norm_fwd(m, out, mean, rstd, out_resid, w, b, N);
     }
-    mt_add_norm_fwd_args a = {.out_resid = out_resid, .out = out, .mean = m->ln ? mean : NULL, .rstd = rstd,
-                              .a = x, .b = y, .weight = w, .bias = b, .N = N, .C = m->pl.C, .eps = m->norm_eps};
+    const void *wa = NULL;
+    mt_status st = mt_model_norm_weight(m, w, m->pl.C, &wa);
+    if (st != MT_OK) return st;
+    mt_add_norm_fwd_args a = {.out_resid = out_resid, .out = out, .mean = ln ? mean : NULL, .rstd = rstd,
+                              .a = x, .b = y, .weight = wa, .bias = b, .N = N, .C = m->pl.C,
+                              .eps = m->pl.spec.norm.eps};
     return fused(m->be, &a);
+}
+
+/* dinp += d norm (N rows of C); dw, db += */
+static inline mt_status mt_model_norm_rows_bwd(mt_model *m, void *dinp, void *dw, void *db, const void *dout,
+                                               const void *inp, const void *w, const void *mean, const void *rstd,
+                                               int N, int C) {
+    const void *wa = NULL;
+    mt_status st = mt_model_norm_weight(m, w, C, &wa);
+    if (st != MT_OK) return st;
+    mt_norm_bwd_args a = {.dinp = dinp, .dweight = dw, .dbias = db, .dout = dout, .inp = inp,
+                          .weight = wa, .mean = mean, .rstd = rstd, .N = N, .C = C};
+    return mt_norm_is_layernorm(&m->pl.spec.norm) ? MT_BE_CALL(m->be, layernorm_bwd, &a)
+                                                   : MT_BE_CALL(m->be, rmsnorm_bwd, &a);
 }
 
 static inline mt_status mt_model_norm_bwd(mt_model *m, void *dinp, void *dw, void *db, const void *dout,
                                           const void *inp, const void *w, const void *mean, const void *rstd, int N) {
-    mt_norm_bwd_args a = {.dinp = dinp, .dweight = dw, .dbias = db, .dout = dout, .inp = inp,
-                          .weight = w, .mean = mean, .rstd = rstd, .N = N, .C = m->pl.C};
-    return m->ln ? MT_BE_CALL(m->be, layernorm_bwd, &a) : MT_BE_CALL(m->be, rmsnorm_bwd, &a);
+    return mt_model_norm_rows_bwd(m, dinp, dw, db, dout, inp, w, mean, rstd, N, m->pl.C);
 }
 
 /* Local layer l's activations (forward writes them, backward reads them): the residual stream's
@@ -91,7 +129,7 @@ static inline mt_cp_shape mt_model_attn_shape(const mt_model *m) {
 /* RoPE of the local rows (B sequences of the cp layer's chunks) at their global positions. */
 static inline mt_status mt_model_rope(mt_model *m, void *x, int inverse) {
     const mt_cp_shape s = mt_model_attn_shape(m);
-    return mt_cp_rope(&m->par.cp, &s, x, m->rope_theta, inverse);
+    return mt_cp_rope(&m->par.cp, &s, x, m->pl.spec.rope_theta, inverse);
 }
 /* The attention core's backward, dqkv (=) from dout and the saved out / lse: the ring over the cp
  * group when cp > 1 (dK / dV partials travelling home), else the backend's op. */
@@ -102,9 +140,18 @@ static inline mt_status mt_model_attention_bwd(mt_model *m, const mt_acts *A, co
                                dout, dqkv);
 }
 
-/* The attention core's forward, out / lse from qkv: the ring over the cp group when cp > 1, else the
- * backend's op (model_fwd.c; backward reruns it under selective recompute). */
-mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, const void *qkv, void *out, void *lse);
+/* The attention core's forward of local layer l, out / lse from qkv: over the KV cache when decoding,
+ * the ring over the cp group when cp > 1, else the backend's op (model_fwd.c; backward reruns it
+ * under selective recompute). */
+mt_status mt_model_attention_fwd(mt_model *m, const mt_acts *A, int l, const void *qkv, void *out, void *lse);
+/* Decoding (generate_kv.c): layer l's K / V of the one token in qkv into the cache, out = attention of
+ * its queries over the cached positions [0, kv_pos]. */
+mt_status mt_model_decode_attention(mt_model *m, int l, const void *qkv, void *out);
+
+/* Local layer l's queries and keys between the qkv projection and the attention core (model_qk.c):
+ * the forward transforms them in place in qkv, the backward takes dqkv back through it in place. */
+mt_status mt_model_qk_fwd(mt_model *m, const mt_acts *A, int l, void *qkv);
+mt_status mt_model_qk_bwd(mt_model *m, const mt_acts *A, int l, void *dqkv);
 
 /* one layer's forward, resid[l] -> resid[l+1] (model_fwd.c); backward reruns it under full recompute */
 mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l);

@@ -32,6 +32,10 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     if (c->moe.experts > 0)
         return unsupported(r, "model.moe.experts", "%d experts: mixture-of-experts models are not exported yet",
                            c->moe.experts);
+    if (c->qk_layernorm)
+        return unsupported(r, "model.qk_layernorm", "true: the per-head query / key norm (--qk-layernorm) has no "
+                           "field in GPT-2 or Llama (transformers' Qwen3 and OLMo-2 have one; exporting to them is "
+                           "not implemented)");
     if (c->arch == MT_ARCH_GPT) {
         if (c->position != MT_POS_LEARNED) return unsupported(r, "model.position", "rope");
         if (c->norm != MT_NORM_LAYERNORM) return unsupported(r, "model.norm", "rmsnorm");
@@ -59,6 +63,7 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     m->max_pos = c->max_position > 0 ? c->max_position : c->seq_length;
     m->tied = c->tie_embeddings;
     m->bias = c->bias;
+    m->norm_1p = c->norm_1p;
     m->norm_eps = c->norm_eps;
     m->rope_theta = c->rope_theta;
     m->init_std = c->init_std;
@@ -169,6 +174,10 @@ int mt_hf_plan(const mt_hf_model *m, mt_hf_tensor *out, int max) {
         plan_gpt(m, &p);
     else
         plan_llama(m, &p);
+    static const char *const norm_w[] = {"ln1_w", "ln2_w", "lnf_w"};
+    for (int i = 0; m->norm_1p && i < p.n && i < p.max; i++) /* zero-centred gamma: exported as 1 + w */
+        for (size_t k = 0; k < sizeof norm_w / sizeof norm_w[0]; k++)
+            if (!strcmp(out[i].src, norm_w[k])) out[i].offset = 1.0f;
     return p.n;
 }
 
@@ -203,6 +212,7 @@ void mt_hf_extract(const mt_hf_tensor *t, const float *layer_data, int64_t cols,
     const float *src = layer_data + (size_t)t->r0 * (size_t)cols + t->c0;
     if (!t->transpose) {
         for (int64_t i = 0; i < nr; i++) memcpy(out + (size_t)i * nc, src + (size_t)i * cols, (size_t)nc * sizeof *out);
+        for (int64_t i = 0; t->offset != 0.0f && i < nr * nc; i++) out[i] += t->offset;
         return;
     }
     for (int64_t i0 = 0; i0 < nr; i0 += B) /* in 32 x 32 tiles: both sides stay in cache */
@@ -210,6 +220,18 @@ void mt_hf_extract(const mt_hf_tensor *t, const float *layer_data, int64_t cols,
             const int64_t i1 = i0 + B < nr ? i0 + B : nr, j1 = j0 + B < nc ? j0 + B : nc;
             for (int64_t j = j0; j < j1; j++)
                 for (int64_t i = i0; i < i1; i++) out[(size_t)j * nr + i] = src[(size_t)i * cols + j];
+        }
+}
+
+void mt_hf_insert(const mt_hf_tensor *t, const float *in, int64_t cols, float *layer_data, uint8_t *seen,
+                  uint64_t *twice) {
+    for (int i = 0; i < t->nr; i++)
+        for (int j = 0; j < t->nc; j++) {
+            const size_t d = (size_t)(t->r0 + i) * (size_t)cols + (size_t)(t->c0 + j);
+            const float v = t->transpose ? in[(size_t)j * t->nr + i] : in[(size_t)i * t->nc + j];
+            *twice += seen[d];
+            seen[d] = 1;
+            layer_data[d] = v - t->offset;
         }
 }
 

@@ -34,6 +34,7 @@ typedef struct {
     mt_arch arch;
     int L, C, H, KV, D, F, V, max_pos;
     int tied, bias;
+    int norm_1p;  /* zero-centred gamma (model.norm_1p): the norm weights export as 1 + w, an ordinary norm */
     float norm_eps, rope_theta, init_std;
     int bos, eos; /* token ids (the tokenizer's end-of-document id); set by the caller */
 } mt_hf_model;
@@ -53,6 +54,8 @@ typedef struct {
     int transpose;
     int n_dims;
     int64_t shape[2];
+    float offset; /* added to every value on export, taken off on import: 1 for a zero-centred-gamma
+                     model's norm weights, else 0 */
 } mt_hf_tensor;
 
 /* The output tensors of m, in writing order: up to max into out (may be NULL); the count. */
@@ -64,6 +67,10 @@ int mt_hf_source_shape(const mt_hf_model *m, const char *src, int64_t *layers, i
 /* t's values from `layer_data` (the source tensor's layer t->layer: rows x `cols` floats,
  * row-major) into out (t->nr * t->nc floats, in t's shape). */
 void mt_hf_extract(const mt_hf_tensor *t, const float *layer_data, int64_t cols, float *out);
+/* The inverse (import): t's values `in` (its HF shape) into its block of `layer_data`; seen (one
+ * byte per element of the layer slice) marks what was written, *twice counts elements written again. */
+void mt_hf_insert(const mt_hf_tensor *t, const float *in, int64_t cols, float *layer_data, uint8_t *seen,
+                  uint64_t *twice);
 /* fp32 values to the output dtype's little-endian bytes (bf16: round to nearest even). */
 void mt_hf_convert(const float *in, size_t n, mt_dtype dt, void *out);
 

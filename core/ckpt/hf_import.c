@@ -166,19 +166,6 @@ out:
     return st;
 }
 
-/* the inverse of mt_hf_extract: t's values (in its HF shape) into its block of the layer slice */
-static void insert(const mt_hf_tensor *t, const float *in, int64_t cols, float *layer_data, uint8_t *seen,
-                   uint64_t *twice) {
-    for (int i = 0; i < t->nr; i++)
-        for (int j = 0; j < t->nc; j++) {
-            const size_t d = (size_t)(t->r0 + i) * (size_t)cols + (size_t)(t->c0 + j);
-            const float v = t->transpose ? in[(size_t)j * t->nr + i] : in[(size_t)i * t->nc + j];
-            *twice += seen[d];
-            seen[d] = 1;
-            layer_data[d] = v;
-        }
-}
-
 mt_status mt_hf_import(const mt_hf_import_opts *o, const mt_recipe *r_in, int *n_tensors, double *seconds) {
     mt_status st = MT_OK;
     const double t0 = mt_clock_s();
@@ -271,8 +258,8 @@ mt_status mt_hf_import(const mt_hf_import_opts *o, const mt_recipe *r_in, int *n
         }
         const size_t slice = (size_t)pl.t[ti].full_rows * pl.t[ti].full_cols;
         uint64_t twice = 0;
-        insert(t, scratch, pl.t[ti].full_cols, tensors[ti] + (size_t)t->layer * slice, seen[ti] + (size_t)t->layer * slice,
-               &twice);
+        mt_hf_insert(t, scratch, pl.t[ti].full_cols, tensors[ti] + (size_t)t->layer * slice,
+                     seen[ti] + (size_t)t->layer * slice, &twice);
         if (twice) {
             st = mt_errorf(MT_ERR_INTERNAL, "import: %s overlaps another tensor's block of %s", t->name, t->src);
             goto out;

@@ -59,6 +59,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     mt_status st = MT_OK;
     memset(pl, 0, sizeof *pl);
     memset(&pl->idx, -1, sizeof pl->idx);
+    pl->spec = mt_layer_spec_of(r);
     pl->L = m->layers;
     pl->C = m->hidden;
     pl->H = m->heads;
@@ -70,7 +71,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     pl->T = m->seq_length;
     pl->max_pos = m->max_position > 0 ? m->max_position : m->seq_length;
     pl->qkv_rows = (pl->H + 2 * pl->KV) * pl->D;
-    pl->fc_rows = m->activation == MT_ACT_SWIGLU ? 2 * pl->F : pl->F;
+    pl->fc_rows = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->F : pl->F;
     if (pl->L <= 0 || pl->C <= 0 || pl->H <= 0 || pl->C % pl->H || pl->V <= 0 || pl->T <= 0)
         return mt_errorf(MT_ERR_CONFIG, "model layout: invalid model dimensions (validate the recipe first)");
     const int tp = r->parallel.tensor > 0 ? r->parallel.tensor : 1;
@@ -86,7 +87,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     pl->F_r = pl->F / tp;
     pl->Vp_r = pl->Vp / tp;
     pl->qkv_rows_r = (pl->H_r + 2 * pl->KV_r) * pl->D;
-    pl->fc_rows_r = m->activation == MT_ACT_SWIGLU ? 2 * pl->F_r : pl->F_r;
+    pl->fc_rows_r = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->F_r : pl->F_r;
     pl->L_global = pl->L;
     pl->pp = use_pp && r->parallel.pipeline > 1 ? r->parallel.pipeline : 1;
     pl->vpp = pl->pp > 1 && r->parallel.virtual_pipeline > 1 ? r->parallel.virtual_pipeline : 1;
@@ -124,25 +125,35 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
             pl->moe_cap = c < 1 ? 1 : c > pl->T ? pl->T : (int)c;
         }
     }
-    const int L = pl->L, C = pl->C, bias = m->bias, ln = m->norm == MT_NORM_LAYERNORM;
-    const int q = pl->H * pl->D, kv = pl->KV * pl->D, F = pl->F, nfb = m->activation == MT_ACT_SWIGLU ? 2 : 1;
+    const int L = pl->L, C = pl->C, bias = pl->spec.bias, nb = pl->spec.norm.bias;
+    const int q = pl->H * pl->D, kv = pl->KV * pl->D, F = pl->F, nfb = pl->spec.mlp == MT_MLP_SWIGLU ? 2 : 1;
     const mt_shard_kind ROWS = MT_SHARD_ROWS, COLS = MT_SHARD_COLS, NONE = MT_SHARD_NONE;
     mt_param_index *ix = &pl->idx;
+    const mt_init_kind one = pl->spec.norm.one_plus ? MT_INIT_ZERO : MT_INIT_ONE; /* a norm weight's start */
     size_t cur = 0;
     if (pl->has_embed || (m->tie_embeddings && pl->has_head)) {
         ix->wte = add_tensor(pl, &cur, "wte", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
         pl->t[ix->wte].pp_copy = !pl->has_embed;
     }
-    if (m->position == MT_POS_LEARNED && pl->has_embed)
+    if (!pl->spec.rope && pl->has_embed)
         ix->wpe = add_tensor(pl, &cur, "wpe", 1, pl->max_pos, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
-    ix->ln1_w = add_norm(pl, &cur, "ln1_w", L, MT_INIT_ONE);
-    if (ln) ix->ln1_b = add_norm(pl, &cur, "ln1_b", L, MT_INIT_ZERO);
+    ix->ln1_w = add_norm(pl, &cur, "ln1_w", L, one);
+    if (nb) ix->ln1_b = add_norm(pl, &cur, "ln1_b", L, MT_INIT_ZERO);
     ix->qkv_w = add_tensor(pl, &cur, "qkv_w", L, pl->qkv_rows, C, 1, MT_INIT_NORMAL, ROWS, 3, q, kv, kv);
     if (bias) ix->qkv_b = add_tensor(pl, &cur, "qkv_b", L, 1, pl->qkv_rows, 0, MT_INIT_ZERO, COLS, 3, q, kv, kv);
+    if (pl->spec.qk_norm) { /* per-head norms: every tp rank's heads add to the gradient (sp or not) */
+        const char *name[4] = {"q_norm_w", "q_norm_b", "k_norm_w", "k_norm_b"};
+        int *at[4] = {&ix->q_norm_w, &ix->q_norm_b, &ix->k_norm_w, &ix->k_norm_b};
+        for (int k = 0; k < 4; k++) {
+            if (k % 2 && !nb) continue;
+            *at[k] = add_tensor(pl, &cur, name[k], L, 1, pl->D, 0, k % 2 ? MT_INIT_ZERO : one, NONE, 0, 0, 0, 0);
+            pl->t[*at[k]].sp_partial = pl->tp > 1;
+        }
+    }
     ix->proj_w = add_tensor(pl, &cur, "proj_w", L, C, q, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, q, 0, 0);
     if (bias) ix->proj_b = add_tensor(pl, &cur, "proj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
-    ix->ln2_w = add_norm(pl, &cur, "ln2_w", L, MT_INIT_ONE);
-    if (ln) ix->ln2_b = add_norm(pl, &cur, "ln2_b", L, MT_INIT_ZERO);
+    ix->ln2_w = add_norm(pl, &cur, "ln2_w", L, one);
+    if (nb) ix->ln2_b = add_norm(pl, &cur, "ln2_b", L, MT_INIT_ZERO);
     if (pl->moe) {
         ix->router_w = add_tensor(pl, &cur, "router_w", L, pl->E, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
     } else {
@@ -152,8 +163,8 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
         if (bias) ix->fcproj_b = add_tensor(pl, &cur, "fcproj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
     }
     if (pl->has_head) {
-        ix->lnf_w = add_norm(pl, &cur, "lnf_w", 1, MT_INIT_ONE);
-        if (ln) ix->lnf_b = add_norm(pl, &cur, "lnf_b", 1, MT_INIT_ZERO);
+        ix->lnf_w = add_norm(pl, &cur, "lnf_w", 1, one);
+        if (nb) ix->lnf_b = add_norm(pl, &cur, "lnf_b", 1, MT_INIT_ZERO);
         if (!m->tie_embeddings)
             ix->lm_head = add_tensor(pl, &cur, "lm_head", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
     }
@@ -263,6 +274,10 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(ln1_mean, L * Nr * f);
     PLACE(ln1_rstd, L * Nr * f);
     PLACE(qkv, L * N * pl->qkv_rows_r * a);
+    const size_t qk_rows = pl->spec.qk_norm ? N * (pl->H_r + pl->KV_r) : 0;
+    PLACE(qk_in, L * qk_rows * pl->D * a);
+    PLACE(qk_mean, L * qk_rows * f);
+    PLACE(qk_rstd, L * qk_rows * f);
     const size_t La = (size_t)mt_act_attn_slices(pl); /* selective recompute: one shared slice */
     PLACE(lse, La * lse * f);
     PLACE(atty, La * N * HD * a);
@@ -327,6 +342,10 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
         PLACE(moe_dlogits, N * E * a);
         PLACE(moe_dw, N * k * f);
         PLACE(moe_stats, (MT_MOE_STATS + 2 * E) * f);
+    }
+    if (pl->spec.norm.one_plus) { /* C >= D: one width serves the layer norms and the qk norms */
+        PLACE(norm_ones, C * a);
+        PLACE(norm_w1, C * a);
     }
 #undef PLACE
     al->n_bytes = cur;

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "core/backend.h"
+#include "core/model/layer_spec.h"
 #include "core/recipe/recipe.h"
 
 #define MT_PARAM_ALIGN 128
@@ -59,8 +60,9 @@ typedef struct {
      * of block 1; ...], so a SwiGLU rank holds [gate_r; up_r] and attention heads stay whole */
     int n_blocks;
     int block[3];          /* full sizes of the blocks along the sharded axis */
-    int sp_partial;        /* replicated, and its gradient is a partial sum over the tp group under
-                              sequence parallelism (norm weights / biases see 1/tp of the tokens) */
+    int sp_partial;        /* replicated, and its gradient is a partial sum over the tp group: under
+                              sequence parallelism (norm weights / biases see 1/tp of the tokens), and
+                              the per-head qk norms whenever tp > 1 (each rank norms its own heads) */
     int stacked;           /* per-layer tensor (L, rows, cols): layer l is global layer
                               mt_param_global_layer(pl, l) (init streams) */
     int pp_copy;           /* a copy of a tensor another pipeline stage owns (the last stage's wte
@@ -82,6 +84,7 @@ typedef struct {
 typedef struct {
     int wte, wpe, lm_head;
     int ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
+    int q_norm_w, q_norm_b, k_norm_w, k_norm_b; /* spec.qk_norm: (L, 1, D) replicated, partial over tp */
     int ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
     int lnf_w, lnf_b;
     int router_w;                           /* MoE: (L, E, C) replicated router */
@@ -89,6 +92,7 @@ typedef struct {
 } mt_param_index;
 
 typedef struct {
+    mt_layer_spec spec;    /* what the layer is made of (layer_spec.h): the tensors below follow from it */
     mt_param_tensor t[MT_MAX_PARAM_TENSORS];
     int n_tensors;
     mt_param_index idx;
@@ -192,7 +196,10 @@ typedef struct {
     size_t tokens, targets;        /* (B*T) i32 */
     size_t resid;                  /* (L+1, N_r, C) act: residual stream entering each layer, and the last output */
     size_t ln1, ln1_mean, ln1_rstd;/* (L, N_r, C) act; (L, N_r) f32 x2 */
-    size_t qkv;                    /* (L, N, qkv_rows_r) act (q, k rotated when rope) */
+    size_t qkv;                    /* (L, N, qkv_rows_r) act (q, k normed and rotated, as the spec says) */
+    size_t qk_in;                  /* spec.qk_norm: (L, N (H_r + KV_r), D) act, the q rows (N H_r of them)
+                                      then the k rows before their norm; else 0 bytes */
+    size_t qk_mean, qk_rstd;       /* (L, N (H_r + KV_r)) f32 each */
     size_t lse;                    /* (L, B, H_r, T) f32: attention logsumexp per query row */
     size_t atty;                   /* (L, N, H_r*D) act */
     size_t resid_mid;              /* (L, N_r, C) act */
@@ -242,6 +249,8 @@ typedef struct {
     size_t moe_dlogits;            /* (N, E) act scratch */
     size_t moe_dw;                 /* (N, k) f32 scratch: gradient of the combine weights */
     size_t moe_stats;              /* (MT_MOE_STATS + 2E) f32: the step's MoE sums (model_moe.h) */
+    /* zero-centred gamma (spec.norm.one_plus; else 0 bytes): ones, and the 1 + w a norm applies */
+    size_t norm_ones, norm_w1;     /* (C) act each */
     int moe_S, moe_R;
     size_t n_bytes;                /* total */
     int B, T, N;

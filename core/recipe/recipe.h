@@ -46,6 +46,8 @@ typedef struct {
     int tie_embeddings;    /* bool */
     int bias;              /* bool: biases in linear layers (gpt: true, llama: false) */
     float norm_eps;
+    int norm_1p;           /* bool: zero-centred gamma, every norm weight stored as w and applied as 1 + w */
+    int qk_layernorm;      /* bool: a norm of model.norm's kind on every query and key head (over head_dim) */
     float rope_theta;
     float init_std;        /* normal(0, init_std); output projections / sqrt(2*layers) */
     struct {

@@ -60,9 +60,17 @@ const mt_recipe_key mt_recipe_keys[] = {
         "share the input embedding with the output layer", NULL, MT_KF_ARCH,
         "gpt: `true`, llama: `false`"),
     ROW("model.bias", MT_KEY_BOOL, model.bias, "true", 0, 1, "",
-        "biases in linear and norm layers", NULL, MT_KF_ARCH, "gpt: `true`, llama: `false`"),
+        "biases in the linear layers (--disable-bias-linear: false); LayerNorm keeps its bias, as "
+        "Megatron-Core's", NULL, MT_KF_ARCH, "gpt: `true`, llama: `false`"),
     KFLT("model.norm_eps", model.norm_eps, "1e-5", 0, 1, "", "epsilon of the norm layers",
          MT_KF_MIN_EXCL),
+    KBOOL("model.norm_1p", model.norm_1p, "false",
+          "zero-centred gamma: every norm weight is stored as w (initialised to 0) and applied as 1 + w "
+          "(Megatron's --apply-layernorm-1p; LayerNorm or RMSNorm)", 0),
+    KBOOL("model.qk_layernorm", model.qk_layernorm, "false",
+          "a norm of model.norm's kind over head_dim on every query and key head, after the qkv projection "
+          "and before RoPE, with its own weight (and LayerNorm bias) of head_dim per layer (Megatron's "
+          "--qk-layernorm; OLMo-2 / Qwen3 style)", 0),
     KFLT("model.rope_theta", model.rope_theta, "10000", 0, 1e12, "", "RoPE base frequency",
          MT_KF_MIN_EXCL),
     KFLT("model.init_std", model.init_std, "0.02", 0, 10, "",
@@ -337,6 +345,8 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--untie-embeddings-and-output-weights", "model.tie_embeddings", "false" },
     { "--disable-bias-linear", "model.bias", "false" },
     { "--norm-epsilon", "model.norm_eps", NULL },
+    { "--apply-layernorm-1p", "model.norm_1p", "true" },
+    { "--qk-layernorm", "model.qk_layernorm", "true" },
     { "--rotary-base", "model.rope_theta", NULL },
     { "--init-method-std", "model.init_std", NULL },
     { "--num-experts", "model.moe.experts", NULL },

@@ -48,8 +48,6 @@ static const meg_flag meg_flags[] = {
     { "--attention-dropout", 1, MEG_RULE, "0 only: mtrain has no dropout (Megatron's default is 0.1; pass 0.0 to match)" },
     { "--hidden-dropout", 1, MEG_RULE, "0 only: mtrain has no dropout (Megatron's default is 0.1; pass 0.0 to match)" },
     { "--make-vocab-size-divisible-by", 1, MEG_RULE, "accepted: mtrain pads the vocabulary to 128*tp; padded rows never count" },
-    { "--apply-layernorm-1p", 0, MEG_ACCEPT, "stores norm weights as 1 + w; with no weight decay on norms the "
-      "training is the same" },
     /* layout and schedule */
     { "--num-layers-per-virtual-pipeline-stage", 1, MEG_RULE, "parallel.virtual_pipeline = layers / (pp * this)" },
     { "--distributed-timeout-minutes", 1, MEG_RULE, "parallel.timeout_s = 60 * this" },

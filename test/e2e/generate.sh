@@ -1,20 +1,23 @@
-# mtrain generate (issue 12, generation; not complete: no unit test of the samplers yet). For a
-# briefly trained gpt-tiny and llama-tiny (GQA, RoPE, SwiGLU, untied): the host KV-cache decoder
-# and full recomputation through the model's own forward give the same token ids, greedily and
+# mtrain generate. For a briefly trained gpt-tiny, llama-tiny (GQA, RoPE, SwiGLU, untied) and
+# mixtral-tiny (top-2 MoE; dropless, model.moe.capacity_factor 0, in training and both decoders: a
+# capacity per sequence would drop differently in a one-token step): the KV-cache decoder (the
+# training forward one token at a time over a cache) and full recomputation through the model's
+# forward over the padded sequence give the same token ids, greedily and
 # when sampling (temperature 1, top-k 40, top-p 0.95, the same seed: the two paths compute the
 # same logits up to fp32 rounding, so the same draws pick the same tokens); the same seed gives the
 # same text twice and another seed gives another text.
 source test/e2e_lib.sh
 need_data
 ids() { grep "generated ids:" "$1" | sed 's/.*generated ids: //'; }
-gen() { # gen OUT CFG CKPT ARGS...
+gen() { # gen OUT CFG CKPT ARGS... (and the model's extra recipe settings, X)
   local out=$1 cfg=$2 ck=$3; shift 3
-  "$MTRAIN" generate --config "$cfg" --load "$ck" --prompt "And God said" --max-new-tokens 24 --show-tokens "$@" \
+  "$MTRAIN" generate --config "$cfg" "${X[@]}" --load "$ck" --prompt "And God said" --max-new-tokens 24 --show-tokens "$@" \
     >"$out.txt" 2>"$out.err" || { cat "$out.err"; fail "generate $* failed"; }
   [ -n "$(ids "$out.err")" ] || { cat "$out.err"; fail "no generated ids ($*)"; }
 }
-for m in gpt-tiny llama-tiny; do
-  "$MTRAIN" --config configs/$m.yaml --train-iters 40 --micro-batch-size 2 --global-batch-size 2 \
+for m in gpt-tiny llama-tiny mixtral-tiny; do
+  X=(); [ $m = mixtral-tiny ] && X=(--set model.moe.capacity_factor=0)
+  "$MTRAIN" --config configs/$m.yaml "${X[@]}" --train-iters 40 --micro-batch-size 2 --global-batch-size 2 \
     --set logging.eval_interval=0 --set logging.interval=40 --save "$TMP/$m" >"$TMP/$m.log" 2>&1 \
     || { tail "$TMP/$m.log"; fail "$m training failed"; }
   gen "$TMP/$m-greedy-kv" configs/$m.yaml "$TMP/$m" --temperature 0
@@ -30,4 +33,15 @@ for m in gpt-tiny llama-tiny; do
   ! cmp -s "$TMP/$m-s5-kv.txt" "$TMP/$m-s6.txt" || fail "$m: seeds 5 and 6 gave the same text"
   echo "$m: KV cache == full recomputation (greedy and sampled); seed 5: $(head -c 80 "$TMP/$m-s5-kv.txt" | tr '\n' ' ')"
 done
+# layer variants decode through the same forward: llama-tiny with the per-head qk norm and
+# zero-centred gamma, its checkpoint (q_norm_w / k_norm_w by name), both decoders, sampled
+X=(--set model.qk_layernorm=true --set model.norm_1p=true)
+"$MTRAIN" --config configs/llama-tiny.yaml "${X[@]}" --train-iters 20 --micro-batch-size 2 --global-batch-size 2 \
+  --set logging.eval_interval=0 --set logging.interval=20 --save "$TMP/qk" >"$TMP/qk.log" 2>&1 \
+  || { tail "$TMP/qk.log"; fail "llama-tiny qk norm training failed"; }
+grep -q '"q_norm_w"' "$TMP"/qk/iter_*/manifest.json || fail "the checkpoint manifest has no q_norm_w"
+gen "$TMP/qk-kv" configs/llama-tiny.yaml "$TMP/qk" "${S[@]}" --seed 5
+gen "$TMP/qk-full" configs/llama-tiny.yaml "$TMP/qk" "${S[@]}" --seed 5 --no-kv-cache
+[ "$(ids "$TMP/qk-kv.err")" = "$(ids "$TMP/qk-full.err")" ] || fail "qk norm + 1p: KV cache and full recomputation differ"
+echo "llama-tiny qk norm + 1p: KV cache == full recomputation (sampled)"
 echo "generate: ok"

@@ -75,3 +75,13 @@ for cfg in "4 4 1" "2 2 2"; do
   echo "validation pp=$pp vpp=$vpp: $nv losses, worst relative difference $wv"
   awk -v v="$wv" 'BEGIN { exit !(v <= 1e-5) }' || fail "pp=$pp vpp=$vpp validation loss differs from the serial run"
 done
+# layer variants (core/model/layer_spec.h), same tolerances: zero-centred gamma against the plain
+# serial run (1 + w from w = 0 trains as w from 1: norms have no weight decay), and the per-head qk
+# norm against its own serial run, 8 iterations at lr 0.01 without warmup (as tp_equivalence.sh: a
+# wrong gradient shows), with zero-centred gamma and LayerNorm biases on gpt
+parallel llama1 "llama layernorm-1p pp=2" 2 2 "${LLAMA[@]}" --apply-layernorm-1p
+variant_base
+serial llama1qk "${LLAMA[@]}" --qk-layernorm
+parallel llama1qk "llama qk-layernorm pp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
+serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
+parallel gpt1qk1p "gpt qk-layernorm 1p pp=2" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p

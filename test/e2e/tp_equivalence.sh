@@ -47,3 +47,18 @@ grep -q "model.kv_heads: 2 key/value heads do not split over parallel.tensor = 4
   || { cat "$TMP/kv.log"; fail "no kv_heads % tp message"; }
 # only tp rank 0 of dp rank 0 logs iteration lines
 [ "$(grep -c "iteration       $ITERS/" "$TMP/gpt tp=4.log")" -eq 1 ] || fail "expected exactly one rank to log"
+# layer variants (core/model/layer_spec.h), same tolerances. Zero-centred gamma against the plain
+# gpt serial run: 1 + w with w from 0 trains as w from 1 (norms have no weight decay), so only fp32
+# rounding differs. The per-head qk norm (its weights are replicated and every rank's heads add to
+# their gradient: summed over tp with or without SP) against its own serial run, 8 iterations at
+# lr 0.01 without warmup, so that a wrong qk norm gradient shows: measured 2.5e-6 on the loss and
+# 2.2e-5 on the grad norm, and 4.7e-4 / 3.9e-3 with the tp sum of its gradient left out (at the
+# default lr and warmup that mistake moved the loss by only 1e-6); RMSNorm (llama), and LayerNorm
+# with bias plus zero-centred gamma (gpt)
+parallel gpt1 "gpt layernorm-1p tp=2" 2 2 "${GPT[@]}" --apply-layernorm-1p
+variant_base
+serial llama1qk "${LLAMA[@]}" --qk-layernorm
+parallel llama1qk "llama qk-layernorm tp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
+parallel llama1qk "llama qk-layernorm tp=2 sp" 2 2 "${LLAMA[@]}" --qk-layernorm --sequence-parallel
+serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
+parallel gpt1qk1p "gpt qk-layernorm 1p tp=2 sp" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p --sequence-parallel

@@ -352,6 +352,38 @@ static void test_refusals(void) {
     check_refused("llama", "model.norm", "layernorm", 1);
     check_refused("llama", "model.activation", "gelu", 1);
     check_refused("llama", "model.position", "learned", 1);
+    check_refused("llama", "model.qk_layernorm", "true", 1); /* no q_norm / k_norm in Llama or GPT-2 */
+    check_refused("gpt", "model.qk_layernorm", "true", 1);
+    check_refused("llama", "model.norm_1p", "true", 0);      /* exported as 1 + w */
+}
+
+/* zero-centred gamma: the norm weights (and only they) export as 1 + w and import back to w, exactly
+ * for these small integers */
+static void test_norm_1p(void) {
+    for (int arch = 0; arch < 2; arch++) {
+        mt_hf_model m = small(arch ? MT_ARCH_LLAMA : MT_ARCH_GPT);
+        m.norm_1p = 1;
+        const int n = mt_hf_plan(&m, NULL, 0);
+        mt_hf_tensor *p = calloc((size_t)n, sizeof *p);
+        mt_hf_plan(&m, p, n);
+        int n_offset = 0;
+        for (int i = 0; i < n; i++) {
+            const int norm_w = !strcmp(p[i].src, "ln1_w") || !strcmp(p[i].src, "ln2_w") || !strcmp(p[i].src, "lnf_w");
+            CHECKF(p[i].offset == (norm_w ? 1.0f : 0.0f), "%s: offset %g", p[i].name, p[i].offset);
+            n_offset += norm_w;
+            if (!norm_w) continue;
+            float in[12], out[12], back[12];
+            uint8_t seen[12] = {0};
+            uint64_t twice = 0;
+            for (int c = 0; c < m.C; c++) in[c] = (float)(c - 6) / 8;
+            mt_hf_extract(&p[i], in, m.C, out);
+            for (int c = 0; c < m.C; c++) CHECK(out[c] == 1.0f + in[c]);
+            mt_hf_insert(&p[i], out, m.C, back, seen, &twice);
+            for (int c = 0; c < m.C; c++) CHECK(back[c] == in[c]);
+        }
+        CHECK(n_offset == 2 * m.L + 1);
+        free(p);
+    }
 }
 
 /* ---------- 2. a hand-written save: ckpt_global.h and the whole export ---------- */
@@ -593,6 +625,7 @@ int main(void) {
     test_shards();
     test_config();
     test_refusals();
+    test_norm_1p();
     test_hand_save();
     TEST_MAIN_END();
 }

@@ -71,7 +71,9 @@ static void directional(const directional_ctx *c, size_t lo, size_t hi, uint64_t
 
 static float *g_ref[2]; /* gradient without recompute, per arch */
 
-static void check_arch(const char *arch, const char *rc_method) {
+/* variant: NULL, or a layer variant's recipe settings "key=value[,key=value]" (checked against
+ * finite differences only; the bitwise recompute comparison uses the plain models) */
+static void check_model(const char *arch, const char *rc_method, const char *variant) {
     static mt_recipe r;
     mt_recipe_defaults(&r);
     if (rc_method) {
@@ -96,6 +98,16 @@ static void check_arch(const char *arch, const char *rc_method) {
     CHECK(mt_recipe_set(&r, "training.micro_batch", "3", "test") == MT_OK);
     CHECK(mt_recipe_set(&r, "training.global_batch", "3", "test") == MT_OK);
     CHECK(mt_recipe_set(&r, "training.iters", "1", "test") == MT_OK);
+    char kv[256];
+    snprintf(kv, sizeof kv, "%s", variant ? variant : "");
+    for (char *save = NULL, *s = strtok_r(kv, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(s, '=');
+        CHECK(eq != NULL);
+        if (!eq) return;
+        *eq = 0;
+        CHECKF(mt_recipe_set(&r, s, eq + 1, "test") == MT_OK, "%s", mt_last_error());
+    }
+    if (variant) arch = variant; /* names the checks below */
     mt_status vs = mt_recipe_validate(&r, 1);
     CHECKF(vs == MT_OK, "%s", mt_last_error());
 
@@ -116,7 +128,8 @@ static void check_arch(const char *arch, const char *rc_method) {
     be.i->copy_d2h(&be, g, m.grads, n * 4);
     const int ai = !strcmp(arch, "llama");
     CHECK(m.pl.recompute == (rc_method ? (!strcmp(rc_method, "block") ? 1 : 2) : 0));
-    if (!rc_method) {
+    if (variant) {
+    } else if (!rc_method) {
         free(g_ref[ai]);
         g_ref[ai] = malloc(n * 4);
         memcpy(g_ref[ai], g, n * 4);
@@ -150,7 +163,16 @@ static void check_arch(const char *arch, const char *rc_method) {
     mt_backend_destroy(&be);
 }
 
+static void check_arch(const char *arch, const char *rc_method) { check_model(arch, rc_method, NULL); }
+
 int main(void) {
+    /* layer variants (core/model/layer_spec.h): zero-centred gamma on LayerNorm and RMSNorm, the
+       per-head qk norm (LayerNorm with bias, RMSNorm with GQA), both together under full recompute */
+    check_model("gpt", NULL, "model.norm_1p=true");
+    check_model("llama", NULL, "model.norm_1p=true");
+    check_model("gpt", NULL, "model.qk_layernorm=true");
+    check_model("llama", NULL, "model.qk_layernorm=true");
+    check_model("llama", "uniform", "model.qk_layernorm=true,model.norm_1p=true");
     check_arch("gpt", NULL);
     check_arch("llama", NULL);
     check_arch("gpt", "uniform");

@@ -1,0 +1,43 @@
+/* layer_spec.h — the transformer layer described once: which norm (LayerNorm / RMSNorm, its bias,
+ * Megatron's zero-centred gamma), which attention (rotary or learned positions, a norm on each
+ * query and key head), which MLP (GeLU, SwiGLU, mixture of experts) and whether the linear layers
+ * carry biases. Built from the recipe (mt_layer_spec_of) into the parameter layout (pl.spec), and
+ * read from there by everything that runs or counts a layer: the parameter table
+ * (model_layout.c), the training forward and backward (train/model_fwd.c, model_bwd.c), the
+ * KV-cache decoder (train/generate_kv.c), checkpoints and the Hugging Face export, and the planner
+ * (through the layout). Dimensions (heads, widths) stay in the layout. Pure: no I/O. */
+#ifndef MT_LAYER_SPEC_H
+#define MT_LAYER_SPEC_H
+
+#include "core/recipe/recipe.h"
+
+typedef struct {
+    mt_norm kind;   /* MT_NORM_LAYERNORM | MT_NORM_RMSNORM */
+    int bias;       /* a learned bias beside the weight (LayerNorm only) */
+    int one_plus;   /* zero-centred gamma (Megatron's --apply-layernorm-1p): the weight is stored as w,
+                       initialised to 0, and applied as 1 + w */
+    float eps;
+} mt_norm_spec;
+
+typedef enum { MT_MLP_GELU = 0, MT_MLP_SWIGLU } mt_mlp_kind;
+
+typedef struct {
+    mt_norm_spec norm;  /* every norm of the model: the layer's two, the final one, the qk norms */
+    /* attention */
+    int rope;           /* rotary embeddings of q and k (rope_theta); 0: learned positions (wpe) */
+    float rope_theta;
+    int qk_norm;        /* a norm of kind `norm` over head_dim on every query and key head, after the
+                           qkv projection and before RoPE, weights (and bias) of shape [head_dim] per
+                           layer (Megatron's --qk-layernorm) */
+    /* MLP */
+    mt_mlp_kind mlp;    /* the expert MLP's activation too when moe */
+    int moe;            /* the MLP is a mixture of experts (model.moe.experts > 0) */
+    int bias;           /* biases in the linear layers (qkv, proj, fc, fcproj) */
+} mt_layer_spec;
+
+mt_layer_spec mt_layer_spec_of(const mt_recipe *r);
+
+/* the ops a norm of this spec calls: LayerNorm's keep the row mean */
+static inline int mt_norm_is_layernorm(const mt_norm_spec *n) { return n->kind == MT_NORM_LAYERNORM; }
+
+#endif
