@@ -153,7 +153,7 @@ find_cuda() {
   NV_WHEEL_DIRS=$("$PY" -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null || true)
   [ -n "$NV_WHEEL_DIRS" ] || NV_WHEEL_DIRS=$(ls -d /opt/*/.venv/lib/python3*/site-packages/nvidia /usr/local/lib/python3*/dist-packages/nvidia \
     /usr/lib/python3/dist-packages/nvidia 2>/dev/null || true)
-  local dirs=("$h/lib64" "$h/targets/x86_64-linux/lib" /usr/lib/x86_64-linux-gnu) w
+  local dirs=("$h/lib64" "$h/targets/x86_64-linux/lib" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu) w
   for w in $NV_WHEEL_DIRS; do dirs+=("$w"/*/lib); done
   find_lib() { local d f; for d in "${dirs[@]}"; do for f in "$d"/$1; do [ -f "$f" ] && { echo "$f"; return; }; done; done; }
   LIB_CUDART=$(find_lib 'libcudart.so.[0-9]*')
@@ -161,6 +161,7 @@ find_cuda() {
   LIB_NCCL=$(find_lib 'libnccl.so.[0-9]*')
   LIB_CUDNN=$(find_lib 'libcudnn.so.[0-9]*')
   INC_DIRS="$h/include $h/targets/x86_64-linux/include"
+  [ "$h" = /usr/local/cuda ] || INC_DIRS="$INC_DIRS /usr/local/cuda/include"
   for w in $NV_WHEEL_DIRS; do INC_DIRS="$INC_DIRS $(ls -d "$w"/*/include 2>/dev/null | tr '\n' ' ')"; done
   add_check nvcc "$([ -n "$NVCC" ] && echo pass || echo "pass: absent")" "${NVCC:-not on PATH nor in /usr/local/cuda*: the prebuilt module of the kit is used}"
   add_check cuda-libraries "$([ -n "$LIB_CUDART" ] && [ -n "$LIB_CUBLASLT" ] && echo pass || echo "pass: absent here")" \
@@ -296,16 +297,18 @@ step_parity() {
   esac
 }
 
-step_loss() {
+step_loss() { # the GPU run first: the CPU reference (when the kit has none) only matters when it ran
+  rm -f "$LOGS/loss_cuda.jsonl"
+  run_step 60:essential "$LOGS/loss_cuda.log" "$MT" "${LOSS_ARGS[@]}" --backend cuda --metrics "$LOGS/loss_cuda.jsonl"
+  if [ $RC -ne 0 ]; then add_step loss "fail: gpt-tiny on cuda $(why_rc $RC): $(grep -m1 'error' "$LOGS/loss_cuda.log")" "$DT" ""; return; fi
+  local dt_gpu=$DT
   if [ $REF_OK -eq 0 ]; then
     mkdir -p "$REF_DIR"
     run_step 60:essential "$LOGS/cpu_reference.log" "$MT" "${LOSS_ARGS[@]}" --backend cpu --metrics "$REF_LOSSES"
     [ $RC -eq 0 ] && ref_args >"$REF_DIR/gpt-tiny-cpu.args" && REF_OK=1
   fi
-  rm -f "$LOGS/loss_cuda.jsonl"
-  run_step 60:essential "$LOGS/loss_cuda.log" "$MT" "${LOSS_ARGS[@]}" --backend cuda --metrics "$LOGS/loss_cuda.jsonl"
+  DT=$dt_gpu
   if [ $REF_OK -eq 0 ]; then add_step loss "fail: no CPU reference losses (cpu_reference.log)" "$DT" ""; return; fi
-  if [ $RC -ne 0 ]; then add_step loss "fail: gpt-tiny on cuda $(why_rc $RC): $(grep -m1 'error' "$LOGS/loss_cuda.log")" "$DT" ""; return; fi
   jget "$LOGS/loss_cuda.jsonl" lm_loss >"$LOGS/loss_cuda.txt"
   jget "$REF_LOSSES" lm_loss >"$LOGS/loss_cpu.txt"
   local v_ok v_last v_mean v_max v_n
@@ -317,20 +320,19 @@ step_loss() {
 }
 
 hf_start() { # the transformers check, in the background on the CPUs (it needs no GPU): one line per model
-  : >"$LOGS/hf.jsonl"
+  : >"$LOGS/hf.jsonl"; rm -f "$LOGS/hf.done"
   ( for m in $HF_MODELS; do
       [ -f "$HF_DIR/$m/config.json" ] || continue
       local dry=(); [ "$MODE" = dry ] && dry=(--dry-run)
       timeout 120 "$PY" "$PEERS/hf_check.py" "$HF_DIR/$m" "$HF_DIR/$m.mtrain.jsonl" --tol "$HF_TOL" "${dry[@]}" >>"$LOGS/hf.jsonl" 2>>"$LOGS/hf.log"
       echo "$m rc $?" >>"$LOGS/hf.log"
-    done ) &
+    done; : >"$LOGS/hf.done" ) &
   HF_PID=$!
   HF_T0=$(date +%s)
 }
 hf_finish() {
-  local waited=0
-  while kill -0 "$HF_PID" 2>/dev/null && [ $(( $(date +%s) - HF_T0 )) -lt 120 ] && [ "$(cap 999)" -gt 5 ]; do sleep 1; waited=1; done
-  kill -0 "$HF_PID" 2>/dev/null && { kill "$HF_PID" 2>/dev/null; echo "gpu-check: stopped: out of time" >>"$LOGS/hf.log"; }
+  while [ ! -f "$LOGS/hf.done" ] && [ $(( $(date +%s) - HF_T0 )) -lt 120 ] && [ "$(cap 999)" -gt 5 ]; do sleep 1; done
+  [ -f "$LOGS/hf.done" ] || { kill $(pgrep -P "$HF_PID") "$HF_PID" 2>/dev/null; echo "gpu-check: stopped: out of time" >>"$LOGS/hf.log"; }
   wait "$HF_PID" 2>/dev/null
   local n worst st fig
   n=$(grep -c '"check"' "$LOGS/hf.jsonl")

@@ -13,7 +13,10 @@
 #      check parse their inputs, the GPU steps say "skipped: dry run";
 #   3. at most 8 files come back in OUT (the device tool's limit; it writes 3), the report is
 #      valid JSON, and the last lines printed are the summary table;
-#   4. a missing corpus fails, naming the file and the fix.
+#   4. the GPU run itself runs to its end here, with a stand-in nvcc (copying this build's objects):
+#      the module's C files compile and it links against the toolkit's libraries, every step
+#      reports (those needing a GPU fail), a complete report comes back;
+#   5. a missing corpus fails, naming the file and the fix.
 # Where no mount namespace can be made (not root, no CAP_SYS_ADMIN), step 2 runs without the bare
 # box and the test exits 77 (skip) after every other check, saying why.
 set -u
@@ -109,6 +112,41 @@ if [ $bare -eq 1 ]; then
   grep -q 'check host-libraries *pass (lib/ .* + lib/runtime/ for ' "$TMP/dry.log" ||
     fail "in the bare box the GCC runtime must come from the kit's lib/runtime/"
 fi
+
+# the GPU run's own code, here: a stand-in nvcc that copies this build's object of each .cu, so the
+# module's C files compile and the module links against the toolkit's libraries for real, and every
+# step runs; with no GPU those that need one fail, but the script must reach its end: a complete
+# report with every step, the summary printed last, at most 8 files
+mkdir -p "$TMP/fakebin"
+cat >"$TMP/fakebin/nvcc" <<EOF
+#!/bin/bash
+src=""; out=""
+while [ \$# -gt 0 ]; do case "\$1" in -c) src=\$2; shift;; -o) out=\$2; shift;; --version) echo "release 13.0"; exit 0;; esac; shift; done
+cp "$PWD/build/cuda/\$(basename "\$src" .cu).o" "\$out"
+EOF
+chmod +x "$TMP/fakebin/nvcc"
+GPU=(bash "$TMP/kit/run.sh" --out "$TMP/gout" --work "$TMP/gwork" --budget-s 200)
+if [ $bare -eq 1 ]; then
+  PATH="$TMP/fakebin:$PATH" MT_KIT_DIR="$TMP/unpacked" EMPTY="$TMP/empty" unshare -m bash "$TMP/bare.sh" "${GPU[@]}" >"$TMP/gpu.log" 2>&1
+else
+  PATH="$TMP/fakebin:$PATH" MT_KIT_DIR="$TMP/unpacked" "${GPU[@]}" >"$TMP/gpu.log" 2>&1
+fi
+rc=$?
+[ $rc -eq 1 ] || { cat "$TMP/gpu.log"; fail "the GPU run without a GPU exited $rc, expected 1 (steps failed, script complete)"; }
+[ "$(find "$TMP/gout" -type f | wc -l)" -le 8 ] || fail "more than 8 files under the GPU run's --out"
+[ "$(tail -n 1 "$TMP/gpu.log")" = "$(tail -n 1 "$TMP/gout/gpu-check-summary.txt")" ] || { cat "$TMP/gpu.log"; fail "the GPU run's last line printed is not the summary table's"; }
+/usr/bin/python3 - "$TMP/gout/gpu-check.json" <<'PY' || { cat "$TMP/gpu.log"; fail "the GPU run's report is not the expected JSON"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["mode"] == "gpu" and r["complete"] is True and r["result"] == "fail", r
+s = r["steps"]
+assert sorted(s) == sorted(["build", "parity", "loss", "hf_logprobs", "peer_gpt125m", "throughput_gpt125m",
+                            "peer_gpt1.3b", "throughput_gpt1.3b", "nccl", "sanitizer"]), s.keys()
+assert s["build"]["status"].startswith("pass") and s["build"]["module"] == "built here", s["build"]
+assert s["parity"]["status"].startswith("fail") and s["loss"]["status"].startswith("fail"), s
+assert s["peer_gpt125m"]["status"] == "skipped: torch is not installed", s["peer_gpt125m"]
+PY
+echo "GPU run without a GPU: complete, $(grep -c '"status": "fail' "$TMP/gout/gpu-check.json") steps failed as expected, module built and linked"
 
 # a missing corpus: non-zero, the file and the fix named, the report says fail
 rm "$TMP/unpacked/data/kjv_gpt2_text_document.idx"
