@@ -424,12 +424,24 @@ dry_parsers() { # the report's parsers on real mtrain output: a 4-iteration CPU 
   else
     add_check parsers fail "the 4-iteration CPU run failed: $(grep -m1 error "$LOGS/plumbing.log" 2>/dev/null)"
   fi
-  local p
-  for p in PEER_125M PEER_13B; do # the peer's arguments parse and its FLOP count is mtrain's
+  local p cfg seq pf mf rel
+  for p in PEER_125M PEER_13B; do # the peer's arguments parse, and its FLOP count is mtrain's (plan, tp 1)
     declare -n pa="$p"
-    "$PY" "$PEERS/torch_peer.py" "${pa[@]}" --dry-run >>"$LOGS/peer-dry.log" 2>&1 || { add_check "peer $p" fail "$(tail -n 1 "$LOGS/peer-dry.log")"; unset -n pa; continue; }
+    if ! "$PY" "$PEERS/torch_peer.py" "${pa[@]}" --dry-run >>"$LOGS/peer-dry.log" 2>&1; then
+      add_check "peer $p" fail "$(tail -n 1 "$LOGS/peer-dry.log")"; unset -n pa; continue
+    fi
+    cfg="configs/${pa[1]}.yaml"; seq="${pa[3]}"
+    pf=$("$PY" "$PEERS/torch_peer.py" --flops "${pa[1]}" --seq "$seq" 2>&1)
     unset -n pa
-    add_check "peer $p" pass "$(tail -n 1 "$LOGS/peer-dry.log" | head -c 160)"
+    "$MT" plan --config "$cfg" --gpus 1 --gpu h100-80g --tensor-model-parallel-size 1 --set parallel.sequence_parallel=false \
+      --seq-length "$seq" --json >"$LOGS/plan_$p.json" 2>&1
+    mf=$(grep -o '"flops": {[^}]*}' "$LOGS/plan_$p.json" | awk -F'[:,]' '{for (i=1;i<=NF;i++) {if ($i ~ /tokens_iter/) t=$(i+1); if ($i ~ /"model_iter"/) m=$(i+1)}} END {if (t > 0) printf "%.10g", m/t}')
+    rel=$(awk -v a="$pf" -v b="$mf" 'BEGIN{if (b > 0) {d=(a-b)/b; if (d<0) d=-d; printf "%.2g", d} else print "nan"}')
+    if awk -v r="$rel" 'BEGIN{exit !(r != "nan" && r < 1e-6)}'; then
+      add_check "peer $p" pass "$(tail -n 1 "$LOGS/peer-dry.log" | head -c 100); FLOPs/token $pf = mtrain plan's (rel. diff $rel)"
+    else
+      add_check "peer $p" fail "the peer counts $pf FLOPs/token, mtrain plan $mf ($cfg, seq $seq): MFU would not compare"
+    fi
   done
 }
 
