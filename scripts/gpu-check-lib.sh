@@ -7,12 +7,10 @@
 now() { date +%s; }
 elapsed() { echo $(( $(now) - T_START )); }
 left() { echo $(( BUDGET_S - $(elapsed) )); }
-# cap CAP_S [essential]: seconds a step may take: its cap, cut to the budget left minus 15 s for
-# the report (an essential step: also cut to the essential phase's end)
+# cap CAP_S: seconds a step may take: its cap, cut to the budget left minus 15 s for the report
 cap() {
-  local l=$(( $(left) - 15 )) c=$1
-  [ "${2:-}" = essential ] && [ $(( ESSENTIAL_S - $(elapsed) )) -lt "$l" ] && l=$(( ESSENTIAL_S - $(elapsed) ))
-  [ "$c" -lt "$l" ] && echo "$c" || echo "$l"
+  local l=$(( $(left) - 15 ))
+  [ "$1" -lt "$l" ] && echo "$1" || echo "$l"
 }
 jstr() { # a JSON string literal of $1 (one line; quotes, backslashes and control characters escaped)
   printf '%s' "$1" | tr '\n\t\r' '   ' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$/"/'
@@ -86,6 +84,7 @@ write_report() {
   "elapsed_s": $(elapsed),
   "budget_s": $BUDGET_S,
   "essential_s": $ESSENTIAL_S,
+  "essential_done_s": ${ESSENTIAL_DONE_S:-null},
   "kit": $(jstr "$([ $KIT -eq 1 ] && head -n 1 "$ROOT/MANIFEST" 2>/dev/null || echo "source tree $ROOT")"),
   "machine": {"gpu": $(jstr "$gpu"), "driver": $(jstr "$driver"), "nvcc": $(jstr "${nvcc_v:-not found}"),
               "arch": $(jstr "${ARCH_USED:-}"), "cpus": $(nproc 2>/dev/null || echo 0),
@@ -125,6 +124,8 @@ finish() { # finish: the final outputs, the summary table as the last lines prin
 # ---- the machine: libraries of the kit, the CUDA toolkit, the pip wheels' NVIDIA libraries ----
 NVCC=""; CUDA_HOME_FOUND=""; SANITIZER=""; LIB_CUDART=""; LIB_CUBLASLT=""; LIB_NCCL=""; LIB_CUDNN=""; NV_WHEEL_DIRS=""
 INC_DIRS=""
+ORIG_LDP="${LD_LIBRARY_PATH:-}" # Python (the peer, the transformers check) runs with the machine's own
+pyrun() { env LD_LIBRARY_PATH="$ORIG_LDP" "$PY" "$@"; }
 kit_libraries() { # LD_LIBRARY_PATH for the kit's binaries: lib/, and lib/runtime/ (the GCC runtime)
   # only where the machine's own copies are missing or do not load
   [ $KIT -eq 1 ] || { add_check host-libraries pass "source tree: the system's libraries"; return; }
@@ -150,7 +151,7 @@ find_cuda() {
   for p in "$h/bin/compute-sanitizer" "$h/compute-sanitizer/compute-sanitizer"; do [ -n "$SANITIZER" ] || { [ -x "$p" ] && SANITIZER=$p; }; done
   # the pip wheels' NVIDIA folders (nvidia-nccl-cu13, nvidia-cudnn-cu13, nvidia-cublas, ...): through
   # python's own view of the namespace package, else a glob over the usual site-packages places
-  NV_WHEEL_DIRS=$("$PY" -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null || true)
+  NV_WHEEL_DIRS=$(pyrun -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null || true)
   [ -n "$NV_WHEEL_DIRS" ] || NV_WHEEL_DIRS=$(ls -d /opt/*/.venv/lib/python3*/site-packages/nvidia /usr/local/lib/python3*/dist-packages/nvidia \
     /usr/lib/python3/dist-packages/nvidia 2>/dev/null || true)
   local dirs=("$h/lib64" "$h/targets/x86_64-linux/lib" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu) w
@@ -214,8 +215,8 @@ plumbing_checks() { # data, reference, recipes, peers' inputs: both modes
   rm -f "$LOGS"/check_*.rc
 }
 
-run_step() { # run_step CAP_S[:essential] LOG CMD...: CMD under the step's timeout; sets RC and DT
-  local c; c=$(cap "${1%%:*}" "$([[ "$1" == *:essential ]] && echo essential)"); local log=$2; shift 2
+run_step() { # run_step CAP_S LOG CMD...: CMD under the step's timeout; sets RC and DT
+  local c; c=$(cap "$1"); local log=$2; shift 2
   if [ "$c" -lt 5 ]; then RC=125; DT=0; echo "out of time budget" >"$log"; return; fi
   local t0; t0=$(date +%s.%N)
   timeout --kill-after=5 "$c" "$@" >"$log" 2>&1; RC=$?
@@ -259,7 +260,7 @@ step_build() {
     return
   fi
   if [ -n "$NVCC" ] && [ -n "$LIB_CUDART" ] && [ -n "$LIB_CUBLASLT" ]; then
-    run_step 150:essential "$LOGS/build.log" bash "$LOGS/build-commands.sh"
+    run_step 150 "$LOGS/build.log" bash "$LOGS/build-commands.sh"
     if [ $RC -eq 0 ] && [ -f "$WORK/module/libmtrain_cuda.so" ]; then
       MODULE="$WORK/module/libmtrain_cuda.so"
       [ -n "$LIB_NCCL" ] || note=" (NCCL absent: linked the stand-in)"
@@ -283,7 +284,7 @@ step_build() {
 }
 
 step_parity() {
-  run_step 75:essential "$LOGS/parity.log" bash -c 'r=0; for t in "$@"; do "$t"; s=$?; [ $r -eq 0 ] && r=$s; done; exit $r' \
+  run_step 75 "$LOGS/parity.log" bash -c 'r=0; for t in "$@"; do "$t"; s=$?; [ $r -eq 0 ] && r=$s; done; exit $r' \
     parity "$TBIN/test_cuda_parity" "$TBIN/test_cuda_parity_train"
   local n_cmp n_bad worst pdet
   n_cmp=$(grep -c ' nmse ' "$LOGS/parity.log"); n_bad=$(grep -c ' nmse .*FAIL$' "$LOGS/parity.log")
@@ -299,12 +300,12 @@ step_parity() {
 
 step_loss() { # the GPU run first: the CPU reference (when the kit has none) only matters when it ran
   rm -f "$LOGS/loss_cuda.jsonl"
-  run_step 60:essential "$LOGS/loss_cuda.log" "$MT" "${LOSS_ARGS[@]}" --backend cuda --metrics "$LOGS/loss_cuda.jsonl"
+  run_step 60 "$LOGS/loss_cuda.log" "$MT" "${LOSS_ARGS[@]}" --backend cuda --metrics "$LOGS/loss_cuda.jsonl"
   if [ $RC -ne 0 ]; then add_step loss "fail: gpt-tiny on cuda $(why_rc $RC): $(grep -m1 'error' "$LOGS/loss_cuda.log")" "$DT" ""; return; fi
   local dt_gpu=$DT
   if [ $REF_OK -eq 0 ]; then
     mkdir -p "$REF_DIR"
-    run_step 60:essential "$LOGS/cpu_reference.log" "$MT" "${LOSS_ARGS[@]}" --backend cpu --metrics "$REF_LOSSES"
+    run_step 60 "$LOGS/cpu_reference.log" "$MT" "${LOSS_ARGS[@]}" --backend cpu --metrics "$REF_LOSSES"
     [ $RC -eq 0 ] && ref_args >"$REF_DIR/gpt-tiny-cpu.args" && REF_OK=1
   fi
   DT=$dt_gpu
@@ -324,7 +325,7 @@ hf_start() { # the transformers check, in the background on the CPUs (it needs n
   ( for m in $HF_MODELS; do
       [ -f "$HF_DIR/$m/config.json" ] || continue
       local dry=(); [ "$MODE" = dry ] && dry=(--dry-run)
-      timeout 120 "$PY" "$PEERS/hf_check.py" "$HF_DIR/$m" "$HF_DIR/$m.mtrain.jsonl" --tol "$HF_TOL" "${dry[@]}" >>"$LOGS/hf.jsonl" 2>>"$LOGS/hf.log"
+      timeout 120 env LD_LIBRARY_PATH="$ORIG_LDP" "$PY" "$PEERS/hf_check.py" "$HF_DIR/$m" "$HF_DIR/$m.mtrain.jsonl" --tol "$HF_TOL" "${dry[@]}" >>"$LOGS/hf.jsonl" 2>>"$LOGS/hf.log"
       echo "$m rc $?" >>"$LOGS/hf.log"
     done; : >"$LOGS/hf.done" ) &
   HF_PID=$!
@@ -351,7 +352,7 @@ peer() { # peer NAME ARRAY CAP: the PyTorch peer on the GPU right before mtrain'
   local name=$1 cap_s=$3
   declare -n pargs="$2"
   rm -f "$LOGS/$name.jsonl"
-  run_step "$cap_s:essential" "$LOGS/$name.log" env PYTHONUNBUFFERED=1 "$PY" "$PEERS/torch_peer.py" "${pargs[@]}" \
+  run_step "$cap_s" "$LOGS/$name.log" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$ORIG_LDP" "$PY" "$PEERS/torch_peer.py" "${pargs[@]}" \
     --peak-tflops "${PEAK_TFLOPS:-989}" --json "$LOGS/$name.jsonl"
   unset -n pargs
   local tps mfu
@@ -368,7 +369,7 @@ throughput() { # throughput NAME ARRAY CAP TARGET PEER_NAME
   local name=$1 cap_s=$3 target=$4 pname=$5
   declare -n targs="$2"
   rm -f "$LOGS/$name.jsonl"
-  run_step "$cap_s:essential" "$LOGS/$name.log" "$MT" "${targs[@]}" --backend cuda --metrics "$LOGS/$name.jsonl"
+  run_step "$cap_s" "$LOGS/$name.log" "$MT" "${targs[@]}" --backend cuda --metrics "$LOGS/$name.jsonl"
   unset -n targs
   if [ $RC -ne 0 ]; then add_step "$name" "fail: $(why_rc $RC): $(grep -m1 'error' "$LOGS/$name.log")" "$DT" ""; return; fi
   local tj tps mfu ms ptps ratio
@@ -427,11 +428,11 @@ dry_parsers() { # the report's parsers on real mtrain output: a 4-iteration CPU 
   local p cfg seq pf mf rel
   for p in PEER_125M PEER_13B; do # the peer's arguments parse, and its FLOP count is mtrain's (plan, tp 1)
     declare -n pa="$p"
-    if ! "$PY" "$PEERS/torch_peer.py" "${pa[@]}" --dry-run >>"$LOGS/peer-dry.log" 2>&1; then
+    if ! pyrun "$PEERS/torch_peer.py" "${pa[@]}" --dry-run >>"$LOGS/peer-dry.log" 2>&1; then
       add_check "peer $p" fail "$(tail -n 1 "$LOGS/peer-dry.log")"; unset -n pa; continue
     fi
     cfg="configs/${pa[1]}.yaml"; seq="${pa[3]}"
-    pf=$("$PY" "$PEERS/torch_peer.py" --flops "${pa[1]}" --seq "$seq" 2>&1)
+    pf=$(pyrun "$PEERS/torch_peer.py" --flops "${pa[1]}" --seq "$seq" 2>&1)
     unset -n pa
     "$MT" plan --config "$cfg" --gpus 1 --gpu h100-80g --tensor-model-parallel-size 1 --set parallel.sequence_parallel=false \
       --seq-length "$seq" --json >"$LOGS/plan_$p.json" 2>&1
@@ -480,6 +481,8 @@ gc_main() {
   throughput throughput_gpt125m TP_125M 60 "at least the PyTorch peer's tokens/s" peer_gpt125m
   peer peer_gpt1.3b PEER_13B 90
   throughput throughput_gpt1.3b TP_13B 100 "MFU >= 0.45 on one H200" peer_gpt1.3b
+  ESSENTIAL_DONE_S=$(elapsed)
+  [ "$ESSENTIAL_DONE_S" -le "$ESSENTIAL_S" ] || echo "gpu-check: the essential figures took $ESSENTIAL_DONE_S s, over the $ESSENTIAL_S s aimed at"
   step_nccl
   step_sanitizer
   finish

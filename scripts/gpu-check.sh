@@ -16,11 +16,12 @@
 # prebuilt module). Options: --out DIR (what comes back: gpu-check.json, gpu-check-logs.tar.gz,
 # gpu-check-summary.txt; nothing else is written there), --work DIR (logs and builds; default a
 # fresh /tmp folder), --report FILE (default OUT/gpu-check.json), --data-dir DIR (default data),
-# --budget-s N (default 480: the whole check), --essential-s N (default 360: the steps that give
-# the essential figures end by then), --skip-reference (with --prepare). Environment: ARCH
+# --budget-s N (default 480: the whole check), --essential-s N (default 360: when the steps that
+# give the essential figures, run first, should be done; the report says when they were),
+# --skip-reference (with --prepare). Environment: ARCH
 # (default 90a on compute capability 9.0), JOBS (default nproc), PYTHON (default python3).
 #
-# Steps, each under its own timeout cut to what is left (essential first):
+# Steps, each under its own timeout cut to what is left of the budget (essential first):
 #   build        the CUDA module from src/ with this machine's nvcc for the one arch (no -Werror),
 #                cuBLASLt / NCCL / cuDNN found in the toolkit or in the pip wheels' folders
 #                (site-packages/nvidia/*/lib); no NCCL: a stand-in library, the nccl step is

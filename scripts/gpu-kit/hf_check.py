@@ -73,8 +73,12 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     out["transformers"] = transformers.__version__
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        args.model_dir, torch_dtype=torch.float32, attn_implementation="eager").to(args.device).eval()
+    load = transformers.AutoModelForCausalLM.from_pretrained
+    try:  # transformers >= 4.56 names it dtype (torch_dtype before)
+        model = load(args.model_dir, dtype=torch.float32, attn_implementation="eager")
+    except TypeError:
+        model = load(args.model_dir, torch_dtype=torch.float32, attn_implementation="eager")
+    model = model.float().to(args.device).eval()
     worst = 0.0
     with torch.no_grad():
         for d in lines:

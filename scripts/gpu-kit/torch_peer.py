@@ -4,7 +4,8 @@
 A GPT-2 (learned positions, pre-LayerNorm, GeLU tanh MLP, tied embeddings, vocabulary padded to
 50304 as mtrain pads 50257) trained for a few steps with the image's PyTorch as a well-tuned user
 would: bf16 autocast over fp32 weights, scaled_dot_product_attention restricted to the flash
-kernel (causal), torch.compile, fused AdamW, gradient accumulation over the same micro-batches as
+kernel (causal), torch.compile of each transformer block (regional compilation: the
+same graph for every layer, compiled once), fused AdamW, gradient accumulation over the same micro-batches as
 mtrain's run. Random token ids: only speed is measured. Output: one JSON line per model on stdout
 (and appended to --json FILE), with tokens/s, ms/iteration and MFU counted exactly as mtrain
 counts it (core/model/model_flops.c: Megatron's formula, attention over the full T x T square,
@@ -99,7 +100,10 @@ def measure(torch, args, layers, hidden, heads):
     model = build_model(torch, layers, hidden, heads, args.seq).to(dev)
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
-    step_model = torch.compile(model) if not args.no_compile else model
+    if not args.no_compile:  # regional compilation: one graph for the block, reused by every layer
+        for blk in model.blocks:  # (whole-model compilation of 24 layers takes minutes of the lease)
+            blk.compile()
+    step_model = model
     try:  # flash attention only: the peer must not silently take the math kernel
         from torch.nn.attention import SDPBackend, sdpa_kernel
         attn_ctx = lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION])  # noqa: E731

@@ -28,9 +28,9 @@ done
 grep -q 'MT_HAVE_CUDA=1' build/.build-flags 2>/dev/null || { echo "skipped: built without the CUDA backend (no nvcc): no kit to make"; exit 77; }
 t0=$(date +%s)
 
-GPU_KIT_STAGE="$TMP/stage" scripts/gpu-kit.sh --from-build --skip-reference --hf-iters 2 --out "$TMP/kit" >"$TMP/kit.log" 2>&1 ||
+GPU_KIT_STAGE="$TMP/stage" GPU_KIT_GZIP_LEVEL=1 scripts/gpu-kit.sh --from-build --skip-reference --hf-iters 2 --out "$TMP/kit" >"$TMP/kit.log" 2>&1 ||
   { cat "$TMP/kit.log"; fail "scripts/gpu-kit.sh failed"; }
-tail -n 1 "$TMP/kit.log"
+echo "$(tail -n 1 "$TMP/kit.log") ($(( $(date +%s) - t0 )) s)"
 for f in run.sh payload.tar.gz MANIFEST; do [ -s "$TMP/kit/$f" ] || fail "the kit has no $f"; done
 size=$(du -cb "$TMP/kit" | tail -n 1 | cut -f1)
 [ "$size" -lt $((48 * 1024 * 1024)) ] || fail "the kit is $size bytes: over 48 MiB (64 MiB travel with the source tree)"
@@ -81,6 +81,7 @@ else
   rc=$?
 fi
 cat "$TMP/dry.log"
+echo "dry run done at $(( $(date +%s) - t0 )) s"
 [ $rc -eq 0 ] || fail "the kit's --dry-run exited $rc"
 [ $bare -eq 0 ] || grep -q '^bare box: system copies' "$TMP/dry.log" || fail "the bare box was not set up"
 grep -q '^gpu-check (dry, kit '"$TMP"'/unpacked)' "$TMP/dry.log" || fail "the dry run did not run from the unpacked kit"
@@ -125,11 +126,11 @@ while [ \$# -gt 0 ]; do case "\$1" in -c) src=\$2; shift;; -o) out=\$2; shift;; 
 cp "$PWD/build/cuda/\$(basename "\$src" .cu).o" "\$out"
 EOF
 chmod +x "$TMP/fakebin/nvcc"
-GPU=(bash "$TMP/kit/run.sh" --out "$TMP/gout" --work "$TMP/gwork" --budget-s 200)
+GPU=(bash "$TMP/unpacked/gpu-check.sh" --out "$TMP/gout" --work "$TMP/gwork" --budget-s 200) # unpacked by the dry run
 if [ $bare -eq 1 ]; then
-  PATH="$TMP/fakebin:$PATH" MT_KIT_DIR="$TMP/unpacked" EMPTY="$TMP/empty" unshare -m bash "$TMP/bare.sh" "${GPU[@]}" >"$TMP/gpu.log" 2>&1
+  PATH="$TMP/fakebin:$PATH" EMPTY="$TMP/empty" unshare -m bash "$TMP/bare.sh" "${GPU[@]}" >"$TMP/gpu.log" 2>&1
 else
-  PATH="$TMP/fakebin:$PATH" MT_KIT_DIR="$TMP/unpacked" "${GPU[@]}" >"$TMP/gpu.log" 2>&1
+  PATH="$TMP/fakebin:$PATH" "${GPU[@]}" >"$TMP/gpu.log" 2>&1
 fi
 rc=$?
 [ $rc -eq 1 ] || { cat "$TMP/gpu.log"; fail "the GPU run without a GPU exited $rc, expected 1 (steps failed, script complete)"; }
@@ -146,7 +147,7 @@ assert s["build"]["status"].startswith("pass") and s["build"]["module"] == "buil
 assert s["parity"]["status"].startswith("fail") and s["loss"]["status"].startswith("fail"), s
 assert s["peer_gpt125m"]["status"] == "skipped: torch is not installed", s["peer_gpt125m"]
 PY
-echo "GPU run without a GPU: complete, $(grep -c '"status": "fail' "$TMP/gout/gpu-check.json") steps failed as expected, module built and linked"
+echo "at $(( $(date +%s) - t0 )) s: GPU run without a GPU: complete, $(grep -c '"status": "fail' "$TMP/gout/gpu-check.json") steps failed as expected, module built and linked"
 
 # a missing corpus: non-zero, the file and the fix named, the report says fail
 rm "$TMP/unpacked/data/kjv_gpt2_text_document.idx"
