@@ -47,7 +47,7 @@ set -u
 SELF_DIR=$(cd "$(dirname "$0")" && pwd)
 if [ -x "$SELF_DIR/bin/mtrain" ]; then KIT=1; ROOT=$SELF_DIR; else KIT=0; ROOT=$(cd "$SELF_DIR/.." && pwd); fi
 
-MODE=gpu; REPORT=""; OUT_DIR="$PWD/gpu-check-out"; WORK=""; DATA_DIR="data"; BUDGET_S=480; ESSENTIAL_S=360; SKIP_REF=0
+MODE=gpu; REPORT=""; OUT_DIR="$PWD/gpu-check-out"; WORK=""; DATA_DIR=""; BUDGET_S=480; ESSENTIAL_S=360; SKIP_REF=0
 abspath() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -69,6 +69,7 @@ for n in "$BUDGET_S" "$ESSENTIAL_S"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: '$n': expected seconds (--budget-s, --essential-s)" >&2; exit 2; }
 done
 cd "$ROOT" || exit 1
+[ -n "$DATA_DIR" ] || DATA_DIR="$ROOT/data"
 T_START=$(date +%s)
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 PY="${PYTHON:-python3}"
@@ -105,7 +106,7 @@ PEER_13B=(--model gpt1.3b --seq 2048 --micro-batch 4 --grad-accum 2 --steps 6 --
 RECIPES="LOSS_ARGS SAN_TINY SAN_LLAMA SAN_MOE TP_125M TP_13B"
 HF_MODELS="gpt-tiny llama-tiny"
 
-ref_args() { local a="${LOSS_ARGS[*]}"; echo "${a//"$DATA_DIR"/DATA}"; } # the reference's arguments, wherever data/ lies
+ref_args() { local a="${LOSS_ARGS[*]}"; echo "${a//"$DATA_DIR/"/DATA/}"; } # the reference's arguments, wherever data/ lies
 
 # ---- --prepare (CPU machine): the BPE corpus and the CPU reference under DATA_DIR ----
 if [ "$MODE" = prepare ]; then

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test/e2e/gpu_check_dry_run.sh — the GPU kit is self-contained, and its check runs from it on a
 # CPU machine exactly as it will on the GPU machine, so the first GPU run cannot fail on plumbing:
-#   1. scripts/gpu-kit.sh --from-build makes a kit (this build's binaries; no CPU reference
-#      losses; 2-iteration saves for the Hugging Face part, to stay cheap) in a temporary folder;
+#   1. scripts/gpu-kit.sh --from-build makes a kit (this build's binaries; 2-iteration saves for
+#      the Hugging Face part, to stay cheap) in a temporary folder; its CPU reference losses must
+#      be found by the unpacked kit (the arguments they were made with match, wherever data/ lies);
 #   2. in a bare box — a mount namespace (unshare -m) where every system copy of the libraries the
 #      kit ships (libyaml, OpenBLAS, PMIx and their dependencies, the GCC runtime's libgomp /
 #      libgfortran / libquadmath) is replaced by an empty file, and the -dev packages' headers,
@@ -28,7 +29,7 @@ done
 grep -q 'MT_HAVE_CUDA=1' build/.build-flags 2>/dev/null || { echo "skipped: built without the CUDA backend (no nvcc): no kit to make"; exit 77; }
 t0=$(date +%s)
 
-GPU_KIT_STAGE="$TMP/stage" GPU_KIT_GZIP_LEVEL=1 scripts/gpu-kit.sh --from-build --skip-reference --hf-iters 2 --out "$TMP/kit" >"$TMP/kit.log" 2>&1 ||
+GPU_KIT_STAGE="$TMP/stage" GPU_KIT_GZIP_LEVEL=1 scripts/gpu-kit.sh --from-build --hf-iters 2 --out "$TMP/kit" >"$TMP/kit.log" 2>&1 ||
   { cat "$TMP/kit.log"; fail "scripts/gpu-kit.sh failed"; }
 echo "$(tail -n 1 "$TMP/kit.log") ($(( $(date +%s) - t0 )) s)"
 for f in run.sh payload.tar.gz MANIFEST; do [ -s "$TMP/kit/$f" ] || fail "the kit has no $f"; done
@@ -106,7 +107,7 @@ assert "nvcc" in r["steps"]["build"]["commands"] or "cp obj/" in r["steps"]["bui
 c = r["checks"]
 for n in ["LOSS_ARGS", "SAN_TINY", "SAN_LLAMA", "SAN_MOE", "TP_125M", "TP_13B"]:
     assert c["recipe " + n]["status"] == "pass", c
-for n in ["data", "parsers", "hf_inputs", "host-libraries", "peer PEER_125M", "peer PEER_13B"]:
+for n in ["data", "cpu_reference", "parsers", "hf_inputs", "host-libraries", "peer PEER_125M", "peer PEER_13B"]:
     assert c[n]["status"] == "pass", (n, c[n])
 PY
 if [ $bare -eq 1 ]; then
