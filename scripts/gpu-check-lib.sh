@@ -63,13 +63,17 @@ add_check() { # add_check NAME STATUS DETAIL: a plumbing check (both modes)
     }$(jstr "$1"): {\"status\": $(jstr "$2"), \"detail\": $(jstr "${3:-}")}"
 }
 
-write_report() {
-  local gpu="" driver="" nvcc_v="" result
-  if command -v nvidia-smi >/dev/null 2>&1; then
-    gpu=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
-    driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+MACHINE_READ=0
+write_report() { # the machine's facts are read once (nvcc --version alone takes a second)
+  local result
+  if [ $MACHINE_READ -eq 0 ]; then
+    MACHINE_READ=1; gpu=""; driver=""; nvcc_v=""; glibc_v=$(ldd --version 2>/dev/null | head -n 1)
+    if command -v nvidia-smi >/dev/null 2>&1; then
+      gpu=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
+      driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+    fi
+    [ -n "$NVCC" ] && nvcc_v=$("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -n 1)
   fi
-  [ -n "$NVCC" ] && nvcc_v=$("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -n 1)
   if [ $N_FAIL -eq 0 ]; then result=pass; else result=fail; fi
   local tmp="$REPORT.tmp.$$"
   mkdir -p "$(dirname "$REPORT")"
@@ -88,7 +92,7 @@ write_report() {
   "kit": $(jstr "$([ $KIT -eq 1 ] && head -n 1 "$ROOT/MANIFEST" 2>/dev/null || echo "source tree $ROOT")"),
   "machine": {"gpu": $(jstr "$gpu"), "driver": $(jstr "$driver"), "nvcc": $(jstr "${nvcc_v:-not found}"),
               "arch": $(jstr "${ARCH_USED:-}"), "cpus": $(nproc 2>/dev/null || echo 0),
-              "glibc": $(jstr "$(ldd --version 2>/dev/null | head -n 1)"),
+              "glibc": $(jstr "$glibc_v"),
               "libraries": {"cudart": $(jstr "$LIB_CUDART"), "cublasLt": $(jstr "$LIB_CUBLASLT"), "nccl": $(jstr "$LIB_NCCL"),
                             "cudnn": $(jstr "$LIB_CUDNN"), "compute_sanitizer": $(jstr "$SANITIZER")}},
   "conventions": {"mfu": "model FLOPs without recomputation / (time x dense bf16 peak of the device), the same count for mtrain and the peer",

@@ -19,7 +19,8 @@
 # --budget-s N (default 480: the whole check), --essential-s N (default 360: when the steps that
 # give the essential figures, run first, should be done; the report says when they were),
 # --skip-reference (with --prepare). Environment: ARCH
-# (default 90a on compute capability 9.0), JOBS (default nproc), PYTHON (default python3).
+# (default 90a on compute capability 9.0), JOBS (default nproc), PYTHON (default python3),
+# GPU_CHECK_LOSS_ITERS (default 50; the kit's test makes and checks a shorter reference).
 #
 # Steps, each under its own timeout cut to what is left of the budget (essential first):
 #   build        the CUDA module from src/ with this machine's nvcc for the one arch (no -Werror),
@@ -73,7 +74,7 @@ cd "$ROOT" || exit 1
 T_START=$(date +%s)
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 PY="${PYTHON:-python3}"
-LOSS_ITERS=50; LOSS_TOL=0.05; WARMUP=5; HF_TOL=1e-3
+LOSS_ITERS="${GPU_CHECK_LOSS_ITERS:-50}"; LOSS_TOL=0.05; WARMUP=5; HF_TOL=1e-3
 REF_DIR="$DATA_DIR/gpu-check"
 REF_LOSSES="$REF_DIR/gpt-tiny-cpu.jsonl"
 BYTE_DATA="$DATA_DIR/kjv_text_document"

@@ -148,9 +148,14 @@ miss=$(LD_LIBRARY_PATH="$STAGE/lib:$STAGE/lib/runtime" ldd "$STAGE"/lib/*.so* "$
 
 # ---- 3. the CUDA module (prebuilt here: the fallback) and its sources ----
 if [ -f build/libmtrain_cuda.so ]; then
-  cp build/libmtrain_cuda.so "$STAGE/module/"
+  # this build's CUDA objects, linked as the Makefile links the module, with the module's two C
+  # objects of the binaries' build (portable host code)
+  cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")
+  cc -shared -o "$STAGE/module/libmtrain_cuda.so" build/cuda/*.o $(for o in $MODULE_C_OBJ; do printf '%s ' "$BIN_SRC/$o"; done) \
+    -L"$cuda_home/lib64" -lcudart -lcublasLt -lnccl -lstdc++ -Wl,-rpath,/usr/local/cuda/lib64 ||
+    die "linking the prebuilt module failed"
   strip --strip-debug "$STAGE/module/libmtrain_cuda.so"
-  echo "module/libmtrain_cuda.so: built here ($(sed -n 's/.*NVFLAGS=\(.*\) LDLIBS=.*/\1/p' build/.build-flags)), linked against $(ldd build/libmtrain_cuda.so | awk '/=>/ {print $1}' | grep -E 'cudart|cublas|nccl' | tr '\n' ' ')" >>"$MANIFEST"
+  echo "module/libmtrain_cuda.so: built here ($(sed -n 's/.*NVFLAGS=\(.*\) LDLIBS=.*/\1/p' build/.build-flags)), linked against $(ldd "$STAGE/module/libmtrain_cuda.so" | awk '/=>/ {print $1}' | grep -E 'cudart|cublas|nccl' | tr '\n' ' ')" >>"$MANIFEST"
 fi
 find cuda -name '*.cu' -o -name '*.cuh' | tar -cf - -T - parallel/comm_nccl.c parallel/cuda_module.c \
   $(find core parallel train -name '*.h') | tar -xf - -C "$STAGE/src"
