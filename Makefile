@@ -4,6 +4,7 @@
 #   make test       install deps, build, run every test (test/run.sh prints the summary)
 #   make smoke      the gpt125m recipe as shipped (GPT-2 BPE, KJV corpus) at T 64 x batch 4 for a few iterations
 #   make bench      benchmarks (printed tables)
+#   make gpu-kit    gpu-kit/: the self-contained kit a lent GPU machine runs scripts/gpu-check.sh from
 CC      ?= gcc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
 CUDA    ?= $(if $(NVCC),1,0)
@@ -52,7 +53,7 @@ LIB      := $(BUILD)/libmtrain.a
 UNIT_SRC := $(sort $(wildcard test/unit/*.c test/ops/*.c))
 UNIT_BIN := $(UNIT_SRC:%.c=$(BUILD)/%)
 
-.PHONY: all deps run test smoke bench clean fuzz
+.PHONY: all deps run test smoke bench clean fuzz gpu-kit
 all: mtrain $(CUDA_MODULE) $(UNIT_BIN)
 
 # Every object depends on the flags it was built with: a `make CUDA=0` build followed by `make`
@@ -146,6 +147,14 @@ bench: deps
 
 fuzz:
 	@./test/fuzz/run-fuzzer.sh
+
+# `make gpu-kit` — gpu-kit/: what a lent GPU machine runs scripts/gpu-check.sh from (host binaries
+# built for any x86-64-v3 CPU, their Debian libraries, data, the CUDA sources; README, "Checking a
+# GPU machine")
+gpu-kit: all
+	@./scripts/fetch-corpus.sh data
+	@./scripts/fetch-gpt2-tokenizer.sh data
+	@./scripts/gpu-kit.sh
 
 clean:
 	rm -rf $(BUILD) mtrain

@@ -3,21 +3,24 @@
  * Rules kept (backend.h): tokens outside [vocab_start, vocab_start + n_vocab) read zeros and
  * get no gradient; dwte and dwpe accumulate (+=).
  * Determinism without float atomics:
- *  - dwte: one thread block per vocabulary row of the shard. The block scans all B*T tokens
- *    in order, 1024 at a time (a coalesced read of the i32 token array, L2-resident); a chunk
- *    with no match costs one __syncthreads_count. For each matching token, in increasing row
- *    order, thread c adds dout[row, c] into dwte[v, c] (thread c owns its columns), so every
- *    element is summed in token order: the CPU reference's order, bit-exact for the same
- *    inputs and the same on every run. Cost ~ n_vocab * B*T token compares from L2 (GPT-2:
- *    50k rows * 16k tokens = 8e8 compares, 800k block-steps): an estimate of a few ms per
- *    step, not measured; a sort-based (cub radix sort by token, stable) scatter is the
- *    faster deterministic alternative if it shows in a profile.
+ *  - dwte: the tokens are bucketed by id once, then each vocabulary row sums its own tokens in
+ *    token order. A key per token row r, (id << 32) | r for a token of this shard (all ones for
+ *    another shard's), is sorted by cub's radix sort; as keys are unique, the sorted order is the
+ *    same whatever the sort does with ties, so it is (id, r) ascending. Then one thread block per
+ *    vocabulary row finds its run of keys by binary search and thread c adds dout[r, c] for the
+ *    run's rows in increasing r into dwte[v, c] (thread c owns its columns): every element is
+ *    summed in token order, the CPU reference's order, bit-exact for the same inputs and the same
+ *    on every run. Each token row of dout is read once in all (O(B*T*C)), against once per
+ *    vocabulary row for a scan of all tokens per row (O(V*B*T)); rows with no token cost a
+ *    binary search. Scratch: 2 keys of 8 bytes per token and the sort's temporary storage,
+ *    stream-ordered (cudaMallocAsync / cudaFreeAsync).
  *  - dwpe: one thread per (position t, column c), summing over b in order. */
 #include "cuda/cuda_common.cuh"
 
+#include <cub/device/device_radix_sort.cuh>
+
 #define EMB_THREADS 256
-#define EMB_PER_THREAD 4
-#define EMB_CHUNK (EMB_THREADS * EMB_PER_THREAD) /* tokens scanned per step */
+#define EMB_NO_KEY (~(uint64_t)0) /* another shard's token: sorts after every key of this shard */
 
 __global__ void embedding_fwd_kernel(bf16 *out, const int32_t *tokens, const bf16 *wte, const bf16 *wpe, int T,
                                      int C, int vs, int nv, int po, size_t n) {
@@ -30,31 +33,36 @@ __global__ void embedding_fwd_kernel(bf16 *out, const int32_t *tokens, const bf1
     }
 }
 
-/* grid.x = n_vocab (one block per shard vocabulary row). Tokens are scanned in chunks of
- * EMB_CHUNK (EMB_PER_THREAD per thread); matches are then applied in increasing row order. */
-__global__ void embedding_bwd_dwte_kernel(float *dwte, const bf16 *dout, const int32_t *tokens, long rows, int C,
-                                          int vs) {
-    __shared__ unsigned char match[EMB_CHUNK];
-    const int v = (int)blockIdx.x + vs; /* the global token id this block owns */
-    float *g = dwte + (size_t)blockIdx.x * C;
-    for (long r0 = 0; r0 < rows; r0 += EMB_CHUNK) {
-        int hits = 0;
-#pragma unroll
-        for (int k = 0; k < EMB_PER_THREAD; k++) {
-            const int i = k * EMB_THREADS + (int)threadIdx.x;
-            const int hit = r0 + i < rows && tokens[r0 + i] == v;
-            match[i] = (unsigned char)hit;
-            hits += hit;
+/* keys[r] = (shard-local id << 32) | r, or EMB_NO_KEY for a token outside the shard */
+__global__ void embedding_bwd_keys_kernel(uint64_t *keys, const int32_t *tokens, long rows, int vs, int nv) {
+    for (long r = (long)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (long)gridDim.x * blockDim.x) {
+        const long id = (long)tokens[r] - vs;
+        keys[r] = (id >= 0 && id < nv) ? ((uint64_t)id << 32) | (uint64_t)r : EMB_NO_KEY;
+    }
+}
+
+/* grid.x = n_vocab (one block per shard vocabulary row); keys sorted ascending */
+__global__ void embedding_bwd_dwte_kernel(float *dwte, const bf16 *dout, const uint64_t *keys, long rows, int C) {
+    __shared__ long run[2]; /* [first, end) of this row's keys */
+    const uint64_t v = blockIdx.x;
+    if (threadIdx.x < 2) { /* lower bound of (v + threadIdx.x) << 32 */
+        const uint64_t want = (v + threadIdx.x) << 32;
+        long lo = 0, hi = rows;
+        while (lo < hi) {
+            const long mid = lo + (hi - lo) / 2;
+            if (keys[mid] < want) lo = mid + 1;
+            else hi = mid;
         }
-        if (__syncthreads_count(hits) != 0) { /* uniform branch: the count is block-wide */
-            const int n_here = rows - r0 < EMB_CHUNK ? (int)(rows - r0) : EMB_CHUNK;
-            for (int k = 0; k < n_here; k++) {
-                if (!match[k]) continue;
-                const bf16 *d = dout + (size_t)(r0 + k) * C;
-                for (int c = threadIdx.x; c < C; c += blockDim.x) g[c] += __bfloat162float(d[c]);
-            }
-        }
-        __syncthreads(); /* match[] is rewritten for the next chunk */
+        run[threadIdx.x] = lo;
+    }
+    __syncthreads();
+    const long first = run[0], end = run[1];
+    if (first == end) return;
+    float *g = dwte + (size_t)v * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = g[c];
+        for (long k = first; k < end; k++) acc += __bfloat162float(dout[(size_t)(keys[k] & 0xffffffffu) * C + c]);
+        g[c] = acc;
     }
 }
 
@@ -96,6 +104,38 @@ mt_status mt_cuda_embedding_fwd(mt_backend *be, const mt_embedding_fwd_args *a) 
     return MT_OK;
 }
 
+/* dwte += the bucketed sums (see the top of the file) */
+static mt_status embedding_bwd_dwte(mt_cuda_ctx *ctx, const mt_embedding_bwd_args *a, long rows) {
+    if (rows >= (long)0xffffffffL || a->n_vocab > (1 << 30))
+        return mt_errorf(MT_ERR_CONFIG, "cuda embedding_bwd: %ld token rows or %d vocabulary rows: over the "
+                         "32-bit row keys (split the micro-batch)", rows, a->n_vocab);
+    int id_bits = 1;
+    while (id_bits < 31 && (1L << id_bits) < a->n_vocab) id_bits++;
+    const int end_bit = 32 + id_bits; /* keys of this shard are below 2^end_bit; EMB_NO_KEY's low bits are all ones */
+    size_t sort_bytes = 0;
+    CUDA_CHECK(cub::DeviceRadixSort::SortKeys(NULL, sort_bytes, (const uint64_t *)NULL, (uint64_t *)NULL, (int)rows,
+                                              0, end_bit, ctx->stream));
+    const size_t key_bytes = (size_t)rows * sizeof(uint64_t);
+    unsigned char *buf = NULL;
+    CUDA_CHECK(cudaMallocAsync((void **)&buf, 2 * key_bytes + sort_bytes, ctx->stream));
+    uint64_t *keys = (uint64_t *)buf, *sorted = (uint64_t *)(buf + key_bytes);
+    embedding_bwd_keys_kernel<<<grid_for((size_t)rows), EMB_THREADS, 0, ctx->stream>>>(keys, a->tokens, rows,
+                                                                                      a->vocab_start, a->n_vocab);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        e = cub::DeviceRadixSort::SortKeys(buf + 2 * key_bytes, sort_bytes, (const uint64_t *)keys, sorted, (int)rows,
+                                           0, end_bit, ctx->stream);
+    if (e == cudaSuccess) {
+        embedding_bwd_dwte_kernel<<<(unsigned)a->n_vocab, EMB_THREADS, 0, ctx->stream>>>(
+            (float *)a->dwte, (const bf16 *)a->dout, sorted, rows, a->C);
+        e = cudaGetLastError();
+    }
+    const cudaError_t ef = cudaFreeAsync(buf, ctx->stream);
+    CUDA_CHECK(e);
+    CUDA_CHECK(ef);
+    return MT_OK;
+}
+
 mt_status mt_cuda_embedding_bwd(mt_backend *be, const mt_embedding_bwd_args *a) {
     mt_cuda_ctx *ctx = mt_cuda_ctx_of(be);
     mt_status st = emb_check("embedding_bwd", a->B, a->T, a->C, a->n_vocab, a->pos_offset, a->dout, a->tokens,
@@ -104,9 +144,8 @@ mt_status mt_cuda_embedding_bwd(mt_backend *be, const mt_embedding_bwd_args *a) 
     const long rows = (long)a->B * a->T;
     if (rows == 0) return MT_OK;
     if (a->dwte && a->n_vocab > 0) {
-        embedding_bwd_dwte_kernel<<<(unsigned)a->n_vocab, EMB_THREADS, 0, ctx->stream>>>(
-            (float *)a->dwte, (const bf16 *)a->dout, a->tokens, rows, a->C, a->vocab_start);
-        CUDA_CHECK_LAUNCH();
+        st = embedding_bwd_dwte(ctx, a, rows);
+        if (st != MT_OK) return st;
     }
     if (a->dwpe && a->T > 0) {
         embedding_bwd_dwpe_kernel<<<grid_for((size_t)a->T * a->C), EMB_THREADS, 0, ctx->stream>>>(

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # test/cuda_emu/run.sh — the tensor-core attention kernels (cuda/cuda_attention_tc.cu) checked on
 # a machine without a GPU (and the fused cross-entropy, vectorised GeLU / add / cast, the fused
-# residual add + norm and init_normal too): the files are compiled for the host with the real
+# residual add + norm, init_normal and the embedding too): the files are compiled for the host with the real
 # cuda/cuda_common.cuh over stand-ins for the CUDA headers it includes (cuda_runtime.h, cuda_bf16.h,
-# cublasLt.h) and for WMMA (mma.h), all in test/cuda_emu/inc; their kernel launches are rewritten
+# cublasLt.h), for WMMA (mma.h) and for cub's radix sort (cub/), all in test/cuda_emu/inc; their
+# kernel launches are rewritten
 # into emu_launch(...), and they run against the CPU backend (fused_emu.cpp, xent_act_emu.cpp,
-# attention_tc_emu.cpp). Needs g++ with C++20 and `make` done first (links build/libmtrain.a).
+# embed_emu.cpp, attention_tc_emu.cpp). Needs g++ with C++20 and `make` done first (links build/libmtrain.a).
 # Usage: test/cuda_emu/run.sh [--quick]  (exit 0 = all ok)
 set -eu
 cd "$(dirname "$0")/../.."
@@ -24,13 +25,14 @@ host_copy cuda/cuda_xent.cu "$out/xent_host.cpp" 4
 host_copy cuda/cuda_act.cu "$out/act_host.cpp" 10
 host_copy cuda/cuda_layernorm.cu "$out/layernorm_host.cpp" 5
 host_copy cuda/cuda_init.cu "$out/init_host.cpp" 1
+host_copy cuda/cuda_embed.cu "$out/embed_host.cpp" 4
 CUDA_LIBS=""
 if grep -q 'MT_HAVE_CUDA=1' build/.build-flags 2>/dev/null; then
   CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
   CUDA_LIBS="-L$CUDA_HOME/lib64 -lcudart -lcublasLt -lnccl -Wl,-rpath,$CUDA_HOME/lib64"
 fi
 rc=0
-for t in fused_emu xent_act_emu attention_tc_emu; do
+for t in fused_emu xent_act_emu embed_emu attention_tc_emu; do
   # shellcheck disable=SC2086
   g++ -std=c++20 -O2 -g -Itest/cuda_emu/inc -I"$out" -I. $(pkg-config --cflags openblas) \
     -o "$out/$t" "test/cuda_emu/$t.cpp" build/libmtrain.a \

@@ -7,7 +7,7 @@
  * memory (static __shared__ arrays become function statics). The emulation's globals
  * (threadIdx, emu, emu_max_smem, ...) are defined by each *_emu.cpp. Only what the kernels run by
  * test/cuda_emu use (tensor-core attention, cross-entropy, GeLU/add/cast, norms and the fused
- * add + norm, init_normal). Test harness only: never part of the build. */
+ * add + norm, init_normal, the embedding). Test harness only: never part of the build. */
 #pragma once
 #include <barrier>
 #include <cassert>
@@ -57,6 +57,10 @@ extern int emu_max_smem;
 static inline cudaError_t cudaDeviceGetAttribute(int *v, int, int) { *v = emu_max_smem; return 0; }
 template <class K> static cudaError_t cudaFuncSetAttribute(K, int, int) { return 0; }
 static inline cudaError_t cudaGetLastError() { return 0; }
+static inline cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) { /* garbage, as cudaMalloc's */
+    *p = aligned_alloc(256, (bytes + 255) & ~(size_t)255); if (*p) memset(*p, 0xA5, bytes); return *p ? 0 : 2;
+}
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { free(p); return 0; }
 extern unsigned char *emu_smem_base; extern size_t emu_smem_bytes;
 static inline unsigned char *emu_dyn_smem() { return emu_smem_base; }
 template <class K, class... A> void emu_launch(dim3 g, dim3 b, size_t smem, cudaStream_t, K kernel, A... args) {
