@@ -48,11 +48,24 @@ static const char *link_str(const mt_plan_comm *c, const mt_gpu_spec *g) {
     return c->network ? "network" : "NVLink";
 }
 
+/* Uneven stages: "first 7 layers, middle 8, last 7" (no middle with two stages) into buf. */
+static const char *stage_split_str(const mt_plan *p, char *buf, size_t n_bytes) {
+    if (p->pp > 2)
+        snprintf(buf, n_bytes, "first %d layers, middle %d, last %d", p->n_layers_first, p->n_layers_mid,
+                 p->n_layers_last);
+    else
+        snprintf(buf, n_bytes, "first %d layers, last %d", p->n_layers_first, p->n_layers_last);
+    return buf;
+}
+
 const char *mt_plan_layout_str(const mt_plan *p, char *buf, size_t n_bytes) {
     char cp[24] = "", ep[24] = "", st[48] = "";
     if (p->cp > 1) snprintf(cp, sizeof cp, " cp %d", p->cp);
     if (p->ep > 1) snprintf(ep, sizeof ep, " ep %d", p->ep);
-    if (p->uneven) snprintf(st, sizeof st, " (%d/%d/%d layers)", p->n_layers_first, p->n_layers_mid, p->n_layers_last);
+    if (p->uneven && p->pp > 2)
+        snprintf(st, sizeof st, " (%d/%d/%d layers)", p->n_layers_first, p->n_layers_mid, p->n_layers_last);
+    else if (p->uneven)
+        snprintf(st, sizeof st, " (%d/%d layers)", p->n_layers_first, p->n_layers_last);
     snprintf(buf, n_bytes, "tp %d pp %d%s vpp %d%s dp %d%s mb %d sp %s dopt %s rc %s", p->tp, p->pp, st, p->vpp, cp,
              p->dp, ep, p->micro_batch, p->sp ? "on" : "off", p->dist_opt ? "on" : "off", k_rc[p->recompute]);
     return buf;
@@ -116,10 +129,11 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
                 count_str(p->params.n_expert, b, sizeof b));
     fprintf(f, "  embedding share       %.2f%% (%s)\n", 100 * p->params.n_embed / p->params.n_params,
             count_str(p->params.n_embed, a, sizeof a));
+    char split[96];
     if (p->uneven)
-        fprintf(f, "  per rank              first stage %s, last stage %s (uneven stages: first %d layers, middle %d, "
-                "last %d)\n", count_str(p->first.n_params, a, sizeof a), count_str(p->last.n_params, b, sizeof b),
-                p->n_layers_first, p->n_layers_mid, p->n_layers_last);
+        fprintf(f, "  per rank              first stage %s, last stage %s (uneven stages: %s)\n",
+                count_str(p->first.n_params, a, sizeof a), count_str(p->last.n_params, b, sizeof b),
+                stage_split_str(p, split, sizeof split));
     else
         fprintf(f, "  per rank              first stage %s, last stage %s (%d layers per stage)\n",
                 count_str(p->first.n_params, a, sizeof a), count_str(p->last.n_params, b, sizeof b), p->n_layers_stage);
@@ -169,10 +183,10 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
     fprintf(f, "\npipeline\n");
     if (p->pp > 1 && p->uneven)
         fprintf(f, "  bubble                %.1f%% of the step, simulated: the 1F1B tables the trainer runs with each "
-                "stage's forward FLOPs (first %d layers, middle %d, last %d + the output layer; B = 2 F); even stages "
+                "stage's forward FLOPs (%s; the last + the output layer; B = 2 F); even stages "
                 "would give (p-1)/(m+p-1) = %.1f%%; Megatron's bubble/ideal (makespan over m slowest-stage "
                 "micro-batches, less 1) = %.1f%%\n  ideal speed-up        %.2f x over one stage (all stages' work over "
-                "the makespan)\n", 100 * p->bubble, p->n_layers_first, p->n_layers_mid, p->n_layers_last,
+                "the makespan)\n", 100 * p->bubble, stage_split_str(p, split, sizeof split),
                 100 * mt_plan_bubble_fraction(p->pp, p->n_micro, 1), 100 * p->bubble_ratio, p->speedup);
     else if (p->pp > 1)
         fprintf(f, "  bubble                %.1f%% of the step = (p-1)/(v m + p - 1) with p %d, m %d, v %d; Megatron's "
