@@ -172,7 +172,10 @@ typedef struct {
     /* layout */
     int n_gpus, tp, pp, vpp, cp, dp, ep, edp;
     int micro_batch, n_micro, global_batch, seq_length;
-    int sp, dist_opt, n_layers_stage;
+    int sp, dist_opt, n_layers_stage; /* layers per stage (uneven stages: the most any stage holds) */
+    int uneven;              /* uneven pipeline stages: the first / last stage hold n_layers_first / _last, the
+                              * middle ones n_layers_mid (parallel.first_stage_layers ..., docs/plan.md) */
+    int n_layers_first, n_layers_mid, n_layers_last;
     mt_recompute recompute;
     mt_plan_mode mode;
     mt_gpu_spec gpu;
@@ -230,6 +233,8 @@ typedef struct {
     double peak_fp8_flops;                  /* per GPU, FLOP/s (0 = none) */
     double mfu_fp8_est;                     /* model FLOPs over the fp8 peak: the other convention, for
                                              * comparison with reports that use it */
+    double bubble_sim_makespan;             /* uneven stages: the schedule simulator's makespan in units of the
+                                             * slowest stage's F + B (m + p - 1 when even) */
     char notes[2048];        /* warnings, one per line */
 } mt_plan;
 

@@ -478,18 +478,22 @@ void mt_plan_cost_model(plan_ctx *x, mt_plan *p) {
 
     const mt_plan_rank *wr = p->worst_stage ? &p->last : &p->first;
     const double t_layer = lt.gemm + lt.attn + lt.elem;
-    const double comp_first = Ls * t_layer + t_emb, comp_last = Ls * t_layer + t_head;
+    /* uneven stages: each its own layers (the middle ones too); the slowest sets the pace */
+    const double comp_first = x->L_first * t_layer + t_emb, comp_last = x->L_last * t_layer + t_head;
+    const double comp_mid = x->uneven && pp > 2 ? x->L_mid * t_layer : 0.0;
     /* a separate gradient-accumulation pass over the stage's parameters in every micro-batch but the first
      * (opts; the first backward's gradient is stored as it is: PyTorch's AccumulateGrad steals it) */
     const double t_acc = o->grad_accum_bytes > 0 && c.bw > 0 ? o->grad_accum_bytes * wr->n_elems * (m - 1.0) / m / c.bw
                                                              : 0.0;
-    double comp_mb = (pp == 1 ? Ls * t_layer + t_emb + t_head : fmax(comp_first, comp_last)) + t_acc;
-    const double head_share = pp == 1 || comp_last >= comp_first ? 1.0 : 0.0;
-    p->t_gemm_s = m * (Ls * lt.gemm + head_share * (hf + hb));
-    p->t_attn_s = m * Ls * lt.attn;
+    double comp_mb = (pp == 1 ? Ls * t_layer + t_emb + t_head : fmax(fmax(comp_first, comp_last), comp_mid)) + t_acc;
+    const double head_share = pp == 1 || (comp_last >= comp_first && comp_last >= comp_mid) ? 1.0 : 0.0;
+    const double Lw = pp == 1 || !x->uneven ? Ls /* the slowest stage's layers */
+                      : head_share > 0 ? x->L_last : comp_first >= comp_mid ? x->L_first : x->L_mid;
+    p->t_gemm_s = m * (Lw * lt.gemm + head_share * (hf + hb));
+    p->t_attn_s = m * Lw * lt.attn;
     p->t_compute_s = comp_mb * m;
     p->t_elem_s = p->t_compute_s - p->t_gemm_s - p->t_attn_s; /* with the gradient-accumulation pass */
-    plan_comm_times(x, p, Ls * lt.attn);
+    plan_comm_times(x, p, Lw * lt.attn);
     const double slow_mb = tp_comm_overlap(x, p, &lt); /* the GEMMs beside SM-held overlaps */
     p2p_overlap(x, p, &lt);
     if (slow_mb > 0) {
@@ -497,11 +501,12 @@ void mt_plan_cost_model(plan_ctx *x, mt_plan *p) {
         p->t_compute_s = comp_mb * m;
         p->t_gemm_s += m * slow_mb;
     }
-    dp_overlap(x, p, wr, Ls * lt.fwd, Ls * (t_layer - lt.fwd));
+    dp_overlap(x, p, wr, Lw * lt.fwd, Lw * (t_layer - lt.fwd));
     const double t_mb = comp_mb + (p->tp_comm.exposed_s + p->cp_comm.exposed_s + p->pp_comm.exposed_s +
                                    p->ep_comm.exposed_s) / m;
     p->t_mb_s = t_mb;
-    p->t_bubble_s = pp > 1 ? t_mb * (pp - 1.0) / x->v : 0.0;
+    /* uneven stages: the simulated makespan (plan_model.c) beyond m slowest-stage micro-batches */
+    p->t_bubble_s = pp <= 1 ? 0.0 : x->uneven ? t_mb * (p->bubble_sim_makespan - m) : t_mb * (pp - 1.0) / x->v;
     /* not overlapped (Megatron's default without --overlap-grad-reduce); with the embedding allreduce */
     p->t_dp_s = p->dp_comm.exposed_s + p->t_emb_ar_s;
     if (o->grad_copy_bytes > 0 && (x->dp > 1 || x->cp > 1) && c.bw > 0) /* the reduction's buffer copies (opts) */

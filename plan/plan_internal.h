@@ -34,7 +34,9 @@ typedef struct {
     double act_layer_none, act_layer_rc, act_layer; /* one layer, one micro-batch, this rank */
     double s_loc, N, spdiv;  /* local sequence (T / cp), tokens per micro-batch on a rank, the sp divisor */
     double A;                /* one micro-batch's hidden states on this rank's sequence, bytes */
-    double Ls;               /* layers per stage */
+    double Ls;               /* layers per stage (uneven stages: the most any stage holds) */
+    int uneven;              /* uneven pipeline stages (mt_recipe_uneven_stages) */
+    double L_first, L_mid, L_last; /* layers of the first, a middle and the last stage (all Ls when even) */
     mt_gpu_spec shared_host; /* a probed host's rates blended for ranks computing at once (cost model) */
 } plan_ctx;
 

@@ -10,11 +10,13 @@
  * bf16 mixed precision, recompute, pipeline schedules, communication). */
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/model/model_layout.h"
 #include "plan/plan.h"
 #include "plan/plan_internal.h"
+#include "plan/schedule_timeline.h"
 
 void mt_plan_opts_defaults(mt_plan_opts *o) {
     memset(o, 0, sizeof *o); /* every switch of the modelled software off: mtrain's own */
@@ -296,6 +298,23 @@ mt_status mt_plan_check(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu) 
 
 /* ---------- the plan of one layout, in steps ---------- */
 
+/* The layout of pipeline stage k (mt_param_layout_build_stage). Uneven stages: the trainer's layout
+ * builder splits evenly, so stage k's is built from a copy of the recipe whose even split gives k its
+ * own layer count (model.layers = L_k pp), with the whole model's depth put back (L_global: the FLOPs). */
+static mt_status plan_stage_layout(const mt_recipe *r, int k, mt_param_layout *pl) {
+    if (!mt_recipe_uneven_stages(r)) return mt_param_layout_build_stage(r, k, pl);
+    mt_recipe *c = malloc(sizeof *c);
+    if (!c) return mt_errorf(MT_ERR_OOM, "plan: %zu bytes for a stage's recipe", sizeof *c);
+    *c = *r;
+    c->model.layers = mt_recipe_stage_layers(r, k) * r->parallel.pipeline;
+    c->parallel.first_stage_layers = c->parallel.last_stage_layers = 0;
+    c->parallel.embedding_in_split = c->parallel.loss_in_split = 0;
+    mt_status st = mt_param_layout_build_stage(c, k, pl);
+    free(c);
+    if (st == MT_OK) pl->L_global = r->model.layers;
+    return st;
+}
+
 /* The layout's fields of p, the model's dimensions and the mode's byte sizes. */
 static mt_status plan_layout(plan_ctx *x, int n_gpus, mt_plan *p) {
     const mt_recipe *r = x->r;
@@ -328,6 +347,19 @@ static mt_status plan_layout(plan_ctx *x, int n_gpus, mt_plan *p) {
     p->sp = pc->sequence_parallel && x->t > 1;
     p->dist_opt = pc->distributed_optimizer;
     p->n_layers_stage = r->model.layers / x->pp;
+    p->n_layers_first = p->n_layers_mid = p->n_layers_last = p->n_layers_stage;
+    p->uneven = x->pp > 1 && mt_recipe_uneven_stages(r);
+    if (p->uneven) {
+        p->n_layers_first = mt_recipe_stage_layers(r, 0);
+        p->n_layers_last = mt_recipe_stage_layers(r, x->pp - 1);
+        p->n_layers_mid = x->pp > 2 ? mt_recipe_stage_layers(r, 1) : p->n_layers_first;
+        p->n_layers_stage = p->n_layers_mid > p->n_layers_first ? p->n_layers_mid : p->n_layers_first;
+        if (p->n_layers_last > p->n_layers_stage) p->n_layers_stage = p->n_layers_last;
+    }
+    x->uneven = p->uneven;
+    x->L_first = p->n_layers_first;
+    x->L_mid = p->n_layers_mid;
+    x->L_last = p->n_layers_last;
     p->recompute = r->training.recompute;
     p->mode = r->training.precision == MT_PREC_BF16 && r->training.backend != MT_BACKEND_CPU ? MT_PLAN_MIXED_BF16
                                                                                              : MT_PLAN_TRAINER_FP32;
@@ -351,7 +383,7 @@ static mt_status plan_layout(plan_ctx *x, int n_gpus, mt_plan *p) {
     x->Ls = p->n_layers_stage;
     /* full recompute reruns rc_frac of each model chunk's layers (all: uniform; the first
        training.recompute_num_layers: block); the stage layout's own count (mt_param_layout_build_stage) */
-    st = mt_param_layout_build_stage(r, 0, &x->pl0);
+    st = plan_stage_layout(r, 0, &x->pl0);
     if (st != MT_OK) return st;
     x->rc_layers = x->full ? x->pl0.recompute : 0;
     x->rc_frac = x->full && x->pl0.Lc > 0 ? (double)x->rc_layers / x->pl0.Lc : 0.0;
@@ -388,12 +420,12 @@ static void plan_layer_activations(plan_ctx *x, mt_plan *p) {
 }
 
 /* Activations of stage k's rank at the peak of the schedule beyond its layers' (n_layer_mbs x act_layer). */
-static double stage_extra_acts(const plan_ctx *x, const mt_plan *p, const mt_plan_rank *rk, int k) {
+static double stage_extra_acts(const plan_ctx *x, const mt_plan *p, const mt_plan_rank *rk, int k, int L_k) {
     const dims *d = &x->d;
     const double N = x->N, spdiv = x->spdiv;
     double acts = 0.0;
     if (x->megatron_acts) {
-        const double mbs = ceil(rk->n_layer_mbs / p->n_layers_stage);
+        const double mbs = ceil(rk->n_layer_mbs / L_k);
         /* the layer being recomputed: its activations beyond its input (counted above) */
         if (x->rc_layers > 0) acts += x->act_layer_none - x->act_layer_rc;
         /* Megatron theoretical_memory_usage.py: tokens (8 s b) and the embedding dropout
@@ -408,7 +440,7 @@ static double stage_extra_acts(const plan_ctx *x, const mt_plan *p, const mt_pla
      * the kept inputs one layer's worth when recomputing (full: the layer being rerun;
      * selective: the one shared slice of the attention core's outputs); a pipeline stage
      * also keeps the activation it sends and the gradient it sends back */
-    const double Lchunk = (double)x->r->model.layers / ((double)x->pp * x->v);
+    const double Lchunk = (double)L_k * x->pp / ((double)x->pp * x->v);
     const double slots = x->pp > 1 ? rk->n_layer_mbs / Lchunk : 1.0;
     double per_slot = act_slot_trainer(d, x->b, x->t, p->sp, x->cp, k == x->pp - 1, x->abytes);
     if (x->rc_layers > 0 || p->recompute == MT_RECOMPUTE_SELECTIVE) per_slot += x->act_layer_none - x->act_layer_rc;
@@ -421,7 +453,7 @@ static double stage_extra_acts(const plan_ctx *x, const mt_plan *p, const mt_pla
 static mt_status plan_rank_memory(const plan_ctx *x, const mt_plan *p, int k, mt_plan_rank *rk) {
     mt_param_layout stage_pl;
     pcount c;
-    mt_status st = mt_param_layout_build_stage(x->r, k, &stage_pl);
+    mt_status st = plan_stage_layout(x->r, k, &stage_pl);
     if (st != MT_OK) return st;
     layout_params(&stage_pl, &x->d, p->ep, 0, 0, &c);
     rk->stage = k;
@@ -440,9 +472,37 @@ static mt_status plan_rank_memory(const plan_ctx *x, const mt_plan *p, int k, mt
     rk->optim_nodist_bytes = x->obytes * c.n_elems;
     rk->optim_dist_bytes = x->obytes * (flat_dense / dd + flat_exp / de);
     rk->optim_bytes = p->dist_opt ? rk->optim_dist_bytes : rk->optim_nodist_bytes;
-    rk->n_layer_mbs = layer_mbs_in_flight(x->r->model.layers, x->pp, x->v, x->m, k);
-    rk->acts_bytes = rk->n_layer_mbs * x->act_layer + stage_extra_acts(x, p, rk, k);
+    const int L_k = k == 0 ? p->n_layers_first : k == x->pp - 1 ? p->n_layers_last : p->n_layers_mid;
+    rk->n_layer_mbs = layer_mbs_in_flight(L_k * x->pp, x->pp, x->v, x->m, k);
+    rk->acts_bytes = rk->n_layer_mbs * x->act_layer + stage_extra_acts(x, p, rk, k, L_k);
     rk->total_bytes = rk->weights_bytes + rk->grads_bytes + rk->optim_bytes + rk->acts_bytes;
+    return MT_OK;
+}
+
+/* Uneven stages: the bubble from the schedule the trainer's tables give (mt_pp_timeline_build, timed by
+ * plan/schedule_sim.c) with each stage's forward FLOPs (mt_pp_vstage_flops; B = 2 F), the same numbers
+ * `--timeline` draws. Megatron's bubble time over ideal time is then the makespan over m slowest-stage
+ * micro-batches, less one; the speed-up the whole work over that makespan. */
+static mt_status plan_uneven_bubble(const plan_ctx *x, mt_plan *p) {
+    const int pp = x->pp;
+    double *f = malloc(2 * (size_t)pp * sizeof *f);
+    if (!f) return mt_errorf(MT_ERR_OOM, "plan: %d pipeline stages", pp);
+    double *b = f + pp, worst = 0.0, total = 0.0;
+    mt_status st = mt_pp_vstage_flops(x->r, f, pp);
+    for (int s = 0; st == MT_OK && s < pp; s++) {
+        b[s] = 2.0 * f[s];
+        worst = fmax(worst, f[s] + b[s]);
+        total += f[s] + b[s];
+    }
+    mt_pp_timeline tl;
+    if (st == MT_OK) st = mt_pp_timeline_build(mt_schedule_default(pp, 1), pp, x->m, 1, f, b, &tl);
+    free(f);
+    if (st != MT_OK) return st;
+    p->bubble = tl.bubble;
+    p->bubble_sim_makespan = tl.makespan / worst;
+    p->bubble_ratio = p->bubble_sim_makespan / x->m - 1.0;
+    p->speedup = total * x->m / tl.makespan;
+    mt_pp_timeline_free(&tl);
     return MT_OK;
 }
 
@@ -460,7 +520,7 @@ static mt_status plan_memory(const plan_ctx *x, mt_plan *p) {
     p->bubble = mt_plan_bubble_fraction(x->pp, x->m, x->v);
     p->bubble_ratio = x->pp > 1 && x->m > 0 ? (double)(x->pp - 1) / ((double)x->v * x->m) : 0.0;
     p->speedup = mt_plan_speedup(x->pp, x->m, x->v);
-    return MT_OK;
+    return p->uneven ? plan_uneven_bubble(x, p) : MT_OK;
 }
 
 /* Communication per rank per iteration (bytes sent; ring: allreduce 2(g-1)/g of the buffer,

@@ -48,12 +48,26 @@ static const char *link_str(const mt_plan_comm *c, const mt_gpu_spec *g) {
     return c->network ? "network" : "NVLink";
 }
 
+/* Uneven stages: "first 7 layers, middle 8, last 7" (no middle with two stages) into buf. */
+static const char *stage_split_str(const mt_plan *p, char *buf, size_t n_bytes) {
+    if (p->pp > 2)
+        snprintf(buf, n_bytes, "first %d layers, middle %d, last %d", p->n_layers_first, p->n_layers_mid,
+                 p->n_layers_last);
+    else
+        snprintf(buf, n_bytes, "first %d layers, last %d", p->n_layers_first, p->n_layers_last);
+    return buf;
+}
+
 const char *mt_plan_layout_str(const mt_plan *p, char *buf, size_t n_bytes) {
-    char cp[24] = "", ep[24] = "";
+    char cp[24] = "", ep[24] = "", st[48] = "";
     if (p->cp > 1) snprintf(cp, sizeof cp, " cp %d", p->cp);
     if (p->ep > 1) snprintf(ep, sizeof ep, " ep %d", p->ep);
-    snprintf(buf, n_bytes, "tp %d pp %d vpp %d%s dp %d%s mb %d sp %s dopt %s rc %s", p->tp, p->pp, p->vpp, cp, p->dp,
-             ep, p->micro_batch, p->sp ? "on" : "off", p->dist_opt ? "on" : "off", k_rc[p->recompute]);
+    if (p->uneven && p->pp > 2)
+        snprintf(st, sizeof st, " (%d/%d/%d layers)", p->n_layers_first, p->n_layers_mid, p->n_layers_last);
+    else if (p->uneven)
+        snprintf(st, sizeof st, " (%d/%d layers)", p->n_layers_first, p->n_layers_last);
+    snprintf(buf, n_bytes, "tp %d pp %d%s vpp %d%s dp %d%s mb %d sp %s dopt %s rc %s", p->tp, p->pp, st, p->vpp, cp,
+             p->dp, ep, p->micro_batch, p->sp ? "on" : "off", p->dist_opt ? "on" : "off", k_rc[p->recompute]);
     return buf;
 }
 
@@ -115,8 +129,14 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
                 count_str(p->params.n_expert, b, sizeof b));
     fprintf(f, "  embedding share       %.2f%% (%s)\n", 100 * p->params.n_embed / p->params.n_params,
             count_str(p->params.n_embed, a, sizeof a));
-    fprintf(f, "  per rank              first stage %s, last stage %s (%d layers per stage)\n",
-            count_str(p->first.n_params, a, sizeof a), count_str(p->last.n_params, b, sizeof b), p->n_layers_stage);
+    char split[96];
+    if (p->uneven)
+        fprintf(f, "  per rank              first stage %s, last stage %s (uneven stages: %s)\n",
+                count_str(p->first.n_params, a, sizeof a), count_str(p->last.n_params, b, sizeof b),
+                stage_split_str(p, split, sizeof split));
+    else
+        fprintf(f, "  per rank              first stage %s, last stage %s (%d layers per stage)\n",
+                count_str(p->first.n_params, a, sizeof a), count_str(p->last.n_params, b, sizeof b), p->n_layers_stage);
 
     fprintf(f, "\ncompute per iteration\n");
     fprintf(f, "  tokens                %.0f (%d x %d)\n", p->tokens_iter, p->global_batch, p->seq_length);
@@ -161,7 +181,14 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
     }
 
     fprintf(f, "\npipeline\n");
-    if (p->pp > 1)
+    if (p->pp > 1 && p->uneven)
+        fprintf(f, "  bubble                %.1f%% of the step, simulated: the 1F1B tables the trainer runs with each "
+                "stage's forward FLOPs (%s; the last + the output layer; B = 2 F); even stages "
+                "would give (p-1)/(m+p-1) = %.1f%%; Megatron's bubble/ideal (makespan over m slowest-stage "
+                "micro-batches, less 1) = %.1f%%\n  ideal speed-up        %.2f x over one stage (all stages' work over "
+                "the makespan)\n", 100 * p->bubble, stage_split_str(p, split, sizeof split),
+                100 * mt_plan_bubble_fraction(p->pp, p->n_micro, 1), 100 * p->bubble_ratio, p->speedup);
+    else if (p->pp > 1)
         fprintf(f, "  bubble                %.1f%% of the step = (p-1)/(v m + p - 1) with p %d, m %d, v %d; Megatron's "
                 "bubble/ideal (p-1)/(v m) = %.1f%%\n  ideal speed-up        %.2f x over one stage (p / (1 + (p-1)/(v m)))\n",
                 100 * p->bubble, p->pp, p->n_micro, p->vpp, 100 * p->bubble_ratio, p->speedup);
@@ -333,6 +360,12 @@ static void json_plan_body(FILE *f, const mt_plan *p) {
     KV_NUM("bubble", p->bubble);
     KV_NUM("bubble_ratio", p->bubble_ratio);
     KV_NUM("speedup", p->speedup);
+    if (p->uneven) {
+        fputs(", \"uneven\": true", f);
+        fprintf(f, ", \"stage_layers\": {\"first\": %d, \"middle\": %d, \"last\": %d}", p->n_layers_first,
+                p->n_layers_mid, p->n_layers_last);
+        KV_NUM("makespan_slowest_mbs", p->bubble_sim_makespan);
+    }
     fputs("}, \"comm\": {", f);
     json_comm(f, "tp", &p->tp_comm);
     fputs(", ", f);

@@ -174,7 +174,14 @@ mt_status mt_plan_search(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu,
     }
     const int L = r->model.layers, cp = r->parallel.context > 0 ? r->parallel.context : 1;
     const int moe = r->model.moe.experts > 0, node = gpu->is_host ? 1 << 30 : gpu->gpus_per_node;
-    divisors(L > 0 ? L : 1, pps, &n_pp, 64);
+    /* uneven stages: with the embedding / loss counted as layers, every pp dividing the layers plus them
+     * (each pp > 1 with the recipe's keys); with first / last stage layers given, the recipe's own pp keeps
+     * them and the others split evenly */
+    const mt_parallel_cfg *rpc = &r->parallel;
+    const int split_extra = (rpc->embedding_in_split ? 1 : 0) + (rpc->loss_in_split ? 1 : 0);
+    const int fixed_ends = rpc->first_stage_layers > 0 || rpc->last_stage_layers > 0;
+    divisors(L + split_extra > 0 ? L + split_extra : 1, pps, &n_pp, 64);
+    if (fixed_ends && rpc->pipeline > 1 && L % rpc->pipeline && n_pp < 64) pps[n_pp++] = rpc->pipeline;
 
     /* the recipe's own layout on n_gpus, for the comparison */
     int recipe_valid = 0;
@@ -192,8 +199,9 @@ mt_status mt_plan_search(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu,
             const int pp = pps[ip];
             if (n_gpus % ((long)tp * pp * cp)) continue;
             const int dp = n_gpus / (tp * pp * cp);
-            if (pp > 1) divisors(L / pp, vs, &n_v, 64);
-            else vs[0] = 1, n_v = 1;
+            const int uneven = pp > 1 && (split_extra ? 1 : fixed_ends && pp == rpc->pipeline);
+            if (pp > 1 && !uneven) divisors(L / pp, vs, &n_v, 64);
+            else vs[0] = 1, n_v = 1; /* uneven stages: 1F1B */
             if (moe) {
                 divisors(r->model.moe.experts, eps, &n_ep, 64);
             } else {
@@ -217,6 +225,10 @@ mt_status mt_plan_search(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu,
                                     c->parallel.distributed_optimizer = dopt;
                                     c->training.micro_batch = k_mb[im];
                                     c->training.recompute = (mt_recompute)rc;
+                                    if (!uneven) {
+                                        c->parallel.first_stage_layers = c->parallel.last_stage_layers = 0;
+                                        c->parallel.embedding_in_split = c->parallel.loss_in_split = 0;
+                                    }
                                     res->n_tried++;
                                     if (mt_recipe_validate(c, n_gpus) != MT_OK || mt_plan_check(c, n_gpus, gpu) != MT_OK) {
                                         if (!res->first_problem[0])

@@ -25,7 +25,7 @@ int mt_plan_views_run(const mt_plan_views *vw, const char *config, const mt_reci
         double *fv = NULL, *bv = NULL;
         mt_pp_timeline tl;
         mt_status st = MT_OK;
-        if (vw->flops) {
+        if (vw->flops || p->uneven) { /* uneven stages: unit costs would hide them */
             fv = malloc((size_t)pv * sizeof *fv);
             bv = malloc((size_t)pv * sizeof *bv);
             if (!fv || !bv) st = mt_errorf(MT_ERR_OOM, "timeline: %d virtual stages", pv);

@@ -42,7 +42,8 @@ void mt_pp_timeline_free(mt_pp_timeline *tl);
 
 /* Relative forward cost of each virtual stage of the recipe (p v entries, index c p + s, in
  * forward FLOPs per token: its layers, plus the output layer on the last virtual stage; the
- * embedding lookup is counted as free), from the trainer's layout functions. B = 2 F. */
+ * embedding lookup is counted as free), from the trainer's layout functions. B = 2 F. Uneven stages
+ * (mt_recipe_stage_layers): each stage's own layers. */
 mt_status mt_pp_vstage_flops(const mt_recipe *r, double *f_vs, int n_vs);
 
 /* The terminal picture: one row per stage, time to the right, `width` columns at most (0 = 180),

@@ -66,6 +66,12 @@ typedef struct {
     int tensor;            /* tp */
     int pipeline;          /* pp */
     int virtual_pipeline;  /* vpp (1 = no interleaving) */
+    int first_stage_layers; /* uneven stages: layers of the first stage (0 = even split; Megatron's
+                               --decoder-first-pipeline-num-layers); the rest split evenly over the others */
+    int last_stage_layers;  /* the same for the last stage (--decoder-last-pipeline-num-layers) */
+    int embedding_in_split; /* bool: the input embedding counts as one layer in the split (first stage one
+                               layer fewer; --account-for-embedding-in-pipeline-split) */
+    int loss_in_split;      /* bool: the output layer and loss count as one layer (last stage one fewer) */
     int data;              /* dp; 0 = auto = world / (tp*pp*cp) */
     int expert;            /* ep */
     int context;           /* cp */
@@ -255,5 +261,10 @@ int mt_recipe_global_batch_at(const mt_recipe *r, int64_t consumed);
  * is the validator's own message); else MT_ERR_CONFIG
  * "<where>: model.seq_length: N is not divisible by parallel.tensor = tp ...; <fix>". */
 mt_status mt_recipe_check_sp_split(const mt_recipe *r);
+/* Uneven pipeline stages (parallel.first_stage_layers / last_stage_layers / embedding_in_split /
+ * loss_in_split, Megatron's rules): 1 when any is set. mt_recipe_stage_layers: the transformer
+ * layers of pipeline stage `stage` (model.layers / pp when even); meant for a validated recipe. */
+int mt_recipe_uneven_stages(const mt_recipe *r);
+int mt_recipe_stage_layers(const mt_recipe *r, int stage);
 
 #endif

@@ -412,6 +412,44 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
 }
 
 /* Phase 3: the layout and the cross-key rules. */
+/* Uneven pipeline stages (recipe_stages.c), Megatron-Core's rules (TransformerConfig's checks of
+ * num_layers_in_first/last_pipeline_stage and account_for_embedding/loss_in_pipeline_split): a
+ * pipeline; not both ways at once; the layers left after the first and last stage split evenly
+ * over the middle ones; with the embedding / loss counted, layers + 1 (+ 1) split evenly; every
+ * stage at least one layer. The interleaved schedule is not planned with them. */
+static void check_uneven_stages(const mt_recipe *r, problems *P) {
+    const mt_parallel_cfg *pc = &r->parallel;
+    const int pp = pc->pipeline, L = r->model.layers, first = pc->first_stage_layers, last = pc->last_stage_layers;
+    const char *key = first > 0 ? "parallel.first_stage_layers" : last > 0 ? "parallel.last_stage_layers"
+                      : pc->embedding_in_split ? "parallel.embedding_in_split" : "parallel.loss_in_split";
+    if (pp <= 1) {
+        add(P, key, "uneven pipeline stages need parallel.pipeline > 1 (it is %d); remove the key", pp);
+        return;
+    }
+    if (pc->virtual_pipeline > 1) {
+        add(P, key, "uneven pipeline stages with the interleaved schedule (parallel.virtual_pipeline = %d) are "
+            "not supported; set virtual_pipeline: 1 or split the layers evenly", pc->virtual_pipeline);
+        return;
+    }
+    if ((first > 0 || last > 0) && (pc->embedding_in_split || pc->loss_in_split)) {
+        add(P, key, "first_stage_layers / last_stage_layers and embedding_in_split / loss_in_split cannot be "
+            "combined (as in Megatron); use one way of making the stages uneven");
+        return;
+    }
+    if (pc->embedding_in_split || pc->loss_in_split) {
+        const int n = L + (pc->embedding_in_split ? 1 : 0) + (pc->loss_in_split ? 1 : 0);
+        if (n % pp || n / pp < 2)
+            add(P, key, "model.layers = %d plus the embedding / loss counted as layers = %d do not split into "
+                "parallel.pipeline = %d stages of at least 2; choose pp dividing %d", L, n, pp, n);
+        return;
+    }
+    const int n_mid = pp - (first > 0) - (last > 0), rest = L - first - last;
+    if (rest < 0 || (n_mid == 0 && rest != 0) || (n_mid > 0 && (rest < n_mid || rest % n_mid)))
+        add(P, key, "model.layers = %d minus first_stage_layers %d and last_stage_layers %d leaves %d layers, "
+            "which do not split evenly over the %d middle stage%s (each at least one); change the counts so that "
+            "they do", L, first, last, rest, n_mid, n_mid == 1 ? "" : "s");
+}
+
 static void check_layout(const mt_recipe *r, problems *P) {
     const mt_model_cfg *m = &r->model;
     const mt_parallel_cfg *pc = &r->parallel;
@@ -437,7 +475,9 @@ static void check_layout(const mt_recipe *r, problems *P) {
     if (m->ffn_hidden % tp)
         add(P, "model.ffn_hidden", "%d does not split over parallel.tensor = %" PRId64 " (%s); use a multiple "
             "of %" PRId64, m->ffn_hidden, tp, ref(r, "parallel.tensor"), tp);
-    if (m->layers % pp)
+    if (mt_recipe_uneven_stages(r))
+        check_uneven_stages(r, P);
+    else if (m->layers % pp)
         add(P, "model.layers", "%d layers do not split into parallel.pipeline = %" PRId64 " stages (%s); use a "
             "pp that divides %d (%s)", m->layers, pp, ref(r, "parallel.pipeline"), m->layers,
             divisors(m->layers, dv, sizeof dv));

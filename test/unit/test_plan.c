@@ -26,26 +26,16 @@
 #include "plan/plan.h"
 #include "core/recipe/recipe.h"
 #include "parallel/schedule.h"
+#include "test/recipe_load.h"
 #include "test/test.h"
 
 static mt_recipe g_r;
 
 /* Loads a shipped recipe, applies "key=value" overrides, validates for `world` ranks. */
 static mt_recipe *load(const char *name, int world, const char *const *sets) {
-    char path[256];
-    snprintf(path, sizeof path, "configs/%s.yaml", name);
-    mt_recipe_defaults(&g_r);
-    mt_status st = mt_recipe_load_file(&g_r, path);
-    CHECKF(st == MT_OK, "%s: %s", path, mt_last_error());
-    for (int i = 0; sets && sets[i]; i++) {
-        char k[128];
-        const char *eq = strchr(sets[i], '=');
-        snprintf(k, sizeof k, "%.*s", (int)(eq - sets[i]), sets[i]);
-        st = mt_recipe_set(&g_r, k, eq + 1, NULL);
-        CHECKF(st == MT_OK, "%s: %s", sets[i], mt_last_error());
-    }
-    st = mt_recipe_validate(&g_r, world);
-    CHECKF(st == MT_OK, "%s on %d: %s", path, world, mt_last_error());
+    mt_test_recipe_load(&g_r, name, sets);
+    mt_status st = mt_recipe_validate(&g_r, world);
+    CHECKF(st == MT_OK, "configs/%s.yaml on %d: %s", name, world, mt_last_error());
     return &g_r;
 }
 

@@ -1,0 +1,216 @@
+/* test_plan_uneven.c — uneven pipeline stages (parallel.first_stage_layers / last_stage_layers /
+ * embedding_in_split / loss_in_split, core/recipe/recipe_stages.c) in the validator, the trainer's
+ * refusal and `mtrain plan`:
+ *  1. Megatron's split rules: 126 layers on 16 stages refused evenly, accepted as 7 / 8 x 14 / 7 both
+ *     ways (first/last counts, or the embedding and the loss counted as layers); the bad splits refused
+ *     naming the key;
+ *  2. the trainer refuses them (train_support.c), naming the key;
+ *  3. per-stage memory: each end stage of an uneven layout equals, exactly, the same stage of the even
+ *     layout that gives it the same number of layers (whose memory test_plan checks against the
+ *     trainer's buffers), and the two spellings of one split give the same plan;
+ *  4. the plan's bubble equals the schedule simulator's (mt_schedule_simulate run here on the trainer's
+ *     1F1B tables with each stage's forward FLOPs, B = 2 F) to 1e-12, and the --timeline path's
+ *     (mt_pp_vstage_flops + mt_pp_timeline_build) exactly; it exceeds the even formula;
+ *  5. Llama 3 405B (configs/llama3-405b.yaml, 126 layers, pp 16) plans and --search ranks uneven
+ *     layouts. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/model/model_layout.h"
+#include "parallel/schedule.h"
+#include "plan/plan.h"
+#include "plan/schedule_sim.h"
+#include "plan/schedule_timeline.h"
+#include "core/recipe/recipe.h"
+#include "train/train.h"
+#include "test/recipe_load.h"
+#include "test/test.h"
+
+static mt_recipe g_r;
+
+/* A shipped recipe with "key=value" overrides, not validated. */
+static mt_recipe *load_raw(const char *name, const char *const *sets) {
+    mt_test_recipe_load(&g_r, name, sets);
+    return &g_r;
+}
+
+/* Validation of `name` + sets on `world` ranks fails naming `key`. */
+static void expect_refused(const char *name, int world, const char *const *sets, const char *key) {
+    mt_recipe *r = load_raw(name, sets);
+    mt_status st = mt_recipe_validate(r, world);
+    CHECKF(st == MT_ERR_CONFIG && strstr(mt_last_error(), key), "%s: %s", key, mt_last_error());
+    mt_clear_error();
+}
+
+static void test_split_rules(void) {
+    static const char *const even[] = { "parallel.embedding_in_split=false", "parallel.loss_in_split=false", NULL };
+    expect_refused("llama3-405b", 8192, even, "model.layers"); /* 126 % 16 */
+    mt_recipe *r = load_raw("llama3-405b", NULL);
+    CHECKF(mt_recipe_validate(r, 8192) == MT_OK, "%s", mt_last_error());
+    CHECK(mt_recipe_uneven_stages(r));
+    int sum = 0;
+    for (int s = 0; s < 16; s++) sum += mt_recipe_stage_layers(r, s);
+    CHECK(sum == 126);
+    CHECK(mt_recipe_stage_layers(r, 0) == 7 && mt_recipe_stage_layers(r, 1) == 8 && mt_recipe_stage_layers(r, 14) == 8 &&
+          mt_recipe_stage_layers(r, 15) == 7);
+    static const char *const ends[] = { "parallel.embedding_in_split=false", "parallel.loss_in_split=false",
+                                        "parallel.first_stage_layers=7", "parallel.last_stage_layers=7", NULL };
+    r = load_raw("llama3-405b", ends);
+    CHECKF(mt_recipe_validate(r, 8192) == MT_OK, "%s", mt_last_error());
+    CHECK(mt_recipe_stage_layers(r, 0) == 7 && mt_recipe_stage_layers(r, 7) == 8 && mt_recipe_stage_layers(r, 15) == 7);
+    /* 126 - 7 = 119 do not split over 15 stages */
+    static const char *const first_only[] = { "parallel.embedding_in_split=false", "parallel.loss_in_split=false",
+                                              "parallel.first_stage_layers=7", NULL };
+    expect_refused("llama3-405b", 8192, first_only, "parallel.first_stage_layers");
+    static const char *const both_ways[] = { "parallel.first_stage_layers=7", "parallel.last_stage_layers=7", NULL };
+    expect_refused("llama3-405b", 8192, both_ways, "cannot be combined");
+    static const char *const interleaved[] = { "parallel.virtual_pipeline=2", NULL };
+    expect_refused("llama3-405b", 8192, interleaved, "interleaved");
+    static const char *const no_pp[] = { "parallel.first_stage_layers=2", NULL };
+    expect_refused("gpt-tiny", 1, no_pp, "parallel.pipeline > 1");
+    static const char *const emb_only[] = { "parallel.loss_in_split=false", NULL }; /* 126 + 1 = 127 on 16 */
+    expect_refused("llama3-405b", 8192, emb_only, "parallel.embedding_in_split");
+}
+
+static void test_trainer_refuses(void) {
+    mt_recipe *r = load_raw("llama3-405b", NULL);
+    CHECK(mt_recipe_validate(r, 8192) == MT_OK);
+    char note[256];
+    mt_status st = mt_train_check_supported(r, note, sizeof note);
+    CHECKF(st == MT_ERR_UNSUPPORTED && strstr(mt_last_error(), "parallel.embedding_in_split") &&
+           strstr(mt_last_error(), "uneven pipeline stages"), "%s", mt_last_error());
+    mt_clear_error();
+}
+
+/* The plan of gpt-tiny with `layers` layers on pp 4 (micro-batch 1, 8 micro-batches) + sets. */
+static void plan_tiny(int layers, const char *const *sets, mt_plan *p) {
+    char lk[32];
+    snprintf(lk, sizeof lk, "model.layers=%d", layers);
+    const char *all[8] = { lk, "parallel.pipeline=4", "training.micro_batch=1" };
+    int n = 3;
+    for (int i = 0; sets && sets[i] && n < 7; i++) all[n++] = sets[i];
+    all[n] = NULL;
+    mt_recipe *r = load_raw("gpt-tiny", all);
+    CHECKF(mt_recipe_validate(r, 4) == MT_OK, "%s", mt_last_error());
+    mt_gpu_spec host;
+    mt_gpu_host(&host, 1.0);
+    mt_plan_opts o;
+    mt_plan_opts_defaults(&o);
+    CHECKF(mt_plan_compute(r, 4, &host, &o, p) == MT_OK, "%s", mt_last_error());
+}
+
+static void same_rank(const mt_plan_rank *a, const mt_plan_rank *b) {
+    CHECK(a->n_elems == b->n_elems && a->n_params == b->n_params);
+    CHECK(a->weights_bytes == b->weights_bytes && a->grads_bytes == b->grads_bytes && a->optim_bytes == b->optim_bytes);
+    CHECK(a->n_layer_mbs == b->n_layer_mbs);
+    CHECK_NEAR(a->acts_bytes, b->acts_bytes, 0, 1e-12);
+    CHECK_NEAR(a->total_bytes, b->total_bytes, 0, 1e-12);
+}
+
+static void test_stage_memory(void) {
+    static mt_plan un, un2, even1, even3;
+    /* 8 layers on 4 stages as 1 / 3 / 3 / 1 */
+    static const char *const ends[] = { "parallel.first_stage_layers=1", "parallel.last_stage_layers=1", NULL };
+    plan_tiny(8, ends, &un);
+    CHECK(un.uneven && un.n_layers_first == 1 && un.n_layers_mid == 3 && un.n_layers_last == 1);
+    plan_tiny(4, NULL, &even1);  /* 1 layer per stage */
+    plan_tiny(12, NULL, &even3); /* 3 layers per stage */
+    same_rank(&un.first, &even1.first);
+    same_rank(&un.last, &even1.last);
+    /* the embedding and loss counted: (6 + 2) / 4 = 2, first and last 1 */
+    static const char *const counted[] = { "parallel.embedding_in_split=true", "parallel.loss_in_split=true", NULL };
+    static const char *const ends6[] = { "parallel.first_stage_layers=1", "parallel.last_stage_layers=1", NULL };
+    plan_tiny(6, counted, &un);
+    plan_tiny(6, ends6, &un2);
+    CHECK(un.n_layers_mid == 2 && un2.n_layers_mid == 2);
+    same_rank(&un.first, &un2.first);
+    same_rank(&un.last, &un2.last);
+    CHECK(un.bubble == un2.bubble && un.t_step_s == un2.t_step_s);
+    printf("uneven 1/3/3/1: first stage %.0f bytes (even 1-layer stage %.0f), last %.0f; 3-layer stage %.0f\n",
+           un.first.total_bytes, even1.first.total_bytes, un.last.total_bytes, even3.first.total_bytes);
+}
+
+/* The bubble of stage costs f (B = 2 f) through mt_schedule_simulate on the trainer's tables. */
+static double simulate_bubble(int p, int m, const double *f, double *makespan) {
+    const mt_sched kind = mt_schedule_default(p, 1);
+    const int cap = mt_schedule_max_steps(kind, p, m, 1);
+    mt_pp_step *steps = calloc((size_t)p * cap, sizeof *steps);
+    const mt_pp_step *tables[16];
+    int n_steps[16];
+    double b[16];
+    CHECK(steps != NULL && p <= 16);
+    for (int s = 0; s < p; s++) {
+        CHECK(mt_schedule_build(kind, p, m, 1, s, steps + (size_t)s * cap, cap, &n_steps[s]) == MT_OK);
+        tables[s] = steps + (size_t)s * cap;
+        b[s] = 2.0 * f[s];
+    }
+    mt_pp_sim_opts o = MT_PP_SIM_UNIT;
+    o.f_stage = f;
+    o.b_stage = b;
+    mt_pp_sim_result res;
+    CHECKF(mt_schedule_simulate(p, m, 1, tables, n_steps, &o, &res, NULL, NULL) == MT_OK, "%s", mt_last_error());
+    free(steps);
+    *makespan = res.makespan;
+    return res.bubble;
+}
+
+static void test_bubble(void) {
+    static mt_plan p;
+    static const char *const ends[] = { "parallel.first_stage_layers=1", "parallel.last_stage_layers=1", NULL };
+    plan_tiny(8, ends, &p);
+    mt_recipe *r = load_raw("gpt-tiny", (const char *const[]){ "model.layers=8", "parallel.pipeline=4",
+                                                                "training.micro_batch=1", ends[0], ends[1], NULL });
+    CHECK(mt_recipe_validate(r, 4) == MT_OK);
+    /* each stage's forward FLOPs per token, from the model's own count */
+    mt_param_layout *pl = malloc(sizeof *pl);
+    CHECK(pl && mt_param_layout_build(r, pl) == MT_OK);
+    mt_model_fwd_flops fl;
+    mt_model_fwd_flops_per_token(pl, 0, 1, &fl);
+    free(pl);
+    const double f[4] = { fl.layer, 3 * fl.layer, 3 * fl.layer, fl.layer + fl.head };
+    double makespan;
+    const double sim = simulate_bubble(4, 8, f, &makespan);
+    CHECK_NEAR(p.bubble, sim, 1e-12, 0);
+    const double worst = 3.0 * fmax(f[1], f[3]);
+    CHECK_NEAR(p.bubble_sim_makespan, makespan / worst, 1e-12, 0);
+    /* the --timeline path */
+    double fv[4], bv[4];
+    CHECK(mt_pp_vstage_flops(r, fv, 4) == MT_OK);
+    for (int s = 0; s < 4; s++) bv[s] = 2 * fv[s];
+    mt_pp_timeline tl;
+    CHECK(mt_pp_timeline_build(mt_schedule_default(4, 1), 4, 8, 1, fv, bv, &tl) == MT_OK);
+    CHECK(tl.bubble == p.bubble);
+    mt_pp_timeline_free(&tl);
+    CHECK(p.bubble > mt_plan_bubble_fraction(4, 8, 1) + 0.01);
+    printf("uneven 1/3/3/1, m 8: bubble %.4f simulated = plan %.4f (even formula %.4f)\n", sim, p.bubble,
+           mt_plan_bubble_fraction(4, 8, 1));
+}
+
+static void test_llama405b(void) {
+    mt_recipe *r = load_raw("llama3-405b", NULL);
+    CHECK(mt_recipe_validate(r, 8192) == MT_OK);
+    const mt_gpu_spec *h100 = mt_gpu_find("h100-80g");
+    mt_plan_opts o;
+    mt_plan_opts_defaults(&o);
+    static mt_plan p;
+    CHECKF(mt_plan_compute(r, 8192, h100, &o, &p) == MT_OK, "%s", mt_last_error());
+    CHECK(p.uneven && p.n_layers_first == 7 && p.n_layers_mid == 8 && p.n_layers_last == 7);
+    /* the first stage keeps 16 micro-batches of its 7 layers in flight, the last one of 7 */
+    CHECK(p.first.n_layer_mbs == 112 && p.last.n_layer_mbs == 7);
+    CHECK(p.t_step_s > 0 && p.bubble > 0.3 && p.bubble < 0.4);
+    static mt_plan_search_result s;
+    CHECKF(mt_plan_search(r, 8192, h100, &o, &s) == MT_OK, "%s", mt_last_error());
+    CHECK(s.n_fit > 0 && s.top[0].plan.uneven);
+    printf("llama3-405b pp 16 (7/8/7): bubble %.3f, step %.2f s, first stage %.1f GiB; --search #1 pp %d\n", p.bubble,
+           p.t_step_s, p.first.total_bytes / 1073741824.0, s.top[0].plan.pp);
+}
+
+int main(void) {
+    test_split_rules();
+    test_trainer_refuses();
+    test_stage_memory();
+    test_bubble();
+    test_llama405b();
+    TEST_MAIN_END();
+}
