@@ -525,8 +525,11 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
      * MFU counts the model's FLOPs only (PaLM's definition), so recompute never raises it */
     mt_model_flops_per_iter(&t.model.pl, (double)t.G, &rep->model_flops_per_iter, &rep->flops_per_iter);
     MT_CHECK(print_start(&t, log));
+    if (r->checkpoint.dir[0]) { /* a run that cannot save learns it now, not at its first save */
+        MT_CHECK(mt_ckpt_saver_prepare(&t.saver, &t.model, ps));
+        MT_CHECK(mt_ckpt_dir_open(&t.saver, r, ps, be, log));
+    }
     MT_CHECK(resume(&t, log));
-    if (r->checkpoint.dir[0]) MT_CHECK(mt_ckpt_saver_prepare(&t.saver, &t.model, ps));
 
     const int64_t iters = r->training.iters, first_it = t.start.iteration + 1;
     const int pp = ps->grid.pp;
