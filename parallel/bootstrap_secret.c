@@ -10,6 +10,8 @@
  * loses the race reads the winner's), so ranks starting together agree. */
 #include "parallel/bootstrap_internal.h"
 
+#include "core/file_read.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,13 +26,13 @@
 
 /* reads a secret file: regular, owned by this user, no access for group or others */
 static mt_status read_secret_file(const char *path, const char *what, uint8_t *key, size_t *n_key) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return mt_errorf(MT_ERR_CONFIG, "%s %s: cannot open: %s (%s)", what, path, strerror(errno), FIX_HINT);
+    int fd, open_errno;
     struct stat sb;
-    mt_status st = MT_OK;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-        st = mt_errorf(MT_ERR_CONFIG, "%s %s: not a regular file", what, path);
-    else if (sb.st_uid != geteuid())
+    mt_status st = mt_open_regular(path, &fd, &sb, &open_errno);
+    if (st != MT_OK && open_errno)
+        return mt_errorf(MT_ERR_CONFIG, "%s %s: cannot open: %s (%s)", what, path, strerror(open_errno), FIX_HINT);
+    if (st != MT_OK) return mt_error_context(st, "%s: ", what);
+    if (sb.st_uid != geteuid())
         st = mt_errorf(MT_ERR_CONFIG, "%s %s: owned by uid %u, not by this user (uid %u)", what, path,
                        (unsigned)sb.st_uid, (unsigned)geteuid());
     else if (sb.st_mode & 077)

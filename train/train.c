@@ -540,6 +540,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
     memset(&ls, 0, sizeof ls);
     const double bubble_formula =
         t.pipe_exec ? mt_schedule_bubble_formula(t.pipe_exec->kind, pp, t.n_micro, t.pipe_exec->v) : -1;
+    if (r->checkpoint.exit_signal_handler) mt_stop_request_arm(); /* the loop reads stop requests from here */
     for (int64_t it = first_it; it <= iters; it++) {
         const double t0 = mt_clock_ms();
         t.model.tp.comm_ms = 0;

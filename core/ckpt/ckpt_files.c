@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/ckpt/manifest.h"
+#include "core/file_read.h"
 
 void mt_ckpt_iter_path(const char *root, int64_t iteration, const char *suffix, char *buf, size_t n_bytes) {
     snprintf(buf, n_bytes, "%s/iter_%07" PRId64 "%s", root, iteration, suffix ? suffix : "");
@@ -21,11 +22,15 @@ void mt_ckpt_iter_path(const char *root, int64_t iteration, const char *suffix, 
 mt_status mt_ckpt_read_tracker(const char *root, int64_t *iteration) {
     char path[MT_CKPT_PATH_MAX], text[64];
     snprintf(path, sizeof path, "%s/%s", root, MT_CKPT_TRACKER);
-    FILE *f = fopen(path, "r");
-    if (!f) return mt_errorf(MT_ERR_IO, "%s: cannot open the checkpoint tracker: %s", path, strerror(errno));
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = 0;
+    int fd, open_errno;
+    struct stat sb;
+    mt_status st = mt_open_regular(path, &fd, &sb, &open_errno);
+    if (st != MT_OK && open_errno)
+        return mt_errorf(MT_ERR_IO, "%s: cannot open the checkpoint tracker: %s", path, strerror(open_errno));
+    if (st != MT_OK) return st;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = 0;
     char *end = NULL;
     errno = 0;
     long long v = strtoll(text, &end, 10);

@@ -18,6 +18,7 @@
 #include "core/ckpt/hf_export.h"
 #include "core/ckpt/safetensors.h"
 #include "core/clock.h"
+#include "core/file_read.h"
 #include "core/json_tree.h"
 #include "core/model/model_layout.h"
 
@@ -45,10 +46,11 @@ static mt_status map_one(hf_model_files *h, const char *name) {
     snprintf(f->name, sizeof f->name, "%s", name);
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", h->dir, name);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return mt_errorf(MT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) || sb.st_size < 8) {
+    mt_status opened = mt_open_regular(path, &fd, &sb, NULL);
+    if (opened != MT_OK) return opened;
+    if (sb.st_size < 8) {
         close(fd);
         return mt_errorf(MT_ERR_DATA, "%s: %lld bytes: not a safetensors file", path, (long long)sb.st_size);
     }
