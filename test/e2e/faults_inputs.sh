@@ -16,6 +16,7 @@
 #                      model.safetensors under `import`, the tracker, a dataset's .bin): refused at
 #                      once ("a FIFO, not a regular file"), never waiting for a writer (each run
 #                      under `timeout 30`, which would end it with 124)
+#   resume_tokenizer   --load of a byte-tokenizer save under data.tokenizer=null: refused naming both
 source test/e2e_lib.sh
 source test/faults_lib.sh
 need_data
@@ -114,4 +115,7 @@ cp "$DATA.idx" "$TMP/fifo_text_document.idx"
 fault_begin fifo_dataset
 fault_run timeout 30 "$MTRAIN" "${SMALLNET[@]}" --train-iters 2 --data-path "$TMP/fifo_text_document"
 fault_end 1 "fifo_text_document.bin: cannot read: a FIFO, not a regular file"
+fault_begin resume_tokenizer # the save records the byte tokenizer; a resume under another is refused
+fault_run "$MTRAIN" "${SMALLNET[@]}" --train-iters 2 --load "$TMP/ff" --set data.tokenizer=null
+fault_end 1 "saved by a run with data.tokenizer byte, this recipe has data.tokenizer null"
 echo "all faults_inputs cases passed"
