@@ -88,7 +88,8 @@ void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be);
 mt_status mt_ckpt_resolve(const mt_recipe *r, char *path, size_t n_bytes, int *found, char *note, size_t note_bytes);
 
 /* For the commands that read a save with the recipe's tokenizer (generate, logprobs): the save's
- * manifest must name the recipe's data.tokenizer (ids of another tokenizer mean nonsense); tool
+ * manifest must name the recipe's data.tokenizer (ids of another tokenizer mean nonsense), and
+ * its recipe the same model.norm, norm_eps, activation, position, rope_theta and bias; tool
  * ("mtrain generate") and verb ("generate") go into the messages; log (NULL = quiet) gets one line
  * describing the save. *iteration = the save's iteration. */
 mt_status mt_ckpt_check_tokenizer(const char *ckpt_path, const mt_recipe *r, const char *tool, const char *verb,

@@ -322,6 +322,31 @@ out:
     return st;
 }
 
+/* The keys that change the function of a model of a given shape (the shapes are checked by the
+ * load): the save's recipe (its manifest) against this one. Scoring or generating with other
+ * values computes another model; a resume may change them on purpose (e.g. rope_theta for a
+ * longer context), so only generate and logprobs ask. */
+static mt_status same_function(const char *ckpt_path, const mt_manifest *mf, const mt_recipe *r, const char *verb) {
+    static const char *const keys[] = {"model.norm", "model.norm_eps", "model.activation", "model.position",
+                                       "model.rope_theta", "model.bias"};
+    if (!mf->recipe_yaml) return MT_OK;
+    mt_recipe *saved = malloc(sizeof *saved);
+    if (!saved) return mt_errorf(MT_ERR_OOM, "%s: the save's recipe", ckpt_path);
+    mt_recipe_defaults(saved);
+    mt_status st = mt_recipe_load_string(saved, mf->recipe_yaml, strlen(mf->recipe_yaml), ckpt_path);
+    for (size_t i = 0; st == MT_OK && i < sizeof keys / sizeof keys[0]; i++) {
+        char a[128], b[128];
+        mt_recipe_value_text(saved, keys[i], a, sizeof a);
+        mt_recipe_value_text(r, keys[i], b, sizeof b);
+        if (strcmp(a, b))
+            st = mt_errorf(MT_ERR_CONFIG, "%s: saved with %s = %s, this recipe has %s: %s with the save's value "
+                           "(--set %s=%s); other values compute another model", ckpt_path, keys[i], a, b, verb, keys[i],
+                           a);
+    }
+    free(saved);
+    return st;
+}
+
 mt_status mt_ckpt_check_tokenizer(const char *ckpt_path, const mt_recipe *r, const char *tool, const char *verb,
                                   FILE *log, int64_t *iteration) {
     mt_status st = MT_OK;
@@ -329,6 +354,7 @@ mt_status mt_ckpt_check_tokenizer(const char *ckpt_path, const mt_recipe *r, con
     memset(&mf, 0, sizeof mf);
     MT_CHECK(mt_manifest_load(ckpt_path, &mf));
     MT_CHECK(same_tokenizer(ckpt_path, &mf, r, verb));
+    MT_CHECK(same_function(ckpt_path, &mf, r, verb));
     const char *want = mt_recipe_tokenizer_name(r->data.tokenizer);
     *iteration = mf.iteration;
     if (log) {

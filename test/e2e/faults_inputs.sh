@@ -17,6 +17,8 @@
 #                      once ("a FIFO, not a regular file"), never waiting for a writer (each run
 #                      under `timeout 30`, which would end it with 124)
 #   resume_tokenizer   --load of a byte-tokenizer save under data.tokenizer=null: refused naming both
+#   logprobs_function  `mtrain logprobs` with model.norm_eps other than the save's: refused naming
+#                      the key and both values (the save's own recipe scores: logprobs_same)
 source test/e2e_lib.sh
 source test/faults_lib.sh
 need_data
@@ -118,4 +120,12 @@ fault_end 1 "fifo_text_document.bin: cannot read: a FIFO, not a regular file"
 fault_begin resume_tokenizer # the save records the byte tokenizer; a resume under another is refused
 fault_run "$MTRAIN" "${SMALLNET[@]}" --train-iters 2 --load "$TMP/ff" --set data.tokenizer=null
 fault_end 1 "saved by a run with data.tokenizer byte, this recipe has data.tokenizer null"
+echo '{"prompt": "And God", "completion": " said"}' >"$TMP/prompt.jsonl"
+fault_begin logprobs_function # scored with another norm_eps than the save's: refused naming the key
+fault_run "$MTRAIN" logprobs "${SMALLNET[@]}" --load "$TMP/ff" --prompts "$TMP/prompt.jsonl" --output "$TMP/lp.jsonl" \
+  --set model.norm_eps=1e-3
+fault_end 1 "saved with model.norm_eps = 1e-05, this recipe has 0.001"
+fault_begin logprobs_same # the save's own values: scored
+fault_run "$MTRAIN" logprobs "${SMALLNET[@]}" --load "$TMP/ff" --prompts "$TMP/prompt.jsonl" --output "$TMP/lp.jsonl"
+fault_end 0 ""
 echo "all faults_inputs cases passed"
