@@ -828,6 +828,10 @@ mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s) {
     long rank = 0, world = 0, local_rank = 0, local_world = 0, port = 0, store_port = 0;
     int have_local_rank = 0, have_local_world = 0, have_store_port = 0;
     mt_status st;
+    if (!getenv("WORLD_SIZE") && !getenv("RANK"))
+        return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap (MT_BOOTSTRAP=env): neither RANK nor WORLD_SIZE is set (set RANK, "
+                                        "WORLD_SIZE, MASTER_ADDR and MASTER_PORT for each process, as torchrun does, or "
+                                        "unset MT_BOOTSTRAP for a single process)");
     if (!getenv("WORLD_SIZE") || !getenv("RANK"))
         return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: %s is set but %s is not (set RANK, WORLD_SIZE, MASTER_ADDR and "
                                         "MASTER_PORT together, as torchrun does)",
