@@ -107,8 +107,14 @@ static mt_status open_on_rank0(mt_ckpt_saver *s, const mt_recipe *r, FILE *log) 
         fprintf(log, "checkpoint: removed %d folder(s) that interrupted saves or removals left in %s\n", n_removed,
                 dir);
     /* a retention that a kill cut short: finished now, so that the first save starts from at most
-     * checkpoint.keep saves (not when the load asks for one iteration: it may be an older one) */
-    if (st == MT_OK && r->checkpoint.keep > 0 && r->checkpoint.load_iteration == 0)
+     * checkpoint.keep saves; not when the load may want an older save of DIR (an iteration asked
+     * for, or a --load that is not DIR itself, e.g. DIR/iter_N) */
+    const char *load = r->checkpoint.load;
+    size_t n_dir = strlen(dir), n_load = strlen(load);
+    while (n_dir > 1 && dir[n_dir - 1] == '/') n_dir--;
+    while (n_load > 1 && load[n_load - 1] == '/') n_load--;
+    const int load_is_dir = !load[0] || (n_load == n_dir && !strncmp(load, dir, n_dir));
+    if (st == MT_OK && r->checkpoint.keep > 0 && r->checkpoint.load_iteration == 0 && load_is_dir)
         st = mt_ckpt_apply_keep(dir, r->checkpoint.keep, tracker);
     return st;
 }
