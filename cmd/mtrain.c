@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -116,6 +118,19 @@ static int fail_rank(mt_parallel_state *ps, mt_status st) {
     return st == MT_ERR_PEER ? 3 : 1;
 }
 
+/* after a SIGTERM under mpirun: ends the process with 0 if the PMIx finalize has not returned
+ * within a second (see cmd_train) */
+static void *finalize_watchdog(void *arg) {
+    (void)arg;
+    struct timespec ts = {.tv_sec = 1, .tv_nsec = 0};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    fflush(stdout);
+    fflush(stderr);
+    _exit(0);
+    return NULL;
+}
+
 static int cmd_train(int argc, char **argv) {
     static mt_recipe r;
     static mt_parallel_state ps;
@@ -160,12 +175,19 @@ static int cmd_train(int argc, char **argv) {
     }
     if (rep.stop_reason == MT_STOP_SIGNAL && rep.stop_signal == SIGTERM && rep.saved_iteration &&
         getenv("OMPI_COMM_WORLD_SIZE")) {
-        /* mpirun's SIGTERM is its abort: the save is published, every rank has it (the save is
-         * collective); leave before mpirun's SIGKILL instead of waiting in PMIx_Finalize */
-        mt_pstate_free_without_finalize(&ps);
-        fflush(stdout);
-        fflush(stderr);
-        _exit(0);
+        /* The save is published (it is collective). A SIGTERM from mpirun is its abort: it may no
+         * longer serve the finalize fence, and SIGKILLs the ranks soon; a SIGTERM to one rank is
+         * not, and mpirun reports a rank that skips the finalize as "exiting improperly" (exit 1).
+         * So finalize, but leave with 0 after a second if the fence does not return. */
+        pthread_t th;
+        if (pthread_create(&th, NULL, finalize_watchdog, NULL) == 0) {
+            pthread_detach(th);
+        } else {
+            mt_pstate_free_without_finalize(&ps);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(0);
+        }
     }
     mt_pstate_free(&ps);
     /* a stop signal with nowhere to save: report it as the signal it was (128 + N, as a shell does) */

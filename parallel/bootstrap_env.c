@@ -1,7 +1,7 @@
 /* bootstrap_env.c — env:// bootstrap, as torchrun sets it: RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Rank 0 serves a tiny TCP store: every other
- * rank connects once (retrying until rank 0 listens), says hello (rank, world size, host
- * name), and then each allgather round is "send my blob to rank 0, receive everyone's".
+ * rank connects once (retrying until rank 0 listens), says a signed hello (rank, world size,
+ * host name), and then each allgather round is "send my blob to rank 0, receive everyone's".
  * Rank 0 waits on all its peers at once (poll), so a peer that dies is named within the
  * poll interval, and a peer that never answers is named when the timeout passes.
  *   - Store port: MT_STORE_PORT if set; else MASTER_PORT + 1 when TORCHELASTIC_USE_AGENT_STORE
@@ -23,10 +23,19 @@
  *     RANK=0 finds the port taken, asks the store there who it is, and reports "rank 0 joined
  *     twice" with that store's pid and host (the first rank 0 only logs it: if the store belongs
  *     to another job on the same port, that job must not be failed by our mistake).
+ *   - Nobody else is let in: rank 0 binds MASTER_ADDR's address (MT_STORE_BIND overrides it),
+ *     sends every connection a fresh nonce, and accepts a hello only when it carries
+ *     HMAC-SHA256(job secret, MAC_LABEL || nonce || the hello's fields); the job secret comes
+ *     from bootstrap_secret.c. Connections that have not said a signed hello are served all at
+ *     once (up to MAX_PENDING, each for HELLO_MS); one that sends garbage, an unsigned or wrongly
+ *     signed hello, or nothing, is dropped and logged with its address and never ends the job.
+ *     A signed hello (a process holding the secret: one of this job's) with a wrong WORLD_SIZE
+ *     or RANK still ends it, as a configuration error.
  * Rule kept: no exit; every failure names the variable (MASTER_PORT=abc ...) or the rank. */
 #include "parallel/bootstrap_internal.h"
 
 #include "core/clock.h"
+#include "core/sha256.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,10 +44,12 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -46,14 +57,27 @@
 
 #define ENV_MAGIC 0x5342544du  /* "MTBS" */
 #define ENV_REJECT 0x4a42544du /* "MTBJ": instead of the host table, u32 length + a message */
-#define ENV_VERSION 2u         /* 2: the hello carries the pid */
+#define ENV_VERSION 3u         /* 3: rank 0 sends a nonce first, the hello carries an HMAC */
 #define HOST_BYTES 64
+#define NONCE_BYTES 32
+#define MAX_PENDING 64      /* connections that have not yet said an authenticated hello */
+#define HELLO_MS 5000       /* how long one of them may take to say it */
+#define MAX_DROP_NOTES 20   /* dropped connections logged, then only counted */
 #define TIMEOUT_KEY "parallel.timeout_s"
+#define MAC_LABEL "mtrain env:// hello"
 
+/* rank 0 -> a new connection, first */
+typedef struct {
+    uint32_t magic, version;
+    uint8_t nonce[NONCE_BYTES];
+} env_challenge;
+
+/* the answer: mac = HMAC-SHA256(job secret, MAC_LABEL || nonce || every field before mac) */
 typedef struct {
     uint32_t magic, version, rank, world;
     uint32_t pid, reserved;
     char host[HOST_BYTES];
+    uint8_t mac[MT_SHA256_BYTES];
 } env_hello;
 
 typedef struct {
@@ -70,6 +94,10 @@ typedef struct {
     char addr[256];
     int port;
     int addr_in_use; /* rank 0: bind failed with EADDRINUSE */
+    int n_dropped;   /* rank 0: connections dropped before an authenticated hello */
+    size_t n_key;
+    uint8_t key[MT_STORE_SECRET_MAX];
+    char key_source[320];
 } env_ctx;
 
 /* how often a waiting rank 0 reports who is missing */
@@ -169,35 +197,98 @@ static mt_status peer_io_error(env_ctx *c, io_res r, int peer, const char *what)
 
 /* ---- rank 0: listen, accept every other rank's hello, answer with all host names ---- */
 
-static mt_status listen_socket(env_ctx *c, int *out_fd) {
-    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1, zero = 0, rc;
+/* every interface: IPv6 with IPv4 mapped where the host has IPv6, else IPv4 */
+static int bind_wildcard(int port, int *out_fd) {
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, zero = 0;
     if (fd >= 0) {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-        struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_addr = in6addr_any,
-                                  .sin6_port = htons((uint16_t)c->port)};
-        rc = bind(fd, (struct sockaddr *)&a6, sizeof a6);
-    } else {
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) return mt_errorf(MT_ERR_IO, "env:// bootstrap rank 0: socket: %s", strerror(errno));
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY),
-                                 .sin_port = htons((uint16_t)c->port)};
-        rc = bind(fd, (struct sockaddr *)&a4, sizeof a4);
+        struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_addr = in6addr_any, .sin6_port = htons((uint16_t)port)};
+        *out_fd = fd;
+        return bind(fd, (struct sockaddr *)&a6, sizeof a6);
     }
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY), .sin_port = htons((uint16_t)port)};
+    *out_fd = fd;
+    return bind(fd, (struct sockaddr *)&a4, sizeof a4);
+}
+
+static int is_loopback(const struct sockaddr *sa) {
+    if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family != AF_INET6) return 0;
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
+/* MASTER_ADDR's own interface (MT_STORE_BIND overrides it: 0.0.0.0 or :: for every interface).
+ * A host name that this machine resolves to loopback alone (Debian's 127.0.1.1 for its own
+ * name) is served on every interface: other machines reach it by another address. */
+static int bind_master_addr(const char *addr, int port, int *out_fd) {
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *res = NULL;
+    if (getaddrinfo(addr, port_s, &hints, &res) != 0 || !res) {
+        errno = EADDRNOTAVAIL;
+        return -1;
+    }
+    struct addrinfo numeric = hints, *nres = NULL;
+    numeric.ai_flags |= AI_NUMERICHOST;
+    int is_numeric = getaddrinfo(addr, port_s, &numeric, &nres) == 0;
+    if (nres) freeaddrinfo(nres);
+    int all_loopback = 1;
+    for (struct addrinfo *a = res; a; a = a->ai_next) all_loopback &= is_loopback(a->ai_addr);
+    if (!is_numeric && strcmp(addr, "localhost") != 0 && all_loopback) {
+        freeaddrinfo(res);
+        return bind_wildcard(port, out_fd);
+    }
+    int rc = -1, e = EADDRNOTAVAIL;
+    for (struct addrinfo *a = res; a && rc != 0; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol), one = 1;
+        if (fd < 0) continue;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        rc = bind(fd, a->ai_addr, a->ai_addrlen);
+        if (rc == 0) {
+            *out_fd = fd;
+        } else {
+            e = errno;
+            close(fd);
+        }
+    }
+    freeaddrinfo(res);
+    if (rc != 0) {
+        *out_fd = -1;
+        errno = e;
+    }
+    return rc;
+}
+
+static mt_status listen_socket(env_ctx *c, int *out_fd) {
+    const char *bind_env = getenv("MT_STORE_BIND");
+    const char *where = bind_env && *bind_env ? bind_env : c->addr;
+    int fd = -1;
+    int rc = bind_master_addr(where, c->port, &fd);
     if (rc != 0) {
         int e = errno;
-        close(fd);
+        if (fd >= 0) close(fd);
         c->addr_in_use = e == EADDRINUSE;
+        if (e == EADDRNOTAVAIL)
+            return mt_errorf(MT_ERR_CONFIG,
+                             "env:// bootstrap rank 0: %s=%s is not an address of this machine (rank 0 serves the "
+                             "store on that interface alone): set MASTER_ADDR to rank 0's address, or "
+                             "MT_STORE_BIND=0.0.0.0 to serve on every interface",
+                             bind_env && *bind_env ? "MT_STORE_BIND" : "MASTER_ADDR", where);
         return mt_errorf(MT_ERR_IO,
-                         "env:// bootstrap rank 0: cannot listen on port %d (MASTER_PORT / MT_STORE_PORT): %s%s",
-                         c->port, strerror(e),
+                         "env:// bootstrap rank 0: cannot listen on %s port %d (MASTER_PORT / MT_STORE_PORT): %s%s",
+                         where, c->port, strerror(e),
                          e == EADDRINUSE ? " (another job, or torchrun's own store, holds it: pick another "
                                            "MASTER_PORT or set MT_STORE_PORT)"
                                          : "");
     }
-    if (listen(fd, c->size < 4096 ? c->size : 4096) != 0) {
+    if (listen(fd, c->size < 4096 ? c->size + MAX_PENDING : 4096) != 0) {
         int e = errno;
         close(fd);
         return mt_errorf(MT_ERR_IO, "env:// bootstrap rank 0: listen on port %d: %s", c->port, strerror(e));
@@ -226,21 +317,183 @@ static void send_reject(int fd, const char *msg) {
         write_full(fd, msg, n, d);
 }
 
+/* the MAC of a hello (every field before mac) answering the challenge nonce */
+static void hello_mac(const env_ctx *c, const uint8_t nonce[NONCE_BYTES], const env_hello *h,
+                      uint8_t out[MT_SHA256_BYTES]) {
+    uint8_t head[sizeof MAC_LABEL + NONCE_BYTES];
+    memcpy(head, MAC_LABEL, sizeof MAC_LABEL);
+    memcpy(head + sizeof MAC_LABEL, nonce, NONCE_BYTES);
+    mt_hmac_sha256(c->key, c->n_key, head, sizeof head, h, offsetof(env_hello, mac), out);
+}
+
+/* a connection that has not said an authenticated hello yet */
+typedef struct {
+    int fd;
+    int64_t deadline;
+    size_t got; /* bytes of h received */
+    env_hello h;
+    uint8_t nonce[NONCE_BYTES];
+    char from[80]; /* the peer's address, for the log */
+} env_pending;
+
+/* closes a connection that did not say an authenticated hello; logged (the first few) */
+static void drop_pending(env_ctx *c, env_pending *p, const char *why) {
+    if (c->n_dropped < MAX_DROP_NOTES)
+        fprintf(stderr, "mtrain: env:// bootstrap rank 0: dropped a connection from %s: %s\n", p->from, why);
+    else if (c->n_dropped == MAX_DROP_NOTES)
+        fprintf(stderr, "mtrain: env:// bootstrap rank 0: more connections dropped; no longer logged\n");
+    c->n_dropped++;
+    close(p->fd);
+    p->fd = -1;
+}
+
+static void peer_name(int fd, char *out, size_t n_out) {
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    char host[64] = "?";
+    int port = 0;
+    if (getpeername(fd, (struct sockaddr *)&sa, &len) == 0) {
+        if (sa.ss_family == AF_INET) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&sa)->sin_addr, host, sizeof host);
+            port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+        } else if (sa.ss_family == AF_INET6) {
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&sa)->sin6_addr, host, sizeof host);
+            port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+        }
+    }
+    snprintf(out, n_out, "%s port %d", host, port);
+}
+
+/* a new connection: send it a fresh nonce; the oldest waiting one makes room when all slots are taken */
+static void accept_pending(env_ctx *c, int lfd, env_pending *pend) {
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) return; /* ECONNABORTED, EINTR, ...: keep waiting */
+    set_socket_opts(fd);
+    env_pending *slot = NULL;
+    for (int i = 0; i < MAX_PENDING && !slot; i++)
+        if (pend[i].fd < 0) slot = &pend[i];
+    if (!slot) {
+        slot = &pend[0];
+        for (int i = 1; i < MAX_PENDING; i++)
+            if (pend[i].deadline < slot->deadline) slot = &pend[i];
+        drop_pending(c, slot, "too many connections waiting to say hello; this one waited longest");
+    }
+    memset(slot, 0, sizeof *slot);
+    slot->fd = fd;
+    slot->deadline = mt_clock_ms_i64() + HELLO_MS;
+    peer_name(fd, slot->from, sizeof slot->from);
+    env_challenge ch = {.magic = ENV_MAGIC, .version = ENV_VERSION};
+    if (getrandom(slot->nonce, NONCE_BYTES, 0) != NONCE_BYTES) {
+        drop_pending(c, slot, "getrandom failed");
+        return;
+    }
+    memcpy(ch.nonce, slot->nonce, NONCE_BYTES);
+    if (write_full(fd, &ch, sizeof ch, mt_clock_ms_i64() + 1000) != IO_OK) drop_pending(c, slot, "cannot send it a nonce");
+}
+
+/* -1: keep reading; 0: dropped; 1: a complete, authenticated hello is in p->h */
+static int read_pending(env_ctx *c, env_pending *p) {
+    ssize_t k = recv(p->fd, (char *)&p->h + p->got, sizeof p->h - p->got, MSG_DONTWAIT);
+    char why[640];
+    if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        snprintf(why, sizeof why, "closed after %zu of the hello's %zu bytes", p->got, sizeof p->h);
+        drop_pending(c, p, why);
+        return 0;
+    }
+    if (k < 0) return -1;
+    p->got += (size_t)k;
+    if (p->got >= 2 * sizeof(uint32_t) && (p->h.magic != ENV_MAGIC || p->h.version != ENV_VERSION)) {
+        if (p->h.magic == ENV_MAGIC) { /* an mtrain rank of another version: tell it */
+            snprintf(why, sizeof why, "rank 0 runs a different mtrain (env:// protocol %u; this process speaks %u): "
+                     "run the same mtrain binary on every rank", ENV_VERSION, p->h.version);
+            send_reject(p->fd, why);
+        }
+        drop_pending(c, p, p->h.magic == ENV_MAGIC ? "a hello of another mtrain version" : "not an mtrain hello");
+        return 0;
+    }
+    if (p->got < sizeof p->h) return -1;
+    uint8_t mac[MT_SHA256_BYTES];
+    hello_mac(c, p->nonce, &p->h, mac);
+    if (!mt_bytes_equal_ct(mac, p->h.mac, sizeof mac)) {
+        snprintf(why, sizeof why, "the hello from %s (claiming rank %u) is not signed with rank 0's job secret "
+                 "(%s): every rank needs the same one (MT_STORE_SECRET set to one value for all, or the same "
+                 "secret file)", p->from, p->h.rank, c->key_source);
+        send_reject(p->fd, why);
+        drop_pending(c, p, why);
+        return 0;
+    }
+    p->h.host[HOST_BYTES - 1] = 0;
+    return 1;
+}
+
+/* an authenticated hello: register the rank (1), answer a second RANK=0 and carry on (0), or end the job */
+static mt_status take_hello(env_ctx *c, env_pending *p, char *hosts, uint32_t *pids, const char *my_host, int *joined) {
+    const env_hello *h = &p->h;
+    int fd = p->fd;
+    p->fd = -1;
+    if (h->world != (uint32_t)c->size) {
+        close(fd);
+        return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: rank %u has WORLD_SIZE=%u but rank 0 has WORLD_SIZE=%d",
+                         h->rank, h->world, c->size);
+    }
+    if (h->rank == 0) { /* a second RANK=0 asks who holds the port: tell it, carry on */
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "rank 0 joined twice: the store at port %d is rank 0 of WORLD_SIZE=%d (pid %d on %s), and this "
+                 "process (pid %u on %s) has RANK=0 too: each process needs its own RANK (or, if the store is "
+                 "another job's, its own MASTER_PORT)",
+                 c->port, c->size, (int)getpid(), my_host, h->pid, h->host);
+        send_reject(fd, msg);
+        close(fd);
+        fprintf(stderr, "mtrain: env:// bootstrap rank 0: warning: %s\n", msg);
+        return MT_OK;
+    }
+    if (h->rank >= (uint32_t)c->size) {
+        close(fd);
+        return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: a process has RANK=%u but WORLD_SIZE=%d", h->rank, c->size);
+    }
+    if (c->peer_fd[h->rank] >= 0) { /* end the job: which of the two was meant is unknown */
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "rank %u joined twice (first pid %u on %s, again pid %u on %s): each process needs its own "
+                 "RANK (WORLD_SIZE=%d: RANK 0..%d, once each)",
+                 h->rank, pids[h->rank], hosts + (size_t)h->rank * HOST_BYTES, h->pid, h->host, c->size, c->size - 1);
+        send_reject(fd, msg);
+        close(fd);
+        for (int r = 1; r < c->size; r++)
+            if (c->peer_fd[r] >= 0) send_reject(c->peer_fd[r], msg);
+        return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap rank 0: %s", msg);
+    }
+    pids[h->rank] = h->pid;
+    c->peer_fd[h->rank] = fd;
+    memcpy(hosts + (size_t)h->rank * HOST_BYTES, h->host, HOST_BYTES);
+    (*joined)++;
+    return MT_OK;
+}
+
+/* Rank 0: every connection gets a nonce and HELLO_MS to answer it with a signed hello; all are
+ * served at once (poll), so idle or hostile connections hold nothing up, and one that says
+ * anything but a signed hello is dropped and logged, never ending the job. */
 static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
     int lfd = -1, joined = 0;
     mt_status st = listen_socket(c, &lfd);
     if (st != MT_OK) return st;
     uint32_t *pids = calloc((size_t)c->size, sizeof *pids);
-    if (!pids) {
+    env_pending *pend = calloc(MAX_PENDING, sizeof *pend);
+    if (!pids || !pend) {
         close(lfd);
+        free(pids);
+        free(pend);
         return mt_errorf(MT_ERR_OOM, "env:// bootstrap: out of memory");
     }
+    for (int i = 0; i < MAX_PENDING; i++) pend[i].fd = -1;
     char my_host[HOST_BYTES] = "";
     memcpy(my_host, hosts, HOST_BYTES - 1);
     int64_t t_start = mt_clock_ms_i64(), next_note = t_start + progress_ms(c);
     /* rank 0 holds one socket per rank: make sure the fd limit allows it */
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)c->size + 64 && rl.rlim_cur < rl.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)c->size + 64 + MAX_PENDING &&
+        rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
@@ -264,65 +517,29 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
                     missing, c->size, my_host, c->port, (long long)((now - t_start) / 1000), c->timeout_s);
             next_note = now + progress_ms(c);
         }
-        struct pollfd pfd = {.fd = lfd, .events = POLLIN};
-        if (poll(&pfd, 1, ms_left(deadline)) <= 0) continue;
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) continue; /* ECONNABORTED, EINTR, ...: keep waiting */
-        set_socket_opts(fd);
-        env_hello h;
-        int64_t hello_deadline = mt_clock_ms_i64() + 10000 < deadline ? mt_clock_ms_i64() + 10000 : deadline;
-        if (read_full(fd, &h, sizeof h, hello_deadline) != IO_OK || h.magic != ENV_MAGIC) {
-            close(fd); /* not an mtrain rank (port scan, stale client): ignore it */
-            continue;
+        struct pollfd pfd[MAX_PENDING + 1];
+        int who[MAX_PENDING + 1], n = 0;
+        pfd[n] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        who[n++] = -1;
+        for (int i = 0; i < MAX_PENDING; i++) {
+            if (pend[i].fd < 0) continue;
+            if (now >= pend[i].deadline) {
+                char why[128];
+                snprintf(why, sizeof why, "%zu of the hello's %zu bytes in %d s", pend[i].got, sizeof(env_hello),
+                         HELLO_MS / 1000);
+                drop_pending(c, &pend[i], why);
+                continue;
+            }
+            pfd[n] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+            who[n++] = i;
         }
-        if (h.version != ENV_VERSION) {
-            close(fd);
-            st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: rank %u runs a different mtrain (protocol %u, rank 0 "
-                                          "has %u)", h.rank, h.version, ENV_VERSION);
-            goto out;
+        if (poll(pfd, (nfds_t)n, ms_left(deadline)) <= 0) continue;
+        for (int j = 1; j < n && st == MT_OK; j++) {
+            if (!pfd[j].revents || read_pending(c, &pend[who[j]]) != 1) continue;
+            st = take_hello(c, &pend[who[j]], hosts, pids, my_host, &joined);
         }
-        if (h.world != (uint32_t)c->size) {
-            close(fd);
-            st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: rank %u has WORLD_SIZE=%u but rank 0 has WORLD_SIZE=%d",
-                           h.rank, h.world, c->size);
-            goto out;
-        }
-        h.host[HOST_BYTES - 1] = 0;
-        if (h.rank == 0) { /* a second RANK=0 asks who holds the port: tell it, carry on */
-            char msg[512];
-            snprintf(msg, sizeof msg,
-                     "rank 0 joined twice: the store at port %d is rank 0 of WORLD_SIZE=%d (pid %d on %s), and this "
-                     "process (pid %u on %s) has RANK=0 too: each process needs its own RANK (or, if the store is "
-                     "another job's, its own MASTER_PORT)",
-                     c->port, c->size, (int)getpid(), my_host, h.pid, h.host);
-            send_reject(fd, msg);
-            close(fd);
-            fprintf(stderr, "mtrain: env:// bootstrap rank 0: warning: %s\n", msg);
-            continue;
-        }
-        if (h.rank >= (uint32_t)c->size) {
-            close(fd);
-            st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: a process has RANK=%u but WORLD_SIZE=%d", h.rank, c->size);
-            goto out;
-        }
-        if (c->peer_fd[h.rank] >= 0) { /* end the job: which of the two was meant is unknown */
-            char msg[512];
-            snprintf(msg, sizeof msg,
-                     "rank %u joined twice (first pid %u on %s, again pid %u on %s): each process needs its own "
-                     "RANK (WORLD_SIZE=%d: RANK 0..%d, once each)",
-                     h.rank, pids[h.rank], hosts + (size_t)h.rank * HOST_BYTES, h.pid, h.host, c->size, c->size - 1);
-            send_reject(fd, msg);
-            close(fd);
-            for (int r = 1; r < c->size; r++)
-                if (c->peer_fd[r] >= 0) send_reject(c->peer_fd[r], msg);
-            st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap rank 0: %s", msg);
-            goto out;
-        }
-        pids[h.rank] = h.pid;
-        c->peer_fd[h.rank] = fd;
-        memcpy(hosts + (size_t)h.rank * HOST_BYTES, h.host, HOST_BYTES);
-        hosts[(size_t)h.rank * HOST_BYTES + HOST_BYTES - 1] = 0;
-        joined++;
+        if (st != MT_OK) goto out;
+        if (pfd[0].revents) accept_pending(c, lfd, pend);
     }
     /* everyone is here: answer each with the table of host names */
     for (int r = 1; r < c->size; r++) {
@@ -336,6 +553,9 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
     }
 out:
     close(lfd); /* nobody else connects after the hello */
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pend[i].fd >= 0) close(pend[i].fd);
+    free(pend);
     free(pids);
     return st;
 }
@@ -405,18 +625,36 @@ static mt_status connect_store(env_ctx *c, int64_t deadline, int *out_fd) {
     }
 }
 
-static mt_status join_store(env_ctx *c, const char *my_host, char *hosts, int64_t deadline) {
-    mt_status st = connect_store(c, deadline, &c->fd0);
-    if (st != MT_OK) return st;
+/* rank > 0 (and a second RANK=0's probe): read rank 0's nonce, answer with a signed hello */
+static mt_status say_hello(env_ctx *c, int fd, int rank, const char *my_host, int64_t deadline) {
+    env_challenge ch;
+    io_res r = read_full(fd, &ch, sizeof ch, deadline);
+    if (r != IO_OK) return peer_io_error(c, r, 0, "the hello (waiting for rank 0's nonce)");
+    if (ch.magic != ENV_MAGIC)
+        return mt_errorf(MT_ERR_PEER, "env:// bootstrap rank %d: MASTER_ADDR=%s port %d is not an mtrain store",
+                         c->rank, c->addr, c->port);
+    if (ch.version != ENV_VERSION)
+        return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap rank %d: rank 0 runs a different mtrain (env:// protocol %u, "
+                                        "this rank %u): run the same mtrain binary on every rank",
+                         c->rank, ch.version, ENV_VERSION);
     env_hello h;
     memset(&h, 0, sizeof h);
     h.magic = ENV_MAGIC;
     h.version = ENV_VERSION;
-    h.rank = (uint32_t)c->rank;
+    h.rank = (uint32_t)rank;
     h.world = (uint32_t)c->size;
     h.pid = (uint32_t)getpid();
     snprintf(h.host, sizeof h.host, "%s", my_host);
-    io_res r = write_full(c->fd0, &h, sizeof h, deadline);
+    hello_mac(c, ch.nonce, &h, h.mac);
+    r = write_full(fd, &h, sizeof h, deadline);
+    return r == IO_OK ? MT_OK : peer_io_error(c, r, 0, "the hello");
+}
+
+static mt_status join_store(env_ctx *c, const char *my_host, char *hosts, int64_t deadline) {
+    mt_status st = connect_store(c, deadline, &c->fd0);
+    if (st == MT_OK) st = say_hello(c, c->fd0, c->rank, my_host, deadline);
+    if (st != MT_OK) return st;
+    io_res r = IO_OK;
     uint32_t magic = 0;
     /* the answer comes once every rank joined: say once that we wait (rank 0 names who is missing) */
     for (int64_t note_at = mt_clock_ms_i64() + progress_ms(c); r == IO_OK;) {
@@ -590,6 +828,10 @@ mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s) {
     long rank = 0, world = 0, local_rank = 0, local_world = 0, port = 0, store_port = 0;
     int have_local_rank = 0, have_local_world = 0, have_store_port = 0;
     mt_status st;
+    if (!getenv("WORLD_SIZE") && !getenv("RANK"))
+        return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap (MT_BOOTSTRAP=env): neither RANK nor WORLD_SIZE is set (set RANK, "
+                                        "WORLD_SIZE, MASTER_ADDR and MASTER_PORT for each process, as torchrun does, or "
+                                        "unset MT_BOOTSTRAP for a single process)");
     if (!getenv("WORLD_SIZE") || !getenv("RANK"))
         return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap: %s is set but %s is not (set RANK, WORLD_SIZE, MASTER_ADDR and "
                                         "MASTER_PORT together, as torchrun does)",
@@ -638,6 +880,14 @@ mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s) {
     c->fd0 = -1;
     c->port = (int)store_port;
     snprintf(c->addr, sizeof c->addr, "%s", addr ? addr : "");
+    if (world > 1) {
+        st = mt_bootstrap_store_secret(c->key, &c->n_key, c->key_source, sizeof c->key_source);
+        if (st != MT_OK) {
+            free(c);
+            free(hosts);
+            return st;
+        }
+    }
     char my_host[HOST_BYTES] = "";
     gethostname(my_host, sizeof my_host - 1);
     memcpy(hosts + (size_t)rank * HOST_BYTES, my_host, HOST_BYTES);
@@ -659,17 +909,9 @@ mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s) {
             probe.fd0 = -1;
             mt_status pst = connect_store(&probe, probe_deadline, &probe.fd0);
             if (pst == MT_OK) {
-                env_hello h;
-                memset(&h, 0, sizeof h);
-                h.magic = ENV_MAGIC;
-                h.version = ENV_VERSION;
-                h.rank = 0;
-                h.world = (uint32_t)world;
-                h.pid = (uint32_t)getpid();
-                snprintf(h.host, sizeof h.host, "%s", my_host);
                 uint32_t magic = 0, n = 0;
                 char msg[1024] = "";
-                if (write_full(probe.fd0, &h, sizeof h, probe_deadline) == IO_OK &&
+                if (say_hello(&probe, probe.fd0, 0, my_host, probe_deadline) == MT_OK &&
                     read_full(probe.fd0, &magic, sizeof magic, probe_deadline) == IO_OK && magic == ENV_REJECT &&
                     read_full(probe.fd0, &n, sizeof n, probe_deadline) == IO_OK && n < sizeof msg &&
                     read_full(probe.fd0, msg, n, probe_deadline) == IO_OK)

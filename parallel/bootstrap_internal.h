@@ -6,6 +6,9 @@
 
 #include "parallel/bootstrap.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* seconds used when mt_bootstrap_init is given timeout_s <= 0 */
 #define MT_BOOTSTRAP_DEFAULT_TIMEOUT_S 300
 
@@ -22,5 +25,11 @@ mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s);
  * MT_ERR_CONFIG "NAME is not set (...)" when unset and required. */
 mt_status mt_bootstrap_env_int(const char *name, long lo, long hi, const char *what, int required, long *out,
                                int *was_set);
+
+/* The env:// store's job secret (see bootstrap_secret.c for where it comes from): at most
+ * MT_STORE_SECRET_MAX bytes into key, and a few words naming its source ("MT_STORE_SECRET",
+ * "MT_STORE_SECRET_FILE=PATH", "~/.mtrain/store_secret" as a path) for messages. */
+#define MT_STORE_SECRET_MAX 4096
+mt_status mt_bootstrap_store_secret(uint8_t *key, size_t *n_key, char *source, size_t n_source);
 
 #endif

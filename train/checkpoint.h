@@ -49,6 +49,7 @@ typedef struct {
     double stall_seconds;       /* what the training loop waited: snapshot, exchanges, and with a synchronous
                                    save the writing too */
     uint64_t job_bytes;         /* all ranks' files */
+    int lock_fd_plus1;          /* rank 0: the save folder's lock (checkpoint_dir.c), fd + 1; 0 = not held */
 } mt_ckpt_saver;
 
 /* Saves iteration cs->iteration to r->checkpoint.dir: snapshot, every rank writes and fsyncs its
@@ -69,7 +70,14 @@ mt_status mt_ckpt_save_poll(mt_ckpt_saver *s, const mt_parallel_state *ps, int w
 /* Computes this rank's pieces and allocates (and touches) the snapshot before training starts, so
  * that the first save does not pay for it; optional (the first save does it otherwise). */
 mt_status mt_ckpt_saver_prepare(mt_ckpt_saver *s, const mt_model *m, const mt_parallel_state *ps);
-/* Frees the tables; a save still in flight is waited for but not published. */
+/* Before the first iteration (collective; checkpoint_dir.c): rank 0 makes sure checkpoint.dir is a
+ * folder it can write in, takes its lock for the whole run (a second run saving there is refused,
+ * naming the holder's pid and host), removes the remnants of interrupted saves; then the free
+ * space must hold one save (every rank's snapshot: call mt_ckpt_saver_prepare first). Every rank
+ * returns the same verdict; the message names checkpoint.dir and the fix. */
+mt_status mt_ckpt_dir_open(mt_ckpt_saver *s, const mt_recipe *r, const mt_parallel_state *ps, mt_backend *be,
+                           FILE *log);
+/* Frees the tables and releases the folder's lock; a save still in flight is waited for but not published. */
 void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be);
 
 /* Where a load comes from: r->checkpoint.load (a checkpoint folder with a tracker, or one save's
@@ -80,7 +88,8 @@ void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be);
 mt_status mt_ckpt_resolve(const mt_recipe *r, char *path, size_t n_bytes, int *found, char *note, size_t note_bytes);
 
 /* For the commands that read a save with the recipe's tokenizer (generate, logprobs): the save's
- * manifest must name the recipe's data.tokenizer (ids of another tokenizer mean nonsense); tool
+ * manifest must name the recipe's data.tokenizer (ids of another tokenizer mean nonsense), and
+ * its recipe the same model.norm, norm_eps, activation, position, rope_theta and bias; tool
  * ("mtrain generate") and verb ("generate") go into the messages; log (NULL = quiet) gets one line
  * describing the save. *iteration = the save's iteration. */
 mt_status mt_ckpt_check_tokenizer(const char *ckpt_path, const mt_recipe *r, const char *tool, const char *verb,

@@ -195,6 +195,16 @@ static mt_status upload_opt(mt_backend *be, const mt_model *m, int ti, void *dst
     return be->i->copy_h2d(be, (char *)dst_base + pc.opt * 4, buf + (pc.lo - off), (pc.hi - pc.lo) * 4);
 }
 
+/* the save's tokenizer (its manifest) against the recipe's: ids of another tokenizer mean nonsense */
+static mt_status same_tokenizer(const char *ckpt_path, const mt_manifest *mf, const mt_recipe *r, const char *verb) {
+    const char *want = mt_recipe_tokenizer_name(r->data.tokenizer);
+    if (!mf->tokenizer[0] || !strcmp(mf->tokenizer, want)) return MT_OK;
+    return mt_errorf(MT_ERR_CONFIG, "%s: saved by a run with data.tokenizer %s%s%s, this recipe has data.tokenizer %s: "
+                     "%s with the tokenizer the model was trained with (--set data.tokenizer=%s and its "
+                     "data.vocab / data.merges)", ckpt_path, mf->tokenizer, mf->tokenizer_vocab[0] ? " " : "",
+                     mf->tokenizer_vocab, want, verb, mf->tokenizer);
+}
+
 mt_status mt_ckpt_load(const mt_recipe *r, mt_model *m, const mt_parallel_state *ps, const char *path,
                        mt_ckpt_state *cs, FILE *log) {
     mt_status st = MT_OK;
@@ -209,6 +219,7 @@ mt_status mt_ckpt_load(const mt_recipe *r, mt_model *m, const mt_parallel_state 
     const int tp_rank = ps->coord[MT_AX_TP];
     const int weights_only = r->checkpoint.no_load_optim || r->checkpoint.finetune;
     MT_CHECK(mt_manifest_load(path, &L.mf));
+    MT_CHECK(same_tokenizer(path, &L.mf, r, "resume (or fine-tune)"));
     MT_CHECK(check_model(&L, r, m));
     L.files = calloc((size_t)L.mf.n_files, sizeof *L.files);
     L.first = calloc((size_t)L.mf.n_tensors, sizeof *L.first);
@@ -311,20 +322,40 @@ out:
     return st;
 }
 
+/* The keys that change the function of a model of a given shape (the shapes are checked by the
+ * load): the save's recipe (its manifest) against this one. Scoring or generating with other
+ * values computes another model; a resume may change them on purpose (e.g. rope_theta for a
+ * longer context), so only generate and logprobs ask. */
+static mt_status same_function(const char *ckpt_path, const mt_manifest *mf, const mt_recipe *r, const char *verb) {
+    static const char *const keys[] = {"model.norm", "model.norm_eps", "model.activation", "model.position",
+                                       "model.rope_theta", "model.bias"};
+    if (!mf->recipe_yaml) return MT_OK;
+    mt_recipe *saved = malloc(sizeof *saved);
+    if (!saved) return mt_errorf(MT_ERR_OOM, "%s: the save's recipe", ckpt_path);
+    mt_recipe_defaults(saved);
+    mt_status st = mt_recipe_load_string(saved, mf->recipe_yaml, strlen(mf->recipe_yaml), ckpt_path);
+    for (size_t i = 0; st == MT_OK && i < sizeof keys / sizeof keys[0]; i++) {
+        char a[128], b[128];
+        mt_recipe_value_text(saved, keys[i], a, sizeof a);
+        mt_recipe_value_text(r, keys[i], b, sizeof b);
+        if (strcmp(a, b))
+            st = mt_errorf(MT_ERR_CONFIG, "%s: saved with %s = %s, this recipe has %s: %s with the save's value "
+                           "(--set %s=%s); other values compute another model", ckpt_path, keys[i], a, b, verb, keys[i],
+                           a);
+    }
+    free(saved);
+    return st;
+}
+
 mt_status mt_ckpt_check_tokenizer(const char *ckpt_path, const mt_recipe *r, const char *tool, const char *verb,
                                   FILE *log, int64_t *iteration) {
     mt_status st = MT_OK;
     mt_manifest mf;
     memset(&mf, 0, sizeof mf);
     MT_CHECK(mt_manifest_load(ckpt_path, &mf));
+    MT_CHECK(same_tokenizer(ckpt_path, &mf, r, verb));
+    MT_CHECK(same_function(ckpt_path, &mf, r, verb));
     const char *want = mt_recipe_tokenizer_name(r->data.tokenizer);
-    if (mf.tokenizer[0] && strcmp(mf.tokenizer, want)) {
-        st = mt_errorf(MT_ERR_CONFIG, "%s: saved by a run with data.tokenizer %s%s%s, this recipe has data.tokenizer %s: "
-                       "%s with the tokenizer the model was trained with (--set data.tokenizer=%s and its "
-                       "data.vocab / data.merges)", ckpt_path, mf.tokenizer, mf.tokenizer_vocab[0] ? " " : "",
-                       mf.tokenizer_vocab, want, verb, mf.tokenizer);
-        goto out;
-    }
     *iteration = mf.iteration;
     if (log) {
         const mt_manifest_layout *y = &mf.layout;

@@ -314,15 +314,9 @@ static mt_status publish(const mt_recipe *r, const mt_model *m, const mt_paralle
 retention:
 #endif
     if (r->checkpoint.keep > 0) { /* retention: only complete saves count, the new one is among them */
-        int64_t its[4096];
-        int n = mt_ckpt_list_saves(root, its, 4096);
-        if (n > 4096) n = 4096;
-        for (int i = 0; i + r->checkpoint.keep < n; i++) {
-            if (its[i] == cs->iteration) continue;
-            char dir[MT_CKPT_PATH_MAX];
-            mt_ckpt_iter_path(root, its[i], NULL, dir, sizeof dir);
-            MT_CHECK(mt_remove_flat_dir(dir));
-        }
+        MT_CHECK(mt_ckpt_apply_keep(root, r->checkpoint.keep, cs->iteration));
+        int n_swept = 0; /* and what interrupted removals left (this rank 0 holds the folder's lock) */
+        MT_CHECK(mt_ckpt_sweep_remnants(root, cs->iteration, &n_swept));
     }
 out:
     mt_manifest_free(&mf);
@@ -527,5 +521,6 @@ void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be) {
     if (s->xfer && be) be->i->free(be, s->xfer);
     free(s->pieces);
     free(s->snapshot);
+    if (s->lock_fd_plus1) close(s->lock_fd_plus1 - 1);
     memset(s, 0, sizeof *s);
 }

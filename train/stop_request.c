@@ -4,7 +4,10 @@
  * process group (timeout(1), kill -- -PGID, a scheduler signalling every process of a step)
  * reaches each rank directly and again as forwarded by its launcher (`mtrain launch`, mpirun's
  * copy 1 s later, torchrun), and killing the rank on that copy would lose the save. Only a
- * repeat after the window restores the default action (a stuck job can still be killed). */
+ * repeat after the window restores the default action (a stuck job can still be killed).
+ * Until the training loop arms it (mt_stop_request_arm), a stop signal takes its default action
+ * at once: a run still loading a checkpoint or starting up has nothing to save and would not read
+ * the request, so one SIGTERM (timeout(1)'s) must end it there. */
 #include "train/stop_request.h"
 
 #include <signal.h>
@@ -16,6 +19,7 @@
 #define MT_STOP_REPEAT_MS 3000
 
 static volatile sig_atomic_t pending;
+static volatile sig_atomic_t armed; /* the training loop reads the request: before that, nobody would */
 static _Atomic int64_t pending_since_ms; /* when `pending` was set (CLOCK_MONOTONIC) */
 static int installed;
 static const int sigs[3] = {SIGTERM, SIGUSR1, SIGUSR2};
@@ -29,6 +33,11 @@ static int64_t now_ms(void) { /* clock_gettime is async-signal-safe */
 
 static void on_stop_signal(int sig) {
     const int64_t now = now_ms();
+    if (!armed) { /* loading or starting: nothing to save, and nothing would read the request */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
     if (pending == sig) {
         if (now - atomic_load(&pending_since_ms) < MT_STOP_REPEAT_MS) return; /* the same request again */
         signal(sig, SIG_DFL); /* a later one: the default action (terminate) */
@@ -50,7 +59,10 @@ void mt_stop_request_install(void) {
     installed = 1;
 }
 
+void mt_stop_request_arm(void) { armed = 1; }
+
 void mt_stop_request_restore(void) {
+    armed = 0;
     if (!installed) return;
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &saved[i], NULL);
     installed = 0;

@@ -11,6 +11,9 @@
 /* Installs the handlers (idempotent); mt_stop_request_restore puts the previous ones back. */
 void mt_stop_request_install(void);
 void mt_stop_request_restore(void);
+/* From here on the training loop reads the request at each iteration's end; before it, a stop
+ * signal ends the process at once (the default action): nothing would read it. */
+void mt_stop_request_arm(void);
 /* The signal received (0 = none). */
 int mt_stop_request_signal(void);
 

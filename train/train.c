@@ -723,8 +723,11 @@ static mt_status start_run(trainer *t, const mt_recipe *r, mt_backend *be, const
      * MFU counts the model's FLOPs only (PaLM's definition), so recompute never raises it */
     mt_model_flops_per_iter(&t->model.pl, (double)t->G, &rep->model_flops_per_iter, &rep->flops_per_iter);
     MT_CHECK(print_start(t, log));
+    if (r->checkpoint.dir[0]) { /* a run that cannot save learns it now, not at its first save */
+        MT_CHECK(mt_ckpt_saver_prepare(&t->saver, &t->model, ps));
+        MT_CHECK(mt_ckpt_dir_open(&t->saver, r, ps, be, log));
+    }
     MT_CHECK(resume(t, log));
-    if (r->checkpoint.dir[0]) MT_CHECK(mt_ckpt_saver_prepare(&t->saver, &t->model, ps));
 out:
     return st;
 }
@@ -744,6 +747,7 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
     rep->start_iteration = t.start.iteration;
     loop_stats ls;
     memset(&ls, 0, sizeof ls);
+    if (r->checkpoint.exit_signal_handler) mt_stop_request_arm(); /* the loop reads stop requests from here */
     for (int64_t it = lp.first_it; it <= r->training.iters; it++) {
         const double t0 = mt_clock_ms();
         mt_comm_clocks_reset(&t.model.par.clocks); /* every group's clock, and the gradient sync's */

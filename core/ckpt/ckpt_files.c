@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/ckpt/manifest.h"
+#include "core/file_read.h"
 
 void mt_ckpt_iter_path(const char *root, int64_t iteration, const char *suffix, char *buf, size_t n_bytes) {
     snprintf(buf, n_bytes, "%s/iter_%07" PRId64 "%s", root, iteration, suffix ? suffix : "");
@@ -21,11 +22,15 @@ void mt_ckpt_iter_path(const char *root, int64_t iteration, const char *suffix, 
 mt_status mt_ckpt_read_tracker(const char *root, int64_t *iteration) {
     char path[MT_CKPT_PATH_MAX], text[64];
     snprintf(path, sizeof path, "%s/%s", root, MT_CKPT_TRACKER);
-    FILE *f = fopen(path, "r");
-    if (!f) return mt_errorf(MT_ERR_IO, "%s: cannot open the checkpoint tracker: %s", path, strerror(errno));
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = 0;
+    int fd, open_errno;
+    struct stat sb;
+    mt_status st = mt_open_regular(path, &fd, &sb, &open_errno);
+    if (st != MT_OK && open_errno)
+        return mt_errorf(MT_ERR_IO, "%s: cannot open the checkpoint tracker: %s", path, strerror(open_errno));
+    if (st != MT_OK) return st;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = 0;
     char *end = NULL;
     errno = 0;
     long long v = strtoll(text, &end, 10);
@@ -142,4 +147,82 @@ int mt_ckpt_list_saves(const char *root, int64_t *its, int max) {
     closedir(d);
     if (its) qsort(its, (size_t)(n < max ? n : max), sizeof *its, cmp_i64);
     return n;
+}
+
+mt_status mt_ckpt_remove_save(const char *root, int64_t iteration) {
+    char dir[MT_CKPT_PATH_MAX], del[MT_CKPT_PATH_MAX];
+    mt_ckpt_iter_path(root, iteration, NULL, dir, sizeof dir);
+    mt_ckpt_iter_path(root, iteration, ".del", del, sizeof del);
+    mt_status st = mt_remove_flat_dir(del);
+    if (st != MT_OK) return st;
+    /* off its final name in one step: a removal cut short leaves iter_N.del, never a final name
+     * without a manifest or with some rank files gone */
+    if (rename(dir, del)) {
+        if (errno == ENOENT) return MT_OK;
+        return mt_errorf(MT_ERR_IO, "%s: cannot move aside for removal: %s", dir, strerror(errno));
+    }
+    return mt_remove_flat_dir(del);
+}
+
+/* iter_N (suffix "" or a known one) -> N and the suffix; -1 for other names */
+static int64_t entry_iteration(const char *name, const char **suffix) {
+    if (strncmp(name, "iter_", 5) || strlen(name) < 12) return -1;
+    char *end = NULL;
+    long long v = strtoll(name + 5, &end, 10);
+    if (v < 0 || end == name + 5) return -1;
+    if (*end && strcmp(end, ".tmp") && strcmp(end, ".del")) return -1; /* iter_N.old may be the only copy */
+    *suffix = end;
+    return v;
+}
+
+mt_status mt_ckpt_sweep_remnants(const char *root, int64_t below, int *n_removed) {
+    *n_removed = 0;
+    DIR *d = opendir(root);
+    if (!d) return errno == ENOENT ? MT_OK : mt_errorf(MT_ERR_IO, "%s: cannot open: %s", root, strerror(errno));
+    mt_status st = MT_OK;
+    char **names = NULL;
+    int n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) { /* collect first: removing while reading skips entries */
+        const char *suffix = NULL;
+        int64_t it = entry_iteration(e->d_name, &suffix);
+        if (it < 0) continue;
+        char p[MT_CKPT_PATH_MAX];
+        if (snprintf(p, sizeof p, "%s/%.255s", root, e->d_name) >= (int)sizeof p) continue;
+        int remnant = *suffix || (it < below && !mt_ckpt_is_save_dir(p));
+        if (!remnant) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **grown = realloc(names, (size_t)cap * sizeof *names);
+            if (!grown) {
+                st = mt_errorf(MT_ERR_OOM, "%s: listing remnants", root);
+                break;
+            }
+            names = grown;
+        }
+        if (!(names[n] = strdup(p))) {
+            st = mt_errorf(MT_ERR_OOM, "%s: listing remnants", root);
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        if (st == MT_OK) st = mt_remove_flat_dir(names[i]);
+        if (st == MT_OK) (*n_removed)++;
+        free(names[i]);
+    }
+    free(names);
+    return st;
+}
+
+mt_status mt_ckpt_apply_keep(const char *root, int keep, int64_t protect) {
+    int64_t its[4096];
+    int n = mt_ckpt_list_saves(root, its, 4096);
+    if (n > 4096) n = 4096;
+    for (int i = 0; i + keep < n; i++)
+        if (its[i] != protect) {
+            mt_status st = mt_ckpt_remove_save(root, its[i]);
+            if (st != MT_OK) return st;
+        }
+    return MT_OK;
 }

@@ -31,6 +31,18 @@ mt_status mt_mkdirs(const char *dir);
 /* Complete saves in DIR (iter_NNNNNNN folders holding a manifest.json), ascending: up to max
  * iterations into its (may be NULL); the count is returned (-1 when DIR cannot be read). */
 int mt_ckpt_list_saves(const char *root, int64_t *its, int max);
+/* Removes save N: renamed to iter_N.del first (a kill during the removal leaves that name, which
+ * mt_ckpt_sweep_remnants removes, never iter_N/ without its manifest), then removed. */
+mt_status mt_ckpt_remove_save(const char *root, int64_t iteration);
+/* checkpoint.keep: removes the complete saves beyond the newest `keep` (mt_ckpt_remove_save), never
+ * iteration `protect`. */
+mt_status mt_ckpt_apply_keep(const char *root, int keep, int64_t protect);
+/* Removes what interrupted saves and removals left, for a caller that knows nothing else writes
+ * in DIR (it holds the save folder's lock and no save of its own is in flight): iter_N.tmp and
+ * iter_N.del folders, and folders under a final name iter_N/ without a manifest for N below
+ * `below` (the tracker's iteration). iter_N.old is kept: a replace cut short may leave the only
+ * copy of save N there. *n_removed counts them. */
+mt_status mt_ckpt_sweep_remnants(const char *root, int64_t below, int *n_removed);
 /* Whether `dir` is itself one save (holds manifest.json). */
 int mt_ckpt_is_save_dir(const char *dir);
 

@@ -13,6 +13,7 @@
 #include "core/ckpt/ckpt_files.h"
 #include "core/crc32c.h"
 #include "core/dtype.h"
+#include "core/file_read.h"
 
 mt_status mt_ckpt_file_open(const char *dir, const mt_manifest *mf, int fi, mt_ckpt_file *f) {
     mt_status st = MT_OK;
@@ -21,11 +22,14 @@ mt_status mt_ckpt_file_open(const char *dir, const mt_manifest *mf, int fi, mt_c
     mt_ckpt_file_close(f);
     char path[MT_CKPT_PATH_MAX + 80];
     snprintf(path, sizeof path, "%s/%s", dir, e->name);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return mt_errorf(MT_ERR_IO, "%s: cannot open: %s (a file of this save is missing: the save is "
-                                 "incomplete; load another iteration)", path, strerror(errno));
+    int fd, open_errno;
     struct stat sb;
-    if (fstat(fd, &sb) || (uint64_t)sb.st_size != e->bytes) {
+    st = mt_open_regular(path, &fd, &sb, &open_errno);
+    if (st != MT_OK && open_errno)
+        return mt_errorf(MT_ERR_IO, "%s: cannot open: %s (a file of this save is missing: the save is "
+                         "incomplete; load another iteration)", path, strerror(open_errno));
+    if (st != MT_OK) return st;
+    if ((uint64_t)sb.st_size != e->bytes) {
         close(fd);
         return mt_errorf(MT_ERR_DATA, "%s: %lld bytes, the manifest says %" PRIu64 ": the file is truncated or was "
                          "replaced; load another iteration", path, (long long)sb.st_size, e->bytes);

@@ -18,6 +18,7 @@
 #include "core/ckpt/hf_export.h"
 #include "core/ckpt/safetensors.h"
 #include "core/clock.h"
+#include "core/file_read.h"
 #include "core/json_tree.h"
 #include "core/model/model_layout.h"
 
@@ -45,10 +46,11 @@ static mt_status map_one(hf_model_files *h, const char *name) {
     snprintf(f->name, sizeof f->name, "%s", name);
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", h->dir, name);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return mt_errorf(MT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) || sb.st_size < 8) {
+    mt_status opened = mt_open_regular(path, &fd, &sb, NULL);
+    if (opened != MT_OK) return opened;
+    if (sb.st_size < 8) {
         close(fd);
         return mt_errorf(MT_ERR_DATA, "%s: %lld bytes: not a safetensors file", path, (long long)sb.st_size);
     }
@@ -112,6 +114,89 @@ static float half_to_f32(uint16_t x) {
     return s ? -v : v;
 }
 
+/* The config.json fields that change the computed function (beyond the shapes): each must say
+ * what the recipe computes (absent = transformers' default), else the import is refused naming
+ * the field, its value and the recipe key that would match it; mtrain never scores a model other
+ * than the one the file describes. */
+typedef enum { F_NUMBER, F_BOOL, F_STRING, F_NULL } field_kind;
+typedef struct {
+    const char *hf;      /* config.json key */
+    field_kind kind;
+    double want;         /* F_NUMBER: the recipe's value; F_BOOL: 0 / 1 */
+    double dflt;         /* transformers' default when the key is absent (F_NUMBER, F_BOOL) */
+    const char *want_s;  /* F_STRING: the accepted value (the default too) */
+    const char *key;     /* the recipe key, for the message ("" = none can express another value) */
+} fn_field;
+
+static void json_value_text(const mt_json_node *v, char *out, size_t n) {
+    if (!v) snprintf(out, n, "absent");
+    else if (v->type == MT_JSON_NULL) snprintf(out, n, "null");
+    else if (v->type == MT_JSON_TRUE || v->type == MT_JSON_FALSE) snprintf(out, n, v->type == MT_JSON_TRUE ? "true" : "false");
+    else if (v->type == MT_JSON_NUMBER) snprintf(out, n, "%.9g", v->number);
+    else if (v->type == MT_JSON_STRING) snprintf(out, n, "\"%.100s\"", v->str);
+    else snprintf(out, n, "%s", v->type == MT_JSON_OBJECT ? "an object" : "a list");
+}
+
+static mt_status check_fn_field(const mt_json_node *root, const fn_field *f, const char *path, const char *recipe) {
+    const mt_json_node *v = mt_json_get(root, f->hf);
+    int ok;
+    switch (f->kind) {
+    case F_NUMBER: {
+        const double got = !v ? f->dflt : v->type == MT_JSON_NUMBER ? v->number : NAN;
+        ok = (float)got == (float)f->want; /* the recipe holds floats: compare at float precision */
+        break;
+    }
+    case F_BOOL: {
+        const int got = !v ? (int)f->dflt : v->type == MT_JSON_TRUE ? 1 : v->type == MT_JSON_FALSE ? 0 : -1;
+        ok = got == (int)f->want;
+        break;
+    }
+    case F_STRING: ok = !v || (v->type == MT_JSON_STRING && !strcmp(v->str, f->want_s)); break;
+    default: ok = !v || v->type == MT_JSON_NULL; break;
+    }
+    if (ok) return MT_OK;
+    char got[160], want[64];
+    json_value_text(v, got, sizeof got);
+    if (f->kind == F_NUMBER) snprintf(want, sizeof want, "%.7g", f->want); /* the recipe's float, as written */
+    else if (f->kind == F_BOOL) snprintf(want, sizeof want, "%s", f->want ? "true" : "false");
+    else if (f->kind == F_STRING) snprintf(want, sizeof want, "\"%s\"", f->want_s);
+    else snprintf(want, sizeof want, "null");
+    if (f->key[0])
+        return mt_errorf(MT_ERR_CONFIG, "%s: %s is %s, the recipe %s computes %s (%s): the imported model would score "
+                         "differently from the Hugging Face one; set %s to match (--set %s=...)", path, f->hf, got,
+                         recipe, want, f->key, f->key, f->key);
+    return mt_errorf(MT_ERR_UNSUPPORTED, "%s: %s is %s; mtrain computes only %s: this model cannot be imported", path,
+                     f->hf, got, want);
+}
+
+static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m, const char *path, const char *recipe) {
+    const fn_field gpt[] = {
+        {"layer_norm_epsilon", F_NUMBER, m->norm_eps, 1e-5, NULL, "model.norm_eps"},
+        {"activation_function", F_STRING, 0, 0, "gelu_new", ""},
+        {"scale_attn_weights", F_BOOL, 1, 1, NULL, ""},
+        {"scale_attn_by_inverse_layer_idx", F_BOOL, 0, 0, NULL, ""},
+        {"tie_word_embeddings", F_BOOL, 1, 1, NULL, ""},
+        {"add_cross_attention", F_BOOL, 0, 0, NULL, ""},
+    };
+    const fn_field llama[] = {
+        {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-6, NULL, "model.norm_eps"},
+        {"rope_theta", F_NUMBER, m->rope_theta, 10000.0, NULL, "model.rope_theta"},
+        {"rope_scaling", F_NULL, 0, 0, NULL, ""},
+        {"hidden_act", F_STRING, 0, 0, "silu", ""},
+        {"attention_bias", F_BOOL, m->bias, 0, NULL, "model.bias"},
+        {"mlp_bias", F_BOOL, m->bias, 0, NULL, "model.bias"},
+        {"head_dim", F_NUMBER, m->D, m->D, NULL, ""},
+    };
+    const int is_gpt = m->arch != MT_ARCH_LLAMA;
+    const fn_field *f = is_gpt ? gpt : llama;
+    const size_t n = is_gpt ? sizeof gpt / sizeof gpt[0] : sizeof llama / sizeof llama[0];
+    for (size_t i = 0; i < n; i++) {
+        mt_status st = check_fn_field(root, &f[i], path, recipe);
+        if (st != MT_OK) return st;
+    }
+    return MT_OK;
+}
+
 /* config.json against the model the recipe describes */
 static mt_status check_config(const char *dir, const mt_hf_model *m, const char *recipe) {
     mt_status st = MT_OK;
@@ -160,10 +245,47 @@ static mt_status check_config(const char *dir, const mt_hf_model *m, const char 
             goto done;
         }
     }
+    st = check_fn_fields(root, m, path, recipe);
 done:
     mt_json_doc_free(&doc);
 out:
     return st;
+}
+
+/* "[127]", "[128, 1]" */
+static void shape_text(const int64_t *shape, int n_dims, char *out, size_t n) {
+    size_t len = (size_t)snprintf(out, n, "[");
+    for (int d = 0; d < n_dims && len < n; d++)
+        len += (size_t)snprintf(out + len, n - len, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (len < n) snprintf(out + len, n - len, "]");
+}
+
+/* buffers some exporters store beside the weights (GPT-2's causal mask, Llama's RoPE frequencies):
+ * not parameters, recomputed by every implementation */
+static int is_buffer(const char *name) {
+    static const char *const ends[] = {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"};
+    const size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        const size_t k = strlen(ends[i]);
+        if (n >= k && !strcmp(name + n - k, ends[i])) return 1;
+    }
+    return 0;
+}
+
+/* every tensor of the weight files is one the plan reads (or a buffer): a weight mtrain would
+ * drop means a model it does not compute */
+static mt_status check_no_unknown(const hf_model_files *h, const mt_hf_tensor *plan, int n_plan, int tied) {
+    for (int i = 0; i < h->n_files; i++)
+        for (int j = 0; j < h->files[i].hdr.n_entries; j++) {
+            const char *name = h->files[i].hdr.entries[j].name;
+            int known = is_buffer(name) || (tied && !strcmp(name, "lm_head.weight"));
+            for (int k = 0; k < n_plan && !known; k++) known = !strcmp(plan[k].name, name);
+            if (!known)
+                return mt_errorf(MT_ERR_DATA, "%s/%s: tensor %s is not part of the model the recipe describes (it "
+                                 "would be ignored, and the imported model would compute something else): remove it, "
+                                 "or give a recipe of this model", h->dir, h->files[i].name, name);
+        }
+    return MT_OK;
 }
 
 mt_status mt_hf_import(const mt_hf_import_opts *o, const mt_recipe *r_in, int *n_tensors, double *seconds) {
@@ -227,10 +349,11 @@ mt_status mt_hf_import(const mt_hf_import_opts *o, const mt_recipe *r_in, int *n
         int shape_ok = e->n_dims == t->n_dims;
         for (int d = 0; shape_ok && d < t->n_dims; d++) shape_ok = e->shape[d] == t->shape[d];
         if (!shape_ok) {
-            st = mt_errorf(MT_ERR_DATA, "%s/%s: tensor %s has shape [%lld%s%lld], expected [%lld, %lld]", o->input,
-                           file->name, t->name, (long long)e->shape[0], e->n_dims > 1 ? ", " : "",
-                           e->n_dims > 1 ? (long long)e->shape[1] : 0LL, (long long)t->shape[0],
-                           (long long)(t->n_dims > 1 ? t->shape[1] : 1));
+            char got[96], want[96];
+            shape_text(e->shape, e->n_dims, got, sizeof got);
+            shape_text(t->shape, t->n_dims, want, sizeof want);
+            st = mt_errorf(MT_ERR_DATA, "%s/%s: tensor %s has shape %s, expected %s", o->input, file->name, t->name, got,
+                           want);
             goto out;
         }
         const size_t n = (size_t)t->nr * t->nc;
@@ -249,6 +372,13 @@ mt_status mt_hf_import(const mt_hf_import_opts *o, const mt_recipe *r_in, int *n
                            file->name, t->name, e->dtype);
             goto out;
         }
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(scratch[i])) {
+                st = mt_errorf(MT_ERR_DATA, "%s/%s: tensor %s holds %s at element %zu: the weights are damaged (or "
+                               "overflowed when converted); import refuses non-finite weights", o->input, file->name,
+                               t->name, isnan(scratch[i]) ? "NaN" : "an infinity", i);
+                goto out;
+            }
         int ti = -1;
         for (int j = 0; j < pl.n_tensors; j++)
             if (!strcmp(pl.t[j].name, t->src)) ti = j;
@@ -266,6 +396,7 @@ mt_status mt_hf_import(const mt_hf_import_opts *o, const mt_recipe *r_in, int *n
         }
         n_found++;
     }
+    MT_CHECK(check_no_unknown(&h, plan, n_plan, m.tied));
     /* coverage: everything but the vocabulary padding came from exactly one HF tensor */
     for (int ti = 0; ti < pl.n_tensors; ti++) {
         const mt_param_tensor *t = &pl.t[ti];

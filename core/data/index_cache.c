@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/data/tmpfiles.h"
+#include "core/file_read.h"
 
 #define MAGIC "MTIDXC01"
 #define VERSION 1u
@@ -221,15 +222,12 @@ mt_status mt_index_cache_read(const char *path, const char *description,
         if (slash) *slash = 0; else dir[0] = 0;
         mt_tmpfiles_remove_stale_in(slash && !dir[0] ? "/" : dir, ".mtidx", "tmp", NULL);
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        *missing = errno == ENOENT;
-        return mt_errorf(MT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
+    int fd, open_errno;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return mt_errorf(MT_ERR_DATA, "%s: not a regular file", path);
+    mt_status opened = mt_open_regular(path, &fd, &sb, &open_errno);
+    if (opened != MT_OK) {
+        *missing = open_errno == ENOENT;
+        return opened;
     }
     /* The expected header, items counts unknown: compare piecewise. */
     size_t nd = strlen(description);

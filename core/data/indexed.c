@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/data/tmpfiles.h"
+#include "core/file_read.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "indexed.c reads and writes little-endian files with plain loads: port it first"
@@ -75,22 +76,13 @@ static mt_status map_file(const char *path, const uint8_t **map, size_t *n_bytes
     *map = NULL;
     *n_bytes = 0;
     *err_no = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        *err_no = errno;
-        return mt_errorf(MT_ERR_IO, "%s: cannot open: %s (run mtrain preprocess to make it)",
-                         path, strerror(errno));
-    }
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return mt_errorf(MT_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return mt_errorf(MT_ERR_IO, "%s: not a regular file", path);
-    }
+    mt_status opened = mt_open_regular(path, &fd, &sb, err_no);
+    if (opened != MT_OK && *err_no)
+        return mt_errorf(MT_ERR_IO, "%s: cannot open: %s (run mtrain preprocess to make it)",
+                         path, strerror(*err_no));
+    if (opened != MT_OK) return opened;
     mt_file_id_from_stat(id, &sb);
     if (sb.st_size > 0) {
         void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);

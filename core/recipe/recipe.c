@@ -120,8 +120,10 @@ static int range_problem(const mt_recipe_key *key, double v, char *err, size_t n
     int below = (key->flags & MT_KF_MIN_EXCL) ? !(v > key->min) : !(v >= key->min);
     int above = (key->flags & MT_KF_MAX_EXCL) ? !(v < key->max) : !(v <= key->max);
     if (!below && !above) return 0;
-    snprintf(err, n_err, "out of range: %s is %s %s; use a value in %s%s, %s%s", got,
-             below ? "below the minimum" : "above the maximum", below ? lo : hi,
+    const int excl = below ? (key->flags & MT_KF_MIN_EXCL) != 0 : (key->flags & MT_KF_MAX_EXCL) != 0;
+    snprintf(err, n_err, "out of range: %s is %s %s%s; use a value in %s%s, %s%s", got,
+             below ? (excl ? "not above" : "below the minimum") : (excl ? "not below" : "above the maximum"),
+             below ? lo : hi, excl ? " (excluded)" : "",
              (key->flags & MT_KF_MIN_EXCL) ? "(" : "[", lo, hi, (key->flags & MT_KF_MAX_EXCL) ? ")" : "]");
     return 1;
 }
@@ -210,6 +212,9 @@ mt_status mt_recipe_parse_value(mt_recipe *r, int k, const char *text, char *err
                      "to %g", e, key->min, key->max);
             return MT_ERR_CONFIG;
         }
+        /* the range is checked on the value as written (1e308 is 1e308, not the float it would clamp
+         * to), then on the float it becomes (a value that rounds onto an excluded bound) */
+        if (range_problem(key, d, err, n_err)) return MT_ERR_CONFIG;
         if (fabs(d) > 3.0e38) d = d < 0 ? -3.0e38 : 3.0e38; /* keep the float conversion defined */
         float f = (float)d;
         if (range_problem(key, (double)f, err, n_err)) return MT_ERR_CONFIG;

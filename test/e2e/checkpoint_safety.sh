@@ -14,7 +14,7 @@
 #      iteration line. `mtrain checkpoint inspect` of each damaged copy exits 1 naming the file.
 #   2. crash safety: 20 trials of a 4-rank run (tp 2 x dp 2, distributed optimizer) that resumes
 #      from DIR (--load, so each trial also loads what the previous crash left) and saves every
-#      iteration back into it (checkpoint.keep=3, fsync on; every other trial with --async-save);
+#      iteration back into it (checkpoint.keep=2, fsync on; every other trial with --async-save);
 #      after a random delay kill -9 of a random rank or of the launcher. Then, with no process of
 #      the trial left: the tracker names an iteration whose folder exists, `checkpoint inspect
 #      DIR` exits 0 and so does inspect of every other folder that holds a manifest (nothing
@@ -22,15 +22,25 @@
 #      did). No process may die of anything but the kill. A save takes longer than an iteration
 #      with this tiny batch, so most kills land inside a save: a trial that left a fresh
 #      iter_N.tmp/ behind was killed mid-save, and fewer than 3 of 20 fails the test (it would not
-#      test what it claims). At the end one real resume of 1 iteration.
+#      test what it claims). After every kill also: no folder under a final name (iter_N/) lacks
+#      its manifest, and DIR holds at most keep + 1 = 3 iter_* folders whose bytes are at most 3
+#      saves' (a removal is a rename to iter_N.del first; each run, holding the folder's lock,
+#      removes such remnants and finishes a cut-short retention before its first save). Remnants
+#      planted before trial 1 (an empty iter_0000000/, an iter_0000000.del/) are gone after it.
+#      At the end one real resume of 1 iteration.
 #   3. disk full (a small tmpfs, we run as root; SKIP of this part only when it cannot be
-#      mounted): after a good save, (i) the next save's rank files do not fit, (ii) they fit but
-#      the manifest does not: non-zero exit, "no space left" naming the file, the tracker still
-#      names the good save, inspect exits 0, no iter_N/ nor iter_N.tmp/ of the failed save; then,
-#      with space again, the same save succeeds.
+#      mounted): after a good save, (i) the next save's rank files do not fit: refused before the
+#      first iteration ("one save needs"), (ii) they fit but the manifest does not: non-zero exit,
+#      "no space left" naming the file; both: the tracker still names the good save, inspect
+#      exits 0, no iter_N/ nor iter_N.tmp/ of the failed save; then, with space again, the same
+#      save succeeds.
 #   4. checkpoint.keep=2, --save-interval 2 over 10 iterations: exactly iter_8 and iter_10 are
 #      left, the tracker names 10, inspect exits 0; then iteration 10 saved again over itself
 #      (--load --ckpt-step 8): the same two saves left, verified, nothing beside them.
+#   5. the save folder before the first iteration: a second run saving into a folder that a
+#      running one holds is refused at once naming the holder's pid and host (mtrain.lock); after
+#      kill -9 of the holder the lock is free; a --save that is a regular file, or on a read-only
+#      file system, is refused before the first iteration.
 # Processes are found by their MT_E2E_MARK (test/e2e_lib.sh), never by name. Set MT_E2E_SEED to
 # replay the crash trials' random choices (the moments still vary with the machine's load).
 set -u
@@ -53,6 +63,7 @@ safety_cleanup() {
     sleep 0.2
     umount "$FULL" 2>/dev/null || umount -l "$FULL" 2>/dev/null
   fi
+  grep -qF " $TMP/ro " /proc/mounts 2>/dev/null && umount -l "$TMP/ro"
   rm -rf "$TMP"
 }
 trap safety_cleanup EXIT
@@ -179,9 +190,23 @@ echo "== 2. crash safety: kill -9 at random moments, many inside saves"
 CK="$TMP/crash"
 SMALL=(--config configs/gpt-tiny.yaml --micro-batch-size 1 --global-batch-size 2 --seq-length 32
        --set logging.eval_interval=0 --set logging.interval=1)
-CRASH=("${SMALL[@]}" "${PAR[@]}" --save "$CK" --save-interval 1 --set checkpoint.keep=3 --set checkpoint.fsync=true)
+CRASH=("${SMALL[@]}" "${PAR[@]}" --save "$CK" --save-interval 1 --set checkpoint.keep=2 --set checkpoint.fsync=true)
 MT_E2E_MARK="$TMP/crash_init" "$MTRAIN" launch -n 4 -- "${CRASH[@]}" --train-iters 1 >"$TMP/crash_init.log" 2>&1 ||
   { show "$TMP/crash_init.log"; fail "the first save of part 2 failed"; }
+SAVE_BYTES=$(du -sb "$CK/$(it7 1)" | cut -f1)
+mkdir "$CK/$(it7 0)" "$CK/$(it7 0).del" && cp "$CK/$(it7 1)/rank_00000.safetensors" "$CK/$(it7 0).del/"
+# remnants_bounded: no final-name folder without its manifest; at most keep + 1 folders and saves' bytes
+remnants_bounded() {
+  local d n=0 bytes
+  for d in "$CK"/iter_*; do
+    [ -d "$d" ] || continue
+    n=$((n + 1))
+    [[ "${d##*/}" =~ ^iter_[0-9]+$ ]] && [ ! -f "$d/manifest.json" ] && { ls -la "$CK" "$d"; fail "$1: $d has no manifest"; }
+  done
+  bytes=$(du -sb "$CK" | cut -f1)
+  [ $n -le 3 ] && [ "$bytes" -le $((3 * SAVE_BYTES + 65536)) ] ||
+    { ls -la "$CK"; fail "$1: $n iter_* folders, $bytes bytes (keep=2: at most 3 folders of $SAVE_BYTES bytes)"; }
+}
 SEED="${MT_E2E_SEED:-$(( $(date +%s) % 100000 ))}"
 RANDOM=$SEED
 echo "random seed $SEED (MT_E2E_SEED=$SEED replays the choices)"
@@ -239,6 +264,8 @@ crash_trial() {
   done
   fresh=$(find "$CK" -maxdepth 1 -name 'iter_*.tmp' -newer "$TMP/crash$k.start" -printf '%f ')
   [ -z "$fresh" ] || n_tmp=$((n_tmp + 1))
+  remnants_bounded "trial $k"
+  [ ! -e "$CK/$(it7 0)" ] && [ ! -e "$CK/$(it7 0).del" ] || { ls -la "$CK"; fail "trial $k: the planted remnants are still there"; }
   # the killed rank is "killed by signal 9", the others may be stopped with SIGTERM: nothing else
   ! grep -qE 'killed by signal (4|6|7|8|11)|dumped core|Segmentation' "$log" || { show "$log"; fail "trial $k: a process crashed"; }
   echo "trial $k${mode:+ (async)}: kill -9 $who ${delay} ms after the first iteration: tracker $before -> $it, inspect ok${fresh:+, left $fresh(killed mid-save)}"
@@ -287,8 +314,14 @@ else
     [ ! -e "$DF/$(it7 4)" ] || { ls -la "$DF" "$DF/$(it7 4)"; fail "$name: $(it7 4)/ exists after its save failed"; }
     [ ! -e "$DF/$(it7 4).tmp" ] || { ls -la "$DF/$(it7 4).tmp"; fail "$name: $(it7 4).tmp/ was left behind (it keeps the disk full)"; }
   }
-  fill $((rank_bytes / 2))
-  disk_full df_rank_files "rank_0000[0-3]\.safetensors"
+  fill $((rank_bytes / 2)) # (i) found before the first iteration, not after the run's compute
+  rc=0; free=$(avail)
+  MT_E2E_MARK="$TMP/df_start" "$MTRAIN" launch -n 4 -- "${DFARGS[@]}" --train-iters 4 --load "$DF" >"$TMP/df_start.log" 2>&1 || rc=$?
+  echo "df_start ($free bytes free): exit $rc: $(grep -m1 'one save needs' "$TMP/df_start.log" | cut -c1-260)"
+  [ $rc -ne 0 ] && grep -q "checkpoint.dir (--save) $DF: .* MiB free, one save needs" "$TMP/df_start.log" ||
+    { show "$TMP/df_start.log"; fail "df_start: a save that cannot fit was not refused at the start"; }
+  ! grep -qE "$ITER_LINE" "$TMP/df_start.log" || { show "$TMP/df_start.log"; fail "df_start: it trained before refusing"; }
+  [ "$(tracker "$DF")" = 2 ] && [ ! -e "$DF/$(it7 4).tmp" ] || fail "df_start: the folder changed"
   fill $((rank_bytes + 8192)) # every rank file fits, the manifest (mf_bytes, ~24 KB) does not
   disk_full df_manifest "manifest\.json"
   rm -f "$FULL/filler"
@@ -319,4 +352,35 @@ left=$(cd "$KP" && echo iter_*)
 [ "$left" = "$(it7 8) $(it7 10)" ] || fail "after re-saving iteration 10: left '$left', expected $(it7 8) $(it7 10)"
 [ "$(tracker "$KP")" = 10 ] && [ "$(inspect_rc "$KP")" = 0 ] || fail "after re-saving iteration 10: the tracker or the save is wrong"
 echo "part 4: iteration 10 saved again over itself: $left left, tracker 10, verified ($(elapsed) s)"
+
+# ---------------------------------------------------------------- 5. the save folder at the start
+echo "== 5. the save folder: lock, not a folder, read-only"
+LK="$TMP/lock"
+MT_E2E_MARK="$TMP/lock_holder" "$MTRAIN" "${SMALL[@]}" --train-iters 100000 --save "$LK" --save-interval 1000 \
+  >"$TMP/lock_holder.log" 2>&1 &
+holder=$!
+for _ in $(seq 1 400); do grep -qE "$ITER_LINE" "$TMP/lock_holder.log" 2>/dev/null && break; sleep 0.025; done
+rc=0
+MT_E2E_MARK="$TMP/lock_second" "$MTRAIN" "${SMALL[@]}" --train-iters 2 --save "$LK" >"$TMP/lock_second.log" 2>&1 || rc=$?
+[ $rc = 1 ] && grep -q "checkpoint.dir (--save) $LK is in use by another run (pid $holder on host $(hostname)" "$TMP/lock_second.log" ||
+  { show "$TMP/lock_second.log"; kill -9 $holder; fail "a second run into a held --save: exit $rc"; }
+! grep -qE "$ITER_LINE" "$TMP/lock_second.log" || { kill -9 $holder; fail "the second run trained before refusing"; }
+kill -9 $holder; wait $holder 2>/dev/null
+MT_E2E_MARK="$TMP/lock_third" "$MTRAIN" "${SMALL[@]}" --train-iters 1 --save "$LK" >"$TMP/lock_third.log" 2>&1 ||
+  { show "$TMP/lock_third.log"; fail "after kill -9 of the holder the folder is still locked"; }
+echo "part 5: a second run refused naming pid $holder; free again after kill -9 of it"
+touch "$TMP/a_file"
+rc=0; "$MTRAIN" "${SMALL[@]}" --train-iters 2 --save "$TMP/a_file" >"$TMP/save_file.log" 2>&1 || rc=$?
+[ $rc = 1 ] && grep -q "checkpoint.dir (--save) $TMP/a_file: not a folder" "$TMP/save_file.log" && ! grep -qE "$ITER_LINE" "$TMP/save_file.log" ||
+  { show "$TMP/save_file.log"; fail "--save of a regular file: exit $rc"; }
+RO="$TMP/ro"; mkdir -p "$RO"
+if mount -t tmpfs -o ro,size=1m tmpfs "$RO" 2>/dev/null; then
+  rc=0; "$MTRAIN" "${SMALL[@]}" --train-iters 2 --save "$RO" >"$TMP/save_ro.log" 2>&1 || rc=$?
+  umount "$RO"
+  [ $rc = 1 ] && grep -q "checkpoint.dir (--save) $RO: cannot write in it: Read-only file system" "$TMP/save_ro.log" &&
+    ! grep -qE "$ITER_LINE" "$TMP/save_ro.log" || { show "$TMP/save_ro.log"; fail "--save on a read-only file system: exit $rc"; }
+  echo "part 5: --save of a regular file and on a read-only file system refused before the first iteration"
+else
+  echo "part 5: --save of a regular file refused (SKIP of the read-only case: cannot mount a tmpfs here)"
+fi
 echo "checkpoint safety: all parts passed in $(elapsed) s"

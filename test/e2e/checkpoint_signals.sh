@@ -19,7 +19,8 @@
 #                  others learn of it through the end-of-iteration allreduce(max) vote, rank 0
 #                  logs the stop); SIGTERM to the launcher's whole process group (each rank gets
 #                  it twice: directly and passed on); SIGUSR1 to the launcher; then the rest.
-#   mpirun:        SIGTERM to mpirun; SIGUSR1 to mpirun; then the rest.
+#   mpirun:        SIGTERM to mpirun; SIGUSR1 to mpirun; SIGTERM to rank 2 (mpirun exits 0: the
+#                  ranks still finalize with it, bounded by a second); then the rest.
 #   srun:          `scancel --signal=TERM` (slurmstepd signals the tasks); SIGUSR1 to srun; the rest.
 # What the launchers do with a signal (observed: OpenMPI 4.1.4, Slurm 22.05.8):
 #   - mtrain launch passes SIGTERM / SIGINT / SIGHUP on at once, gives the ranks
@@ -231,8 +232,10 @@ EOF
             "rank exit statuses:$st (mpirun itself 1: its abort path)"
        from=$STOP
        segment mpirun-2-launcher-USR1 "$TMP/mpirun-ck" "$from" launcher:USR1 0 "${MPIRUN[@]}" "$MTRAIN"
+       from=$STOP # SIGTERM to one rank: every rank saves, finalizes, and mpirun exits 0
+       segment mpirun-3-rank2-TERM "$TMP/mpirun-ck" "$from" rank2:TERM 0 "${MPIRUN[@]}" "$MTRAIN"
        from=$STOP
-       segment mpirun-3-none "$TMP/mpirun-ck" "$from" none 0 "${MPIRUN[@]}" "$MTRAIN"
+       segment mpirun-4-none "$TMP/mpirun-ck" "$from" none 0 "${MPIRUN[@]}" "$MTRAIN"
      ); then :; else fails+=(mpirun); fi
   timing "chain mpirun: $(since "$t0") s"
 else

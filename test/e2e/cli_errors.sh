@@ -54,6 +54,10 @@ expect_error "model.moe.layer_freq (MoE layers interleaved with dense ones (laye
 expect_error "checkpoint.load: $TMP/no-such-ckpt" "$MTRAIN" --config configs/gpt-tiny.yaml --load "$TMP/no-such-ckpt" --train-iters 1
 # a metrics file that cannot be written
 expect_error "/nonexistent/dir/m.jsonl" "$MTRAIN" --config configs/gpt-tiny.yaml --train-iters 1 --metrics /nonexistent/dir/m.jsonl
+# values reported as written, bounds as they are
+expect_error "optimizer.lr: out of range: 1e+308 is above the maximum 10" "$MTRAIN" check --config configs/gpt-tiny.yaml --set optimizer.lr=1e308
+expect_error "optimizer.eps: out of range: 0 is not above 0 (excluded)" "$MTRAIN" check --config configs/gpt-tiny.yaml --adam-eps 0
+expect_error "neither RANK nor WORLD_SIZE is set" env -u RANK -u WORLD_SIZE MT_BOOTSTRAP=env "$MTRAIN" bootstrap-check
 echo "all CLI error cases gave clear messages"
 # data tokenised with a larger vocabulary than the model's: refused before the first step, naming the file
 if [ -f data/gpt2-vocab.json ]; then

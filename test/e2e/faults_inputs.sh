@@ -11,6 +11,14 @@
 #                      first finishes with every one of its 20 records whole
 #   yaml_deep / yaml_huge / yaml_keys   a recipe nested 100,000 deep, a 100 MB (sparse) one and
 #                      one with 100,002 keys and values: refused with the limit's message
+#   fifo_shard / fifo_inspect / fifo_import / fifo_tracker / fifo_dataset   a FIFO where a file is
+#                      read (a save's rank file under --load and `checkpoint inspect`, an HF
+#                      model.safetensors under `import`, the tracker, a dataset's .bin): refused at
+#                      once ("a FIFO, not a regular file"), never waiting for a writer (each run
+#                      under `timeout 30`, which would end it with 124)
+#   resume_tokenizer   --load of a byte-tokenizer save under data.tokenizer=null: refused naming both
+#   logprobs_function  `mtrain logprobs` with model.norm_eps other than the save's: refused naming
+#                      the key and both values (the save's own recipe scores: logprobs_same)
 source test/e2e_lib.sh
 source test/faults_lib.sh
 need_data
@@ -81,4 +89,43 @@ fault_begin yaml_keys
 seq 0 50000 | sed 's/.*/k&: 0/' >"$TMP/keys.yaml" # 1 mapping + 2 * 50,001 scalars
 fault_run "$MTRAIN" --config "$TMP/keys.yaml"
 fault_end 1 "$TMP/keys.yaml:50000: recipe: more than 100000 keys and values (the limit)"
+
+# --- a FIFO where a file is read: refused at once, not waited on ---
+SMALLNET=(--config configs/gpt-tiny.yaml --num-layers 1 --hidden-size 64 --threads 1 --set logging.eval_interval=0)
+"$MTRAIN" "${SMALLNET[@]}" --train-iters 1 --save "$TMP/ff" >"$TMP/ff.log" 2>&1 || { cat "$TMP/ff.log"; fail "the small save failed"; }
+"$MTRAIN" export --load "$TMP/ff" --format hf --output "$TMP/ff-hf" >"$TMP/ff-export.log" 2>&1 ||
+  { cat "$TMP/ff-export.log"; fail "the small export failed"; }
+cp -r "$TMP/ff" "$TMP/ff-shard"
+rm "$TMP/ff-shard/iter_0000001/rank_00000.safetensors" && mkfifo "$TMP/ff-shard/iter_0000001/rank_00000.safetensors"
+fault_begin fifo_shard
+fault_run timeout 30 "$MTRAIN" "${SMALLNET[@]}" --train-iters 2 --load "$TMP/ff-shard"
+fault_end 1 "iter_0000001/rank_00000.safetensors: cannot read: a FIFO, not a regular file"
+fault_begin fifo_inspect
+fault_run timeout 30 "$MTRAIN" checkpoint inspect "$TMP/ff-shard"
+fault_end 1 "rank_00000.safetensors: cannot read: a FIFO, not a regular file"
+rm "$TMP/ff-hf/model.safetensors" && mkfifo "$TMP/ff-hf/model.safetensors"
+fault_begin fifo_import
+fault_run timeout 30 "$MTRAIN" import --format hf --input "$TMP/ff-hf" --save "$TMP/ff-imported" "${SMALLNET[@]}"
+fault_end 1 "model.safetensors: cannot read: a FIFO, not a regular file"
+cp -r "$TMP/ff" "$TMP/ff-tracker"
+rm "$TMP/ff-tracker/latest_checkpointed_iteration.txt" && mkfifo "$TMP/ff-tracker/latest_checkpointed_iteration.txt"
+fault_begin fifo_tracker
+fault_run timeout 30 "$MTRAIN" "${SMALLNET[@]}" --train-iters 2 --load "$TMP/ff-tracker"
+fault_end 1 "latest_checkpointed_iteration.txt: cannot read: a FIFO, not a regular file"
+mkfifo "$TMP/fifo_text_document.bin"
+cp "$DATA.idx" "$TMP/fifo_text_document.idx"
+fault_begin fifo_dataset
+fault_run timeout 30 "$MTRAIN" "${SMALLNET[@]}" --train-iters 2 --data-path "$TMP/fifo_text_document"
+fault_end 1 "fifo_text_document.bin: cannot read: a FIFO, not a regular file"
+fault_begin resume_tokenizer # the save records the byte tokenizer; a resume under another is refused
+fault_run "$MTRAIN" "${SMALLNET[@]}" --train-iters 2 --load "$TMP/ff" --set data.tokenizer=null
+fault_end 1 "saved by a run with data.tokenizer byte, this recipe has data.tokenizer null"
+echo '{"prompt": "And God", "completion": " said"}' >"$TMP/prompt.jsonl"
+fault_begin logprobs_function # scored with another norm_eps than the save's: refused naming the key
+fault_run "$MTRAIN" logprobs "${SMALLNET[@]}" --load "$TMP/ff" --prompts "$TMP/prompt.jsonl" --output "$TMP/lp.jsonl" \
+  --set model.norm_eps=1e-3
+fault_end 1 "saved with model.norm_eps = 1e-05, this recipe has 0.001"
+fault_begin logprobs_same # the save's own values: scored
+fault_run "$MTRAIN" logprobs "${SMALLNET[@]}" --load "$TMP/ff" --prompts "$TMP/prompt.jsonl" --output "$TMP/lp.jsonl"
+fault_end 0 ""
 echo "all faults_inputs cases passed"

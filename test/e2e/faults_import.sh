@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# test/e2e/faults_import.sh — `mtrain import --format hf` never builds a model other than the one
+# the Hugging Face folder describes. From the export of a tiny llama and a tiny gpt save (whose
+# unchanged import must succeed), one change each, each refused (exit non-zero) with a message
+# naming the field or tensor:
+#   llama config.json: rope_theta 500000, rms_norm_eps 1e-6, rms_norm_eps absent (transformers'
+#     default 1e-6 differs from the recipe's 1e-5), a llama3 rope_scaling, hidden_act gelu,
+#     attention_bias true;
+#   gpt config.json: activation_function relu, layer_norm_epsilon 1e-3,
+#     scale_attn_by_inverse_layer_idx true;
+#   weights: an extra unknown tensor, a NaN in one weight, a 1-D tensor one element short (its
+#     shape printed as [63], not [630]).
+# Tiny models (1 layer, hidden 64), one training iteration each: a few seconds.
+source test/e2e_lib.sh
+need_data
+PY=""
+for p in python3 /usr/bin/python3; do "$p" -c 'import json, struct' 2>/dev/null && { PY=$p; break; }; done
+[ -n "$PY" ] || { echo "SKIP: no python3 for editing the files"; exit 77; }
+NET=(--num-layers 1 --hidden-size 64 --seq-length 64 --threads 1 --set logging.eval_interval=0)
+export_tiny() { # export_tiny NAME CONFIG
+  "$MTRAIN" --config "$2" "${NET[@]}" --train-iters 1 --save "$TMP/$1-ck" >"$TMP/$1-train.log" 2>&1 ||
+    { cat "$TMP/$1-train.log"; fail "$1: training failed"; }
+  "$MTRAIN" export --load "$TMP/$1-ck" --format hf --output "$TMP/$1-hf" >"$TMP/$1-export.log" 2>&1 ||
+    { cat "$TMP/$1-export.log"; fail "$1: export failed"; }
+  "$MTRAIN" import --format hf --input "$TMP/$1-hf" --save "$TMP/$1-same" --config "$2" "${NET[@]}" \
+    >"$TMP/$1-same.log" 2>&1 || { cat "$TMP/$1-same.log"; fail "$1: the unchanged export does not import"; }
+}
+n=0
+# refused NAME CONFIG TEXT EDIT...: a copy of NAME's export, EDIT run on it ("cfg PYTHON" edits config.json as c)
+refused() {
+  local name=$1 cfg=$2 text=$3; shift 3
+  local d="$TMP/case$n"; n=$((n + 1))
+  rm -rf "$d"; cp -r "$TMP/$name-hf" "$d"
+  if [ "$1" = cfg ]; then
+    "$PY" -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); $2; json.dump(c, open(p, 'w'))" "$d/config.json"
+  else
+    "$PY" test/st_edit.py "$d/model.safetensors" "$@"
+  fi
+  local rc=0
+  "$MTRAIN" import --format hf --input "$d" --save "$d-out" --config "$cfg" "${NET[@]}" >"$d.log" 2>&1 || rc=$?
+  [ $rc -ne 0 ] || fail "$name, $*: imported (exit 0), expected a refusal"
+  grep -qF -- "$text" "$d.log" || { cat "$d.log"; fail "$name, $*: no message '$text'"; }
+  [ ! -e "$d-out/latest_checkpointed_iteration.txt" ] || fail "$name, $*: a save was written"
+  echo "ok  $name, $*: $(grep -m1 'error' "$d.log" | cut -c1-200)"
+}
+export_tiny llama configs/llama-tiny.yaml
+export_tiny gpt configs/gpt-tiny.yaml
+L=configs/llama-tiny.yaml
+refused llama $L "rope_theta is 500000, the recipe" cfg "c['rope_theta'] = 500000.0"
+refused llama $L "rms_norm_eps is 1e-06, the recipe" cfg "c['rms_norm_eps'] = 1e-6"
+refused llama $L "rms_norm_eps is absent, the recipe" cfg "del c['rms_norm_eps']"
+refused llama $L "rope_scaling is an object" cfg "c['rope_scaling'] = {'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}"
+refused llama $L 'hidden_act is "gelu"' cfg "c['hidden_act'] = 'gelu'"
+refused llama $L "attention_bias is true" cfg "c['attention_bias'] = True"
+G=configs/gpt-tiny.yaml
+refused gpt $G 'activation_function is "relu"' cfg "c['activation_function'] = 'relu'"
+refused gpt $G "layer_norm_epsilon is 0.001, the recipe" cfg "c['layer_norm_epsilon'] = 1e-3"
+refused gpt $G "scale_attn_by_inverse_layer_idx is true" cfg "c['scale_attn_by_inverse_layer_idx'] = True"
+refused llama $L "tensor model.layers.0.self_attn.q_norm.weight is not part of the model" add model.layers.0.self_attn.q_norm.weight
+refused gpt $G "tensor transformer.h.0.mlp.c_fc.weight holds NaN at element 0" nan transformer.h.0.mlp.c_fc.weight
+refused gpt $G "tensor transformer.ln_f.weight has shape [63], expected [64]" shrink transformer.ln_f.weight
+echo "PASS: $n changed imports refused, the unchanged ones imported"
