@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/data/json_lines.h"
 #include "core/json_tree.h"
+#include "core/json_string.h"
 #include "train/checkpoint.h"
 
 mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps, FILE *log) {
@@ -136,24 +137,6 @@ out:
 
 /* ---- output ---- */
 
-static void put_json_string(FILE *f, const char *s, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
-            else fputc(c, f);
-        }
-    }
-    fputc('"', f);
-}
-
 /* a number as JSON, with Python's literals for what JSON lacks (json.loads reads them back) */
 static void put_number(FILE *f, double x, int digits) {
     if (isnan(x)) fputs("NaN", f);
@@ -172,9 +155,9 @@ static void put_line(FILE *f, const mt_json_string *prompt, const mt_json_string
     const int n_c = (int)all->n_ids - n_prompt;
     double sum = 0;
     fputs("{\"prompt\": ", f);
-    put_json_string(f, prompt->bytes, prompt->n_bytes);
+    mt_json_write_string_n(f, prompt->bytes, prompt->n_bytes);
     fputs(", \"completion\": ", f);
-    put_json_string(f, completion->bytes, completion->n_bytes);
+    mt_json_write_string_n(f, completion->bytes, completion->n_bytes);
     fputs(", \"prompt_tokens\": ", f);
     put_ids(f, all->ids, n_prompt);
     fputs(", \"tokens\": ", f);
