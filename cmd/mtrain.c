@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cmd/cmd_ranks.h"
 #include "cmd/recipe_args.h"
 #include "cmd/cmd_checkpoint.h"
 #include "cmd/cmd_export.h"
@@ -104,50 +105,25 @@ static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
     return mt_cmd_load_recipe("mtrain", config, &argc, argv, r);
 }
 
-/* Prints the error with the rank's prefix, aborts the communicators so no peer waits for
- * this rank, and returns the exit code. */
-static int fail_rank(mt_parallel_state *ps, mt_status st) {
-    if (ps->size > 1)
-        fprintf(stderr, "%s mtrain: error: %s\n", ps->prefix, mt_last_error());
-    else
-        fprintf(stderr, "mtrain: error: %s\n", mt_last_error());
-    mt_pstate_abort(ps);
-    mt_pstate_free(ps);
-    return st == MT_ERR_PEER ? 3 : 1;
-}
-
 static int cmd_train(int argc, char **argv) {
     static mt_recipe r;
     static mt_parallel_state ps;
     int world_flag = 0;
     int rc = load_recipe(argc, argv, &r, &world_flag);
     if (rc) return rc;
-    mt_status st = mt_pstate_bootstrap(&ps, r.parallel.timeout_s);
-    if (st != MT_OK) return fail_rank(&ps, st);
-    st = mt_recipe_validate(&r, ps.size);
-    if (st != MT_OK) return fail_rank(&ps, st);
-    char support_note[512];
-    st = mt_train_check_supported(&r, support_note, sizeof support_note);
-    if (st != MT_OK) return fail_rank(&ps, st);
-    /* the backend first: where its buffers live decides which communicator can carry them */
+    char support_note[512], note[1024];
     mt_backend be;
-    char note[1024];
-    st = mt_backend_select(&r, ps.size, ps.local_rank, ps.local_size, &be, note, sizeof note);
-    if (st != MT_OK) return fail_rank(&ps, st);
-    st = mt_pstate_setup(&ps, &r, &be);
-    if (st != MT_OK) {
-        mt_backend_destroy(&be);
-        return fail_rank(&ps, st);
-    }
+    rc = mt_cmd_start_ranks("mtrain", &r, &ps, &be, support_note, sizeof support_note, note, sizeof note);
+    if (rc) return rc;
     if (ps.logger) print_notes(&r);
     if (support_note[0] && ps.logger) fprintf(stderr, "mtrain: %s\n", support_note);
     if (note[0] && ps.logger) fprintf(stderr, "mtrain: %s\n", note);
     if (r.training.precision == MT_PREC_BF16 && be.act == MT_F32 && ps.logger)
         fprintf(stderr, "mtrain: note: training.precision=bf16 applies on the CUDA backend; the CPU backend computes in fp32\n");
     mt_train_report rep;
-    st = mt_train(&r, &be, &ps, stdout, NULL, &rep);
+    mt_status st = mt_train(&r, &be, &ps, stdout, NULL, &rep);
     mt_backend_destroy(&be);
-    if (st != MT_OK) return fail_rank(&ps, st);
+    if (st != MT_OK) return mt_cmd_fail_rank("mtrain", &ps, st);
     if (ps.logger) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);

@@ -85,6 +85,11 @@ compare() {
   [ "$nl" -eq $iters ] && [ "$ng" -eq $iters ] || fail "$3: expected $iters iterations, got $nl"
   awk -v l="$wl" -v g="$wg" -v lt="$ltol" -v gt="$gtol" 'BEGIN { exit !(l + 0 <= lt + 0 && g + 0 <= gt + 0) }' || fail "$3 differs from the serial run"
 }
+launched() { # launched NAME RANKS ARGS...: mtrain launch -n RANKS, "${BASE[@]}" appended, metrics to $TMP/NAME.jsonl
+  local name=$1 n=$2; shift 2
+  "$MTRAIN" launch -n "$n" -- "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 ||
+    { tail -n 30 "$TMP/$name.log"; fail "$name run failed"; }
+}
 serial() { # serial NAME ARGS...: one process, "${BASE[@]}" appended, metrics to $TMP/NAME.jsonl
   local name=$1; shift
   "$MTRAIN" "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 || { cat "$TMP/$name.log"; fail "$name run failed"; }

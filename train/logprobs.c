@@ -15,11 +15,10 @@
 #include "core/data/json_lines.h"
 #include "core/json_tree.h"
 #include "core/json_string.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint_use.h"
 
 mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps, FILE *log) {
     mt_status st = MT_OK;
-    mt_recipe *rl = NULL;
     memset(lp, 0, sizeof *lp);
     lp->r = r;
     lp->be = be;
@@ -33,14 +32,8 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
         return mt_errorf(MT_ERR_CONFIG, "no checkpoint to score: pass --load DIR (a checkpoint folder --save wrote, or "
                          "one iter_* folder in it)");
     const int T = r->model.seq_length, pp = ps->grid.pp, stage = ps->coord[MT_AX_PP];
-    char note[4600];
-    int found = 0;
-    MT_CHECK(mt_ckpt_resolve(r, lp->ckpt_path, sizeof lp->ckpt_path, &found, note, sizeof note));
-    if (!found)
-        return mt_errorf(MT_ERR_IO, "checkpoint.load: %s holds no checkpoint yet (no %s, no iter_* save): nothing to "
-                         "score", r->checkpoint.load, MT_CKPT_TRACKER);
-    MT_CHECK(mt_ckpt_check_tokenizer(lp->ckpt_path, r, "mtrain logprobs", "score", log, &lp->iteration));
-    MT_CHECK(mt_recipe_tokenizer_open(r, &lp->tok));
+    MT_CHECK(mt_ckpt_open_for_use(r, "mtrain logprobs", "score", "score", log, lp->ckpt_path, sizeof lp->ckpt_path,
+                                  &lp->iteration, &lp->tok));
 
     mt_model_shape shape = {.B = 1, .tp_comm = mt_pstate_group(ps, MT_PG_TP)->comm, .pp_stage = pp > 1 ? stage : -1};
     for (int b = 0; b < MT_GBUFS; b++) shape.shards[b] = 1, shape.shard[b] = 0; /* no optimizer shards */
@@ -61,16 +54,7 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
             goto out;
         }
     }
-    /* weights only: the scorer never steps the optimizer */
-    rl = malloc(sizeof *rl);
-    if (!rl) {
-        st = mt_errorf(MT_ERR_OOM, "logprobs: recipe copy");
-        goto out;
-    }
-    *rl = *r;
-    rl->checkpoint.no_load_optim = 1;
-    mt_ckpt_state cs;
-    MT_CHECK(mt_ckpt_load(rl, &lp->model, ps, lp->ckpt_path, &cs, NULL));
+    MT_CHECK(mt_ckpt_load_weights(r, &lp->model, ps, lp->ckpt_path)); /* the scorer never steps the optimizer */
     lp->row = malloc((size_t)(T + 1) * sizeof *lp->row);
     lp->losses = malloc((size_t)T * sizeof *lp->losses);
     if (!lp->row || !lp->losses) {
@@ -78,7 +62,6 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
         goto out;
     }
 out:
-    free(rl);
     if (st != MT_OK) mt_logprobs_close(lp);
     return st;
 }

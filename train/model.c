@@ -70,7 +70,7 @@ static void init_range(const mt_model *m, int ti, uint64_t seed, uint64_t stream
     }
 }
 
-/* ---- device-side init (issue 16; used only by a backend without host memory that offers
+/* ---- device-side init (used only by a backend without host memory that offers
  * init_normal, i.e. CUDA: the CPU path below is unchanged) ----
  * Whether tensor ti's slice can be drawn on the device: a normal init, replicated or split by
  * rows (each shard row is a contiguous run of the full tensor). Column-split tensors stay on the

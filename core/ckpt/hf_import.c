@@ -182,7 +182,7 @@ static void insert(const mt_hf_tensor *t, const float *in, int64_t cols, float *
 mt_status mt_hf_import(const mt_hf_import_opts *o, const mt_recipe *r_in, int *n_tensors, double *seconds) {
     mt_status st = MT_OK;
     const double t0 = mt_clock_s();
-    static mt_recipe r;
+    mt_recipe r; /* about 20 KB, on the stack: no static, so the function stays reentrant */
     mt_hf_model m;
     mt_param_layout pl;
     hf_model_files h;

@@ -1,4 +1,4 @@
-# mtrain generate (issue 12, generation; not complete: no unit test of the samplers yet). For a
+# mtrain generate (not complete: no unit test of the samplers yet). For a
 # briefly trained gpt-tiny and llama-tiny (GQA, RoPE, SwiGLU, untied): the host KV-cache decoder
 # and full recomputation through the model's own forward give the same token ids, greedily and
 # when sampling (temperature 1, top-k 40, top-p 0.95, the same seed: the two paths compute the

@@ -3,7 +3,7 @@
  * .idx and a 22-byte .bin, the layout of Megatron-LM's megatron/core/datasets/indexed_dataset.py)
  * byte for byte; the reader reads it back; every corruption class is MT_ERR_DATA naming the
  * file; missing files are MT_ERR_IO; truncation at every length and random byte flips never
- * crash; other dtypes, empty documents and many sequences round-trip. Guards (issue 18): the
+ * crash; other dtypes, empty documents and many sequences round-trip. Guards: the
  * writer's temporaries carry its pid and a new writer removes only the dead-pid temporaries of
  * its own name; a file changed under an open dataset is found by mt_indexed_check_unchanged;
  * reading a truncated .bin ends the process with the SIGBUS message naming it (in a child); a
@@ -20,6 +20,7 @@
 #include "core/data/data_path.h"
 #include "core/data/indexed.h"
 #include "test/test.h"
+#include "test/test_files.h"
 
 static char g_dir[] = "/tmp/mt_test_indexed_XXXXXX";
 
@@ -64,18 +65,6 @@ static int write_file(const char *path, const void *p, size_t n_bytes) {
     size_t w = n_bytes ? fwrite(p, 1, n_bytes, f) : 0;
     fclose(f);
     return w == n_bytes;
-}
-
-static uint8_t *read_file(const char *path, size_t *n_bytes) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)n + 1);
-    *n_bytes = fread(p, 1, (size_t)n, f);
-    fclose(f);
-    return p;
 }
 
 /* Writes a dataset from raw bytes and tries to open it. */
@@ -144,9 +133,9 @@ static void test_golden_write_read(void) {
 
     size_t n_idx = 0, n_bin = 0;
     path_of(p, sizeof p, "golden", ".idx");
-    uint8_t *idx = read_file(p, &n_idx);
+    uint8_t *idx = test_read_file(p, &n_idx);
     path_of(p, sizeof p, "golden", ".bin");
-    uint8_t *bin = read_file(p, &n_bin);
+    uint8_t *bin = test_read_file(p, &n_bin);
     CHECK(idx && n_idx == 102 && memcmp(idx, k_golden_idx, 102) == 0);
     CHECK(bin && n_bin == 22 && memcmp(bin, k_golden_bin, 22) == 0);
     if (idx && n_idx == 102) {
@@ -425,7 +414,7 @@ static void test_roundtrips(void) {
     CHECK_STR_CONTAINS(mt_last_error(), "/nonexistent-dir/x.bin.tmp");
 }
 
-/* ---- guards (issue 18) ------------------------------------------------------------------ */
+/* ---- guards ------------------------------------------------------------------------------ */
 
 static int exists(const char *path) { return access(path, F_OK) == 0; }
 
@@ -574,10 +563,7 @@ static void test_data_path_messages(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make(g_dir)) return 1;
     test_golden_write_read();
     test_corruptions();
     test_fuzz();
@@ -586,8 +572,6 @@ int main(void) {
     test_check_unchanged();
     test_sigbus_message();
     test_data_path_messages();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    test_tmpdir_remove(g_dir);
     TEST_MAIN_END();
 }

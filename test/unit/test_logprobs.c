@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "parallel/parallel_state.h"
 #include "test/test.h"
+#include "test/unit/tiny_model.h"
 #include "train/logprobs.h"
 
 enum { V = 37, T = 8 };
@@ -22,23 +23,13 @@ enum { V = 37, T = 8 };
 static void check_scoring(const char *arch) {
     static mt_recipe r;
     static mt_parallel_state ps;
-    mt_recipe_defaults(&r);
-    CHECK(mt_recipe_set(&r, "model.arch", arch, "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.layers", "2", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.hidden", "16", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.heads", "4", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.vocab", "37", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.seq_length", "8", "test") == MT_OK);
+    tiny_recipe(&r, arch, T);
     CHECK(mt_recipe_set(&r, "model.init_std", "0.3", "test") == MT_OK);
     if (!strcmp(arch, "llama")) {
         CHECK(mt_recipe_set(&r, "model.kv_heads", "2", "test") == MT_OK);
         CHECK(mt_recipe_set(&r, "model.ffn_hidden", "24", "test") == MT_OK);
     }
-    CHECK(mt_recipe_set(&r, "training.micro_batch", "1", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.global_batch", "1", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.iters", "1", "test") == MT_OK);
-    mt_status st = mt_recipe_validate(&r, 1);
-    CHECKF(st == MT_OK, "%s", mt_last_error());
+    mt_status st = tiny_batch_validate(&r, 1);
     mt_pstate_single(&ps);
     mt_backend be;
     CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
