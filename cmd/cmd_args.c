@@ -23,3 +23,10 @@ int mt_cmd_fail(const char *tool) {
     fprintf(stderr, "%s: error: %s\n", tool, mt_last_error());
     return 1;
 }
+
+int mt_cmd_first_flag(int argc, char **argv, const char *name) {
+    int i = 0;
+    if (i < argc && argv[i][0] != '-' && strcmp(argv[i], name) != 0) i++;
+    if (i < argc && strcmp(argv[i], name) == 0) i++;
+    return i;
+}

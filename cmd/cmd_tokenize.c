@@ -77,10 +77,7 @@ typedef struct {
 
 /* The flags into *a; -1 to go on, else the exit code (0 after --help). */
 static int parse_args(int argc, char **argv, tok_args *a) {
-    int i = 0;
-    if (i < argc && argv[i][0] != '-' && strcmp(argv[i], "tokenize") != 0) i++;
-    if (i < argc && strcmp(argv[i], "tokenize") == 0) i++;
-    for (; i < argc; i++) {
+    for (int i = mt_cmd_first_flag(argc, argv, "tokenize"); i < argc; i++) {
         const char *arg = argv[i], *v;
         int missing = 0;
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {

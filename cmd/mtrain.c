@@ -214,18 +214,18 @@ int main(int argc, char **argv) {
         printf("mtrain %s\n", MT_VERSION);
         return 0;
     }
-    if (!strcmp(sub, "train")) return cmd_train(argc - 2, argv + 2);
-    if (!strcmp(sub, "check")) return cmd_check(argc - 2, argv + 2);
-    if (!strcmp(sub, "preprocess")) return mt_cmd_preprocess(argc - 2, argv + 2);
-    if (!strcmp(sub, "plan")) return mt_cmd_plan(argc - 2, argv + 2);
-    if (!strcmp(sub, "tokenize")) return mt_cmd_tokenize(argc - 2, argv + 2);
-    if (!strcmp(sub, "launch")) return mt_cmd_launch(argc - 2, argv + 2);
-    if (!strcmp(sub, "checkpoint")) return mt_cmd_checkpoint(argc - 2, argv + 2);
-    if (!strcmp(sub, "export")) return mt_cmd_export(argc - 2, argv + 2);
-    if (!strcmp(sub, "import")) return mt_cmd_import(argc - 2, argv + 2);
-    if (!strcmp(sub, "logprobs")) return mt_cmd_logprobs(argc - 2, argv + 2);
-    if (!strcmp(sub, "generate")) return mt_cmd_generate(argc - 2, argv + 2);
-    if (!strcmp(sub, "bootstrap-check")) return mt_cmd_bootstrap_check(argc - 2, argv + 2);
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+    } commands[] = {
+        {"train", cmd_train},         {"check", cmd_check},           {"preprocess", mt_cmd_preprocess},
+        {"plan", mt_cmd_plan},        {"tokenize", mt_cmd_tokenize},  {"launch", mt_cmd_launch},
+        {"checkpoint", mt_cmd_checkpoint}, {"export", mt_cmd_export}, {"import", mt_cmd_import},
+        {"logprobs", mt_cmd_logprobs}, {"generate", mt_cmd_generate},
+        {"bootstrap-check", mt_cmd_bootstrap_check},
+    };
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+        if (!strcmp(sub, commands[k].name)) return commands[k].run(argc - 2, argv + 2);
     if (!strcmp(sub, "recipe-reference")) {
         if (argc > 2 && !strcmp(argv[2], "--megatron")) mt_recipe_print_megatron_flags(stdout);
         else mt_recipe_print_reference(stdout);

@@ -7,6 +7,7 @@
 #include "core/model/model_layout.h"
 #include "core/recipe/recipe.h"
 #include "test/test.h"
+#include "test/unit/tiny_model.h"
 
 int main(void) {
     /* exact names as cudaGetDeviceProperties spells them */
@@ -38,11 +39,8 @@ int main(void) {
     /* recompute: model FLOPs stay the no-recompute count, hardware FLOPs gain one forward of
      * the recomputed layers (full, all layers: x 4/3; half the layers: x 7/6 on the layer part) */
     static mt_recipe r;
-    mt_recipe_defaults(&r);
-    CHECK(mt_recipe_load_file(&r, "configs/gpt125m.yaml") == MT_OK);
-    CHECK(mt_recipe_validate(&r, 1) == MT_OK);
     mt_param_layout pl;
-    CHECK(mt_param_layout_build(&r, &pl) == MT_OK);
+    config_layout(&r, "configs/gpt125m.yaml", &pl);
     const double f0 = mt_model_flops_per_seq(&pl, 0), f1 = mt_model_flops_per_seq(&pl, 1);
     double model = 0, hw = 0;
     pl.recompute = 0;

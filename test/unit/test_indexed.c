@@ -198,48 +198,36 @@ static void test_corruptions(void) {
     idx[17] = 9;
     expect_corrupt("dtype9", idx, 102, k_golden_bin, 22, ".idx", "dtype");
 
-    /* Header counts that disagree with the .idx size. */
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 18, 1000);
-    expect_corrupt("seq_count", idx, 102, k_golden_bin, 22, ".idx", "1000 sequences");
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 18, UINT64_MAX / 4);
-    expect_corrupt("seq_count_huge", idx, 102, k_golden_bin, 22, ".idx", "truncated");
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 26, 3);
-    expect_corrupt("doc_count", idx, 102, k_golden_bin, 22, ".idx", "extra");
-
-    /* Lengths that disagree with the .bin (the pointers no longer line up). */
-    memcpy(idx, k_golden_idx, 102);
-    put_i32(idx + 34 + 4, 7);
-    expect_corrupt("length", idx, 102, k_golden_bin, 22, ".idx", "sequence_pointers[2]");
-    memcpy(idx, k_golden_idx, 102);
-    put_i32(idx + 34 + 8, 3);
-    expect_corrupt("last_length", idx, 102, k_golden_bin, 22, ".bin", "truncated");
-    memcpy(idx, k_golden_idx, 102);
-    put_i32(idx + 34, -3);
-    expect_corrupt("neg_length", idx, 102, k_golden_bin, 22, ".idx", "sequence_lengths[0]");
-
-    /* Non-monotonic pointers: [0, 18, 6]. */
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 46 + 8, 18);
-    put_u64(idx + 46 + 16, 6);
-    expect_corrupt("pointers", idx, 102, k_golden_bin, 22, ".idx", "sequence_pointers[1]");
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 46, 2);
-    expect_corrupt("pointer0", idx, 102, k_golden_bin, 22, ".idx", "sequence_pointers[0]");
-
-    /* document_indices: must start at 0, never decrease, end at sequence_count. */
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 70, 1);
-    expect_corrupt("doc_start", idx, 102, k_golden_bin, 22, ".idx", "document_indices[0]");
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 70 + 8, 2);
-    put_u64(idx + 70 + 16, 1);
-    expect_corrupt("doc_order", idx, 102, k_golden_bin, 22, ".idx", "document_indices[2]");
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 70 + 24, 2);
-    expect_corrupt("doc_end", idx, 102, k_golden_bin, 22, ".idx", "document_indices[3]");
+    /* One or two fields of the golden .idx patched (offset, bytes 4 or 8, value): header counts
+     * that disagree with the .idx size, lengths that disagree with the .bin (the pointers no
+     * longer line up), non-monotonic pointers ([0, 18, 6]), document_indices that do not start
+     * at 0, decrease, or do not end at sequence_count. */
+    static const struct {
+        const char *name;
+        struct { int off, bytes; int64_t v; } patch[2]; /* bytes 0: no second patch */
+        const char *file, *needle;
+    } patched[] = {
+        {"seq_count", {{18, 8, 1000}}, ".idx", "1000 sequences"},
+        {"seq_count_huge", {{18, 8, (int64_t)(UINT64_MAX / 4)}}, ".idx", "truncated"},
+        {"doc_count", {{26, 8, 3}}, ".idx", "extra"},
+        {"length", {{34 + 4, 4, 7}}, ".idx", "sequence_pointers[2]"},
+        {"last_length", {{34 + 8, 4, 3}}, ".bin", "truncated"},
+        {"neg_length", {{34, 4, -3}}, ".idx", "sequence_lengths[0]"},
+        {"pointers", {{46 + 8, 8, 18}, {46 + 16, 8, 6}}, ".idx", "sequence_pointers[1]"},
+        {"pointer0", {{46, 8, 2}}, ".idx", "sequence_pointers[0]"},
+        {"doc_start", {{70, 8, 1}}, ".idx", "document_indices[0]"},
+        {"doc_order", {{70 + 8, 8, 2}, {70 + 16, 8, 1}}, ".idx", "document_indices[2]"},
+        {"doc_end", {{70 + 24, 8, 2}}, ".idx", "document_indices[3]"},
+    };
+    for (size_t k = 0; k < sizeof patched / sizeof patched[0]; k++) {
+        memcpy(idx, k_golden_idx, 102);
+        for (int q = 0; q < 2; q++) {
+            const int off = patched[k].patch[q].off;
+            if (patched[k].patch[q].bytes == 4) put_i32(idx + off, (int32_t)patched[k].patch[q].v);
+            if (patched[k].patch[q].bytes == 8) put_u64(idx + off, (uint64_t)patched[k].patch[q].v);
+        }
+        expect_corrupt(patched[k].name, idx, 102, k_golden_bin, 22, patched[k].file, patched[k].needle);
+    }
 
     /* Missing files: MT_ERR_IO with the path and strerror. */
     char prefix[512], p[600];

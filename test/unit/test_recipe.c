@@ -513,59 +513,28 @@ static void test_args(void) {
         CHECK(c == 3 && !strcmp(v[0], "--") && !strcmp(v[1], "--lr") && !strcmp(v[2], "1"));
     }
     /* errors leave argv alone and name the flag */
-    {
-        char *v[] = { "--tensor-model-parallel-size", "3x", NULL };
-        int c = 2;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG && c == 2 && !strcmp(v[1], "3x"));
-        CHECK_STR_CONTAINS(mt_last_error(), "--tensor-model-parallel-size 3x: parallel.tensor: expected an integer");
-    }
-    {
-        char *v[] = { "--tensor-model-parallel-size", "0", NULL };
-        int c = 2;
+    static const struct { const char *argv[4]; const char *needle; } bad_args[] = {
+        {{"--tensor-model-parallel-size", "3x"}, "--tensor-model-parallel-size 3x: parallel.tensor: expected an integer"},
+        {{"--tensor-model-parallel-size", "0"}, "--tensor-model-parallel-size 0: parallel.tensor: out of range"},
+        {{"--lr"}, "--lr: optimizer.lr: needs a value"},
+        {{"--bf16=yes"}, "takes no value"},
+        {{"--set"}, "--set: needs key=value"},
+        {{"--set", "model.layers"}, "model.layers: no value"},
+        {{"--set", "parallel.tensr=2"}, "did you mean 'parallel.tensor'?"},
+        {{"--lr-decay-style", "step"}, "--lr-decay-style step: optimizer.decay: unknown value 'step'; allowed: cosine"},
+        {{"--data-path", "--lr", "1e-3"}, "--data-path: data.path: needs a value"},
+    };
+    for (size_t k = 0; k < sizeof bad_args / sizeof bad_args[0]; k++) {
+        char *v[4] = {NULL, NULL, NULL, NULL};
+        int c = 0;
+        while (c < 3 && bad_args[k].argv[c]) {
+            v[c] = (char *)bad_args[k].argv[c];
+            c++;
+        }
+        const int n = c;
         CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "--tensor-model-parallel-size 0: parallel.tensor: out of range");
-    }
-    {
-        char *v[] = { "--lr", NULL };
-        int c = 1;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "--lr: optimizer.lr: needs a value");
-    }
-    {
-        char *v[] = { "--bf16=yes", NULL };
-        int c = 1;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "takes no value");
-    }
-    {
-        char *v[] = { "--set", NULL };
-        int c = 1;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "--set: needs key=value");
-    }
-    {
-        char *v[] = { "--set", "model.layers", NULL };
-        int c = 2;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "model.layers: no value");
-    }
-    {
-        char *v[] = { "--set", "parallel.tensr=2", NULL };
-        int c = 2;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "did you mean 'parallel.tensor'?");
-    }
-    {
-        char *v[] = { "--lr-decay-style", "step", NULL };
-        int c = 2;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "--lr-decay-style step: optimizer.decay: unknown value 'step'; allowed: cosine");
-    }
-    {
-        char *v[] = { "--data-path", "--lr", "1e-3", NULL };
-        int c = 3;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "--data-path: data.path: needs a value");
+        CHECKF(c == n && v[n - 1] == bad_args[k].argv[n - 1], "%s: argv changed", bad_args[k].argv[0]);
+        CHECK_STR_CONTAINS(mt_last_error(), bad_args[k].needle);
     }
     {   /* a flag overrides the file, and the origin follows */
         CHECK(load(&r, BASE "parallel:\n  tensor: 2\n") == MT_OK);

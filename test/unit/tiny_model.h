@@ -1,6 +1,7 @@
 /* tiny_model.h — the tiny models of the C tests: a recipe of 2 layers, hidden 16, 4 heads and a
  * vocabulary of 37 (the arch's defaults otherwise), more keys set and checked in one call,
- * micro-batches of B validated for one rank, and the model built on a one-thread CPU backend.
+ * micro-batches of B validated for one rank, the model built on a one-thread CPU backend, and the
+ * parameter layout of a config file.
  * Include after test/test.h. */
 #ifndef MT_TEST_TINY_MODEL_H
 #define MT_TEST_TINY_MODEL_H
@@ -9,6 +10,7 @@
 #include <stdio.h>
 
 #include "core/backend.h"
+#include "core/model/model_layout.h"
 #include "core/recipe/recipe.h"
 #include "train/model.h"
 
@@ -54,6 +56,15 @@ static inline mt_status tiny_model_open(mt_model *m, mt_backend *be, const mt_re
     mt_status st = mt_model_init(m, r, be, B, 1, 0);
     CHECKF(st == MT_OK, "%s", mt_last_error());
     return st;
+}
+
+/* The recipe of a config file (run from the repo root), validated for one rank, and its parameter
+ * layout (each step checked). */
+static inline void config_layout(mt_recipe *r, const char *config, mt_param_layout *pl) {
+    mt_recipe_defaults(r);
+    CHECKF(mt_recipe_load_file(r, config) == MT_OK, "%s", mt_last_error());
+    CHECKF(mt_recipe_validate(r, 1) == MT_OK, "%s", mt_last_error());
+    CHECKF(mt_param_layout_build(r, pl) == MT_OK, "%s", mt_last_error());
 }
 
 #endif
