@@ -5,6 +5,7 @@
  * --iteration N) or one iter_* folder. Exit 0 when everything verifies, 1 otherwise.
  * Rule kept: returns the exit code; cmd/mtrain.c exits. */
 #include "cmd/cmd_checkpoint.h"
+#include "cmd/cmd_args.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,21 +23,16 @@ static void usage(FILE *f) {
                "  (size, CRC-32C, safetensors header, each piece). Exit 0: the save is complete and intact.\n");
 }
 
-static int fail(void) {
-    fprintf(stderr, "mtrain checkpoint: error: %s\n", mt_last_error());
-    return 1;
-}
-
 static int inspect(const char *dir, int64_t iteration) {
     char path[MT_CKPT_PATH_MAX];
     if (mt_ckpt_is_save_dir(dir)) {
         snprintf(path, sizeof path, "%s", dir);
     } else {
-        if (iteration <= 0 && mt_ckpt_read_tracker(dir, &iteration) != MT_OK) return fail();
+        if (iteration <= 0 && mt_ckpt_read_tracker(dir, &iteration) != MT_OK) return mt_cmd_fail("mtrain checkpoint");
         mt_ckpt_iter_path(dir, iteration, NULL, path, sizeof path);
     }
     mt_manifest mf;
-    if (mt_manifest_load(path, &mf) != MT_OK) return fail();
+    if (mt_manifest_load(path, &mf) != MT_OK) return mt_cmd_fail("mtrain checkpoint");
     const mt_manifest_layout *y = &mf.layout;
     printf("checkpoint %s\n", path);
     printf("  iteration %" PRId64 " of %" PRId64 ", %" PRId64 " consumed samples, %" PRId64 " optimizer steps, %" PRId64

@@ -6,8 +6,10 @@
  * Bootstraps like training (ranks, recipe validation, backend, process groups), builds the model
  * for one sequence per micro-batch and loads the checkpoint (any saved layout). Datasets are never
  * opened. Rule kept: returns the exit code; cmd/mtrain.c exits. */
-#include "cmd/recipe_args.h"
 #include "cmd/cmd_logprobs.h"
+#include "cmd/cmd_args.h"
+#include "cmd/cmd_ranks.h"
+#include "cmd/recipe_args.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -43,21 +45,6 @@ static void usage(FILE *f) {
             "  logprobs and where; exit 0 when it is <= --tol (default 0.01), 1 otherwise.\n");
 }
 
-static int fail(void) {
-    fprintf(stderr, "mtrain logprobs: error: %s\n", mt_last_error());
-    return 1;
-}
-
-static int fail_rank(mt_parallel_state *ps, mt_status st) {
-    if (ps->size > 1)
-        fprintf(stderr, "%s mtrain logprobs: error: %s\n", ps->prefix, mt_last_error());
-    else
-        fprintf(stderr, "mtrain logprobs: error: %s\n", mt_last_error());
-    mt_pstate_abort(ps);
-    mt_pstate_free(ps);
-    return st == MT_ERR_PEER ? 3 : 1;
-}
-
 static int compare(const char *a, const char *b, double tol) {
     mt_logprobs_diff d;
     if (mt_logprobs_compare(a, b, &d) != MT_OK) {
@@ -71,19 +58,6 @@ static int compare(const char *a, const char *b, double tol) {
            d.worst_prompt[0] ? " \"" : "", d.worst_prompt, d.worst_prompt[0] ? "\"" : "", d.worst_token, d.max_abs_sum,
            ok ? "within" : "EXCEEDS", tol);
     return ok ? 0 : 1;
-}
-
-/* the value of "--name V" / "--name=V" at argv[*i] (moving *i onto V); NULL otherwise */
-static const char *flag(int argc, char **argv, int *i, const char *name, int *missing) {
-    const size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n)) return NULL;
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (argv[*i][n]) return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 int mt_cmd_logprobs(int argc, char **argv) {
@@ -103,13 +77,13 @@ int mt_cmd_logprobs(int argc, char **argv) {
             }
             cmp_a = argv[++i];
             cmp_b = argv[++i];
-        } else if ((v = flag(argc, argv, &i, "--tol", &missing))) {
+        } else if ((v = mt_flag_value(argc, argv, &i, "--tol", &missing))) {
             tol_s = v;
-        } else if ((v = flag(argc, argv, &i, "--config", &missing)) || (v = flag(argc, argv, &i, "-c", &missing))) {
+        } else if ((v = mt_flag_value(argc, argv, &i, "--config", &missing)) || (v = mt_flag_value(argc, argv, &i, "-c", &missing))) {
             config = v;
-        } else if ((v = flag(argc, argv, &i, "--prompts", &missing))) {
+        } else if ((v = mt_flag_value(argc, argv, &i, "--prompts", &missing))) {
             prompts = v;
-        } else if ((v = flag(argc, argv, &i, "--output", &missing))) {
+        } else if ((v = mt_flag_value(argc, argv, &i, "--output", &missing))) {
             output = v;
         } else if (missing) {
             break;
@@ -156,27 +130,16 @@ int mt_cmd_logprobs(int argc, char **argv) {
         return 2;
     }
     /* one sequence per micro-batch: the recipe's batch sizes only have to fit the layout */
-    if (mt_recipe_set(&r, "training.micro_batch", "1", "mtrain logprobs") != MT_OK) return fail();
+    if (mt_recipe_set(&r, "training.micro_batch", "1", "mtrain logprobs") != MT_OK) return mt_cmd_fail("mtrain logprobs");
 
-    mt_status st = mt_pstate_bootstrap(&ps, r.parallel.timeout_s);
-    if (st != MT_OK) return fail_rank(&ps, st);
-    st = mt_recipe_validate(&r, ps.size);
-    if (st != MT_OK) return fail_rank(&ps, st);
     char note[1024];
-    st = mt_train_check_supported(&r, note, sizeof note);
-    if (st != MT_OK) return fail_rank(&ps, st);
     mt_backend be;
-    st = mt_backend_select(&r, ps.size, ps.local_rank, ps.local_size, &be, note, sizeof note);
-    if (st != MT_OK) return fail_rank(&ps, st);
-    st = mt_pstate_setup(&ps, &r, &be);
-    if (st != MT_OK) {
-        mt_backend_destroy(&be);
-        return fail_rank(&ps, st);
-    }
+    const int rc = mt_cmd_start_ranks("mtrain logprobs", &r, &ps, &be, note, sizeof note, note, sizeof note);
+    if (rc) return rc;
     if (note[0] && ps.logger) fprintf(stderr, "mtrain logprobs: %s\n", note);
     mt_logprobs lp;
     mt_logprobs_report rep;
-    st = mt_logprobs_open(&lp, &r, &be, &ps, stdout);
+    mt_status st = mt_logprobs_open(&lp, &r, &be, &ps, stdout);
     if (st == MT_OK) {
         st = mt_logprobs_run_file(&lp, prompts, output, stdout, &rep);
         mt_logprobs_close(&lp);
@@ -184,7 +147,7 @@ int mt_cmd_logprobs(int argc, char **argv) {
     char device[160];
     snprintf(device, sizeof device, "%s", be.device_name ? be.device_name : be.i->name);
     mt_backend_destroy(&be);
-    if (st != MT_OK) return fail_rank(&ps, st);
+    if (st != MT_OK) return mt_cmd_fail_rank("mtrain logprobs", &ps, st);
     if (ps.logger)
         printf("%s%smtrain logprobs: %lld prompts, %lld completion tokens scored in %.2f s (backend %s, %d rank%s: "
                "tp %d, pp %d, dp %d) -> %s\n",

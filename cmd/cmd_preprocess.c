@@ -76,12 +76,7 @@ int mt_cmd_preprocess(int argc, char **argv) {
     char *key_lists[MT_PREPROCESS_MAX_KEYS];
     int n_key_lists = 0, rc = 2;
 
-    /* argv normally holds just the flags (cmd/mtrain.c passes argv + 2); a leading program
-     * name and/or "preprocess" (words before the first flag) are skipped. */
-    int i = 0;
-    if (i < argc && argv[i][0] != '-' && strcmp(argv[i], "preprocess") != 0) i++;
-    if (i < argc && strcmp(argv[i], "preprocess") == 0) i++;
-    for (; i < argc; i++) {
+    for (int i = mt_cmd_first_flag(argc, argv, "preprocess"); i < argc; i++) {
         const char *a = argv[i], *v;
         int missing = 0;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {

@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cmd/cmd_ranks.h"
 #include "cmd/recipe_args.h"
 #include "cmd/cmd_checkpoint.h"
 #include "cmd/cmd_export.h"
@@ -106,18 +107,6 @@ static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
     return mt_cmd_load_recipe("mtrain", config, &argc, argv, r);
 }
 
-/* Prints the error with the rank's prefix, aborts the communicators so no peer waits for
- * this rank, and returns the exit code. */
-static int fail_rank(mt_parallel_state *ps, mt_status st) {
-    if (ps->size > 1)
-        fprintf(stderr, "%s mtrain: error: %s\n", ps->prefix, mt_last_error());
-    else
-        fprintf(stderr, "mtrain: error: %s\n", mt_last_error());
-    mt_pstate_abort(ps);
-    mt_pstate_free(ps);
-    return st == MT_ERR_PEER ? 3 : 1;
-}
-
 /* after a SIGTERM under mpirun: ends the process with 0 if the PMIx finalize has not returned
  * within a second (see cmd_train) */
 static void *finalize_watchdog(void *arg) {
@@ -137,32 +126,19 @@ static int cmd_train(int argc, char **argv) {
     int world_flag = 0;
     int rc = load_recipe(argc, argv, &r, &world_flag);
     if (rc) return rc;
-    mt_status st = mt_pstate_bootstrap(&ps, r.parallel.timeout_s);
-    if (st != MT_OK) return fail_rank(&ps, st);
-    st = mt_recipe_validate(&r, ps.size);
-    if (st != MT_OK) return fail_rank(&ps, st);
-    char support_note[512];
-    st = mt_train_check_supported(&r, support_note, sizeof support_note);
-    if (st != MT_OK) return fail_rank(&ps, st);
-    /* the backend first: where its buffers live decides which communicator can carry them */
+    char support_note[512], note[1024];
     mt_backend be;
-    char note[1024];
-    st = mt_backend_select(&r, ps.size, ps.local_rank, ps.local_size, &be, note, sizeof note);
-    if (st != MT_OK) return fail_rank(&ps, st);
-    st = mt_pstate_setup(&ps, &r, &be);
-    if (st != MT_OK) {
-        mt_backend_destroy(&be);
-        return fail_rank(&ps, st);
-    }
+    rc = mt_cmd_start_ranks("mtrain", &r, &ps, &be, support_note, sizeof support_note, note, sizeof note);
+    if (rc) return rc;
     if (ps.logger) print_notes(&r);
     if (support_note[0] && ps.logger) fprintf(stderr, "mtrain: %s\n", support_note);
     if (note[0] && ps.logger) fprintf(stderr, "mtrain: %s\n", note);
     if (r.training.precision == MT_PREC_BF16 && be.act == MT_F32 && ps.logger)
         fprintf(stderr, "mtrain: note: training.precision=bf16 applies on the CUDA backend; the CPU backend computes in fp32\n");
     mt_train_report rep;
-    st = mt_train(&r, &be, &ps, stdout, NULL, &rep);
+    mt_status st = mt_train(&r, &be, &ps, stdout, NULL, &rep);
     mt_backend_destroy(&be);
-    if (st != MT_OK) return fail_rank(&ps, st);
+    if (st != MT_OK) return mt_cmd_fail_rank("mtrain", &ps, st);
     if (ps.logger) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
@@ -260,18 +236,18 @@ int main(int argc, char **argv) {
         printf("mtrain %s\n", MT_VERSION);
         return 0;
     }
-    if (!strcmp(sub, "train")) return cmd_train(argc - 2, argv + 2);
-    if (!strcmp(sub, "check")) return cmd_check(argc - 2, argv + 2);
-    if (!strcmp(sub, "preprocess")) return mt_cmd_preprocess(argc - 2, argv + 2);
-    if (!strcmp(sub, "plan")) return mt_cmd_plan(argc - 2, argv + 2);
-    if (!strcmp(sub, "tokenize")) return mt_cmd_tokenize(argc - 2, argv + 2);
-    if (!strcmp(sub, "launch")) return mt_cmd_launch(argc - 2, argv + 2);
-    if (!strcmp(sub, "checkpoint")) return mt_cmd_checkpoint(argc - 2, argv + 2);
-    if (!strcmp(sub, "export")) return mt_cmd_export(argc - 2, argv + 2);
-    if (!strcmp(sub, "import")) return mt_cmd_import(argc - 2, argv + 2);
-    if (!strcmp(sub, "logprobs")) return mt_cmd_logprobs(argc - 2, argv + 2);
-    if (!strcmp(sub, "generate")) return mt_cmd_generate(argc - 2, argv + 2);
-    if (!strcmp(sub, "bootstrap-check")) return mt_cmd_bootstrap_check(argc - 2, argv + 2);
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+    } commands[] = {
+        {"train", cmd_train},         {"check", cmd_check},           {"preprocess", mt_cmd_preprocess},
+        {"plan", mt_cmd_plan},        {"tokenize", mt_cmd_tokenize},  {"launch", mt_cmd_launch},
+        {"checkpoint", mt_cmd_checkpoint}, {"export", mt_cmd_export}, {"import", mt_cmd_import},
+        {"logprobs", mt_cmd_logprobs}, {"generate", mt_cmd_generate},
+        {"bootstrap-check", mt_cmd_bootstrap_check},
+    };
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+        if (!strcmp(sub, commands[k].name)) return commands[k].run(argc - 2, argv + 2);
     if (!strcmp(sub, "recipe-reference")) {
         if (argc > 2 && !strcmp(argv[2], "--megatron")) mt_recipe_print_megatron_flags(stdout);
         else mt_recipe_print_reference(stdout);

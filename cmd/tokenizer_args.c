@@ -1,21 +1,8 @@
-/* tokenizer_args.c — the flag reader and tokenizer flags shared by cmd_preprocess.c and
+/* tokenizer_args.c — the tokenizer flags shared by cmd_preprocess.c and
  * cmd_tokenize.c (tokenizer_args.h). */
 #include "cmd/tokenizer_args.h"
 
 #include <string.h>
-
-const char *mt_flag_value(int argc, char **argv, int *i, const char *name, int *missing) {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] != 0) return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
 
 /* argv[*i] is `name` or (unless *missing was just set) `alias` (NULL: none). */
 static const char *value_of(int argc, char **argv, int *i, const char *name, const char *alias,

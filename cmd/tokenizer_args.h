@@ -1,16 +1,13 @@
-/* tokenizer_args.h — flag parsing shared by `mtrain preprocess` and `mtrain tokenize`: one
- * "--flag value" / "--flag=value" reader and the tokenizer-choosing flags (--tokenizer,
+/* tokenizer_args.h — flag parsing shared by `mtrain preprocess` and `mtrain tokenize`: the
+ * tokenizer-choosing flags (--tokenizer,
  * --vocab, --merges, --tokenizer-json and Megatron's spellings of them), with the rule that
  * picks the tokenizer when --tokenizer is not given. Rule kept: nothing here prints or exits;
  * the commands word their own messages. */
 #ifndef MT_CMD_TOKENIZER_ARGS_H
 #define MT_CMD_TOKENIZER_ARGS_H
 
+#include "cmd/cmd_args.h"
 #include "core/data/tokenizer.h"
-
-/* Value of argv[*i] when it is "NAME value" (then *i moves onto the value) or "NAME=value";
- * NULL when argv[*i] is another flag. "NAME" as the last word: NULL and *missing = 1. */
-const char *mt_flag_value(int argc, char **argv, int *i, const char *name, int *missing);
 
 /* Takes argv[*i] (and its value) when it is one of
  *   --tokenizer / --tokenizer-type NAME -> *tokenizer

@@ -384,6 +384,73 @@ typedef struct {
     double std;
 } mt_init_normal_args;
 
+/* X(op, argument type, timer class, use): every op that takes one argument struct, once. The
+ * table (struct mt_backend_i) declares them from this list, the timed backend wraps them
+ * (core/backend_timed.h) and mt_model_check_backend (train/model.h) asks a backend for the ones
+ * a model needs. Timer class: the MT_TM_OPS_* class of core/timing.h (sum's is its call's: a sum
+ * of squares is the gradient norm, an optimizer op). Use, when a model needs the op:
+ *   ALL        every model
+ *   LAYERNORM / RMSNORM, GELU / SWIGLU, ROPE: the model's norm, activation, position encoding
+ *   TP         tensor parallelism (parallel.tensor > 1)
+ *   CP         context parallelism (parallel.context > 1)
+ *   MOE        mixture of experts (model.moe.experts > 0)
+ *   ROWS       row gathers: context parallelism, or a per-head qk norm (model.qk_layernorm)
+ *   OPTIONAL   not asked up front: fused ops and device init (train/ runs the unfused ops or the
+ *              host init when NULL), the cast of bf16 runs (MT_BE_CALL names it when missing) */
+#define MT_BACKEND_OPS(X)                                                       \
+    X(matmul_fwd, mt_matmul_fwd_args, GEMM, ALL)                                \
+    X(matmul_bwd, mt_matmul_bwd_args, GEMM, ALL)                                \
+    X(matmul_gelu_fwd, mt_matmul_gelu_fwd_args, GEMM, OPTIONAL)                 \
+    X(matmul_dgelu_bwd, mt_matmul_dgelu_bwd_args, GEMM, OPTIONAL)               \
+    X(attention_fwd, mt_attention_fwd_args, ATTN, ALL)                          \
+    X(attention_bwd, mt_attention_bwd_args, ATTN, ALL)                          \
+    X(attention_block_fwd, mt_attention_block_fwd_args, ATTN, CP)               \
+    X(attention_block_bwd, mt_attention_block_bwd_args, ATTN, CP)               \
+    X(layernorm_fwd, mt_norm_fwd_args, NORM, LAYERNORM)                         \
+    X(layernorm_bwd, mt_norm_bwd_args, NORM, LAYERNORM)                         \
+    X(rmsnorm_fwd, mt_norm_fwd_args, NORM, RMSNORM)                             \
+    X(rmsnorm_bwd, mt_norm_bwd_args, NORM, RMSNORM)                             \
+    X(add_layernorm_fwd, mt_add_norm_fwd_args, NORM, OPTIONAL)                  \
+    X(add_rmsnorm_fwd, mt_add_norm_fwd_args, NORM, OPTIONAL)                    \
+    X(gelu_fwd, mt_gelu_fwd_args, ELEM, GELU)                                   \
+    X(gelu_bwd, mt_gelu_bwd_args, ELEM, GELU)                                   \
+    X(swiglu_fwd, mt_swiglu_fwd_args, ELEM, SWIGLU)                             \
+    X(swiglu_bwd, mt_swiglu_bwd_args, ELEM, SWIGLU)                             \
+    X(rope, mt_rope_args, ELEM, ROPE)                                           \
+    X(embedding_fwd, mt_embedding_fwd_args, ELEM, ALL)                          \
+    X(embedding_bwd, mt_embedding_bwd_args, ELEM, ALL)                          \
+    X(xent_fwd_bwd, mt_xent_args, ELEM, ALL)                                    \
+    X(xent_vp_max, mt_xent_vp_args, ELEM, TP)                                   \
+    X(xent_vp_sumexp, mt_xent_vp_args, ELEM, TP)                                \
+    X(xent_vp_finish, mt_xent_vp_args, ELEM, TP)                                \
+    X(add, mt_add_args, ELEM, ALL)                                              \
+    X(moe_route, mt_moe_route_args, ELEM, MOE)                                  \
+    X(moe_route_bwd, mt_moe_route_bwd_args, ELEM, MOE)                          \
+    X(moe_permute, mt_moe_permute_args, ELEM, MOE)                              \
+    X(moe_unpermute, mt_moe_unpermute_args, ELEM, MOE)                          \
+    X(moe_unpermute_bwd, mt_moe_unpermute_bwd_args, ELEM, MOE)                  \
+    X(adamw, mt_adamw_args, OPT, ALL)                                           \
+    X(cast_f32_to_act, mt_cast_args, OPT, OPTIONAL)                             \
+    X(copy_rows, mt_copy_rows_args, MEM, ROWS)                                  \
+    X(init_normal, mt_init_normal_args, MEM, OPTIONAL)                          \
+    X(sum, mt_sum_args, ELEM, ALL)
+
+/* The use column of MT_BACKEND_OPS as values (MT_OP_USE_##use). */
+typedef enum {
+    MT_OP_USE_ALL,
+    MT_OP_USE_LAYERNORM,
+    MT_OP_USE_RMSNORM,
+    MT_OP_USE_GELU,
+    MT_OP_USE_SWIGLU,
+    MT_OP_USE_ROPE,
+    MT_OP_USE_TP,
+    MT_OP_USE_CP,
+    MT_OP_USE_MOE,
+    MT_OP_USE_ROWS,
+    MT_OP_USE_OPTIONAL,
+    MT_OP_USE_COUNT
+} mt_op_use;
+
 typedef struct mt_backend mt_backend;
 
 struct mt_backend_i {
@@ -397,46 +464,10 @@ struct mt_backend_i {
     mt_status (*copy_d2d)(mt_backend *be, void *dst, const void *src, size_t n_bytes);
     mt_status (*sync)(mt_backend *be);
 
-    mt_status (*matmul_fwd)(mt_backend *be, const mt_matmul_fwd_args *a);
-    mt_status (*matmul_bwd)(mt_backend *be, const mt_matmul_bwd_args *a);
-    mt_status (*layernorm_fwd)(mt_backend *be, const mt_norm_fwd_args *a);
-    mt_status (*layernorm_bwd)(mt_backend *be, const mt_norm_bwd_args *a);
-    mt_status (*rmsnorm_fwd)(mt_backend *be, const mt_norm_fwd_args *a);
-    mt_status (*rmsnorm_bwd)(mt_backend *be, const mt_norm_bwd_args *a);
-    mt_status (*gelu_fwd)(mt_backend *be, const mt_gelu_fwd_args *a);
-    mt_status (*gelu_bwd)(mt_backend *be, const mt_gelu_bwd_args *a);
-    mt_status (*swiglu_fwd)(mt_backend *be, const mt_swiglu_fwd_args *a);
-    mt_status (*swiglu_bwd)(mt_backend *be, const mt_swiglu_bwd_args *a);
-    mt_status (*rope)(mt_backend *be, const mt_rope_args *a);
-    mt_status (*attention_fwd)(mt_backend *be, const mt_attention_fwd_args *a);
-    mt_status (*attention_bwd)(mt_backend *be, const mt_attention_bwd_args *a);
-    /* context parallelism (called only when parallel.context > 1) */
-    mt_status (*attention_block_fwd)(mt_backend *be, const mt_attention_block_fwd_args *a);
-    mt_status (*attention_block_bwd)(mt_backend *be, const mt_attention_block_bwd_args *a);
-    mt_status (*copy_rows)(mt_backend *be, const mt_copy_rows_args *a);
-    mt_status (*embedding_fwd)(mt_backend *be, const mt_embedding_fwd_args *a);
-    mt_status (*embedding_bwd)(mt_backend *be, const mt_embedding_bwd_args *a);
-    mt_status (*xent_fwd_bwd)(mt_backend *be, const mt_xent_args *a);
-    mt_status (*add)(mt_backend *be, const mt_add_args *a);
-    mt_status (*sum)(mt_backend *be, const mt_sum_args *a);
-    mt_status (*adamw)(mt_backend *be, const mt_adamw_args *a);
-    mt_status (*cast_f32_to_act)(mt_backend *be, const mt_cast_args *a);
-    /* tensor parallelism (called only when tp > 1) */
-    mt_status (*xent_vp_max)(mt_backend *be, const mt_xent_vp_args *a);
-    mt_status (*xent_vp_sumexp)(mt_backend *be, const mt_xent_vp_args *a);
-    mt_status (*xent_vp_finish)(mt_backend *be, const mt_xent_vp_args *a);
-    /* mixture of experts (called only when model.moe.experts > 0) */
-    mt_status (*moe_route)(mt_backend *be, const mt_moe_route_args *a);
-    mt_status (*moe_route_bwd)(mt_backend *be, const mt_moe_route_bwd_args *a);
-    mt_status (*moe_permute)(mt_backend *be, const mt_moe_permute_args *a);
-    mt_status (*moe_unpermute)(mt_backend *be, const mt_moe_unpermute_args *a);
-    mt_status (*moe_unpermute_bwd)(mt_backend *be, const mt_moe_unpermute_bwd_args *a);
-    /* fused ops (optional, NULL = not offered; see above) */
-    mt_status (*add_layernorm_fwd)(mt_backend *be, const mt_add_norm_fwd_args *a);
-    mt_status (*add_rmsnorm_fwd)(mt_backend *be, const mt_add_norm_fwd_args *a);
-    mt_status (*matmul_gelu_fwd)(mt_backend *be, const mt_matmul_gelu_fwd_args *a);
-    mt_status (*matmul_dgelu_bwd)(mt_backend *be, const mt_matmul_dgelu_bwd_args *a);
-    mt_status (*init_normal)(mt_backend *be, const mt_init_normal_args *a);
+    /* the ops of MT_BACKEND_OPS: mt_status (*op)(mt_backend *be, const argument type *a) */
+#define MT_BACKEND_OP_FIELD_(op, argt, cls, use) mt_status (*op)(mt_backend *be, const argt *a);
+    MT_BACKEND_OPS(MT_BACKEND_OP_FIELD_)
+#undef MT_BACKEND_OP_FIELD_
 };
 
 /* One created backend. host_memory says where the pointers alloc returns live: 1 = ordinary

@@ -1,5 +1,5 @@
 /* backend_timed.c — the timed op table (see backend_timed.h): one wrapper per op, generated from
- * MT_TIMED_OPS, plus the four memory ops with their own signatures; the end-of-run table. */
+ * MT_BACKEND_OPS (core/backend.h), plus the four memory ops with their own signatures; the end-of-run table. */
 #include "core/backend_timed.h"
 
 #include <string.h>
@@ -10,10 +10,9 @@ static const struct {
     const char *name;
     mt_timer_id cls;
 } op_table[MT_OP_COUNT] = {
-#define MT_OP_ROW_(op, argt, c) [MT_OP_##op] = { #op, c },
-    MT_TIMED_OPS(MT_OP_ROW_)
+#define MT_OP_ROW_(op, argt, cls, use) [MT_OP_##op] = { #op, MT_TM_OPS_##cls },
+    MT_BACKEND_OPS(MT_OP_ROW_)
 #undef MT_OP_ROW_
-    [MT_OP_sum] = { "sum", MT_TM_OPS_ELEM },
     [MT_OP_sum_squares] = { "sum_squares", MT_TM_OPS_OPT },
     [MT_OP_memset_zero] = { "memset_zero", MT_TM_OPS_MEM },
     [MT_OP_copy_h2d] = { "copy_h2d", MT_TM_OPS_MEM },
@@ -34,23 +33,21 @@ static mt_status op_done(mt_backend *be, mt_op_timers *ot, mt_op_id id, double t
     return st;
 }
 
-#define MT_OP_WRAP_(op, argt, cls)                                            \
+/* the op's row for this call: a sum of squares (the gradient norm) is timed apart from sums */
+static mt_op_id call_id(mt_op_id id, const void *a) {
+    return id == MT_OP_sum && ((const mt_sum_args *)a)->squares ? MT_OP_sum_squares : id;
+}
+
+#define MT_OP_WRAP_(op, argt, klass, use)                                     \
     static mt_status timed_##op(mt_backend *be, const argt *a) {              \
         mt_op_timers *ot = be->op_timers;                                     \
-        if (!ot->probe->active[cls]) return ot->inner->op(be, a);             \
+        const mt_op_id id = call_id(MT_OP_##op, a);                           \
+        if (!ot->probe->active[op_table[id].cls]) return ot->inner->op(be, a); \
         const double t0 = mt_clock_ms();                                      \
-        return op_done(be, ot, MT_OP_##op, t0, ot->inner->op(be, a));         \
+        return op_done(be, ot, id, t0, ot->inner->op(be, a));                 \
     }
-MT_TIMED_OPS(MT_OP_WRAP_)
+MT_BACKEND_OPS(MT_OP_WRAP_)
 #undef MT_OP_WRAP_
-
-static mt_status timed_sum(mt_backend *be, const mt_sum_args *a) {
-    mt_op_timers *ot = be->op_timers;
-    const mt_op_id id = a->squares ? MT_OP_sum_squares : MT_OP_sum;
-    if (!ot->probe->active[op_table[id].cls]) return ot->inner->sum(be, a);
-    const double t0 = mt_clock_ms();
-    return op_done(be, ot, id, t0, ot->inner->sum(be, a));
-}
 
 static mt_status timed_memset_zero(mt_backend *be, void *ptr, size_t n) {
     mt_op_timers *ot = be->op_timers;
@@ -78,11 +75,10 @@ mt_status mt_op_timers_attach(mt_backend *be, mt_op_timers *ot, mt_timing *probe
     ot->probe = probe;
     ot->sync = !be->host_memory;
     ot->table = *be->i;
-#define MT_OP_SET_(op, argt, cls) \
+#define MT_OP_SET_(op, argt, cls, use) \
     if (ot->inner->op) ot->table.op = timed_##op;
-    MT_TIMED_OPS(MT_OP_SET_)
+    MT_BACKEND_OPS(MT_OP_SET_)
 #undef MT_OP_SET_
-    if (ot->inner->sum) ot->table.sum = timed_sum;
     if (ot->inner->memset_zero) ot->table.memset_zero = timed_memset_zero;
     if (ot->inner->copy_h2d) ot->table.copy_h2d = timed_copy_h2d;
     if (ot->inner->copy_d2h) ot->table.copy_d2h = timed_copy_d2h;

@@ -20,48 +20,10 @@
 #include "core/backend.h"
 #include "core/timing.h"
 
-/* X(op, argument type, class timer): the ops with one argument struct and a fixed class (sum's class
- * is its call's: a sum of squares is the gradient norm, an optimizer pass) */
-#define MT_TIMED_OPS(X)                                              \
-    X(matmul_fwd, mt_matmul_fwd_args, MT_TM_OPS_GEMM)                \
-    X(matmul_bwd, mt_matmul_bwd_args, MT_TM_OPS_GEMM)                \
-    X(matmul_gelu_fwd, mt_matmul_gelu_fwd_args, MT_TM_OPS_GEMM)      \
-    X(matmul_dgelu_bwd, mt_matmul_dgelu_bwd_args, MT_TM_OPS_GEMM)    \
-    X(attention_fwd, mt_attention_fwd_args, MT_TM_OPS_ATTN)          \
-    X(attention_bwd, mt_attention_bwd_args, MT_TM_OPS_ATTN)          \
-    X(attention_block_fwd, mt_attention_block_fwd_args, MT_TM_OPS_ATTN) \
-    X(attention_block_bwd, mt_attention_block_bwd_args, MT_TM_OPS_ATTN) \
-    X(layernorm_fwd, mt_norm_fwd_args, MT_TM_OPS_NORM)               \
-    X(layernorm_bwd, mt_norm_bwd_args, MT_TM_OPS_NORM)               \
-    X(rmsnorm_fwd, mt_norm_fwd_args, MT_TM_OPS_NORM)                 \
-    X(rmsnorm_bwd, mt_norm_bwd_args, MT_TM_OPS_NORM)                 \
-    X(add_layernorm_fwd, mt_add_norm_fwd_args, MT_TM_OPS_NORM)       \
-    X(add_rmsnorm_fwd, mt_add_norm_fwd_args, MT_TM_OPS_NORM)         \
-    X(gelu_fwd, mt_gelu_fwd_args, MT_TM_OPS_ELEM)                    \
-    X(gelu_bwd, mt_gelu_bwd_args, MT_TM_OPS_ELEM)                    \
-    X(swiglu_fwd, mt_swiglu_fwd_args, MT_TM_OPS_ELEM)                \
-    X(swiglu_bwd, mt_swiglu_bwd_args, MT_TM_OPS_ELEM)                \
-    X(rope, mt_rope_args, MT_TM_OPS_ELEM)                            \
-    X(embedding_fwd, mt_embedding_fwd_args, MT_TM_OPS_ELEM)          \
-    X(embedding_bwd, mt_embedding_bwd_args, MT_TM_OPS_ELEM)          \
-    X(xent_fwd_bwd, mt_xent_args, MT_TM_OPS_ELEM)                    \
-    X(xent_vp_max, mt_xent_vp_args, MT_TM_OPS_ELEM)                  \
-    X(xent_vp_sumexp, mt_xent_vp_args, MT_TM_OPS_ELEM)               \
-    X(xent_vp_finish, mt_xent_vp_args, MT_TM_OPS_ELEM)               \
-    X(add, mt_add_args, MT_TM_OPS_ELEM)                              \
-    X(moe_route, mt_moe_route_args, MT_TM_OPS_ELEM)                  \
-    X(moe_route_bwd, mt_moe_route_bwd_args, MT_TM_OPS_ELEM)          \
-    X(moe_permute, mt_moe_permute_args, MT_TM_OPS_ELEM)              \
-    X(moe_unpermute, mt_moe_unpermute_args, MT_TM_OPS_ELEM)          \
-    X(moe_unpermute_bwd, mt_moe_unpermute_bwd_args, MT_TM_OPS_ELEM)  \
-    X(adamw, mt_adamw_args, MT_TM_OPS_OPT)                           \
-    X(cast_f32_to_act, mt_cast_args, MT_TM_OPS_OPT)                  \
-    X(copy_rows, mt_copy_rows_args, MT_TM_OPS_MEM)                   \
-    X(init_normal, mt_init_normal_args, MT_TM_OPS_MEM)
-
-#define MT_OP_ENUM_(op, argt, cls) MT_OP_##op,
+/* the ops of MT_BACKEND_OPS (core/backend.h), the sums of squares apart, then the memory ops */
+#define MT_OP_ENUM_(op, argt, cls, use) MT_OP_##op,
 typedef enum {
-    MT_TIMED_OPS(MT_OP_ENUM_) MT_OP_sum, /* sum: elementwise; its squares (the gradient norm): optimizer */
+    MT_BACKEND_OPS(MT_OP_ENUM_)
     MT_OP_sum_squares,
     MT_OP_memset_zero,
     MT_OP_copy_h2d,

@@ -1,7 +1,10 @@
-/* json_string.c — mt_json_decode_string (json_string.h): the JSON string-literal decoder
- * of the JSON parser (json_tree.c), with its helpers (hex digits, UTF-8 encode and
- * validate). Plain ASCII runs go to the sink in one call. */
+/* json_string.c — JSON string literals (json_string.h): mt_json_decode_string, the decoder
+ * of the JSON parser (json_tree.c), with its helpers (hex digits, UTF-8 encode and validate),
+ * and mt_json_encode_string, the encoder of every JSON writer. Plain runs go to the sink in one
+ * call both ways. */
 #include "core/json_string.h"
+
+#include <string.h>
 
 static int hex4(const unsigned char *s, unsigned *out) {
     unsigned v = 0;
@@ -144,3 +147,42 @@ mt_json_str_error mt_json_decode_string(const unsigned char *s, size_t n, size_t
         PUT(u, nu);
     }
 }
+
+#define SINK(p, n)                                                \
+    do {                                                          \
+        mt_status sink_st_ = sink(ctx, (p), (n));                 \
+        if (sink_st_ != MT_OK) return sink_st_;                   \
+    } while (0)
+
+mt_status mt_json_encode_string(const char *s, size_t n, mt_json_str_sink sink, void *ctx) {
+    SINK("\"", 1);
+    size_t run = 0; /* start of the pending run of bytes written as they are */
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        switch (c) {
+        case '"': memcpy(esc, "\\\"", 3); break;
+        case '\\': memcpy(esc, "\\\\", 3); break;
+        case '\n': memcpy(esc, "\\n", 3); break;
+        case '\r': memcpy(esc, "\\r", 3); break;
+        case '\t': memcpy(esc, "\\t", 3); break;
+        default:
+            if (c >= 0x20 && c != 0x7f) continue;
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+        }
+        if (i > run) SINK(s + run, i - run);
+        SINK(esc, strlen(esc));
+        run = i + 1;
+    }
+    if (n > run) SINK(s + run, n - run);
+    return sink(ctx, "\"", 1);
+}
+
+static mt_status file_sink(void *ctx, const void *bytes, size_t n) {
+    fwrite(bytes, 1, n, (FILE *)ctx);
+    return MT_OK;
+}
+
+void mt_json_write_string_n(FILE *f, const char *s, size_t n) { (void)mt_json_encode_string(s, n, file_sink, f); }
+
+void mt_json_write_string(FILE *f, const char *s) { mt_json_write_string_n(f, s ? s : "", s ? strlen(s) : 0); }

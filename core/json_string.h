@@ -1,12 +1,14 @@
-/* json_string.h — the JSON string-literal decoder (RFC 8259) of the JSON parser (json_tree.c,
- * which also serves the JSON-lines reader): escapes, \uXXXX with
+/* json_string.h — JSON string literals (RFC 8259) both ways. The decoder of the JSON parser
+ * (json_tree.c, which also serves the JSON-lines reader): escapes, \uXXXX with
  * surrogate pairs to UTF-8, raw UTF-8 validated (no overlong forms, no encoded surrogates,
  * nothing above U+10FFFF), raw control characters rejected. The decoder reports what went
- * wrong and where (mt_json_str_fault) and leaves the wording to the parser. */
+ * wrong and where (mt_json_str_fault) and leaves the wording to the parser. The encoder is the
+ * one every JSON writer uses (manifests, HF configs, safetensors headers, plans, logprobs). */
 #ifndef MT_JSON_STRING_H
 #define MT_JSON_STRING_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/status.h"
 
@@ -41,5 +43,14 @@ typedef struct {
 mt_json_str_error mt_json_decode_string(const unsigned char *s, size_t n, size_t *i,
                                         mt_json_str_sink sink, void *ctx,
                                         mt_json_str_fault *fault);
+
+/* Encodes s[0, n) as a JSON string literal, quotes included, to sink(ctx, ...): '"' and '\\'
+ * escaped, \n \r \t as such, the other control bytes and DEL as \u00XX, every other byte (UTF-8
+ * included) as it is. Returns the first non-MT_OK status of the sink. */
+mt_status mt_json_encode_string(const char *s, size_t n, mt_json_str_sink sink, void *ctx);
+/* mt_json_encode_string to f: s[0, n) / the NUL-terminated s (NULL writes ""). Errors show in
+ * ferror(f). */
+void mt_json_write_string_n(FILE *f, const char *s, size_t n);
+void mt_json_write_string(FILE *f, const char *s);
 
 #endif

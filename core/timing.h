@@ -1,8 +1,8 @@
 /* timing.h — the per-phase timer probe that the training loop, the pipeline executor and
  * gradient sync call around each phase (Megatron's timers('forward-compute', log_level=2).start()
- * / .stop()): the timer ids with Megatron's names, and three inline calls. Header-only, so parallel/
- * can time its collectives without depending on train/ (train/timers.c owns the probe: what it
- * accumulates, the log block, and the profiler trace events it feeds).
+ * / .stop()): the timer ids with Megatron's names and log levels (timing.c), and three inline
+ * calls, so parallel/ can time its collectives without depending on train/ (train/timers.c owns
+ * the probe: what it accumulates, the log block, and the profiler trace events it feeds).
  * Cost: when a timer is inactive (logging.timing_level below its level and no profiled iteration)
  * mt_timing_begin is one load and a branch, no clock read; mt_timing_end then does nothing.
  * Usage:  double t0 = mt_timing_begin(tm, MT_TM_OPT); ...; mt_timing_end(tm, MT_TM_OPT, t0, -1, -1);
@@ -14,7 +14,7 @@
 
 #include "core/clock.h"
 
-/* In print order (Megatron's timers_to_log order); names and levels: train/timers.c. */
+/* In print order (Megatron's timers_to_log order); names and levels: timing.c. */
 typedef enum {
     MT_TM_FWD_BWD = 0,   /* forward-backward: all micro-batches of an iteration (1) */
     MT_TM_FWD,           /* forward-compute (2) */
@@ -48,6 +48,11 @@ typedef enum {
     MT_TM_OPS_MEM,       /* memory-ops: memset, copies between host and device or within it, copy_rows */
     MT_TM_COUNT
 } mt_timer_id;
+
+/* Megatron's name of the timer ("forward-backward"; "?" for no timer) and its log level (the
+ * lowest logging.timing_level that shows it; 99 for no timer). */
+const char *mt_timer_name(mt_timer_id id);
+int mt_timer_level(mt_timer_id id);
 
 typedef struct mt_timing mt_timing;
 struct mt_timing {

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/json_string.h"
 #include "plan/plan.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -250,19 +251,6 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
 
 /* ---------- JSON ---------- */
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch == '\n') fputs("\\n", f);
-        else if (ch == '\t') fputs("\\t", f);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static void json_num(FILE *f, double x) {
     if (!isfinite(x)) fputs("null", f);
     else if (x == floor(x) && fabs(x) < 9e15) fprintf(f, "%.0f", x);
@@ -278,7 +266,7 @@ static void json_num(FILE *f, double x) {
 #define KV_STR(name, x)                  \
     do {                                 \
         fprintf(f, "%s\"%s\": ", sep, name); \
-        json_str(f, (x));                \
+        mt_json_write_string(f, (x));                \
         sep = ", ";                      \
     } while (0)
 
@@ -442,7 +430,7 @@ static void json_opts(FILE *f, const mt_plan_opts *o) {
 
 void mt_plan_print_json(FILE *f, const char *config, const mt_plan *p, const mt_plan_opts *o) {
     fputs("{\"ok\": true, \"config\": ", f);
-    json_str(f, config);
+    mt_json_write_string(f, config);
     fputs(", ", f);
     json_gpu(f, &p->gpu);
     fputs(", ", f);
@@ -450,13 +438,13 @@ void mt_plan_print_json(FILE *f, const char *config, const mt_plan *p, const mt_
     fputs(", ", f);
     json_plan_body(f, p);
     fputs(", \"notes\": ", f);
-    json_str(f, p->notes);
+    mt_json_write_string(f, p->notes);
     fputs("}\n", f);
 }
 
 void mt_plan_print_problems_json(FILE *f, const char *config, int n_gpus, const char *problems) {
     fputs("{\"ok\": false, \"config\": ", f);
-    json_str(f, config);
+    mt_json_write_string(f, config);
     fprintf(f, ", \"gpus\": %d, \"problems\": [", n_gpus);
     const char *s = problems;
     int first = 1;
@@ -466,7 +454,7 @@ void mt_plan_print_problems_json(FILE *f, const char *config, int n_gpus, const 
         char line[1200];
         snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line - 1 ? n : sizeof line - 1), s);
         if (!first) fputs(", ", f);
-        json_str(f, line);
+        mt_json_write_string(f, line);
         first = 0;
         s = e ? e + 1 : s + n;
     }
@@ -507,9 +495,9 @@ void mt_plan_search_print(FILE *f, const char *config, const mt_plan_search_resu
 static void json_candidate(FILE *f, const mt_plan_candidate *c) {
     char l[200];
     fputs("{\"layout_str\": ", f);
-    json_str(f, mt_plan_layout_str(&c->plan, l, sizeof l));
+    mt_json_write_string(f, mt_plan_layout_str(&c->plan, l, sizeof l));
     fputs(", \"reason\": ", f);
-    json_str(f, c->reason);
+    mt_json_write_string(f, c->reason);
     fputs(", ", f);
     json_plan_body(f, &c->plan);
     fputs("}", f);
@@ -517,7 +505,7 @@ static void json_candidate(FILE *f, const mt_plan_candidate *c) {
 
 void mt_plan_search_print_json(FILE *f, const char *config, const mt_plan_search_result *s, const mt_plan_opts *o) {
     fputs("{\"ok\": true, \"config\": ", f);
-    json_str(f, config);
+    mt_json_write_string(f, config);
     fprintf(f, ", \"gpus\": %d, \"n_tried\": %ld, \"n_valid\": %ld, \"n_fit\": %ld, ", s->n_gpus, s->n_tried,
             s->n_valid, s->n_fit);
     json_gpu(f, &s->gpu);
@@ -529,7 +517,7 @@ void mt_plan_search_print_json(FILE *f, const char *config, const mt_plan_search
         json_candidate(f, &s->top[i]);
     }
     fputs("], \"why\": ", f);
-    json_str(f, s->why);
+    mt_json_write_string(f, s->why);
     fprintf(f, ", \"recipe_rank\": %d, \"n_faster_nofit\": %ld", s->recipe_rank, s->n_faster_nofit);
     if (s->have_faster_nofit) {
         fputs(", \"faster_nofit\": ", f);
@@ -540,6 +528,6 @@ void mt_plan_search_print_json(FILE *f, const char *config, const mt_plan_search
         json_candidate(f, &s->smallest);
     }
     fputs(", \"first_problem\": ", f);
-    json_str(f, s->first_problem);
+    mt_json_write_string(f, s->first_problem);
     fputs("}\n", f);
 }

@@ -31,7 +31,7 @@ snap_s=$(sed -E 's/.*snapshot ([0-9.]+) s.*/\1/' <<<"$save2")
 load_s=$(grep -o 'loaded checkpoint .*; [0-9.]* s' "$out/load.log" | sed -E 's/.*; ([0-9.]+) s$/\1/')
 cold_s=$(grep -o 'loaded checkpoint .*; [0-9.]* s' "$out/load_cold.log" | sed -E 's/.*; ([0-9.]+) s$/\1/')
 iter_ms=$(grep "iteration        2/" "$out/save.log" | sed -E 's/.*elapsed time per iteration \(ms\): ([0-9.]+).*/\1/')
-# export to Hugging Face (issue 12's bench row): the fp32 weights of the same save, merged into
+# export to Hugging Face: the fp32 weights of the same save, merged into
 # one model.safetensors (shards past 5GB) + config and tokenizer files, fsynced; MiB/s of the output
 ex() { # ex DTYPE: seconds and MiB written by `mtrain export --dtype DTYPE`
   local t0 t1; rm -rf "$out/hf"; t0=$(date +%s.%N)

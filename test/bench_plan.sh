@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/bench_plan.sh — the plan's cost model against this machine's own runs (not part of make test;
-# issue 17's acceptance 2). Rows: gpt125m (GPT-2 small) at micro-batch 4 x seq 64 (1 rank, all cores),
+# the target: every row within 15% of the measured run). Rows: gpt125m (GPT-2 small) at micro-batch 4 x seq 64 (1 rank, all cores),
 # and gpt-tiny at tp = 2, pp = 2, dp = 2 (two ranks under `mtrain launch`, one thread each on 2 cores).
 # One measurement of a row = `mtrain plan --probe` (the CPU backend's GEMM, stream, op and attention
 # rates, alone and with 2 ranks at once, and the shared-memory communicator's latency and bandwidth),

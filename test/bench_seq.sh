@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/bench_seq.sh — activation memory and step time against the sequence length (part of
-# `make bench`; issue 15's bench 4): a gpt125m shape (configs/gpt125m.yaml: hidden 768, 12
+# `make bench`): a gpt125m shape (configs/gpt125m.yaml: hidden 768, 12
 # heads, vocabulary 50257) cut to BENCH_SEQ_LAYERS layers (default 2) to keep it short, one
 # sequence per step, T in BENCH_SEQ_T (default 256 1024 4096 8192), recompute none / selective /
 # full, on the CPU backend (fp32). Per run: the trainer's activation buffer and `mtrain plan`'s

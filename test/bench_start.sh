@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# test/bench_start.sh — start-up benchmark (part of `make bench`; issue 15's bench 6): configs/gpt125m.yaml
+# test/bench_start.sh — start-up benchmark (part of `make bench`): configs/gpt125m.yaml
 # (124M parameters, GPT-2 BPE on the KJV corpus) at micro/global batch 4 x sequence 64, from
 # process start to the end of its first iteration. The end is the timestamp mtrain prints on
 # the iteration-1 log line; the start is taken just before the exec. Also printed, from the same
 # runs: iteration 1's own time (the trainer's timer), so start-up = the rest (recipe, data
 # index, allocation, weight init), and a baseline measured here too: `mtrain check` of the same
 # recipe (process start, libraries, recipe load and validation, no allocation). Median of
-# BENCH_REPEATS runs (default 3). Target (issue 15): at most 2 s on the 2-core machine.
+# BENCH_REPEATS runs (default 3). Target: at most 2 s on the 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MTRAIN="${MTRAIN:-./mtrain}"
@@ -46,4 +46,4 @@ printf '| %-58s | %9s |\n' "  of which iteration 1 itself (the trainer's timer)"
 printf '| %-58s | %9s |\n' "  of which start-up (data, allocation, weight init, ...)" "$startup"
 awk -v f="$first" -v i="$iter" -v c="$check" 'BEGIN {
   printf "ratios: first iteration done at %.2fx iteration 1'\''s own time; start-up %.1fx the check baseline\n", f / i, (f - i) / c
-  printf "target (issue 15): process start -> end of iteration 1 at most 2 s: %s (%.2f s)\n", f <= 2 ? "met" : "NOT met", f }'
+  printf "target: process start -> end of iteration 1 at most 2 s: %s (%.2f s)\n", f <= 2 ? "met" : "NOT met", f }'

@@ -92,6 +92,11 @@ variant_base() {
   BASE=(--train-iters $ITERS --lr 0.01 --lr-warmup-iters 0 --micro-batch-size 2 --set logging.interval=1
     --set logging.eval_interval=0)
 }
+launched() { # launched NAME RANKS ARGS...: mtrain launch -n RANKS, "${BASE[@]}" appended, metrics to $TMP/NAME.jsonl
+  local name=$1 n=$2; shift 2
+  "$MTRAIN" launch -n "$n" -- "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 ||
+    { tail -n 30 "$TMP/$name.log"; fail "$name run failed"; }
+}
 serial() { # serial NAME ARGS...: one process, "${BASE[@]}" appended, metrics to $TMP/NAME.jsonl
   local name=$1; shift
   "$MTRAIN" "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 || { cat "$TMP/$name.log"; fail "$name run failed"; }

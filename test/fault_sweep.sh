@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/fault_sweep.sh — the fault-injection sweep of issue 18, on its own: signals to ranks and
+# test/fault_sweep.sh — the fault-injection sweep, on its own: signals to ranks and
 # launchers under mtrain launch / env:// / mpirun / srun, a full disk, concurrent writers, files
 # changed under a run, bad inputs, FIFOs where files are read, a hostile client of the env://
 # store, HF imports that would compute another model. The cases live in

@@ -12,7 +12,7 @@
 #include "core/clock.h"
 #include "core/dtype.h"
 #include "core/rng.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint_use.h"
 
 /* ---- sampling ---- */
 
@@ -108,7 +108,6 @@ int mt_sample_token(const float *logits, int V, const mt_sample_cfg *c, uint64_t
 mt_status mt_generator_open(mt_generator *g, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps,
                             int use_kv, FILE *log) {
     mt_status st = MT_OK;
-    mt_recipe *rl = NULL;
     memset(g, 0, sizeof *g);
     g->r = r;
     g->be = be;
@@ -122,14 +121,8 @@ mt_status mt_generator_open(mt_generator *g, const mt_recipe *r, mt_backend *be,
                          "at any layout loads into it (the loader reshards)", r->parallel.tensor, r->parallel.pipeline,
                          r->parallel.context, r->parallel.expert, ps->size);
     const int T = r->model.seq_length;
-    char note[4600];
-    int found = 0;
-    MT_CHECK(mt_ckpt_resolve(r, g->ckpt_path, sizeof g->ckpt_path, &found, note, sizeof note));
-    if (!found)
-        return mt_errorf(MT_ERR_IO, "checkpoint.load: %s holds no checkpoint yet (no %s, no iter_* save): nothing to "
-                         "generate with", r->checkpoint.load, MT_CKPT_TRACKER);
-    MT_CHECK(mt_ckpt_check_tokenizer(g->ckpt_path, r, "mtrain generate", "generate", log, &g->iteration));
-    MT_CHECK(mt_recipe_tokenizer_open(r, &g->tok));
+    MT_CHECK(mt_ckpt_open_for_use(r, "mtrain generate", "generate", "generate with", log, g->ckpt_path,
+                                  sizeof g->ckpt_path, &g->iteration, &g->tok));
     { /* ids past the tokenizer's decode to nothing: sample among the tokenizer's */
         const int nv = (int)mt_tokenizer_vocab_size(g->tok);
         g->V = nv < r->model.vocab ? nv : r->model.vocab;
@@ -139,15 +132,7 @@ mt_status mt_generator_open(mt_generator *g, const mt_recipe *r, mt_backend *be,
     for (int b = 0; b < MT_GBUFS; b++) shape.shards[b] = 1, shape.shard[b] = 0; /* no optimizer shards */
     MT_CHECK(mt_model_create(&g->model, r, be, &shape));
     g->have_model = 1;
-    rl = malloc(sizeof *rl); /* weights only: generation never steps the optimizer */
-    if (!rl) {
-        st = mt_errorf(MT_ERR_OOM, "generate: recipe copy");
-        goto out;
-    }
-    *rl = *r;
-    rl->checkpoint.no_load_optim = 1;
-    mt_ckpt_state cs;
-    MT_CHECK(mt_ckpt_load(rl, &g->model, ps, g->ckpt_path, &cs, NULL));
+    MT_CHECK(mt_ckpt_load_weights(r, &g->model, ps, g->ckpt_path)); /* generation never steps the optimizer */
     const int Vp = g->model.pl.Vp_r;
     g->row = malloc((size_t)(T + 1) * sizeof *g->row);
     g->raw = malloc((size_t)Vp * mt_dtype_bytes(g->model.act));
@@ -163,7 +148,6 @@ mt_status mt_generator_open(mt_generator *g, const mt_recipe *r, mt_backend *be,
         g->have_kv = 1;
     }
 out:
-    free(rl);
     if (st != MT_OK) mt_generator_close(g);
     return st;
 }

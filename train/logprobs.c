@@ -14,11 +14,11 @@
 #include "core/clock.h"
 #include "core/data/json_lines.h"
 #include "core/json_tree.h"
-#include "train/checkpoint.h"
+#include "core/json_string.h"
+#include "train/checkpoint_use.h"
 
 mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps, FILE *log) {
     mt_status st = MT_OK;
-    mt_recipe *rl = NULL;
     memset(lp, 0, sizeof *lp);
     lp->r = r;
     lp->be = be;
@@ -32,14 +32,8 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
         return mt_errorf(MT_ERR_CONFIG, "no checkpoint to score: pass --load DIR (a checkpoint folder --save wrote, or "
                          "one iter_* folder in it)");
     const int T = r->model.seq_length;
-    char note[4600];
-    int found = 0;
-    MT_CHECK(mt_ckpt_resolve(r, lp->ckpt_path, sizeof lp->ckpt_path, &found, note, sizeof note));
-    if (!found)
-        return mt_errorf(MT_ERR_IO, "checkpoint.load: %s holds no checkpoint yet (no %s, no iter_* save): nothing to "
-                         "score", r->checkpoint.load, MT_CKPT_TRACKER);
-    MT_CHECK(mt_ckpt_check_tokenizer(lp->ckpt_path, r, "mtrain logprobs", "score", log, &lp->iteration));
-    MT_CHECK(mt_recipe_tokenizer_open(r, &lp->tok));
+    MT_CHECK(mt_ckpt_open_for_use(r, "mtrain logprobs", "score", "score", log, lp->ckpt_path, sizeof lp->ckpt_path,
+                                  &lp->iteration, &lp->tok));
 
     mt_model_shape shape = {.B = 1, .ps = ps};
     for (int b = 0; b < MT_GBUFS; b++) shape.shards[b] = 1, shape.shard[b] = 0; /* no optimizer shards */
@@ -61,16 +55,7 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
             goto out;
         }
     }
-    /* weights only: the scorer never steps the optimizer */
-    rl = malloc(sizeof *rl);
-    if (!rl) {
-        st = mt_errorf(MT_ERR_OOM, "logprobs: recipe copy");
-        goto out;
-    }
-    *rl = *r;
-    rl->checkpoint.no_load_optim = 1;
-    mt_ckpt_state cs;
-    MT_CHECK(mt_ckpt_load(rl, &lp->model, ps, lp->ckpt_path, &cs, NULL));
+    MT_CHECK(mt_ckpt_load_weights(r, &lp->model, ps, lp->ckpt_path)); /* the scorer never steps the optimizer */
     lp->row = malloc((size_t)(T + 1) * sizeof *lp->row);
     lp->losses = malloc((size_t)T * sizeof *lp->losses);
     if (!lp->row || !lp->losses) {
@@ -78,7 +63,6 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
         goto out;
     }
 out:
-    free(rl);
     if (st != MT_OK) mt_logprobs_close(lp);
     return st;
 }
@@ -137,24 +121,6 @@ out:
 
 /* ---- output ---- */
 
-static void put_json_string(FILE *f, const char *s, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
-            else fputc(c, f);
-        }
-    }
-    fputc('"', f);
-}
-
 /* a number as JSON, with Python's literals for what JSON lacks (json.loads reads them back) */
 static void put_number(FILE *f, double x, int digits) {
     if (isnan(x)) fputs("NaN", f);
@@ -173,9 +139,9 @@ static void put_line(FILE *f, const mt_json_string *prompt, const mt_json_string
     const int n_c = (int)all->n_ids - n_prompt;
     double sum = 0;
     fputs("{\"prompt\": ", f);
-    put_json_string(f, prompt->bytes, prompt->n_bytes);
+    mt_json_write_string_n(f, prompt->bytes, prompt->n_bytes);
     fputs(", \"completion\": ", f);
-    put_json_string(f, completion->bytes, completion->n_bytes);
+    mt_json_write_string_n(f, completion->bytes, completion->n_bytes);
     fputs(", \"prompt_tokens\": ", f);
     put_ids(f, all->ids, n_prompt);
     fputs(", \"tokens\": ", f);

@@ -18,26 +18,15 @@ mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char 
     const mt_layer_spec spec = mt_layer_spec_of(r);
     int ln = mt_norm_is_layernorm(&spec.norm), sw = spec.mlp == MT_MLP_SWIGLU;
     int tp = r->parallel.tensor > 1, moe = spec.moe, cp = r->parallel.context > 1;
-    struct { const char *name; int needed; const void *fn; } ops[] = {
-        {"matmul_fwd", 1, (const void *)i->matmul_fwd}, {"matmul_bwd", 1, (const void *)i->matmul_bwd},
-        {"layernorm_fwd", ln, (const void *)i->layernorm_fwd}, {"layernorm_bwd", ln, (const void *)i->layernorm_bwd},
-        {"rmsnorm_fwd", !ln, (const void *)i->rmsnorm_fwd}, {"rmsnorm_bwd", !ln, (const void *)i->rmsnorm_bwd},
-        {"gelu_fwd", !sw, (const void *)i->gelu_fwd}, {"gelu_bwd", !sw, (const void *)i->gelu_bwd},
-        {"swiglu_fwd", sw, (const void *)i->swiglu_fwd}, {"swiglu_bwd", sw, (const void *)i->swiglu_bwd},
-        {"rope", spec.rope, (const void *)i->rope},
-        {"attention_fwd", 1, (const void *)i->attention_fwd}, {"attention_bwd", 1, (const void *)i->attention_bwd},
-        {"embedding_fwd", 1, (const void *)i->embedding_fwd}, {"embedding_bwd", 1, (const void *)i->embedding_bwd},
-        {"xent_fwd_bwd", 1, (const void *)i->xent_fwd_bwd}, {"add", 1, (const void *)i->add},
-        {"sum", 1, (const void *)i->sum}, {"adamw", 1, (const void *)i->adamw},
-        {"xent_vp_max", tp, (const void *)i->xent_vp_max}, {"xent_vp_sumexp", tp, (const void *)i->xent_vp_sumexp},
-        {"xent_vp_finish", tp, (const void *)i->xent_vp_finish},
-        {"moe_route", moe, (const void *)i->moe_route}, {"moe_route_bwd", moe, (const void *)i->moe_route_bwd},
-        {"moe_permute", moe, (const void *)i->moe_permute}, {"moe_unpermute", moe, (const void *)i->moe_unpermute},
-        {"moe_unpermute_bwd", moe, (const void *)i->moe_unpermute_bwd},
+    int use[MT_OP_USE_COUNT] = {[MT_OP_USE_ALL] = 1, [MT_OP_USE_LAYERNORM] = ln, [MT_OP_USE_RMSNORM] = !ln,
+                                [MT_OP_USE_GELU] = !sw, [MT_OP_USE_SWIGLU] = sw, [MT_OP_USE_ROPE] = spec.rope,
+                                [MT_OP_USE_TP] = tp, [MT_OP_USE_CP] = cp, [MT_OP_USE_MOE] = moe,
+                                [MT_OP_USE_ROWS] = cp || spec.qk_norm};
+    struct { const char *name; int needed; const void *fn; } ops[] = { /* the ops of core/backend.h's list */
+#define MT_OP_NEED_(op, argt, cls, when) {#op, use[MT_OP_USE_##when], (const void *)i->op},
+        MT_BACKEND_OPS(MT_OP_NEED_)
+#undef MT_OP_NEED_
         {"copy_d2d", moe, (const void *)i->copy_d2d},
-        {"attention_block_fwd", cp, (const void *)i->attention_block_fwd},
-        {"attention_block_bwd", cp, (const void *)i->attention_block_bwd},
-        {"copy_rows", cp || spec.qk_norm, (const void *)i->copy_rows},
     };
     size_t used = 0;
     missing[0] = 0;
@@ -83,7 +72,7 @@ static void init_range(const mt_model *m, int ti, uint64_t seed, uint64_t stream
     }
 }
 
-/* ---- device-side init (issue 16; used only by a backend without host memory that offers
+/* ---- device-side init (used only by a backend without host memory that offers
  * init_normal, i.e. CUDA: the CPU path below is unchanged) ----
  * Whether tensor ti's slice can be drawn on the device: a normal init, replicated or split by
  * rows (each shard row is a contiguous run of the full tensor). Column-split tensors stay on the

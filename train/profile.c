@@ -13,7 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/timers.h"
 
 #define EV_F32 ((size_t)(sizeof(mt_prof_event) / 4))
 #define OUT_BYTES ((size_t)1 << 20)

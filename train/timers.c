@@ -1,48 +1,10 @@
-/* timers.c — the timer table (Megatron's names and log levels), the probe's callbacks (accumulate,
+/* timers.c — the probe's callbacks (accumulate,
  * feed the profiler) and the '(min, max) time across ranks (ms):' block (see timers.h). */
 #include "train/timers.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const struct {
-    const char *name;
-    int level;
-} timer_table[MT_TM_COUNT] = {
-    [MT_TM_FWD_BWD] = {"forward-backward", 1},
-    [MT_TM_FWD] = {"forward-compute", 2},
-    [MT_TM_BWD] = {"backward-compute", 2},
-    [MT_TM_BATCH] = {"batch-generator", 1},
-    [MT_TM_FWD_RECV] = {"forward-recv", 2},
-    [MT_TM_FWD_SEND] = {"forward-send", 2},
-    [MT_TM_BWD_RECV] = {"backward-recv", 2},
-    [MT_TM_BWD_SEND] = {"backward-send", 2},
-    [MT_TM_FS_FR] = {"forward-send-forward-recv", 2},
-    [MT_TM_FS_BR] = {"forward-send-backward-recv", 2},
-    [MT_TM_BS_FR] = {"backward-send-forward-recv", 2},
-    [MT_TM_BS_BR] = {"backward-send-backward-recv", 2},
-    [MT_TM_FB_SR] = {"forward-backward-send-forward-backward-recv", 2},
-    [MT_TM_TP] = {"tp-collectives", 2},
-    [MT_TM_LN_GRADS] = {"layernorm-grads-all-reduce", 1},
-    [MT_TM_EMB_GRADS] = {"embedding-grads-all-reduce", 1},
-    [MT_TM_GRADS_SYNC] = {"all-grads-sync", 1},
-    [MT_TM_GRADS_RS] = {"grads-reduce-scatter", 1},
-    [MT_TM_NORM_LOSS] = {"grad-norm-loss-all-reduce", 2},
-    [MT_TM_PARAMS_AG] = {"params-all-gather", 1},
-    [MT_TM_GRADS_EXPOSED] = {"grads-reduce-exposed", 1},
-    [MT_TM_PARAMS_EXPOSED] = {"params-all-gather-exposed", 1},
-    [MT_TM_OPT] = {"optimizer", 1},
-    [MT_TM_OPS_GEMM] = {"gemm-ops", 3},
-    [MT_TM_OPS_ATTN] = {"attention-ops", 3},
-    [MT_TM_OPS_NORM] = {"norm-ops", 3},
-    [MT_TM_OPS_ELEM] = {"elementwise-ops", 3},
-    [MT_TM_OPS_OPT] = {"optimizer-ops", 3},
-    [MT_TM_OPS_MEM] = {"memory-ops", 3},
-};
-
-const char *mt_timer_name(mt_timer_id id) { return (unsigned)id < MT_TM_COUNT ? timer_table[id].name : "?"; }
-int mt_timer_level(mt_timer_id id) { return (unsigned)id < MT_TM_COUNT ? timer_table[id].level : 99; }
 
 static void on_record(mt_timing *probe, mt_timer_id id, double t0, double t1, int mb, int chunk) {
     mt_timers *tm = (mt_timers *)probe;
@@ -67,8 +29,8 @@ mt_status mt_timers_init(mt_timers *tm, const mt_recipe *r, const mt_parallel_st
     tm->be = be;
     tm->ps = ps;
     for (int i = 0; i < MT_TM_COUNT; i++) {
-        tm->timed[i] = timer_table[i].level <= tm->level;
-        tm->names[i] = timer_table[i].name;
+        tm->timed[i] = mt_timer_level((mt_timer_id)i) <= tm->level;
+        tm->names[i] = mt_timer_name((mt_timer_id)i);
     }
     if (tm->level == 0) return MT_OK;
     const size_t n = (size_t)(1 + ps->size) * MT_TM_COUNT;
@@ -199,7 +161,7 @@ void mt_timers_print(mt_timers *tm, FILE *log, const char *prefix) {
         const double lo = tm->lo_ms[i], hi = tm->hi_ms[i];
         any = 1;
         if (tm->option == MT_TIMING_ALL) {
-            text_add(tm, &len, "\n  %s:", timer_table[i].name);
+            text_add(tm, &len, "\n  %s:", mt_timer_name((mt_timer_id)i));
             for (int r = 0; r < size; r++) {
                 const double v = all[(size_t)r * K + i];
                 if (v > 0) text_add(tm, &len, "\n     rank %2d: %.2f", r, v / norm);
@@ -207,7 +169,7 @@ void mt_timers_print(mt_timers *tm, FILE *log, const char *prefix) {
             continue;
         }
         text_add(tm, &len, "\n    ");
-        text_name(tm, &len, timer_table[i].name);
+        text_name(tm, &len, mt_timer_name((mt_timer_id)i));
         if (tm->option == MT_TIMING_MAX) text_add(tm, &len, ": %.2f", hi);
         else text_add(tm, &len, ": (%.2f, %.2f)", lo, hi);
     }

@@ -52,9 +52,6 @@ typedef struct {
     double norm;                      /* iterations the last gather averaged over */
 } mt_timers;
 
-const char *mt_timer_name(mt_timer_id id);
-int mt_timer_level(mt_timer_id id);
-
 /* prof may be NULL. Level 0 without a profiler allocates nothing. */
 mt_status mt_timers_init(mt_timers *tm, const mt_recipe *r, const mt_parallel_state *ps, mt_backend *be,
                          mt_profiler *prof);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json_string.h"
+
 void mt_hf_json_float(FILE *f, float v) {
     char b[48];
     if (v > -1e15f && v < 1e15f && v == (float)(int64_t)v) { /* 10000 -> 10000.0, not 1e+04 */
@@ -18,19 +20,6 @@ void mt_hf_json_float(FILE *f, float v) {
     }
     if (!strpbrk(b, ".eEn")) strcat(b, ".0"); /* a float in Python too */
     fputs(b, f);
-}
-
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
 }
 
 static mt_status done(FILE *f, const char *what) {
@@ -94,12 +83,12 @@ mt_status mt_hf_write_generation_config(FILE *f, const mt_hf_model *m) {
 mt_status mt_hf_write_tokenizer_config(FILE *f, const mt_hf_model *m, const char *tokenizer_class,
                                        const char *eos_text) {
     fprintf(f, "{\n  \"tokenizer_class\": ");
-    json_string(f, tokenizer_class);
+    mt_json_write_string(f, tokenizer_class);
     fprintf(f, ",\n  \"model_max_length\": %d,\n", m->max_pos);
     const char *keys[] = {"bos_token", "eos_token", "unk_token"};
     for (int i = 0; i < 3; i++) {
         fprintf(f, "  \"%s\": ", keys[i]);
-        json_string(f, eos_text);
+        mt_json_write_string(f, eos_text);
         fputs(",\n", f);
     }
     fprintf(f, "  \"add_prefix_space\": false,\n  \"clean_up_tokenization_spaces\": false\n}\n");

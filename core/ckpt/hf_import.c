@@ -291,7 +291,7 @@ static mt_status check_no_unknown(const hf_model_files *h, const mt_hf_tensor *p
 mt_status mt_hf_import(const mt_hf_import_opts *o, const mt_recipe *r_in, int *n_tensors, double *seconds) {
     mt_status st = MT_OK;
     const double t0 = mt_clock_s();
-    static mt_recipe r;
+    mt_recipe r; /* about 20 KB, on the stack: no static, so the function stays reentrant */
     mt_hf_model m;
     mt_param_layout pl;
     hf_model_files h;

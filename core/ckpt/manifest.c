@@ -8,18 +8,7 @@
 #include <string.h>
 
 #include "core/json_tree.h"
-
-static void put_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
+#include "core/json_string.h"
 
 mt_status mt_manifest_write(FILE *f, const mt_manifest *m) {
     const mt_manifest_layout *y = &m->layout;
@@ -30,35 +19,35 @@ mt_status mt_manifest_write(FILE *f, const mt_manifest *m) {
     fprintf(f, " \"lr_schedule\": {\"lr\": %.17g, \"max_lr\": %.17g, \"min_lr\": %.17g, \"warmup_iters\": %" PRId64
                ", \"decay_iters\": %" PRId64 ", \"decay_style\": ",
             m->lr, m->max_lr, m->min_lr, m->warmup_iters, m->decay_iters);
-    put_str(f, m->decay_style);
+    mt_json_write_string(f, m->decay_style);
     fprintf(f, "},\n \"layout\": {\"world_size\": %d, \"tensor\": %d, \"pipeline\": %d, \"virtual_pipeline\": %d, "
                "\"data\": %d, \"context\": %d, \"expert\": %d, \"sequence_parallel\": %s, "
                "\"distributed_optimizer\": %s},\n",
             y->world_size, y->tensor, y->pipeline, y->virtual_pipeline, y->data, y->context, y->expert,
             y->sequence_parallel ? "true" : "false", y->distributed_optimizer ? "true" : "false");
     fprintf(f, " \"arch\": ");
-    put_str(f, m->arch);
+    mt_json_write_string(f, m->arch);
     fprintf(f, ",\n \"weight_dtype\": ");
-    put_str(f, m->weight_dtype);
+    mt_json_write_string(f, m->weight_dtype);
     fprintf(f, ",\n \"vocab\": %d,\n \"tokenizer\": {\"kind\": ", m->vocab);
-    put_str(f, m->tokenizer);
+    mt_json_write_string(f, m->tokenizer);
     fprintf(f, ", \"vocab_file\": ");
-    put_str(f, m->tokenizer_vocab);
+    mt_json_write_string(f, m->tokenizer_vocab);
     fprintf(f, ", \"merges_file\": ");
-    put_str(f, m->tokenizer_merges);
+    mt_json_write_string(f, m->tokenizer_merges);
     fprintf(f, ", \"crc32c\": \"%08x\"},\n \"recipe\": ", m->tokenizer_crc32c);
-    put_str(f, m->recipe_yaml ? m->recipe_yaml : "");
+    mt_json_write_string(f, m->recipe_yaml ? m->recipe_yaml : "");
     fprintf(f, ",\n \"files\": [");
     for (int i = 0; i < m->n_files; i++) {
         fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
-        put_str(f, m->files[i].name);
+        mt_json_write_string(f, m->files[i].name);
         fprintf(f, ", \"bytes\": %" PRIu64 ", \"crc32c\": \"%08x\"}", m->files[i].bytes, m->files[i].crc32c);
     }
     fprintf(f, "\n ],\n \"tensors\": [");
     for (int ti = 0; ti < m->n_tensors; ti++) {
         const mt_manifest_tensor *t = &m->tensors[ti];
         fprintf(f, "%s\n  {\"name\": ", ti ? "," : "");
-        put_str(f, t->name);
+        mt_json_write_string(f, t->name);
         fprintf(f, ", \"shape\": [%" PRId64 ", %" PRId64 ", %" PRId64 "], \"stacked\": %s, \"pieces\": [", t->shape[0],
                 t->shape[1], t->shape[2], t->stacked ? "true" : "false");
         int first = 1;
@@ -67,7 +56,7 @@ mt_status mt_manifest_write(FILE *f, const mt_manifest *m) {
             if (p->tensor != ti) continue;
             fprintf(f, "%s\n   {\"kind\": \"%s\", \"file\": %d, \"entry\": ", first ? "" : ",",
                     mt_ckpt_kind_name(p->kind), p->file);
-            put_str(f, p->entry);
+            mt_json_write_string(f, p->entry);
             fprintf(f, ", \"dtype\": \"%s\", \"offset\": %" PRIu64 ", \"bytes\": %" PRIu64
                        ", \"box\": [[%d, %d], [%d, %d], [%d, %d]], \"flat\": [%" PRIu64 ", %" PRIu64 "]}",
                     p->dtype, p->offset, p->n_bytes, p->box.l0, p->box.l0 + p->box.nl, p->box.r0, p->box.r0 + p->box.nr,

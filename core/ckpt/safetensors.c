@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/crc32c.h"
+#include "core/json_string.h"
 #include "core/json_tree.h"
 
 static const struct {
@@ -90,16 +91,13 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     }
 }
 
-/* A JSON string literal: '"' and '\' escaped, control bytes as \u00XX. */
-static void sb_string(sbuf *b, const char *s) {
-    sb_printf(b, "\"");
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') sb_printf(b, "\\%c", *c);
-        else if (*c < 0x20) sb_printf(b, "\\u%04x", *c);
-        else sb_printf(b, "%c", *c);
-    }
-    sb_printf(b, "\"");
+static mt_status sb_sink(void *ctx, const void *bytes, size_t n) {
+    sb_printf(ctx, "%.*s", (int)n, (const char *)bytes);
+    return MT_OK;
 }
+
+/* A JSON string literal (core/json_string.h) */
+static void sb_string(sbuf *b, const char *s) { (void)mt_json_encode_string(s, strlen(s), sb_sink, b); }
 
 static int by_name_ptr(const void *a, const void *b) { return strcmp(**(const char *const *const *)a, **(const char *const *const *)b); }
 

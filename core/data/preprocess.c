@@ -35,6 +35,139 @@ static void note_skip(mt_preprocess_stats *s) {
 double mt_preprocess_now_s(void) { return mt_clock_s(); }
 void mt_preprocess_note_skip(mt_preprocess_stats *s) { note_skip(s); }
 
+/* The JSON keys to read (default "text") into keys[0, *n_keys): present, distinct, not too many. */
+static mt_status check_keys(const mt_preprocess_options *opt, const char **keys, int *n_keys) {
+    if (!opt->input || !opt->input[0])
+        return mt_errorf(MT_ERR_CONFIG, "preprocess: --input is required (a .jsonl file or -)");
+    if (!opt->output_prefix || !opt->output_prefix[0])
+        return mt_errorf(MT_ERR_CONFIG, "preprocess: --output-prefix is required");
+    *n_keys = opt->n_json_keys > 0 ? opt->n_json_keys : 1;
+    if (*n_keys > MT_PREPROCESS_MAX_KEYS)
+        return mt_errorf(MT_ERR_CONFIG, "preprocess: %d json keys given, at most %d",
+                         *n_keys, MT_PREPROCESS_MAX_KEYS);
+    for (int k = 0; k < *n_keys; k++) {
+        keys[k] = opt->n_json_keys > 0 ? opt->json_keys[k] : "text";
+        if (!keys[k] || !keys[k][0])
+            return mt_errorf(MT_ERR_CONFIG, "preprocess: --json-keys has an empty key");
+        for (int j = 0; j < k; j++) {
+            if (strcmp(keys[j], keys[k]) == 0)
+                return mt_errorf(MT_ERR_CONFIG, "preprocess: --json-keys names \"%s\" twice",
+                                 keys[k]);
+        }
+    }
+    return MT_OK;
+}
+
+/* Every key's output locked (the lock file registered for removal on an interrupt), then every
+ * key's writer opened. */
+static mt_status open_outputs(const mt_preprocess_job *job, mt_output_lock *locks, int *lock_slots) {
+    const mt_preprocess_options *opt = job->opt;
+    char name[4096];
+    for (int k = 0; k < job->n_keys; k++) {
+        mt_status st = mt_preprocess_output_name(opt->output_prefix, job->keys[k], name, sizeof name);
+        if (st == MT_OK) st = mt_output_lock_acquire(&locks[k], opt->output_prefix, name);
+        if (st != MT_OK) return st;
+        /* An interrupted run removes its lock file too (a killed one leaves it: reused). */
+        lock_slots[k] = mt_tmpfiles_register(locks[k].path);
+    }
+    for (int k = 0; k < job->n_keys; k++) {
+        mt_status st = mt_preprocess_output_name(opt->output_prefix, job->keys[k], name, sizeof name);
+        if (st == MT_OK) st = mt_indexed_writer_open(&job->writers[k], name, job->stats->dtype_code);
+        if (st != MT_OK) return st;
+    }
+    return MT_OK;
+}
+
+/* Tokenizes and writes the current line's keys: one document per key. */
+static mt_status write_line(const mt_preprocess_job *job, mt_token_buf *ids) {
+    const mt_jsonl_reader *reader = job->reader;
+    mt_preprocess_stats *stats = job->stats;
+    for (int k = 0; k < job->n_keys; k++) {
+        const mt_json_string *v = mt_jsonl_value(reader, k);
+        ids->n_ids = 0;
+        mt_status st = mt_tokenizer_encode(job->tok, v->bytes ? v->bytes : "", v->n_bytes, ids);
+        if (st != MT_OK) return st;
+        if (ids->n_ids > 0 && job->opt->append_eod) {
+            st = mt_token_buf_push(ids, mt_tokenizer_eod(job->tok));
+            if (st != MT_OK) return st;
+        }
+        if (ids->n_ids == 0) stats->n_empty++;
+        st = mt_indexed_writer_add_document(&job->writers[k], ids->ids, ids->n_ids);
+        if (st != MT_OK) {
+            mt_error_context(st, "%s:%lld: ", reader->path, (long long)reader->line_number);
+            return st;
+        }
+        stats->n_tokens += ids->n_ids;
+    }
+    return MT_OK;
+}
+
+/* One thread: every line read, checked (bad ones skipped under skip_bad_lines), written. */
+static mt_status run_serial(const mt_preprocess_job *job, mt_token_buf *ids) {
+    const mt_preprocess_options *opt = job->opt;
+    mt_jsonl_reader *reader = job->reader;
+    mt_preprocess_stats *stats = job->stats;
+    const double interval = opt->progress_interval_s > 0 ? opt->progress_interval_s : 1.0;
+    double t_last = job->t0;
+    for (;;) {
+        int eof = 0;
+        mt_status rst = mt_jsonl_next(reader, &eof);
+        stats->n_lines = reader->line_number;
+        stats->n_input_bytes = reader->n_bytes_read;
+        if (rst == MT_ERR_DATA && opt->skip_bad_lines) {
+            stats->n_skipped_malformed++;
+            note_skip(stats);
+            continue;
+        }
+        if (rst != MT_OK) return rst;
+        if (eof) return MT_OK;
+        int missing = -1;
+        for (int k = 0; k < job->n_keys && missing < 0; k++) {
+            if (!mt_jsonl_value(reader, k)->found) missing = k;
+        }
+        if (missing >= 0) {
+            mt_status mst = mt_errorf(MT_ERR_DATA,
+                                      "%s:%lld: no string key \"%s\" in this line (choose the "
+                                      "key with --json-keys)", reader->path,
+                                      (long long)reader->line_number, job->keys[missing]);
+            if (!opt->skip_bad_lines) return mst;
+            stats->n_skipped_missing++;
+            note_skip(stats);
+            continue;
+        }
+        mt_status st = write_line(job, ids);
+        if (st != MT_OK) return st;
+        stats->n_documents++;
+        double t = mt_clock_s();
+        if (opt->progress && t - t_last >= interval) {
+            t_last = t;
+            stats->seconds = t - job->t0;
+            opt->progress(stats, 0, opt->progress_user);
+        }
+    }
+}
+
+/* Every writer finished; on a failure the keys already in place are removed: all or nothing.
+ * finish() frees the writer, aborting it on failure; the rest are aborted by the caller. */
+static mt_status finish_outputs(const mt_preprocess_job *job) {
+    for (int k = 0; k < job->n_keys; k++) {
+        mt_status fst = mt_indexed_writer_finish(&job->writers[k]);
+        if (fst == MT_OK) continue;
+        for (int j = 0; j < k; j++) {
+            char name[4096], path[4200];
+            if (mt_preprocess_output_name(job->opt->output_prefix, job->keys[j], name, sizeof name) ==
+                MT_OK) {
+                snprintf(path, sizeof path, "%s.idx", name);
+                remove(path);
+                snprintf(path, sizeof path, "%s.bin", name);
+                remove(path);
+            }
+        }
+        return fst;
+    }
+    return MT_OK;
+}
+
 mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stats *stats_out) {
     mt_status st = MT_OK;
     mt_preprocess_stats stats;
@@ -45,10 +178,9 @@ mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stat
     int lock_slots[MT_PREPROCESS_MAX_KEYS];
     mt_token_buf ids = {0};
     const char *keys[MT_PREPROCESS_MAX_KEYS];
-    int n_keys = opt->n_json_keys > 0 ? opt->n_json_keys : 1;
+    int n_keys = 0;
     int reader_open = 0;
-    double t0 = mt_clock_s(), t_last = t0;
-    double interval = opt->progress_interval_s > 0 ? opt->progress_interval_s : 1.0;
+    double t0 = mt_clock_s();
 
     memset(&stats, 0, sizeof stats);
     memset(&reader, 0, sizeof reader);
@@ -57,128 +189,20 @@ mt_status mt_preprocess_run(const mt_preprocess_options *opt, mt_preprocess_stat
         mt_output_lock_init(&locks[k]);
         lock_slots[k] = -1;
     }
-
-    if (!opt->input || !opt->input[0]) {
-        st = mt_errorf(MT_ERR_CONFIG, "preprocess: --input is required (a .jsonl file or -)");
-        goto out;
-    }
-    if (!opt->output_prefix || !opt->output_prefix[0]) {
-        st = mt_errorf(MT_ERR_CONFIG, "preprocess: --output-prefix is required");
-        goto out;
-    }
-    if (n_keys > MT_PREPROCESS_MAX_KEYS) {
-        st = mt_errorf(MT_ERR_CONFIG, "preprocess: %d json keys given, at most %d",
-                       n_keys, MT_PREPROCESS_MAX_KEYS);
-        goto out;
-    }
-    for (int k = 0; k < n_keys; k++) {
-        keys[k] = opt->n_json_keys > 0 ? opt->json_keys[k] : "text";
-        if (!keys[k] || !keys[k][0]) {
-            st = mt_errorf(MT_ERR_CONFIG, "preprocess: --json-keys has an empty key");
-            goto out;
-        }
-        for (int j = 0; j < k; j++) {
-            if (strcmp(keys[j], keys[k]) == 0) {
-                st = mt_errorf(MT_ERR_CONFIG, "preprocess: --json-keys names \"%s\" twice",
-                               keys[k]);
-                goto out;
-            }
-        }
-    }
-
+    MT_CHECK(check_keys(opt, keys, &n_keys));
     MT_CHECK(mt_tokenizer_open(&tok, opt->tokenizer ? opt->tokenizer : "byte",
                                &opt->tokenizer_files));
     stats.dtype_code = mt_indexed_dtype_for_vocab(mt_tokenizer_vocab_size(tok));
     MT_CHECK(mt_jsonl_open(&reader, opt->input, keys, n_keys));
     reader_open = 1;
-    for (int k = 0; k < n_keys; k++) {
-        char name[4096];
-        MT_CHECK(mt_preprocess_output_name(opt->output_prefix, keys[k], name, sizeof name));
-        MT_CHECK(mt_output_lock_acquire(&locks[k], opt->output_prefix, name));
-        /* An interrupted run removes its lock file too (a killed one leaves it: reused). */
-        lock_slots[k] = mt_tmpfiles_register(locks[k].path);
-    }
-    for (int k = 0; k < n_keys; k++) {
-        char name[4096];
-        MT_CHECK(mt_preprocess_output_name(opt->output_prefix, keys[k], name, sizeof name));
-        MT_CHECK(mt_indexed_writer_open(&writers[k], name, stats.dtype_code));
-    }
-
+    const mt_preprocess_job job = {opt, tok, &reader, keys, n_keys, writers, &stats, t0};
+    MT_CHECK(open_outputs(&job, locks, lock_slots));
     if (opt->n_workers > 1) {
-        mt_preprocess_job job = {opt, tok, &reader, keys, n_keys, writers, &stats, t0};
         MT_CHECK(mt_preprocess_pipeline(&job));
+    } else {
+        MT_CHECK(run_serial(&job, &ids));
     }
-    for (; opt->n_workers <= 1;) {
-        int eof = 0;
-        mt_status rst = mt_jsonl_next(&reader, &eof);
-        stats.n_lines = reader.line_number;
-        stats.n_input_bytes = reader.n_bytes_read;
-        if (rst == MT_ERR_DATA && opt->skip_bad_lines) {
-            stats.n_skipped_malformed++;
-            note_skip(&stats);
-            continue;
-        }
-        MT_CHECK(rst);
-        if (eof) break;
-        int missing = -1;
-        for (int k = 0; k < n_keys && missing < 0; k++) {
-            if (!mt_jsonl_value(&reader, k)->found) missing = k;
-        }
-        if (missing >= 0) {
-            mt_status mst = mt_errorf(MT_ERR_DATA,
-                                      "%s:%lld: no string key \"%s\" in this line (choose the "
-                                      "key with --json-keys)", reader.path,
-                                      (long long)reader.line_number, keys[missing]);
-            if (!opt->skip_bad_lines) {
-                st = mst;
-                goto out;
-            }
-            stats.n_skipped_missing++;
-            note_skip(&stats);
-            continue;
-        }
-        for (int k = 0; k < n_keys; k++) {
-            const mt_json_string *v = mt_jsonl_value(&reader, k);
-            ids.n_ids = 0;
-            MT_CHECK(mt_tokenizer_encode(tok, v->bytes ? v->bytes : "", v->n_bytes, &ids));
-            if (ids.n_ids > 0 && opt->append_eod) {
-                MT_CHECK(mt_token_buf_push(&ids, mt_tokenizer_eod(tok)));
-            }
-            if (ids.n_ids == 0) stats.n_empty++;
-            st = mt_indexed_writer_add_document(&writers[k], ids.ids, ids.n_ids);
-            if (st != MT_OK) {
-                mt_error_context(st, "%s:%lld: ", reader.path, (long long)reader.line_number);
-                goto out;
-            }
-            stats.n_tokens += ids.n_ids;
-        }
-        stats.n_documents++;
-        double t = mt_clock_s();
-        if (opt->progress && t - t_last >= interval) {
-            t_last = t;
-            stats.seconds = t - t0;
-            opt->progress(&stats, 0, opt->progress_user);
-        }
-    }
-    for (int k = 0; k < n_keys; k++) {
-        /* finish() frees the writer, aborting it on failure; the rest are aborted at out. */
-        mt_status fst = mt_indexed_writer_finish(&writers[k]);
-        if (fst != MT_OK) {
-            st = fst;
-            /* Earlier keys are already in place: remove them, all or nothing. */
-            for (int j = 0; j < k; j++) {
-                char name[4096], path[4200];
-                if (mt_preprocess_output_name(opt->output_prefix, keys[j], name, sizeof name) ==
-                    MT_OK) {
-                    snprintf(path, sizeof path, "%s.idx", name);
-                    remove(path);
-                    snprintf(path, sizeof path, "%s.bin", name);
-                    remove(path);
-                }
-            }
-            goto out;
-        }
-    }
+    MT_CHECK(finish_outputs(&job));
     stats.seconds = mt_clock_s() - t0;
     if (opt->progress) opt->progress(&stats, 1, opt->progress_user);
 out:

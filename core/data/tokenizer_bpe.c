@@ -131,18 +131,29 @@ static size_t pretoken_end(const unsigned char *s, size_t n, size_t i, const uin
     return last;
 }
 
-int64_t mt_bpe_pretokenize(const char *text, size_t n_text_bytes, int64_t *ends,
-                           int64_t n_max_ends) {
+/* The pre-token ends of text[0, n_text_bytes) under a pattern's end function (-1 past n_max_ends). */
+static int64_t pretokenize(size_t (*end_of)(const unsigned char *s, size_t n, size_t i, const uint8_t *bmp),
+                           const char *text, size_t n_text_bytes, int64_t *ends, int64_t n_max_ends) {
     const unsigned char *s = (const unsigned char *)text;
     const uint8_t *bmp = mt_unicode_bmp_classes();
     int64_t k = 0;
     for (size_t i = 0; i < n_text_bytes;) {
-        size_t e = pretoken_end(s, n_text_bytes, i, bmp);
+        size_t e = end_of(s, n_text_bytes, i, bmp);
         if (k >= n_max_ends) return -1;
         ends[k++] = (int64_t)e;
         i = e;
     }
     return k;
+}
+
+int64_t mt_bpe_pretokenize(const char *text, size_t n_text_bytes, int64_t *ends,
+                           int64_t n_max_ends) {
+    return pretokenize(pretoken_end, text, n_text_bytes, ends, n_max_ends);
+}
+
+int64_t mt_llama3_pretokenize(const char *text, size_t n_text_bytes, int64_t *ends,
+                              int64_t n_max_ends) {
+    return pretokenize(bpe_llama3_pretoken_end, text, n_text_bytes, ends, n_max_ends);
 }
 
 /* ---- per-object state ----------------------------------------------------------------- */

@@ -337,6 +337,17 @@ static mt_status merges_from_file(bpe_model *m, const char *path) {
 
 /* ---- GPT-2 files ---------------------------------------------------------------------- */
 
+/* The end of a load: the JSON document freed, then the model wrapped as a tokenizer, or freed
+ * after an error. */
+static mt_status load_done(mt_tokenizer **out, bpe_model *m, mt_json_doc *doc, mt_status st) {
+    mt_json_doc_free(doc);
+    if (st != MT_OK) {
+        model_free(m);
+        return st;
+    }
+    return bpe_tokenizer_new(out, m);
+}
+
 static bpe_model *model_new(const char *name) {
     bpe_model *m = calloc(1, sizeof *m);
     if (!m) return NULL;
@@ -386,12 +397,7 @@ mt_status mt_tokenizer_gpt2_open(mt_tokenizer **out, const char *vocab_path,
         goto out;
     }
 out:
-    mt_json_doc_free(&doc);
-    if (st != MT_OK) {
-        model_free(m);
-        return st;
-    }
-    return bpe_tokenizer_new(out, m);
+    return load_done(out, m, &doc, st);
 }
 
 /* ---- Hugging Face tokenizer.json ------------------------------------------------------ */
@@ -713,10 +719,5 @@ mt_status mt_tokenizer_hf_open(mt_tokenizer **out, const char *path) {
         goto out;
     }
 out:
-    mt_json_doc_free(&doc);
-    if (st != MT_OK) {
-        model_free(m);
-        return st;
-    }
-    return bpe_tokenizer_new(out, m);
+    return load_done(out, m, &doc, st);
 }

@@ -136,17 +136,3 @@ size_t bpe_llama3_pretoken_end(const unsigned char *s, size_t n, size_t i, const
     if (j == n || n_chars == 1) return j;
     return last;
 }
-
-int64_t mt_llama3_pretokenize(const char *text, size_t n_text_bytes, int64_t *ends,
-                              int64_t n_max_ends) {
-    const unsigned char *s = (const unsigned char *)text;
-    const uint8_t *bmp = mt_unicode_bmp_classes();
-    int64_t k = 0;
-    for (size_t i = 0; i < n_text_bytes;) {
-        size_t e = bpe_llama3_pretoken_end(s, n_text_bytes, i, bmp);
-        if (k >= n_max_ends) return -1;
-        ends[k++] = (int64_t)e;
-        i = e;
-    }
-    return k;
-}

@@ -218,11 +218,9 @@ static void resolve_arch(mt_recipe *r) {
     }
 }
 
-/* Phase 2: auto values. Returns nonzero when a problem stops the later checks. */
-static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
+/* The model's auto sizes: vocabulary from the tokenizer, kv heads, MLP width, position rows. */
+static void resolve_model(mt_recipe *r, problems *P) {
     mt_model_cfg *m = &r->model;
-    mt_parallel_cfg *pc = &r->parallel;
-    mt_training_cfg *t = &r->training;
     if (m->vocab == 0) {
         if (r->data.tokenizer == MT_TOK_BYTE) m->vocab = 257;
         else if (r->data.tokenizer == MT_TOK_GPT2BPE) m->vocab = 50257;
@@ -245,7 +243,11 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
         }
     }
     if (m->max_position == 0) { m->max_position = m->seq_length; mark_derived(r, "model.max_position"); }
+}
 
+/* parallel.data (auto: what tp*pp*cp leaves of the world); 1 when the layout cannot fit the world. */
+static int resolve_data_parallel(mt_recipe *r, int world_size, problems *P) {
+    mt_parallel_cfg *pc = &r->parallel;
     if (world_size < 1) {
         add(P, "parallel.data", "world size %d; it must be at least 1 (one rank per process)", world_size);
         return 1;
@@ -280,7 +282,13 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
                 model_ranks, model_ranks * pc->data);
         return 1;
     }
-    int64_t dp = pc->data, mb_dp = (int64_t)t->micro_batch * dp;
+    return 0;
+}
+
+/* training.global_batch (auto: micro_batch * dp) and the ramp-up's batch sizes; 1 when fatal. */
+static int resolve_batch(mt_recipe *r, problems *P) {
+    mt_training_cfg *t = &r->training;
+    int64_t dp = r->parallel.data, mb_dp = (int64_t)t->micro_batch * dp;
     if (t->global_batch == 0) {
         if (mb_dp > (1 << 30)) {
             add(P, "training.micro_batch", "micro_batch*dp = %" PRId64 " sequences per step is too large; "
@@ -290,7 +298,6 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
         t->global_batch = (int)mb_dp;
         mark_derived(r, "training.global_batch");
     }
-    int64_t per_step = (int64_t)t->global_batch * m->seq_length; /* <= 2^30 * 2^24 */
     if (t->rampup_start > 0) { /* Megatron's asserts on --rampup-batch-size, and the batch sizes it goes through */
         const int64_t g = t->global_batch, s0 = t->rampup_start, inc = t->rampup_increment;
         if (s0 >= g || inc <= 0 || (g - s0) % inc || t->rampup_samples <= 0)
@@ -303,7 +310,13 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
                 "micro_batch*dp = %" PRId64 " (%s); change the ramp-up or the micro-batch", s0, inc, mb_dp,
                 ref(r, "training.micro_batch"));
     }
-    if (t->samples > 0) { /* Megatron's --train-samples: iterations = samples // global batch */
+    return 0;
+}
+
+/* Megatron's --train-samples: training.iters from the samples (through the ramp-up); 1 when fatal. */
+static int resolve_samples(mt_recipe *r, problems *P) {
+    mt_training_cfg *t = &r->training;
+    if (t->samples > 0) { /* iterations = samples // global batch */
         int ki = mt_recipe_key_find("training.iters"), kt = mt_recipe_key_find("training.tokens");
         const int ks = mt_recipe_key_find("training.samples");
         const int s_flag = r->origin.flag[ks] != NULL;
@@ -338,6 +351,13 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
         t->tokens = 0;
         mark_derived(r, "training.iters");
     }
+    return 0;
+}
+
+/* training.iters and training.tokens, one from the other; 1 when fatal. */
+static int resolve_length(mt_recipe *r, problems *P) {
+    mt_training_cfg *t = &r->training;
+    const int64_t per_step = (int64_t)t->global_batch * r->model.seq_length; /* <= 2^30 * 2^24 */
     {   /* a length given on the command line replaces the other one from the file, as
          * Megatron's --train-iters does: `--train-iters 6` on a recipe with training.tokens */
         int ki = mt_recipe_key_find("training.iters"), kt = mt_recipe_key_find("training.tokens");
@@ -379,6 +399,12 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
             t->tokens, per_step, (t->tokens + per_step - 1) / per_step, t->iters, ref(r, "training.iters"));
         return 1;
     }
+    return 0;
+}
+
+/* The learning-rate schedule's lengths: decay and warmup from samples, fractions or the run. */
+static void resolve_schedule(mt_recipe *r, problems *P) {
+    const mt_training_cfg *t = &r->training;
     mt_optimizer_cfg *o = &r->optimizer;
     const int k_di = mt_recipe_key_find("optimizer.decay_iters"), k_wi = mt_recipe_key_find("optimizer.warmup_iters");
     if (o->decay_samples > 0) {
@@ -408,6 +434,15 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
         add(P, "optimizer.wsd_decay_iters", "%" PRId64 " (%s): WSD anneals over the last wsd_decay_iters steps of "
             "optimizer.decay_iters = %" PRId64 "; set it between 1 and %" PRId64 " (Megatron's --lr-wsd-decay-iters)",
             o->wsd_decay_iters, ref(r, "optimizer.wsd_decay_iters"), o->decay_iters, o->decay_iters);
+}
+
+/* Phase 2: auto values. Returns nonzero when a problem stops the later checks. */
+static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
+    resolve_model(r, P);
+    if (resolve_data_parallel(r, world_size, P) || resolve_batch(r, P) || resolve_samples(r, P) ||
+        resolve_length(r, P))
+        return 1;
+    resolve_schedule(r, P);
     return P->n > 0;
 }
 

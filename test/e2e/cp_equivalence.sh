@@ -1,4 +1,4 @@
-# Acceptance (issue 15): context parallelism reproduces the serial run.
+# Acceptance: context parallelism reproduces the serial run.
 # Same recipe (2 layers, sequences of 32 tokens, global batch 4, micro-batch 2), 20 iterations:
 #   gpt-tiny (learned positions) and llama-tiny (RoPE, GQA 4 query / 2 kv heads):
 #   cp=2, cp=4, cp=2 x tp=2 with sequence parallelism, cp=2 x pp=2, cp=2 x dp=2 with the
@@ -20,8 +20,7 @@ ITERS=20
 BASE=(--train-iters $ITERS --micro-batch-size 2 --global-batch-size 4 --seq-length 32 --set model.layers=2 --set logging.interval=1 --set logging.eval_interval=0)
 parallel() { # parallel REF NAME RANKS CP ARGS...
   local ref=$1 name=$2 n=$3 cp=$4; shift 4
-  "$MTRAIN" launch -n "$n" -- "$@" "${BASE[@]}" --context-parallel-size "$cp" --metrics "$TMP/$name.jsonl" \
-    >"$TMP/$name.log" 2>&1 || { tail -n 30 "$TMP/$name.log"; fail "$name run failed"; }
+  launched "$name" "$n" "$@" --context-parallel-size "$cp"
   grep -q "cp $cp ring attention" "$TMP/$name.log" || fail "$name: the run did not report cp $cp"
   compare "$TMP/$ref.jsonl" "$TMP/$name.jsonl" "$name" $ITERS 1e-4 1e-3
 }

@@ -1,4 +1,4 @@
-# Acceptance (issue 3): same recipe, same global batch (8 sequences): dp=1, dp=2 and dp=4,
+# Acceptance: same recipe, same global batch (8 sequences): dp=1, dp=2 and dp=4,
 # each with and without the distributed optimizer (ZeRO-1), give the same losses and grad
 # norms for 25 iterations. The only difference between the runs is the order of floating-
 # point reductions (per-rank gradient sums added across ranks instead of accumulated in one

@@ -1,4 +1,4 @@
-# Acceptance (issue 3): a rank that dies (kill -9) or hangs (SIGSTOP) mid-run ends the job:
+# Acceptance: a rank that dies (kill -9) or hangs (SIGSTOP) mid-run ends the job:
 # every other rank exits non-zero naming the dead / stuck rank, `mtrain launch` returns
 # non-zero within 30 s, no process is left, and nothing is left in /dev/shm.
 source test/e2e_lib.sh

@@ -1,4 +1,4 @@
-# Acceptance (issue 3): the dp=4 training run works under all four launches — mtrain launch,
+# Acceptance: the dp=4 training run works under all four launches — mtrain launch,
 # mpirun (OpenMPI, PMIx), srun --mpi=pmix on a one-machine Slurm this test starts and stops
 # (scripts/slurm/with-local.sh), and env:// variables set by hand — and every launch gives
 # the same losses as the serial run (same tolerance as dp_equivalence.sh: 1e-4 relative;

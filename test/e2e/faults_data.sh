@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/e2e/faults_data.sh — the data cases of the fault-injection sweep (issue 18), each with the
+# test/e2e/faults_data.sh — the data cases of the fault-injection sweep, each with the
 # checks of test/faults_lib.sh (exit status, a message naming the file, no process left, nothing
 # left in the case's TMPDIR, no partial or mixed file under a final name):
 #   concurrent      a second `mtrain preprocess` on the same --output-prefix while the first

@@ -1,4 +1,4 @@
-# faults_inputs.sh — fault-injection cases for the run's inputs and its metrics file (issue 18),
+# faults_inputs.sh — fault-injection cases for the run's inputs and its metrics file,
 # each with the test/faults_lib.sh checks (exit status, message naming the file, no process
 # left, nothing in the case's TMPDIR, no fragment in the metrics file):
 #   metrics_dev_full   --metrics /dev/full (ENOSPC on the first write): exit 1, the message

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/e2e/faults_launch.sh — the launcher cases of the fault-injection sweep (issue 18), each
+# test/e2e/faults_launch.sh — the launcher cases of the fault-injection sweep, each
 # with the five checks of test/faults_lib.sh (exit status, a message naming the culprit, no
 # process left, nothing new in /dev/shm, nothing left in the case's TMPDIR):
 #   mpirun_kill9      SIGKILL of mpirun mid-training: each rank prints "lost the connection to the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/e2e/launch_torchrun.sh — `mtrain launch` with torchrun's flags (issue 13):
+# test/e2e/launch_torchrun.sh — `mtrain launch` with torchrun's flags:
 #   (a) --nproc_per_node 2 -- ARGS and --nproc-per-node=2 ARGS train dp 2 and give the serial run's
 #       losses and grad norms (same global batch; 1e-4 relative, as dp_equivalence.sh);
 #   (b) two launchers, --nnodes 2 --node_rank 0|1 --nproc_per_node 2, node 0 with --master_addr /

@@ -1,4 +1,4 @@
-# docs/megatron-flags.md stays true (issue 13, acceptance 2): its table is exactly what the parser's
+# docs/megatron-flags.md stays true: its table is exactly what the parser's
 # tables print (`mtrain recipe-reference --megatron`), no flag is both an alias and a rule / note
 # row (the rows are taken first, so an alias behind one would never apply), and every flag of the
 # Megatron example argument lists in test/megatron/ is in the table (mapped, accepted, substitute,

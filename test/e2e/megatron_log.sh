@@ -1,4 +1,4 @@
-# Acceptance (issue 13): Megatron users' log parsers read mtrain's log as it is. The iteration and
+# Acceptance: Megatron users' log parsers read mtrain's log as it is. The iteration and
 # validation lines parse with a regex written from the format strings of Megatron-LM's
 # megatron/training/training.py (training_log, evaluate_and_print_results; quoted beside each
 # part below), field for field and in Megatron's order; mtrain's own fields come after them.

@@ -1,4 +1,4 @@
-# Megatron-LM's example launch scripts run as they are (issue 13, acceptance 1). The argument lists
+# Megatron-LM's example launch scripts run as they are. The argument lists
 # of examples/gpt3/train_gpt3_175b_distributed.sh and examples/llama/train_llama3_8b_h100_fp8.sh
 # (test/megatron/*.args; only the paths filled in) pass `mtrain check` at the script's world size
 # with no recipe file, and a scaled-down run of each — the same list with shape and length flags

@@ -1,4 +1,4 @@
-# Acceptance (issue 14, 2): mixture of experts under expert parallelism reproduces the serial run.
+# Acceptance: mixture of experts under expert parallelism reproduces the serial run.
 # A scaled-down mixtral-tiny (2 layers, hidden 64, 4 experts top-2, GQA, swiglu experts, load-
 # balancing loss and z-loss on), global batch 8 sequences of 32 tokens, micro-batch 1, 20 iterations,
 # once dropless (capacity factor 0) and once with capacity factor 1.0 (tokens dropped per sequence,
@@ -27,8 +27,7 @@ MOE=(--config configs/mixtral-tiny.yaml --num-layers 2 --hidden-size 64 --num-at
 BASE=(--train-iters $ITERS --micro-batch-size 1 --set logging.interval=1 --set logging.eval_interval=0 --set training.threads=1)
 parallel() { # parallel REF NAME RANKS ARGS...
   local ref=$1 name=$2 n=$3; shift 3
-  "$MTRAIN" launch -n "$n" -- "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 \
-    || { tail -n 30 "$TMP/$name.log"; fail "$name run failed"; }
+  launched "$name" "$n" "$@"
   compare "$TMP/$ref.jsonl" "$TMP/$name.jsonl" "$name" $ITERS 1e-4 1e-3
   local wa na; read -r wa na <<<"$(worst load_balancing_loss "$TMP/$ref.jsonl" "$TMP/$name.jsonl")"
   echo "$name: worst relative load_balancing_loss difference $wa"

@@ -1,4 +1,4 @@
-# Acceptance (issue 15, overlapped gradient reduction): --overlap-grad-reduce (and
+# Acceptance (overlapped gradient reduction): --overlap-grad-reduce (and
 # --overlap-param-gather with the distributed optimizer) reduce the same sums in the same order as
 # the reduction after backward, bucket by bucket on a communication thread, so every iteration's
 # lm_loss and grad_norm are BIT-identical (tolerance 0: the metrics print them with %.9g, exact

@@ -1,4 +1,4 @@
-# `mtrain plan --compare METRICS.jsonl` (issue 17, acceptance 3): a pp=4 run of gpt-tiny (4
+# `mtrain plan --compare METRICS.jsonl`: a pp=4 run of gpt-tiny (4
 # layers, one per stage; micro-batch 1, global batch 8: m = 8; T = 64; 12 iterations, timers at
 # level 2) and the plan of the same recipe, side by side. Asserted: the report shows predicted
 # and measured bubble, and the measured bubble is within 5 points of the predicted one.

@@ -1,4 +1,4 @@
-# `mtrain plan --timeline` / `--timeline-svg` (issue 17, acceptance 5): the pipeline schedule the
+# `mtrain plan --timeline` / `--timeline-svg`: the pipeline schedule the
 # trainer runs, drawn from the same tables (parallel/schedule.c) timed by the simulator with unit
 # costs (F 1, B 2, free transfers). For p=4, m=8 (1F1B) the bubble is 3/11 = 27.3% and for p=4,
 # m=8, v=2 (interleaved) 3/19 = 15.8%: with equal stages the simulated makespan is exactly

@@ -1,4 +1,4 @@
-# Acceptance (issue 5, items 2 and 3): pipeline parallelism reproduces the serial run.
+# Acceptance: pipeline parallelism reproduces the serial run.
 # gpt-tiny (4 layers, tied embeddings, learned positions) and llama-tiny (4 layers, GQA, untied),
 # global batch 8, micro-batch 2 (m = 4 micro-batches >= p), 20 iterations, each against the
 # pp=1 run of the same recipe:
@@ -22,8 +22,7 @@ ITERS=20
 BASE=(--train-iters $ITERS --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=0)
 parallel() { # parallel REF NAME RANKS PP ARGS...
   local ref=$1 name=$2 n=$3 pp=$4; shift 4
-  "$MTRAIN" launch -n "$n" -- "$@" "${BASE[@]}" --pipeline-model-parallel-size "$pp" --metrics "$TMP/$name.jsonl" \
-    >"$TMP/$name.log" 2>&1 || { tail -n 30 "$TMP/$name.log"; fail "$name run failed"; }
+  launched "$name" "$n" "$@" --pipeline-model-parallel-size "$pp"
   grep -q "pp $pp" "$TMP/$name.log" || fail "$name: the run did not report pp $pp"
   grep -q "pipeline bubble: measured [0-9.]*% (formula [0-9.]*%)" "$TMP/$name.log" || fail "$name: no bubble in the iteration line"
   grep -q '"bubble":[0-9.]*,"bubble_formula":[0-9.]*' "$TMP/$name.jsonl" || fail "$name: no bubble in the metrics"

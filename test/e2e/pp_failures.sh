@@ -1,4 +1,4 @@
-# Acceptance (issue 5, item 4): a dead or stuck pipeline stage ends the job. pp=2 x dp=2 on 4
+# Acceptance: a dead or stuck pipeline stage ends the job. pp=2 x dp=2 on 4
 # ranks (ranks 2 and 3 hold stage 1): rank 2 is killed (kill -9) or stopped (SIGSTOP) while
 # activations and gradients cross the stages; every other rank exits non-zero naming rank 2
 # (its pipeline peer rank 0 in a send/recv, its dp peer rank 3 in the gradient allreduce, rank 1

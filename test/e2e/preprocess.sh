@@ -10,15 +10,7 @@
 set -u
 MTRAIN="${MTRAIN:-./mtrain}"
 if [ ! -x "$MTRAIN" ]; then echo "skip: $MTRAIN not built"; exit 77; fi
-tmp=$(mktemp -d /tmp/mt_e2e_preprocess.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
-# run NAME CMD...: runs, keeps stdout/stderr in $tmp/NAME.{out,err}, sets $rc
-run() { local name=$1; shift; "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"; rc=$?; }
-contains() { grep -qF -- "$2" "$1"; }
-hexof() { od -An -v -tx1 "$1" | tr -d ' \n'; }
+source test/e2e_checks.sh mt_e2e_preprocess
 
 if ! "$MTRAIN" preprocess --help >/dev/null 2>&1; then
   echo "FAIL: '$MTRAIN preprocess --help' fails: is preprocess wired into cmd/mtrain.c?"

@@ -1,4 +1,4 @@
-# Acceptance (issue 13, profiling): --profile with --profile-step-start 2 --profile-step-end 3 on a
+# Acceptance (profiling): --profile with --profile-step-start 2 --profile-step-end 3 on a
 # pp=4 run (gpt-tiny, 4 layers: one per stage, global batch 8 of micro-batch 1: m = 8 micro-batches,
 # 5 iterations) writes ONE Chrome trace (logging.profile_path) that
 #   - loads as JSON (python3 json.load) with a "traceEvents" list of complete ("X") events;

@@ -1,4 +1,4 @@
-# Full activation recompute (issue 15, "Recompute that is real"): training.recompute = full
+# Full activation recompute (real recomputation, not a flag): training.recompute = full
 # (--recompute-granularity full --recompute-method uniform --recompute-num-layers 1) keeps only
 # every layer's input (the residual stream) and one layer's other activations; backward reruns
 # each layer's forward from its saved input just before the layer's backward. The rerun is the
@@ -16,9 +16,7 @@ ITERS=3
 BASE=(--train-iters $ITERS --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=0)
 RC=(--recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
 run() { # run NAME RANKS ARGS...
-  local name=$1 n=$2; shift 2
-  "$MTRAIN" launch -n "$n" -- "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 ||
-    { tail -n 30 "$TMP/$name.log"; fail "$name run failed"; }
+  launched "$@"
 }
 bits() { grep -o '"\(lm_loss\|grad_norm\)":[^,}]*' "$1"; }
 same() { # same REF NAME: bitwise-identical losses and grad norms

@@ -1,4 +1,4 @@
-# Acceptance (issue 13): --tensorboard-dir writes TensorBoard event files natively, as Megatron
+# Acceptance: --tensorboard-dir writes TensorBoard event files natively, as Megatron
 # does. An independent reader written from the formats (test/ref/tfevents_read.py: its own
 # CRC-32C and protobuf decoding) checks both masked CRCs of every record and decodes the events;
 # the scalars must be exactly those of the metrics JSONL of the same run, as float32 (lm loss,

@@ -1,4 +1,4 @@
-# Acceptance (issue 13, timers): Megatron's --timing-log-level / --timing-log-option.
+# Acceptance (timers): Megatron's --timing-log-level / --timing-log-option.
 #   A. tp=2 x pp=2 with sequence parallelism, --timing-log-level 2, 4 iterations logged every 2:
 #      after each iteration line the block '(min, max) time across ranks (ms):' with one line
 #      '    NAME ....: (MIN, MAX)' per timer, holding every timer this layout runs (forward-backward,

@@ -22,14 +22,7 @@ if [ ! -f "$VOCAB" ] || [ ! -f "$MERGES" ]; then
   VOCAB=data/gpt2-vocab.json
   MERGES=data/gpt2-merges.txt
 fi
-tmp=$(mktemp -d /tmp/mt_e2e_gpt2.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
-run() { local name=$1; shift; "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"; rc=$?; }
-contains() { grep -qF -- "$2" "$1"; }
-hexof() { od -An -v -tx1 "$1" | tr -d ' \n'; }
+source test/e2e_checks.sh mt_e2e_gpt2
 TOK=("$MTRAIN" tokenize --vocab "$VOCAB" --merges "$MERGES")
 
 # Golden ids (OpenAI GPT-2's encoder gives the same), one line per input line.

@@ -28,13 +28,7 @@ if ! ./scripts/fetch-llama3-tokenizer.sh data >/tmp/mt_fetch_llama3.log 2>&1; th
   echo "skip: Llama-3 tokenizer files unavailable: $(tail -n 1 /tmp/mt_fetch_llama3.log)"
   exit 77
 fi
-tmp=$(mktemp -d /tmp/mt_e2e_llama3.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
-run() { local name=$1; shift; "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"; rc=$?; }
-contains() { grep -qF -- "$2" "$1"; }
+source test/e2e_checks.sh mt_e2e_llama3
 TOK=("$MTRAIN" tokenize --tokenizer-json "$JSON")
 
 # The reference: one line of ids per input line (lines: split at \n bytes, each decoded as a

@@ -1,4 +1,4 @@
-# Acceptance (issue 4): tensor parallelism (and sequence parallelism) reproduce the serial run.
+# Acceptance: tensor parallelism (and sequence parallelism) reproduce the serial run.
 # Same recipe, same global batch (8 sequences, micro-batch 2), 20 iterations:
 #   gpt-tiny:   tp=2, tp=2 +SP, tp=4, tp=4 +SP, and tp=2 x dp=2 with the distributed optimizer
 #   llama-tiny: (GQA, 4 query / 2 kv heads) tp=2, tp=2 +SP, tp=2 +SP x dp=2 distributed;
@@ -17,8 +17,7 @@ ITERS=20
 BASE=(--train-iters $ITERS --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=0)
 parallel() { # parallel REF NAME RANKS TP ARGS...
   local ref=$1 name=$2 n=$3 tp=$4; shift 4
-  "$MTRAIN" launch -n "$n" -- "$@" "${BASE[@]}" --tensor-model-parallel-size "$tp" --metrics "$TMP/$name.jsonl" \
-    >"$TMP/$name.log" 2>&1 || { tail -n 30 "$TMP/$name.log"; fail "$name run failed"; }
+  launched "$name" "$n" "$@" --tensor-model-parallel-size "$tp"
   grep -q "tp $tp" "$TMP/$name.log" || fail "$name: the run did not report tp $tp"
   compare "$TMP/$ref.jsonl" "$TMP/$name.jsonl" "$name" $ITERS 1e-4 1e-3
 }

@@ -10,31 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test/fuzz/fuzz_file.h"
 #include "test/test.h"
 
 /* check(ctx, path, data, n): 0 when the input was handled as it should be */
 typedef int (*corpus_check_fn)(void *ctx, const char *path, const uint8_t *data, size_t n);
 
 static int corpus_by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static uint8_t *corpus_read(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    uint8_t *b = NULL;
-    size_t cap = 0, got;
-    *n = 0;
-    do {
-        if (*n == cap) {
-            uint8_t *nb = realloc(b, cap = cap ? 2 * cap : 4096);
-            if (!nb) break;
-            b = nb;
-        }
-        got = fread(b + *n, 1, cap - *n, f);
-        *n += got;
-    } while (got > 0);
-    fclose(f);
-    return b ? b : calloc(1, 1);
-}
 
 /* Replays every file of dir (at least min_files of them) through check; returns the count. */
 static int corpus_replay(const char *dir, int min_files, corpus_check_fn check, void *ctx) {
@@ -52,7 +34,7 @@ static int corpus_replay(const char *dir, int min_files, corpus_check_fn check, 
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         size_t n_buf = 0;
-        uint8_t *buf = corpus_read(path, &n_buf);
+        uint8_t *buf = fuzz_read_file(path, &n_buf);
         CHECKF(buf != NULL, "cannot read %s", path);
         if (buf) CHECKF(check(ctx, path, buf, n_buf) == 0, "%s", path);
         free(buf);

@@ -15,18 +15,10 @@
 #include <string.h>
 
 #include "core/recipe/recipe.h"
+#include "test/recipe_same.h"
+#include "test/fuzz/fuzz_file.h"
 
 #define FUZZ_MAX_ARGS 64
-
-static int fuzz_same(const mt_recipe *a, const mt_recipe *b) {
-    return !memcmp(&a->model, &b->model, sizeof a->model) &&
-           !memcmp(&a->parallel, &b->parallel, sizeof a->parallel) &&
-           !memcmp(&a->training, &b->training, sizeof a->training) &&
-           !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer) &&
-           !memcmp(&a->data, &b->data, sizeof a->data) &&
-           !memcmp(&a->checkpoint, &b->checkpoint, sizeof a->checkpoint) &&
-           !memcmp(&a->logging, &b->logging, sizeof a->logging);
-}
 
 /* The world size the recipe's own layout implies (1 when it would be absurd), so most
  * inputs get past the world-size check; every 7th input length tries a small other world. */
@@ -101,16 +93,16 @@ static int fuzz_recipe_one(const uint8_t *data, size_t n_bytes) {
     if (st != MT_OK) {
         fprintf(stderr, "fuzz: written recipe does not load: %s\n--- written:\n%s\n", mt_last_error(), text);
         bad = 1;
-    } else if (!fuzz_same(&r, &back)) {
+    } else if (!recipe_same_values(&r, &back)) {
         fprintf(stderr, "fuzz: written recipe loads to other values\n--- written:\n%s\n", text);
         bad = 1;
     } else if ((st = mt_recipe_validate(&back, world)) != MT_OK) {
         fprintf(stderr, "fuzz: written recipe does not validate: %s\n--- written:\n%s\n", mt_last_error(), text);
         bad = 1;
-    } else if (!fuzz_same(&r, &back)) {
+    } else if (!recipe_same_values(&r, &back)) {
         fprintf(stderr, "fuzz: written recipe validates to other values\n--- written:\n%s\n", text);
         bad = 1;
-    } else if ((st = mt_recipe_validate(&r, world)) != MT_OK || !fuzz_same(&r, &back)) {
+    } else if ((st = mt_recipe_validate(&r, world)) != MT_OK || !recipe_same_values(&r, &back)) {
         fprintf(stderr, "fuzz: validating twice changes the recipe: %s\n", st ? mt_last_error() : "");
         bad = 1;
     }
@@ -128,22 +120,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 #ifdef MT_FUZZ_REPLAY_MAIN
 /* Plain replay driver: fuzz_recipe FILE... (e.g. a crash-* file from libFuzzer). */
-int main(int argc, char **argv) {
-    int failed = 0;
-    for (int i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (!f) { perror(argv[i]); failed++; continue; }
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-        size_t got = buf ? fread(buf, 1, (size_t)(n > 0 ? n : 0), f) : 0;
-        fclose(f);
-        int bad = fuzz_recipe_one(buf, got);
-        printf("%s: %s\n", argv[i], bad ? "FAILED" : "ok");
-        failed += bad;
-        free(buf);
-    }
-    return failed ? 1 : 0;
-}
+int main(int argc, char **argv) { return fuzz_replay_files(argc, argv, fuzz_recipe_one); }
 #endif

@@ -19,6 +19,7 @@
 #include "core/ckpt/safetensors.h"
 #include "core/crc32c.h"
 #include "core/crc32c_internal.h"
+#include "test/fuzz/fuzz_file.h"
 
 #define FUZZ_NAME "fuzz.safetensors"
 
@@ -40,25 +41,6 @@ static const char *fuzz_tmp(void) {
         atexit(fuzz_tmp_remove);
     }
     return fuzz_tmp_path;
-}
-
-static uint8_t *fuzz_read(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    uint8_t *b = NULL;
-    size_t cap = 0, got;
-    *n = 0;
-    do {
-        if (*n == cap) {
-            uint8_t *nb = realloc(b, cap = cap ? 2 * cap : 4096);
-            if (!nb) break;
-            b = nb;
-        }
-        got = fread(b + *n, 1, cap - *n, f);
-        *n += got;
-    } while (got > 0);
-    fclose(f);
-    return b;
 }
 
 static int fuzz_consistent(const mt_st_header *h, size_t n_bytes) {
@@ -122,7 +104,7 @@ static int fuzz_safetensors_one(const uint8_t *data, size_t n_bytes) {
         goto done;
     }
     size_t n_back = 0;
-    uint8_t *back = fuzz_read(path, &n_back);
+    uint8_t *back = fuzz_read_file(path, &n_back);
     mt_st_header h2;
     if (!back || n_back != file_bytes || data_start % 8 || mt_crc32c(0, back, n_back) != crc) {
         fprintf(stderr, "fuzz: written file: %zu bytes (writer: %llu), data at %llu, CRC %08x (writer: %08x)\n", n_back,
@@ -163,17 +145,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 #ifdef MT_FUZZ_REPLAY_MAIN
 /* Plain replay driver: fuzz_safetensors FILE... (e.g. a crash-* file from libFuzzer). */
-int main(int argc, char **argv) {
-    int failed = 0;
-    for (int i = 1; i < argc; i++) {
-        size_t n = 0;
-        uint8_t *buf = fuzz_read(argv[i], &n);
-        if (!buf) { perror(argv[i]); failed++; continue; }
-        int bad = fuzz_safetensors_one(buf, n);
-        printf("%s: %s\n", argv[i], bad ? "FAILED" : "ok");
-        failed += bad;
-        free(buf);
-    }
-    return failed ? 1 : 0;
-}
+int main(int argc, char **argv) { return fuzz_replay_files(argc, argv, fuzz_safetensors_one); }
 #endif

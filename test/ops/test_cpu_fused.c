@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "test/test.h"
+#include "test/unit/tiny_model.h"
 #include "core/backend.h"
 #include "core/recipe/recipe.h"
 #include "core/rng.h"
@@ -129,20 +130,9 @@ static mt_status counting_init_normal(mt_backend *b, const mt_init_normal_args *
 
 static void test_model_device_init(const char *arch) {
     static mt_recipe r;
-    mt_recipe_defaults(&r);
-    CHECK(mt_recipe_set(&r, "model.arch", arch, "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.layers", "2", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.hidden", "16", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.heads", "4", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.vocab", "37", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.seq_length", "6", "test") == MT_OK);
+    tiny_recipe(&r, arch, 6);
     if (strcmp(arch, "llama") == 0) CHECK(mt_recipe_set(&r, "model.ffn_hidden", "48", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.micro_batch", "1", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.global_batch", "1", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.iters", "1", "test") == MT_OK);
-    mt_status vs = mt_recipe_validate(&r, 1);
-    CHECKF(vs == MT_OK, "%s", mt_last_error());
-    if (vs != MT_OK) return;
+    if (tiny_batch_validate(&r, 1) != MT_OK) return;
     mt_backend dev_like = be;
     dev_like.host_memory = 0; /* the CPU's buffers are still host memory: only the init path changes */
     struct mt_backend_i counting = *be.i; /* count the init_normal calls: the device path must run */

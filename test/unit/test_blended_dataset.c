@@ -21,35 +21,15 @@
 #include "core/data/index_cache.h"
 #include "core/data/indexed.h"
 #include "test/test.h"
+#include "test/test_files.h"
+#include "test/unit/dataset_files.h"
 
 static char g_dir[] = "/tmp/mt_test_blend_XXXXXX";
 
-/* n_docs documents of lengths 1..max_len; token = base + global position. */
+/* n_docs documents of lengths 1..max_len at g_dir/name; token = base + global position. */
 static int make_dataset(const char *name, int n_docs, int max_len, int32_t base,
                         uint64_t seed) {
-    char prefix[512];
-    snprintf(prefix, sizeof prefix, "%s/%s", g_dir, name);
-    mt_indexed_writer w;
-    if (mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_I32) != MT_OK) return 0;
-    int32_t *doc = malloc((size_t)max_len * sizeof *doc);
-    int32_t pos = 0;
-    uint64_t x = seed;
-    for (int d = 0; d < n_docs; d++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        int n = 1 + (int)((x >> 33) % (uint64_t)max_len);
-        for (int i = 0; i < n; i++) doc[i] = base + pos++;
-        if (mt_indexed_writer_add_document(&w, doc, n) != MT_OK) return 0;
-    }
-    free(doc);
-    return mt_indexed_writer_finish(&w) == MT_OK;
-}
-
-static char *pfx(const char *name) {
-    static char buf[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
+    return test_write_dataset(test_path(g_dir, name), n_docs, max_len, base, seed);
 }
 
 static void test_parse(void) {
@@ -134,7 +114,7 @@ static void test_blend_stream(void) {
         return;
     }
     char path[1200];
-    snprintf(path, sizeof path, "0.3 %s 0.7 %s", pfx("A"), pfx("B"));
+    snprintf(path, sizeof path, "0.3 %s 0.7 %s", test_path(g_dir, "A"), test_path(g_dir, "B"));
     mt_blended_dataset *d = NULL;
     mt_status st = mt_blended_dataset_open(&d, path, "969,30,1", MT_SPLIT_TRAIN, T, 1234, 10000, NULL);
     CHECKF(st == MT_OK, "open blend: %s", mt_last_error());
@@ -178,8 +158,8 @@ static void test_blend_stream(void) {
 
     /* The valid split of a blend: every token from the valid documents of its dataset. */
     mt_indexed a, b;
-    CHECK(mt_indexed_open(&a, pfx("A")) == MT_OK);
-    CHECK(mt_indexed_open(&b, pfx("B")) == MT_OK);
+    CHECK(mt_indexed_open(&a, test_path(g_dir, "A")) == MT_OK);
+    CHECK(mt_indexed_open(&b, test_path(g_dir, "B")) == MT_OK);
     int64_t ba[4], bb[4];
     mt_gpt_split_bounds("969,30,1", 300, ba);
     mt_gpt_split_bounds("969,30,1", 500, bb);
@@ -214,7 +194,7 @@ static void test_blend_stream(void) {
     }
 
     /* A missing prefix names its blend entry and file. */
-    snprintf(path, sizeof path, "0.5 %s 0.5 %s", pfx("A"), pfx("nope"));
+    snprintf(path, sizeof path, "0.5 %s 0.5 %s", test_path(g_dir, "A"), test_path(g_dir, "nope"));
     CHECK(mt_blended_dataset_open(&v, path, "969,30,1", MT_SPLIT_TRAIN, T, 1, 100, NULL) == MT_ERR_IO);
     CHECK_STR_CONTAINS(mt_last_error(), "blend entry 2 of 2");
     CHECK_STR_CONTAINS(mt_last_error(), "nope.idx");
@@ -223,9 +203,9 @@ static void test_blend_stream(void) {
     /* One prefix: exactly the GPT dataset's stream. */
     mt_indexed ia;
     mt_gpt_dataset *g = NULL;
-    CHECK(mt_indexed_open(&ia, pfx("A")) == MT_OK);
+    CHECK(mt_indexed_open(&ia, test_path(g_dir, "A")) == MT_OK);
     CHECK(mt_gpt_dataset_open(&g, &ia, "969,30,1", MT_SPLIT_TRAIN, T, 77, 500) == MT_OK);
-    CHECK(mt_blended_dataset_open(&v, pfx("A"), "969,30,1", MT_SPLIT_TRAIN, T, 77, 500, NULL) == MT_OK);
+    CHECK(mt_blended_dataset_open(&v, test_path(g_dir, "A"), "969,30,1", MT_SPLIT_TRAIN, T, 77, 500, NULL) == MT_OK);
     if (g && v) {
         CHECK(mt_blended_dataset_len(v) == mt_gpt_dataset_len(g));
         int n_diff = 0;
@@ -284,7 +264,7 @@ static void test_cache(void) {
     char cache[600], file[1024], file2[1024];
     snprintf(cache, sizeof cache, "%s/cache/nested", g_dir);
     mt_indexed ds;
-    CHECK(mt_indexed_open(&ds, pfx("C")) == MT_OK);
+    CHECK(mt_indexed_open(&ds, test_path(g_dir, "C")) == MT_OK);
     mt_gpt_dataset *ref = NULL, *d = NULL;
     CHECK(mt_gpt_dataset_open(&ref, &ds, "969,30,1", MT_SPLIT_TRAIN, 32, 5, 2000) == MT_OK);
     mt_gpt_dataset_info info;
@@ -342,13 +322,13 @@ static void test_cache(void) {
     mt_gpt_dataset_close(ref);
     mt_indexed_close(&ds);
     CHECK(make_dataset("C", 420, 60, 0, 3));
-    CHECK(mt_indexed_open(&ds, pfx("C")) == MT_OK);
+    CHECK(mt_indexed_open(&ds, test_path(g_dir, "C")) == MT_OK);
     CHECK(open_state(&ds, cache, 5, &d, file2, sizeof file2) == MT_INDEX_CACHE_SAVED);
     CHECK(strcmp(file, file2) != 0);
     mt_gpt_dataset_close(d);
     /* only the modification time changes -> another file too */
     char idx[600];
-    snprintf(idx, sizeof idx, "%s.idx", pfx("C"));
+    snprintf(idx, sizeof idx, "%s.idx", test_path(g_dir, "C"));
     struct timespec times[2] = {{1000000000, 0}, {1000000000, 0}};
     CHECK(utimensat(AT_FDCWD, idx, times, 0) == 0);
     CHECK(open_state(&ds, cache, 5, &d, file, sizeof file) == MT_INDEX_CACHE_SAVED);
@@ -378,7 +358,7 @@ static void test_cache(void) {
 
     /* the blending index is cached as well */
     char path[1200];
-    snprintf(path, sizeof path, "1 %s 3 %s", pfx("A"), pfx("C"));
+    snprintf(path, sizeof path, "1 %s 3 %s", test_path(g_dir, "A"), test_path(g_dir, "C"));
     mt_blended_dataset *b1 = NULL, *b2 = NULL, *b0 = NULL;
     CHECK(mt_blended_dataset_open(&b0, path, "969,30,1", MT_SPLIT_TRAIN, 32, 9, 3000, NULL) == MT_OK);
     CHECK(mt_blended_dataset_open(&b1, path, "969,30,1", MT_SPLIT_TRAIN, 32, 9, 3000, cache) == MT_OK);
@@ -396,16 +376,11 @@ static void test_cache(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make(g_dir)) return 1;
     test_parse();
     test_blending_indices();
     test_blend_stream();
     test_cache();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    test_tmpdir_remove(g_dir);
     TEST_MAIN_END();
 }

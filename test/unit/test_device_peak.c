@@ -7,6 +7,7 @@
 #include "core/model/model_layout.h"
 #include "core/recipe/recipe.h"
 #include "test/test.h"
+#include "test/unit/tiny_model.h"
 
 int main(void) {
     /* exact names as cudaGetDeviceProperties spells them */
@@ -40,11 +41,8 @@ int main(void) {
      * et al. 2021: 96 B s l h^2 (1 + s/6h + V/16lh) against 72 B s l h^2 (1 + s/6h + V/12lh));
      * half the layers, half of that; selective, the attention core's 4 B s^2 h per layer */
     static mt_recipe r;
-    mt_recipe_defaults(&r);
-    CHECK(mt_recipe_load_file(&r, "configs/gpt125m.yaml") == MT_OK);
-    CHECK(mt_recipe_validate(&r, 1) == MT_OK);
     mt_param_layout pl;
-    CHECK(mt_param_layout_build(&r, &pl) == MT_OK);
+    config_layout(&r, "configs/gpt125m.yaml", &pl);
     const double f0 = mt_model_flops_per_seq(&pl, MT_RECOMPUTE_NONE), f1 = mt_model_flops_per_seq(&pl, MT_RECOMPUTE_FULL);
     const double s = pl.T, l = pl.L_global, h = pl.C, V = pl.Vp;
     double model = 0, hw = 0;

@@ -11,27 +11,16 @@
 #include "core/data/gpt_dataset.h"
 #include "core/data/indexed.h"
 #include "test/test.h"
+#include "test/test_files.h"
+#include "test/unit/dataset_files.h"
 
 static char g_dir[] = "/tmp/mt_test_gpt_XXXXXX";
 
-/* n_docs documents of pseudo-random lengths 1..max_len; token value = global position. */
+/* n_docs documents of pseudo-random lengths 1..max_len at g_dir/name, opened into ds; token
+ * value = global position. */
 static int make_dataset(const char *name, int n_docs, int max_len, mt_indexed *ds) {
-    char prefix[512];
-    snprintf(prefix, sizeof prefix, "%s/%s", g_dir, name);
-    mt_indexed_writer w;
-    if (mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_I32) != MT_OK) return 0;
-    int32_t *doc = malloc((size_t)max_len * sizeof *doc);
-    int32_t pos = 0;
-    uint64_t x = 12345;
-    for (int d = 0; d < n_docs; d++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        int n = 1 + (int)((x >> 33) % (uint64_t)max_len);
-        for (int i = 0; i < n; i++) doc[i] = pos++;
-        if (mt_indexed_writer_add_document(&w, doc, n) != MT_OK) return 0;
-    }
-    free(doc);
-    if (mt_indexed_writer_finish(&w) != MT_OK) return 0;
-    return mt_indexed_open(ds, prefix) == MT_OK;
+    const char *prefix = test_path(g_dir, name);
+    return test_write_dataset(prefix, n_docs, max_len, 0, 12345) && mt_indexed_open(ds, prefix) == MT_OK;
 }
 
 static void test_split_bounds(void) {
@@ -283,14 +272,9 @@ static void test_sampling(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make(g_dir)) return 1;
     test_split_bounds();
     test_sampling();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    test_tmpdir_remove(g_dir);
     TEST_MAIN_END();
 }

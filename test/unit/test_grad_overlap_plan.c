@@ -19,24 +19,16 @@
 #include "core/recipe/recipe.h"
 #include "parallel/grad_overlap.h"
 #include "test/test.h"
+#include "test/unit/tiny_model.h"
 
 static void recipe(mt_recipe *r, const char *arch, int pp, int vpp, int experts) {
-    char b[16];
-    mt_recipe_defaults(r);
-    CHECK(mt_recipe_set(r, "model.arch", arch, "test") == MT_OK);
-    CHECK(mt_recipe_set(r, "model.layers", "8", "test") == MT_OK);
-    CHECK(mt_recipe_set(r, "model.hidden", "16", "test") == MT_OK);
-    CHECK(mt_recipe_set(r, "model.heads", "4", "test") == MT_OK);
-    CHECK(mt_recipe_set(r, "model.vocab", "37", "test") == MT_OK);
-    CHECK(mt_recipe_set(r, "model.seq_length", "6", "test") == MT_OK);
+    tiny_recipe(r, arch, 6);
+    set_recipe_int(r, "model.layers", 8);
     if (!strcmp(arch, "gpt")) CHECK(mt_recipe_set(r, "model.tie_embeddings", "true", "test") == MT_OK);
-    snprintf(b, sizeof b, "%d", pp);
-    CHECK(mt_recipe_set(r, "parallel.pipeline", b, "test") == MT_OK);
-    snprintf(b, sizeof b, "%d", vpp);
-    CHECK(mt_recipe_set(r, "parallel.virtual_pipeline", b, "test") == MT_OK);
+    set_recipe_int(r, "parallel.pipeline", pp);
+    set_recipe_int(r, "parallel.virtual_pipeline", vpp);
     if (experts) {
-        snprintf(b, sizeof b, "%d", experts);
-        CHECK(mt_recipe_set(r, "model.moe.experts", b, "test") == MT_OK);
+        set_recipe_int(r, "model.moe.experts", experts);
         CHECK(mt_recipe_set(r, "model.moe.top_k", "2", "test") == MT_OK);
     }
 }

@@ -271,14 +271,14 @@ static void test_config(void) {
     CHECK(a && a->type == MT_JSON_ARRAY && a->n_items == 1 && !strcmp(a->items[0].str, "GPT2LMHeadModel"));
     CHECK(!strcmp(get(gd.root, "model_type", MT_JSON_STRING)->str, "gpt2"));
     CHECK(!strcmp(get(gd.root, "activation_function", MT_JSON_STRING)->str, "gelu_new"));
-    check_int(gd.root, "vocab_size", 37);
-    check_int(gd.root, "n_positions", 9);
-    check_int(gd.root, "n_ctx", 9);
-    check_int(gd.root, "n_embd", 12);
-    check_int(gd.root, "n_layer", 3);
-    check_int(gd.root, "n_head", 4);
-    check_int(gd.root, "n_inner", 20);
-    check_int(gd.root, "eos_token_id", 36);
+    static const struct { const char *key; int value; } g_ints[] = {
+        {"vocab_size", 37}, {"n_positions", 9}, {"n_ctx", 9},   {"n_embd", 12},
+        {"n_layer", 3},     {"n_head", 4},      {"n_inner", 20}, {"eos_token_id", 36},
+    }, l_ints[] = {
+        {"num_key_value_heads", 2}, {"num_attention_heads", 4}, {"intermediate_size", 20},
+        {"max_position_embeddings", 9},
+    };
+    for (size_t k = 0; k < sizeof g_ints / sizeof g_ints[0]; k++) check_int(gd.root, g_ints[k].key, g_ints[k].value);
     CHECK((float)get(gd.root, "layer_norm_epsilon", MT_JSON_NUMBER)->number == 1e-5f);
     CHECK(get(gd.root, "resid_pdrop", MT_JSON_NUMBER)->number == 0.0);
     get(gd.root, "tie_word_embeddings", MT_JSON_TRUE);
@@ -287,10 +287,7 @@ static void test_config(void) {
     CHECK(a && a->n_items == 1 && !strcmp(a->items[0].str, "LlamaForCausalLM"));
     CHECK(!strcmp(get(ld.root, "model_type", MT_JSON_STRING)->str, "llama"));
     CHECK(!strcmp(get(ld.root, "hidden_act", MT_JSON_STRING)->str, "silu"));
-    check_int(ld.root, "num_key_value_heads", 2);
-    check_int(ld.root, "num_attention_heads", 4);
-    check_int(ld.root, "intermediate_size", 20);
-    check_int(ld.root, "max_position_embeddings", 9);
+    for (size_t k = 0; k < sizeof l_ints / sizeof l_ints[0]; k++) check_int(ld.root, l_ints[k].key, l_ints[k].value);
     CHECK(get(ld.root, "rope_theta", MT_JSON_NUMBER)->number == 10000.0);
     get(ld.root, "tie_word_embeddings", MT_JSON_FALSE);
     get(ld.root, "attention_bias", MT_JSON_FALSE);

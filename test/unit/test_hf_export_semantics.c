@@ -16,6 +16,7 @@
 #include "core/ckpt/hf_export.h"
 #include "core/rng.h"
 #include "test/test.h"
+#include "test/unit/tiny_model.h"
 #include "train/model.h"
 
 typedef struct {
@@ -223,14 +224,8 @@ static double hf_loss(const hf_state *s, const mt_hf_model *m, const int32_t *to
 
 static void check_semantics(const char *arch, int bias) {
     static mt_recipe r;
-    mt_recipe_defaults(&r);
     const int B = 2, T = 7, V = 37;
-    CHECK(mt_recipe_set(&r, "model.arch", arch, "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.layers", "2", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.hidden", "16", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.heads", "4", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.vocab", "37", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.seq_length", "7", "test") == MT_OK);
+    tiny_recipe(&r, arch, T);
     CHECK(mt_recipe_set(&r, "model.norm_eps", "1e-5", "test") == MT_OK);
     const int llama = !strcmp(arch, "llama");
     if (llama) {
@@ -239,17 +234,10 @@ static void check_semantics(const char *arch, int bias) {
         CHECK(mt_recipe_set(&r, "model.rope_theta", "100", "test") == MT_OK); /* large angles at 7 positions */
         if (bias) CHECK(mt_recipe_set(&r, "model.bias", "true", "test") == MT_OK);
     }
-    CHECK(mt_recipe_set(&r, "training.micro_batch", "2", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.global_batch", "2", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.iters", "1", "test") == MT_OK);
-    mt_status st = mt_recipe_validate(&r, 1);
-    CHECKF(st == MT_OK, "%s", mt_last_error());
+    mt_status st = tiny_batch_validate(&r, B);
     mt_backend be;
-    CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
     mt_model m;
-    st = mt_model_init(&m, &r, &be, B, 1, 0);
-    CHECKF(st == MT_OK, "%s", mt_last_error());
-    if (st != MT_OK) return;
+    if ((st = tiny_model_open(&m, &be, &r, B)) != MT_OK) return;
     /* random values everywhere (norm weights around 1), the padding rows included */
     const size_t n = m.pl.n_elems;
     float *p = calloc(n, 4);

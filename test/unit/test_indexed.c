@@ -3,7 +3,7 @@
  * .idx and a 22-byte .bin, the layout of Megatron-LM's megatron/core/datasets/indexed_dataset.py)
  * byte for byte; the reader reads it back; every corruption class is MT_ERR_DATA naming the
  * file; missing files are MT_ERR_IO; truncation at every length and random byte flips never
- * crash; other dtypes, empty documents and many sequences round-trip. Guards (issue 18): the
+ * crash; other dtypes, empty documents and many sequences round-trip. Guards: the
  * writer's temporaries carry its pid and a new writer removes only the dead-pid temporaries of
  * its own name; a file changed under an open dataset is found by mt_indexed_check_unchanged;
  * reading a truncated .bin ends the process with the SIGBUS message naming it (in a child); a
@@ -20,6 +20,7 @@
 #include "core/data/data_path.h"
 #include "core/data/indexed.h"
 #include "test/test.h"
+#include "test/test_files.h"
 
 static char g_dir[] = "/tmp/mt_test_indexed_XXXXXX";
 
@@ -64,18 +65,6 @@ static int write_file(const char *path, const void *p, size_t n_bytes) {
     size_t w = n_bytes ? fwrite(p, 1, n_bytes, f) : 0;
     fclose(f);
     return w == n_bytes;
-}
-
-static uint8_t *read_file(const char *path, size_t *n_bytes) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)n + 1);
-    *n_bytes = fread(p, 1, (size_t)n, f);
-    fclose(f);
-    return p;
 }
 
 /* Writes a dataset from raw bytes and tries to open it. */
@@ -144,9 +133,9 @@ static void test_golden_write_read(void) {
 
     size_t n_idx = 0, n_bin = 0;
     path_of(p, sizeof p, "golden", ".idx");
-    uint8_t *idx = read_file(p, &n_idx);
+    uint8_t *idx = test_read_file(p, &n_idx);
     path_of(p, sizeof p, "golden", ".bin");
-    uint8_t *bin = read_file(p, &n_bin);
+    uint8_t *bin = test_read_file(p, &n_bin);
     CHECK(idx && n_idx == 102 && memcmp(idx, k_golden_idx, 102) == 0);
     CHECK(bin && n_bin == 22 && memcmp(bin, k_golden_bin, 22) == 0);
     if (idx && n_idx == 102) {
@@ -209,48 +198,36 @@ static void test_corruptions(void) {
     idx[17] = 9;
     expect_corrupt("dtype9", idx, 102, k_golden_bin, 22, ".idx", "dtype");
 
-    /* Header counts that disagree with the .idx size. */
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 18, 1000);
-    expect_corrupt("seq_count", idx, 102, k_golden_bin, 22, ".idx", "1000 sequences");
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 18, UINT64_MAX / 4);
-    expect_corrupt("seq_count_huge", idx, 102, k_golden_bin, 22, ".idx", "truncated");
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 26, 3);
-    expect_corrupt("doc_count", idx, 102, k_golden_bin, 22, ".idx", "extra");
-
-    /* Lengths that disagree with the .bin (the pointers no longer line up). */
-    memcpy(idx, k_golden_idx, 102);
-    put_i32(idx + 34 + 4, 7);
-    expect_corrupt("length", idx, 102, k_golden_bin, 22, ".idx", "sequence_pointers[2]");
-    memcpy(idx, k_golden_idx, 102);
-    put_i32(idx + 34 + 8, 3);
-    expect_corrupt("last_length", idx, 102, k_golden_bin, 22, ".bin", "truncated");
-    memcpy(idx, k_golden_idx, 102);
-    put_i32(idx + 34, -3);
-    expect_corrupt("neg_length", idx, 102, k_golden_bin, 22, ".idx", "sequence_lengths[0]");
-
-    /* Non-monotonic pointers: [0, 18, 6]. */
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 46 + 8, 18);
-    put_u64(idx + 46 + 16, 6);
-    expect_corrupt("pointers", idx, 102, k_golden_bin, 22, ".idx", "sequence_pointers[1]");
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 46, 2);
-    expect_corrupt("pointer0", idx, 102, k_golden_bin, 22, ".idx", "sequence_pointers[0]");
-
-    /* document_indices: must start at 0, never decrease, end at sequence_count. */
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 70, 1);
-    expect_corrupt("doc_start", idx, 102, k_golden_bin, 22, ".idx", "document_indices[0]");
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 70 + 8, 2);
-    put_u64(idx + 70 + 16, 1);
-    expect_corrupt("doc_order", idx, 102, k_golden_bin, 22, ".idx", "document_indices[2]");
-    memcpy(idx, k_golden_idx, 102);
-    put_u64(idx + 70 + 24, 2);
-    expect_corrupt("doc_end", idx, 102, k_golden_bin, 22, ".idx", "document_indices[3]");
+    /* One or two fields of the golden .idx patched (offset, bytes 4 or 8, value): header counts
+     * that disagree with the .idx size, lengths that disagree with the .bin (the pointers no
+     * longer line up), non-monotonic pointers ([0, 18, 6]), document_indices that do not start
+     * at 0, decrease, or do not end at sequence_count. */
+    static const struct {
+        const char *name;
+        struct { int off, bytes; int64_t v; } patch[2]; /* bytes 0: no second patch */
+        const char *file, *needle;
+    } patched[] = {
+        {"seq_count", {{18, 8, 1000}}, ".idx", "1000 sequences"},
+        {"seq_count_huge", {{18, 8, (int64_t)(UINT64_MAX / 4)}}, ".idx", "truncated"},
+        {"doc_count", {{26, 8, 3}}, ".idx", "extra"},
+        {"length", {{34 + 4, 4, 7}}, ".idx", "sequence_pointers[2]"},
+        {"last_length", {{34 + 8, 4, 3}}, ".bin", "truncated"},
+        {"neg_length", {{34, 4, -3}}, ".idx", "sequence_lengths[0]"},
+        {"pointers", {{46 + 8, 8, 18}, {46 + 16, 8, 6}}, ".idx", "sequence_pointers[1]"},
+        {"pointer0", {{46, 8, 2}}, ".idx", "sequence_pointers[0]"},
+        {"doc_start", {{70, 8, 1}}, ".idx", "document_indices[0]"},
+        {"doc_order", {{70 + 8, 8, 2}, {70 + 16, 8, 1}}, ".idx", "document_indices[2]"},
+        {"doc_end", {{70 + 24, 8, 2}}, ".idx", "document_indices[3]"},
+    };
+    for (size_t k = 0; k < sizeof patched / sizeof patched[0]; k++) {
+        memcpy(idx, k_golden_idx, 102);
+        for (int q = 0; q < 2; q++) {
+            const int off = patched[k].patch[q].off;
+            if (patched[k].patch[q].bytes == 4) put_i32(idx + off, (int32_t)patched[k].patch[q].v);
+            if (patched[k].patch[q].bytes == 8) put_u64(idx + off, (uint64_t)patched[k].patch[q].v);
+        }
+        expect_corrupt(patched[k].name, idx, 102, k_golden_bin, 22, patched[k].file, patched[k].needle);
+    }
 
     /* Missing files: MT_ERR_IO with the path and strerror. */
     char prefix[512], p[600];
@@ -425,7 +402,7 @@ static void test_roundtrips(void) {
     CHECK_STR_CONTAINS(mt_last_error(), "/nonexistent-dir/x.bin.tmp");
 }
 
-/* ---- guards (issue 18) ------------------------------------------------------------------ */
+/* ---- guards ------------------------------------------------------------------------------ */
 
 static int exists(const char *path) { return access(path, F_OK) == 0; }
 
@@ -574,10 +551,7 @@ static void test_data_path_messages(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make(g_dir)) return 1;
     test_golden_write_read();
     test_corruptions();
     test_fuzz();
@@ -586,8 +560,6 @@ int main(void) {
     test_check_unchanged();
     test_sigbus_message();
     test_data_path_messages();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    test_tmpdir_remove(g_dir);
     TEST_MAIN_END();
 }

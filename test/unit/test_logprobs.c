@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "parallel/parallel_state.h"
 #include "test/test.h"
+#include "test/unit/tiny_model.h"
 #include "train/logprobs.h"
 
 enum { V = 37, T = 8 };
@@ -22,23 +23,13 @@ enum { V = 37, T = 8 };
 static void check_scoring(const char *arch) {
     static mt_recipe r;
     static mt_parallel_state ps;
-    mt_recipe_defaults(&r);
-    CHECK(mt_recipe_set(&r, "model.arch", arch, "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.layers", "2", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.hidden", "16", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.heads", "4", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.vocab", "37", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.seq_length", "8", "test") == MT_OK);
+    tiny_recipe(&r, arch, T);
     CHECK(mt_recipe_set(&r, "model.init_std", "0.3", "test") == MT_OK);
     if (!strcmp(arch, "llama")) {
         CHECK(mt_recipe_set(&r, "model.kv_heads", "2", "test") == MT_OK);
         CHECK(mt_recipe_set(&r, "model.ffn_hidden", "24", "test") == MT_OK);
     }
-    CHECK(mt_recipe_set(&r, "training.micro_batch", "1", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.global_batch", "1", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.iters", "1", "test") == MT_OK);
-    mt_status st = mt_recipe_validate(&r, 1);
-    CHECKF(st == MT_OK, "%s", mt_last_error());
+    mt_status st = tiny_batch_validate(&r, 1);
     mt_pstate_single(&ps);
     mt_backend be;
     CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
@@ -162,18 +153,18 @@ static void check_compare(void) {
     const char *p2 = write_file("p2.jsonl", "{\"prompt\": \"y\", \"tokens\": [3, 4], \"logprobs\": [-1, -2]}\n");
     CHECK(mt_logprobs_compare(p1, p2, &d) == MT_ERR_DATA);
     CHECK_STR_CONTAINS(mt_last_error(), "the \"prompt\" texts differ");
-    /* malformed */
-    const char *m1 = write_file("m1.jsonl", "{\"tokens\": [3, 4], \"logprobs\": [-1]}\n");
-    CHECK(mt_logprobs_compare(m1, m1, &d) == MT_ERR_DATA);
-    CHECK_STR_CONTAINS(mt_last_error(), "1 logprobs for 2 tokens");
-    const char *m2 = write_file("m2.jsonl", "{\"tokens\": [3.5], \"logprobs\": [-1]}\n");
-    CHECK(mt_logprobs_compare(m2, m2, &d) == MT_ERR_DATA);
-    CHECK_STR_CONTAINS(mt_last_error(), "\"tokens\"[0] is not an integer");
-    const char *m3 = write_file("m3.jsonl", "{\"tokens\": [3], \"logprobs\": [-1]\n");
-    CHECK(mt_logprobs_compare(m3, m3, &d) == MT_ERR_DATA);
-    CHECK_STR_CONTAINS(mt_last_error(), "m3.jsonl:1");
-    const char *e = write_file("e.jsonl", "\n");
-    CHECK(mt_logprobs_compare(e, e, &d) == MT_ERR_DATA);
+    /* malformed, each file against itself */
+    static const struct { const char *name, *text, *needle; } bad[] = {
+        {"m1.jsonl", "{\"tokens\": [3, 4], \"logprobs\": [-1]}\n", "1 logprobs for 2 tokens"},
+        {"m2.jsonl", "{\"tokens\": [3.5], \"logprobs\": [-1]}\n", "\"tokens\"[0] is not an integer"},
+        {"m3.jsonl", "{\"tokens\": [3], \"logprobs\": [-1]\n", "m3.jsonl:1"},
+        {"e.jsonl", "\n", ""},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        const char *f = write_file(bad[k].name, bad[k].text);
+        CHECK(mt_logprobs_compare(f, f, &d) == MT_ERR_DATA);
+        CHECK_STR_CONTAINS(mt_last_error(), bad[k].needle);
+    }
     CHECK(mt_logprobs_compare("/nonexistent/x.jsonl", a, &d) == MT_ERR_IO);
     char cmd[96];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -18,6 +18,7 @@
 #include "core/recipe/recipe.h"
 #include "core/rng.h"
 #include "test/test.h"
+#include "test/unit/tiny_model.h"
 
 static float loss_of(mt_model *m, const int32_t *tokens, float dloss, int backward, int n_tok) {
     float loss = 0, gsq = 0;
@@ -75,17 +76,11 @@ static float *g_ref[2]; /* gradient without recompute, per arch */
  * finite differences only; the bitwise recompute comparison uses the plain models) */
 static void check_model(const char *arch, const char *rc_method, const char *variant) {
     static mt_recipe r;
-    mt_recipe_defaults(&r);
+    tiny_recipe(&r, arch, 6);
     if (rc_method) {
         CHECK(mt_recipe_set(&r, "training.recompute", "full", "test") == MT_OK);
         CHECK(mt_recipe_set(&r, "training.recompute_method", rc_method, "test") == MT_OK);
     }
-    CHECK(mt_recipe_set(&r, "model.arch", arch, "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.layers", "2", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.hidden", "16", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.heads", "4", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.vocab", "37", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "model.seq_length", "6", "test") == MT_OK);
     CHECK(mt_recipe_set(&r, "model.init_std", "0.2", "test") == MT_OK);
     if (!strcmp(arch, "llama")) {
         CHECK(mt_recipe_set(&r, "model.kv_heads", "2", "test") == MT_OK);
@@ -95,9 +90,6 @@ static void check_model(const char *arch, const char *rc_method, const char *var
     }
     if (rc_method && !strcmp(rc_method, "block"))
         CHECK(mt_recipe_set(&r, "training.recompute_num_layers", "1", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.micro_batch", "3", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.global_batch", "3", "test") == MT_OK);
-    CHECK(mt_recipe_set(&r, "training.iters", "1", "test") == MT_OK);
     char kv[256];
     snprintf(kv, sizeof kv, "%s", variant ? variant : "");
     for (char *save = NULL, *s = strtok_r(kv, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
@@ -108,15 +100,11 @@ static void check_model(const char *arch, const char *rc_method, const char *var
         CHECKF(mt_recipe_set(&r, s, eq + 1, "test") == MT_OK, "%s", mt_last_error());
     }
     if (variant) arch = variant; /* names the checks below */
-    mt_status vs = mt_recipe_validate(&r, 1);
-    CHECKF(vs == MT_OK, "%s", mt_last_error());
+    tiny_batch_validate(&r, 3);
 
     mt_backend be;
-    CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
     mt_model m;
-    mt_status st = mt_model_init(&m, &r, &be, 3, 1, 0);
-    CHECKF(st == MT_OK, "%s", mt_last_error());
-    if (st != MT_OK) return;
+    if (tiny_model_open(&m, &be, &r, 3) != MT_OK) return;
     const int B = 3, T = 6, N = B * T;
     int32_t tokens[3 * 7];
     for (int i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)(mt_rng_u64(7, 1, i) % 37);

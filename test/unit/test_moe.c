@@ -1,5 +1,5 @@
 /* test_moe.c — the mixture-of-experts pieces against a double-precision reference written here
- * (acceptance 1 of issue 14):
+ * (MoE's first acceptance test):
  *   1. moe_route: softmax, top-k, weights (renormalised and pre-softmax), the capacity rule (which
  *      assignments are dropped: per sequence, in token order), dispatch rows, counts, and the
  *      load-balancing loss E/(N^2 k) sum_e P_e routed_e and z-loss mean lse^2 values;
@@ -20,6 +20,7 @@
 #include "core/recipe/recipe.h"
 #include "core/rng.h"
 #include "test/test.h"
+#include "test/unit/tiny_model.h"
 #include "train/model.h"
 
 enum { N = 12, T = 6, E = 4, K = 2 };
@@ -206,22 +207,16 @@ static double objective_of(mt_model *m, const int32_t *tokens, float dloss, int 
 
 static void check_model(void) {
     static mt_recipe r;
-    mt_recipe_defaults(&r);
-    const char *kv[][2] = {{"model.arch", "llama"},        {"model.layers", "2"},      {"model.hidden", "16"},
-                           {"model.heads", "4"},           {"model.kv_heads", "2"},    {"model.ffn_hidden", "12"},
-                           {"model.vocab", "37"},          {"model.seq_length", "6"},  {"model.init_std", "0.2"},
-                           {"model.moe.experts", "4"},     {"model.moe.top_k", "2"},   {"model.moe.capacity_factor", "0"},
-                           {"model.moe.aux_loss_coeff", "0.1"}, {"model.moe.z_loss_coeff", "0.01"},
-                           {"training.micro_batch", "3"},  {"training.global_batch", "3"}, {"training.iters", "1"}};
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) CHECK(mt_recipe_set(&r, kv[i][0], kv[i][1], "test") == MT_OK);
-    mt_status vs = mt_recipe_validate(&r, 1);
-    CHECKF(vs == MT_OK, "%s", mt_last_error());
+    tiny_recipe(&r, "llama", 6);
+    const char *const kv[][2] = {{"model.kv_heads", "2"},           {"model.ffn_hidden", "12"},
+                                 {"model.init_std", "0.2"},         {"model.moe.experts", "4"},
+                                 {"model.moe.top_k", "2"},          {"model.moe.capacity_factor", "0"},
+                                 {"model.moe.aux_loss_coeff", "0.1"}, {"model.moe.z_loss_coeff", "0.01"}};
+    set_recipe_keys(&r, kv, sizeof kv / sizeof kv[0]);
+    tiny_batch_validate(&r, 3);
     mt_backend be;
-    CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
     mt_model m;
-    mt_status st = mt_model_init(&m, &r, &be, 3, 1, 0);
-    CHECKF(st == MT_OK, "%s", mt_last_error());
-    if (st != MT_OK) return;
+    if (tiny_model_open(&m, &be, &r, 3) != MT_OK) return;
     const int B = 3, Tt = 6, n_tok = B * Tt;
     int32_t tokens[3 * 7];
     for (int i = 0; i < B * (Tt + 1); i++) tokens[i] = (int32_t)(mt_rng_u64(7, 1, (uint64_t)i) % 37);

@@ -8,6 +8,7 @@
 #include "train/optim.h"
 #include "core/recipe/recipe.h"
 #include "test/test.h"
+#include "test/unit/tiny_model.h"
 
 int main(void) {
     mt_optimizer_cfg o = {0};
@@ -76,11 +77,8 @@ int main(void) {
 
     /* FLOPs: GPT-2 small shape, compare with Megatron's closed form (V = padded vocab) */
     static mt_recipe r;
-    mt_recipe_defaults(&r);
-    CHECK(mt_recipe_load_file(&r, "configs/gpt125m.yaml") == MT_OK);
-    CHECK(mt_recipe_validate(&r, 1) == MT_OK);
     mt_param_layout pl;
-    CHECK(mt_param_layout_build(&r, &pl) == MT_OK);
+    config_layout(&r, "configs/gpt125m.yaml", &pl);
     const double s = pl.T, l = pl.L, h = pl.C, V = pl.Vp;
     const double megatron = 72.0 * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
     CHECK_NEAR(mt_model_flops_per_seq(&pl, MT_RECOMPUTE_NONE), megatron, 0, 1e-12);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/recipe/recipe.h"
+#include "test/recipe_same.h"
 #include "core/recipe/recipe_internal.h"
 #include "test/test.h"
 
@@ -43,16 +44,6 @@ static mt_status load(mt_recipe *r, const char *yaml) {
 /* model last so tests can append model keys; appended lines start at line 8 */
 #define BASE_MODEL "model:\n  layers: 4\n  hidden: 128\n  heads: 4\n  seq_length: 128\n"
 #define BASE "training:\n  iters: 10\n" BASE_MODEL
-
-static int same_values(const mt_recipe *a, const mt_recipe *b) {
-    return !memcmp(&a->model, &b->model, sizeof a->model) &&
-           !memcmp(&a->parallel, &b->parallel, sizeof a->parallel) &&
-           !memcmp(&a->training, &b->training, sizeof a->training) &&
-           !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer) &&
-           !memcmp(&a->data, &b->data, sizeof a->data) &&
-           !memcmp(&a->checkpoint, &b->checkpoint, sizeof a->checkpoint) &&
-           !memcmp(&a->logging, &b->logging, sizeof a->logging);
-}
 
 /* write_yaml, then load the text into fresh defaults. */
 static mt_status round_trip(const mt_recipe *r, mt_recipe *back) {
@@ -157,7 +148,7 @@ static void test_defaults(void) {
     CHECKF(mt_recipe_validate(&r, 1) == MT_OK, "%s", mt_last_error());
     CHECK(r.training.iters == 6 && r.training.tokens == 1001);
     mt_recipe back;
-    CHECK(round_trip(&r, &back) == MT_OK && same_values(&r, &back));
+    CHECK(round_trip(&r, &back) == MT_OK && recipe_same_values(&r, &back));
     CHECKF(mt_recipe_validate(&back, 1) == MT_OK, "%s", mt_last_error());
     /* an empty recipe is fine to load */
     CHECK(load(&r, "") == MT_OK && load(&r, "# only a comment\n") == MT_OK && load(&r, "~\n") == MT_OK);
@@ -171,14 +162,14 @@ static void test_shipped(void) {
         mt_status st = mt_recipe_load_file(&r, shipped[i]);
         CHECKF(st == MT_OK, "%s: %s", shipped[i], mt_last_error());
         if (st != MT_OK) continue;
-        CHECKF(round_trip(&r, &back) == MT_OK && same_values(&r, &back), "%s: round trip before validate", shipped[i]);
+        CHECKF(round_trip(&r, &back) == MT_OK && recipe_same_values(&r, &back), "%s: round trip before validate", shipped[i]);
         int dp = r.parallel.data > 0 ? r.parallel.data : 1;
         int world = r.parallel.tensor * r.parallel.pipeline * r.parallel.context * dp;
         st = mt_recipe_validate(&r, world);
         CHECKF(st == MT_OK, "%s (world %d): %s", shipped[i], world, mt_last_error());
-        CHECKF(round_trip(&r, &back) == MT_OK && same_values(&r, &back), "%s: round trip after validate", shipped[i]);
+        CHECKF(round_trip(&r, &back) == MT_OK && recipe_same_values(&r, &back), "%s: round trip after validate", shipped[i]);
         CHECKF(mt_recipe_validate(&back, world) == MT_OK, "%s: revalidate: %s", shipped[i], mt_last_error());
-        CHECK(same_values(&r, &back));
+        CHECK(recipe_same_values(&r, &back));
         CHECKF(mt_recipe_micro_batches(&r) * r.training.micro_batch * r.parallel.data == r.training.global_batch,
                "%s", shipped[i]);
         CHECK(mt_recipe_head_dim(&r) * r.model.heads == r.model.hidden);
@@ -522,59 +513,28 @@ static void test_args(void) {
         CHECK(c == 3 && !strcmp(v[0], "--") && !strcmp(v[1], "--lr") && !strcmp(v[2], "1"));
     }
     /* errors leave argv alone and name the flag */
-    {
-        char *v[] = { "--tensor-model-parallel-size", "3x", NULL };
-        int c = 2;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG && c == 2 && !strcmp(v[1], "3x"));
-        CHECK_STR_CONTAINS(mt_last_error(), "--tensor-model-parallel-size 3x: parallel.tensor: expected an integer");
-    }
-    {
-        char *v[] = { "--tensor-model-parallel-size", "0", NULL };
-        int c = 2;
+    static const struct { const char *argv[4]; const char *needle; } bad_args[] = {
+        {{"--tensor-model-parallel-size", "3x"}, "--tensor-model-parallel-size 3x: parallel.tensor: expected an integer"},
+        {{"--tensor-model-parallel-size", "0"}, "--tensor-model-parallel-size 0: parallel.tensor: out of range"},
+        {{"--lr"}, "--lr: optimizer.lr: needs a value"},
+        {{"--bf16=yes"}, "takes no value"},
+        {{"--set"}, "--set: needs key=value"},
+        {{"--set", "model.layers"}, "model.layers: no value"},
+        {{"--set", "parallel.tensr=2"}, "did you mean 'parallel.tensor'?"},
+        {{"--lr-decay-style", "step"}, "--lr-decay-style step: optimizer.decay: unknown value 'step'; allowed: cosine"},
+        {{"--data-path", "--lr", "1e-3"}, "--data-path: data.path: needs a value"},
+    };
+    for (size_t k = 0; k < sizeof bad_args / sizeof bad_args[0]; k++) {
+        char *v[4] = {NULL, NULL, NULL, NULL};
+        int c = 0;
+        while (c < 3 && bad_args[k].argv[c]) {
+            v[c] = (char *)bad_args[k].argv[c];
+            c++;
+        }
+        const int n = c;
         CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "--tensor-model-parallel-size 0: parallel.tensor: out of range");
-    }
-    {
-        char *v[] = { "--lr", NULL };
-        int c = 1;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "--lr: optimizer.lr: needs a value");
-    }
-    {
-        char *v[] = { "--bf16=yes", NULL };
-        int c = 1;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "takes no value");
-    }
-    {
-        char *v[] = { "--set", NULL };
-        int c = 1;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "--set: needs key=value");
-    }
-    {
-        char *v[] = { "--set", "model.layers", NULL };
-        int c = 2;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "model.layers: no value");
-    }
-    {
-        char *v[] = { "--set", "parallel.tensr=2", NULL };
-        int c = 2;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "did you mean 'parallel.tensor'?");
-    }
-    {
-        char *v[] = { "--lr-decay-style", "step", NULL };
-        int c = 2;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "--lr-decay-style step: optimizer.decay: unknown value 'step'; allowed: cosine");
-    }
-    {
-        char *v[] = { "--data-path", "--lr", "1e-3", NULL };
-        int c = 3;
-        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECK_STR_CONTAINS(mt_last_error(), "--data-path: data.path: needs a value");
+        CHECKF(c == n && v[n - 1] == bad_args[k].argv[n - 1], "%s: argv changed", bad_args[k].argv[0]);
+        CHECK_STR_CONTAINS(mt_last_error(), bad_args[k].needle);
     }
     {   /* a flag overrides the file, and the origin follows */
         CHECK(load(&r, BASE "parallel:\n  tensor: 2\n") == MT_OK);
@@ -597,7 +557,7 @@ static void test_warmup_short_run(void) {
            mt_last_error());
     CHECKF(mt_recipe_validate(&r, 1) == MT_OK, "warmup 30 of a 4-iteration run: %s", mt_last_error());
     CHECK(r.optimizer.decay_iters == 4);
-    CHECK(round_trip(&r, &back) == MT_OK && same_values(&r, &back));
+    CHECK(round_trip(&r, &back) == MT_OK && recipe_same_values(&r, &back));
     CHECKF(mt_recipe_validate(&back, 1) == MT_OK, "the saved recipe of that run: %s", mt_last_error());
     CHECK(back.optimizer.warmup_iters == 30 && back.optimizer.decay_iters == 4);
     /* that saved recipe run for 2 iterations (--train-iters 2), and for 31 (past the warmup:
@@ -708,7 +668,7 @@ static void test_round_trip_odd_values(void) {
                    "optimizer:\n  lr: 0.1\n  eps: 1.17549435e-38\n  beta2: 0.999999940395\n"
                    "training.seed: 18446744073709551615\n") == MT_OK, "%s", mt_last_error());
     CHECK(r.training.seed == UINT64_MAX && !strcmp(r.data.cache_path, "~"));
-    CHECK(round_trip(&r, &back) == MT_OK && same_values(&r, &back));
+    CHECK(round_trip(&r, &back) == MT_OK && recipe_same_values(&r, &back));
 }
 
 /* docs/recipe.md holds the generated reference between two markers. */

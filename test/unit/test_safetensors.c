@@ -16,6 +16,7 @@
 #include "core/crc32c.h"
 #include "core/crc32c_internal.h"
 #include "test/test.h"
+#include "test/test_files.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) {
@@ -56,18 +57,6 @@ static void test_crc(void) {
     uint32_t c0 = mt_crc32c(0, big, 1000);
     big[500] ^= 4;
     CHECK(mt_crc32c(0, big, 1000) != c0);
-}
-
-static uint8_t *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(len > 0 ? (size_t)len : 1);
-    *n = b ? fread(b, 1, (size_t)len, f) : 0;
-    fclose(f);
-    return b;
 }
 
 /* the parsed header obeys its invariants: sorted, in range, sizes match, names found */
@@ -111,7 +100,7 @@ static void test_roundtrip(const char *dir) {
         CHECKF(st == MT_OK, "write: %s", mt_last_error());
     }
     size_t n = 0;
-    uint8_t *buf = read_file(path, &n);
+    uint8_t *buf = test_read_file(path, &n);
     CHECK(buf != NULL);
     if (!buf) return;
     CHECKF(n == file_bytes, "file is %zu bytes, writer said %llu", n, (unsigned long long)file_bytes);

@@ -19,36 +19,15 @@
 #include "core/data/tokenizer.h"
 #include "core/data/tokenizer_bpe.h"
 #include "test/test.h"
+#include "test/test_files.h"
+#include "test/unit/tokenizer_check.h"
 
 static char g_dir[] = "/tmp/mt_test_llama3_XXXXXX";
-
-static char *path_in(const char *name) {
-    static char buf[16][600];
-    static int k;
-    k = (k + 1) % 16;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
 
 /* ---- pre-tokenizer -------------------------------------------------------------------- */
 
 /* want: pre-tokens separated by '|' (text must not contain '|'). */
-static void expect_split(const char *text, const char *want) {
-    int64_t ends[256];
-    int64_t n = mt_llama3_pretokenize(text, strlen(text), ends, 256);
-    char got[2048];
-    size_t k = 0;
-    int64_t b = 0;
-    for (int64_t i = 0; i < n && k + 300 < sizeof got; i++) {
-        if (i) got[k++] = '|';
-        memcpy(got + k, text + b, (size_t)(ends[i] - b));
-        k += (size_t)(ends[i] - b);
-        b = ends[i];
-    }
-    got[k] = 0;
-    CHECKF(n >= 0 && strcmp(got, want) == 0, "split of \"%s\": got \"%s\", want \"%s\"", text,
-           got, want);
-}
+static void expect_split(const char *text, const char *want) { expect_split_with(mt_llama3_pretokenize, text, want); }
 
 static void test_pretokenize(void) {
     /* (?i:'s|'t|'re|'ve|'m|'ll|'d): any case, tried first */
@@ -115,38 +94,6 @@ static void test_pretokenize(void) {
 
 /* ---- a synthetic tokenizer.json ------------------------------------------------------- */
 
-/* UTF-8 of the byte-level symbol of byte b (GPT-2's bytes_to_unicode). */
-static int byte_symbol(int b, char *out) {
-    int cp;
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) {
-        cp = b;
-    } else {
-        int n = 0;
-        for (int c = 0; c < b; c++) {
-            if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255))) n++;
-        }
-        cp = 256 + n;
-    }
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    out[0] = (char)(0xc0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-}
-
-static void json_str(FILE *f, const char *s, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* 256 byte symbols + "ab", "abc", "Ġa" (ids 256..258) with merges a b, ab c, Ġ a; the Split
  * pattern given as its JSON text; <|end_of_text|> added as 300. */
 static void write_synthetic(const char *path, const char *pattern_json, const char *behavior,
@@ -179,14 +126,8 @@ static void write_synthetic(const char *path, const char *pattern_json, const ch
     "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}|"      \
     " ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\""
 
-static void encode_str(mt_tokenizer *tok, const char *s, mt_token_buf *ids) {
-    ids->n_ids = 0;
-    mt_status st = mt_tokenizer_encode(tok, s, strlen(s), ids);
-    CHECKF(st == MT_OK, "encode \"%s\": %s", s, mt_last_error());
-}
-
 static void test_synthetic(void) {
-    const char *good = path_in("synthetic.json");
+    const char *good = test_path(g_dir, "synthetic.json");
     write_synthetic(good, LLAMA3_PATTERN_JSON, "Isolated", 0);
     mt_tokenizer *tok = NULL;
     mt_tokenizer_files files = {good, NULL, NULL};
@@ -206,19 +147,19 @@ static void test_synthetic(void) {
     }
     mt_tokenizer_free(tok);
     /* refused: another pattern (named), a non-Isolated behavior, an inverted split */
-    const char *other = path_in("other.json");
+    const char *other = test_path(g_dir, "other.json");
     write_synthetic(other, "\"\\\\p{L}+| ?[0-9]+\"", "Isolated", 0);
     files.vocab_path = other;
     CHECK(mt_tokenizer_open(&tok, "hf", &files) == MT_ERR_UNSUPPORTED && tok == NULL);
     CHECK_STR_CONTAINS(mt_last_error(), "\\p{L}+| ?[0-9]+");
     CHECK_STR_CONTAINS(mt_last_error(), "neither GPT-2's nor Llama-3's");
     CHECK_STR_CONTAINS(mt_last_error(), other);
-    const char *removed = path_in("removed.json");
+    const char *removed = test_path(g_dir, "removed.json");
     write_synthetic(removed, LLAMA3_PATTERN_JSON, "Removed", 0);
     files.vocab_path = removed;
     CHECK(mt_tokenizer_open(&tok, "hf", &files) == MT_ERR_UNSUPPORTED && tok == NULL);
     CHECK_STR_CONTAINS(mt_last_error(), "Isolated");
-    const char *inverted = path_in("inverted.json");
+    const char *inverted = test_path(g_dir, "inverted.json");
     write_synthetic(inverted, LLAMA3_PATTERN_JSON, "Isolated", 1);
     files.vocab_path = inverted;
     CHECK(mt_tokenizer_open(&tok, "hf", &files) == MT_ERR_UNSUPPORTED && tok == NULL);
@@ -226,43 +167,21 @@ static void test_synthetic(void) {
 
 /* ---- with Llama-3's tokenizer.json ---------------------------------------------------- */
 
-static void expect_ids(mt_tokenizer *tok, const char *text, const int32_t *want, int n_want) {
-    mt_token_buf ids = {0};
-    encode_str(tok, text, &ids);
-    int same = ids.n_ids == n_want;
-    for (int i = 0; same && i < n_want; i++) same = ids.ids[i] == want[i];
-    CHECKF(same, "ids of \"%s\": got %lld ids, first %d", text, (long long)ids.n_ids,
-           ids.n_ids ? ids.ids[0] : -1);
-    mt_byte_buf back = {0};
-    CHECK(mt_tokenizer_decode(tok, ids.ids, ids.n_ids, &back) == MT_OK);
-    CHECKF(back.n_bytes == strlen(text) && memcmp(back.bytes, text, back.n_bytes) == 0,
-           "decode of \"%s\"", text);
-    mt_byte_buf_free(&back);
-    mt_token_buf_free(&ids);
-}
-
 /* The npm package llama3-tokenizer-js's own test vectors. */
 static void golden(mt_tokenizer *tok) {
-    static const int32_t g1[] = {59312, 2788}, g2[] = {30418}, g3[] = {1881, 30418},
-                         g4[] = {198}, g5[] = {720}, g6[] = {710, 198, 71050, 34093},
-                         g7[] = {104643}, g8[] = {9468, 99, 247},
-                         g9[] = {9906, 1917, 0}, g10[] = {64, 128001, 65};
-    expect_ids(tok, "grabbed", g1, 2);
-    expect_ids(tok, " grabbed", g2, 1);
-    expect_ids(tok, "           grabbed", g3, 2);
-    expect_ids(tok, "\n", g4, 1);
-    expect_ids(tok, " \n", g5, 1);
-    expect_ids(tok, "ax\n####\nboo", g6, 4);
-    expect_ids(tok, "\xe9\x95\x87", g7, 1);
-    expect_ids(tok, "\xf0\x9f\xa6\x99", g8, 3);
-    expect_ids(tok, "Hello world!", g9, 3);
-    expect_ids(tok, "a<|end_of_text|>b", g10, 3);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    static const struct { const char *text; int n; int32_t ids[4]; } g[] = {
+        {"grabbed", 2, {59312, 2788}},
+        {" grabbed", 1, {30418}},
+        {"           grabbed", 2, {1881, 30418}},
+        {"\n", 1, {198}},
+        {" \n", 1, {720}},
+        {"ax\n####\nboo", 4, {710, 198, 71050, 34093}},
+        {"\xe9\x95\x87", 1, {104643}},
+        {"\xf0\x9f\xa6\x99", 3, {9468, 99, 247}},
+        {"Hello world!", 3, {9906, 1917, 0}},
+        {"a<|end_of_text|>b", 3, {64, 128001, 65}},
+    };
+    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) expect_ids(tok, g[k].text, g[k].ids, g[k].n);
 }
 
 /* Encodes every document with each tokenizer; all must agree and round-trip. */
@@ -282,10 +201,10 @@ static void corpus_checks(mt_tokenizer *const *toks, int n_toks, const char *cor
         if (mt_jsonl_next(&r, &eof) != MT_OK || eof) break;
         const mt_json_string *v = mt_jsonl_value(&r, 0);
         if (!v->found) continue;
-        double t0 = now_s();
+        double t0 = test_now_s();
         a.n_ids = 0;
         CHECK(mt_tokenizer_encode(toks[0], v->bytes, v->n_bytes, &a) == MT_OK);
-        t_first += now_s() - t0;
+        t_first += test_now_s() - t0;
         for (int k = 1; k < n_toks; k++) {
             b.n_ids = 0;
             CHECK(mt_tokenizer_encode(toks[k], v->bytes, v->n_bytes, &b) == MT_OK);
@@ -339,30 +258,19 @@ static void random_bytes(mt_tokenizer *tok) {
     mt_byte_buf_free(&back);
 }
 
-static int file_exists(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make(g_dir)) return 1;
     test_pretokenize();
     test_synthetic();
 
     const char *json = getenv("MT_LLAMA3_JSON") ? getenv("MT_LLAMA3_JSON")
                                                 : "data/llama3-tokenizer.json";
-    int have = file_exists(json);
+    int have = test_file_exists(json);
     if (have) {
-        mt_tokenizer *tok = NULL, *toks[3] = {NULL, NULL, NULL};
-        mt_tokenizer_files files = {NULL, NULL, json};
-        mt_status st = mt_tokenizer_open(&tok, "hf", &files);
-        CHECKF(st == MT_OK, "%s", mt_last_error());
-        if (st == MT_OK) {
-            CHECK(mt_tokenizer_vocab_size(tok) == 128256);
-            CHECK(mt_tokenizer_eod(tok) == 128001);
+        mt_tokenizer *toks[3] = {NULL, NULL, NULL};
+        const mt_tokenizer_files files = {NULL, NULL, json};
+        mt_tokenizer *tok = open_checked("hf", &files, 128256, 128001);
+        if (tok) {
             golden(tok);
             mt_byte_buf b = {0};
             int32_t bos = 128000, bad = 128256;
@@ -391,9 +299,7 @@ int main(void) {
         mt_tokenizer_free(toks[2]);
         mt_tokenizer_free(tok);
     }
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    test_tmpdir_remove(g_dir);
     if (!have && mt_test_failures == 0) {
         printf("%s: %d checks passed without Llama-3's tokenizer.json\n", __FILE__, mt_test_checks);
         printf("skip: %s missing: run scripts/fetch-llama3-tokenizer.sh data (needs npm, node)\n",

@@ -2,7 +2,7 @@
  * acceptance 7): every recipe in configs/ loads, validates at its own layout's world size, and
  * passes mt_train_check_supported, except for the features the trainer does not have yet, which
  * must be refused naming exactly that key (none today: the MoE recipes mixtral-8x7b and
- * mixtral-tiny train since issue 14, llama3-8b / 70b with context parallelism since issue 15;
+ * mixtral-tiny train, and so do llama3-8b / 70b with context parallelism;
  * context parallelism with MoE is refused, checked below). Seven of them set checkpoint.dir / save_interval: no checkpoint key may
  * be refused. A recipe with every checkpoint key set is accepted too. Run from the repo root. */
 #include <stdio.h>

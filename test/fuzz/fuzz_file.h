@@ -1,0 +1,47 @@
+/* fuzz_file.h — files for the fuzz harnesses and their replays: one file read whole, and the
+ * plain replay driver of a harness built with -DMT_FUZZ_REPLAY_MAIN (PROG FILE...: each file
+ * through the harness, "ok" or "FAILED" per file, exit 1 when any failed). */
+#ifndef MT_FUZZ_FILE_H
+#define MT_FUZZ_FILE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The whole file in a malloc'd buffer (not NULL for an empty file); NULL when it cannot be
+ * opened. */
+static inline uint8_t *fuzz_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    uint8_t *b = NULL;
+    size_t cap = 0, got;
+    *n = 0;
+    do {
+        if (*n == cap) {
+            uint8_t *nb = realloc(b, cap = cap ? 2 * cap : 4096);
+            if (!nb) break;
+            b = nb;
+        }
+        got = fread(b + *n, 1, cap - *n, f);
+        *n += got;
+    } while (got > 0);
+    fclose(f);
+    return b ? b : calloc(1, 1);
+}
+
+/* one(data, n): nonzero when the input was mishandled. */
+static inline int fuzz_replay_files(int argc, char **argv, int (*one)(const uint8_t *, size_t)) {
+    int failed = 0;
+    for (int i = 1; i < argc; i++) {
+        size_t n = 0;
+        uint8_t *buf = fuzz_read_file(argv[i], &n);
+        if (!buf) { perror(argv[i]); failed++; continue; }
+        int bad = one(buf, n);
+        printf("%s: %s\n", argv[i], bad ? "FAILED" : "ok");
+        failed += bad;
+        free(buf);
+    }
+    return failed ? 1 : 0;
+}
+
+#endif
