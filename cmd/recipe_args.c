@@ -2,18 +2,33 @@
 #include "cmd/recipe_args.h"
 
 #include <stdio.h>
+#include <string.h>
 
-int mt_cmd_load_recipe(const char *tool, const char *config, int *argc, char **argv, mt_recipe *r) {
+int mt_cmd_recipe_problems(const char *config, int *argc, char **argv, mt_recipe *r, char *report, size_t n_report,
+                           int *file_ok) {
+    report[0] = 0;
+    *file_ok = 0;
     mt_recipe_defaults(r);
-    mt_status st = config ? mt_recipe_load_file(r, config) : MT_OK;
-    if (st == MT_OK) st = mt_recipe_apply_args(r, argc, argv);
-    if (st != MT_OK) {
-        fprintf(stderr, "%s: error: %s\n", tool, mt_last_error());
+    if (config && mt_recipe_load_file(r, config) != MT_OK) {
+        snprintf(report, n_report, "%s", mt_last_error());
         return 1;
     }
-    if (mt_recipe_unknown_args(*argc, argv) != MT_OK) {
-        fprintf(stderr, "%s: error: %s\n", tool, mt_last_error());
-        return 2;
+    *file_ok = 1;
+    /* the flags' problems and the unknown arguments in one report */
+    const int bad_args = mt_recipe_apply_args(r, argc, argv) != MT_OK;
+    if (bad_args) snprintf(report, n_report, "%s", mt_last_error());
+    const int unknown = mt_recipe_unknown_args(*argc, argv) != MT_OK;
+    if (unknown) {
+        const size_t used = strlen(report);
+        snprintf(report + used, n_report - used, "%s%s", used ? "\n" : "", mt_last_error());
     }
-    return 0;
+    return bad_args ? 1 : unknown ? 2 : 0;
+}
+
+int mt_cmd_load_recipe(const char *tool, const char *config, int *argc, char **argv, mt_recipe *r) {
+    static char report[16384];
+    int file_ok;
+    const int rc = mt_cmd_recipe_problems(config, argc, argv, r, report, sizeof report, &file_ok);
+    if (rc) fprintf(stderr, "%s: error: %s\n", tool, report);
+    return rc;
 }

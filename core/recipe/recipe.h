@@ -195,7 +195,8 @@ mt_status mt_recipe_load_string(mt_recipe *r, const char *yaml, size_t n_bytes, 
  * string recorded as the origin ("--set" when NULL). */
 mt_status mt_recipe_set(mt_recipe *r, const char *key, const char *value, const char *flag);
 /* Consumes `--set k=v`, `--set k v` and Megatron-style aliases from argv (in place), leaving
- * the arguments it does not know. */
+ * the arguments it does not know. A flag whose value is wrong is taken too and the rest still
+ * applied: the error holds every problem (refused flags, values, Megatron rules) at once. */
 mt_status mt_recipe_apply_args(mt_recipe *r, int *argc, char **argv);
 /* After mt_recipe_apply_args: MT_OK when argc is 0, else one MT_ERR_CONFIG naming every
  * argument left (unknown flags with the nearest known flag; a word after an unknown flag is

@@ -143,7 +143,6 @@ static const meg_flag *find_flag(const char *arg, const char **eq_value) {
 typedef struct {
     const char *value[sizeof meg_flags / sizeof meg_flags[0]]; /* "" for a switch seen, NULL not seen */
     const char *more[sizeof meg_flags / sizeof meg_flags[0]][2]; /* the 2nd and 3rd of a 3-value flag */
-    char refused[2048];
 } meg_seen;
 
 static const char *seen(const meg_seen *s, const char *flag) {
@@ -177,9 +176,10 @@ static mt_status bad(const char *flag, const char *value, const char *why) {
     return mt_errorf(MT_ERR_CONFIG, "%s %s: %s", flag, value ? value : "", why);
 }
 
-/* Takes the rows of meg_flags out of argv (in place), recording their values. Refused flags are
- * collected into s->refused, reported together. */
-static mt_status take_flags(int *argc, char **argv, meg_seen *s) {
+/* Takes the rows of meg_flags out of argv (in place), recording their values. Refused flags and
+ * missing values go to *P, reported with every other problem of the command line. */
+static void take_flags(int *argc, char **argv, meg_seen *s, mt_recipe_problems *P) {
+    char line[1024];
     int n = *argc, k = 0;
     for (int i = 0; i < n; i++) {
         const char *a = argv[i], *eqv = NULL;
@@ -194,22 +194,29 @@ static mt_status take_flags(int *argc, char **argv, meg_seen *s) {
         if (f->arity == 1) {
             if (eqv) v = eqv;
             else if (i + 1 < n) v = argv[++i];
-            else return mt_errorf(MT_ERR_CONFIG, "%s: needs a value (%s)", f->flag, f->note);
+            else {
+                snprintf(line, sizeof line, "%s: needs a value (%s)", f->flag, f->note);
+                mt_recipe_problem_add(P, line);
+                continue;
+            }
         } else if (f->arity > 1) {
-            if (i + f->arity >= n) return mt_errorf(MT_ERR_CONFIG, "%s: needs %d values", f->flag, f->arity);
+            if (i + f->arity >= n) {
+                snprintf(line, sizeof line, "%s: needs %d values", f->flag, f->arity);
+                mt_recipe_problem_add(P, line);
+                continue;
+            }
             v = argv[i + 1];
             for (int q = 1; q < f->arity && q < 3; q++) s->more[idx][q - 1] = argv[i + 1 + q];
             i += f->arity;
         }
         s->value[idx] = v;
         if (f->kind == MEG_REFUSE) {
-            const size_t m = strlen(s->refused);
-            snprintf(s->refused + m, sizeof s->refused - m, "%s  %s: %s", m ? "\n" : "", f->flag, f->note);
+            snprintf(line, sizeof line, "%s: %s", f->flag, f->note);
+            mt_recipe_problem_add(P, line);
         }
     }
     *argc = k;
     if (k < n) argv[k] = NULL;
-    return MT_OK;
 }
 
 static mt_status set(mt_recipe *r, const char *key, const char *value, const char *flag) {
@@ -218,70 +225,73 @@ static mt_status set(mt_recipe *r, const char *key, const char *value, const cha
 
 /* The rules, once the aliases have been applied (so --num-layers, --tensor-model-parallel-size ...
  * are known whatever their order on the command line). */
-static mt_status apply_rules(mt_recipe *r, const meg_seen *s) {
+static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) {
+#define KEEP(x) mt_recipe_problem_status(P, (x)) /* a broken rule goes to the report; the next rule runs */
     const char *v;
     char buf[64];
     if ((v = seen(s, "--normalization"))) {
-        if (ieq(v, "LayerNorm")) TRY(set(r, "model.norm", "layernorm", "--normalization"));
-        else if (ieq(v, "RMSNorm")) TRY(set(r, "model.norm", "rmsnorm", "--normalization"));
-        else return bad("--normalization", v, "LayerNorm or RMSNorm");
+        if (ieq(v, "LayerNorm")) KEEP(set(r, "model.norm", "layernorm", "--normalization"));
+        else if (ieq(v, "RMSNorm")) KEEP(set(r, "model.norm", "rmsnorm", "--normalization"));
+        else KEEP(bad("--normalization", v, "LayerNorm or RMSNorm"));
     }
     if ((v = seen(s, "--position-embedding-type"))) {
-        if (!strcmp(v, "learned_absolute")) TRY(set(r, "model.position", "learned", "--position-embedding-type"));
-        else if (!strcmp(v, "rope")) TRY(set(r, "model.position", "rope", "--position-embedding-type"));
-        else return bad("--position-embedding-type", v, "learned_absolute or rope (none, yarn, mrope are not implemented)");
+        if (!strcmp(v, "learned_absolute")) KEEP(set(r, "model.position", "learned", "--position-embedding-type"));
+        else if (!strcmp(v, "rope")) KEEP(set(r, "model.position", "rope", "--position-embedding-type"));
+        else KEEP(bad("--position-embedding-type", v, "learned_absolute or rope (none, yarn, mrope are not implemented)"));
     }
-    if (seen(s, "--use-rotary-position-embeddings")) TRY(set(r, "model.position", "rope", "--use-rotary-position-embeddings"));
+    if (seen(s, "--use-rotary-position-embeddings")) KEEP(set(r, "model.position", "rope", "--use-rotary-position-embeddings"));
     if (seen(s, "--no-position-embedding") && r->model.position != MT_POS_ROPE)
-        return bad("--no-position-embedding", NULL, "a model with no position information at all is not "
-                   "implemented; use --position-embedding-type rope");
+        KEEP(bad("--no-position-embedding", NULL, "a model with no position information at all is not "
+                   "implemented; use --position-embedding-type rope"));
     if ((v = seen(s, "--group-query-attention")) || seen(s, "--num-query-groups")) {
         const char *g = seen(s, "--num-query-groups");
-        if (v && g) TRY(set(r, "model.kv_heads", g, "--num-query-groups"));
-        else if (v) return bad("--group-query-attention", NULL, "needs --num-query-groups N (the key/value heads)");
+        if (v && g) KEEP(set(r, "model.kv_heads", g, "--num-query-groups"));
+        else if (v) KEEP(bad("--group-query-attention", NULL, "needs --num-query-groups N (the key/value heads)"));
         else note(r, "--num-query-groups %s: ignored without --group-query-attention (as Megatron: every head has "
                   "its own keys and values)", g, NULL);
     }
     if ((v = seen(s, "--rotary-percent"))) {
-        if (strtod(v, NULL) != 1.0) return bad("--rotary-percent", v, "partial rotary embeddings are not implemented; use 1.0");
+        if (strtod(v, NULL) != 1.0) KEEP(bad("--rotary-percent", v, "partial rotary embeddings are not implemented; use 1.0"));
     }
     const char *drop[] = { "--attention-dropout", "--hidden-dropout" };
     for (int i = 0; i < 2; i++)
         if ((v = seen(s, drop[i])) && strtod(v, NULL) != 0.0)
-            return bad(drop[i], v, "dropout is not implemented; use 0.0 (modern pretraining recipes do)");
+            KEEP(bad(drop[i], v, "dropout is not implemented; use 0.0 (modern pretraining recipes do)"));
     if ((v = seen(s, "--cp-comm-type")) && strcmp(v, "p2p") != 0)
-        return bad("--cp-comm-type", v, "only p2p (ring exchange of K/V blocks) context parallelism is implemented; "
-                   "use p2p");
+        KEEP(bad("--cp-comm-type", v, "only p2p (ring exchange of K/V blocks) context parallelism is implemented; "
+                   "use p2p"));
     if ((v = seen(s, "--moe-token-dispatcher-type")) && strcmp(v, "alltoall") != 0)
-        return bad("--moe-token-dispatcher-type", v, "only the alltoall dispatcher is implemented");
+        KEEP(bad("--moe-token-dispatcher-type", v, "only the alltoall dispatcher is implemented"));
     if ((v = seen(s, "--moe-router-load-balancing-type"))) {
-        if (!strcmp(v, "none")) TRY(set(r, "model.moe.aux_loss_coeff", "0", "--moe-router-load-balancing-type"));
+        if (!strcmp(v, "none")) KEEP(set(r, "model.moe.aux_loss_coeff", "0", "--moe-router-load-balancing-type"));
         else if (strcmp(v, "aux_loss") != 0)
-            return bad("--moe-router-load-balancing-type", v, "aux_loss or none (sinkhorn and seq_aux_loss are not "
-                       "implemented)");
+            KEEP(bad("--moe-router-load-balancing-type", v, "aux_loss or none (sinkhorn and seq_aux_loss are not "
+                       "implemented)"));
     }
     if ((v = seen(s, "--optimizer")) && strcmp(v, "adam") != 0)
-        return bad("--optimizer", v, "only adam (AdamW) is implemented");
+        KEEP(bad("--optimizer", v, "only adam (AdamW) is implemented"));
     if ((v = seen(s, "--distributed-timeout-minutes"))) {
         char *end;
         long long m = strtoll(v, &end, 10);
-        if (*end || m < 1 || m > 100000) return bad("--distributed-timeout-minutes", v, "a whole number of minutes >= 1");
-        snprintf(buf, sizeof buf, "%lld", m * 60);
-        TRY(set(r, "parallel.timeout_s", buf, "--distributed-timeout-minutes"));
+        if (*end || m < 1 || m > 100000) KEEP(bad("--distributed-timeout-minutes", v, "a whole number of minutes >= 1"));
+        else {
+            snprintf(buf, sizeof buf, "%lld", m * 60);
+            KEEP(set(r, "parallel.timeout_s", buf, "--distributed-timeout-minutes"));
+        }
     }
     for (int i = 0; i < n_meg_flags; i++)
         if (!strcmp(meg_flags[i].flag, "--rampup-batch-size") && s->value[i]) {
-            TRY(set(r, "training.rampup_start", s->value[i], "--rampup-batch-size"));
-            TRY(set(r, "training.rampup_increment", s->more[i][0], "--rampup-batch-size"));
-            TRY(set(r, "training.rampup_samples", s->more[i][1], "--rampup-batch-size"));
+            KEEP(set(r, "training.rampup_start", s->value[i], "--rampup-batch-size"));
+            KEEP(set(r, "training.rampup_increment", s->more[i][0], "--rampup-batch-size"));
+            KEEP(set(r, "training.rampup_samples", s->more[i][1], "--rampup-batch-size"));
         }
-    if (seen(s, "--recompute-activations")) TRY(set(r, "training.recompute", "selective", "--recompute-activations"));
+    if (seen(s, "--recompute-activations")) KEEP(set(r, "training.recompute", "selective", "--recompute-activations"));
     /* --swiglu without --ffn-hidden-size: Megatron's width, int(4h * 2/3 / 64) * 64 */
     if (r->model.activation == MT_ACT_SWIGLU && r->origin.flag[mt_recipe_key_find("model.activation")] &&
         !strcmp(r->origin.flag[mt_recipe_key_find("model.activation")], "--swiglu") && !is_set(r, "model.ffn_hidden") &&
         r->model.hidden > 0) {
         snprintf(buf, sizeof buf, "%d", (int)((4.0 * r->model.hidden * 2.0 / 3.0) / 64.0) * 64);
-        TRY(set(r, "model.ffn_hidden", buf, "--swiglu"));
+        KEEP(set(r, "model.ffn_hidden", buf, "--swiglu"));
     }
     if ((v = seen(s, "--kv-channels"))) {
         const int d = r->model.heads > 0 ? r->model.hidden / r->model.heads : 0;
@@ -289,7 +299,7 @@ static mt_status apply_rules(mt_recipe *r, const meg_seen *s) {
             char why[256];
             snprintf(why, sizeof why, "mtrain's head size is hidden / heads = %d / %d; a different --kv-channels "
                      "is not implemented (drop the flag, or make it %d)", r->model.hidden, r->model.heads, d);
-            return bad("--kv-channels", v, why);
+            KEEP(bad("--kv-channels", v, why));
         }
     }
     if ((v = seen(s, "--num-layers-per-virtual-pipeline-stage"))) {
@@ -298,74 +308,75 @@ static mt_status apply_rules(mt_recipe *r, const meg_seen *s) {
             char why[256];
             snprintf(why, sizeof why, "model.layers = %d is not a multiple of pipeline size %d * %d layers per "
                      "virtual stage", L, pp, per > 0 ? per : 0);
-            return bad("--num-layers-per-virtual-pipeline-stage", v, why);
+            KEEP(bad("--num-layers-per-virtual-pipeline-stage", v, why));
+        } else {
+            snprintf(buf, sizeof buf, "%d", L / (pp * per));
+            KEEP(set(r, "parallel.virtual_pipeline", buf, "--num-layers-per-virtual-pipeline-stage"));
         }
-        snprintf(buf, sizeof buf, "%d", L / (pp * per));
-        TRY(set(r, "parallel.virtual_pipeline", buf, "--num-layers-per-virtual-pipeline-stage"));
     }
     /* tokenizer: --tokenizer-type, --tokenizer-model, and --vocab-file + --merge-file alone */
     const char *tt = seen(s, "--tokenizer-type"), *tm = seen(s, "--tokenizer-model");
     if (tt) {
-        if (!strcmp(tt, "GPT2BPETokenizer")) TRY(set(r, "data.tokenizer", "gpt2bpe", "--tokenizer-type"));
+        if (!strcmp(tt, "GPT2BPETokenizer")) KEEP(set(r, "data.tokenizer", "gpt2bpe", "--tokenizer-type"));
         else if (!strcmp(tt, "NullTokenizer")) {
             /* Megatron's NullTokenizer: --vocab-size ids plus the eod after them */
-            if (!is_set(r, "model.vocab")) return bad("--tokenizer-type", tt, "needs --vocab-size N (eod is id N)");
-            snprintf(buf, sizeof buf, "%d", r->model.vocab + 1);
-            TRY(set(r, "model.vocab", buf, "--tokenizer-type NullTokenizer"));
-            TRY(set(r, "data.tokenizer", "null", "--tokenizer-type"));
+            if (!is_set(r, "model.vocab")) KEEP(bad("--tokenizer-type", tt, "needs --vocab-size N (eod is id N)"));
+            else {
+                snprintf(buf, sizeof buf, "%d", r->model.vocab + 1);
+                KEEP(set(r, "model.vocab", buf, "--tokenizer-type NullTokenizer"));
+                KEEP(set(r, "data.tokenizer", "null", "--tokenizer-type"));
+            }
         }
         else if (!strcmp(tt, "HuggingFaceTokenizer")) {
-            if (!tm) return bad("--tokenizer-type", tt, "needs --tokenizer-model (a tokenizer.json or a folder holding one)");
-            TRY(set(r, "data.tokenizer", "hf", "--tokenizer-type"));
+            if (!tm) KEEP(bad("--tokenizer-type", tt, "needs --tokenizer-model (a tokenizer.json or a folder holding one)"));
+            else KEEP(set(r, "data.tokenizer", "hf", "--tokenizer-type"));
         } else
-            return bad("--tokenizer-type", tt, "GPT2BPETokenizer (with --vocab-file, --merge-file) or HuggingFaceTokenizer "
+            KEEP(bad("--tokenizer-type", tt, "GPT2BPETokenizer (with --vocab-file, --merge-file) or HuggingFaceTokenizer "
                        "(with --tokenizer-model DIR/tokenizer.json) are implemented; convert other tokenizers to a "
-                       "Hugging Face tokenizer.json");
+                       "Hugging Face tokenizer.json"));
     }
-    if (tm) {
-        if (!tt) return bad("--tokenizer-model", tm, "give --tokenizer-type HuggingFaceTokenizer with it");
-        if (strcmp(tt, "HuggingFaceTokenizer") != 0) return bad("--tokenizer-model", tm, "only with --tokenizer-type HuggingFaceTokenizer");
+    if (tm && !tt) KEEP(bad("--tokenizer-model", tm, "give --tokenizer-type HuggingFaceTokenizer with it"));
+    else if (tm && strcmp(tt, "HuggingFaceTokenizer") != 0)
+        KEEP(bad("--tokenizer-model", tm, "only with --tokenizer-type HuggingFaceTokenizer"));
+    else if (tm) {
         char path[MT_PATH_MAX];
         const size_t n = strlen(tm);
         if (n >= 5 && !strcmp(tm + n - 5, ".json")) snprintf(path, sizeof path, "%s", tm);
         else snprintf(path, sizeof path, "%s%stokenizer.json", tm, n && tm[n - 1] == '/' ? "" : "/");
-        TRY(set(r, "data.vocab", path, "--tokenizer-model"));
+        KEEP(set(r, "data.vocab", path, "--tokenizer-model"));
     }
     const int k_vocab = mt_recipe_key_find("data.vocab"), k_tok = mt_recipe_key_find("data.tokenizer");
     if (!tt && r->origin.flag[k_vocab] && !strcmp(r->origin.flag[k_vocab], "--vocab-file") && !mt_recipe_key_is_set(r, k_tok)) {
         /* Megatron's GPT scripts give --vocab-file and --merge-file: GPT-2 BPE */
-        if (r->data.merges[0]) TRY(set(r, "data.tokenizer", "gpt2bpe", "--vocab-file"));
-        else return bad("--vocab-file", r->data.vocab, "without --merge-file or --tokenizer-type: give --merge-file "
-                        "(GPT-2 BPE) or --tokenizer-type");
+        if (r->data.merges[0]) KEEP(set(r, "data.tokenizer", "gpt2bpe", "--vocab-file"));
+        else KEEP(bad("--vocab-file", r->data.vocab, "without --merge-file or --tokenizer-type: give --merge-file "
+                        "(GPT-2 BPE) or --tokenizer-type"));
     }
     /* --sequence-parallel at tp = 1: Megatron warns and turns it off */
     const int k_sp = mt_recipe_key_find("parallel.sequence_parallel");
     if (r->parallel.sequence_parallel && r->parallel.tensor == 1 && r->origin.flag[k_sp] &&
         !strcmp(r->origin.flag[k_sp], "--sequence-parallel")) {
-        TRY(set(r, "parallel.sequence_parallel", "false", "--sequence-parallel"));
+        KEEP(set(r, "parallel.sequence_parallel", "false", "--sequence-parallel"));
         note(r, "--sequence-parallel: turned off, the tensor-parallel size is 1 (as Megatron does)%s%s", "", NULL);
     }
     if ((v = seen(s, "--make-vocab-size-divisible-by")) && atoi(v) != 128)
         note(r, "--make-vocab-size-divisible-by %s: the vocabulary is padded to a multiple of 128 * tp (padded rows "
              "never count in the loss)%s", v, NULL);
-    return MT_OK;
 }
+#undef KEEP
 
-mt_status mt_recipe_take_megatron(mt_recipe *r, int *argc, char **argv, void **state) {
+mt_status mt_recipe_take_megatron(mt_recipe *r, int *argc, char **argv, void **state, mt_recipe_problems *P) {
     meg_seen *s = calloc(1, sizeof *s);
     *state = s;
     if (!s) return mt_errorf(MT_ERR_OOM, "out of memory parsing the command line");
-    TRY(take_flags(argc, argv, s));
-    if (s->refused[0])
-        return mt_errorf(MT_ERR_CONFIG, "Megatron flags mtrain does not implement (see docs/megatron-flags.md):\n%s",
-                         s->refused);
+    take_flags(argc, argv, s, P);
     (void)r;
     return MT_OK;
 }
 
-mt_status mt_recipe_finish_megatron(mt_recipe *r, void *state) {
+mt_status mt_recipe_finish_megatron(mt_recipe *r, void *state, mt_recipe_problems *P) {
     const meg_seen *s = state;
-    TRY(apply_rules(r, s));
+    apply_rules(r, s, P);
     for (int i = 0; i < n_meg_flags; i++) {
         if (!s->value[i] || (meg_flags[i].kind != MEG_ACCEPT && meg_flags[i].kind != MEG_SUBST)) continue;
         if (meg_flags[i].kind == MEG_SUBST && !strcmp(meg_flags[i].flag, "--fp16"))
