@@ -288,6 +288,7 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--tensor-model-parallel-size", "parallel.tensor", NULL },
     { "--pipeline-model-parallel-size", "parallel.pipeline", NULL },
     { "--virtual-pipeline-model-parallel-size", "parallel.virtual_pipeline", NULL },
+    { "--num-virtual-stages-per-pipeline-rank", "parallel.virtual_pipeline", NULL },
     { "--context-parallel-size", "parallel.context", NULL },
     { "--expert-model-parallel-size", "parallel.expert", NULL },
     { "--data-parallel-size", "parallel.data", NULL },

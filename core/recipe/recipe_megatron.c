@@ -122,6 +122,123 @@ static const meg_flag meg_flags[] = {
     { "--wandb-project", 1, MEG_ACCEPT, "no Weights & Biases client: use --tensorboard-dir or --metrics" },
     { "--wandb-exp-name", 1, MEG_ACCEPT, "no Weights & Biases client: use --tensorboard-dir or --metrics" },
     { "--wandb-save-dir", 1, MEG_ACCEPT, "no Weights & Biases client: use --tensorboard-dir or --metrics" },
+    /* flags of Megatron-LM's functional-test configs (test/megatron/functional/gpt.cases) */
+    { "--wandb-entity", 1, MEG_ACCEPT, "no Weights & Biases client: use --tensorboard-dir or --metrics" },
+    { "--use-persistent-ckpt-worker", 0, MEG_ACCEPT, "asynchronous-save worker: mtrain writes its saves itself; the same files" },
+    { "--async-strategy", 1, MEG_ACCEPT, "checkpoint-format tuning of Megatron's distributed checkpoint: mtrain saves its own format" },
+    { "--async-ckpt-use-cpu-shm", 0, MEG_ACCEPT, "checkpoint-format tuning of Megatron's distributed checkpoint: mtrain saves its own format" },
+    { "--dist-ckpt-strictness", 1, MEG_ACCEPT, "mtrain's load checks every tensor's name and shape (strict) whatever the value" },
+    { "--dist-ckpt-optim-fully-reshardable", 0, MEG_ACCEPT, "mtrain's optimizer state loads at any layout already" },
+    { "--ckpt-fully-parallel-load", 0, MEG_ACCEPT, "checkpoint-format tuning of Megatron's distributed checkpoint: mtrain saves its own format" },
+    { "--ckpt-fully-parallel-save", 0, MEG_ACCEPT, "checkpoint-format tuning of Megatron's distributed checkpoint: mtrain saves its own format" },
+    { "--no-ckpt-fully-parallel-save", 0, MEG_ACCEPT, "checkpoint-format tuning of Megatron's distributed checkpoint: mtrain saves its own format" },
+    { "--ckpt-assume-constant-structure", 0, MEG_ACCEPT, "checkpoint-format tuning of Megatron's distributed checkpoint: mtrain saves its own format" },
+    { "--auto-detect-ckpt-format", 0, MEG_ACCEPT, "mtrain loads its own format only (manifest.json)" },
+    { "--use-checkpoint-opt_param-scheduler", 0, MEG_ACCEPT, "on resume the schedule continues at the saved iteration, with the schedule values of the command line (the same as the checkpoint's in a resumed run)" },
+    { "--override-opt_param-scheduler", 0, MEG_ACCEPT, "the schedule values of the command line are used (as this flag asks)" },
+    { "--no-use-tokenizer-model-from-checkpoint-args", 0, MEG_ACCEPT, "the tokenizer is always the command line's" },
+    { "--save-retain-interval", 1, MEG_ACCEPT, "saves are kept as checkpoint.keep says (all by default)" },
+    { "--verify-integrity", 0, MEG_ACCEPT, "every load verifies each file's size and checksum" },
+    { "--deterministic-mode", 0, MEG_ACCEPT, "mtrain's kernels and collectives are deterministic already (the same run gives the same bits)" },
+    { "--rerun-mode", 1, MEG_ACCEPT, "no rerun state machine: each iteration runs once (mtrain is deterministic, a rerun gives the same numbers)" },
+    { "--error-injection-type", 1, MEG_REFUSE, "fault injection into the rerun state machine is not implemented; drop it" },
+    { "--error-injection-rate", 1, MEG_REFUSE, "fault injection into the rerun state machine is not implemented; drop it" },
+    { "--check-weight-hash-across-dp-replicas-interval", 1, MEG_ACCEPT, "not checked (the replicas apply the same reduced gradients)" },
+    { "--straggler-minmax-count", 1, MEG_ACCEPT, "no straggler detector" },
+    { "--log-progress", 0, MEG_ACCEPT, "no progress.txt (the log and --metrics record each iteration)" },
+    { "--test-mode", 0, MEG_ACCEPT, "Megatron's test-harness switch; nothing to change here" },
+    { "--max-tokens-to-oom", 1, MEG_ACCEPT, "Megatron's inference server limit; not used in training" },
+    { "--use-tp-pp-dp-mapping", 0, MEG_ACCEPT, "the order of ranks in the groups is mtrain's (tp fastest); the numbers are the same" },
+    { "--expert-tensor-parallel-size", 1, MEG_RULE, "must equal --tensor-model-parallel-size (the experts are split like the dense layers); another value is refused" },
+    { "--num-distributed-optimizer-instances", 1, MEG_RULE, "1 only (one distributed optimizer over the data-parallel group)" },
+    { "--microbatch-group-size-per-virtual-pipeline-stage", 1, MEG_ACCEPT, "the interleaved schedule's own grouping; the same gradients" },
+    { "--overlap-p2p-communication-warmup-flush", 0, MEG_ACCEPT, "pipeline sends overlap as the schedule allows; the same numbers" },
+    { "--overlap-param-gather-with-optimizer-step", 0, MEG_ACCEPT, "an overlap choice; the same numbers" },
+    { "--defer-embedding-wgrad-compute", 0, MEG_ACCEPT, "an overlap choice; the same numbers" },
+    { "--wgrad-deferral-limit", 1, MEG_ACCEPT, "an overlap choice; the same numbers" },
+    { "--tp-comm-overlap", 0, MEG_ACCEPT, "Transformer Engine's userbuffer overlap: tensor-parallel collectives are mtrain's; the same numbers" },
+    { "--tp-comm-overlap-cfg", 1, MEG_ACCEPT, "see --tp-comm-overlap" },
+    { "--ddp-average-in-collective", 0, MEG_ACCEPT, "gradients are averaged over data-parallel ranks in fp32 either way" },
+    { "--disable-gloo-process-groups", 0, MEG_ACCEPT, "no gloo groups" },
+    { "--cuda-graph-impl", 1, MEG_ACCEPT, "no CUDA graphs: kernels are launched one by one, the same numbers" },
+    { "--no-persist-layer-norm", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--cross-entropy-fusion-impl", 1, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--fp8-recipe", 1, MEG_SUBST, "see --fp8-format" },
+    { "--apply-query-key-layer-scaling", 0, MEG_ACCEPT, "the same attention: Megatron divides Q.K^T by the layer number and multiplies it back in the fp32 softmax (an fp16 range guard); mtrain's softmax is fp32" },
+    { "--qk-layernorm", 0, MEG_REFUSE, "layer norm of queries and keys is not implemented; drop it" },
+    { "--apply-wd-to-qk-layernorm", 0, MEG_REFUSE, "weight decay on the query/key norms: see --qk-layernorm" },
+    { "--squared-relu", 0, MEG_REFUSE, "the squared-ReLU activation is not implemented (gelu, swiglu); drop it" },
+    { "--rotary-interleaved", 0, MEG_REFUSE, "interleaved rotary pairs (adjacent channels) are not implemented; mtrain rotates the two halves of each head" },
+    { "--attention-output-gate", 0, MEG_REFUSE, "a gated attention output is not implemented" },
+    { "--experimental-attention-variant", 1, MEG_REFUSE, "attention variants other than softmax attention are not implemented" },
+    { "--linear-attention-freq", 1, MEG_REFUSE, "hybrid linear-attention (gated delta net) layers are not implemented" },
+    { "--linear-conv-kernel-dim", 1, MEG_REFUSE, "see --linear-attention-freq" },
+    { "--linear-key-head-dim", 1, MEG_REFUSE, "see --linear-attention-freq" },
+    { "--linear-value-head-dim", 1, MEG_REFUSE, "see --linear-attention-freq" },
+    { "--linear-num-key-heads", 1, MEG_REFUSE, "see --linear-attention-freq" },
+    { "--linear-num-value-heads", 1, MEG_REFUSE, "see --linear-attention-freq" },
+    { "--multi-latent-attention", 0, MEG_REFUSE, "multi-latent attention (DeepSeek's low-rank K/V) is not implemented" },
+    { "--q-lora-rank", 1, MEG_REFUSE, "see --multi-latent-attention" },
+    { "--kv-lora-rank", 1, MEG_REFUSE, "see --multi-latent-attention" },
+    { "--qk-head-dim", 1, MEG_REFUSE, "see --multi-latent-attention" },
+    { "--qk-pos-emb-head-dim", 1, MEG_REFUSE, "see --multi-latent-attention" },
+    { "--v-head-dim", 1, MEG_REFUSE, "see --multi-latent-attention" },
+    { "--dsa-indexer-n-heads", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
+    { "--dsa-indexer-head-dim", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
+    { "--dsa-indexer-topk", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
+    { "--dsa-indexer-loss-coeff", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
+    { "--moe-shared-expert-intermediate-size", 1, MEG_REFUSE, "shared experts are not implemented" },
+    { "--moe-shared-expert-gate", 0, MEG_REFUSE, "shared experts are not implemented" },
+    { "--moe-ffn-hidden-size", 1, MEG_RULE, "model.ffn_hidden when there are experts (every layer is a MoE layer "
+      "here, so the experts' width is the FFN width); without experts nothing" },
+    { "--moe-router-dtype", 1, MEG_ACCEPT, "the router is computed in fp32" },
+    { "--use-mup", 0, MEG_REFUSE, "the muP parametrisation is not implemented" },
+    { "--mup-base-hidden-size", 1, MEG_REFUSE, "the muP parametrisation is not implemented" },
+    { "--step-batch-size-schedule", 1, MEG_REFUSE, "a batch-size schedule by tokens is not implemented; --rampup-batch-size START INCREMENT SAMPLES is" },
+    { "--decoder-first-pipeline-num-layers", 1, MEG_REFUSE, "uneven pipeline stages are not implemented: layers split evenly over stages" },
+    { "--decoder-last-pipeline-num-layers", 1, MEG_REFUSE, "uneven pipeline stages are not implemented: layers split evenly over stages" },
+    { "--account-for-embedding-in-pipeline-split", 0, MEG_REFUSE, "uneven pipeline stages are not implemented: layers split evenly over stages" },
+    { "--account-for-loss-in-pipeline-split", 0, MEG_REFUSE, "uneven pipeline stages are not implemented: layers split evenly over stages" },
+    { "--hierarchical-context-parallel-sizes", 1, MEG_REFUSE, "hierarchical (a2a+p2p) context parallelism is not implemented; p2p is" },
+    { "--eval-global-batch-size", 1, MEG_REFUSE, "an evaluation batch size other than the training one is not implemented" },
+    { "--use-torch-fsdp2", 0, MEG_REFUSE, "FSDP (sharded parameters) is not implemented; --use-distributed-optimizer shards the optimizer state" },
+    { "--use-megatron-fsdp", 0, MEG_REFUSE, "FSDP (sharded parameters) is not implemented; --use-distributed-optimizer shards the optimizer state" },
+    { "--data-parallel-sharding-strategy", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
+    { "--megatron-fsdp-main-params-dtype", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
+    { "--megatron-fsdp-main-grads-dtype", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
+    { "--megatron-fsdp-grad-comm-dtype", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
+    { "--fim-data", 0, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
+    { "--fim-rate", 1, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
+    { "--fim-spm-rate", 1, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
+    { "--export-te-mcore-model", 0, MEG_REFUSE, "ModelOpt knowledge distillation is not implemented" },
+    { "--export-kd-teacher-load", 1, MEG_REFUSE, "ModelOpt knowledge distillation is not implemented" },
+    { "--export-kd-cfg", 1, MEG_REFUSE, "ModelOpt knowledge distillation is not implemented" },
+    { "--perform-rl-step", 0, MEG_REFUSE, "reinforcement learning (GRPO rollouts through Megatron's inference engine) is not implemented: mtrain pretrains" },
+    { "--langrl-env-config", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--grpo-prompts-per-step", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--grpo-group-size", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--grpo-iterations", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--grpo-kl-beta", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--grpo-entropy-term-weight", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--grpo-clamp-eps-lower", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--grpo-clamp-eps-upper", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--rl-use-sequence-packing", 0, MEG_REFUSE, "see --perform-rl-step" },
+    { "--rl-sequence-packing-algo", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--rl-partial-rollouts", 0, MEG_REFUSE, "see --perform-rl-step" },
+    { "--rl-offload-optimizer-during-inference", 0, MEG_REFUSE, "see --perform-rl-step" },
+    { "--rl-generation-lag", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--rl-inference-tensor-model-parallel-size", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--rl-inference-pipeline-model-parallel-size", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--rl-submission-granularity", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--rl-consumption-granularity", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--rl-training-cuda-graphs", 0, MEG_REFUSE, "see --perform-rl-step" },
+    { "--refit-method", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--inference-max-seq-length", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--inference-logging-step-interval", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--inference-dynamic-batching-buffer-size-gb", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--inference-dynamic-batching-num-cuda-graphs", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--inference-dynamic-batching-unified-memory-level", 1, MEG_REFUSE, "see --perform-rl-step" },
+    { "--inference-dynamic-batching-cuda-graph-sizing-distribution", 1, MEG_REFUSE, "see --perform-rl-step" },
 };
 static const int n_meg_flags = (int)(sizeof meg_flags / sizeof meg_flags[0]);
 
@@ -365,6 +482,38 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
 }
 #undef KEEP
 
+/* The rules of the flags Megatron's functional-test configs add (the rows after the comment that
+ * names them): each is checked against the layout or model the aliases gave. */
+static void apply_more_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) {
+    const char *v;
+    char why[256];
+    if ((v = seen(s, "--expert-tensor-parallel-size")) && atoi(v) != r->parallel.tensor) {
+        snprintf(why, sizeof why, "mtrain splits the experts over the tensor-parallel group (size %d); a separate "
+                 "expert tensor-parallel size is not implemented (drop the flag, or make it %d)", r->parallel.tensor,
+                 r->parallel.tensor);
+        mt_recipe_problem_status(P, bad("--expert-tensor-parallel-size", v, why));
+    }
+    if ((v = seen(s, "--num-distributed-optimizer-instances")) && atoi(v) != 1)
+        mt_recipe_problem_status(P, bad("--num-distributed-optimizer-instances", v, "several distributed-optimizer "
+                                        "instances are not implemented; use 1"));
+    /* Megatron: --eval-iters 0 means no validation, and --save-interval without --save saves nothing */
+    const int k_ei = mt_recipe_key_find("logging.eval_iters"), k_si = mt_recipe_key_find("checkpoint.save_interval");
+    if (r->logging.eval_iters == 0 && r->logging.eval_interval > 0 && r->origin.flag[k_ei] &&
+        !strcmp(r->origin.flag[k_ei], "--eval-iters")) {
+        mt_recipe_problem_status(P, set(r, "logging.eval_interval", "0", "--eval-iters"));
+        note(r, "--eval-iters 0: no evaluation (as Megatron)%s%s", "", NULL);
+    }
+    if (r->checkpoint.save_interval > 0 && !r->checkpoint.dir[0] && r->origin.flag[k_si] &&
+        !strcmp(r->origin.flag[k_si], "--save-interval")) {
+        mt_recipe_problem_status(P, set(r, "checkpoint.save_interval", "0", "--save-interval"));
+        note(r, "--save-interval without --save: nothing is saved (as Megatron)%s%s", "", NULL);
+    }
+    if ((v = seen(s, "--moe-ffn-hidden-size")) && r->model.moe.experts > 0) {
+        /* every layer is a MoE layer here (model.moe.layer_freq 1), so the experts' width is the FFN width */
+        mt_recipe_problem_status(P, set(r, "model.ffn_hidden", v, "--moe-ffn-hidden-size"));
+    }
+}
+
 mt_status mt_recipe_take_megatron(mt_recipe *r, int *argc, char **argv, void **state, mt_recipe_problems *P) {
     meg_seen *s = calloc(1, sizeof *s);
     *state = s;
@@ -377,6 +526,7 @@ mt_status mt_recipe_take_megatron(mt_recipe *r, int *argc, char **argv, void **s
 mt_status mt_recipe_finish_megatron(mt_recipe *r, void *state, mt_recipe_problems *P) {
     const meg_seen *s = state;
     apply_rules(r, s, P);
+    apply_more_rules(r, s, P);
     for (int i = 0; i < n_meg_flags; i++) {
         if (!s->value[i] || (meg_flags[i].kind != MEG_ACCEPT && meg_flags[i].kind != MEG_SUBST)) continue;
         if (meg_flags[i].kind == MEG_SUBST && !strcmp(meg_flags[i].flag, "--fp16"))

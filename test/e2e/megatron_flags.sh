@@ -8,12 +8,12 @@ source test/e2e_lib.sh
 sed -n '/<!-- BEGIN mtrain recipe-reference --megatron -->/,/<!-- END mtrain recipe-reference --megatron -->/p' \
   docs/megatron-flags.md | sed '1d;$d' >"$TMP/doc.md"
 diff "$TMP/table.md" "$TMP/doc.md" >"$TMP/diff" || { head -n 20 "$TMP/diff"; fail "docs/megatron-flags.md is out of date: regenerate its table with ./mtrain recipe-reference --megatron"; }
-grep -o '^| `--[a-z0-9-]*' "$TMP/table.md" | cut -c4- | sort >"$TMP/flags"
+grep -o '^| `--[a-z0-9_-]*' "$TMP/table.md" | cut -c4- | sort >"$TMP/flags"
 dups=$(uniq -d "$TMP/flags")
 [ -z "$dups" ] || fail "flags both aliased and in the Megatron table: $dups"
 echo "table: $(wc -l <"$TMP/flags") flags, each once, docs in step"
 for f in test/megatron/*.args; do
-  grep -v '^#' "$f" | grep -o '^--[a-z0-9-]*' | sort -u | while read -r flag; do
+  grep -v '^#' "$f" | grep -o '^--[a-z0-9_-]*' | sort -u | while read -r flag; do
     grep -qx -- "$flag" "$TMP/flags" || { echo "$f: $flag"; exit 1; }
   done || fail "a flag of a Megatron example is not in the table"
 done
