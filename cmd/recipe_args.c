@@ -13,6 +13,11 @@ int mt_cmd_recipe_problems(const char *config, int *argc, char **argv, mt_recipe
         snprintf(report, n_report, "%s", mt_last_error());
         return 1;
     }
+    /* no recipe file: the flags alone define the run, on Megatron's defaults */
+    if (!config && mt_recipe_megatron_defaults(r) != MT_OK) {
+        snprintf(report, n_report, "%s", mt_last_error());
+        return 1;
+    }
     *file_ok = 1;
     /* the flags' problems and the unknown arguments in one report */
     const int bad_args = mt_recipe_apply_args(r, argc, argv) != MT_OK;

@@ -202,6 +202,10 @@ mt_status mt_recipe_apply_args(mt_recipe *r, int *argc, char **argv);
  * argument left (unknown flags with the nearest known flag; a word after an unknown flag is
  * taken as its value). */
 mt_status mt_recipe_unknown_args(int argc, char **argv);
+/* After mt_recipe_defaults, for a run that Megatron's flags alone define (no recipe file): the
+ * defaults Megatron-LM gives where mtrain's recipe defaults differ (Adam beta2 0.999, linear decay,
+ * dropless MoE, no load-balancing loss); docs/megatron-flags.md lists them. */
+mt_status mt_recipe_megatron_defaults(mt_recipe *r);
 /* Prints the Megatron flag table (mapped to a key / accepted, changing nothing here / run with a
  * substitute / refused, each with its note) as markdown, for docs/megatron-flags.md. */
 void mt_recipe_print_megatron_flags(FILE *f);

@@ -536,6 +536,31 @@ mt_status mt_recipe_finish_megatron(mt_recipe *r, void *state, mt_recipe_problem
     return MT_OK;
 }
 
+/* ---- Megatron's defaults for a run its flags alone define ---- */
+
+/* Megatron-LM's argument defaults where mtrain's recipe defaults differ (megatron/core/optimizer/
+ * optimizer_config.py, transformer/transformer_config.py and training/config/training_config.py
+ * at NVIDIA/Megatron-LM d98e8a64ddf34856e74b24714e3bedb2f5a39553); test/megatron/defaults.txt
+ * holds the whole table, checked by test/e2e/megatron_defaults.sh. */
+static const struct { const char *key, *value; } meg_defaults[] = {
+    { "optimizer.beta2", "0.999" },          /* --adam-beta2 0.999 (mtrain's recipes: 0.95) */
+    { "optimizer.decay", "linear" },         /* --lr-decay-style linear (mtrain's recipes: cosine) */
+    { "model.moe.capacity_factor", "0" },    /* --moe-expert-capacity-factor None: dropless */
+    { "model.moe.aux_loss_coeff", "0" },     /* --moe-aux-loss-coeff 0.0 */
+};
+
+mt_status mt_recipe_megatron_defaults(mt_recipe *r) {
+    char err[256];
+    for (size_t i = 0; i < sizeof meg_defaults / sizeof meg_defaults[0]; i++) {
+        const int k = mt_recipe_key_find(meg_defaults[i].key);
+        if (k < 0) return mt_errorf(MT_ERR_INTERNAL, "Megatron default of unknown key %s", meg_defaults[i].key);
+        /* a default, not a setting: the key stays "not set", so any flag or --set still applies */
+        if (mt_recipe_parse_value(r, k, meg_defaults[i].value, err, sizeof err) != MT_OK)
+            return mt_errorf(MT_ERR_INTERNAL, "Megatron default %s: %s", meg_defaults[i].key, err);
+    }
+    return MT_OK;
+}
+
 /* ---- unknown arguments ---- */
 
 static int edit_distance(const char *a, const char *b) {
