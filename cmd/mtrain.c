@@ -2,6 +2,7 @@
  * mtrain that decides to exit; everything below returns a status with a message.
  *   mtrain [train] --config R [--set k=v ...] [Megatron-style flags]
  *   mtrain check --config R [--world-size N]     validate a recipe, print it resolved
+ *   mtrain pretrain_gpt.py ARGS                   the same as mtrain train ARGS (torchrun's script slot)
  *   mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [...]
  *   mtrain launch -n N [--] ARGS...               N local ranks under a built-in PMIx server
  *   mtrain checkpoint inspect DIR                 what a save holds; verify every file
@@ -281,6 +282,16 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (sub[0] == '-') return cmd_train(argc - 1, argv + 1);
+    /* torchrun ... pretrain_gpt.py ARGS as mtrain launch ... pretrain_gpt.py ARGS: the script's name
+     * stands for training (Megatron's other scripts train models mtrain does not have) */
+    const char *base = strrchr(sub, '/') ? strrchr(sub, '/') + 1 : sub;
+    if (!strcmp(base, "pretrain_gpt.py")) return cmd_train(argc - 2, argv + 2);
+    const size_t n_sub = strlen(sub);
+    if (n_sub > 3 && !strcmp(sub + n_sub - 3, ".py")) {
+        fprintf(stderr, "mtrain: error: '%s': of Megatron-LM's scripts mtrain runs pretrain_gpt.py (GPT / Llama "
+                "pretraining) only; its arguments follow the script name, or give them to `mtrain train`\n", sub);
+        return 2;
+    }
     fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, plan, tokenize, launch, checkpoint, export, import, logprobs, generate, bootstrap-check, recipe-reference\n", sub);
     return 2;
 }

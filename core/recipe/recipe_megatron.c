@@ -293,6 +293,19 @@ static mt_status bad(const char *flag, const char *value, const char *why) {
     return mt_errorf(MT_ERR_CONFIG, "%s %s: %s", flag, value ? value : "", why);
 }
 
+/* --split as Megatron reads it: the numbers in the text (a regular expression for [.0-9]+), so a
+ * value the shell passed with its quotes ('99,1,0') or with spaces reads the same. In place. */
+static void split_numbers(char *v) {
+    if (!v || !strpbrk(v, "'\" ")) return; /* plain values stay as written (and in any message) */
+    char *w = v;
+    for (const char *p = v; *p;) {
+        if (!isdigit((unsigned char)*p) && *p != '.') { p++; continue; }
+        if (w != v) *w++ = ',';
+        while (isdigit((unsigned char)*p) || *p == '.') *w++ = *p++;
+    }
+    *w = 0;
+}
+
 /* Takes the rows of meg_flags out of argv (in place), recording their values. Refused flags and
  * missing values go to *P, reported with every other problem of the command line. */
 static void take_flags(int *argc, char **argv, meg_seen *s, mt_recipe_problems *P) {
@@ -305,6 +318,8 @@ static void take_flags(int *argc, char **argv, meg_seen *s, mt_recipe_problems *
             while (i < n) argv[k++] = argv[i++];
             break;
         }
+        if (a && (!strcmp(a, "--split") || !strncmp(a, "--split=", 8)))
+            split_numbers(a[7] ? argv[i] + 8 : i + 1 < n ? argv[i + 1] : NULL);
         if (!f) { argv[k++] = argv[i]; continue; }
         const int idx = (int)(f - meg_flags);
         const char *v = "";

@@ -2,7 +2,8 @@
 # tables print (`mtrain recipe-reference --megatron`), no flag is both an alias and a rule / note
 # row (the rows are taken first, so an alias behind one would never apply), and every flag of the
 # Megatron example argument lists in test/megatron/ is in the table (mapped, accepted, substitute,
-# refused or rule); `mtrain --help` lists every flag of the table.
+# refused or rule); `mtrain --help` lists every flag of the table. Also: --split with the quotes a
+# shell passed, and the pretrain_gpt.py token after `mtrain launch`'s torchrun flags.
 source test/e2e_lib.sh
 "$MTRAIN" recipe-reference --megatron >"$TMP/table.md" || fail "recipe-reference --megatron failed"
 sed -n '/<!-- BEGIN mtrain recipe-reference --megatron -->/,/<!-- END mtrain recipe-reference --megatron -->/p' \
@@ -20,3 +21,14 @@ done
 "$MTRAIN" --help >"$TMP/help" 2>&1 || true
 while read -r flag; do grep -q -- " $flag\( \|$\)" "$TMP/help" || fail "mtrain --help does not list $flag"; done <"$TMP/flags"
 echo "ok: every example flag is in the table; --help lists all $(wc -l <"$TMP/flags")"
+# quoted values as Megatron's parsers read them: --split takes the numbers of its text, so the quotes a
+# launch script's shell passes on ('99,1,0') read the same
+F=(--mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64
+   --train-iters 2 --micro-batch-size 1 --global-batch-size 2 --vocab-size 4096 --eval-interval 0)
+"$MTRAIN" check "${F[@]}" --split "'99,1,0'" 2>"$TMP/err" | grep -q 'split: "99,1,0"' || { cat "$TMP/err"; fail "--split \"'99,1,0'\" not read as 99,1,0"; }
+# torchrun's script slot: mtrain launch --nproc_per_node 2 pretrain_gpt.py ARGS trains
+"$MTRAIN" launch --nproc_per_node 2 pretrain_gpt.py "${F[@]}" >"$TMP/launch.out" 2>&1 || { tail -n 5 "$TMP/launch.out"; fail "launch ... pretrain_gpt.py"; }
+grep -q "finished 2 iterations" "$TMP/launch.out" || fail "launch ... pretrain_gpt.py did not train"
+"$MTRAIN" pretrain_bert.py "${F[@]}" >/dev/null 2>"$TMP/err" && fail "pretrain_bert.py accepted"
+grep -q "pretrain_gpt.py (GPT / Llama pretraining) only" "$TMP/err" || fail "pretrain_bert.py: $(cat "$TMP/err")"
+echo "ok: quoted --split, pretrain_gpt.py after mtrain launch's flags"
