@@ -4,6 +4,25 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/data/tokenizer.h"
+
+/* A Hugging Face tokenizer.json implies the vocabulary size (every id it holds, added tokens too,
+ * as Megatron's HuggingFaceTokenizer counts them): model.vocab from it when nothing set it. When
+ * the file cannot be read the key stays unset and validation says so. */
+static void vocab_from_tokenizer_json(mt_recipe *r) {
+    if (r->data.tokenizer != MT_TOK_HF || r->model.vocab > 0 || !r->data.vocab[0]) return;
+    mt_tokenizer_files files = { .vocab_path = r->data.vocab, .merges_path = NULL, .json_path = r->data.vocab };
+    mt_tokenizer *tok = NULL;
+    if (mt_tokenizer_open(&tok, "hf", &files) != MT_OK) {
+        mt_clear_error();
+        return;
+    }
+    char n[32];
+    snprintf(n, sizeof n, "%d", (int)mt_tokenizer_vocab_size(tok));
+    mt_tokenizer_free(tok);
+    if (mt_recipe_set(r, "model.vocab", n, "the tokenizer.json") != MT_OK) mt_clear_error();
+}
+
 int mt_cmd_recipe_problems(const char *config, int *argc, char **argv, mt_recipe *r, char *report, size_t n_report,
                            int *file_ok) {
     report[0] = 0;
@@ -21,6 +40,7 @@ int mt_cmd_recipe_problems(const char *config, int *argc, char **argv, mt_recipe
     *file_ok = 1;
     /* the flags' problems and the unknown arguments in one report */
     const int bad_args = mt_recipe_apply_args(r, argc, argv) != MT_OK;
+    vocab_from_tokenizer_json(r);
     if (bad_args) snprintf(report, n_report, "%s", mt_last_error());
     const int unknown = mt_recipe_unknown_args(*argc, argv) != MT_OK;
     if (unknown) {

@@ -3,7 +3,8 @@
 # row (the rows are taken first, so an alias behind one would never apply), and every flag of the
 # Megatron example argument lists in test/megatron/ is in the table (mapped, accepted, substitute,
 # refused or rule); `mtrain --help` lists every flag of the table. Also: --split with the quotes a
-# shell passed, and the pretrain_gpt.py token after `mtrain launch`'s torchrun flags.
+# shell passed, the pretrain_gpt.py token after `mtrain launch`'s torchrun flags, and the vocabulary
+# size from a tokenizer.json.
 source test/e2e_lib.sh
 "$MTRAIN" recipe-reference --megatron >"$TMP/table.md" || fail "recipe-reference --megatron failed"
 sed -n '/<!-- BEGIN mtrain recipe-reference --megatron -->/,/<!-- END mtrain recipe-reference --megatron -->/p' \
@@ -32,3 +33,11 @@ grep -q "finished 2 iterations" "$TMP/launch.out" || fail "launch ... pretrain_g
 "$MTRAIN" pretrain_bert.py "${F[@]}" >/dev/null 2>"$TMP/err" && fail "pretrain_bert.py accepted"
 grep -q "pretrain_gpt.py (GPT / Llama pretraining) only" "$TMP/err" || fail "pretrain_bert.py: $(cat "$TMP/err")"
 echo "ok: quoted --split, pretrain_gpt.py after mtrain launch's flags"
+# the vocabulary size a Hugging Face tokenizer.json implies (its ids, added tokens too), no --vocab-size needed
+if [ -f data/llama3-tokenizer.json ]; then
+  # F without its --vocab-size (turned into a harmless --seed 4096)
+  "$MTRAIN" check "${F[@]/--vocab-size/--seed}" --tokenizer-type HuggingFaceTokenizer --tokenizer-model data/llama3-tokenizer.json \
+    >"$TMP/hf.yaml" 2>"$TMP/err" || { cat "$TMP/err"; fail "check with a tokenizer.json and no --vocab-size"; }
+  grep -q "^  vocab: 128256 " "$TMP/hf.yaml" || fail "model.vocab not 128256 from the Llama 3 tokenizer.json: $(grep vocab: "$TMP/hf.yaml")"
+  echo "ok: model.vocab 128256 from the Llama 3 tokenizer.json"
+fi
