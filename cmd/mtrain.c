@@ -2,6 +2,7 @@
  * mtrain that decides to exit; everything below returns a status with a message.
  *   mtrain [train] --config R [--set k=v ...] [Megatron-style flags]
  *   mtrain check --config R [--world-size N]     validate a recipe, print it resolved
+ *   mtrain pretrain_gpt.py ARGS                   the same as mtrain train ARGS (torchrun's script slot)
  *   mtrain preprocess --input X.jsonl --output-prefix P --tokenizer byte [...]
  *   mtrain launch -n N [--] ARGS...               N local ranks under a built-in PMIx server
  *   mtrain checkpoint inspect DIR                 what a save holds; verify every file
@@ -83,13 +84,28 @@ static void print_notes(const mt_recipe *r) {
     }
 }
 
-/* Loads --config (optional) and every override; an unknown argument is an error.
- * *world_size gets --world-size N when given (0 otherwise). */
+/* The world a recipe's own layout implies (tp * pp * cp * dp, dp auto counting 1). */
+static int recipe_world(const mt_recipe *r) {
+    const mt_parallel_cfg *p = &r->parallel;
+    const int world = p->tensor * p->pipeline * p->context * (p->data > 0 ? p->data : 1);
+    return world < 1 ? 1 : world;
+}
+
+/* Loads --config (optional) and every override. Every problem of the command line is printed in
+ * one report: refused flags, values, Megatron rules, unknown arguments, and with them the recipe's
+ * own rules (layout, ranges) as they stand, so that no problem hides behind another. --help:
+ * the usage, and -1 (the caller exits 0). *world_size gets --world-size N when given (0 otherwise). */
 static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
+    static char report[24576];
     const char *config = NULL;
-    int n = 0;
+    int n = 0, file_ok = 0;
     mt_recipe_defaults(r);
     *world_size = 0;
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return -1;
+        }
     /* first pass: --config and --world-size, the rest stays for the recipe overrides */
     for (int i = 0; i < argc; i++) {
         if ((!strcmp(argv[i], "--config") || !strcmp(argv[i], "-c")) && i + 1 < argc) {
@@ -104,7 +120,21 @@ static int load_recipe(int argc, char **argv, mt_recipe *r, int *world_size) {
     }
     argc = n;
     /* no --config: the flags alone define the run, on the defaults (a Megatron launch script) */
-    return mt_cmd_load_recipe("mtrain", config, &argc, argv, r);
+    const int rc = mt_cmd_recipe_problems(config, &argc, argv, r, report, sizeof report, &file_ok);
+    if (!rc) return 0;
+    if (file_ok && mt_recipe_validate(r, *world_size > 0 ? *world_size : recipe_world(r)) != MT_OK) {
+        size_t used = strlen(report);
+        used += (size_t)snprintf(report + used, sizeof report - used, "\nand the recipe's own rules, with the "
+                                 "values above as they stand:");
+        for (const char *p = mt_last_error(); *p && used + 4 < sizeof report;) { /* one indented line each */
+            const char *e = strchr(p, '\n');
+            const int n = e ? (int)(e - p) : (int)strlen(p);
+            used += (size_t)snprintf(report + used, sizeof report - used, "\n  %.*s", n, p);
+            p += n + (e != NULL);
+        }
+    }
+    fprintf(stderr, "mtrain: error: %s\n", report);
+    return rc;
 }
 
 /* after a SIGTERM under mpirun: ends the process with 0 if the PMIx finalize has not returned
@@ -125,7 +155,7 @@ static int cmd_train(int argc, char **argv) {
     static mt_parallel_state ps;
     int world_flag = 0;
     int rc = load_recipe(argc, argv, &r, &world_flag);
-    if (rc) return rc;
+    if (rc) return rc < 0 ? 0 : rc;
     char support_note[512], note[1024];
     mt_backend be;
     rc = mt_cmd_start_ranks("mtrain", &r, &ps, &be, support_note, sizeof support_note, note, sizeof note);
@@ -175,12 +205,8 @@ static int cmd_check(int argc, char **argv) {
     static mt_recipe r;
     int world = 0;
     int rc = load_recipe(argc, argv, &r, &world);
-    if (rc) return rc;
-    if (world <= 0) { /* without --world-size: the recipe's own layout */
-        const mt_parallel_cfg *p = &r.parallel;
-        world = p->tensor * p->pipeline * p->context * (p->data > 0 ? p->data : 1);
-        if (world < 1) world = 1;
-    }
+    if (rc) return rc < 0 ? 0 : rc;
+    if (world <= 0) world = recipe_world(&r); /* without --world-size: the recipe's own layout */
     mt_status st = mt_recipe_validate(&r, world);
     if (st != MT_OK) return fail(st);
     char support_note[512]; /* what training would refuse, check refuses too */
@@ -254,6 +280,16 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (sub[0] == '-') return cmd_train(argc - 1, argv + 1);
+    /* torchrun ... pretrain_gpt.py ARGS as mtrain launch ... pretrain_gpt.py ARGS: the script's name
+     * stands for training (Megatron's other scripts train models mtrain does not have) */
+    const char *base = strrchr(sub, '/') ? strrchr(sub, '/') + 1 : sub;
+    if (!strcmp(base, "pretrain_gpt.py")) return cmd_train(argc - 2, argv + 2);
+    const size_t n_sub = strlen(sub);
+    if (n_sub > 3 && !strcmp(sub + n_sub - 3, ".py")) {
+        fprintf(stderr, "mtrain: error: '%s': of Megatron-LM's scripts mtrain runs pretrain_gpt.py (GPT / Llama "
+                "pretraining) only; its arguments follow the script name, or give them to `mtrain train`\n", sub);
+        return 2;
+    }
     fprintf(stderr, "mtrain: error: unknown command '%s'; commands: train, check, preprocess, plan, tokenize, launch, checkpoint, export, import, logprobs, generate, bootstrap-check, recipe-reference\n", sub);
     return 2;
 }

@@ -2,18 +2,58 @@
 #include "cmd/recipe_args.h"
 
 #include <stdio.h>
+#include <string.h>
 
-int mt_cmd_load_recipe(const char *tool, const char *config, int *argc, char **argv, mt_recipe *r) {
+#include "core/data/tokenizer.h"
+
+/* A Hugging Face tokenizer.json implies the vocabulary size (every id it holds, added tokens too,
+ * as Megatron's HuggingFaceTokenizer counts them): model.vocab from it when nothing set it. When
+ * the file cannot be read the key stays unset and validation says so. */
+static void vocab_from_tokenizer_json(mt_recipe *r) {
+    if (r->data.tokenizer != MT_TOK_HF || r->model.vocab > 0 || !r->data.vocab[0]) return;
+    mt_tokenizer_files files = { .vocab_path = r->data.vocab, .merges_path = NULL, .json_path = r->data.vocab };
+    mt_tokenizer *tok = NULL;
+    if (mt_tokenizer_open(&tok, "hf", &files) != MT_OK) {
+        mt_clear_error();
+        return;
+    }
+    char n[32];
+    snprintf(n, sizeof n, "%d", (int)mt_tokenizer_vocab_size(tok));
+    mt_tokenizer_free(tok);
+    if (mt_recipe_set(r, "model.vocab", n, "the tokenizer.json") != MT_OK) mt_clear_error();
+}
+
+int mt_cmd_recipe_problems(const char *config, int *argc, char **argv, mt_recipe *r, char *report, size_t n_report,
+                           int *file_ok) {
+    report[0] = 0;
+    *file_ok = 0;
     mt_recipe_defaults(r);
-    mt_status st = config ? mt_recipe_load_file(r, config) : MT_OK;
-    if (st == MT_OK) st = mt_recipe_apply_args(r, argc, argv);
-    if (st != MT_OK) {
-        fprintf(stderr, "%s: error: %s\n", tool, mt_last_error());
+    if (config && mt_recipe_load_file(r, config) != MT_OK) {
+        snprintf(report, n_report, "%s", mt_last_error());
         return 1;
     }
-    if (mt_recipe_unknown_args(*argc, argv) != MT_OK) {
-        fprintf(stderr, "%s: error: %s\n", tool, mt_last_error());
-        return 2;
+    /* no recipe file: the flags alone define the run, on Megatron's defaults */
+    if (!config && mt_recipe_megatron_defaults(r) != MT_OK) {
+        snprintf(report, n_report, "%s", mt_last_error());
+        return 1;
     }
-    return 0;
+    *file_ok = 1;
+    /* the flags' problems and the unknown arguments in one report */
+    const int bad_args = mt_recipe_apply_args(r, argc, argv) != MT_OK;
+    vocab_from_tokenizer_json(r);
+    if (bad_args) snprintf(report, n_report, "%s", mt_last_error());
+    const int unknown = mt_recipe_unknown_args(*argc, argv) != MT_OK;
+    if (unknown) {
+        const size_t used = strlen(report);
+        snprintf(report + used, n_report - used, "%s%s", used ? "\n" : "", mt_last_error());
+    }
+    return bad_args ? 1 : unknown ? 2 : 0;
+}
+
+int mt_cmd_load_recipe(const char *tool, const char *config, int *argc, char **argv, mt_recipe *r) {
+    static char report[16384];
+    int file_ok;
+    const int rc = mt_cmd_recipe_problems(config, argc, argv, r, report, sizeof report, &file_ok);
+    if (rc) fprintf(stderr, "%s: error: %s\n", tool, report);
+    return rc;
 }

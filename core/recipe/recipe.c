@@ -496,18 +496,23 @@ static mt_status apply_set(mt_recipe *r, int argc, char **argv, int *i) {
     return mt_recipe_set(r, kbuf, value, k_set_flag);
 }
 
-static mt_status apply_aliases(mt_recipe *r, int *argc, char **argv);
+static mt_status apply_aliases(mt_recipe *r, int *argc, char **argv, mt_recipe_problems *P);
 
 mt_status mt_recipe_apply_args(mt_recipe *r, int *argc, char **argv) {
     void *meg = NULL;
-    mt_status st = mt_recipe_take_megatron(r, argc, argv, &meg);
-    if (st == MT_OK) st = apply_aliases(r, argc, argv);
-    if (st == MT_OK) st = mt_recipe_finish_megatron(r, meg);
+    mt_recipe_problems *P = calloc(1, sizeof *P);
+    if (!P) return mt_errorf(MT_ERR_OOM, "out of memory parsing the command line");
+    /* every stage goes on past a problem, so that the report holds them all */
+    mt_status st = mt_recipe_take_megatron(r, argc, argv, &meg, P);
+    if (st == MT_OK) st = apply_aliases(r, argc, argv, P);
+    if (st == MT_OK) st = mt_recipe_finish_megatron(r, meg, P);
+    if (st == MT_OK) st = mt_recipe_problem_report(P);
     free(meg);
+    free(P);
     return st;
 }
 
-static mt_status apply_aliases(mt_recipe *r, int *argc, char **argv) {
+static mt_status apply_aliases(mt_recipe *r, int *argc, char **argv, mt_recipe_problems *P) {
     int n = *argc, n_keep = 0;
     mt_status st = MT_OK;
     char **keep = malloc(((size_t)(n > 0 ? n : 0) + 1) * sizeof *keep);
@@ -525,18 +530,19 @@ static mt_status apply_aliases(mt_recipe *r, int *argc, char **argv) {
             break;
         }
         if (!strncmp(a, "--set", 5) && (a[5] == 0 || a[5] == '=')) {
-            MT_CHECK(apply_set(r, n, argv, &i));
+            mt_recipe_problem_status(P, apply_set(r, n, argv, &i));
         } else if ((al = match_alias(a, &eqv)) != NULL) {
             int k = mt_recipe_key_index(al->key);
             char where[512], e[MSG_VAL_MAX + 8];
             if (k < 0) { st = mt_errorf(MT_ERR_INTERNAL, "%s: alias of unknown key %s", al->flag, al->key); goto out; }
             if (al->fixed) {
                 if (eqv) {
-                    st = mt_errorf(MT_ERR_CONFIG, "%s: %s: this switch takes no value; write %s alone "
-                                   "(or --set %s=...)", a, al->key, al->flag, al->key);
-                    goto out;
+                    mt_recipe_problem_status(P, mt_errorf(MT_ERR_CONFIG, "%s: %s: this switch takes no value; "
+                                                          "write %s alone (or --set %s=...)", a, al->key, al->flag,
+                                                          al->key));
+                    continue;
                 }
-                MT_CHECK(set_from_flag(r, k, al->fixed, al->flag, al->flag));
+                mt_recipe_problem_status(P, set_from_flag(r, k, al->fixed, al->flag, al->flag));
                 continue;
             }
             const char *value = eqv;
@@ -559,12 +565,12 @@ static mt_status apply_aliases(mt_recipe *r, int *argc, char **argv) {
                 value = argv[++i];
             }
             if (!value) {
-                st = mt_errorf(MT_ERR_CONFIG, "%s: %s: needs a value; write %s VALUE or %s=VALUE", al->flag,
-                               al->key, al->flag, al->flag);
-                goto out;
+                mt_recipe_problem_status(P, mt_errorf(MT_ERR_CONFIG, "%s: %s: needs a value; write %s VALUE or "
+                                                      "%s=VALUE", al->flag, al->key, al->flag, al->flag));
+                continue;
             }
             snprintf(where, sizeof where, "%s %s", al->flag, mt_recipe_echo(value, e, sizeof e));
-            MT_CHECK(set_from_flag(r, k, value, al->flag, where));
+            mt_recipe_problem_status(P, set_from_flag(r, k, value, al->flag, where));
             free(joined);
             joined = NULL;
         } else {

@@ -203,12 +203,17 @@ mt_status mt_recipe_load_string(mt_recipe *r, const char *yaml, size_t n_bytes, 
  * string recorded as the origin ("--set" when NULL). */
 mt_status mt_recipe_set(mt_recipe *r, const char *key, const char *value, const char *flag);
 /* Consumes `--set k=v`, `--set k v` and Megatron-style aliases from argv (in place), leaving
- * the arguments it does not know. */
+ * the arguments it does not know. A flag whose value is wrong is taken too and the rest still
+ * applied: the error holds every problem (refused flags, values, Megatron rules) at once. */
 mt_status mt_recipe_apply_args(mt_recipe *r, int *argc, char **argv);
 /* After mt_recipe_apply_args: MT_OK when argc is 0, else one MT_ERR_CONFIG naming every
  * argument left (unknown flags with the nearest known flag; a word after an unknown flag is
  * taken as its value). */
 mt_status mt_recipe_unknown_args(int argc, char **argv);
+/* After mt_recipe_defaults, for a run that Megatron's flags alone define (no recipe file): the
+ * defaults Megatron-LM gives where mtrain's recipe defaults differ (Adam beta2 0.999, linear decay,
+ * dropless MoE, no load-balancing loss); docs/megatron-flags.md lists them. */
+mt_status mt_recipe_megatron_defaults(mt_recipe *r);
 /* Prints the Megatron flag table (mapped to a key / accepted, changing nothing here / run with a
  * substitute / refused, each with its note) as markdown, for docs/megatron-flags.md. */
 void mt_recipe_print_megatron_flags(FILE *f);

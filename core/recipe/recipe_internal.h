@@ -79,11 +79,24 @@ int mt_recipe_is_prefix(const char *name);      /* "model", "model.moe": a secti
 const char *mt_recipe_leaf(const char *name);   /* last dotted component */
 /* A value echoed into a message: control bytes -> '?', cut to ~80 bytes with "...". */
 const char *mt_recipe_echo(const char *s, char *buf, size_t n_bytes);
+/* recipe_problems.c: the problems of one command line, gathered into one report.
+ * problem_add: one line (or several, one per line of text); problem_status: st's message when
+ * st is not MT_OK; problem_report: MT_OK when none, else one error holding them all. */
+typedef struct {
+    char text[8192];
+    size_t used;
+    int n, n_dropped;
+    mt_status st;
+} mt_recipe_problems;
+void mt_recipe_problem_add(mt_recipe_problems *p, const char *text);
+void mt_recipe_problem_status(mt_recipe_problems *p, mt_status st);
+mt_status mt_recipe_problem_report(const mt_recipe_problems *p);
 /* recipe_megatron.c: takes Megatron's non-alias flags out of argv before the aliases are applied
- * (*state: what was seen; refused flags are reported here, all at once), then applies their rules
- * and notes once the aliases are in (finish frees nothing; free(state) after). */
-mt_status mt_recipe_take_megatron(mt_recipe *r, int *argc, char **argv, void **state);
-mt_status mt_recipe_finish_megatron(mt_recipe *r, void *state);
+ * (*state: what was seen; refused flags and missing values go to *P), then applies their rules
+ * and notes once the aliases are in, each broken rule to *P (finish frees nothing; free(state)
+ * after). Only MT_ERR_OOM is returned; every other problem is in *P. */
+mt_status mt_recipe_take_megatron(mt_recipe *r, int *argc, char **argv, void **state, mt_recipe_problems *P);
+mt_status mt_recipe_finish_megatron(mt_recipe *r, void *state, mt_recipe_problems *P);
 /* Decimal number without hex/inf/nan/underscores: 0 ok, 1 not a number, 2 out of range. */
 int mt_recipe_parse_double(const char *s, double *out);
 /* One UTF-8 sequence: its length (0 = invalid) and code point. */

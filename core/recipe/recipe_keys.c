@@ -310,6 +310,7 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--decoder-last-pipeline-num-layers", "parallel.last_stage_layers", NULL },
     { "--account-for-embedding-in-pipeline-split", "parallel.embedding_in_split", "true" },
     { "--account-for-loss-in-pipeline-split", "parallel.loss_in_split", "true" },
+    { "--num-virtual-stages-per-pipeline-rank", "parallel.virtual_pipeline", NULL },
     { "--context-parallel-size", "parallel.context", NULL },
     { "--expert-model-parallel-size", "parallel.expert", NULL },
     { "--data-parallel-size", "parallel.data", NULL },

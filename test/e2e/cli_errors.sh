@@ -36,6 +36,18 @@ expect_error "data.mock: the mock documents hold the ids 1 to 4094" "$MTRAIN" --
 expect_error "--kv-channels 64: mtrain's head size is hidden / heads = 128 / 4" "$MTRAIN" check --config configs/gpt-tiny.yaml --kv-channels 64
 expect_error "--hidden-dropout 0.1: dropout is not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --hidden-dropout 0.1
 expect_error "cannot open" "$MTRAIN" --config /nonexistent/recipe.yaml
+# every problem of a command line in one report: refused, value, rule, unknown and layout together
+expect_error "5 problems with the command line" "$MTRAIN" check --config configs/gpt-tiny.yaml --reset-position-ids --eod-mask-loss --lr abc --kv-channels 64 --hidden-dropout 0.1 --nmu-layers 4 --tensor-model-parallel-size 3
+for needle in "--reset-position-ids: positions restart" "--lr abc: optimizer.lr" "--kv-channels 64: mtrain's head size" \
+    "--nmu-layers 4: unknown; did you mean --num-layers?" "model.heads: 4 heads do not split over parallel.tensor = 3"; do
+  grep -qF -- "$needle" "$TMP/err" || { cat "$TMP/err"; fail "the one report lacks '$needle'"; }
+done
+# --help after a subcommand is the usage, not an unknown flag
+for sub in check train; do
+  "$MTRAIN" $sub --help >"$TMP/out" 2>&1 || fail "mtrain $sub --help failed"
+  grep -q "^usage:" "$TMP/out" || fail "mtrain $sub --help printed no usage"
+  if grep -q "unknown" "$TMP/out"; then fail "mtrain $sub --help: $(head -n 2 "$TMP/out")"; fi
+done
 # CUDA backend on a machine without a GPU (or a build without CUDA): a clear error
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   expect_error "--backend cpu" "$MTRAIN" --config configs/gpt-tiny.yaml --backend cuda --train-iters 1

@@ -2,21 +2,42 @@
 # tables print (`mtrain recipe-reference --megatron`), no flag is both an alias and a rule / note
 # row (the rows are taken first, so an alias behind one would never apply), and every flag of the
 # Megatron example argument lists in test/megatron/ is in the table (mapped, accepted, substitute,
-# refused or rule); `mtrain --help` lists every flag of the table.
+# refused or rule); `mtrain --help` lists every flag of the table. Also: --split with the quotes a
+# shell passed, the pretrain_gpt.py token after `mtrain launch`'s torchrun flags, and the vocabulary
+# size from a tokenizer.json.
 source test/e2e_lib.sh
 "$MTRAIN" recipe-reference --megatron >"$TMP/table.md" || fail "recipe-reference --megatron failed"
 sed -n '/<!-- BEGIN mtrain recipe-reference --megatron -->/,/<!-- END mtrain recipe-reference --megatron -->/p' \
   docs/megatron-flags.md | sed '1d;$d' >"$TMP/doc.md"
 diff "$TMP/table.md" "$TMP/doc.md" >"$TMP/diff" || { head -n 20 "$TMP/diff"; fail "docs/megatron-flags.md is out of date: regenerate its table with ./mtrain recipe-reference --megatron"; }
-grep -o '^| `--[a-z0-9-]*' "$TMP/table.md" | cut -c4- | sort >"$TMP/flags"
+grep -o '^| `--[a-z0-9_-]*' "$TMP/table.md" | cut -c4- | sort >"$TMP/flags"
 dups=$(uniq -d "$TMP/flags")
 [ -z "$dups" ] || fail "flags both aliased and in the Megatron table: $dups"
 echo "table: $(wc -l <"$TMP/flags") flags, each once, docs in step"
 for f in test/megatron/*.args; do
-  grep -v '^#' "$f" | grep -o '^--[a-z0-9-]*' | sort -u | while read -r flag; do
+  grep -v '^#' "$f" | grep -o '^--[a-z0-9_-]*' | sort -u | while read -r flag; do
     grep -qx -- "$flag" "$TMP/flags" || { echo "$f: $flag"; exit 1; }
   done || fail "a flag of a Megatron example is not in the table"
 done
 "$MTRAIN" --help >"$TMP/help" 2>&1 || true
 while read -r flag; do grep -q -- " $flag\( \|$\)" "$TMP/help" || fail "mtrain --help does not list $flag"; done <"$TMP/flags"
 echo "ok: every example flag is in the table; --help lists all $(wc -l <"$TMP/flags")"
+# quoted values as Megatron's parsers read them: --split takes the numbers of its text, so the quotes a
+# launch script's shell passes on ('99,1,0') read the same
+F=(--mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64
+   --train-iters 2 --micro-batch-size 1 --global-batch-size 2 --vocab-size 4096 --eval-interval 0)
+"$MTRAIN" check "${F[@]}" --split "'99,1,0'" 2>"$TMP/err" | grep -q 'split: "99,1,0"' || { cat "$TMP/err"; fail "--split \"'99,1,0'\" not read as 99,1,0"; }
+# torchrun's script slot: mtrain launch --nproc_per_node 2 pretrain_gpt.py ARGS trains
+"$MTRAIN" launch --nproc_per_node 2 pretrain_gpt.py "${F[@]}" >"$TMP/launch.out" 2>&1 || { tail -n 5 "$TMP/launch.out"; fail "launch ... pretrain_gpt.py"; }
+grep -q "finished 2 iterations" "$TMP/launch.out" || fail "launch ... pretrain_gpt.py did not train"
+"$MTRAIN" pretrain_bert.py "${F[@]}" >/dev/null 2>"$TMP/err" && fail "pretrain_bert.py accepted"
+grep -q "pretrain_gpt.py (GPT / Llama pretraining) only" "$TMP/err" || fail "pretrain_bert.py: $(cat "$TMP/err")"
+echo "ok: quoted --split, pretrain_gpt.py after mtrain launch's flags"
+# the vocabulary size a Hugging Face tokenizer.json implies (its ids, added tokens too), no --vocab-size needed
+if [ -f data/llama3-tokenizer.json ]; then
+  # F without its --vocab-size (turned into a harmless --seed 4096)
+  "$MTRAIN" check "${F[@]/--vocab-size/--seed}" --tokenizer-type HuggingFaceTokenizer --tokenizer-model data/llama3-tokenizer.json \
+    >"$TMP/hf.yaml" 2>"$TMP/err" || { cat "$TMP/err"; fail "check with a tokenizer.json and no --vocab-size"; }
+  grep -q "^  vocab: 128256 " "$TMP/hf.yaml" || fail "model.vocab not 128256 from the Llama 3 tokenizer.json: $(grep vocab: "$TMP/hf.yaml")"
+  echo "ok: model.vocab 128256 from the Llama 3 tokenizer.json"
+fi

@@ -512,7 +512,15 @@ static void test_args(void) {
         CHECK(!r.model.bias && r.model.moe.experts == 4 && r.model.moe.top_k == 1);
         CHECK(c == 3 && !strcmp(v[0], "--") && !strcmp(v[1], "--lr") && !strcmp(v[2], "1"));
     }
-    /* errors leave argv alone and name the flag */
+    /* an error names the flag; the flag and its value are taken (the report holds it, not the
+     * unknown arguments), and the flags after it are still applied */
+    {
+        char *v[] = { "--tensor-model-parallel-size", "3x", "--num-layers", "5", NULL };
+        int c = 4;
+        CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG && c == 0 && r.model.layers == 5);
+        CHECK_STR_CONTAINS(mt_last_error(), "--tensor-model-parallel-size 3x: parallel.tensor: expected an integer");
+    }
+    /* each of these errors names the flag */
     static const struct { const char *argv[4]; const char *needle; } bad_args[] = {
         {{"--tensor-model-parallel-size", "3x"}, "--tensor-model-parallel-size 3x: parallel.tensor: expected an integer"},
         {{"--tensor-model-parallel-size", "0"}, "--tensor-model-parallel-size 0: parallel.tensor: out of range"},
@@ -531,9 +539,7 @@ static void test_args(void) {
             v[c] = (char *)bad_args[k].argv[c];
             c++;
         }
-        const int n = c;
         CHECK(mt_recipe_apply_args(&r, &c, v) == MT_ERR_CONFIG);
-        CHECKF(c == n && v[n - 1] == bad_args[k].argv[n - 1], "%s: argv changed", bad_args[k].argv[0]);
         CHECK_STR_CONTAINS(mt_last_error(), bad_args[k].needle);
     }
     {   /* a flag overrides the file, and the origin follows */
