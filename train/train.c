@@ -78,13 +78,32 @@ typedef struct {
     mt_timing *tm;
 } fetch_ctx;
 
+/* Every token id of a fetched row is in the model's vocabulary: a .bin changed after its index was
+ * written (or tokenised with another vocabulary) is named here, not as a row of the loss. */
+static mt_status check_row(const fetch_ctx *f, int64_t sample, const int32_t *row) {
+    const int V = f->t->model.pl.V, n = f->t->T + 1;
+    for (int i = 0; i < n; i++) {
+        if (row[i] >= 0 && row[i] < V) continue;
+        int ds;
+        int64_t j;
+        mt_blended_dataset_source(f->ds, sample, &ds, &j);
+        return mt_errorf(MT_ERR_DATA, "%s.bin: sample %lld (token %d of its row) holds id %d, outside the model's "
+                         "vocabulary of %d tokens: the file changed after its .idx was written, or was tokenised "
+                         "with another vocabulary; preprocess it again with the recipe's tokenizer",
+                         mt_blended_dataset_prefix(f->ds, ds), (long long)j, i, row[i], V);
+    }
+    return MT_OK;
+}
+
 static mt_status fetch_cb(void *ctx, int mb, int32_t *tokens) {
     const fetch_ctx *f = ctx;
     const trainer *t = f->t;
     const double t0 = mt_timing_begin(f->tm, MT_TM_BATCH);
     for (int b = 0; b < t->B; b++) {
         int64_t sample = f->consumed + (int64_t)mb * t->B * t->dp + (int64_t)t->dp_rank * t->B + b;
-        mt_status st = mt_blended_dataset_get(f->ds, sample, tokens + (size_t)b * (t->T + 1));
+        int32_t *row = tokens + (size_t)b * (t->T + 1);
+        mt_status st = mt_blended_dataset_get(f->ds, sample, row);
+        if (st == MT_OK) st = check_row(f, sample, row);
         if (st != MT_OK) return st;
     }
     mt_timing_end(f->tm, MT_TM_BATCH, t0, mb, -1);

@@ -16,6 +16,8 @@
 #                   the .bin (SIGBUS turned into a message, or the changed-file check)
 #   grown           the .bin grown in place under a training run: the changed-file message at the
 #                   next validation, non-zero exit
+#   overwritten     the .bin overwritten in place under a training run with ids past the
+#                   vocabulary: the next batch's message names the .bin, the sample and the id
 #   path_*          data.path a folder, the .bin, the .idx, an --output-prefix, a bare prefix
 #                   with no files, a .bin without .idx: each message says what is wrong and what
 #                   to write
@@ -195,5 +197,19 @@ B="$TMP/binonly"; mkdir -p "$B"; cp "$DATA.bin" "$B/"
 fault_begin path_bin_only # waits ~2 s for an .idx that may be mid-publish, then says which is missing
 fault_run "$MTRAIN" "${TRAIN[@]}" --set "data.path=$B/kjv_text_document" --set training.iters=1
 fault_end nonzero "$B/kjv_text_document.idx: missing beside $B/kjv_text_document.bin"
+
+# the .bin overwritten in place (same size) with ids past the vocabulary while training reads it
+# (the start-up scan of the ids saw the good file): the next batch names the .bin, the sample and
+# the id, not a row of the cross-entropy
+O="$TMP/overwritten"; mkdir -p "$O"; cp "$DATA.bin" "$DATA.idx" "$O/"
+fault_begin overwritten
+fault_start "$MTRAIN" "${TRAIN[@]}" --set "data.path=$O/kjv_text_document" --set training.iters=400 --set logging.eval_interval=0
+fault_wait_log "iteration " 30
+head -c "$(stat -c %s "$O/kjv_text_document.bin")" /dev/zero | tr '\000' '\377' |
+  dd of="$O/kjv_text_document.bin" conv=notrunc status=none
+fault_wait 30
+fault_end nonzero "$O/kjv_text_document.bin: sample "
+grep -qF "holds id 65535, outside the model's vocabulary of 257 tokens" "$TMP/overwritten.log" ||
+  fail "overwritten: the message does not give the id and the vocabulary"
 
 echo "all data fault cases passed"
