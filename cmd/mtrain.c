@@ -84,6 +84,19 @@ static void print_notes(const mt_recipe *r) {
     }
 }
 
+/* An attempt after the first under `mtrain launch --max-restarts` (MT_RESTART_COUNT >= 1) that has
+ * nowhere to resume from says so: without checkpoint.dir the restart begins again at iteration 0
+ * (or at checkpoint.load's save), not where the failed attempt stopped. */
+static void note_restart(const mt_recipe *r) {
+    const char *k = getenv("MT_RESTART_COUNT");
+    const int restart = k ? atoi(k) : 0;
+    if (restart < 1 || r->checkpoint.dir[0]) return;
+    fprintf(stderr, "mtrain: note: restart %d of this job (MT_RESTART_COUNT) without checkpoint.dir (--save): "
+                    "training starts again from %s, not where the failed attempt stopped; give --save DIR "
+                    "(with --save-interval) so that a restart resumes from the latest save\n",
+            restart, r->checkpoint.load[0] ? "checkpoint.load's save" : "iteration 0");
+}
+
 /* The world a recipe's own layout implies (tp * pp * cp * dp, dp auto counting 1). */
 static int recipe_world(const mt_recipe *r) {
     const mt_parallel_cfg *p = &r->parallel;
@@ -161,6 +174,7 @@ static int cmd_train(int argc, char **argv) {
     rc = mt_cmd_start_ranks("mtrain", &r, &ps, &be, support_note, sizeof support_note, note, sizeof note);
     if (rc) return rc;
     if (ps.logger) print_notes(&r);
+    if (ps.logger) note_restart(&r);
     if (support_note[0] && ps.logger) fprintf(stderr, "mtrain: %s\n", support_note);
     if (note[0] && ps.logger) fprintf(stderr, "mtrain: %s\n", note);
     if (r.training.precision == MT_PREC_BF16 && be.act == MT_F32 && ps.logger)

@@ -2,7 +2,8 @@
 # launcher restarts the job, the new attempt resumes from the latest save in checkpoint.dir (the
 # ranks see MT_RESTART_COUNT = 1, and checkpoint.load is empty), the job finishes with exit 0, and
 # its final loss — every iteration after the resume, in fact — equals the uninterrupted run's
-# (same strings: the same bits, since the resume is exact on the same layout).
+# (same strings: the same bits, since the resume is exact on the same layout). A restarted attempt
+# without checkpoint.dir says that it starts again from iteration 0.
 source test/e2e_lib.sh
 need_data
 ITERS=30
@@ -50,3 +51,14 @@ echo "uninterrupted: $final_s; with a restart: $final_r"
 [ -n "$final_s" ] && [ "$final_s" = "$final_r" ] || fail "final losses differ"
 [ -z "$(marked_pids "$mark")" ] || fail "ranks left running"
 echo "restart from checkpoint: ok"
+
+# a restarted attempt (MT_RESTART_COUNT >= 1, as the launcher sets it) with no checkpoint.dir says
+# that it starts again from iteration 0; with --save, or on the first attempt, it says nothing
+one=(--config configs/gpt-tiny.yaml --train-iters 1 --micro-batch-size 1 --set logging.eval_interval=0)
+MT_RESTART_COUNT=1 "$MTRAIN" "${one[@]}" >"$TMP/r1.out" 2>"$TMP/r1.err" || { cat "$TMP/r1.err"; fail "restart 1 without --save failed"; }
+grep -q "note: restart 1 of this job (MT_RESTART_COUNT) without checkpoint.dir (--save): training starts again from iteration 0" "$TMP/r1.err" ||
+  { cat "$TMP/r1.err"; fail "a restart without --save does not say it starts from iteration 0"; }
+MT_RESTART_COUNT=1 "$MTRAIN" "${one[@]}" --save "$TMP/ck1" >"$TMP/r2.out" 2>"$TMP/r2.err" || { cat "$TMP/r2.err"; fail "restart 1 with --save failed"; }
+MT_RESTART_COUNT=0 "$MTRAIN" "${one[@]}" >"$TMP/r3.out" 2>"$TMP/r3.err" || { cat "$TMP/r3.err"; fail "attempt 0 failed"; }
+! grep -q "note: restart" "$TMP/r2.err" "$TMP/r3.err" || fail "the restart note appears with --save or on the first attempt"
+echo "restart note without --save: ok"
