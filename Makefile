@@ -78,8 +78,10 @@ $(BUILD)/module/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(MODULE_CFLAGS) -c $< -o $@
 
+# build/.module-libs: the link line that worked, for scripts/gpu-kit.sh's prebuilt module
 $(CUDA_MODULE): $(CU_OBJ) $(MODULE_C_OBJ)
 	$(CC) -shared -o $@ $^ $(MODULE_LIBS)
+	@printf '%s\n' '$(MODULE_LIBS)' >$(BUILD)/.module-libs
 
 $(LIB): $(CORE_OBJ)
 	@rm -f $@

@@ -150,10 +150,19 @@ miss=$(LD_LIBRARY_PATH="$STAGE/lib:$STAGE/lib/runtime" ldd "$STAGE"/lib/*.so* "$
 if [ -f build/libmtrain_cuda.so ]; then
   # this build's CUDA objects, linked as the Makefile links the module, with the module's two C
   # objects of the binaries' build (portable host code)
-  cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")
+  # the link line make used for build/libmtrain_cuda.so (the Makefile writes it down); a build
+  # older than that file: the toolkit beside nvcc as found on PATH, not its resolved path (a
+  # toolkit whose bin/nvcc links elsewhere keeps its libraries beside the link)
+  if [ -s build/.module-libs ]; then
+    module_libs=$(cat build/.module-libs)
+  else
+    nvcc_path=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+    module_libs="-L$(dirname "$(dirname "$nvcc_path")")/lib64 -L$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")/lib64 -lcudart -lcublasLt -lnccl -lstdc++"
+  fi
+  # shellcheck disable=SC2086 # module_libs is a list of linker arguments
   cc -shared -o "$STAGE/module/libmtrain_cuda.so" build/cuda/*.o $(for o in $MODULE_C_OBJ; do printf '%s ' "$BIN_SRC/$o"; done) \
-    -L"$cuda_home/lib64" -lcudart -lcublasLt -lnccl -lstdc++ -Wl,-rpath,/usr/local/cuda/lib64 ||
-    die "linking the prebuilt module failed"
+    $module_libs -Wl,-rpath,/usr/local/cuda/lib64 ||
+    die "linking the prebuilt module failed (link arguments: $module_libs)"
   strip --strip-debug "$STAGE/module/libmtrain_cuda.so"
   echo "module/libmtrain_cuda.so: built here ($(sed -n 's/.*NVFLAGS=\(.*\) LDLIBS=.*/\1/p' build/.build-flags)), linked against $(ldd "$STAGE/module/libmtrain_cuda.so" | awk '/=>/ {print $1}' | grep -E 'cudart|cublas|nccl' | tr '\n' ' ')" >>"$MANIFEST"
 fi
