@@ -90,6 +90,13 @@ seq 0 50000 | sed 's/.*/k&: 0/' >"$TMP/keys.yaml" # 1 mapping + 2 * 50,001 scala
 fault_run "$MTRAIN" --config "$TMP/keys.yaml"
 fault_end 2 "$TMP/keys.yaml:50000: recipe: more than 100000 keys and values (the limit)"
 
+# --threads beyond what the address-space limit lets the process start: named before the first
+# parallel region (libgomp alone would print only "Thread creation failed")
+fault_begin threads_limit
+fault_run bash -c 'ulimit -v 4000000 && exec "$0" --config configs/gpt-tiny.yaml --train-iters 1 --threads 4096' "$MTRAIN"
+fault_end 1 "training.threads (--threads) = 4096: this process could start only"
+grep -q "use --threads [0-9]* or fewer" "$TMP/threads_limit.log" || fail "threads_limit: no count to use"
+
 # --- a FIFO where a file is read: refused at once, not waited on ---
 SMALLNET=(--config configs/gpt-tiny.yaml --num-layers 1 --hidden-size 64 --threads 1 --set logging.eval_interval=0)
 "$MTRAIN" "${SMALLNET[@]}" --train-iters 1 --save "$TMP/ff" >"$TMP/ff.log" 2>&1 || { cat "$TMP/ff.log"; fail "the small save failed"; }
