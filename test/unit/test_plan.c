@@ -348,7 +348,9 @@ static void test_formulas(void) {
     mt_plan_opts o;
     static mt_plan p;
     mt_plan_opts_defaults(&o);
-    o.megatron_activations = 1; /* Korthikanti's figures describe Megatron-LM's buffers, not mtrain's */
+    o.megatron_activations = 1; /* Korthikanti's figures describe Megatron-LM's buffers, not mtrain's, */
+    o.unfused_attention = 1;    /* with the unfused softmax of 2022, which keeps the s x s scores, */
+    o.dropout = 0.1;            /* and GPT-3's dropout masks */
     CHECK(mt_plan_compute(r, 1024, mt_gpu_find("a100-80g"), &o, &p) == MT_OK);
     const double B = 1536, s = 2048, l = 96, h = 12288, V = mt_recipe_padded_vocab(r), a = 96, t = 8, b = 1;
     CHECK_NEAR(p.flops_model_iter, 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)), 0, 1e-12);
