@@ -612,7 +612,29 @@ static void plan_time_at_rates(const plan_ctx *x, mt_plan *p) {
 }
 
 /* Warnings, one per line, into p->notes. */
+/* Which of Megatron's activation terms (act_layer_bf16) dominate one (layer, micro-batch) of this layout:
+ * a note with each group's share, so a layout that does not fit says what to cut. */
+static void note_act_terms(const plan_ctx *x, mt_plan *p) {
+    const dims *d = &x->d;
+    if (!x->megatron_acts || p->recompute == MT_RECOMPUTE_FULL) return;
+    const int t = x->t, sp = p->sp;
+    const double rep_div = sp ? t : 1, h = d->C;
+    const double inputs = (8.0 * h + (d->moe ? 2.0 * d->K * h : 0.0)) / rep_div;
+    const double masks = x->o->dropout > 0 ? 2.0 * h / rep_div : 0.0;
+    const double attn = (2.0 * h + 4.0 * d->KV * d->D + 2.0 * h) / t;
+    const double mlp = d->K * (2.0 * d->fc_rows + 2.0 * d->F) / t;
+    const double score = !x->o->unfused_attention ? 4.0 * d->H / t
+                         : p->recompute == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * d->T / t;
+    const double all = inputs + masks + attn + mlp + score;
+    if (all <= 0) return;
+    note(p->notes, sizeof p->notes, "activations per (layer, micro-batch), Megatron's count: MLP %.0f%%, attention "
+         "Q/K/V + projection input %.0f%%, norm and GEMM inputs %.0f%%, dropout masks %.0f%%, %s %.0f%%",
+         100 * mlp / all, 100 * attn / all, 100 * inputs / all, 100 * masks / all,
+         x->o->unfused_attention ? "attention scores" : "attention logsumexp", 100 * score / all);
+}
+
 static void plan_notes(const plan_ctx *x, mt_plan *p) {
+    note_act_terms(x, p);
     const mt_gpu_spec *gpu = x->gpu;
     const int t = x->t, pp = x->pp, m = x->m;
     if (p->mode == MT_PLAN_TRAINER_FP32 && x->r->training.precision == MT_PREC_BF16)

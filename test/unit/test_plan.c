@@ -362,6 +362,10 @@ static void test_formulas(void) {
     CHECK_NEAR(p.act_layer_bytes[MT_RECOMPUTE_SELECTIVE][0], s * b * h * (10 + 24 / t), 0, 1e-12);
     CHECK_NEAR(p.act_layer_bytes[MT_RECOMPUTE_FULL][1], 2 * s * b * h / t, 0, 1e-12);
     CHECK_NEAR(p.act_layer_bytes[MT_RECOMPUTE_FULL][0], 2 * s * b * h, 0, 1e-12);
+    /* the note naming the dominant terms: selective drops the scores; the MLP's 2 (4h) + 2 (4h) bytes per token
+     * of the 34 with sp are 16/34 = 47% */
+    CHECK(strstr(p.notes, "Megatron's count: MLP 47%, attention Q/K/V + projection input 24%, norm and GEMM inputs 24%, "
+                          "dropout masks 6%, attention scores 0%") != NULL);
     /* 1F1B: the first stage holds p micro-batches of L/p layers = L layers */
     CHECK(p.first.n_layer_mbs == 96 && p.last.n_layer_mbs == 6);
     /* distributed optimizer: 12 bytes / (dp cp), grads stay fp32 */
