@@ -475,7 +475,9 @@ static mt_status plan_rank_memory(const plan_ctx *x, const mt_plan *p, int k, mt
     const double flat_dense = ceil(n_dense / (dd * ua)) * dd * ua, flat_exp = ceil(n_exp / (de * ua)) * de * ua;
     const double n_buf = p->dist_opt ? flat_dense + flat_exp : c.n_elems;
     rk->weights_bytes = x->pbytes * n_buf;
-    rk->grads_bytes = 4.0 * n_buf; /* fp32 gradients (Megatron's main_grad buffer) */
+    /* Megatron's main_grad buffer: fp32, or the reduction's dtype when the modelled run reduces in 2 bytes
+     * (Megatron's grad_reduce_in_fp32 off: the buffer takes the parameters' dtype) */
+    rk->grads_bytes = (x->bf16 && x->o->grad_reduce_bytes > 0 ? x->o->grad_reduce_bytes : 4.0) * n_buf;
     rk->optim_nodist_bytes = x->obytes * c.n_elems;
     rk->optim_dist_bytes = x->obytes * (flat_dense / dd + flat_exp / de);
     rk->optim_bytes = p->dist_opt ? rk->optim_dist_bytes : rk->optim_nodist_bytes;

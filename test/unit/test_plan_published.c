@@ -18,7 +18,7 @@
  *      The 8K, 32K, 128K and 512K rows are held out (docs/plan.md).
  * Settings the tables do not state are those of the publishers' recipes as docs/plan.md lists them (no
  * recompute, sequence parallelism with tp, the distributed optimizer with both dp overlaps,
- * --tp-comm-overlap with tp, overlap_p2p_comm with interleaving).
+ * --tp-comm-overlap with tp, overlap_p2p_comm with interleaving; [B] reduces gradients in bf16).
  *
  * What is asserted: the conventions; every asserted row predicted / published in [1.00, 1.40] and their
  * median in [1.05, 1.25] (a regression guard around where the cost model stands, not the acceptance
@@ -104,6 +104,7 @@ static double plan_row(const pub_row *w, mt_plan *p) {
     o.fp8 = 1;
     o.tp_comm_overlap = w->tp > 1;
     o.p2p_overlap = w->vpp > 1;
+    if (w->causal) o.grad_reduce_bytes = 2; /* [B]: grad_reduce_in_fp32 off (Megatron-Bridge's perf recipes) */
     CHECKF(mt_plan_compute(&g_r, w->gpus, mt_gpu_find("h100-80g"), &o, p) == MT_OK, "%s: %s", w->name,
            mt_last_error());
     /* the publisher's FLOPs per token: the plan's (full square) or that less half the attention core
