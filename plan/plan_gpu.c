@@ -56,7 +56,8 @@
 #define A100_HBM_FRAC (1800.0 / 2039.0)
 /* Hopper's fixed cost per output tile (prologue, epilogue), in K-steps: a GEMM of K runs at
  * R * K / (K + k0). Two points of one K sweep at M = N = 8192 on an H800 SXM (Hopper's SMs and tensor
- * cores; tilelang's benchmark/matmul and benchmark/matmul_fp8 READMEs, github.com/tile-ai/tilelang):
+ * cores; tilelang's benchmark/matmul and benchmark/matmul_fp8 READMEs, github.com/xwhzz/tilelang, a fork of
+ * tile-ai/tilelang, at commit b2acfc3791d5):
  * fp16 628 TFLOP/s at K 1024 and 758 at K 8192, fp8 1129 and 1507. With r = rate(8192) / rate(1024),
  * r = 8 (1024 + k0) / (8192 + k0), so k0 = 8192 (r - 1) / (8 - r): 249.6 (fp16), 411.5 (fp8). The other
  * points of the sweeps (K 256 ... 16384) then fall within 2.5% (fp16) and 7% (fp8 at K 256; 2% from
