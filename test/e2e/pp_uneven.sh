@@ -6,7 +6,7 @@
 # same depth:
 #   gpt 7 layers on pp=2 as 3 + 4 (--decoder-first-pipeline-num-layers 3), and the same split by
 #     --account-for-embedding-in-pipeline-split ((7 + 1) / 2 = 4, the first stage one fewer);
-#   gpt 6 layers on pp=4 as 1 + 2 + 2 + 1 (first and last stage 1, the middle split evenly);
+#   gpt 7 layers on pp=4 as 1 + 2 + 2 + 2 (first stage 1, last 2, the middle split evenly);
 #   llama 7 layers on pp=2 as 4 + 3 (--account-for-loss-in-pipeline-split).
 # Why they agree: a stage initialises its layers from the serial run's init streams by global layer
 # index (the layout's layer0 from the recipe's one split rule), and runs the serial ops on the same
@@ -35,9 +35,8 @@ serial gpt7 "${GPT[@]}" --num-layers 7
 uneven gpt7 "gpt 7 layers pp=2 first 3" 2 2 "3/4" "${GPT[@]}" --num-layers 7 --decoder-first-pipeline-num-layers 3
 uneven gpt7 "gpt 7 layers pp=2 embedding counted" 2 2 "3/4" "${GPT[@]}" --num-layers 7 \
   --account-for-embedding-in-pipeline-split
-serial gpt6 "${GPT[@]}" --num-layers 6
-uneven gpt6 "gpt 6 layers pp=4 first 1 last 1" 4 4 "1/2/2/1" "${GPT[@]}" --num-layers 6 \
-  --decoder-first-pipeline-num-layers 1 --decoder-last-pipeline-num-layers 1
+uneven gpt7 "gpt 7 layers pp=4 first 1 last 2" 4 4 "1/2/2/2" "${GPT[@]}" --num-layers 7 \
+  --decoder-first-pipeline-num-layers 1 --decoder-last-pipeline-num-layers 2
 serial llama7 "${LLAMA[@]}" --num-layers 7
 uneven llama7 "llama 7 layers pp=2 loss counted" 2 2 "4/3" "${LLAMA[@]}" --num-layers 7 \
   --account-for-loss-in-pipeline-split
