@@ -303,23 +303,6 @@ mt_status mt_plan_check(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu) 
 
 /* ---------- the plan of one layout, in steps ---------- */
 
-/* The layout of pipeline stage k (mt_param_layout_build_stage). Uneven stages: the trainer's layout
- * builder splits evenly, so stage k's is built from a copy of the recipe whose even split gives k its
- * own layer count (model.layers = L_k pp), with the whole model's depth put back (L_global: the FLOPs). */
-static mt_status plan_stage_layout(const mt_recipe *r, int k, mt_param_layout *pl) {
-    if (!mt_recipe_uneven_stages(r)) return mt_param_layout_build_stage(r, k, pl);
-    mt_recipe *c = malloc(sizeof *c);
-    if (!c) return mt_errorf(MT_ERR_OOM, "plan: %zu bytes for a stage's recipe", sizeof *c);
-    *c = *r;
-    c->model.layers = mt_recipe_stage_layers(r, k) * r->parallel.pipeline;
-    c->parallel.first_stage_layers = c->parallel.last_stage_layers = 0;
-    c->parallel.embedding_in_split = c->parallel.loss_in_split = 0;
-    mt_status st = mt_param_layout_build_stage(c, k, pl);
-    free(c);
-    if (st == MT_OK) pl->L_global = r->model.layers;
-    return st;
-}
-
 /* The layout's fields of p, the model's dimensions and the mode's byte sizes. */
 static mt_status plan_layout(plan_ctx *x, int n_gpus, mt_plan *p) {
     const mt_recipe *r = x->r;
@@ -388,7 +371,7 @@ static mt_status plan_layout(plan_ctx *x, int n_gpus, mt_plan *p) {
     x->Ls = p->n_layers_stage;
     /* full recompute reruns rc_frac of each model chunk's layers (all: uniform; the first
        training.recompute_num_layers: block); the stage layout's own count (mt_param_layout_build_stage) */
-    st = plan_stage_layout(r, 0, &x->pl0);
+    st = mt_param_layout_build_stage(r, 0, &x->pl0);
     if (st != MT_OK) return st;
     x->rc_layers = x->full ? x->pl0.recompute : 0;
     x->rc_frac = x->full && x->pl0.Lc > 0 ? (double)x->rc_layers / x->pl0.Lc : 0.0;
@@ -460,7 +443,7 @@ static double stage_extra_acts(const plan_ctx *x, const mt_plan *p, const mt_pla
 static mt_status plan_rank_memory(const plan_ctx *x, const mt_plan *p, int k, mt_plan_rank *rk) {
     mt_param_layout stage_pl;
     pcount c;
-    mt_status st = plan_stage_layout(x->r, k, &stage_pl);
+    mt_status st = mt_param_layout_build_stage(x->r, k, &stage_pl);
     if (st != MT_OK) return st;
     layout_params(&stage_pl, &x->d, p->ep, 0, 0, &c);
     rk->stage = k;
