@@ -351,27 +351,20 @@ mt_status mt_indexed_read(const mt_indexed *ds, int64_t sequence, int64_t offset
     }
     const uint8_t *p = ds->bin_map + ld_i64(ds->pointers_raw + 8 * sequence) +
                        offset * ds->n_item_bytes;
+    /* n_tokens items of type T (bytes each, unaligned), each fitting an int32 token id */
+#define READ_ITEMS(T, bytes)                         \
+    for (int64_t i = 0; i < n_tokens; i++) {         \
+        T v;                                         \
+        memcpy(&v, p + (size_t)(bytes) * i, bytes);  \
+        tokens[i] = v;                               \
+    }                                                \
+    break
     switch (ds->dtype_code) {
-    case MT_INDEXED_DTYPE_U8:
-        for (int64_t i = 0; i < n_tokens; i++) tokens[i] = p[i];
-        break;
-    case MT_INDEXED_DTYPE_I8:
-        for (int64_t i = 0; i < n_tokens; i++) tokens[i] = (int8_t)p[i];
-        break;
-    case MT_INDEXED_DTYPE_U16:
-        for (int64_t i = 0; i < n_tokens; i++) {
-            uint16_t v;
-            memcpy(&v, p + 2 * i, 2);
-            tokens[i] = v;
-        }
-        break;
-    case MT_INDEXED_DTYPE_I16:
-        for (int64_t i = 0; i < n_tokens; i++) {
-            int16_t v;
-            memcpy(&v, p + 2 * i, 2);
-            tokens[i] = v;
-        }
-        break;
+    case MT_INDEXED_DTYPE_U8: READ_ITEMS(uint8_t, 1);
+    case MT_INDEXED_DTYPE_I8: READ_ITEMS(int8_t, 1);
+    case MT_INDEXED_DTYPE_U16: READ_ITEMS(uint16_t, 2);
+    case MT_INDEXED_DTYPE_I16: READ_ITEMS(int16_t, 2);
+#undef READ_ITEMS
     case MT_INDEXED_DTYPE_I32:
         memcpy(tokens, p, (size_t)n_tokens * 4);
         break;
@@ -409,43 +402,22 @@ mt_status mt_indexed_max_token(const mt_indexed *ds, int64_t max_tokens, int64_t
     if (max_tokens >= 0 && n > max_tokens) n = max_tokens;
     int64_t mx = -1;
     const uint8_t *p = ds->bin_map;
+    /* the largest of n items of type T (bytes each, unaligned), starting from mx = -1 */
+#define MAX_ITEM(T, bytes)                           \
+    for (int64_t i = 0; i < n; i++) {                \
+        T v;                                         \
+        memcpy(&v, p + (size_t)(bytes) * i, bytes);  \
+        mx = v > mx ? v : mx;                        \
+    }                                                \
+    break
     switch (ds->dtype_code) {
-    case MT_INDEXED_DTYPE_U8:
-        for (int64_t i = 0; i < n; i++) mx = p[i] > mx ? p[i] : mx;
-        break;
-    case MT_INDEXED_DTYPE_I8:
-        for (int64_t i = 0; i < n; i++) mx = (int8_t)p[i] > mx ? (int8_t)p[i] : mx;
-        break;
-    case MT_INDEXED_DTYPE_U16: {
-        uint16_t m16 = 0;
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t v;
-            memcpy(&v, p + 2 * i, 2);
-            m16 = v > m16 ? v : m16;
-        }
-        mx = n > 0 ? m16 : -1;
-        break;
-    }
-    case MT_INDEXED_DTYPE_I16:
-        for (int64_t i = 0; i < n; i++) {
-            int16_t v;
-            memcpy(&v, p + 2 * i, 2);
-            mx = v > mx ? v : mx;
-        }
-        break;
-    case MT_INDEXED_DTYPE_I32:
-        for (int64_t i = 0; i < n; i++) {
-            int32_t v;
-            memcpy(&v, p + 4 * i, 4);
-            mx = v > mx ? v : mx;
-        }
-        break;
-    case MT_INDEXED_DTYPE_I64:
-        for (int64_t i = 0; i < n; i++) {
-            const int64_t v = ld_i64(p + 8 * i);
-            mx = v > mx ? v : mx;
-        }
-        break;
+    case MT_INDEXED_DTYPE_U8: MAX_ITEM(uint8_t, 1);
+    case MT_INDEXED_DTYPE_I8: MAX_ITEM(int8_t, 1);
+    case MT_INDEXED_DTYPE_U16: MAX_ITEM(uint16_t, 2);
+    case MT_INDEXED_DTYPE_I16: MAX_ITEM(int16_t, 2);
+    case MT_INDEXED_DTYPE_I32: MAX_ITEM(int32_t, 4);
+    case MT_INDEXED_DTYPE_I64: MAX_ITEM(int64_t, 8);
+#undef MAX_ITEM
     default:
         return mt_errorf(MT_ERR_UNSUPPORTED, "%s: holds %s values, not token ids", ds->bin_path,
                          mt_indexed_dtype_name(ds->dtype_code));
