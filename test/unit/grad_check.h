@@ -48,10 +48,10 @@ static inline mt_status grad_check_open(grad_check *c, mt_recipe *r, grad_check_
 /* The base point over the first n parameter elements: p0, and g from one backward. */
 static inline void grad_check_base(grad_check *c, size_t n) {
     c->n = n;
-    c->p0 = malloc(n * 4);
-    c->g = malloc(n * 4);
-    c->p = malloc(n * 4);
-    c->d = malloc(n * 4);
+    c->p0 = malloc(4 * n * sizeof(float)); /* one block: p0 | g | p | d */
+    c->g = c->p0 + n;
+    c->p = c->g + n;
+    c->d = c->p + n;
     c->be.i->copy_d2h(&c->be, c->p0, c->m.params, n * 4);
     c->loss(&c->m, c->tokens, c->dloss, 1, c->n_tok);
     c->be.i->copy_d2h(&c->be, c->g, c->m.grads, n * 4);
@@ -87,9 +87,6 @@ static inline void grad_check_direction(grad_check *c, size_t lo, size_t hi, uin
 
 static inline void grad_check_close(grad_check *c) {
     free(c->p0);
-    free(c->g);
-    free(c->p);
-    free(c->d);
     mt_model_free(&c->m);
     mt_backend_destroy(&c->be);
 }
