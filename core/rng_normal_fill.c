@@ -19,6 +19,22 @@
 
 #define FILL_BLOCK 512
 
+/* k[0] z^(n-1) + k[1] z^(n-2) + ... + k[n-1], by Horner's rule in that order (the constant trip
+ * count unrolls; p * z - c and p * z + (-c) are the same IEEE step) */
+static inline double horner(double z, const double *k, int n) {
+    double p = k[0];
+    for (int i = 1; i < n; i++) p = p * z + k[i];
+    return p;
+}
+
+/* the atanh series' coefficients 1/17, 1/15, ..., 1 */
+static const double k_atanh[] = {1.0 / 17, 1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3, 1.0};
+/* cos r = sum (-1)^i r^2i / (2i)! from i = 7 down; sin r / r likewise from 1/15! */
+static const double k_cos[] = {-1.0 / 87178291200.0, 1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0,
+                               -1.0 / 720.0,          1.0 / 24.0,        -0.5,              1.0};
+static const double k_sin[] = {-1.0 / 1307674368000.0, 1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0,
+                               -1.0 / 5040.0,           1.0 / 120.0,        -1.0 / 6.0};
+
 /* ln(u) for u in (0, 1): u = 2^k z with z in [sqrt(1/2), sqrt(2)), ln z = 2 atanh(s),
  * s = (z - 1) / (z + 1), |s| <= 0.1716: the atanh series to s^17 leaves < 1e-15 relative. */
 static inline double log_unit(double u) {
@@ -32,15 +48,7 @@ static inline double log_unit(double u) {
     memcpy(&z, &iz, 8);
     const double f = z - 1.0; /* exact: z is within a factor 2 of 1 */
     const double s = f / (2.0 + f), w = s * s;
-    double p = 1.0 / 17;
-    p = p * w + 1.0 / 15;
-    p = p * w + 1.0 / 13;
-    p = p * w + 1.0 / 11;
-    p = p * w + 1.0 / 9;
-    p = p * w + 1.0 / 7;
-    p = p * w + 1.0 / 5;
-    p = p * w + 1.0 / 3;
-    p = p * w + 1.0;
+    const double p = horner(w, k_atanh, 9);
     return (double)k * 0x1.62e42fefa39efp-1 + 2.0 * s * p; /* ln 2 */
 }
 
@@ -51,22 +59,8 @@ static inline double cos_turn(double x) {
     const double kd = (x * 0x1.45f306dc9c883p-1 + 0x1.8p52) - 0x1.8p52; /* round(x * 2/pi) */
     const double r = ((x - kd * 0x1.921fb54400000p+0) - kd * 0x1.0b4611a600000p-34) - kd * 0x1.3198a2e037073p-69;
     const double z = r * r;
-    double c = -1.0 / 87178291200.0;             /* 1/14! */
-    c = c * z + 1.0 / 479001600.0;                /* 1/12! */
-    c = c * z - 1.0 / 3628800.0;                  /* 1/10! */
-    c = c * z + 1.0 / 40320.0;
-    c = c * z - 1.0 / 720.0;
-    c = c * z + 1.0 / 24.0;
-    c = c * z - 0.5;
-    c = c * z + 1.0;
-    double s = -1.0 / 1307674368000.0;           /* 1/15! */
-    s = s * z + 1.0 / 6227020800.0;               /* 1/13! */
-    s = s * z - 1.0 / 39916800.0;                 /* 1/11! */
-    s = s * z + 1.0 / 362880.0;
-    s = s * z - 1.0 / 5040.0;
-    s = s * z + 1.0 / 120.0;
-    s = s * z - 1.0 / 6.0;
-    s = (s * z) * r + r;
+    const double c = horner(z, k_cos, 8);
+    const double s = (horner(z, k_sin, 7) * z) * r + r;
     const int q = (int)kd & 3; /* cos(k pi/2 + r): cos r, -sin r, -cos r, sin r */
     const double v = (q & 1) ? s : c;
     return ((q + 1) & 2) ? -v : v;

@@ -179,15 +179,8 @@ mt_status mt_cuda_gelu_bwd(mt_backend *be, const mt_gelu_bwd_args *a) {
     return MT_OK;
 }
 
-static mt_status swiglu_check(const char *op, int N, int F, int all_set) {
-    if (N < 0 || F < 0) return mt_errorf(MT_ERR_CONFIG, "cuda %s: negative shape N=%d F=%d", op, N, F);
-    if ((size_t)N * F > 0 && !all_set)
-        return mt_errorf(MT_ERR_INTERNAL, "cuda %s: NULL tensor (N=%d F=%d)", op, N, F);
-    return MT_OK;
-}
-
 mt_status mt_cuda_swiglu_fwd(mt_backend *be, const mt_swiglu_fwd_args *a) {
-    mt_status st = swiglu_check("swiglu_fwd", a->N, a->F, a->out && a->inp);
+    mt_status st = mt_op_check_swiglu("cuda", "swiglu_fwd", a->N, a->F, a->out && a->inp);
     if (st != MT_OK) return st;
     const size_t n = (size_t)a->N * a->F;
     if (n == 0) return MT_OK;
@@ -198,7 +191,7 @@ mt_status mt_cuda_swiglu_fwd(mt_backend *be, const mt_swiglu_fwd_args *a) {
 }
 
 mt_status mt_cuda_swiglu_bwd(mt_backend *be, const mt_swiglu_bwd_args *a) {
-    mt_status st = swiglu_check("swiglu_bwd", a->N, a->F, a->dinp && a->dout && a->inp);
+    mt_status st = mt_op_check_swiglu("cuda", "swiglu_bwd", a->N, a->F, a->dinp && a->dout && a->inp);
     if (st != MT_OK) return st;
     const size_t n = (size_t)a->N * a->F;
     if (n == 0) return MT_OK;

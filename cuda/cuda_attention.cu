@@ -284,13 +284,8 @@ static int att_tensor_cores(void) {
 }
 
 static mt_status att_check(const char *op, int B, int T, int H, int KV, int D) {
-    if (B < 0 || T < 0 || H <= 0 || KV <= 0 || D <= 0)
-        return mt_errorf(MT_ERR_CONFIG, "cuda %s: bad shape B=%d T=%d H=%d KV=%d D=%d", op, B, T, H, KV, D);
-    if (H % KV != 0)
-        return mt_errorf(MT_ERR_CONFIG,
-                         "cuda %s: %d query heads are not a multiple of %d kv heads (grouped-query attention "
-                         "needs H %% KV == 0)",
-                         op, H, KV);
+    mt_status st = mt_op_check_attention("cuda", op, B, T, H, KV, D);
+    if (st != MT_OK) return st;
     if ((long)B * H > 65535)
         return mt_errorf(MT_ERR_CONFIG, "cuda %s: B*H = %ld exceeds the grid's y limit 65535", op, (long)B * H);
     return MT_OK;

@@ -18,6 +18,7 @@
 
 extern "C" {
 #include "core/backend.h"
+#include "core/op_check.h"
 #include "core/status.h"
 }
 
@@ -68,6 +69,20 @@ static inline mt_cuda_ctx *mt_cuda_ctx_of(mt_backend *be) { return (mt_cuda_ctx 
 
 static inline unsigned mt_cuda_ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 
+/* The row slabs of a column reduction (dbias, a norm's dweight / dbias) whose gx column blocks
+ * have ty lanes of rows each: ~4 blocks per SM, >= 8 rows per lane, at most 65535 and at most
+ * what the scratch holds at slab_bytes each; 0 when not even one slab fits the scratch. */
+static inline size_t mt_cuda_reduce_slabs(const mt_cuda_ctx *ctx, unsigned gx, int rows, int ty, size_t slab_bytes) {
+    const size_t max_slabs = ctx->scratch_bytes / slab_bytes;
+    const size_t want = mt_cuda_ceil_div((size_t)ctx->n_sm * 4, gx);
+    const size_t by_rows = mt_cuda_ceil_div((size_t)rows, (size_t)ty * 8);
+    size_t slabs = want < by_rows ? want : by_rows;
+    if (slabs > max_slabs) slabs = max_slabs;
+    if (slabs > 65535) slabs = 65535;
+    if (slabs < 1) slabs = max_slabs < 1 ? 0 : 1;
+    return slabs;
+}
+
 /* ---- device helpers ---- */
 
 __device__ __forceinline__ float mt_warp_sum(float v) {
@@ -97,26 +112,19 @@ __device__ __forceinline__ float mt_warp_max(float v) {
 /* Block-wide sum / max for blockDim.x a multiple of 32 (<= 1024): every thread gets the
  * result. Fixed reduction tree, so deterministic. `sh` holds >= 32 floats; the call ends
  * with a __syncthreads, so sh may be reused at once. All threads of the block must call. */
-__device__ __forceinline__ float mt_block_sum(float v, float *sh) {
+template <bool MAX>
+__device__ __forceinline__ float mt_block_reduce(float v, float *sh) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    v = mt_warp_sum(v);
+    v = MAX ? mt_warp_max(v) : mt_warp_sum(v);
     if (lane == 0) sh[warp] = v;
     __syncthreads();
-    float r = lane < n_warps ? sh[lane] : 0.0f;
-    r = mt_warp_sum(r);
+    float r = lane < n_warps ? sh[lane] : (MAX ? -INFINITY : 0.0f);
+    r = MAX ? mt_warp_max(r) : mt_warp_sum(r);
     __syncthreads();
     return r;
 }
-__device__ __forceinline__ float mt_block_max(float v, float *sh) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    v = mt_warp_max(v);
-    if (lane == 0) sh[warp] = v;
-    __syncthreads();
-    float r = lane < n_warps ? sh[lane] : -INFINITY;
-    r = mt_warp_max(r);
-    __syncthreads();
-    return r;
-}
+__device__ __forceinline__ float mt_block_sum(float v, float *sh) { return mt_block_reduce<false>(v, sh); }
+__device__ __forceinline__ float mt_block_max(float v, float *sh) { return mt_block_reduce<true>(v, sh); }
 
 /* ---- op entry points (each .cu file exports its family to cuda_backend.cu) ---- */
 

@@ -76,15 +76,6 @@ __global__ void embedding_bwd_dwpe_kernel(float *dwpe, const bf16 *dout, int B, 
     }
 }
 
-static mt_status emb_check(const char *op, int B, int T, int C, int n_vocab, int pos_offset, const void *a,
-                           const void *b, const void *c) {
-    if (B < 0 || T < 0 || C <= 0 || n_vocab < 0 || pos_offset < 0)
-        return mt_errorf(MT_ERR_CONFIG, "cuda %s: bad shape B=%d T=%d C=%d n_vocab=%d pos_offset=%d", op, B, T, C,
-                         n_vocab, pos_offset);
-    if ((long)B * T > 0 && (!a || !b || !c)) return mt_errorf(MT_ERR_INTERNAL, "cuda %s: NULL tensor", op);
-    return MT_OK;
-}
-
 static unsigned grid_for(size_t n) {
     size_t b = (n + EMB_THREADS - 1) / EMB_THREADS;
     if (b > 65535) b = 65535;
@@ -92,8 +83,8 @@ static unsigned grid_for(size_t n) {
 }
 
 mt_status mt_cuda_embedding_fwd(mt_backend *be, const mt_embedding_fwd_args *a) {
-    mt_status st = emb_check("embedding_fwd", a->B, a->T, a->C, a->n_vocab, a->pos_offset, a->out, a->tokens,
-                             a->n_vocab > 0 ? a->wte : (const void *)a->tokens);
+    mt_status st = mt_op_check_embedding("cuda", "embedding_fwd", a->B, a->T, a->C, a->n_vocab, a->pos_offset,
+                                         a->out, a->tokens, a->n_vocab > 0 ? a->wte : (const void *)a->tokens);
     if (st != MT_OK) return st;
     const size_t n = (size_t)a->B * a->T * a->C;
     if (n == 0) return MT_OK;
@@ -138,8 +129,8 @@ static mt_status embedding_bwd_dwte(mt_cuda_ctx *ctx, const mt_embedding_bwd_arg
 
 mt_status mt_cuda_embedding_bwd(mt_backend *be, const mt_embedding_bwd_args *a) {
     mt_cuda_ctx *ctx = mt_cuda_ctx_of(be);
-    mt_status st = emb_check("embedding_bwd", a->B, a->T, a->C, a->n_vocab, a->pos_offset, a->dout, a->tokens,
-                             a->tokens);
+    mt_status st = mt_op_check_embedding("cuda", "embedding_bwd", a->B, a->T, a->C, a->n_vocab, a->pos_offset,
+                                         a->dout, a->tokens, a->tokens);
     if (st != MT_OK) return st;
     const long rows = (long)a->B * a->T;
     if (rows == 0) return MT_OK;

@@ -237,18 +237,9 @@ static mt_status norm_bwd(mt_backend *be, const mt_norm_bwd_args *a) {
     float *dbias = RMS ? NULL : (float *)a->dbias;
     if (a->dweight || dbias) {
         unsigned gx = mt_cuda_ceil_div((size_t)C, WG_TX);
-        size_t max_slabs = ctx->scratch_bytes / ((size_t)2 * C * sizeof(float));
-        size_t want = mt_cuda_ceil_div((size_t)ctx->n_sm * 4, gx);      /* ~4 blocks per SM */
-        size_t by_rows = mt_cuda_ceil_div((size_t)N, WG_TY * 8);        /* >= 8 rows per lane */
-        size_t slabs = want < by_rows ? want : by_rows;
-        if (slabs > max_slabs) slabs = max_slabs;
-        if (slabs > 65535) slabs = 65535;
-        if (slabs < 1) {
-            if (max_slabs < 1)
-                return mt_errorf(MT_ERR_INTERNAL, "CUDA %s: C=%d exceeds the %zu-byte scratch", op,
-                                 C, ctx->scratch_bytes);
-            slabs = 1;
-        }
+        const size_t slabs = mt_cuda_reduce_slabs(ctx, gx, N, WG_TY, (size_t)2 * C * sizeof(float));
+        if (slabs < 1)
+            return mt_errorf(MT_ERR_INTERNAL, "CUDA %s: C=%d exceeds the %zu-byte scratch", op, C, ctx->scratch_bytes);
         dim3 grid(gx, (unsigned)slabs), block(WG_TX, WG_TY);
         norm_bwd_wgrad_partial_kernel<RMS><<<grid, block, 0, ctx->stream>>>(
             ctx->scratch, (const bf16 *)a->dout, (const bf16 *)a->inp, (const float *)a->mean,

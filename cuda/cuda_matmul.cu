@@ -310,18 +310,10 @@ __global__ void colsum_finish_kernel(float *out, const float *partial, int n_sla
 static mt_status dbias_accumulate(mt_cuda_ctx *ctx, float *dbias, const bf16 *dout, int rows,
                                   int cols) {
     unsigned gx = mt_cuda_ceil_div((size_t)cols, COLSUM_TX);
-    size_t max_slabs = ctx->scratch_bytes / ((size_t)cols * sizeof(float));
-    size_t want = mt_cuda_ceil_div((size_t)ctx->n_sm * 4, gx);             /* ~4 blocks per SM */
-    size_t by_rows = mt_cuda_ceil_div((size_t)rows, COLSUM_TY * 8);       /* >= 8 rows per lane */
-    size_t slabs = want < by_rows ? want : by_rows;
-    if (slabs > max_slabs) slabs = max_slabs;
-    if (slabs > 65535) slabs = 65535;
-    if (slabs < 1) {
-        if (max_slabs < 1)
-            return mt_errorf(MT_ERR_INTERNAL, "CUDA dbias: %d columns exceed the %zu-byte scratch",
-                             cols, ctx->scratch_bytes);
-        slabs = 1;
-    }
+    const size_t slabs = mt_cuda_reduce_slabs(ctx, gx, rows, COLSUM_TY, (size_t)cols * sizeof(float));
+    if (slabs < 1)
+        return mt_errorf(MT_ERR_INTERNAL, "CUDA dbias: %d columns exceed the %zu-byte scratch", cols,
+                         ctx->scratch_bytes);
     dim3 grid(gx, (unsigned)slabs), block(COLSUM_TX, COLSUM_TY);
     colsum_partial_kernel<<<grid, block, 0, ctx->stream>>>(ctx->scratch, dout, rows, cols);
     CUDA_CHECK_LAUNCH();

@@ -6,6 +6,10 @@
  * assignment one thread per expert in token order; only the per-token maths is parallel. */
 #include "cuda/cuda_common.cuh"
 
+extern "C" {
+#include "core/topk.h"
+}
+
 #define MOE_THREADS 256
 #define MOE_MAX_K 64
 
@@ -25,15 +29,7 @@ __global__ void moe_softmax_topk_kernel(const bf16 *logits, float *probs, int32_
     for (int e = 0; e < E; e++) p[e] = expf(__bfloat162float(z[e]) - mx) / s;
     lse_out[t] = mx + logf(s);
     int32_t *it = topi + (size_t)t * k;
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++) {
-            int used = 0;
-            for (int m = 0; m < j; m++) used |= it[m] == e;
-            if (!used && (best < 0 || p[e] > p[best])) best = e;
-        }
-        it[j] = best;
-    }
+    mt_topk_desc(p, E, k, it);
     float *w = topw + (size_t)t * k;
     if (pre_softmax) {
         for (int j = 0; j < k; j++) w[j] = p[it[j]];

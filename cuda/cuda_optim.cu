@@ -31,12 +31,8 @@ __global__ void adamw_kernel(float *master, bf16 *param, const float *grad, floa
 }
 
 mt_status mt_cuda_adamw(mt_backend *be, const mt_adamw_args *a) {
-    if (a->n == 0) return MT_OK;
-    if (!a->master || !a->grad || !a->m || !a->v)
-        return mt_errorf(MT_ERR_INTERNAL, "cuda adamw: NULL tensor (n=%zu)", a->n);
-    if (!(a->bias_correction1 > 0.0f) || !(a->bias_correction2 > 0.0f))
-        return mt_errorf(MT_ERR_CONFIG, "cuda adamw: bias corrections %g, %g must be > 0 (1 - beta^t with t >= 1)",
-                         (double)a->bias_correction1, (double)a->bias_correction2);
+    mt_status st = mt_op_check_adamw("cuda", a);
+    if (st != MT_OK || a->n == 0) return st;
     adamw_hp h = {a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->grad_scale, a->bias_correction1,
                   a->bias_correction2};
     bf16 *param = a->param == a->master ? NULL : (bf16 *)a->param;

@@ -8,10 +8,9 @@
 #include "cuda/cuda_common.cuh"
 
 #define ROPE_THREADS 256
-#define ROPE_MAX_HALF 1024 /* D / 2 limit, as on the CPU */
 
 __global__ void rope_kernel(bf16 *x, int T, int H, int D, int stride, int pos_offset, double theta, float sign) {
-    __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
+    __shared__ float cs[MT_ROPE_MAX_HALF], sn[MT_ROPE_MAX_HALF];
     const int half = D / 2;
     const size_t r = blockIdx.x;
     const double pos = (double)pos_offset + (double)(r % (size_t)T);
@@ -34,18 +33,10 @@ __global__ void rope_kernel(bf16 *x, int T, int H, int D, int stride, int pos_of
 }
 
 mt_status mt_cuda_rope(mt_backend *be, const mt_rope_args *a) {
-    if (a->B < 0 || a->T < 0 || a->n_heads < 0 || a->D <= 0 || a->D % 2 != 0 || a->D / 2 > ROPE_MAX_HALF)
-        return mt_errorf(MT_ERR_CONFIG, "cuda rope: bad shape B=%d T=%d heads=%d D=%d (D must be even and <= %d)",
-                         a->B, a->T, a->n_heads, a->D, 2 * ROPE_MAX_HALF);
-    if ((long)a->n_heads * a->D > a->row_stride)
-        return mt_errorf(MT_ERR_CONFIG, "cuda rope: %d heads of %d exceed the row stride %d", a->n_heads, a->D,
-                         a->row_stride);
-    if (a->pos_offset < 0 || !(a->theta > 0.0f))
-        return mt_errorf(MT_ERR_CONFIG, "cuda rope: pos_offset %d / theta %g invalid", a->pos_offset,
-                         (double)a->theta);
+    int empty = 1;
+    mt_status st = mt_op_check_rope("cuda", a, &empty);
+    if (st != MT_OK || empty) return st;
     const long rows = (long)a->B * a->T;
-    if (rows == 0 || a->n_heads == 0) return MT_OK;
-    if (!a->x) return mt_errorf(MT_ERR_INTERNAL, "cuda rope: NULL tensor");
     if (rows > 0x7fffffffL) return mt_errorf(MT_ERR_CONFIG, "cuda rope: %ld rows exceed the grid limit", rows);
     rope_kernel<<<(unsigned)rows, ROPE_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
         (bf16 *)a->x, a->T, a->n_heads, a->D, a->row_stride, a->pos_offset, (double)a->theta,

@@ -110,22 +110,6 @@ mt_status mt_cuda_xent_fwd_bwd(mt_backend *be, const mt_xent_args *a) {
 
 /* ---- vocab-parallel phases; stats = [max | sum exp | target logit - max], each (N) ---- */
 
-static mt_status vp_check(const char *op, const mt_xent_vp_args *a) {
-    if (a->N < 0 || a->V <= 0 || a->n_cols < 0 || a->vocab_start < 0)
-        return mt_errorf(MT_ERR_CONFIG, "cuda %s: bad shape N=%d V=%d vocab_start=%d n_cols=%d", op, a->N, a->V,
-                         a->vocab_start, a->n_cols);
-    if (a->N > 0 && (!a->stats || !a->targets || (a->n_cols > 0 && !a->logits)))
-        return mt_errorf(MT_ERR_INTERNAL, "cuda %s: NULL tensor", op);
-    return MT_OK;
-}
-
-/* columns of this shard that are real vocabulary entries: [0, n_valid) */
-static int n_valid_cols(const mt_xent_vp_args *a) {
-    long v = (long)a->V - a->vocab_start;
-    if (v < 0) v = 0;
-    return v < a->n_cols ? (int)v : a->n_cols;
-}
-
 __global__ void xent_vp_max_kernel(float *mx_out, const bf16 *logits, const int32_t *targets, int V, int nc,
                                    int nv) {
     __shared__ float sh[32];
@@ -199,33 +183,34 @@ __global__ void xent_vp_finish_kernel(bf16 *logits, float *losses, const float *
 }
 
 mt_status mt_cuda_xent_vp_max(mt_backend *be, const mt_xent_vp_args *a) {
-    mt_status st = vp_check("xent_vp_max", a);
+    mt_status st = mt_op_check_xent_vp("cuda", "xent_vp_max", a);
     if (st != MT_OK) return st;
     if (a->N == 0) return MT_OK;
     xent_vp_max_kernel<<<(unsigned)a->N, XENT_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
-        (float *)a->stats, (const bf16 *)a->logits, a->targets, a->V, a->n_cols, n_valid_cols(a));
+        (float *)a->stats, (const bf16 *)a->logits, a->targets, a->V, a->n_cols, mt_xent_vp_valid_cols(a));
     CUDA_CHECK_LAUNCH();
     return MT_OK;
 }
 
 mt_status mt_cuda_xent_vp_sumexp(mt_backend *be, const mt_xent_vp_args *a) {
-    mt_status st = vp_check("xent_vp_sumexp", a);
+    mt_status st = mt_op_check_xent_vp("cuda", "xent_vp_sumexp", a);
     if (st != MT_OK) return st;
     if (a->N == 0) return MT_OK;
     xent_vp_sumexp_kernel<<<(unsigned)a->N, XENT_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
-        (float *)a->stats, (bf16 *)a->logits, a->targets, a->N, a->V, a->vocab_start, a->n_cols, n_valid_cols(a));
+        (float *)a->stats, (bf16 *)a->logits, a->targets, a->N, a->V, a->vocab_start, a->n_cols,
+        mt_xent_vp_valid_cols(a));
     CUDA_CHECK_LAUNCH();
     return MT_OK;
 }
 
 mt_status mt_cuda_xent_vp_finish(mt_backend *be, const mt_xent_vp_args *a) {
-    mt_status st = vp_check("xent_vp_finish", a);
+    mt_status st = mt_op_check_xent_vp("cuda", "xent_vp_finish", a);
     if (st != MT_OK) return st;
     if (a->N > 0 && !a->losses) return mt_errorf(MT_ERR_INTERNAL, "cuda xent_vp_finish: NULL losses");
     if (a->N == 0) return MT_OK;
     xent_vp_finish_kernel<<<(unsigned)a->N, XENT_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
         (bf16 *)a->logits, (float *)a->losses, (const float *)a->stats, a->targets, a->N, a->V, a->vocab_start,
-        a->n_cols, n_valid_cols(a), a->dloss);
+        a->n_cols, mt_xent_vp_valid_cols(a), a->dloss);
     CUDA_CHECK_LAUNCH();
     return MT_OK;
 }

@@ -61,32 +61,68 @@ static size_t share_elems(size_t n_elems, int n_parts, size_t esz) {
     return (per + align - 1) / align * align;
 }
 
+/* One rank alone (returns 1): the result is its own input, copied into dst unless already there. */
+static int alone(const shm_ctx *c, void *dst, const void *src, size_t n_bytes) {
+    if (c->n != 1) return 0;
+    if (dst != src && n_bytes) memmove(dst, src, n_bytes);
+    return 1;
+}
+
+/* the next unit: this rank's n_bytes from src into its slot of the unit's half (*half), then
+ * the barrier after which every rank's slot is readable */
+static mt_status publish(shm_ctx *c, const char *what, const void *src, size_t n_bytes, int *half) {
+    *half = (int)(c->unit++ & 1);
+    memcpy(shm_slot(c, *half, c->rank), src, n_bytes);
+    return shm_barrier(c, what);
+}
+
+/* what a collective does with a published unit: elements [off, off + m) of every rank's input */
+typedef mt_status (*unit_step)(shm_ctx *c, int half, size_t off, size_t m, void *arg);
+
+/* Every rank publishes its n elements (esz bytes each) of send in slot-sized units; after each
+ * unit's barrier, `after` reads them. */
+static mt_status publish_units(shm_ctx *c, const char *what, const void *send, size_t n, size_t esz, unit_step after,
+                               void *arg) {
+    const size_t per_unit = c->hdr->slot_bytes / esz;
+    for (size_t off = 0; off < n; off += per_unit) {
+        const size_t m = n - off < per_unit ? n - off : per_unit;
+        int half;
+        mt_status st = publish(c, what, (const char *)send + off * esz, m * esz, &half);
+        if (st == MT_OK) st = after(c, half, off, m, arg);
+        if (st != MT_OK) return st;
+    }
+    return MT_OK;
+}
+
+typedef struct {
+    void *recv;
+    size_t esz;
+    mt_dtype dt;
+    mt_redop op;
+} allreduce_arg;
+
+/* allreduce's unit: each rank reduces its share into slot 0, then all copy slot 0 out */
+static mt_status allreduce_unit(shm_ctx *c, int half, size_t off, size_t m, void *arg) {
+    const allreduce_arg *a = arg;
+    const size_t esz = a->esz, share = share_elems(m, c->n, esz), lo = (size_t)c->rank * share;
+    if (lo < m) {
+        size_t cnt = m - lo < share ? m - lo : share;
+        reduce_slots(c, half, lo * esz, shm_slot(c, half, 0) + lo * esz, cnt, a->dt, a->op);
+    }
+    mt_status st = shm_barrier(c, "allreduce");
+    if (st != MT_OK) return st;
+    memcpy((char *)a->recv + off * esz, shm_slot(c, half, 0), m * esz);
+    return MT_OK;
+}
+
 mt_status shm_allreduce(mt_comm *comm, const void *send, void *recv, size_t n, mt_dtype dt, mt_redop op) {
     shm_ctx *c = shm_of(comm);
     mt_status st = check_args(c, "allreduce", dt, op, 1);
     if (st != MT_OK) return st;
-    size_t esz = mt_dtype_bytes(dt);
-    if (c->n == 1) {
-        if (send != recv && n) memmove(recv, send, n * esz);
-        return MT_OK;
-    }
-    size_t per_unit = c->hdr->slot_bytes / esz;
-    for (size_t off = 0; off < n; off += per_unit) {
-        size_t m = n - off < per_unit ? n - off : per_unit;
-        int half = (int)(c->unit++ & 1);
-        memcpy(shm_slot(c, half, c->rank), (const char *)send + off * esz, m * esz);
-        st = shm_barrier(c, "allreduce");
-        if (st != MT_OK) return st;
-        size_t share = share_elems(m, c->n, esz), lo = (size_t)c->rank * share;
-        if (lo < m) {
-            size_t cnt = m - lo < share ? m - lo : share;
-            reduce_slots(c, half, lo * esz, shm_slot(c, half, 0) + lo * esz, cnt, dt, op);
-        }
-        st = shm_barrier(c, "allreduce");
-        if (st != MT_OK) return st;
-        memcpy((char *)recv + off * esz, shm_slot(c, half, 0), m * esz);
-    }
-    return MT_OK;
+    const size_t esz = mt_dtype_bytes(dt);
+    if (alone(c, recv, send, n * esz)) return MT_OK;
+    allreduce_arg a = {recv, esz, dt, op};
+    return publish_units(c, "allreduce", send, n, esz, allreduce_unit, &a);
 }
 
 mt_status shm_reduce_scatter(mt_comm *comm, const void *send, void *recv, size_t n_per_rank, mt_dtype dt,
@@ -95,10 +131,7 @@ mt_status shm_reduce_scatter(mt_comm *comm, const void *send, void *recv, size_t
     mt_status st = check_args(c, "reduce_scatter", dt, op, 1);
     if (st != MT_OK) return st;
     size_t esz = mt_dtype_bytes(dt);
-    if (c->n == 1) {
-        if (send != recv && n_per_rank) memmove(recv, send, n_per_rank * esz);
-        return MT_OK;
-    }
+    if (alone(c, recv, send, n_per_rank * esz)) return MT_OK;
     size_t piece = c->hdr->slot_bytes / (size_t)c->n / esz, align = 64 / esz;
     if (piece >= align) piece = piece / align * align;
     for (size_t off = 0; off < n_per_rank; off += piece) {
@@ -114,29 +147,31 @@ mt_status shm_reduce_scatter(mt_comm *comm, const void *send, void *recv, size_t
     return MT_OK;
 }
 
+typedef struct {
+    char *recv;
+    size_t esz, n_per_rank;
+    int in_place; /* this rank's part is in recv already */
+} allgather_arg;
+
+/* allgather's unit: every rank's slot into its part of recv */
+static mt_status allgather_unit(shm_ctx *c, int half, size_t off, size_t m, void *arg) {
+    const allgather_arg *a = arg;
+    for (int r = 0; r < c->n; r++) {
+        if (r == c->rank && a->in_place) continue;
+        memcpy(a->recv + ((size_t)r * a->n_per_rank + off) * a->esz, shm_slot(c, half, r), m * a->esz);
+    }
+    return MT_OK;
+}
+
 mt_status shm_allgather(mt_comm *comm, const void *send, void *recv, size_t n_per_rank, mt_dtype dt) {
     shm_ctx *c = shm_of(comm);
     mt_status st = check_args(c, "allgather", dt, MT_RED_SUM, 0);
     if (st != MT_OK) return st;
-    size_t esz = mt_dtype_bytes(dt);
+    const size_t esz = mt_dtype_bytes(dt);
     char *own = (char *)recv + (size_t)c->rank * n_per_rank * esz;
-    if (c->n == 1) {
-        if (send != own && n_per_rank) memmove(own, send, n_per_rank * esz);
-        return MT_OK;
-    }
-    size_t per_unit = c->hdr->slot_bytes / esz;
-    for (size_t off = 0; off < n_per_rank; off += per_unit) {
-        size_t m = n_per_rank - off < per_unit ? n_per_rank - off : per_unit;
-        int half = (int)(c->unit++ & 1);
-        memcpy(shm_slot(c, half, c->rank), (const char *)send + off * esz, m * esz);
-        st = shm_barrier(c, "allgather");
-        if (st != MT_OK) return st;
-        for (int r = 0; r < c->n; r++) {
-            if (r == c->rank && send == own) continue; /* in place: already there */
-            memcpy((char *)recv + ((size_t)r * n_per_rank + off) * esz, shm_slot(c, half, r), m * esz);
-        }
-    }
-    return MT_OK;
+    if (alone(c, own, send, n_per_rank * esz)) return MT_OK;
+    allgather_arg a = {recv, esz, n_per_rank, send == own};
+    return publish_units(c, "allgather", send, n_per_rank, esz, allgather_unit, &a);
 }
 
 mt_status shm_broadcast(mt_comm *comm, void *buf, size_t n, mt_dtype dt, int root) {

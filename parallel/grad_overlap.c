@@ -81,6 +81,16 @@ static size_t window_copy(char *base, const mt_go_range *rr, int n, size_t o, si
     return done;
 }
 
+/* Owner r's part of bucket bk, window [o, o + cnt): to_buf copies it from the flat buffer base
+ * into buf, zero-padded past the part's end; otherwise back from buf into base. */
+static void owner_window(const mt_grad_overlap *ov, const mt_go_bucket *bk, int r, size_t o, size_t cnt, char *base,
+                         char *buf, size_t es, int to_buf) {
+    const mt_go_plan *p = &ov->plan;
+    const int a = p->own_off[bk->o0 + r], b = p->own_off[bk->o0 + r + 1];
+    const size_t got = window_copy(base, p->own + a, b - a, o, cnt, buf, es, to_buf);
+    if (to_buf && got < cnt) memset(buf + got * es, 0, (cnt - got) * es);
+}
+
 static mt_status run_reduce(mt_grad_overlap *ov, const mt_go_bucket *bk) {
     mt_status st = MT_OK;
     mt_comm *c = ov->comm[bk->buffer];
@@ -98,15 +108,9 @@ static mt_status run_reduce(mt_grad_overlap *ov, const mt_go_bucket *bk) {
     const int S = c->size, me = c->rank;
     for (size_t o = 0; o < bk->n_per; o += ov->win) {
         const size_t cnt = bk->n_per - o < ov->win ? bk->n_per - o : ov->win;
-        for (int r = 0; r < S; r++) {
-            const int a = p->own_off[bk->o0 + r], b = p->own_off[bk->o0 + r + 1];
-            char *seg = ov->send + (size_t)r * cnt * 4;
-            const size_t got = window_copy(grads, p->own + a, b - a, o, cnt, seg, 4, 1);
-            if (got < cnt) memset(seg + got * 4, 0, (cnt - got) * 4);
-        }
+        for (int r = 0; r < S; r++) owner_window(ov, bk, r, o, cnt, grads, ov->send + (size_t)r * cnt * 4, 4, 1);
         MT_CHECK(c->i->reduce_scatter(c, ov->send, ov->recv, cnt, MT_F32, MT_RED_SUM));
-        const int a = p->own_off[bk->o0 + me], b = p->own_off[bk->o0 + me + 1];
-        window_copy(grads, p->own + a, b - a, o, cnt, ov->recv, 4, 0);
+        owner_window(ov, bk, me, o, cnt, grads, ov->recv, 4, 0);
     }
 out:
     return st;
@@ -115,23 +119,17 @@ out:
 static mt_status run_gather(mt_grad_overlap *ov, const mt_go_bucket *bk) {
     mt_status st = MT_OK;
     mt_comm *c = ov->comm[bk->buffer];
-    const mt_go_plan *p = &ov->plan;
     char *params = ov->gs->params_base;
     const size_t es = ov->es_param;
     if (!c) return MT_OK;
     const int S = c->size, me = c->rank;
     for (size_t o = 0; o < bk->n_per; o += ov->win) {
         const size_t cnt = bk->n_per - o < ov->win ? bk->n_per - o : ov->win;
-        const int a = p->own_off[bk->o0 + me], b = p->own_off[bk->o0 + me + 1];
         char *mine = ov->recv + (size_t)me * cnt * es; /* in place: send aliases recv + rank * cnt */
-        const size_t got = window_copy(params, p->own + a, b - a, o, cnt, mine, es, 1);
-        if (got < cnt) memset(mine + got * es, 0, (cnt - got) * es);
+        owner_window(ov, bk, me, o, cnt, params, mine, es, 1);
         MT_CHECK(c->i->allgather(c, mine, ov->recv, cnt, ov->act));
-        for (int r = 0; r < S; r++) {
-            if (r == me) continue;
-            const int ra = p->own_off[bk->o0 + r], rb = p->own_off[bk->o0 + r + 1];
-            window_copy(params, p->own + ra, rb - ra, o, cnt, ov->recv + (size_t)r * cnt * es, es, 0);
-        }
+        for (int r = 0; r < S; r++)
+            if (r != me) owner_window(ov, bk, r, o, cnt, params, ov->recv + (size_t)r * cnt * es, es, 0);
     }
 out:
     return st;

@@ -42,30 +42,38 @@ mt_status mt_grid_init(mt_grid *g, int world, int tp, int cp, int ep, int dp, in
     return MT_OK;
 }
 
-mt_status mt_grid_dense(mt_grid *g, int world, int tp, int cp, int pp) {
-    if (world < 1 || tp < 1 || cp < 1 || pp < 1)
-        return mt_errorf(MT_ERR_CONFIG, "grid: every size must be >= 1 (world %d, tp %d, cp %d, pp %d)", world,
-                         tp, cp, pp);
-    long long model = (long long)tp * cp * pp;
+/* The data-parallel size world / (a x b x pp) of a grid whose model axes are a and b, in *dp;
+ * an error when a size is < 1 or the product does not divide world. The messages name the grid
+ * (`grid`), the axes (a_short in the list of sizes, a_long in the product: "etp" / "expert tp")
+ * and the data-parallel axis (`dp_name`). */
+static mt_status data_parallel_size(const char *grid, const char *a_short, const char *a_long, const char *b_name,
+                                    const char *dp_name, int world, int a, int b, int pp, int *dp) {
+    if (world < 1 || a < 1 || b < 1 || pp < 1)
+        return mt_errorf(MT_ERR_CONFIG, "%s: every size must be >= 1 (world %d, %s %d, %s %d, pp %d)", grid, world,
+                         a_short, a, b_name, b, pp);
+    long long model = (long long)a * b * pp;
     if (world % model != 0)
         return mt_errorf(MT_ERR_CONFIG,
-                         "grid: world size %d is not divisible by tp %d x cp %d x pp %d = %lld; "
-                         "data parallel size would not be an integer",
-                         world, tp, cp, pp, model);
-    return mt_grid_init(g, world, tp, cp, 1, (int)(world / model), pp);
+                         "%s: world size %d is not divisible by %s %d x %s %d x pp %d = %lld; "
+                         "%s size would not be an integer",
+                         grid, world, a_long, a, b_name, b, pp, model, dp_name);
+    *dp = (int)(world / model);
+    return MT_OK;
+}
+
+mt_status mt_grid_dense(mt_grid *g, int world, int tp, int cp, int pp) {
+    int dp = 0;
+    mt_status st = data_parallel_size("grid", "tp", "tp", "cp", "data parallel", world, tp, cp, pp, &dp);
+    if (st != MT_OK) return st;
+    return mt_grid_init(g, world, tp, cp, 1, dp, pp);
 }
 
 mt_status mt_grid_expert(mt_grid *g, int world, int etp, int ep, int pp) {
-    if (world < 1 || etp < 1 || ep < 1 || pp < 1)
-        return mt_errorf(MT_ERR_CONFIG, "expert grid: every size must be >= 1 (world %d, etp %d, ep %d, pp %d)",
-                         world, etp, ep, pp);
-    long long model = (long long)etp * ep * pp;
-    if (world % model != 0)
-        return mt_errorf(MT_ERR_CONFIG,
-                         "expert grid: world size %d is not divisible by expert tp %d x ep %d x pp %d = %lld; "
-                         "expert data parallel size would not be an integer",
-                         world, etp, ep, pp, model);
-    return mt_grid_init(g, world, etp, 1, ep, (int)(world / model), pp);
+    int dp = 0;
+    mt_status st =
+        data_parallel_size("expert grid", "etp", "expert tp", "ep", "expert data parallel", world, etp, ep, pp, &dp);
+    if (st != MT_OK) return st;
+    return mt_grid_init(g, world, etp, 1, ep, dp, pp);
 }
 
 static void sizes_of(const mt_grid *g, int size[MT_AXES]) {

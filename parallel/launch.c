@@ -50,13 +50,7 @@ typedef struct {
 static int g_sig_pipe[2] = {-1, -1};
 static int g_outcome_fd = -1; /* an attempt's supervisor process: where its outcome goes */
 
-static void on_signal(int sig) {
-    int saved = errno;
-    char c = (char)sig;
-    ssize_t k = write(g_sig_pipe[1], &c, 1);
-    (void)k;
-    errno = saved;
-}
+static void on_signal(int sig) { mt_launch_signal_to_pipe(g_sig_pipe[1], sig); }
 
 /* ---- supervision ---- */
 

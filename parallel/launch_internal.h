@@ -1,7 +1,7 @@
 /* launch_internal.h — the pieces of `mtrain launch` as they use each other; not a public
  * interface (that is launch.h):
  *   launch_pmix_server.c  the PMIx server (one per process), used by launch.c
- *   launch_io.c           the output relay and the ranks' environment, used by launch.c
+ *   launch_io.c           the output relay, the ranks' environment and the signal self-pipe's write
  *   launch.c              one attempt: fork the ranks, supervise them to the end
  *   launch_restarts.c     --max-restarts: one attempt after another, each in its own process */
 #ifndef MT_LAUNCH_INTERNAL_H
@@ -89,6 +89,10 @@ typedef struct {
 
 /* The max_restarts == 0 path of mt_launch_run: one attempt in this very process, exactly as
  * launch.h describes (returns on success and setup failure, _exits otherwise). */
+/* A signal handler's whole work (async-signal-safe, errno kept): the signal number as one byte
+ * into the self-pipe fd, for the supervision loop to read (launch_io.c). */
+void mt_launch_signal_to_pipe(int fd, int sig);
+
 mt_status mt_launch_run_once(const mt_launch_opts *o, int *exit_code);
 
 /* The max_restarts > 0 path of mt_launch_run (launch_restarts.c): never touches libpmix and

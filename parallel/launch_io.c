@@ -4,8 +4,8 @@
  * "[rR tpT ppP dpD]" lines) and the ranks' environment (the launcher's, without the PMIx client
  * variables of a launcher above it, with OMP_NUM_THREADS = max(1, CPUs / N) when unset and
  * N > 1, as torchrun does, and the attempt number as MT_RESTART_COUNT and
- * TORCHELASTIC_RESTART_COUNT; on a node of a multi-node job, torchrun's env:// worker variables).
- * No exit, no libpmix. */
+ * TORCHELASTIC_RESTART_COUNT; on a node of a multi-node job, torchrun's env:// worker variables),
+ * and the signal handlers' write into their self-pipe. No exit, no libpmix. */
 #include "parallel/launch_internal.h"
 
 #include <errno.h>
@@ -183,4 +183,12 @@ mt_status mt_launch_env_torchrun(const mt_launch_opts *o, int local_rank, int re
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         if (!env_set(env, kv[i][0], kv[i][1])) return mt_errorf(MT_ERR_OOM, "mtrain launch: out of memory");
     return MT_OK;
+}
+
+void mt_launch_signal_to_pipe(int fd, int sig) {
+    int saved = errno;
+    char c = (char)sig;
+    ssize_t k = write(fd, &c, 1);
+    (void)k;
+    errno = saved;
 }

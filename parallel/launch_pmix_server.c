@@ -94,16 +94,9 @@ static mt_status pmix_fail(const char *call, pmix_status_t rc) {
 
 /* ---- the host module ---- */
 
-static pmix_status_t on_connected(const pmix_proc_t *proc, void *server_object, pmix_op_cbfunc_t cbfunc,
-                                  void *cbdata) {
-    (void)proc;
-    (void)server_object;
-    if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
-    return PMIX_SUCCESS;
-}
-
-static pmix_status_t on_finalized(const pmix_proc_t *proc, void *server_object, pmix_op_cbfunc_t cbfunc,
-                                  void *cbdata) {
+/* a client connected or finalized: nothing to keep, acknowledged at once */
+static pmix_status_t on_client_ack(const pmix_proc_t *proc, void *server_object, pmix_op_cbfunc_t cbfunc,
+                                   void *cbdata) {
     (void)proc;
     (void)server_object;
     if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
@@ -153,8 +146,8 @@ static pmix_status_t on_direct_modex(const pmix_proc_t *proc, const pmix_info_t 
 }
 
 static pmix_server_module_t g_module = {
-    .client_connected = on_connected,
-    .client_finalized = on_finalized,
+    .client_connected = on_client_ack,
+    .client_finalized = on_client_ack,
     .abort = on_abort,
     .fence_nb = on_fence,
     .direct_modex = on_direct_modex,

@@ -38,13 +38,7 @@
 
 static int g_pipe[2] = {-1, -1}; /* the launcher's own signal pipe */
 
-static void on_signal(int sig) {
-    int saved = errno;
-    char c = (char)sig;
-    ssize_t k = write(g_pipe[1], &c, 1);
-    (void)k;
-    errno = saved;
-}
+static void on_signal(int sig) { mt_launch_signal_to_pipe(g_pipe[1], sig); }
 
 typedef struct {
     pid_t pid;       /* the attempt's supervisor; 0 once reaped */

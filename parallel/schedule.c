@@ -361,8 +361,10 @@ static void assign_slots(mt_pp_step *st, int n, int first_stage, int fwd_only) {
     }
 }
 
-mt_status mt_schedule_build(mt_sched kind, int p, int m, int v, int stage, mt_pp_step *steps, int max_steps,
-                            int *n_steps) {
+/* mt_schedule_build and mt_schedule_build_forward: the table of one stage, forward and backward
+ * steps or (fwd_only) forward steps only; *n_slots (may be NULL) gets the peak of live slots */
+static mt_status build_table(mt_sched kind, int p, int m, int v, int stage, int fwd_only, mt_pp_step *steps,
+                             int max_steps, int *n_steps, int *n_slots) {
     mt_status st = mt_schedule_check(kind, p, m, v);
     if (st != MT_OK) return st;
     if (stage < 0 || stage >= p)
@@ -373,38 +375,26 @@ mt_status mt_schedule_build(mt_sched kind, int p, int m, int v, int stage, mt_pp
     emitter e = { 0 };
     e.steps = steps;
     e.cap = max_steps;
+    e.fwd_only = fwd_only;
     run(kind, p, m, v, stage, &e);
     if (e.overflow)
-        return mt_errorf(MT_ERR_INTERNAL, "pipeline schedule %s p=%d m=%d v=%d stage %d: needs %d steps, the array "
-                         "holds %d; size it with mt_schedule_max_steps", mt_schedule_name(kind), p, m, v, stage, e.n,
-                         max_steps);
-    assign_slots(steps, e.n, stage == 0, 0);
+        return mt_errorf(MT_ERR_INTERNAL, "%spipeline schedule %s p=%d m=%d v=%d stage %d: needs %d steps, the array "
+                         "holds %d; size it with mt_schedule_max_steps", fwd_only ? "forward-only " : "",
+                         mt_schedule_name(kind), p, m, v, stage, e.n, max_steps);
+    assign_slots(steps, e.n, stage == 0, fwd_only);
     *n_steps = e.n;
+    if (n_slots) *n_slots = e.peak;
     return MT_OK;
+}
+
+mt_status mt_schedule_build(mt_sched kind, int p, int m, int v, int stage, mt_pp_step *steps, int max_steps,
+                            int *n_steps) {
+    return build_table(kind, p, m, v, stage, 0, steps, max_steps, n_steps, NULL);
 }
 
 mt_status mt_schedule_build_forward(mt_sched kind, int p, int m, int v, int stage, mt_pp_step *steps, int max_steps,
                                     int *n_steps, int *n_slots) {
-    mt_status st = mt_schedule_check(kind, p, m, v);
-    if (st != MT_OK) return st;
-    if (stage < 0 || stage >= p)
-        return mt_errorf(MT_ERR_INTERNAL, "pipeline schedule: stage %d is outside 0..%d (parallel.pipeline = %d)",
-                         stage, p - 1, p);
-    if (!steps || !n_steps || max_steps < 0)
-        return mt_errorf(MT_ERR_INTERNAL, "pipeline schedule: no steps array given");
-    emitter e = { 0 };
-    e.steps = steps;
-    e.cap = max_steps;
-    e.fwd_only = 1;
-    run(kind, p, m, v, stage, &e);
-    if (e.overflow)
-        return mt_errorf(MT_ERR_INTERNAL, "forward-only pipeline schedule %s p=%d m=%d v=%d stage %d: needs %d steps, "
-                         "the array holds %d; size it with mt_schedule_max_steps", mt_schedule_name(kind), p, m, v,
-                         stage, e.n, max_steps);
-    assign_slots(steps, e.n, stage == 0, 1);
-    *n_steps = e.n;
-    if (n_slots) *n_slots = e.peak;
-    return MT_OK;
+    return build_table(kind, p, m, v, stage, 1, steps, max_steps, n_steps, n_slots);
 }
 
 int mt_pp_step_format(const mt_pp_step *s, char *buf, int n_buf) {

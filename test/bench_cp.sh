@@ -11,15 +11,9 @@
 # so the cp = 1 row's own threading efficiency shows). Each row is the best of REPEATS runs (the
 # harness, shared with bench_tp.sh, is test/bench_lib.sh).
 # Usage: test/bench_cp.sh [iterations [repeats]]   (default 4 iterations, best of 2 runs)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source test/bench_lib.sh
-ITERS=${1:-4}
-REPEATS=${2:-2}
-RECIPE=(--config configs/gpt-tiny.yaml --set model.hidden=256 --set model.heads=4 --set model.layers=4
-        --seq-length 1024 --set training.micro_batch=1 --set training.global_batch=2 --train-iters "$ITERS"
-        --set logging.interval=1 --set logging.eval_interval=0 --backend cpu)
-bench_init cp
+source "$(dirname "$0")/bench_lib.sh" # also: set -euo pipefail, cd to the repository root
+bench_init cp 4 "$@"
+bench_gpt_tiny 256 4 4 1024 1 2
 run_once() { # run_once CP ARGS... -> "ms ring_ms" of the logging rank
   bench_run "$1" --context-parallel-size "${@:2}"
   local ring=0 line

@@ -1,11 +1,27 @@
 # test/bench_lib.sh — the harness test/bench_cp.sh and test/bench_tp.sh share (sourced, not run):
 # one recipe run on one rank or on N ranks under `mtrain launch`, the logging rank's figures read
 # from its log, and the best of REPEATS runs (on a shared machine a single run can be several times
-# slower when another process takes a core). The caller sets ITERS, REPEATS and the RECIPE array
-# (mtrain's arguments), then calls bench_init NAME; a failed run prints its log and stops the bench.
+# slower when another process takes a core). Sourcing it sets -euo pipefail and moves to the
+# repository root; the caller then calls bench_init NAME DEFAULT_ITERS "$@" (ITERS, REPEATS) and
+# sets the RECIPE array (mtrain's arguments; bench_gpt_tiny); a failed run prints its log and
+# stops the bench.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# bench_init NAME: MTRAIN, and a temp folder $out (/tmp/mtrain-bench-NAME.*) removed on exit
+# bench_gpt_tiny HIDDEN HEADS LAYERS SEQ MICRO GLOBAL: RECIPE = gpt-tiny of that shape on the CPU
+# backend, ITERS iterations, every iteration logged, no validation
+bench_gpt_tiny() {
+  RECIPE=(--config configs/gpt-tiny.yaml --set model.hidden="$1" --set model.heads="$2" --set model.layers="$3"
+          --seq-length "$4" --set training.micro_batch="$5" --set training.global_batch="$6" --train-iters "$ITERS"
+          --set logging.interval=1 --set logging.eval_interval=0 --backend cpu)
+}
+
+# bench_init NAME DEFAULT_ITERS [ITERATIONS [REPEATS]]: ITERS (DEFAULT_ITERS unless given) and
+# REPEATS (default 2) from the bench's own arguments, MTRAIN, and a temp folder $out
+# (/tmp/mtrain-bench-NAME.*) removed on exit
 bench_init() {
+  ITERS=${3:-$2}
+  REPEATS=${4:-2}
   MTRAIN=./mtrain
   out=$(mktemp -d "/tmp/mtrain-bench-$1.XXXXXX")
   trap 'rm -rf "$out"' EXIT

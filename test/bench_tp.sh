@@ -10,15 +10,9 @@
 # Each row is the best (lowest ms/iteration) of REPEATS runs (the harness, shared with
 # bench_cp.sh, is test/bench_lib.sh).
 # Usage: test/bench_tp.sh [iterations [repeats]]   (default 6 iterations, best of 2 runs)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source test/bench_lib.sh
-ITERS=${1:-6}
-REPEATS=${2:-2}
-RECIPE=(--config configs/gpt-tiny.yaml --set model.hidden=512 --set model.heads=8 --set model.layers=6
-        --seq-length 128 --set training.micro_batch=4 --set training.global_batch=8 --train-iters "$ITERS"
-        --set logging.interval=1 --set logging.eval_interval=0 --backend cpu)
-bench_init tp
+source "$(dirname "$0")/bench_lib.sh" # also: set -euo pipefail, cd to the repository root
+bench_init tp 6 "$@"
+bench_gpt_tiny 512 8 6 128 4 8
 run_once() { # run_once TP ARGS... -> "ms comm collectives" of the logging rank
   bench_run "$1" --tensor-model-parallel-size "${@:2}"
   local comm=0 coll=0 line

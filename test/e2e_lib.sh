@@ -8,6 +8,22 @@ cleanup() { local p; p=$(marked_pids "$TMP/" prefix); [ -z "$p" ] || kill -KILL 
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 need_data() { [ -f "$DATA.idx" ] || fail "$DATA.idx missing: run scripts/fetch-corpus.sh data (make test does)"; }
+# --- launcher tests (and wait_exit, of test/proc_lib.sh) ---
+source test/proc_lib.sh
+# private_mtrain: run a private copy of the binary, so that a concurrent `make` relinking ./mtrain
+# cannot pull it from under the ranks
+private_mtrain() { cp "$MTRAIN" "$TMP/mtrain" && MTRAIN="$TMP/mtrain"; }
+# no_outer_launcher [--batch]: the ranks must not inherit a launcher from whoever runs the tests:
+# unsets the torchrun / env:// and PMIx variables (PMIX_MCA_* settings stay), with --batch Slurm's
+# and Open MPI's too
+no_outer_launcher() {
+  local v
+  unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT MT_BOOTSTRAP MT_STORE_PORT
+  for v in $(env | grep -oE '^PMIX_[A-Z0-9_]+' | grep -v '^PMIX_MCA_'); do unset "$v"; done
+  if [ "${1:-}" = --batch ]; then
+    for v in $(env | grep -oE '^(SLURM|OMPI)_[A-Z0-9_]+'); do unset "$v"; done
+  fi
+}
 # json_field FILE KEY: the KEY values of every line of a JSON-lines file that has KEY
 json_field() { grep -o "\"$2\":[^,}]*" "$1" | cut -d: -f2; }
 
@@ -84,6 +100,15 @@ compare() {
   echo "$3: $nl iterations, worst relative difference: loss $wl, grad norm $wg"
   [ "$nl" -eq $iters ] && [ "$ng" -eq $iters ] || fail "$3: expected $iters iterations, got $nl"
   awk -v l="$wl" -v g="$wg" -v lt="$ltol" -v gt="$gtol" 'BEGIN { exit !(l + 0 <= lt + 0 && g + 0 <= gt + 0) }' || fail "$3 differs from the serial run"
+}
+# equiv_run REF NAME RANKS FLAG SIZE REPORTED ARGS...: NAME launched on RANKS ranks with FLAG SIZE
+# (e.g. --tensor-model-parallel-size 2), its log reporting REPORTED (e.g. "tp 2"), its losses and
+# grad norms those of the serial run REF over ITERS iterations (relative 1e-4 / 1e-3)
+equiv_run() {
+  local ref=$1 name=$2 n=$3 flag=$4 size=$5 reported=$6; shift 6
+  launched "$name" "$n" "$@" "$flag" "$size"
+  grep -q "$reported" "$TMP/$name.log" || fail "$name: the run did not report $reported"
+  compare "$TMP/$ref.jsonl" "$TMP/$name.jsonl" "$name" $ITERS 1e-4 1e-3
 }
 # variant_base: ITERS and BASE of the layer-variant cases of the equivalence scripts: 8 iterations at
 # lr 0.01 without warmup, so that a wrong gradient of a small tensor (a qk norm weight) shows

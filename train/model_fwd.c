@@ -71,7 +71,6 @@ out:
 
 mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
     mt_status st = MT_OK;
-    const int l0 = part.l0, l1 = part.l1, embed = part.embed, head = part.head;
     mt_tp *tp = &m->par.tp;
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
@@ -80,20 +79,21 @@ mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
     const size_t NrC = (size_t)Nr * C;
     const int32_t *tokens = (const int32_t *)ACT(m, A, tokens);
 
-    if (embed) MT_CHECK(mt_model_part_hook(m, 0, MT_MODEL_PART_EMBED));
-    if (embed)
-        MT_CHECK(mt_tp_embedding_fwd(tp, ACT_L(m, A, resid, l0, NrC, a), tokens, P(m, ix->wte, 0), P(m, ix->wpe, 0), B, T,
-                                 tp->rank * pl->Vp_r, pl->Vp_r));
+    if (part.embed) {
+        MT_CHECK(mt_model_part_hook(m, 0, MT_MODEL_PART_EMBED));
+        MT_CHECK(mt_tp_embedding_fwd(tp, ACT_L(m, A, resid, part.l0, NrC, a), tokens, P(m, ix->wte, 0),
+                                     P(m, ix->wpe, 0), B, T, tp->rank * pl->Vp_r, pl->Vp_r));
+    }
 
-    for (int l = l0; l < l1; l++) {
+    for (int l = part.l0; l < part.l1; l++) {
         MT_CHECK(mt_model_part_hook(m, 0, l));
         MT_CHECK(mt_model_layer_forward(m, A, l));
     }
 
-    if (!head) goto out;
+    if (!part.head) goto out;
     MT_CHECK(mt_model_part_hook(m, 0, MT_MODEL_PART_HEAD));
-    MT_CHECK(mt_model_norm_fwd(m, ACT(m, A, lnf), ACT(m, A, lnf_mean), ACT(m, A, lnf_rstd), ACT_L(m, A, resid, l1, NrC, a),
-                               P(m, ix->lnf_w, 0), P(m, ix->lnf_b, 0), Nr));
+    MT_CHECK(mt_model_norm_fwd(m, ACT(m, A, lnf), ACT(m, A, lnf_mean), ACT(m, A, lnf_rstd),
+                               ACT_L(m, A, resid, part.l1, NrC, a), P(m, ix->lnf_w, 0), P(m, ix->lnf_b, 0), Nr));
     const int wout = m->tied ? ix->wte : ix->lm_head;
     MT_CHECK(mt_tp_column_fwd(tp, ACT(m, A, logits), ACT(m, A, lnf), P(m, wout, 0), NULL, pl->Vp_r, C));
 out:

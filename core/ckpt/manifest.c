@@ -93,6 +93,24 @@ static mt_status get_node(const pctx *c, const mt_json_node *obj, const char *ke
     return MT_OK;
 }
 
+/* obj[key]: an array of 1 .. max_items items (else `expect`), and zeroed room for as many
+ * items of item_bytes in *room (the caller owns it) */
+static mt_status get_array(const pctx *c, const mt_json_node *obj, const char *key, size_t max_items,
+                           const char *expect, size_t item_bytes, const mt_json_node **arr, void **room) {
+    mt_status st = get_node(c, obj, key, MT_JSON_ARRAY, arr);
+    if (st != MT_OK) return st;
+    if ((*arr)->n_items < 1 || (*arr)->n_items > max_items) return bad(c, *arr, key, expect);
+    *room = calloc((*arr)->n_items, item_bytes);
+    if (!*room) return mt_errorf(MT_ERR_OOM, "%s: %s", c->name, key);
+    return MT_OK;
+}
+
+/* the context of item i of array `key` ("key[i]", written into w) */
+static pctx item_ctx(const char *name, const char *key, size_t i, char *w, size_t n_w) {
+    snprintf(w, n_w, "%s[%zu]", key, i);
+    return (pctx){name, w};
+}
+
 static mt_status get_i64(const pctx *c, const mt_json_node *obj, const char *key, int64_t lo, int64_t hi, int64_t *v) {
     const mt_json_node *n = NULL;
     mt_status st = get_node(c, obj, key, MT_JSON_NUMBER, &n);
@@ -320,14 +338,11 @@ static mt_status parse_root(const mt_json_node *root, const char *name, mt_manif
     m->recipe_yaml = strdup(n->str);
     if (!m->recipe_yaml) return mt_errorf(MT_ERR_OOM, "%s: recipe text", name);
 
-    MT_CHECK(get_node(&c, root, "files", MT_JSON_ARRAY, &arr));
-    if (arr->n_items < 1 || arr->n_items > (1u << 24)) return bad(&c, arr, "files", "expected 1 or more files");
-    m->files = calloc(arr->n_items, sizeof *m->files);
-    if (!m->files) return mt_errorf(MT_ERR_OOM, "%s: files", name);
+    MT_CHECK(get_array(&c, root, "files", 1u << 24, "expected 1 or more files", sizeof *m->files, &arr,
+                       (void **)&m->files));
     for (size_t i = 0; i < arr->n_items; i++) {
         char w[48];
-        snprintf(w, sizeof w, "files[%zu]", i);
-        pctx fc = {name, w};
+        const pctx fc = item_ctx(name, "files", i, w, sizeof w);
         mt_manifest_file *f = &m->files[i];
         if (arr->items[i].type != MT_JSON_OBJECT) return bad(&fc, &arr->items[i], "", "not an object");
         MT_CHECK(get_str(&fc, &arr->items[i], "name", f->name, sizeof f->name));
@@ -337,14 +352,11 @@ static mt_status parse_root(const mt_json_node *root, const char *name, mt_manif
         MT_CHECK(get_crc(&fc, &arr->items[i], "crc32c", &f->crc32c));
         m->n_files++;
     }
-    MT_CHECK(get_node(&c, root, "tensors", MT_JSON_ARRAY, &arr));
-    if (arr->n_items < 1 || arr->n_items > 4096) return bad(&c, arr, "tensors", "expected 1 to 4096 tensors");
-    m->tensors = calloc(arr->n_items, sizeof *m->tensors);
-    if (!m->tensors) return mt_errorf(MT_ERR_OOM, "%s: tensors", name);
+    MT_CHECK(get_array(&c, root, "tensors", 4096, "expected 1 to 4096 tensors", sizeof *m->tensors, &arr,
+                       (void **)&m->tensors));
     for (size_t i = 0; i < arr->n_items; i++) {
         char w[48];
-        snprintf(w, sizeof w, "tensors[%zu]", i);
-        pctx tc = {name, w};
+        pctx tc = item_ctx(name, "tensors", i, w, sizeof w);
         MT_CHECK(parse_tensor(&tc, &arr->items[i], m, (int)i, &cap));
         m->n_tensors++;
     }

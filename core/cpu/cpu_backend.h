@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/backend.h"
+#include "core/op_check.h"
 
 typedef struct {
     int n_threads;

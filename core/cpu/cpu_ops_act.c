@@ -46,17 +46,9 @@ mt_status mt_cpu_gelu_bwd(mt_backend *be, const mt_gelu_bwd_args *a) {
     return MT_OK;
 }
 
-/* all_set: whether every tensor the op reads or writes is non-NULL */
-static mt_status swiglu_check(const char *op, int N, int F, int all_set) {
-    if (N < 0 || F < 0) return mt_errorf(MT_ERR_CONFIG, "cpu %s: negative shape N=%d F=%d", op, N, F);
-    if ((size_t)N * F > 0 && !all_set)
-        return mt_errorf(MT_ERR_INTERNAL, "cpu %s: NULL tensor (N=%d F=%d)", op, N, F);
-    return MT_OK;
-}
-
 mt_status mt_cpu_swiglu_fwd(mt_backend *be, const mt_swiglu_fwd_args *a) {
     const int nt = mt_cpu_nt(be);
-    mt_status st = swiglu_check("swiglu_fwd", a->N, a->F, a->out && a->inp);
+    mt_status st = mt_op_check_swiglu("cpu", "swiglu_fwd", a->N, a->F, a->out && a->inp);
     if (st != MT_OK) return st;
     const int N = a->N, F = a->F;
     float *out = a->out;
@@ -72,7 +64,7 @@ mt_status mt_cpu_swiglu_fwd(mt_backend *be, const mt_swiglu_fwd_args *a) {
 
 mt_status mt_cpu_swiglu_bwd(mt_backend *be, const mt_swiglu_bwd_args *a) {
     const int nt = mt_cpu_nt(be);
-    mt_status st = swiglu_check("swiglu_bwd", a->N, a->F, a->dinp && a->dout && a->inp);
+    mt_status st = mt_op_check_swiglu("cpu", "swiglu_bwd", a->N, a->F, a->dinp && a->dout && a->inp);
     if (st != MT_OK) return st;
     const int N = a->N, F = a->F;
     float *dinp = a->dinp;

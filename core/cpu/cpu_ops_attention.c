@@ -32,32 +32,24 @@
  * uses 32 x 32 (shared memory), the loop nest is the same. */
 #define ATT_BQ 64 /* query rows per tile */
 #define ATT_BK 128 /* key rows per tile */
-#define ROPE_MAX_HALF 1024 /* D / 2 limit: per-call frequency table on the stack */
 
 /* ---- RoPE ---- */
 
 mt_status mt_cpu_rope(mt_backend *be, const mt_rope_args *a) {
     const int nt = mt_cpu_nt(be);
-    if (a->B < 0 || a->T < 0 || a->n_heads < 0 || a->D <= 0 || a->D % 2 != 0 || a->D / 2 > ROPE_MAX_HALF)
-        return mt_errorf(MT_ERR_CONFIG, "cpu rope: bad shape B=%d T=%d heads=%d D=%d (D must be even and <= %d)",
-                         a->B, a->T, a->n_heads, a->D, 2 * ROPE_MAX_HALF);
-    if ((long)a->n_heads * a->D > a->row_stride)
-        return mt_errorf(MT_ERR_CONFIG, "cpu rope: %d heads of %d exceed the row stride %d", a->n_heads, a->D,
-                         a->row_stride);
-    if (a->pos_offset < 0 || !(a->theta > 0.0f))
-        return mt_errorf(MT_ERR_CONFIG, "cpu rope: pos_offset %d / theta %g invalid", a->pos_offset, (double)a->theta);
+    int empty = 1;
+    mt_status st = mt_op_check_rope("cpu", a, &empty);
+    if (st != MT_OK || empty) return st;
     const long rows = (long)a->B * a->T;
-    if (rows == 0 || a->n_heads == 0) return MT_OK;
-    if (!a->x) return mt_errorf(MT_ERR_INTERNAL, "cpu rope: NULL tensor");
     const int T = a->T, H = a->n_heads, D = a->D, half = D / 2, stride = a->row_stride;
-    double inv_freq[ROPE_MAX_HALF];
+    double inv_freq[MT_ROPE_MAX_HALF];
     for (int i = 0; i < half; i++) inv_freq[i] = pow((double)a->theta, -2.0 * i / D);
     const float sign = a->inverse ? -1.0f : 1.0f;
     float *x = a->x;
 #pragma omp parallel for schedule(static) num_threads(nt) if (rows * H * D >= MT_CPU_PAR_MIN)
     for (long r = 0; r < rows; r++) {
         const double pos = (double)a->pos_offset + (double)(r % T);
-        float c[ROPE_MAX_HALF], s[ROPE_MAX_HALF];
+        float c[MT_ROPE_MAX_HALF], s[MT_ROPE_MAX_HALF];
         for (int i = 0; i < half; i++) {
             const double ang = pos * inv_freq[i]; /* in double: exact enough for long contexts */
             c[i] = (float)cos(ang);
@@ -77,17 +69,6 @@ mt_status mt_cpu_rope(mt_backend *be, const mt_rope_args *a) {
 }
 
 /* ---- attention ---- */
-
-static mt_status att_check(const char *op, int B, int T, int H, int KV, int D) {
-    if (B < 0 || T < 0 || H <= 0 || KV <= 0 || D <= 0)
-        return mt_errorf(MT_ERR_CONFIG, "cpu %s: bad shape B=%d T=%d H=%d KV=%d D=%d", op, B, T, H, KV, D);
-    if (H % KV != 0)
-        return mt_errorf(MT_ERR_CONFIG,
-                         "cpu %s: %d query heads are not a multiple of %d kv heads (grouped-query attention "
-                         "needs H %% KV == 0)",
-                         op, H, KV);
-    return MT_OK;
-}
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
@@ -153,7 +134,7 @@ static void att_fwd_tile(const float *q, int SQ, const float *k, const float *v,
 
 mt_status mt_cpu_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a) {
     const int nt = mt_cpu_nt(be);
-    mt_status st = att_check("attention_fwd", a->B, a->T, a->H, a->KV, a->D);
+    mt_status st = mt_op_check_attention("cpu", "attention_fwd", a->B, a->T, a->H, a->KV, a->D);
     if (st != MT_OK) return st;
     const int B = a->B, T = a->T, H = a->H, KV = a->KV, D = a->D;
     if ((long)B * T == 0) return MT_OK;
@@ -240,7 +221,7 @@ static void att_bwd_group(const float *q, float *dq, const float *k, const float
 
 mt_status mt_cpu_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a) {
     const int nt = mt_cpu_nt(be);
-    mt_status st = att_check("attention_bwd", a->B, a->T, a->H, a->KV, a->D);
+    mt_status st = mt_op_check_attention("cpu", "attention_bwd", a->B, a->T, a->H, a->KV, a->D);
     if (st != MT_OK) return st;
     const int B = a->B, T = a->T, H = a->H, KV = a->KV, D = a->D;
     if ((long)B * T == 0) return MT_OK;
@@ -278,7 +259,7 @@ mt_status mt_cpu_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a) {
 
 static mt_status att_block_check(const char *op, int B, int T, int H, int KV, int D, int q0, int Tq, int k0, int Tk,
                                  int q_pos, int k_pos) {
-    mt_status st = att_check(op, B, T, H, KV, D);
+    mt_status st = mt_op_check_attention("cpu", op, B, T, H, KV, D);
     if (st != MT_OK) return st;
     if (q0 < 0 || Tq < 0 || q0 + Tq > T || k0 < 0 || Tk < 0 || k0 + Tk > T || q_pos < 0 || k_pos < 0 || D > ATT_MAX_D)
         return mt_errorf(MT_ERR_CONFIG, "cpu %s: query rows [%d, %d) / key rows [%d, %d) outside the %d rows, or "

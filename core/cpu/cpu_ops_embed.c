@@ -9,19 +9,10 @@
 
 #define EMB_COLBLOCK 64 /* columns per dwte block: the parallel unit of the scatter */
 
-static mt_status emb_check(const char *op, int B, int T, int C, int n_vocab, int pos_offset, const void *a,
-                           const void *b, const void *c) {
-    if (B < 0 || T < 0 || C <= 0 || n_vocab < 0 || pos_offset < 0)
-        return mt_errorf(MT_ERR_CONFIG, "cpu %s: bad shape B=%d T=%d C=%d n_vocab=%d pos_offset=%d", op, B, T, C,
-                         n_vocab, pos_offset);
-    if ((long)B * T > 0 && (!a || !b || !c)) return mt_errorf(MT_ERR_INTERNAL, "cpu %s: NULL tensor", op);
-    return MT_OK;
-}
-
 mt_status mt_cpu_embedding_fwd(mt_backend *be, const mt_embedding_fwd_args *a) {
     const int nt = mt_cpu_nt(be);
-    mt_status st = emb_check("embedding_fwd", a->B, a->T, a->C, a->n_vocab, a->pos_offset, a->out, a->tokens,
-                             a->n_vocab > 0 ? a->wte : (const void *)a->tokens);
+    mt_status st = mt_op_check_embedding("cpu", "embedding_fwd", a->B, a->T, a->C, a->n_vocab, a->pos_offset,
+                                         a->out, a->tokens, a->n_vocab > 0 ? a->wte : (const void *)a->tokens);
     if (st != MT_OK) return st;
     const int T = a->T, C = a->C, vs = a->vocab_start, nv = a->n_vocab, po = a->pos_offset;
     const long rows = (long)a->B * T;
@@ -46,8 +37,8 @@ mt_status mt_cpu_embedding_fwd(mt_backend *be, const mt_embedding_fwd_args *a) {
 
 mt_status mt_cpu_embedding_bwd(mt_backend *be, const mt_embedding_bwd_args *a) {
     const int nt = mt_cpu_nt(be);
-    mt_status st = emb_check("embedding_bwd", a->B, a->T, a->C, a->n_vocab, a->pos_offset, a->dout, a->tokens,
-                             a->tokens);
+    mt_status st = mt_op_check_embedding("cpu", "embedding_bwd", a->B, a->T, a->C, a->n_vocab, a->pos_offset,
+                                         a->dout, a->tokens, a->tokens);
     if (st != MT_OK) return st;
     const int B = a->B, T = a->T, C = a->C, vs = a->vocab_start, nv = a->n_vocab, po = a->pos_offset;
     const long rows = (long)B * T;

@@ -53,13 +53,13 @@ static mt_status mm_check(const char *op, int M, int N, int K) {
 }
 
 mt_status mt_cpu_matmul_fwd(mt_backend *be, const mt_matmul_fwd_args *a) {
-    const int nt = mt_cpu_nt(be);
     mt_status st = mm_check("matmul_fwd", a->M, a->N, a->K);
     if (st != MT_OK) return st;
     const int M = a->M, N = a->N, K = a->K;
     if ((size_t)M * N == 0) return MT_OK;
     if (!a->out || (K > 0 && (!a->inp || !a->weight)))
         return mt_errorf(MT_ERR_INTERNAL, "cpu matmul_fwd: NULL tensor (M=%d N=%d K=%d)", M, N, K);
+    const int nt = mt_cpu_nt(be);
     float *out = a->out;
     const float *bias = a->bias;
     float beta = 0.0f;

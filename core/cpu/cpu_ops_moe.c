@@ -6,6 +6,7 @@
  * assignments are dropped: a property of the tokens, never of the thread count); the row copies
  * are parallel over tokens, each output row written by one thread. */
 #include "core/cpu/cpu_backend.h"
+#include "core/topk.h"
 
 #define MOE_MAX_E 4096
 #define MOE_MAX_K 64 /* model.moe.top_k (recipe validation) */
@@ -18,19 +19,6 @@ static double row_softmax(const float *z, float *p, int E) {
     for (int e = 0; e < E; e++) s += exp((double)z[e] - mx);
     for (int e = 0; e < E; e++) p[e] = (float)(exp((double)z[e] - mx) / s);
     return mx + log(s);
-}
-
-/* the k largest of p (ties: lower index), in descending order */
-static void row_topk(const float *p, int E, int k, int32_t *idx) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++) {
-            int used = 0;
-            for (int m = 0; m < j; m++) used |= idx[m] == e;
-            if (!used && (best < 0 || p[e] > p[best])) best = e;
-        }
-        idx[j] = best;
-    }
 }
 
 /* the renormalised weights: softmax over the selected logits */
@@ -64,7 +52,7 @@ mt_status mt_cpu_moe_route(mt_backend *be, const mt_moe_route_args *a) {
         for (int e = 0; e < E; e++) psum[e] += pt[e];
         int32_t *it = topi + (size_t)t * k;
         float *wt = topw + (size_t)t * k;
-        row_topk(pt, E, k, it);
+        mt_topk_desc(pt, E, k, it);
         if (a->pre_softmax)
             for (int j = 0; j < k; j++) wt[j] = pt[it[j]];
         else

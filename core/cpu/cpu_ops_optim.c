@@ -58,12 +58,8 @@ static void adamw_span(const adamw_hp *h, float *master, float *param, const flo
 
 mt_status mt_cpu_adamw(mt_backend *be, const mt_adamw_args *a) {
     const int nt = mt_cpu_nt(be);
-    if (a->n == 0) return MT_OK;
-    if (!a->master || !a->grad || !a->m || !a->v)
-        return mt_errorf(MT_ERR_INTERNAL, "cpu adamw: NULL tensor (n=%zu)", a->n);
-    if (!(a->bias_correction1 > 0.0f) || !(a->bias_correction2 > 0.0f))
-        return mt_errorf(MT_ERR_CONFIG, "cpu adamw: bias corrections %g, %g must be > 0 (1 - beta^t with t >= 1)",
-                         (double)a->bias_correction1, (double)a->bias_correction2);
+    mt_status st = mt_op_check_adamw("cpu", a);
+    if (st != MT_OK || a->n == 0) return st;
     const adamw_hp h = {a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->grad_scale, a->bias_correction1,
                         a->bias_correction2};
     float *master = a->master, *m = a->m, *v = a->v;

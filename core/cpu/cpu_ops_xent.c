@@ -8,27 +8,11 @@
  * target >= V is a data error naming the row. */
 #include "core/cpu/cpu_backend.h"
 
-static mt_status vp_check(const char *op, const mt_xent_vp_args *a) {
-    if (a->N < 0 || a->V <= 0 || a->n_cols < 0 || a->vocab_start < 0)
-        return mt_errorf(MT_ERR_CONFIG, "cpu %s: bad shape N=%d V=%d vocab_start=%d n_cols=%d", op, a->N, a->V,
-                         a->vocab_start, a->n_cols);
-    if (a->N > 0 && (!a->stats || !a->targets || (a->n_cols > 0 && !a->logits)))
-        return mt_errorf(MT_ERR_INTERNAL, "cpu %s: NULL tensor", op);
-    return MT_OK;
-}
-
-/* columns of this shard that are real vocabulary entries: [0, n_valid) */
-static int n_valid_cols(const mt_xent_vp_args *a) {
-    long v = (long)a->V - a->vocab_start;
-    if (v < 0) v = 0;
-    return v < a->n_cols ? (int)v : a->n_cols;
-}
-
 mt_status mt_cpu_xent_vp_max(mt_backend *be, const mt_xent_vp_args *a) {
     const int nt = mt_cpu_nt(be);
-    mt_status st = vp_check("xent_vp_max", a);
+    mt_status st = mt_op_check_xent_vp("cpu", "xent_vp_max", a);
     if (st != MT_OK) return st;
-    const int N = a->N, nc = a->n_cols, nv = n_valid_cols(a);
+    const int N = a->N, nc = a->n_cols, nv = mt_xent_vp_valid_cols(a);
     const int32_t *tgt = a->targets;
     for (int r = 0; r < N; r++)
         if (tgt[r] >= a->V)
@@ -46,9 +30,9 @@ mt_status mt_cpu_xent_vp_max(mt_backend *be, const mt_xent_vp_args *a) {
 
 mt_status mt_cpu_xent_vp_sumexp(mt_backend *be, const mt_xent_vp_args *a) {
     const int nt = mt_cpu_nt(be);
-    mt_status st = vp_check("xent_vp_sumexp", a);
+    mt_status st = mt_op_check_xent_vp("cpu", "xent_vp_sumexp", a);
     if (st != MT_OK) return st;
-    const int N = a->N, nc = a->n_cols, nv = n_valid_cols(a), vs = a->vocab_start;
+    const int N = a->N, nc = a->n_cols, nv = mt_xent_vp_valid_cols(a), vs = a->vocab_start;
     const int32_t *tgt = a->targets;
     float *logits = a->logits, *mx = a->stats, *sum = mx + N, *xt = mx + 2 * (size_t)N;
 #pragma omp parallel for schedule(static) num_threads(nt) if ((size_t)N * nc >= MT_CPU_PAR_MIN)
@@ -68,10 +52,10 @@ mt_status mt_cpu_xent_vp_sumexp(mt_backend *be, const mt_xent_vp_args *a) {
 
 mt_status mt_cpu_xent_vp_finish(mt_backend *be, const mt_xent_vp_args *a) {
     const int nt = mt_cpu_nt(be);
-    mt_status st = vp_check("xent_vp_finish", a);
+    mt_status st = mt_op_check_xent_vp("cpu", "xent_vp_finish", a);
     if (st != MT_OK) return st;
     if (a->N > 0 && !a->losses) return mt_errorf(MT_ERR_INTERNAL, "cpu xent_vp_finish: NULL losses");
-    const int N = a->N, nc = a->n_cols, nv = n_valid_cols(a), vs = a->vocab_start;
+    const int N = a->N, nc = a->n_cols, nv = mt_xent_vp_valid_cols(a), vs = a->vocab_start;
     const int32_t *tgt = a->targets;
     const float *sum = (const float *)a->stats + N, *xt = (const float *)a->stats + 2 * (size_t)N;
     float *logits = a->logits, *losses = a->losses;

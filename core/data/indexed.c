@@ -28,6 +28,14 @@ static const char k_magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
 
 static int32_t ld_i32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
 static int64_t ld_i64(const uint8_t *p) { int64_t v; memcpy(&v, p, 8); return v; }
+
+/* For i < count: v = item i of type T (`bytes` each, unaligned) at p, then stmt. */
+#define EACH_ITEM(T, bytes, count, stmt)                \
+    for (int64_t i = 0; i < (count); i++) {             \
+        T v;                                            \
+        memcpy(&v, p + (size_t)(bytes) * (size_t)i, bytes); \
+        stmt;                                           \
+    }
 static uint64_t ld_u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
 static char *str_cat(const char *a, const char *b) {
@@ -351,27 +359,11 @@ mt_status mt_indexed_read(const mt_indexed *ds, int64_t sequence, int64_t offset
     }
     const uint8_t *p = ds->bin_map + ld_i64(ds->pointers_raw + 8 * sequence) +
                        offset * ds->n_item_bytes;
-    switch (ds->dtype_code) {
-    case MT_INDEXED_DTYPE_U8:
-        for (int64_t i = 0; i < n_tokens; i++) tokens[i] = p[i];
-        break;
-    case MT_INDEXED_DTYPE_I8:
-        for (int64_t i = 0; i < n_tokens; i++) tokens[i] = (int8_t)p[i];
-        break;
-    case MT_INDEXED_DTYPE_U16:
-        for (int64_t i = 0; i < n_tokens; i++) {
-            uint16_t v;
-            memcpy(&v, p + 2 * i, 2);
-            tokens[i] = v;
-        }
-        break;
-    case MT_INDEXED_DTYPE_I16:
-        for (int64_t i = 0; i < n_tokens; i++) {
-            int16_t v;
-            memcpy(&v, p + 2 * i, 2);
-            tokens[i] = v;
-        }
-        break;
+    switch (ds->dtype_code) { /* each item fits an int32 token id */
+    case MT_INDEXED_DTYPE_U8: EACH_ITEM(uint8_t, 1, n_tokens, tokens[i] = v); break;
+    case MT_INDEXED_DTYPE_I8: EACH_ITEM(int8_t, 1, n_tokens, tokens[i] = v); break;
+    case MT_INDEXED_DTYPE_U16: EACH_ITEM(uint16_t, 2, n_tokens, tokens[i] = v); break;
+    case MT_INDEXED_DTYPE_I16: EACH_ITEM(int16_t, 2, n_tokens, tokens[i] = v); break;
     case MT_INDEXED_DTYPE_I32:
         memcpy(tokens, p, (size_t)n_tokens * 4);
         break;
@@ -409,43 +401,13 @@ mt_status mt_indexed_max_token(const mt_indexed *ds, int64_t max_tokens, int64_t
     if (max_tokens >= 0 && n > max_tokens) n = max_tokens;
     int64_t mx = -1;
     const uint8_t *p = ds->bin_map;
-    switch (ds->dtype_code) {
-    case MT_INDEXED_DTYPE_U8:
-        for (int64_t i = 0; i < n; i++) mx = p[i] > mx ? p[i] : mx;
-        break;
-    case MT_INDEXED_DTYPE_I8:
-        for (int64_t i = 0; i < n; i++) mx = (int8_t)p[i] > mx ? (int8_t)p[i] : mx;
-        break;
-    case MT_INDEXED_DTYPE_U16: {
-        uint16_t m16 = 0;
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t v;
-            memcpy(&v, p + 2 * i, 2);
-            m16 = v > m16 ? v : m16;
-        }
-        mx = n > 0 ? m16 : -1;
-        break;
-    }
-    case MT_INDEXED_DTYPE_I16:
-        for (int64_t i = 0; i < n; i++) {
-            int16_t v;
-            memcpy(&v, p + 2 * i, 2);
-            mx = v > mx ? v : mx;
-        }
-        break;
-    case MT_INDEXED_DTYPE_I32:
-        for (int64_t i = 0; i < n; i++) {
-            int32_t v;
-            memcpy(&v, p + 4 * i, 4);
-            mx = v > mx ? v : mx;
-        }
-        break;
-    case MT_INDEXED_DTYPE_I64:
-        for (int64_t i = 0; i < n; i++) {
-            const int64_t v = ld_i64(p + 8 * i);
-            mx = v > mx ? v : mx;
-        }
-        break;
+    switch (ds->dtype_code) { /* the largest, starting from mx = -1 */
+    case MT_INDEXED_DTYPE_U8: EACH_ITEM(uint8_t, 1, n, mx = v > mx ? v : mx); break;
+    case MT_INDEXED_DTYPE_I8: EACH_ITEM(int8_t, 1, n, mx = v > mx ? v : mx); break;
+    case MT_INDEXED_DTYPE_U16: EACH_ITEM(uint16_t, 2, n, mx = v > mx ? v : mx); break;
+    case MT_INDEXED_DTYPE_I16: EACH_ITEM(int16_t, 2, n, mx = v > mx ? v : mx); break;
+    case MT_INDEXED_DTYPE_I32: EACH_ITEM(int32_t, 4, n, mx = v > mx ? v : mx); break;
+    case MT_INDEXED_DTYPE_I64: EACH_ITEM(int64_t, 8, n, mx = v > mx ? v : mx); break;
     default:
         return mt_errorf(MT_ERR_UNSUPPORTED, "%s: holds %s values, not token ids", ds->bin_path,
                          mt_indexed_dtype_name(ds->dtype_code));

@@ -9,16 +9,9 @@
  * Built and run by test/cuda_emu/run.sh (not part of make test: ~1 min of compile and a few of
  * run on 2 cores). */
 #include "attention_tc_host.cpp" /* cuda/cuda_attention_tc.cu with its launches rewritten */
-thread_local dim3 threadIdx, blockIdx; dim3 blockDim, gridDim; thread_local emu_ctx emu;
-int emu_max_smem = 227 * 1024; unsigned char *emu_smem_base; size_t emu_smem_bytes;
-static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static float frand() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (float)((rs >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
-static float rb(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
-static double nmse(const float *a, const float *b, size_t n) { double x = 0, y = 0; for (size_t i = 0; i < n; i++) { double d = (double)a[i] - b[i]; x += d * d; y += (double)b[i] * b[i]; } return x != x ? 1e30 : (y > 0 ? x / y : x); }
-static int fails = 0;
-static void cmp(const char *w, const float *a, const float *b, size_t n, double tol) {
-    double e = nmse(a, b, n); printf("    %-12s nmse %.3e %s\n", w, e, e < tol ? "ok" : "FAIL"); if (!(e < tol)) fails++;
-}
+#define EMU_SEED 0x9E3779B97F4A7C15ull
+#define EMU_NAME_WIDTH 12
+#include "emu_main.h"
 static void run(int B, int T, int H, int KV, int D) {
     printf("  B=%d T=%d H=%d KV=%d D=%d\n", B, T, H, KV, D);
     mt_backend cpu; if (mt_backend_cpu_create(&cpu, 1) != MT_OK) { printf("cpu create failed\n"); exit(1); }

@@ -6,14 +6,8 @@
  * in every row, a width over one block of threads. The forward: nmse < 1e-4 (bf16 output, as
  * test/ops/cuda_parity_check.h). Built and run by test/cuda_emu/run.sh. */
 #include "embed_host.cpp"
-thread_local dim3 threadIdx, blockIdx; dim3 blockDim, gridDim; thread_local emu_ctx emu;
-int emu_max_smem = 227 * 1024; unsigned char *emu_smem_base; size_t emu_smem_bytes;
-static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static uint64_t next() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
-static float frand() { return (float)((next() >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
-static float rb(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
-static int fails = 0;
-static mt_backend g_cpu, g_be; static mt_cuda_ctx g_ctx;
+#define EMU_SEED 0x9E3779B97F4A7C15ull
+#include "emu_main.h"
 static void same(const char *w, const float *a, const float *b, size_t n) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += memcmp(&a[i], &b[i], 4) != 0;

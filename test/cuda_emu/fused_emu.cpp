@@ -10,26 +10,8 @@
  * Built and run by test/cuda_emu/run.sh. */
 #include "layernorm_host.cpp"
 #include "init_host.cpp"
-thread_local dim3 threadIdx, blockIdx; dim3 blockDim, gridDim; thread_local emu_ctx emu;
-int emu_max_smem = 227 * 1024; unsigned char *emu_smem_base; size_t emu_smem_bytes;
-static uint64_t rs = 0x2545F4914F6CDD1Dull;
-static float frand() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (float)((rs >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
-static float rb(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
-static double nmse(const float *a, const float *b, size_t n) { double x = 0, y = 0; for (size_t i = 0; i < n; i++) { double d = (double)a[i] - b[i]; x += d * d; y += (double)b[i] * b[i]; } return x != x ? 1e30 : (y > 0 ? x / y : x); }
-static int fails = 0;
-static void cmp(const char *w, const float *a, const float *b, size_t n, double tol) {
-    double e = nmse(a, b, n); printf("    %-34s nmse %.3e %s\n", w, e, e < tol ? "ok" : "FAIL"); if (!(e < tol)) fails++;
-}
-static void same(const char *w, const void *a, const void *b, size_t bytes) {
-    int ok = memcmp(a, b, bytes) == 0; printf("    %-34s %s\n", w, ok ? "same bits ok" : "FAIL (bits differ)"); if (!ok) fails++;
-}
-static mt_backend g_cpu, g_be; static mt_cuda_ctx g_ctx;
-static bf16 *to_bf16(const std::vector<float> &x) {
-    bf16 *p = (bf16 *)aligned_alloc(256, x.size() * 2 + 256);
-    for (size_t i = 0; i < x.size(); i++) p[i] = __float2bfloat16_rn(x[i]);
-    return p;
-}
-static std::vector<float> from_bf16(const bf16 *p, size_t n) { std::vector<float> x(n); for (size_t i = 0; i < n; i++) x[i] = __bfloat162float(p[i]); return x; }
+#define EMU_NAME_WIDTH 34
+#include "emu_main.h"
 
 static void add_norm(int rms, int N, int C, int in_place) {
     printf("  add_%s_fwd N=%d C=%d%s\n", rms ? "rmsnorm" : "layernorm", N, C, in_place ? " (in place)" : "");
@@ -48,10 +30,10 @@ static void add_norm(int rms, int N, int C, int in_place) {
     if ((rms ? mt_cuda_rmsnorm_fwd(&g_be, &nf) : mt_cuda_layernorm_fwd(&g_be, &nf)) != MT_OK) { printf("norm failed: %s\n", mt_last_error()); fails++; }
     mt_add_norm_fwd_args fa = {gr, go, rms ? NULL : gm.data(), gs.data(), ga, gb, gw, rms ? NULL : gbias, N, C, 1e-5f};
     if ((rms ? mt_cuda_add_rmsnorm_fwd(&g_be, &fa) : mt_cuda_add_layernorm_fwd(&g_be, &fa)) != MT_OK) { printf("add_norm failed: %s\n", mt_last_error()); fails++; }
-    same("out_resid vs add kernel", gr, ur, n * 2);
-    same("out vs add + norm_fwd kernels", go, uo, n * 2);
-    same("rstd vs norm_fwd kernel", gs.data(), us.data(), (size_t)N * 4);
-    if (!rms) same("mean vs norm_fwd kernel", gm.data(), um.data(), (size_t)N * 4);
+    same_bits("out_resid vs add kernel", gr, ur, n * 2);
+    same_bits("out vs add + norm_fwd kernels", go, uo, n * 2);
+    same_bits("rstd vs norm_fwd kernel", gs.data(), us.data(), (size_t)N * 4);
+    if (!rms) same_bits("mean vs norm_fwd kernel", gm.data(), um.data(), (size_t)N * 4);
     /* the CPU reference */
     std::vector<float> cr(n), co(n), cm(N), cs(N);
     mt_add_norm_fwd_args ca = {cr.data(), co.data(), rms ? NULL : cm.data(), cs.data(), a.data(), b.data(), w.data(),
@@ -69,7 +51,7 @@ static void init_normal(size_t n, uint64_t offset, int n_sm) {
     std::vector<float> c(n), g(n, NAN);
     mt_init_normal_args ac = {c.data(), n, 1234, 0xfeedULL, offset, 0.02}, ag = {g.data(), n, 1234, 0xfeedULL, offset, 0.02};
     if (MT_BE_CALL(&g_cpu, init_normal, &ac) != MT_OK || mt_cuda_init_normal(&g_be, &ag) != MT_OK) { printf("call failed\n"); fails++; return; }
-    same("values vs CPU", g.data(), c.data(), n * 4);
+    same_bits("values vs CPU", g.data(), c.data(), n * 4);
 }
 
 int main() {

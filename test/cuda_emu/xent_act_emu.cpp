@@ -5,23 +5,7 @@
  * Built and run by test/cuda_emu/run.sh. */
 #include "xent_host.cpp"
 #include "act_host.cpp"
-thread_local dim3 threadIdx, blockIdx; dim3 blockDim, gridDim; thread_local emu_ctx emu;
-int emu_max_smem = 227 * 1024; unsigned char *emu_smem_base; size_t emu_smem_bytes;
-static uint64_t rs = 0x2545F4914F6CDD1Dull;
-static float frand() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (float)((rs >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
-static float rb(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
-static double nmse(const float *a, const float *b, size_t n) { double x = 0, y = 0; for (size_t i = 0; i < n; i++) { double d = (double)a[i] - b[i]; x += d * d; y += (double)b[i] * b[i]; } return x != x ? 1e30 : (y > 0 ? x / y : x); }
-static int fails = 0;
-static void cmp(const char *w, const float *a, const float *b, size_t n, double tol) {
-    double e = nmse(a, b, n); printf("    %-28s nmse %.3e %s\n", w, e, e < tol ? "ok" : "FAIL"); if (!(e < tol)) fails++;
-}
-static mt_backend g_cpu, g_be; static mt_cuda_ctx g_ctx;
-static bf16 *to_bf16(const std::vector<float> &x) {
-    bf16 *p = (bf16 *)aligned_alloc(256, x.size() * 2 + 256);
-    for (size_t i = 0; i < x.size(); i++) p[i] = __float2bfloat16_rn(x[i]);
-    return p;
-}
-static std::vector<float> from_bf16(const bf16 *p, size_t n) { std::vector<float> x(n); for (size_t i = 0; i < n; i++) x[i] = __bfloat162float(p[i]); return x; }
+#include "emu_main.h"
 static void xent(int N, int V, int Vp) {
     printf("  xent_fwd_bwd N=%d V=%d Vp=%d (%s path)\n", N, V, Vp, Vp % 8 ? "scalar" : "16-byte");
     std::vector<float> lg((size_t)N * Vp), loss(N); std::vector<int32_t> tg(N);

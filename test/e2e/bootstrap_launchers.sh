@@ -21,6 +21,7 @@ if ! "$MTRAIN" bootstrap-check --help >/dev/null 2>&1; then
   echo "FAIL: '$MTRAIN bootstrap-check' is not wired into cmd/mtrain.c"; exit 1
 fi
 REPO="$(pwd)"
+source test/proc_lib.sh
 tmp=$(mktemp -d /tmp/mt_e2e_bootstrap.XXXXXX)
 export TMPDIR="$tmp/launch-tmp" # mtrain launch makes its private PMIx dir here: must end empty
 mkdir -p "$TMPDIR"
@@ -70,25 +71,6 @@ new_mark() { MARK=$((3000 + RANDOM % 50000)); }
 marked() { grep -lzF ${2:-} -- "MT_E2E_MARK=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true; }
 leftovers() { marked "$tmp/$MARK" -x; }
 tmpdir_clean() { [ -z "$(ls -A "$TMPDIR")" ]; }
-# wait_lines FILE N SECONDS: until FILE has N ok lines
-wait_lines() {
-  local i
-  for i in $(seq 1 $(($3 * 20))); do
-    [ "$(grep -c ' ok$' "$1" 2>/dev/null)" -ge "$2" ] && return 0
-    sleep 0.05
-  done
-  return 1
-}
-# wait_exit PID SECONDS: until PID is gone; sets rc to its status (124 on timeout)
-wait_exit() {
-  local i
-  for i in $(seq 1 $(($2 * 20))); do
-    if ! kill -0 "$1" 2>/dev/null; then wait "$1"; rc=$?; return 0; fi
-    sleep 0.05
-  done
-  rc=124
-  return 1
-}
 
 # ---- (a) mtrain launch -n 4 ----
 t0=$(now)

@@ -47,12 +47,8 @@
 source test/e2e_lib.sh
 need_data
 REPO="$PWD"
-# a private copy: a concurrent `make` relinking ./mtrain must not pull the binary from under the ranks
-cp "$MTRAIN" "$TMP/mtrain" && MTRAIN="$TMP/mtrain"
-# the ranks must not inherit a launcher from whoever runs the tests
-unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT MT_BOOTSTRAP MT_STORE_PORT
-for v in $(env | grep -oE '^PMIX_[A-Z0-9_]+' | grep -v '^PMIX_MCA_'); do unset "$v"; done
-for v in $(env | grep -oE '^(SLURM|OMPI)_[A-Z0-9_]+'); do unset "$v"; done
+private_mtrain
+no_outer_launcher --batch
 export OMP_NUM_THREADS=1 # the same arithmetic under every launcher (4 ranks share the cores anyway)
 slurm_up=""
 on_exit() {

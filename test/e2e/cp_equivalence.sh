@@ -19,10 +19,7 @@ need_data
 ITERS=20
 BASE=(--train-iters $ITERS --micro-batch-size 2 --global-batch-size 4 --seq-length 32 --set model.layers=2 --set logging.interval=1 --set logging.eval_interval=0)
 parallel() { # parallel REF NAME RANKS CP ARGS...
-  local ref=$1 name=$2 n=$3 cp=$4; shift 4
-  launched "$name" "$n" "$@" --context-parallel-size "$cp"
-  grep -q "cp $cp ring attention" "$TMP/$name.log" || fail "$name: the run did not report cp $cp"
-  compare "$TMP/$ref.jsonl" "$TMP/$name.jsonl" "$name" $ITERS 1e-4 1e-3
+  equiv_run "$1" "$2" "$3" --context-parallel-size "$4" "cp $4 ring attention" "${@:5}"
 }
 for arch in gpt llama; do
   CFG=(--config configs/$arch-tiny.yaml)

@@ -176,27 +176,22 @@ grep -q "iteration       21/" "$TMP/grown.log" && fail "grown: training went on 
 fault_end nonzero "$G/kjv_text_document.bin changed while training read it"
 
 # ---- data.path forms that are not a dataset prefix -------------------------------------------
-fault_begin path_folder
-fault_run "$MTRAIN" "${TRAIN[@]}" --set "data.path=$C" --set training.iters=1
-fault_end nonzero "data.path '$C' is a folder: data.path is a dataset prefix"
+path_case() { # path_case CASE DATA_PATH EXPECTED_TEXT: one iteration on DATA_PATH fails saying EXPECTED_TEXT
+  fault_begin "$1"
+  fault_run "$MTRAIN" "${TRAIN[@]}" --set "data.path=$2" --set training.iters=1
+  fault_end nonzero "$3"
+}
+path_case path_folder "$C" "data.path '$C' is a folder: data.path is a dataset prefix"
 grep -qF "'$P'" "$TMP/path_folder.log" || fail "path_folder: the dataset in that folder is not proposed"
-fault_begin path_bin
-fault_run "$MTRAIN" "${TRAIN[@]}" --set "data.path=$P.bin" --set training.iters=1
-fault_end nonzero "data.path '$P.bin' names the .bin file: data.path is the prefix without extension, '$P'"
-fault_begin path_idx
-fault_run "$MTRAIN" "${TRAIN[@]}" --set "data.path=$P.idx" --set training.iters=1
-fault_end nonzero "data.path '$P.idx' names the .idx file: data.path is the prefix without extension, '$P'"
-fault_begin path_output_prefix
-fault_run "$MTRAIN" "${TRAIN[@]}" --set "data.path=$C/kjv" --set training.iters=1
-fault_end nonzero "write '$C/kjv_text_document'"
-fault_begin path_none
-fault_run "$MTRAIN" "${TRAIN[@]}" --set "data.path=$C/nothing_here" --set training.iters=1
-fault_end nonzero "data.path '$C/nothing_here': no dataset there (neither $C/nothing_here.idx nor $C/nothing_here.bin exists)"
+path_case path_bin "$P.bin" "data.path '$P.bin' names the .bin file: data.path is the prefix without extension, '$P'"
+path_case path_idx "$P.idx" "data.path '$P.idx' names the .idx file: data.path is the prefix without extension, '$P'"
+path_case path_output_prefix "$C/kjv" "write '$C/kjv_text_document'"
+path_case path_none "$C/nothing_here" \
+  "data.path '$C/nothing_here': no dataset there (neither $C/nothing_here.idx nor $C/nothing_here.bin exists)"
 
 B="$TMP/binonly"; mkdir -p "$B"; cp "$DATA.bin" "$B/"
-fault_begin path_bin_only # waits ~2 s for an .idx that may be mid-publish, then says which is missing
-fault_run "$MTRAIN" "${TRAIN[@]}" --set "data.path=$B/kjv_text_document" --set training.iters=1
-fault_end nonzero "$B/kjv_text_document.idx: missing beside $B/kjv_text_document.bin"
+# waits ~2 s for an .idx that may be mid-publish, then says which is missing
+path_case path_bin_only "$B/kjv_text_document" "$B/kjv_text_document.idx: missing beside $B/kjv_text_document.bin"
 
 # the .bin overwritten in place (same size) with ids past the vocabulary while training reads it
 # (the start-up scan of the ids saw the good file): the next batch names the .bin, the sample and

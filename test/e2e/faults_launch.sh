@@ -28,11 +28,8 @@ source test/e2e_lib.sh
 source test/faults_lib.sh
 need_data
 REPO="$PWD"
-# a private copy: a concurrent `make` relinking ./mtrain must not pull the binary from under the ranks
-cp "$MTRAIN" "$TMP/mtrain" && MTRAIN="$TMP/mtrain"
-unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT MT_BOOTSTRAP MT_STORE_PORT
-for v in $(env | grep -oE '^PMIX_[A-Z0-9_]+' | grep -v '^PMIX_MCA_'); do unset "$v"; done
-for v in $(env | grep -oE '^(SLURM|OMPI)_[A-Z0-9_]+'); do unset "$v"; done
+private_mtrain
+no_outer_launcher --batch
 export OMP_NUM_THREADS=1
 TRAIN=(--config configs/gpt-tiny.yaml --train-iters 100000 --micro-batch-size 2 --threads 1
        --set logging.interval=1 --set logging.eval_interval=0)

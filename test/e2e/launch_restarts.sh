@@ -49,23 +49,6 @@ restart_counts() {
   sed -nE 's/^\[r[0-9]+\] bootstrap-check: rank=[0-9]+ MT_RESTART_COUNT=([0-9]+) TORCHELASTIC_RESTART_COUNT=\1$/\1/p' "$1" |
     sort -n | uniq -c | awk '{printf "%s%s:%s", sep, $2, $1; sep=" "}'
 }
-wait_lines() { # wait_lines FILE N SECONDS: until FILE has N ok lines
-  local _
-  for _ in $(seq 1 $(($3 * 20))); do
-    [ "$(grep -c ' ok$' "$1" 2>/dev/null)" -ge "$2" ] && return 0
-    sleep 0.05
-  done
-  return 1
-}
-wait_exit() { # wait_exit PID SECONDS: until PID is gone; sets rc to its status (124 on timeout)
-  local _
-  for _ in $(seq 1 $(($2 * 20))); do
-    if ! kill -0 "$1" 2>/dev/null; then wait "$1"; rc=$?; return 0; fi
-    sleep 0.05
-  done
-  rc=124
-  return 1
-}
 rank_of() { # rank_of MARK RANK: the pid of that rank among the processes marked MARK
   local p
   for p in $(marked_pids "$1"); do

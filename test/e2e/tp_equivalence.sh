@@ -16,10 +16,7 @@ need_data
 ITERS=20
 BASE=(--train-iters $ITERS --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=0)
 parallel() { # parallel REF NAME RANKS TP ARGS...
-  local ref=$1 name=$2 n=$3 tp=$4; shift 4
-  launched "$name" "$n" "$@" --tensor-model-parallel-size "$tp"
-  grep -q "tp $tp" "$TMP/$name.log" || fail "$name: the run did not report tp $tp"
-  compare "$TMP/$ref.jsonl" "$TMP/$name.jsonl" "$name" $ITERS 1e-4 1e-3
+  equiv_run "$1" "$2" "$3" --tensor-model-parallel-size "$4" "tp $4" "${@:5}"
 }
 GPT=(--config configs/gpt-tiny.yaml)
 LLAMA=(--config configs/llama-tiny.yaml)

@@ -1,6 +1,8 @@
-/* fuzz_file.h — files for the fuzz harnesses and their replays: one file read whole, and the
+/* fuzz_file.h — files for the fuzz harnesses and their replays: one file read whole, the
  * plain replay driver of a harness built with -DMT_FUZZ_REPLAY_MAIN (PROG FILE...: each file
- * through the harness, "ok" or "FAILED" per file, exit 1 when any failed). */
+ * through the harness, "ok" or "FAILED" per file, exit 1 when any failed), and
+ * FUZZ_ENTRY_POINTS(one), a harness's libFuzzer entry (left out under MT_FUZZ_NO_ENTRY, where a
+ * unit test replays the corpus itself) and that replay main. Define those two before including. */
 #ifndef MT_FUZZ_FILE_H
 #define MT_FUZZ_FILE_H
 
@@ -43,5 +45,24 @@ static inline int fuzz_replay_files(int argc, char **argv, int (*one)(const uint
     }
     return failed ? 1 : 0;
 }
+
+/* libFuzzer's entry: a mishandled input aborts */
+#ifndef MT_FUZZ_NO_ENTRY
+#define FUZZ_LIBFUZZER_ENTRY(one)                                         \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);         \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {        \
+        if (one(data, size)) abort();                                     \
+        return 0;                                                         \
+    }
+#else
+#define FUZZ_LIBFUZZER_ENTRY(one)
+#endif
+#ifdef MT_FUZZ_REPLAY_MAIN
+#define FUZZ_REPLAY_MAIN(one) \
+    int main(int argc, char **argv) { return fuzz_replay_files(argc, argv, one); }
+#else
+#define FUZZ_REPLAY_MAIN(one)
+#endif
+#define FUZZ_ENTRY_POINTS(one) FUZZ_LIBFUZZER_ENTRY(one) FUZZ_REPLAY_MAIN(one)
 
 #endif

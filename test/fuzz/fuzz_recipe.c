@@ -110,15 +110,6 @@ static int fuzz_recipe_one(const uint8_t *data, size_t n_bytes) {
     return bad;
 }
 
-#ifndef MT_FUZZ_NO_ENTRY
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (fuzz_recipe_one(data, size)) abort();
-    return 0;
-}
-#endif
-
-#ifdef MT_FUZZ_REPLAY_MAIN
-/* Plain replay driver: fuzz_recipe FILE... (e.g. a crash-* file from libFuzzer). */
-int main(int argc, char **argv) { return fuzz_replay_files(argc, argv, fuzz_recipe_one); }
-#endif
+/* libFuzzer's entry; with -DMT_FUZZ_REPLAY_MAIN a plain replay driver: fuzz_recipe FILE... (e.g. a
+ * crash-* file from libFuzzer) */
+FUZZ_ENTRY_POINTS(fuzz_recipe_one)

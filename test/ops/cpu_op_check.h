@@ -165,4 +165,19 @@ static inline int cpu_op_check_open(int pass) {
     return 1;
 }
 
+/* The body of a test's main: `once` (a function, or NULL) on the first pass, `all` on every
+ * pass, the backend destroyed after each; returns the exit status (TEST_MAIN_END, naming the
+ * test's file). */
+#define CPU_OP_CHECK_MAIN(once, all)                                      \
+    do {                                                                  \
+        void (*once_)(void) = (once);                                     \
+        for (int pass = 0; pass < CPU_OP_CHECK_PASSES; pass++) {          \
+            if (!cpu_op_check_open(pass)) return 1;                       \
+            if (pass == 0 && once_) once_();                              \
+            all();                                                        \
+            mt_backend_destroy(&be);                                      \
+        }                                                                 \
+        TEST_MAIN_END();                                                  \
+    } while (0)
+
 #endif

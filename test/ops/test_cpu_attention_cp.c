@@ -79,6 +79,29 @@ static void check_rows(const char *what, const float *got, const float *want, in
     CHECKF(worst <= 1.0, "%s cp %d rank %d: worst err/tol %.3g", what, cp, r, worst);
 }
 
+#define MAX_CP 8
+#define MAX_RING_BLOCKS (MAX_CP * MAX_CP * 4)
+typedef struct {
+    int rank, owner; /* the rank computing, the rank whose K / V it uses */
+    int qc, kc;      /* local query and key chunk (0 or 1) */
+    int gq, gk;      /* their global chunk numbers (gk <= gq: causal) */
+} ring_block;
+
+/* Every rank's blocks in ring order; their count (cp <= MAX_CP). */
+static int ring_blocks(int cp, ring_block *out) {
+    int n = 0;
+    for (int r = 0; r < cp; r++)
+        for (int s = 0; s < cp; s++) {
+            const int owner = (r - s + cp) % cp;
+            for (int qc = 0; qc < 2; qc++)
+                for (int kc = 0; kc < 2; kc++) {
+                    const int gq = mt_cp_chunk(cp, r, qc), gk = mt_cp_chunk(cp, owner, kc);
+                    if (gk <= gq) out[n++] = (ring_block){r, owner, qc, kc, gq, gk};
+                }
+        }
+    return n;
+}
+
 static void test_ring(int B, int cp, int Tc, int H, int KV, int D) {
     const int T = 2 * cp * Tc, Tl = 2 * Tc, S3 = (H + 2 * KV) * D, SO = H * D;
     const size_t nq = (size_t)B * T * S3, no = (size_t)B * T * SO, nl = (size_t)B * H * T;
@@ -111,39 +134,32 @@ static void test_ring(int B, int cp, int Tc, int H, int KV, int D) {
                                .dst_stride = SK, .src_stride = S3};
         CHECK(MT_BE_CALL(&be, copy_rows, &c) == MT_OK);
     }
-    for (int r = 0; r < cp; r++) { /* forward: ring order, as parallel/cp_attention.c */
-        int started[2] = {0, 0};
-        for (int s = 0; s < cp; s++) {
-            const int owner = (r - s + cp) % cp;
-            for (int qc = 0; qc < 2; qc++)
-                for (int kc = 0; kc < 2; kc++) {
-                    const int gq = mt_cp_chunk(cp, r, qc), gk = mt_cp_chunk(cp, owner, kc);
-                    if (gk > gq) continue;
-                    mt_attention_block_fwd_args a = {.out = Lout + r * lo, .lse = Llse + r * ll, .qkv = Lqkv + r * lq,
-                                                     .kv = Lkv + owner * lk, .B = B, .T = Tl, .H = H, .KV = KV, .D = D,
-                                                     .q0 = qc * Tc, .Tq = Tc, .q_pos = gq * Tc, .k0 = kc * Tc,
-                                                     .Tk = Tc, .k_pos = gk * Tc, .merge = started[qc]};
-                    CHECK(MT_BE_CALL(&be, attention_block_fwd, &a) == MT_OK);
-                    started[qc] = 1;
-                }
-        }
+    /* the causal (query chunk, key chunk) pairs of every rank, in ring order as
+     * parallel/cp_attention.c: step s brings the K / V of rank (r - s) mod cp */
+    ring_block blk[MAX_RING_BLOCKS];
+    const int n_blk = ring_blocks(cp, blk);
+    int started[MAX_CP][2] = {{0}};
+    for (int i = 0; i < n_blk; i++) { /* forward */
+        const ring_block *k = &blk[i];
+        const int r = k->rank, owner = k->owner;
+        mt_attention_block_fwd_args a = {.out = Lout + r * lo, .lse = Llse + r * ll, .qkv = Lqkv + r * lq,
+                                         .kv = Lkv + owner * lk, .B = B, .T = Tl, .H = H, .KV = KV, .D = D,
+                                         .q0 = k->qc * Tc, .Tq = Tc, .q_pos = k->gq * Tc, .k0 = k->kc * Tc,
+                                         .Tk = Tc, .k_pos = k->gk * Tc, .merge = started[r][k->qc]};
+        CHECK(MT_BE_CALL(&be, attention_block_fwd, &a) == MT_OK);
+        started[r][k->qc] = 1;
     }
-    for (int r = 0; r < cp; r++) /* backward: dK / dV straight to their owner */
-        for (int s = 0; s < cp; s++) {
-            const int owner = (r - s + cp) % cp;
-            for (int qc = 0; qc < 2; qc++)
-                for (int kc = 0; kc < 2; kc++) {
-                    const int gq = mt_cp_chunk(cp, r, qc), gk = mt_cp_chunk(cp, owner, kc);
-                    if (gk > gq) continue;
-                    mt_attention_block_bwd_args a = {.dqkv = Ldqkv + r * lq, .dkv = Ldkv + owner * lk,
-                                                     .delta = Ldelta, .dout = Ldout + r * lo, .qkv = Lqkv + r * lq,
-                                                     .kv = Lkv + owner * lk, .out = Lout + r * lo,
-                                                     .lse = Llse + r * ll, .B = B, .T = Tl, .H = H, .KV = KV, .D = D,
-                                                     .q0 = qc * Tc, .Tq = Tc, .q_pos = gq * Tc, .k0 = kc * Tc,
-                                                     .Tk = Tc, .k_pos = gk * Tc};
-                    CHECK(MT_BE_CALL(&be, attention_block_bwd, &a) == MT_OK);
-                }
-        }
+    for (int i = 0; i < n_blk; i++) { /* backward: dK / dV straight to their owner */
+        const ring_block *k = &blk[i];
+        const int r = k->rank, owner = k->owner;
+        mt_attention_block_bwd_args a = {.dqkv = Ldqkv + r * lq, .dkv = Ldkv + owner * lk,
+                                         .delta = Ldelta, .dout = Ldout + r * lo, .qkv = Lqkv + r * lq,
+                                         .kv = Lkv + owner * lk, .out = Lout + r * lo,
+                                         .lse = Llse + r * ll, .B = B, .T = Tl, .H = H, .KV = KV, .D = D,
+                                         .q0 = k->qc * Tc, .Tq = Tc, .q_pos = k->gq * Tc, .k0 = k->kc * Tc,
+                                         .Tk = Tc, .k_pos = k->gk * Tc};
+        CHECK(MT_BE_CALL(&be, attention_block_bwd, &a) == MT_OK);
+    }
     for (int r = 0; r < cp; r++) { /* dK / dV back into the k / v columns of each rank's dqkv */
         mt_copy_rows_args c = {.dst = Ldqkv + r * lq + H * D, .src = Ldkv + r * lk, .rows = B * Tl, .cols = SK,
                                .dst_stride = S3, .src_stride = SK};

@@ -545,11 +545,5 @@ static void test_all_ops(void) {
 
 int main(void) {
     /* all cores, then 3 threads: uneven GEMM slices and work splits whatever the machine */
-    for (int pass = 0; pass < CPU_OP_CHECK_PASSES; pass++) {
-        if (!cpu_op_check_open(pass)) return 1;
-        if (pass == 0) test_expf();
-        test_all_ops();
-        mt_backend_destroy(&be);
-    }
-    TEST_MAIN_END();
+    CPU_OP_CHECK_MAIN(test_expf, test_all_ops);
 }

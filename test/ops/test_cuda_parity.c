@@ -347,36 +347,68 @@ static void test_rope(int B, int T, int H, int D, int stride, int pos_offset) {
 
 /* ---- attention (causal, GQA, flash-style: out and the per-row logsumexp) ---- */
 
+/* The tensors of both attention checks, on both backends: qkv and dout random, out, lse,
+ * delta, dqkv; h_out / h_lse: host staging of out / lse. */
+typedef struct {
+    size_t nq, nout, nl;
+    float *h_qkv, *h_dout, *h_out, *h_lse;
+    pair_t qkv, dout, out, lse, delta, dqkv;
+} att_tensors;
+
+static att_tensors att_tensors_new(int B, int T, int H, int KV, int D) {
+    att_tensors t;
+    t.nq = (size_t)B * T * (H + 2 * KV) * D;
+    t.nout = (size_t)B * T * H * D;
+    t.nl = (size_t)B * H * T;
+    t.h_qkv = host_rand(t.nq, 1.5f, 0.0f);
+    t.h_dout = host_rand(t.nout, 1.0f, 0.0f);
+    t.h_out = malloc(t.nout * sizeof(float) + 1);
+    t.h_lse = malloc(t.nl * sizeof(float) + 1);
+    t.qkv = pair_new(t.h_qkv, t.nq, 1);
+    t.dout = pair_new(t.h_dout, t.nout, 1);
+    t.out = pair_new(NULL, t.nout, 1);
+    t.lse = pair_new(NULL, t.nl, 0);
+    t.delta = pair_new(NULL, t.nl, 0);
+    t.dqkv = pair_new(NULL, t.nq, 1);
+    return t;
+}
+
+static void att_tensors_free(att_tensors *t) {
+    pair_t *all[] = {&t->qkv, &t->dout, &t->out, &t->lse, &t->delta, &t->dqkv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(t->h_qkv);
+    free(t->h_dout);
+    free(t->h_out);
+    free(t->h_lse);
+}
+
+/* Both sides' out and lse set to the CPU's (out rounded to bf16), so that an attention backward
+ * check isolates the backward kernels. */
+static void start_bwd_from_cpu(att_tensors *t) {
+    down(&g_cpu, t->h_out, t->out.cpu, t->nout, g_cpu.act);
+    for (size_t i = 0; i < t->nout; i++) t->h_out[i] = round_bf16(t->h_out[i]);
+    pair_set(&t->out, t->h_out, 1);
+    down(&g_cpu, t->h_lse, t->lse.cpu, t->nl, MT_F32);
+    pair_set(&t->lse, t->h_lse, 0);
+}
+
 static void test_attention(int B, int T, int H, int KV, int D) {
     printf("  attention B=%d T=%d H=%d KV=%d D=%d\n", B, T, H, KV, D);
-    const size_t S3 = (size_t)(H + 2 * KV) * D, nqkv = (size_t)B * T * S3, nout = (size_t)B * T * H * D;
-    const size_t nl = (size_t)B * H * T;
-    float *h_qkv = host_rand(nqkv, 1.5f, 0.0f), *h_dout = host_rand(nout, 1.0f, 0.0f);
-    float *h_out = malloc(nout * sizeof(float) + 1), *h_lse = malloc(nl * sizeof(float) + 1);
-    pair_t qkv = pair_new(h_qkv, nqkv, 1), dout = pair_new(h_dout, nout, 1), out = pair_new(NULL, nout, 1);
-    pair_t lse = pair_new(NULL, nl, 0), delta = pair_new(NULL, nl, 0), dqkv = pair_new(NULL, nqkv, 1);
-
-    mt_attention_fwd_args fc = {out.cpu, lse.cpu, qkv.cpu, B, T, H, KV, D};
-    mt_attention_fwd_args fg = {out.gpu, lse.gpu, qkv.gpu, B, T, H, KV, D};
+    att_tensors t = att_tensors_new(B, T, H, KV, D);
+    mt_attention_fwd_args fc = {t.out.cpu, t.lse.cpu, t.qkv.cpu, B, T, H, KV, D};
+    mt_attention_fwd_args fg = {t.out.gpu, t.lse.gpu, t.qkv.gpu, B, T, H, KV, D};
     RUN_BOTH(attention_fwd, fc, fg);
-    compare("fwd out (act)", &out, 1, NULL, TOL_ACT);
-    compare("fwd lse (f32 logsumexp per row)", &lse, 0, NULL, TOL_F32);
+    compare("fwd out (act)", &t.out, 1, NULL, TOL_ACT);
+    compare("fwd lse (f32 logsumexp per row)", &t.lse, 0, NULL, TOL_F32);
 
     /* backward from the CPU's out (rounded to bf16 on both sides) and lse: isolates the
      * backward kernels */
-    down(&g_cpu, h_out, out.cpu, nout, g_cpu.act);
-    for (size_t i = 0; i < nout; i++) h_out[i] = round_bf16(h_out[i]);
-    pair_set(&out, h_out, 1);
-    down(&g_cpu, h_lse, lse.cpu, nl, MT_F32);
-    pair_set(&lse, h_lse, 0);
-    mt_attention_bwd_args bc = {dqkv.cpu, delta.cpu, dout.cpu, qkv.cpu, out.cpu, lse.cpu, B, T, H, KV, D};
-    mt_attention_bwd_args bg = {dqkv.gpu, delta.gpu, dout.gpu, qkv.gpu, out.gpu, lse.gpu, B, T, H, KV, D};
+    start_bwd_from_cpu(&t);
+    mt_attention_bwd_args bc = {t.dqkv.cpu, t.delta.cpu, t.dout.cpu, t.qkv.cpu, t.out.cpu, t.lse.cpu, B, T, H, KV, D};
+    mt_attention_bwd_args bg = {t.dqkv.gpu, t.delta.gpu, t.dout.gpu, t.qkv.gpu, t.out.gpu, t.lse.gpu, B, T, H, KV, D};
     RUN_BOTH(attention_bwd, bc, bg);
-    compare("bwd dqkv = (act)", &dqkv, 1, NULL, TOL_ACT);
-
-    pair_t *all[] = {&qkv, &dout, &out, &lse, &delta, &dqkv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
-    free(h_qkv); free(h_dout); free(h_out); free(h_lse);
+    compare("bwd dqkv = (act)", &t.dqkv, 1, NULL, TOL_ACT);
+    att_tensors_free(&t);
 }
 
 /* ---- context parallelism: one ring step's blocks (attention_block_fwd / _bwd) and copy_rows ---- */
@@ -387,44 +419,42 @@ static void test_attention(int B, int T, int H, int KV, int D) {
 static void test_attention_block(int B, int H, int KV, int D, int Tc) {
     const int T = 2 * Tc;
     printf("  attention_block B=%d T=%d H=%d KV=%d D=%d\n", B, T, H, KV, D);
-    const size_t S3 = (size_t)(H + 2 * KV) * D, SK = (size_t)2 * KV * D;
-    const size_t nq = (size_t)B * T * S3, nk = (size_t)B * T * SK, nout = (size_t)B * T * H * D, nl = (size_t)B * H * T;
-    float *h_qkv = host_rand(nq, 1.5f, 0.0f), *h_kv = host_rand(nk, 1.5f, 0.0f), *h_dout = host_rand(nout, 1.0f, 0.0f);
-    float *h_out = malloc(nout * sizeof(float) + 1), *h_lse = malloc(nl * sizeof(float) + 1);
-    pair_t qkv = pair_new(h_qkv, nq, 1), kv = pair_new(h_kv, nk, 1), dout = pair_new(h_dout, nout, 1);
-    pair_t out = pair_new(NULL, nout, 1), lse = pair_new(NULL, nl, 0), delta = pair_new(NULL, nl, 0);
-    pair_t dqkv = pair_new(NULL, nq, 1), dkv = pair_new(NULL, nk, 1), packed = pair_new(NULL, nk, 1);
+    att_tensors t = att_tensors_new(B, T, H, KV, D);
+    const size_t S3 = (size_t)(H + 2 * KV) * D, SK = (size_t)2 * KV * D, nk = (size_t)B * T * SK;
+    float *h_kv = host_rand(nk, 1.5f, 0.0f);
+    pair_t kv = pair_new(h_kv, nk, 1), dkv = pair_new(NULL, nk, 1), packed = pair_new(NULL, nk, 1);
     for (int blk = 0; blk < 2; blk++) {
-        mt_attention_block_fwd_args c = {out.cpu, lse.cpu, qkv.cpu, kv.cpu, B, T, H, KV, D, Tc, Tc, 3 * Tc,
+        mt_attention_block_fwd_args c = {t.out.cpu, t.lse.cpu, t.qkv.cpu, kv.cpu, B, T, H, KV, D, Tc, Tc, 3 * Tc,
                                          blk * Tc, Tc, blk * 3 * Tc, blk};
-        mt_attention_block_fwd_args g = {out.gpu, lse.gpu, qkv.gpu, kv.gpu, B, T, H, KV, D, Tc, Tc, 3 * Tc,
+        mt_attention_block_fwd_args g = {t.out.gpu, t.lse.gpu, t.qkv.gpu, kv.gpu, B, T, H, KV, D, Tc, Tc, 3 * Tc,
                                          blk * Tc, Tc, blk * 3 * Tc, blk};
         RUN_BOTH(attention_block_fwd, c, g);
     }
-    compare("block fwd out, merged (act)", &out, 1, NULL, TOL_ACT);
-    compare("block fwd lse, merged (f32)", &lse, 0, NULL, TOL_F32);
-    down(&g_cpu, h_out, out.cpu, nout, g_cpu.act);
-    for (size_t i = 0; i < nout; i++) h_out[i] = round_bf16(h_out[i]);
-    pair_set(&out, h_out, 1);
-    down(&g_cpu, h_lse, lse.cpu, nl, MT_F32);
-    pair_set(&lse, h_lse, 0);
+    compare("block fwd out, merged (act)", &t.out, 1, NULL, TOL_ACT);
+    compare("block fwd lse, merged (f32)", &t.lse, 0, NULL, TOL_F32);
+    start_bwd_from_cpu(&t);
     for (int blk = 0; blk < 2; blk++) {
-        mt_attention_block_bwd_args c = {dqkv.cpu, dkv.cpu, delta.cpu, dout.cpu, qkv.cpu, kv.cpu, out.cpu, lse.cpu,
-                                         B, T, H, KV, D, Tc, Tc, 3 * Tc, blk * Tc, Tc, blk * 3 * Tc};
-        mt_attention_block_bwd_args g = {dqkv.gpu, dkv.gpu, delta.gpu, dout.gpu, qkv.gpu, kv.gpu, out.gpu, lse.gpu,
-                                         B, T, H, KV, D, Tc, Tc, 3 * Tc, blk * Tc, Tc, blk * 3 * Tc};
+        mt_attention_block_bwd_args c = {t.dqkv.cpu, dkv.cpu, t.delta.cpu, t.dout.cpu, t.qkv.cpu, kv.cpu,
+                                         t.out.cpu, t.lse.cpu, B, T, H, KV, D, Tc, Tc, 3 * Tc, blk * Tc, Tc,
+                                         blk * 3 * Tc};
+        mt_attention_block_bwd_args g = {t.dqkv.gpu, dkv.gpu, t.delta.gpu, t.dout.gpu, t.qkv.gpu, kv.gpu,
+                                         t.out.gpu, t.lse.gpu, B, T, H, KV, D, Tc, Tc, 3 * Tc, blk * Tc, Tc,
+                                         blk * 3 * Tc};
         RUN_BOTH(attention_block_bwd, c, g);
     }
-    compare("block bwd dq += (act)", &dqkv, 1, NULL, TOL_ACT);
+    compare("block bwd dq += (act)", &t.dqkv, 1, NULL, TOL_ACT);
     compare("block bwd dk, dv += (act)", &dkv, 1, NULL, TOL_ACT);
     const size_t es_c = mt_dtype_bytes(g_cpu.act), es_g = mt_dtype_bytes(g_cuda.act);
-    mt_copy_rows_args cc = {packed.cpu, (const char *)qkv.cpu + (size_t)H * D * es_c, B * T, (int)SK, (int)SK, (int)S3};
-    mt_copy_rows_args cg = {packed.gpu, (const char *)qkv.gpu + (size_t)H * D * es_g, B * T, (int)SK, (int)SK, (int)S3};
+    mt_copy_rows_args cc = {packed.cpu, (const char *)t.qkv.cpu + (size_t)H * D * es_c, B * T, (int)SK, (int)SK,
+                            (int)S3};
+    mt_copy_rows_args cg = {packed.gpu, (const char *)t.qkv.gpu + (size_t)H * D * es_g, B * T, (int)SK, (int)SK,
+                            (int)S3};
     RUN_BOTH(copy_rows, cc, cg);
     compare("copy_rows k|v columns (act)", &packed, 1, NULL, TOL_ACT);
-    pair_t *all[] = {&qkv, &kv, &dout, &out, &lse, &delta, &dqkv, &dkv, &packed};
+    pair_t *all[] = {&kv, &dkv, &packed};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
-    free(h_qkv); free(h_kv); free(h_dout); free(h_out); free(h_lse);
+    free(h_kv);
+    att_tensors_free(&t);
 }
 
 /* ---- mixture of experts: router, dispatch, combine ---- */

@@ -26,6 +26,7 @@
 #include "core/recipe/recipe.h"
 #include "core/rng.h"
 #include "test/test.h"
+#include "test/unit/plan_host.h"
 #include "train/model.h"
 
 static long status_kib(const char *key) {
@@ -82,12 +83,8 @@ typedef struct {
 static int run_step(mt_backend *be, const mt_recipe *r, int measure, step_result *res) {
     const int B = r->training.micro_batch, T = r->model.seq_length, N = B * T;
     memset(res, 0, sizeof *res);
-    mt_plan_opts o;
     static mt_plan p;
-    mt_gpu_spec host;
-    mt_plan_opts_defaults(&o);
-    mt_gpu_host(&host, 0);
-    CHECK(mt_plan_compute(r, 1, &host, &o, &p) == MT_OK);
+    CHECK(plan_on_host(r, &p) == MT_OK);
     CHECK(p.mode == MT_PLAN_TRAINER_FP32);
     res->plan_bytes = p.first.acts_bytes;
     mt_model m;

@@ -137,6 +137,21 @@ static long first_diff(const void *a, const void *b, size_t n, mt_dtype dt) {
 
 /* ---------------- the cases (run on every rank of a communicator) ---------------- */
 
+/* a case's three buffers */
+static void free3(void *send, void *recv, void *ref) {
+    free(send);
+    free(recv);
+    free(ref);
+}
+
+/* reduce_scatter / allgather: the n elements of got are those of ref (n_per per rank) */
+static void check_per_rank(const char *op, const void *got, const void *ref, size_t n, size_t n_per, mt_dtype dt,
+                           int in_place, int n_ranks) {
+    long d = first_diff(got, ref, n, dt);
+    CHECKF(d < 0, "%s n_per_rank=%zu %s%s on %d ranks: element %ld differs", op, n_per, mt_dtype_name(dt),
+           in_place ? " in place" : "", n_ranks, d);
+}
+
 /* ids: world ranks of this communicator's members in its rank order (for references) */
 static void case_allreduce(mt_comm *c, const int *ids, size_t n, mt_dtype dt, mt_redop op, int in_place,
                            uint32_t seed, int hash_slot) {
@@ -151,9 +166,7 @@ static void case_allreduce(mt_comm *c, const int *ids, size_t n, mt_dtype dt, mt
     CHECKF(d < 0, "allreduce n=%zu %s %s%s on %d ranks: element %ld differs from the serial sum", n,
            mt_dtype_name(dt), op == MT_RED_SUM ? "sum" : "max", in_place ? " in place" : "", c->size, d);
     if (hash_slot >= 0) g_sh->hash[hash_slot][ids[me]] = fnv(got, n * esz(dt));
-    free(send);
-    free(recv);
-    free(ref);
+    free3(send, recv, ref);
 }
 
 static void case_reduce_scatter(mt_comm *c, const int *ids, size_t n_per, mt_dtype dt, mt_redop op, int in_place,
@@ -165,12 +178,8 @@ static void case_reduce_scatter(mt_comm *c, const int *ids, size_t n_per, mt_dty
     ref_reduce(ref, dt, op, seed, ids, n, n_per, (size_t)me * n_per);
     void *out = in_place ? (char *)send + (size_t)me * n_per * esz(dt) : recv;
     CHECK_ST(c->i->reduce_scatter(c, send, out, n_per, dt, op));
-    long d = first_diff(out, ref, n_per, dt);
-    CHECKF(d < 0, "reduce_scatter n_per_rank=%zu %s%s on %d ranks: element %ld differs", n_per, mt_dtype_name(dt),
-           in_place ? " in place" : "", n, d);
-    free(send);
-    free(recv);
-    free(ref);
+    check_per_rank("reduce_scatter", out, ref, n_per, n_per, dt, in_place, n);
+    free3(send, recv, ref);
 }
 
 static void case_allgather(mt_comm *c, const int *ids, size_t n_per, mt_dtype dt, int in_place, uint32_t seed) {
@@ -182,12 +191,8 @@ static void case_allgather(mt_comm *c, const int *ids, size_t n_per, mt_dtype dt
     fill(send, dt, seed, ids[me], n_per, 0);
     if (in_place) memcpy((char *)recv + (size_t)me * n_per * s, send, n_per * s);
     CHECK_ST(c->i->allgather(c, in_place ? (char *)recv + (size_t)me * n_per * s : send, recv, n_per, dt));
-    long d = first_diff(recv, ref, total, dt);
-    CHECKF(d < 0, "allgather n_per_rank=%zu %s%s on %d ranks: element %ld differs", n_per, mt_dtype_name(dt),
-           in_place ? " in place" : "", n, d);
-    free(send);
-    free(recv);
-    free(ref);
+    check_per_rank("allgather", recv, ref, total, n_per, dt, in_place, n);
+    free3(send, recv, ref);
 }
 
 static void case_broadcast(mt_comm *c, const int *ids, size_t n, mt_dtype dt, int root, uint32_t seed) {
@@ -384,6 +389,15 @@ static void note_child(pid_t p) {
     if (p > 0 && g_n_children < 1024) g_children[g_n_children++] = p;
 }
 
+/* fork() for one rank, noted as this test's child; in the child the failure count starts at 0 */
+static pid_t fork_rank(void) {
+    fflush(stdout);
+    pid_t p = fork();
+    note_child(p);
+    if (p == 0) mt_test_failures = 0;
+    return p;
+}
+
 static _Atomic int *g_counter;
 
 /* Forks n ranks that each create the world (timeout_s) and run fn; returns the child pids in
@@ -394,11 +408,8 @@ static void run_ranks(int n, int timeout_s, rank_fn fn, void *arg, const char *w
     if (!local) return;
     pid_t pids[MAX_RANKS];
     for (int r = 0; r < n; r++) {
-        fflush(stdout);
-        pids[r] = fork();
-        note_child(pids[r]);
+        pids[r] = fork_rank();
         if (pids[r] == 0) {
-            mt_test_failures = 0;
             prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
             mt_comm *w = NULL;
             mt_status st = mt_comm_shm_create_local(local, r, timeout_s, &w);
@@ -528,11 +539,8 @@ static void test_bootstrap_init(int n) {
     pthread_barrier_init(&g_bs->bar, &a, (unsigned)n);
     pid_t pids[MAX_RANKS];
     for (int r = 0; r < n; r++) {
-        fflush(stdout);
-        pids[r] = fork();
-        note_child(pids[r]);
+        pids[r] = fork_rank();
         if (pids[r] == 0) {
-            mt_test_failures = 0;
             mt_bootstrap bs = {.rank = r, .size = n, .local_rank = r, .local_size = n, .kind = "test",
                                .allgather = tbs_allgather};
             mt_comm *w = NULL;

@@ -27,6 +27,12 @@ static void make_logits(float *l) {
     for (int i = 0; i < V; i++) l[i] = (float)((i * 17) % V) * 0.11f - 2.0f;
 }
 
+/* the test logits and their softmax at temperature 1 (the reference of the filters) */
+static void make_logits_and_probs(float *l, double *ref) {
+    make_logits(l);
+    softmax_ref(l, V, 1.0, ref);
+}
+
 static int count_kept(const float *p) {
     int n = 0;
     for (int i = 0; i < V; i++) n += p[i] > 0.0f;
@@ -90,8 +96,7 @@ static void check_top_k(void) {
     float l[V], p[V];
     double ref[V];
     int order[V];
-    make_logits(l);
-    softmax_ref(l, V, 1.0, ref);
+    make_logits_and_probs(l, ref);
     const int ks[] = {1, 3, 10, V, V + 7};
     for (int j = 0; j < 5; j++) {
         const int k = ks[j], want = k < V ? k : V;
@@ -117,8 +122,7 @@ static void check_top_p(void) {
     float l[V], p[V];
     double ref[V];
     int order[V];
-    make_logits(l);
-    softmax_ref(l, V, 1.0, ref);
+    make_logits_and_probs(l, ref);
     const float ps[] = {1e-6f, 0.1f, 0.5f, 0.9f, 0.999f};
     for (int j = 0; j < 5; j++) {
         mt_sample_cfg c = {.temperature = 1.0f, .top_k = 0, .top_p = ps[j], .seed = 1};

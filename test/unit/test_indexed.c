@@ -67,6 +67,16 @@ static int write_file(const char *path, const void *p, size_t n_bytes) {
     return w == n_bytes;
 }
 
+/* The writer of dataset `name` left neither of its temporary files (NAME.idx.tmp.PID, .bin.tmp.PID). */
+static void check_no_temporaries(const char *name) {
+    char ext[64], p[600];
+    for (int k = 0; k < 2; k++) {
+        snprintf(ext, sizeof ext, ".%s.tmp.%ld", k ? "bin" : "idx", (long)getpid());
+        path_of(p, sizeof p, name, ext);
+        CHECKF(access(p, F_OK) != 0, "%s is left", p);
+    }
+}
+
 /* Writes a dataset from raw bytes and tries to open it. */
 static mt_status open_raw(const char *name, const uint8_t *idx, size_t n_idx, const uint8_t *bin,
                           size_t n_bin) {
@@ -123,13 +133,7 @@ static void test_golden_write_read(void) {
     path_of(p, sizeof p, "golden", ".idx");
     CHECK(access(p, F_OK) != 0);
     CHECK(mt_indexed_writer_finish(&w) == MT_OK);
-    char ext[64];
-    snprintf(ext, sizeof ext, ".idx.tmp.%ld", (long)getpid());
-    path_of(p, sizeof p, "golden", ext);
-    CHECK(access(p, F_OK) != 0);
-    snprintf(ext, sizeof ext, ".bin.tmp.%ld", (long)getpid());
-    path_of(p, sizeof p, "golden", ext);
-    CHECK(access(p, F_OK) != 0);
+    check_no_temporaries("golden");
 
     size_t n_idx = 0, n_bin = 0;
     path_of(p, sizeof p, "golden", ".idx");
@@ -387,13 +391,7 @@ static void test_roundtrips(void) {
     CHECK(mt_indexed_writer_open(&w, prefix, MT_INDEXED_DTYPE_U16) == MT_OK);
     CHECK(mt_indexed_writer_add_document(&w, k_doc0, 3) == MT_OK);
     mt_indexed_writer_abort(&w);
-    char ext[64];
-    snprintf(ext, sizeof ext, ".bin.tmp.%ld", (long)getpid());
-    path_of(p, sizeof p, "aborted", ext);
-    CHECK(access(p, F_OK) != 0);
-    snprintf(ext, sizeof ext, ".idx.tmp.%ld", (long)getpid());
-    path_of(p, sizeof p, "aborted", ext);
-    CHECK(access(p, F_OK) != 0);
+    check_no_temporaries("aborted");
     path_of(p, sizeof p, "aborted", ".idx");
     CHECK(access(p, F_OK) != 0);
 

@@ -40,11 +40,15 @@ static mt_iter_metrics sample(int64_t it, double loss) {
     return m;
 }
 
-static void test_round_trip(void) {
-    char dir[] = "/tmp/mt_test_metrics_XXXXXX";
+/* dir (a mkdtemp template) made, path = dir/metrics.jsonl */
+static void metrics_path_in_new_dir(char *dir, char *path, size_t n_path) {
     CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    snprintf(path, n_path, "%s/metrics.jsonl", dir);
+}
+
+static void test_round_trip(void) {
+    char dir[] = "/tmp/mt_test_metrics_XXXXXX", path[256];
+    metrics_path_in_new_dir(dir, path, sizeof path);
     mt_metrics_sink s;
     mt_status st = mt_metrics_open(&s, path);
     CHECKF(st == MT_OK, "%s", mt_last_error());
@@ -165,10 +169,8 @@ static int count_lines(const char *path, int *whole) {
 /* RLIMIT_FSIZE below the file's end, SIGXFSZ ignored: the write that crosses it is cut short
  * (a partial write, then EFBIG); the sink cuts the file back to its whole lines. */
 static void test_file_size_limit(void) {
-    char dir[] = "/tmp/mt_test_metrics_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    char dir[] = "/tmp/mt_test_metrics_XXXXXX", path[256];
+    metrics_path_in_new_dir(dir, path, sizeof path);
     struct rlimit old, lim;
     CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
     void (*old_xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
@@ -204,10 +206,8 @@ static void test_file_size_limit(void) {
  * refused naming the child's pid, and the child's file is not truncated. After the child
  * closes, the parent may open it (and empties it). */
 static void test_lock(void) {
-    char dir[] = "/tmp/mt_test_metrics_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    char dir[] = "/tmp/mt_test_metrics_XXXXXX", path[256];
+    metrics_path_in_new_dir(dir, path, sizeof path);
     int ready[2], go[2];
     CHECK(pipe(ready) == 0 && pipe(go) == 0);
     fflush(NULL);

@@ -18,9 +18,10 @@
 #include "core/recipe/recipe.h"
 #include "core/rng.h"
 #include "test/test.h"
+#include "test/unit/grad_check.h"
 #include "test/unit/tiny_model.h"
 
-static float loss_of(mt_model *m, const int32_t *tokens, float dloss, int backward, int n_tok) {
+static double loss_of(mt_model *m, const int32_t *tokens, float dloss, int backward, int n_tok) {
     float loss = 0, gsq = 0;
     if (mt_model_zero_grads(m) != MT_OK) return NAN;
     if (mt_model_step_micro(m, tokens, dloss, backward) != MT_OK) {
@@ -28,46 +29,7 @@ static float loss_of(mt_model *m, const int32_t *tokens, float dloss, int backwa
         return NAN;
     }
     if (mt_model_read_scalars(m, &loss, &gsq) != MT_OK) return NAN;
-    return loss / n_tok;
-}
-
-typedef struct {
-    mt_model *m;
-    mt_backend *be;
-    const int32_t *tokens;
-    float dloss;
-    int n_tok;
-    size_t n;              /* parameter elements */
-    const float *p0, *g;   /* parameters and their gradient at the base point */
-    float *p, *d;          /* scratch: perturbed parameters, direction */
-} directional_ctx;
-
-/* A random unit direction d over parameter elements [lo, hi) (zero elsewhere, seeded by
- * (seed, stream)): *fd = central difference of the loss along d with h = 1e-2, *gd = g . d. */
-static void directional(const directional_ctx *c, size_t lo, size_t hi, uint64_t seed, uint64_t stream, double *fd,
-                        double *gd) {
-    const double h = 1e-2;
-    double norm = 0, dot = 0;
-    memset(c->d, 0, c->n * 4);
-    for (size_t i = lo; i < hi; i++) {
-        c->d[i] = (float)mt_rng_normal(seed, stream, i);
-        norm += (double)c->d[i] * c->d[i];
-    }
-    norm = sqrt(norm);
-    for (size_t i = lo; i < hi; i++) {
-        c->d[i] = (float)(c->d[i] / norm);
-        dot += (double)c->g[i] * c->d[i];
-    }
-    double l[2];
-    for (int k = 0; k < 2; k++) {
-        const float sign = k == 0 ? 1.0f : -1.0f;
-        for (size_t i = 0; i < c->n; i++) c->p[i] = c->p0[i] + sign * (float)h * c->d[i];
-        c->be->i->copy_h2d(c->be, c->m->params, c->p, c->n * 4);
-        l[k] = loss_of(c->m, c->tokens, c->dloss, 0, c->n_tok);
-    }
-    c->be->i->copy_h2d(c->be, c->m->params, c->p0, c->n * 4);
-    *fd = (l[0] - l[1]) / (2 * h);
-    *gd = dot;
+    return (double)(loss / n_tok);
 }
 
 static float *g_ref[2]; /* gradient without recompute, per arch */
@@ -100,55 +62,39 @@ static void check_model(const char *arch, const char *rc_method, const char *var
         CHECKF(mt_recipe_set(&r, s, eq + 1, "test") == MT_OK, "%s", mt_last_error());
     }
     if (variant) arch = variant; /* names the checks below */
-    tiny_batch_validate(&r, 3);
-
-    mt_backend be;
-    mt_model m;
-    if (tiny_model_open(&m, &be, &r, 3) != MT_OK) return;
-    const int B = 3, T = 6, N = B * T;
-    int32_t tokens[3 * 7];
-    for (int i = 0; i < B * (T + 1); i++) tokens[i] = (int32_t)(mt_rng_u64(7, 1, i) % 37);
-    const float dloss = 1.0f / N;
-    const size_t n = m.pl.n_elems;
-    float *p0 = malloc(n * 4), *g = malloc(n * 4), *p = malloc(n * 4), *d = malloc(n * 4);
-    be.i->copy_d2h(&be, p0, m.params, n * 4);
-    loss_of(&m, tokens, dloss, 1, N);
-    be.i->copy_d2h(&be, g, m.grads, n * 4);
+    static grad_check c;
+    if (grad_check_open(&c, &r, loss_of) != MT_OK) return;
+    const size_t n = c.m.pl.n_elems;
+    grad_check_base(&c, n);
     const int ai = !strcmp(arch, "llama");
-    CHECK(m.pl.recompute == (rc_method ? (!strcmp(rc_method, "block") ? 1 : 2) : 0));
+    CHECK(c.m.pl.recompute == (rc_method ? (!strcmp(rc_method, "block") ? 1 : 2) : 0));
     if (variant) {
     } else if (!rc_method) {
         free(g_ref[ai]);
         g_ref[ai] = malloc(n * 4);
-        memcpy(g_ref[ai], g, n * 4);
+        memcpy(g_ref[ai], c.g, n * 4);
     } else {
-        CHECKF(g_ref[ai] && memcmp(g_ref[ai], g, n * 4) == 0, "%s recompute %s: gradient differs from the run without",
+        CHECKF(g_ref[ai] && memcmp(g_ref[ai], c.g, n * 4) == 0, "%s recompute %s: gradient differs from the run without",
                arch, rc_method);
         printf("%s recompute full %s: gradient bitwise equal to the one without recompute\n", arch, rc_method);
     }
 
-    const directional_ctx dc = {&m, &be, tokens, dloss, N, n, p0, g, p, d};
     for (int trial = 0; trial < 4; trial++) {
         double fd, gd;
-        directional(&dc, 0, n, 99, (uint64_t)trial, &fd, &gd);
+        grad_check_direction(&c, 0, n, 99, (uint64_t)trial, 1e-2, &fd, &gd);
         printf("%s trial %d: finite difference %.6f, analytic %.6f\n", arch, trial, fd, gd);
         CHECK_NEAR(gd, fd, 2e-4, 2e-2);
     }
     /* per-tensor check: a direction inside one tensor at a time catches a tensor whose
      * gradient is wrong but small relative to the total */
-    for (int ti = 0; ti < m.pl.n_tensors; ti++) {
-        const mt_param_tensor *t = &m.pl.t[ti];
+    for (int ti = 0; ti < c.m.pl.n_tensors; ti++) {
+        const mt_param_tensor *t = &c.m.pl.t[ti];
         double fd, gd;
-        directional(&dc, t->offset, t->offset + t->n, 5, (uint64_t)ti, &fd, &gd);
+        grad_check_direction(&c, t->offset, t->offset + t->n, 5, (uint64_t)ti, 1e-2, &fd, &gd);
         printf("%s tensor %-9s: finite difference %.6f, analytic %.6f\n", arch, t->name, fd, gd);
         CHECKF(fabs(gd - fd) <= 2e-4 + 2e-2 * fabs(fd), "%s tensor %s: fd %.6g analytic %.6g", arch, t->name, fd, gd);
     }
-    free(p0);
-    free(g);
-    free(p);
-    free(d);
-    mt_model_free(&m);
-    mt_backend_destroy(&be);
+    grad_check_close(&c);
 }
 
 static void check_arch(const char *arch, const char *rc_method) { check_model(arch, rc_method, NULL); }

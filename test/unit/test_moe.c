@@ -20,6 +20,7 @@
 #include "core/recipe/recipe.h"
 #include "core/rng.h"
 #include "test/test.h"
+#include "test/unit/grad_check.h"
 #include "test/unit/tiny_model.h"
 #include "train/model.h"
 
@@ -213,43 +214,20 @@ static void check_model(void) {
                                  {"model.moe.top_k", "2"},          {"model.moe.capacity_factor", "0"},
                                  {"model.moe.aux_loss_coeff", "0.1"}, {"model.moe.z_loss_coeff", "0.01"}};
     set_recipe_keys(&r, kv, sizeof kv / sizeof kv[0]);
-    tiny_batch_validate(&r, 3);
-    mt_backend be;
-    mt_model m;
-    if (tiny_model_open(&m, &be, &r, 3) != MT_OK) return;
-    const int B = 3, Tt = 6, n_tok = B * Tt;
-    int32_t tokens[3 * 7];
-    for (int i = 0; i < B * (Tt + 1); i++) tokens[i] = (int32_t)(mt_rng_u64(7, 1, (uint64_t)i) % 37);
-    const float dloss = 1.0f / n_tok;
-    const size_t n = m.ol.n_flat;
-    float *p0 = malloc(n * 4), *g = malloc(n * 4), *p = malloc(n * 4), *d = malloc(n * 4);
-    be.i->copy_d2h(&be, p0, m.params, n * 4);
-    objective_of(&m, tokens, dloss, 1, n_tok);
-    be.i->copy_d2h(&be, g, m.grads, n * 4);
-    for (int trial = -1; trial < m.pl.n_tensors; trial++) { /* -1: all parameters, then one tensor at a time */
-        const size_t lo = trial < 0 ? 0 : m.pl.t[trial].offset, hi = trial < 0 ? n : lo + m.pl.t[trial].n;
-        const double h = 1e-3;
-        double norm = 0, gd = 0, l[2];
-        memset(d, 0, n * 4);
-        for (size_t i = lo; i < hi; i++) d[i] = (float)mt_rng_normal(9, (uint64_t)(trial + 1), i), norm += (double)d[i] * d[i];
-        for (size_t i = lo; i < hi; i++) d[i] = (float)(d[i] / sqrt(norm)), gd += (double)g[i] * d[i];
-        for (int s = 0; s < 2; s++) {
-            for (size_t i = 0; i < n; i++) p[i] = p0[i] + (s ? -1.0f : 1.0f) * (float)h * d[i];
-            be.i->copy_h2d(&be, m.params, p, n * 4);
-            l[s] = objective_of(&m, tokens, dloss, 0, n_tok);
-        }
-        be.i->copy_h2d(&be, m.params, p0, n * 4);
-        const double fd = (l[0] - l[1]) / (2 * h);
-        printf("moe model %-16s: finite difference %.6f, analytic %.6f\n", trial < 0 ? "(all)" : m.pl.t[trial].name, fd, gd);
-        CHECKF(fabs(gd - fd) <= 2e-4 + 2e-2 * fabs(fd), "%s: fd %.6g analytic %.6g",
-               trial < 0 ? "all" : m.pl.t[trial].name, fd, gd);
+    static grad_check c;
+    if (grad_check_open(&c, &r, objective_of) != MT_OK) return;
+    const size_t n = c.m.ol.n_flat;
+    grad_check_base(&c, n);
+    for (int trial = -1; trial < c.m.pl.n_tensors; trial++) { /* -1: all parameters, then one tensor at a time */
+        const size_t lo = trial < 0 ? 0 : c.m.pl.t[trial].offset, hi = trial < 0 ? n : lo + c.m.pl.t[trial].n;
+        double fd, gd;
+        grad_check_direction(&c, lo, hi, 9, (uint64_t)(trial + 1), 1e-3, &fd, &gd);
+        const char *name = trial < 0 ? "(all)" : c.m.pl.t[trial].name;
+        printf("moe model %-16s: finite difference %.6f, analytic %.6f\n", name, fd, gd);
+        CHECKF(fabs(gd - fd) <= 2e-4 + 2e-2 * fabs(fd), "%s: fd %.6g analytic %.6g", trial < 0 ? "all" : name, fd,
+               gd);
     }
-    free(p0);
-    free(g);
-    free(p);
-    free(d);
-    mt_model_free(&m);
-    mt_backend_destroy(&be);
+    grad_check_close(&c);
 }
 
 int main(void) {

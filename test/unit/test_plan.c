@@ -27,6 +27,7 @@
 #include "parallel/schedule.h"
 #include "test/recipe_load.h"
 #include "test/test.h"
+#include "test/unit/plan_host.h"
 
 static mt_recipe g_r;
 
@@ -108,12 +109,8 @@ static void test_anchors(void) {
 static void check_trainer_memory_rc(const char *name, int allocate, const char *recompute) {
     const char *const cpu[] = { "training.precision=fp32", "training.backend=cpu", recompute, NULL };
     mt_recipe *r = load(name, 1, cpu);
-    mt_plan_opts o;
     static mt_plan p;
-    mt_gpu_spec host;
-    mt_plan_opts_defaults(&o);
-    mt_gpu_host(&host, 0);
-    CHECK(mt_plan_compute(r, 1, &host, &o, &p) == MT_OK);
+    CHECK(plan_on_host(r, &p) == MT_OK);
     CHECK(p.mode == MT_PLAN_TRAINER_FP32);
     mt_param_layout pl;
     mt_act_layout al;
@@ -199,12 +196,8 @@ static void test_trainer_memory(void) {
         const char *const sets[] = { "training.precision=fp32", "training.backend=cpu", "training.recompute=full",
                                      "training.recompute_method=block", "training.recompute_num_layers=5", NULL };
         mt_recipe *r = load("gpt125m", 1, sets);
-        mt_plan_opts o;
         static mt_plan p;
-        mt_gpu_spec host;
-        mt_plan_opts_defaults(&o);
-        mt_gpu_host(&host, 0);
-        CHECK(mt_plan_compute(r, 1, &host, &o, &p) == MT_OK);
+        CHECK(plan_on_host(r, &p) == MT_OK);
         mt_param_layout pl;
         mt_act_layout al;
         CHECK(mt_param_layout_build(r, &pl) == MT_OK);

@@ -644,19 +644,16 @@ static void test_limits(void) {
 static void test_derived(void) {
     mt_recipe r;
     mt_recipe_defaults(&r);
-    r.model.vocab = 50257;
-    r.parallel.tensor = 1;
-    CHECK(mt_recipe_padded_vocab(&r) == 50304);
-    r.parallel.tensor = 8;
-    CHECK(mt_recipe_padded_vocab(&r) == 51200);
-    r.parallel.tensor = 2;
-    CHECK(mt_recipe_padded_vocab(&r) == 50432);
-    r.model.vocab = 128256;
-    r.parallel.tensor = 8;
-    CHECK(mt_recipe_padded_vocab(&r) == 129024);
-    r.model.vocab = 257;
-    r.parallel.tensor = 1;
-    CHECK(mt_recipe_padded_vocab(&r) == 384);
+    /* vocabulary, tensor parallel size -> the padded vocabulary (a multiple of 128 * tp) */
+    static const int padded[][3] = {
+        {50257, 1, 50304}, {50257, 8, 51200}, {50257, 2, 50432}, {128256, 8, 129024}, {257, 1, 384},
+    };
+    for (size_t i = 0; i < sizeof padded / sizeof padded[0]; i++) {
+        r.model.vocab = padded[i][0];
+        r.parallel.tensor = padded[i][1];
+        CHECKF(mt_recipe_padded_vocab(&r) == padded[i][2], "vocab %d, tp %d: padded %d, expected %d", padded[i][0],
+               padded[i][1], mt_recipe_padded_vocab(&r), padded[i][2]);
+    }
     r.model.hidden = 768;
     r.model.heads = 12;
     CHECK(mt_recipe_head_dim(&r) == 64);

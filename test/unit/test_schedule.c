@@ -446,18 +446,24 @@ static void test_invalid(void) {
     CHECK_STR_CONTAINS(mt_last_error(), "m = training.global_batch / (training.micro_batch * parallel.data) = 6");
     CHECK_STR_CONTAINS(mt_last_error(), "not a multiple of parallel.pipeline = 4");
     CHECK_STR_CONTAINS(mt_last_error(), "m = 4 or 8");
-    CHECK(mt_schedule_check(MT_SCHED_INTERLEAVED, 4, 3, 2) == MT_ERR_CONFIG);
-    CHECK_STR_CONTAINS(mt_last_error(), "so that m = 4");
-    CHECK(mt_schedule_check(MT_SCHED_1F1B, 0, 4, 1) == MT_ERR_CONFIG);
-    CHECK_STR_CONTAINS(mt_last_error(), "parallel.pipeline = 0");
-    CHECK(mt_schedule_check(MT_SCHED_INTERLEAVED, 4, 4, 0) == MT_ERR_CONFIG);
-    CHECK_STR_CONTAINS(mt_last_error(), "parallel.virtual_pipeline = 0");
-    CHECK(mt_schedule_check(MT_SCHED_1F1B, 4, 0, 1) == MT_ERR_CONFIG);
-    CHECK_STR_CONTAINS(mt_last_error(), "raise training.global_batch");
-    CHECK(mt_schedule_check(MT_SCHED_1F1B, 4, 8, 2) == MT_ERR_CONFIG);
-    CHECK_STR_CONTAINS(mt_last_error(), "need the interleaved schedule");
-    CHECK(mt_schedule_check(MT_SCHED_INTERLEAVED, 1, 8, 2) == MT_ERR_CONFIG);
-    CHECK_STR_CONTAINS(mt_last_error(), "set parallel.pipeline > 1 or parallel.virtual_pipeline: 1");
+    /* refused (kind, p, m, v) and what the message must say */
+    static const struct {
+        mt_sched kind;
+        int p, m, v;
+        const char *says;
+    } refused[] = {
+        {MT_SCHED_INTERLEAVED, 4, 3, 2, "so that m = 4"},
+        {MT_SCHED_1F1B, 0, 4, 1, "parallel.pipeline = 0"},
+        {MT_SCHED_INTERLEAVED, 4, 4, 0, "parallel.virtual_pipeline = 0"},
+        {MT_SCHED_1F1B, 4, 0, 1, "raise training.global_batch"},
+        {MT_SCHED_1F1B, 4, 8, 2, "need the interleaved schedule"},
+        {MT_SCHED_INTERLEAVED, 1, 8, 2, "set parallel.pipeline > 1 or parallel.virtual_pipeline: 1"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        CHECKF(mt_schedule_check(refused[i].kind, refused[i].p, refused[i].m, refused[i].v) == MT_ERR_CONFIG,
+               "case %zu", i);
+        CHECK_STR_CONTAINS(mt_last_error(), refused[i].says);
+    }
     CHECK(mt_schedule_check(MT_SCHED_INTERLEAVED, 4, 1 << 28, 4) == MT_ERR_CONFIG);
     CHECK(mt_schedule_check((mt_sched)7, 4, 8, 1) == MT_ERR_INTERNAL);
     CHECK(mt_schedule_build(MT_SCHED_1F1B, 4, 8, 1, 4, steps, 64, &n) == MT_ERR_INTERNAL);
