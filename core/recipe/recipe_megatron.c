@@ -51,8 +51,9 @@ static const meg_flag meg_flags[] = {
     /* layout and schedule */
     { "--num-layers-per-virtual-pipeline-stage", 1, MEG_RULE, "parallel.virtual_pipeline = layers / (pp * this)" },
     { "--distributed-timeout-minutes", 1, MEG_RULE, "parallel.timeout_s = 60 * this" },
-    { "--cp-comm-type", 1, MEG_RULE, "p2p only (the ring exchange of K/V blocks mtrain implements); a2a, allgather "
-      "and a2a+p2p are refused" },
+    { "--cp-comm-type", 1, MEG_RULE, "p2p, a2a, allgather, a2a+p2p: attention is computed by the ring exchange of "
+      "K/V blocks (p2p) whatever the value; the others are the same exact attention over another communication "
+      "pattern, so the same numbers (a note says so)" },
     { "--recompute-activations", 0, MEG_RULE, "training.recompute selective" },
     { "--optimizer", 1, MEG_RULE, "adam only (AdamW, decoupled weight decay); sgd is refused" },
     { "--rampup-batch-size", 3, MEG_RULE, "START INCREMENT SAMPLES -> training.rampup_start, rampup_increment, "
@@ -147,8 +148,10 @@ static const meg_flag meg_flags[] = {
     { "--test-mode", 0, MEG_ACCEPT, "Megatron's test-harness switch; nothing to change here" },
     { "--max-tokens-to-oom", 1, MEG_ACCEPT, "Megatron's inference server limit; not used in training" },
     { "--use-tp-pp-dp-mapping", 0, MEG_ACCEPT, "the order of ranks in the groups is mtrain's (tp fastest); the numbers are the same" },
-    { "--expert-tensor-parallel-size", 1, MEG_RULE, "must equal --tensor-model-parallel-size (the experts are split like the dense layers); another value is refused" },
-    { "--num-distributed-optimizer-instances", 1, MEG_RULE, "1 only (one distributed optimizer over the data-parallel group)" },
+    { "--expert-tensor-parallel-size", 1, MEG_RULE, "without experts (no --num-experts) nothing to split (a note); with "
+      "experts it must equal --tensor-model-parallel-size (the experts are split like the dense layers), another value is refused" },
+    { "--num-distributed-optimizer-instances", 1, MEG_RULE, "N >= 1: the optimizer state is sharded over the whole "
+      "data-parallel group as one instance; N instances only choose which ranks hold which shard, the same numbers (a note)" },
     { "--microbatch-group-size-per-virtual-pipeline-stage", 1, MEG_ACCEPT, "the interleaved schedule's own grouping; the same gradients" },
     { "--overlap-p2p-communication-warmup-flush", 0, MEG_ACCEPT, "pipeline sends overlap as the schedule allows; the same numbers" },
     { "--overlap-param-gather-with-optimizer-step", 0, MEG_ACCEPT, "an overlap choice; the same numbers" },
@@ -192,14 +195,20 @@ static const meg_flag meg_flags[] = {
     { "--use-mup", 0, MEG_REFUSE, "the muP parametrisation is not implemented" },
     { "--mup-base-hidden-size", 1, MEG_REFUSE, "the muP parametrisation is not implemented" },
     { "--step-batch-size-schedule", 1, MEG_REFUSE, "a batch-size schedule by tokens is not implemented; --rampup-batch-size START INCREMENT SAMPLES is" },
-    { "--hierarchical-context-parallel-sizes", 1, MEG_REFUSE, "hierarchical (a2a+p2p) context parallelism is not implemented; p2p is" },
+    { "--hierarchical-context-parallel-sizes", 1, MEG_RULE, "the sizes (read as Megatron does: the numbers of the "
+      "text, so '[2 2]' and '2 2' are 2, 2) must multiply to --context-parallel-size; the attention is the p2p ring's, "
+      "the same numbers (see --cp-comm-type)" },
     { "--eval-global-batch-size", 1, MEG_REFUSE, "an evaluation batch size other than the training one is not implemented" },
-    { "--use-torch-fsdp2", 0, MEG_REFUSE, "FSDP (sharded parameters) is not implemented; --use-distributed-optimizer shards the optimizer state" },
-    { "--use-megatron-fsdp", 0, MEG_REFUSE, "FSDP (sharded parameters) is not implemented; --use-distributed-optimizer shards the optimizer state" },
-    { "--data-parallel-sharding-strategy", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
-    { "--megatron-fsdp-main-params-dtype", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
-    { "--megatron-fsdp-main-grads-dtype", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
-    { "--megatron-fsdp-grad-comm-dtype", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
+    { "--use-torch-fsdp2", 0, MEG_SUBST, "parameters and gradients are not sharded (no FSDP): data parallelism with "
+      "the optimizer state sharded (the distributed optimizer) instead; the same numbers, more memory per rank" },
+    { "--use-megatron-fsdp", 0, MEG_SUBST, "see --use-torch-fsdp2" },
+    { "--data-parallel-sharding-strategy", 1, MEG_SUBST, "see --use-torch-fsdp2: what is sharded changes memory, "
+      "not the numbers" },
+    { "--megatron-fsdp-main-params-dtype", 1, MEG_RULE, "fp32 only (mtrain's main parameters); another value is refused" },
+    { "--megatron-fsdp-main-grads-dtype", 1, MEG_RULE, "fp32 only (mtrain accumulates gradients in fp32); another "
+      "value is refused" },
+    { "--megatron-fsdp-grad-comm-dtype", 1, MEG_RULE, "fp32 only (mtrain reduces gradients in fp32); another value "
+      "is refused" },
     { "--fim-data", 0, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
     { "--fim-rate", 1, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
     { "--fim-spm-rate", 1, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
@@ -382,9 +391,13 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
     for (int i = 0; i < 2; i++)
         if ((v = seen(s, drop[i])) && strtod(v, NULL) != 0.0)
             KEEP(bad(drop[i], v, "dropout is not implemented; use 0.0 (modern pretraining recipes do)"));
-    if ((v = seen(s, "--cp-comm-type")) && strcmp(v, "p2p") != 0)
-        KEEP(bad("--cp-comm-type", v, "only p2p (ring exchange of K/V blocks) context parallelism is implemented; "
-                   "use p2p"));
+    if ((v = seen(s, "--cp-comm-type")) && strcmp(v, "p2p") != 0) {
+        if (strcmp(v, "a2a") && strcmp(v, "allgather") && strcmp(v, "a2a+p2p"))
+            KEEP(bad("--cp-comm-type", v, "p2p, a2a, allgather or a2a+p2p"));
+        else
+            note(r, "--cp-comm-type %s: the attention is computed by the p2p ring of K/V blocks; the same exact "
+                 "attention, so the same numbers%s", v, NULL);
+    }
     if ((v = seen(s, "--moe-token-dispatcher-type")) && strcmp(v, "alltoall") != 0)
         KEEP(bad("--moe-token-dispatcher-type", v, "only the alltoall dispatcher is implemented"));
     if ((v = seen(s, "--moe-router-load-balancing-type"))) {
@@ -495,15 +508,43 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
 static void apply_more_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) {
     const char *v;
     char why[256];
-    if ((v = seen(s, "--expert-tensor-parallel-size")) && atoi(v) != r->parallel.tensor) {
+    if ((v = seen(s, "--expert-tensor-parallel-size")) && r->model.moe.experts == 0)
+        note(r, "--expert-tensor-parallel-size %s: the model has no experts (no --num-experts), nothing to split%s", v,
+             NULL);
+    else if (v && atoi(v) != r->parallel.tensor) {
         snprintf(why, sizeof why, "mtrain splits the experts over the tensor-parallel group (size %d); a separate "
                  "expert tensor-parallel size is not implemented (drop the flag, or make it %d)", r->parallel.tensor,
                  r->parallel.tensor);
         mt_recipe_problem_status(P, bad("--expert-tensor-parallel-size", v, why));
     }
-    if ((v = seen(s, "--num-distributed-optimizer-instances")) && atoi(v) != 1)
-        mt_recipe_problem_status(P, bad("--num-distributed-optimizer-instances", v, "several distributed-optimizer "
-                                        "instances are not implemented; use 1"));
+    if ((v = seen(s, "--num-distributed-optimizer-instances"))) {
+        if (atoi(v) < 1) mt_recipe_problem_status(P, bad("--num-distributed-optimizer-instances", v, "a count >= 1"));
+        else if (atoi(v) > 1)
+            note(r, "--num-distributed-optimizer-instances %s: one distributed-optimizer instance over the whole "
+                 "data-parallel group; the same numbers (instances only choose which ranks hold a shard)%s", v, NULL);
+    }
+    if ((v = seen(s, "--hierarchical-context-parallel-sizes"))) {
+        long long prod = 1;
+        int n_sizes = 0;
+        for (const char *p = v; *p;) {
+            if (!isdigit((unsigned char)*p)) { p++; continue; }
+            char *end;
+            prod *= strtoll(p, &end, 10);
+            p = end;
+            n_sizes++;
+        }
+        if (n_sizes == 0 || prod != r->parallel.context) {
+            snprintf(why, sizeof why, "the sizes multiply to %lld, not the context-parallel size %d (Megatron asserts "
+                     "the same)", n_sizes ? prod : 0, r->parallel.context);
+            mt_recipe_problem_status(P, bad("--hierarchical-context-parallel-sizes", v, why));
+        }
+    }
+    const char *const fsdp_dtypes[] = { "--megatron-fsdp-main-params-dtype", "--megatron-fsdp-main-grads-dtype",
+                                        "--megatron-fsdp-grad-comm-dtype" };
+    for (int i = 0; i < 3; i++)
+        if ((v = seen(s, fsdp_dtypes[i])) && strcmp(v, "fp32") != 0)
+            mt_recipe_problem_status(P, bad(fsdp_dtypes[i], v, "only fp32 (mtrain's main parameters, gradient "
+                                            "accumulation and reduction are fp32)"));
     /* Megatron: --eval-iters 0 means no validation, and --save-interval without --save saves nothing */
     const int k_ei = mt_recipe_key_find("logging.eval_iters"), k_si = mt_recipe_key_find("checkpoint.save_interval");
     if (r->logging.eval_iters == 0 && r->logging.eval_interval > 0 && r->origin.flag[k_ei] &&
