@@ -52,6 +52,9 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
         if (c->activation != MT_ACT_SWIGLU)
             return unsupported(r, "model.activation", "gelu: Llama's MLP is the gated down(silu(gate) * up)");
     }
+    if (c->head_dim > 0 && c->head_dim * c->heads != c->hidden)
+        return unsupported(r, "model.head_dim", "%d: a head size other than hidden / heads is not exported yet",
+                           c->head_dim);
     m->arch = c->arch;
     m->L = c->layers;
     m->C = c->hidden;

@@ -36,6 +36,7 @@ typedef struct {
     int hidden;            /* C */
     int heads;             /* H */
     int kv_heads;          /* KV (0 = heads; < heads is grouped-query attention) */
+    int head_dim;          /* D, the channels of one attention head (0 = hidden / heads; Megatron's --kv-channels) */
     int ffn_hidden;        /* F (0 = 4*hidden for gpt; for llama must be given) */
     int vocab;             /* V, real vocabulary size (padded internally to 128*tp) */
     int seq_length;        /* T */

@@ -41,6 +41,10 @@ const mt_recipe_key mt_recipe_keys[] = {
     KINT("model.heads", model.heads, "0", 1, 4096, "", "attention heads (H)", MT_KF_REQUIRED),
     KINT("model.kv_heads", model.kv_heads, "auto", 0, 4096, "",
          "key/value heads; 0 or auto = heads, fewer = grouped-query attention", MT_KF_AUTO),
+    KINT("model.head_dim", model.head_dim, "auto", 0, 1 << 16, "",
+         "channels of one attention head (D); 0 or auto = hidden / heads. Another value sizes the query, "
+         "key and value projections H*D, KV*D and the output projection's input H*D independently of hidden "
+         "(Megatron's --kv-channels)", MT_KF_AUTO),
     KINT("model.ffn_hidden", model.ffn_hidden, "auto", 0, 1 << 22, "",
          "MLP inner size (F); 0 or auto = 4*hidden for gpt, must be given for llama", MT_KF_AUTO),
     KINT("model.vocab", model.vocab, "auto", 0, 1 << 24, "tokens",

@@ -7,7 +7,7 @@
  *   rule: Megatron gives the flag a meaning that depends on others, applied here the same way
  *     (--num-query-groups only with --group-query-attention, --swiglu derives ffn_hidden_size,
  *     --sequence-parallel at tp = 1 is turned off, --vocab-file + --merge-file select GPT-2 BPE,
- *     --kv-channels must be hidden / heads ...).
+ *     --kv-channels sets the head size ...).
  * Every Megatron flag is either an alias (recipe_keys.c) or a row here; `mtrain recipe-reference
  * --megatron` prints both as the table of docs/megatron-flags.md (a test keeps them in step).
  * Also: the one message for every unknown argument of a command line, with the nearest flags. */
@@ -39,7 +39,8 @@ static const meg_flag meg_flags[] = {
     /* model shape: rules */
     { "--group-query-attention", 0, MEG_RULE, "grouped-query attention on: --num-query-groups sets model.kv_heads" },
     { "--num-query-groups", 1, MEG_RULE, "model.kv_heads, only with --group-query-attention (as Megatron: ignored without it)" },
-    { "--kv-channels", 1, MEG_RULE, "must equal hidden / heads (mtrain's head size); any other value is refused" },
+    { "--kv-channels", 1, MEG_RULE, "model.head_dim: the channels of one attention head, hidden / heads when not "
+      "given (as Megatron); another value sizes the q/k/v projections independently of hidden" },
     { "--normalization", 1, MEG_RULE, "LayerNorm -> model.norm layernorm, RMSNorm -> rmsnorm" },
     { "--position-embedding-type", 1, MEG_RULE, "learned_absolute -> model.position learned, rope -> rope; none is refused" },
     { "--use-rotary-position-embeddings", 0, MEG_RULE, "model.position rope (Megatron's older spelling)" },
@@ -431,15 +432,7 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
         snprintf(buf, sizeof buf, "%d", (int)((4.0 * r->model.hidden * 2.0 / 3.0) / 64.0) * 64);
         KEEP(set(r, "model.ffn_hidden", buf, "--swiglu"));
     }
-    if ((v = seen(s, "--kv-channels"))) {
-        const int d = r->model.heads > 0 ? r->model.hidden / r->model.heads : 0;
-        if (atoi(v) != d || r->model.hidden % (r->model.heads > 0 ? r->model.heads : 1)) {
-            char why[256];
-            snprintf(why, sizeof why, "mtrain's head size is hidden / heads = %d / %d; a different --kv-channels "
-                     "is not implemented (drop the flag, or make it %d)", r->model.hidden, r->model.heads, d);
-            KEEP(bad("--kv-channels", v, why));
-        }
-    }
+    if ((v = seen(s, "--kv-channels"))) KEEP(set(r, "model.head_dim", v, "--kv-channels"));
     if ((v = seen(s, "--num-layers-per-virtual-pipeline-stage"))) {
         const int per = atoi(v), L = r->model.layers, pp = r->parallel.pipeline > 0 ? r->parallel.pipeline : 1;
         if (per < 1 || L % (pp * per)) {

@@ -161,6 +161,10 @@ int main(void) {
     check_model("gpt", NULL, "model.qk_layernorm=true");
     check_model("llama", NULL, "model.qk_layernorm=true");
     check_model("llama", "uniform", "model.qk_layernorm=true,model.norm_1p=true");
+    /* a head size other than hidden / heads (Megatron's --kv-channels): 4 heads of 6 on hidden 16,
+       with GQA and the qk norm over the 6 channels */
+    check_model("gpt", NULL, "model.head_dim=6");
+    check_model("llama", NULL, "model.head_dim=6,model.qk_layernorm=true");
     check_arch("gpt", NULL);
     check_arch("llama", NULL);
     check_arch("gpt", "uniform");
