@@ -77,6 +77,12 @@ const mt_recipe_key mt_recipe_keys[] = {
           "--qk-layernorm; OLMo-2 / Qwen3 style)", 0),
     KFLT("model.rope_theta", model.rope_theta, "10000", 0, 1e12, "", "RoPE base frequency",
          MT_KF_MIN_EXCL),
+    KFLT("model.rotary_percent", model.rotary_percent, "1.0", 0, 1, "",
+         "the fraction of each query / key head's channels RoPE rotates: the first int(head_dim * this) "
+         "(even), the rest pass through (Megatron's --rotary-percent)", MT_KF_MIN_EXCL),
+    KBOOL("model.rope_interleaved", model.rope_interleaved, "false",
+          "RoPE rotates adjacent channel pairs (2i, 2i+1) instead of the two halves (i, i + d/2) "
+          "(Megatron's --rotary-interleaved; GPT-J / Meta-Llama layout)", 0),
     KFLT("model.init_std", model.init_std, "0.02", 0, 10, "",
          "weights ~ normal(0, init_std); output projections also / sqrt(2*layers)", MT_KF_MIN_EXCL),
     KINT("model.moe.experts", model.moe.experts, "0", 0, 4096, "",

@@ -45,7 +45,8 @@ static const meg_flag meg_flags[] = {
     { "--position-embedding-type", 1, MEG_RULE, "learned_absolute -> model.position learned, rope -> rope; none is refused" },
     { "--use-rotary-position-embeddings", 0, MEG_RULE, "model.position rope (Megatron's older spelling)" },
     { "--no-position-embedding", 0, MEG_RULE, "with rope: nothing to turn off; with learned positions it is refused" },
-    { "--rotary-percent", 1, MEG_RULE, "1.0 only (RoPE on the whole head); partial rotary is refused" },
+    { "--rotary-percent", 1, MEG_RULE, "model.rotary_percent: RoPE on the first int(head_dim * this) channels of "
+      "each head (with rope positions; ignored with learned ones, as Megatron)" },
     { "--attention-dropout", 1, MEG_RULE, "0 only: mtrain has no dropout (Megatron's default is 0.1; pass 0.0 to match)" },
     { "--hidden-dropout", 1, MEG_RULE, "0 only: mtrain has no dropout (Megatron's default is 0.1; pass 0.0 to match)" },
     { "--make-vocab-size-divisible-by", 1, MEG_RULE, "accepted: mtrain pads the vocabulary to 128*tp; padded rows never count" },
@@ -169,7 +170,8 @@ static const meg_flag meg_flags[] = {
     { "--apply-query-key-layer-scaling", 0, MEG_ACCEPT, "the same attention: Megatron divides Q.K^T by the layer number and multiplies it back in the fp32 softmax (an fp16 range guard); mtrain's softmax is fp32" },
     { "--apply-wd-to-qk-layernorm", 0, MEG_REFUSE, "weight decay on the query/key norm weights is not implemented (mtrain never decays norm weights); drop it" },
     { "--squared-relu", 0, MEG_REFUSE, "the squared-ReLU activation is not implemented (gelu, swiglu); drop it" },
-    { "--rotary-interleaved", 0, MEG_REFUSE, "interleaved rotary pairs (adjacent channels) are not implemented; mtrain rotates the two halves of each head" },
+    { "--rotary-interleaved", 0, MEG_RULE, "model.rope_interleaved true: RoPE rotates adjacent channel pairs "
+      "(2i, 2i+1) instead of the two halves of each head" },
     { "--attention-output-gate", 0, MEG_REFUSE, "a gated attention output is not implemented" },
     { "--experimental-attention-variant", 1, MEG_REFUSE, "attention variants other than softmax attention are not implemented" },
     { "--linear-attention-freq", 1, MEG_REFUSE, "hybrid linear-attention (gated delta net) layers are not implemented" },
@@ -385,9 +387,8 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
         else note(r, "--num-query-groups %s: ignored without --group-query-attention (as Megatron: every head has "
                   "its own keys and values)", g, NULL);
     }
-    if ((v = seen(s, "--rotary-percent"))) {
-        if (strtod(v, NULL) != 1.0) KEEP(bad("--rotary-percent", v, "partial rotary embeddings are not implemented; use 1.0"));
-    }
+    if ((v = seen(s, "--rotary-percent"))) KEEP(set(r, "model.rotary_percent", v, "--rotary-percent"));
+    if (seen(s, "--rotary-interleaved")) KEEP(set(r, "model.rope_interleaved", "true", "--rotary-interleaved"));
     const char *drop[] = { "--attention-dropout", "--hidden-dropout" };
     for (int i = 0; i < 2; i++)
         if ((v = seen(s, drop[i])) && strtod(v, NULL) != 0.0)
