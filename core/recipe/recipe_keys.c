@@ -280,8 +280,8 @@ const mt_recipe_key mt_recipe_keys[] = {
     KBOOL("logging.tensorboard_world_size", logging.tensorboard_world_size, "false",
           "also write 'world-size' (Megatron's --log-world-size-to-tensorboard)", 0),
     KBOOL("logging.throughput", logging.log_throughput, "false",
-          "Megatron's --log-throughput: with logging.tensorboard_timers, write 'throughput' (TFLOP/s per rank; "
-          "the log line always shows it)", 0),
+          "Megatron's --log-throughput: the iteration line's 'throughput per GPU (TFLOP/s/GPU)' field (absent "
+          "without it, as in Megatron); with logging.tensorboard_timers, also write 'throughput' (TFLOP/s per rank)", 0),
     KFLT("logging.peak_tflops", logging.peak_tflops, "0", 0, 1e6, "TFLOP/s",
          "peak dense TFLOP/s of one device for MFU; 0 = from the device table", 0),
     /* per-phase timers and the profiler trace (train/timers.h, train/profile.h) */
