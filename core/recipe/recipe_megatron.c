@@ -590,6 +590,7 @@ static const struct { const char *key, *value; } meg_defaults[] = {
     { "optimizer.decay", "linear" },         /* --lr-decay-style linear (mtrain's recipes: cosine) */
     { "model.moe.capacity_factor", "0" },    /* --moe-expert-capacity-factor None: dropless */
     { "model.moe.aux_loss_coeff", "0" },     /* --moe-aux-loss-coeff 0.0 */
+    { "parallel.timeout_s", "600" },         /* --distributed-timeout-minutes 10 (mtrain's recipes: 300 s) */
 };
 
 mt_status mt_recipe_megatron_defaults(mt_recipe *r) {
