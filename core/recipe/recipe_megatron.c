@@ -116,8 +116,10 @@ static const meg_flag meg_flags[] = {
     /* checkpoints, logging, profiling */
     { "--ckpt-format", 1, MEG_ACCEPT, "mtrain saves its own format (safetensors pieces + manifest.json, loadable "
       "at any layout; `mtrain export --format hf` for serving)" },
-    { "--use-checkpoint-args", 0, MEG_REFUSE, "the model shape is not read from a checkpoint; give the shape flags "
-      "(or the checkpoint's manifest recipe as --config)" },
+    { "--use-checkpoint-args", 0, MEG_RULE, "the model from the recipe of the save in --load (its manifest): the "
+      "shape (layers, hidden, ffn, heads, head size, sequence, positions, vocabulary) where the command line leaves "
+      "it unset, the kind (norm, activation, positions, RoPE, biases, tying, kv heads, experts) always, as Megatron's "
+      "load_args_from_checkpoint; the layout and tokenizer stay the command line's. No save yet: the command line's" },
     { "--log-params-norm", 0, MEG_ACCEPT, "not printed" },
     { "--log-num-zeros-in-grad", 0, MEG_ACCEPT, "not printed" },
     { "--wandb-project", 1, MEG_ACCEPT, "no Weights & Biases client: use --tensorboard-dir or --metrics" },
