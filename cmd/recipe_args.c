@@ -2,8 +2,11 @@
 #include "cmd/recipe_args.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/ckpt/ckpt_files.h"
+#include "core/ckpt/manifest.h"
 #include "core/data/tokenizer.h"
 
 /* A Hugging Face tokenizer.json implies the vocabulary size (every id it holds, added tokens too,
@@ -23,6 +26,62 @@ static void vocab_from_tokenizer_json(mt_recipe *r) {
     if (mt_recipe_set(r, "model.vocab", n, "the tokenizer.json") != MT_OK) mt_clear_error();
 }
 
+/* Megatron's --use-checkpoint-args (load_args_from_checkpoint): the model from the recipe the save
+ * in --load holds (its manifest). The shape keys only where the command line left them unset, the
+ * kind keys always, as Megatron's _set_arg and _set_arg(force=True) split them; the layout and the
+ * tokenizer stay the command line's. No save there yet: the command line's model, with a note. */
+static const char *const ckpt_shape_keys[] = {"model.layers", "model.hidden", "model.ffn_hidden", "model.seq_length",
+                                              "model.heads", "model.head_dim", "model.max_position", "model.vocab",
+                                              NULL};
+static const char *const ckpt_kind_keys[] = {"model.arch", "model.kv_heads", "model.position", "model.rope_theta",
+                                             "model.rotary_percent", "model.rope_interleaved", "model.bias",
+                                             "model.activation", "model.tie_embeddings", "model.norm_1p", "model.norm",
+                                             "model.qk_layernorm", "model.moe.experts", "model.moe.layer_freq",
+                                             "model.moe.top_k", "model.moe.pre_softmax", NULL};
+
+static int has_arg(int argc, char **argv, const char *flag) {
+    for (int i = 0; i < argc; i++)
+        if (argv[i] && !strcmp(argv[i], flag)) return 1;
+    return 0;
+}
+
+static mt_status model_from_checkpoint(mt_recipe *r) {
+    const char *root = r->checkpoint.load;
+    char dir[MT_CKPT_PATH_MAX], v[256];
+    int64_t it = 0;
+    if (!root[0]) {
+        snprintf(r->notes + strlen(r->notes), sizeof r->notes - strlen(r->notes),
+                 "--use-checkpoint-args: no --load, the command line's model (as Megatron)\n");
+        return MT_OK;
+    }
+    if (mt_ckpt_is_save_dir(root)) snprintf(dir, sizeof dir, "%s", root);
+    else if (mt_ckpt_read_tracker(root, &it) == MT_OK) mt_ckpt_iter_path(root, it, "", dir, sizeof dir);
+    else {
+        mt_clear_error();
+        snprintf(r->notes + strlen(r->notes), sizeof r->notes - strlen(r->notes),
+                 "--use-checkpoint-args: no save in %.200s yet, the command line's model (as Megatron)\n", root);
+        return MT_OK;
+    }
+    mt_manifest mf;
+    memset(&mf, 0, sizeof mf);
+    mt_status st = mt_manifest_load(dir, &mf);
+    mt_recipe *saved = st == MT_OK ? malloc(sizeof *saved) : NULL;
+    if (st == MT_OK && !saved) st = mt_errorf(MT_ERR_OOM, "--use-checkpoint-args: the save's recipe");
+    if (st == MT_OK && !mf.recipe_yaml) st = mt_errorf(MT_ERR_DATA, "--use-checkpoint-args: %s holds no recipe", dir);
+    if (st == MT_OK) {
+        mt_recipe_defaults(saved);
+        st = mt_recipe_load_string(saved, mf.recipe_yaml, strlen(mf.recipe_yaml), dir);
+    }
+    for (const char *const *k = ckpt_kind_keys; st == MT_OK && *k; k++)
+        if (mt_recipe_value_text(saved, *k, v, sizeof v)) st = mt_recipe_set(r, *k, v, "--use-checkpoint-args");
+    for (const char *const *k = ckpt_shape_keys; st == MT_OK && *k; k++)
+        if (!mt_recipe_key_is_set(r, mt_recipe_key_find(*k)) && mt_recipe_value_text(saved, *k, v, sizeof v))
+            st = mt_recipe_set(r, *k, v, "--use-checkpoint-args");
+    free(saved);
+    mt_manifest_free(&mf);
+    return st;
+}
+
 int mt_cmd_recipe_problems(const char *config, int *argc, char **argv, mt_recipe *r, char *report, size_t n_report,
                            int *file_ok) {
     report[0] = 0;
@@ -39,7 +98,9 @@ int mt_cmd_recipe_problems(const char *config, int *argc, char **argv, mt_recipe
     }
     *file_ok = 1;
     /* the flags' problems and the unknown arguments in one report */
-    const int bad_args = mt_recipe_apply_args(r, argc, argv) != MT_OK;
+    const int from_ckpt = has_arg(*argc, argv, "--use-checkpoint-args");
+    int bad_args = mt_recipe_apply_args(r, argc, argv) != MT_OK;
+    if (!bad_args && from_ckpt && model_from_checkpoint(r) != MT_OK) bad_args = 1;
     vocab_from_tokenizer_json(r);
     if (bad_args) snprintf(report, n_report, "%s", mt_last_error());
     const int unknown = mt_recipe_unknown_args(*argc, argv) != MT_OK;

@@ -96,16 +96,20 @@ typedef struct {
     int N, F;
 } mt_swiglu_bwd_args;
 
-/* Rotary embedding, in place, non-interleaved (rotate_half, as HF Llama): for each of the
- * B*T rows (row stride `row_stride` elements), heads 0..n_heads-1 of size D starting at the
- * row's start; position of row b*T+t is pos_offset + t; pair (i, i + D/2) rotated by
- * angle pos * theta^(-2i/D). Backward (inverse = true) rotates by -angle: it is the
+/* Rotary embedding, in place, as Megatron-Core's RotaryEmbedding: for each of the B*T rows (row
+ * stride `row_stride` elements), heads 0..n_heads-1 of size D starting at the row's start;
+ * position of row b*T+t is pos_offset + t. The first R = rot_dim channels of each head rotate
+ * (0: R = D; the other D - R pass through: partial rotary, --rotary-percent), pair i of R/2 by
+ * angle pos * theta^(-2i/R): channels (i, i + R/2) (rotate_half, as HF Llama) or, interleaved,
+ * (2i, 2i + 1) (--rotary-interleaved). Backward (inverse = true) rotates by -angle: it is the
  * transpose of the forward, applied in place to the gradient. */
 typedef struct {
     void *x;                /* (B, T, row_stride) act, in place */
     int B, T, n_heads, D, row_stride, pos_offset;
     float theta;
     int inverse;
+    int rot_dim;            /* channels rotated per head, even, <= D; 0 = D */
+    int interleaved;        /* pairs (2i, 2i + 1) instead of (i, i + rot_dim / 2) */
 } mt_rope_args;
 
 /* Causal softmax attention with grouped-query heads. qkv rows are [q heads (H*D) | k heads

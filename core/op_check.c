@@ -12,6 +12,9 @@ mt_status mt_op_check_rope(const char *be, const mt_rope_args *a, int *empty) {
     if (a->pos_offset < 0 || !(a->theta > 0.0f))
         return mt_errorf(MT_ERR_CONFIG, "%s rope: pos_offset %d / theta %g invalid", be, a->pos_offset,
                          (double)a->theta);
+    if (a->rot_dim < 0 || a->rot_dim > a->D || a->rot_dim % 2)
+        return mt_errorf(MT_ERR_CONFIG, "%s rope: %d rotary channels of a head of %d (even, at most the head)", be,
+                         a->rot_dim, a->D);
     if ((long)a->B * a->T == 0 || a->n_heads == 0) return MT_OK;
     *empty = 0;
     if (!a->x) return mt_errorf(MT_ERR_INTERNAL, "%s rope: NULL tensor", be);

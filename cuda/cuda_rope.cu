@@ -1,7 +1,8 @@
-/* cuda_rope.cu — rotary position embedding, in place, non-interleaved (rotate_half, as HF
- * Llama), on bf16 activations: pair (i, i + D/2) of every head rotated by
- * angle = pos * theta^(-2i/D), pos = pos_offset + t; inverse rotates by -angle (the
- * transpose, used on gradients).
+/* cuda_rope.cu — rotary position embedding, in place, on bf16 activations, as the CPU op
+ * (core/backend.h, mt_rope_args): the first R = rot_dim channels of every head rotate, pair i by
+ * angle = pos * theta^(-2i/R), pos = pos_offset + t: channels (i, i + R/2), or (2i, 2i + 1)
+ * interleaved; the other D - R pass through; inverse rotates by -angle (the transpose, used on
+ * gradients).
  * Shape of the work: one block per (b, t) row. The block first computes the row's cos/sin
  * table in shared memory, in double as the CPU reference does (exact enough for long
  * contexts), then rotates every (head, i) pair of the row. */
@@ -9,13 +10,14 @@
 
 #define ROPE_THREADS 256
 
-__global__ void rope_kernel(bf16 *x, int T, int H, int D, int stride, int pos_offset, double theta, float sign) {
+__global__ void rope_kernel(bf16 *x, int T, int H, int D, int R, int interleaved, int stride, int pos_offset,
+                            double theta, float sign) {
     __shared__ float cs[MT_ROPE_MAX_HALF], sn[MT_ROPE_MAX_HALF];
-    const int half = D / 2;
+    const int half = R / 2, step = interleaved ? 2 : 1, pair = interleaved ? 1 : half;
     const size_t r = blockIdx.x;
     const double pos = (double)pos_offset + (double)(r % (size_t)T);
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const double inv_freq = pow(theta, -2.0 * i / D);
+        const double inv_freq = pow(theta, -2.0 * i / R);
         double s, c;
         sincos(pos * inv_freq, &s, &c);
         cs[i] = (float)c;
@@ -25,7 +27,7 @@ __global__ void rope_kernel(bf16 *x, int T, int H, int D, int stride, int pos_of
     bf16 *row = x + r * (size_t)stride;
     for (int k = threadIdx.x; k < H * half; k += blockDim.x) {
         const int h = k / half, i = k % half;
-        bf16 *x0 = row + (size_t)h * D + i, *x1 = x0 + half;
+        bf16 *x0 = row + (size_t)h * D + (size_t)step * i, *x1 = x0 + pair;
         const float a0 = __bfloat162float(*x0), a1 = __bfloat162float(*x1);
         *x0 = __float2bfloat16_rn(a0 * cs[i] - a1 * sn[i]);
         *x1 = __float2bfloat16_rn(a1 * cs[i] + a0 * sn[i]);
@@ -39,7 +41,8 @@ mt_status mt_cuda_rope(mt_backend *be, const mt_rope_args *a) {
     const long rows = (long)a->B * a->T;
     if (rows > 0x7fffffffL) return mt_errorf(MT_ERR_CONFIG, "cuda rope: %ld rows exceed the grid limit", rows);
     rope_kernel<<<(unsigned)rows, ROPE_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
-        (bf16 *)a->x, a->T, a->n_heads, a->D, a->row_stride, a->pos_offset, (double)a->theta,
+        (bf16 *)a->x, a->T, a->n_heads, a->D, a->rot_dim > 0 ? a->rot_dim : a->D, a->interleaved, a->row_stride,
+        a->pos_offset, (double)a->theta,
         a->inverse ? -1.0f : 1.0f);
     CUDA_CHECK_LAUNCH();
     return MT_OK;

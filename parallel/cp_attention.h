@@ -47,9 +47,10 @@ static inline int mt_cp_position(int T, int cp, int r, int t) {
     return mt_cp_chunk(cp, r, t / Tc) * Tc + t % Tc;
 }
 
-/* RoPE (inverse: its transpose) of x (s->B sequences of local rows of s->qkv_rows elements, the
- * first H + KV heads rotated) at the rows' global positions. */
-mt_status mt_cp_rope(const mt_cp *c, const mt_cp_shape *s, void *x, float theta, int inverse);
+/* RoPE (how->inverse: its transpose) of x (s->B sequences of local rows of s->qkv_rows elements, the
+ * first H + KV heads rotated) at the rows' global positions; how gives theta, inverse, rot_dim and
+ * interleaved (mt_rope_args), the rest is filled here. */
+mt_status mt_cp_rope(const mt_cp *c, const mt_cp_shape *s, void *x, const mt_rope_args *how);
 /* out / lse from this rank's qkv and, with cp > 1, the peers' K / V blocks. kv_ring: two blocks of
  * (B T, 2 KV D) act (the activation layout's cp_kv; unused at cp = 1). */
 mt_status mt_cp_attention_fwd(mt_cp *c, const mt_cp_shape *s, void *kv_ring, const void *qkv, void *out, void *lse);

@@ -1,7 +1,8 @@
 /* launch_io.c — the plumbing of `mtrain launch` that does not supervise anything: the output
  * relay (each rank's stdout / stderr passed on line by line, one write per line, with a
  * "[rR] " prefix unless the line already starts with "[r", i.e. mtrain's own
- * "[rR tpT ppP dpD]" lines) and the ranks' environment (the launcher's, without the PMIx client
+ * "[rR tpT ppP dpD]" lines, or is one of Megatron's log lines, which one rank prints and a parser
+ * of Megatron's log reads as they are) and the ranks' environment (the launcher's, without the PMIx client
  * variables of a launcher above it, with OMP_NUM_THREADS = max(1, CPUs / N) when unset and
  * N > 1, as torchrun does, and the attempt number as MT_RESTART_COUNT and
  * TORCHELASTIC_RESTART_COUNT; on a node of a multi-node job, torchrun's env:// worker variables),
@@ -37,11 +38,21 @@ static void out_write(int fd, const char *p, size_t n) {
     }
 }
 
+/* Megatron's training_log / evaluate_and_print_results lines: " [YYYY-" (the iteration line's
+ * timestamp), " validation loss at " and the lines of dashes around it */
+static int megatron_line(const char *p, size_t n) {
+    if (n >= 4 && p[0] == ' ' && p[1] == '[' && p[2] >= '0' && p[2] <= '9') return 1;
+    if (n >= 20 && !memcmp(p, " validation loss at ", 20)) return 1;
+    size_t i = 0;
+    while (i < n && p[i] == '-') i++;
+    return n >= 8 && i == n;
+}
+
 /* writes one line (or the part of one) of rank r to fd 1 or 2 in a single write */
 static void emit(int r, int which, mt_launch_linebuf *lb, const char *p, size_t n, int newline, int prefix) {
     static char out[MT_LAUNCH_LINE_BYTES + 64];
     size_t k = 0;
-    if (prefix && !lb->mid_line && !(n >= 2 && p[0] == '[' && p[1] == 'r'))
+    if (prefix && !lb->mid_line && !(n >= 2 && p[0] == '[' && p[1] == 'r') && !megatron_line(p, n))
         k = (size_t)snprintf(out, 64, "[r%d] ", r);
     memcpy(out + k, p, n);
     k += n;

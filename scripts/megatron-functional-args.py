@@ -19,6 +19,7 @@ def subst(v):
     v = v.replace("$DATA_BLEND", "@DATA@")
     v = re.sub(r"\$\{DATA_PATH\}", "@TMP@/data", v)
     v = re.sub(r"\$\{(CHECKPOINT_SAVE_PATH|CHECKPOINT_LOAD_PATH)\}", "@TMP@/ckpt", v)
+    v = re.sub(r"\$\{?REPEAT\}?", "1", v)  # the runner's repetition counter (an integer), e.g. --seed ${REPEAT}
     v = re.sub(r"\$\{?([A-Z_]+)\}?", lambda m: "@TMP@/" + m.group(1).lower(), v)
     return v
 

@@ -328,7 +328,8 @@ out:
  * longer context), so only generate and logprobs ask. */
 static mt_status same_function(const char *ckpt_path, const mt_manifest *mf, const mt_recipe *r, const char *verb) {
     static const char *const keys[] = {"model.norm", "model.norm_eps", "model.activation", "model.position",
-                                       "model.rope_theta", "model.bias"};
+                                       "model.rope_theta", "model.bias", "model.rotary_percent",
+                                       "model.rope_interleaved"};
     if (!mf->recipe_yaml) return MT_OK;
     mt_recipe *saved = malloc(sizeof *saved);
     if (!saved) return mt_errorf(MT_ERR_OOM, "%s: the save's recipe", ckpt_path);

@@ -146,8 +146,10 @@ mt_iter_metrics mt_metrics_interval_view(const mt_iter_metrics *m) {
  * " consumed samples: {:12d} |", " elapsed time per iteration (ms): {:.1f} |", " throughput per
  * GPU (TFLOP/s/GPU): {:.1f} |", " learning rate: {:.6E} |", " global batch size: {:5d} |",
  * " lm loss: {:.6E} |", " loss scale: {:.1f} |", " grad norm: {:.3f} |", " number of skipped
- * iterations: {:3d} |", " number of nan iterations: {:3d} |"), then mtrain's fields. */
-static void print_iter_line(FILE *log, const char *prefix, const mt_iter_metrics *m) {
+ * iterations: {:3d} |", " number of nan iterations: {:3d} |"), the throughput field only with
+ * --log-throughput (as Megatron), no prefix (one rank prints it, as Megatron's print_rank_last);
+ * then mtrain's fields on a line of their own, behind the rank prefix. */
+static void print_iter_line(FILE *log, const char *prefix, int throughput, const mt_iter_metrics *m) {
     const int iv = m->interval_iters > 0;
     const double ms = iv ? m->interval_ms : m->ms_per_iter;
     const double tflops = iv ? m->interval_tflops : m->tflops;
@@ -166,16 +168,18 @@ static void print_iter_line(FILE *log, const char *prefix, const mt_iter_metrics
                           sizeof eta);
     /* in several calls: glibc's printf takes a heap work buffer for a format with many
      * conversions, and the training loop allocates nothing (test_train_alloc) */
-    fprintf(log, "%s [%s] iteration %8lld/%8lld | consumed samples: %12lld |", prefix, ts, (long long)m->iteration,
+    fprintf(log, " [%s] iteration %8lld/%8lld | consumed samples: %12lld |", ts, (long long)m->iteration,
             (long long)m->train_iters, (long long)m->consumed_samples);
-    fprintf(log, " elapsed time per iteration (ms): %.1f | throughput per GPU (TFLOP/s/GPU): %.1f |", ms, tflops);
+    fprintf(log, " elapsed time per iteration (ms): %.1f |", ms);
+    if (throughput) fprintf(log, " throughput per GPU (TFLOP/s/GPU): %.1f |", tflops);
     fprintf(log, " learning rate: %.6E | global batch size: %5d | lm loss: %.6E |", m->lr, m->global_batch, loss);
     if (m->n_experts > 0) /* Megatron's track_moe_metrics adds it to total_loss_dict, printed after lm loss */
         fprintf(log, " load_balancing_loss: %.6E |", m->load_balancing_loss);
     fprintf(log, " loss scale: 1.0 |");
     fprintf(log, " grad norm: %.3f | number of skipped iterations: %3lld | number of nan iterations: %3lld |",
             m->grad_norm, skipped, nan_it);
-    fprintf(log, " throughput (tokens/s): %.0f |%s%s ETA: %s |\n", tok, mfu, bub, eta);
+    fprintf(log, "\n%smtrain: iteration %lld | throughput (tokens/s): %.0f |%s%s ETA: %s |\n", prefix,
+            (long long)m->iteration, tok, mfu, bub, eta);
     fflush(log);
 }
 
@@ -235,7 +239,7 @@ static void record_extras(char *buf, size_t n, const mt_metrics_sink *s, const m
 }
 
 mt_status mt_metrics_log_iter(FILE *log, mt_metrics_sink *s, const mt_iter_metrics *m) {
-    if (log) print_iter_line(log, s ? s->prefix : "", m);
+    if (log) print_iter_line(log, s ? s->prefix : "", s ? s->throughput : 1, m);
     if (s && (s->is_open || s->failed)) {
         char mfu[32], bub[2048] = "", ivl[256] = "", ext[4096] = "", line[8192];
         char b_loss[32], b_lr[32], b_gn[32], b_tok[40], b_ms[40], b_tf[40], b_avg[32];
@@ -284,8 +288,7 @@ mt_status mt_metrics_log_eval_kind(FILE *log, mt_metrics_sink *s, int64_t iterat
         const int nd = n + 1 < (int)sizeof dash ? n + 1 : (int)sizeof dash - 1;
         memset(dash, '-', (size_t)nd);
         dash[nd] = 0;
-        const char *px = s ? s->prefix : "";
-        fprintf(log, "%s%s\n%s%s\n%s%s\n", px, dash, px, line, px, dash);
+        fprintf(log, "%s\n%s\n%s\n", dash, line, dash); /* as Megatron prints it: no rank prefix */
         fflush(log);
     }
     if (s && (s->is_open || s->failed)) {

@@ -63,7 +63,9 @@ typedef struct {
     int failed;            /* a write failed: the file was cut back and closed */
     int64_t size;          /* bytes of whole lines written */
     char path[1024];
-    char prefix[80];       /* put before every log line ("[r0 tp0 pp0 dp0] "), "" for one rank */
+    char prefix[80];       /* put before mtrain's own log lines ("[r0 tp0 pp0 dp0] "), "" for one rank;
+                              never before Megatron's iteration and validation lines */
+    int throughput;        /* Megatron's --log-throughput: the line's 'throughput per GPU' field */
     int has_layout;        /* layout is set: log-line records carry it */
     mt_metrics_layout layout;
 } mt_metrics_sink;
@@ -80,11 +82,12 @@ mt_status mt_metrics_close(mt_metrics_sink *s);
 /* Print the iteration / validation line on `log` (NULL = none; errors there are ignored) and
  * append one JSON line to the sink's file (s NULL or no file = none) with write(2) at once.
  * The training loop calls mt_metrics_log_iter every iteration, with `log` only on the iterations
- * that print a line. The line is Megatron's training_log line field for field (timestamp with
- * microseconds, iteration, consumed samples, elapsed time per iteration (ms), throughput per GPU
- * (TFLOP/s/GPU), learning rate, global batch size, lm loss, loss scale, grad norm, number of
- * skipped / nan iterations), then mtrain's own fields (throughput (tokens/s), MFU, pipeline
- * bubble, ETA). A failed write (disk full, file-size limit, I/O error) is MT_ERR_IO naming the
+ * that print a line. The line is Megatron's training_log line field for field and nothing else, with
+ * no rank prefix (timestamp with microseconds, iteration, consumed samples, elapsed time per
+ * iteration (ms), throughput per GPU (TFLOP/s/GPU) when s->throughput, learning rate, global batch
+ * size, lm loss, loss scale, grad norm, number of skipped / nan iterations); mtrain's own figures
+ * (throughput (tokens/s), MFU, pipeline bubble, ETA) follow on a line of their own,
+ * "<prefix>mtrain: iteration N | throughput (tokens/s): ... |". A failed write (disk full, file-size limit, I/O error) is MT_ERR_IO naming the
  * path, the iteration, strerror(errno) and the fix; the file is then cut back to its last whole
  * line (regular files; ftruncate) and closed, so it never ends in a fragment, and every later
  * call is MT_ERR_IO too. The log line is printed anyway. */

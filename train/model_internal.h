@@ -129,7 +129,9 @@ static inline mt_cp_shape mt_model_attn_shape(const mt_model *m) {
 /* RoPE of the local rows (B sequences of the cp layer's chunks) at their global positions. */
 static inline mt_status mt_model_rope(mt_model *m, void *x, int inverse) {
     const mt_cp_shape s = mt_model_attn_shape(m);
-    return mt_cp_rope(&m->par.cp, &s, x, m->pl.spec.rope_theta, inverse);
+    const mt_rope_args how = {.theta = m->pl.spec.rope_theta, .inverse = inverse, .rot_dim = m->pl.spec.rope_dim,
+                              .interleaved = m->pl.spec.rope_interleaved};
+    return mt_cp_rope(&m->par.cp, &s, x, &how);
 }
 /* The attention core's backward, dqkv (=) from dout and the saved out / lse: the ring over the cp
  * group when cp > 1 (dK / dV partials travelling home), else the backend's op. */

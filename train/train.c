@@ -313,6 +313,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
         MT_CHECK(mt_tensorboard_open(&t->tb, &r->logging, ps->size, mem));
     }
     if (ps->size > 1) snprintf(t->sink.prefix, sizeof t->sink.prefix, "%s ", ps->prefix);
+    t->sink.throughput = r->logging.log_throughput;
     t->stop_check = r->checkpoint.exit_signal_handler || r->checkpoint.exit_duration_mins > 0;
     if (t->stop_check) {
         MT_CHECK(be->i->alloc(be, 4, &t->stop_flag));

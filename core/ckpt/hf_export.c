@@ -52,6 +52,12 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
         if (c->activation != MT_ACT_SWIGLU)
             return unsupported(r, "model.activation", "gelu: Llama's MLP is the gated down(silu(gate) * up)");
     }
+    if (c->head_dim > 0 && c->head_dim * c->heads != c->hidden)
+        return unsupported(r, "model.head_dim", "%d: a head size other than hidden / heads is not exported yet",
+                           c->head_dim);
+    if (c->position == MT_POS_ROPE && (c->rotary_percent < 1.0f || c->rope_interleaved))
+        return unsupported(r, c->rope_interleaved ? "model.rope_interleaved" : "model.rotary_percent",
+                           "partial or interleaved RoPE: Hugging Face's Llama rotates the two halves of the whole head");
     m->arch = c->arch;
     m->L = c->layers;
     m->C = c->hidden;

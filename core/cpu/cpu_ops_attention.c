@@ -41,9 +41,11 @@ mt_status mt_cpu_rope(mt_backend *be, const mt_rope_args *a) {
     mt_status st = mt_op_check_rope("cpu", a, &empty);
     if (st != MT_OK || empty) return st;
     const long rows = (long)a->B * a->T;
-    const int T = a->T, H = a->n_heads, D = a->D, half = D / 2, stride = a->row_stride;
+    const int T = a->T, H = a->n_heads, D = a->D, stride = a->row_stride;
+    const int R = a->rot_dim > 0 ? a->rot_dim : D, half = R / 2;
+    const int step = a->interleaved ? 2 : 1, pair = a->interleaved ? 1 : half; /* x0 = step * i, x1 = x0 + pair */
     double inv_freq[MT_ROPE_MAX_HALF];
-    for (int i = 0; i < half; i++) inv_freq[i] = pow((double)a->theta, -2.0 * i / D);
+    for (int i = 0; i < half; i++) inv_freq[i] = pow((double)a->theta, -2.0 * i / R);
     const float sign = a->inverse ? -1.0f : 1.0f;
     float *x = a->x;
 #pragma omp parallel for schedule(static) num_threads(nt) if (rows * H * D >= MT_CPU_PAR_MIN)
@@ -57,11 +59,12 @@ mt_status mt_cpu_rope(mt_backend *be, const mt_rope_args *a) {
         }
         float *row = x + r * stride;
         for (int h = 0; h < H; h++) {
-            float *x0 = row + (size_t)h * D, *x1 = x0 + half;
+            float *head = row + (size_t)h * D;
             for (int i = 0; i < half; i++) {
-                const float a0 = x0[i], a1 = x1[i];
-                x0[i] = a0 * c[i] - a1 * s[i];
-                x1[i] = a1 * c[i] + a0 * s[i];
+                float *x0 = head + (size_t)step * i, *x1 = x0 + pair;
+                const float a0 = *x0, a1 = *x1;
+                *x0 = a0 * c[i] - a1 * s[i];
+                *x1 = a1 * c[i] + a0 * s[i];
             }
         }
     }

@@ -13,6 +13,8 @@ mt_layer_spec mt_layer_spec_of(const mt_recipe *r) {
     s.norm.one_plus = m->norm_1p;
     s.rope = m->position == MT_POS_ROPE;
     s.rope_theta = m->rope_theta;
+    if (s.rope && m->rotary_percent < 1.0f) s.rope_dim = (int)(mt_recipe_head_dim(r) * (double)m->rotary_percent);
+    s.rope_interleaved = s.rope && m->rope_interleaved;
     s.qk_norm = m->qk_layernorm;
     s.mlp = m->activation == MT_ACT_SWIGLU ? MT_MLP_SWIGLU : MT_MLP_GELU;
     s.moe = m->moe.experts > 0;

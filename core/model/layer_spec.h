@@ -26,6 +26,10 @@ typedef struct {
     /* attention */
     int rope;           /* rotary embeddings of q and k (rope_theta); 0: learned positions (wpe) */
     float rope_theta;
+    int rope_dim;       /* channels of each q / k head that rotate (Megatron: int(head_dim *
+                           rotary_percent)); the rest pass through. 0: the whole head */
+    int rope_interleaved; /* rotated pairs are adjacent channels (2i, 2i + 1) (--rotary-interleaved);
+                           0: the two halves (i, i + rope_dim / 2) */
     int qk_norm;        /* a norm of kind `norm` over head_dim on every query and key head, after the
                            qkv projection and before RoPE, weights (and bias) of shape [head_dim] per
                            layer (Megatron's --qk-layernorm) */

@@ -102,7 +102,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     pl->C = m->hidden;
     pl->H = m->heads;
     pl->KV = m->kv_heads > 0 ? m->kv_heads : m->heads;
-    pl->D = m->heads > 0 ? m->hidden / m->heads : 0;
+    pl->D = mt_recipe_head_dim(r);
     pl->F = m->ffn_hidden > 0 ? m->ffn_hidden : 4 * m->hidden;
     pl->V = m->vocab;
     pl->Vp = mt_recipe_padded_vocab(r);
@@ -110,7 +110,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     pl->max_pos = m->max_position > 0 ? m->max_position : m->seq_length;
     pl->qkv_rows = (pl->H + 2 * pl->KV) * pl->D;
     pl->fc_rows = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->F : pl->F;
-    if (pl->L <= 0 || pl->C <= 0 || pl->H <= 0 || pl->C % pl->H || pl->V <= 0 || pl->T <= 0)
+    if (pl->L <= 0 || pl->C <= 0 || pl->H <= 0 || pl->D <= 0 || (!m->head_dim && pl->C % pl->H) || pl->V <= 0 || pl->T <= 0)
         return mt_errorf(MT_ERR_CONFIG, "model layout: invalid model dimensions (validate the recipe first)");
     const int tp = r->parallel.tensor > 0 ? r->parallel.tensor : 1;
     pl->tp = tp;
@@ -331,8 +331,11 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     if (tp > 1) PLACE(xent_stats, head ? 3 * N * f : 0);
     PLACE(scalars, 2 * f);
     PLACE(dresid, Nr * C * a);
-    PLACE(dln, N * C * a);
-    PLACE(dtmp, N * C * a);
+    /* the qk norm's backward packs a layer's q (k) heads into them: H_r * D columns, more than C
+       when the head size is not hidden / heads */
+    const size_t wide = HD > C ? HD : C;
+    PLACE(dln, N * wide * a);
+    PLACE(dtmp, N * wide * a);
     PLACE(dqkv, N * pl->qkv_rows_r * a);
     PLACE(datty, N * HD * a);
     PLACE(delta, lse * f);

@@ -623,6 +623,7 @@ mt_status mt_recipe_check_sp_split(const mt_recipe *r) {
 }
 
 int mt_recipe_head_dim(const mt_recipe *r) {
+    if (r->model.head_dim > 0) return r->model.head_dim;
     return r->model.heads > 0 ? r->model.hidden / r->model.heads : 0;
 }
 

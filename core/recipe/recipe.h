@@ -36,6 +36,7 @@ typedef struct {
     int hidden;            /* C */
     int heads;             /* H */
     int kv_heads;          /* KV (0 = heads; < heads is grouped-query attention) */
+    int head_dim;          /* D, the channels of one attention head (0 = hidden / heads; Megatron's --kv-channels) */
     int ffn_hidden;        /* F (0 = 4*hidden for gpt; for llama must be given) */
     int vocab;             /* V, real vocabulary size (padded internally to 128*tp) */
     int seq_length;        /* T */
@@ -49,6 +50,8 @@ typedef struct {
     int norm_1p;           /* bool: zero-centred gamma, every norm weight stored as w and applied as 1 + w */
     int qk_layernorm;      /* bool: a norm of model.norm's kind on every query and key head (over head_dim) */
     float rope_theta;
+    float rotary_percent;  /* the fraction of each head's channels RoPE rotates (Megatron's --rotary-percent) */
+    int rope_interleaved;  /* bool: rotate adjacent channel pairs (Megatron's --rotary-interleaved) */
     float init_std;        /* normal(0, init_std); output projections / sqrt(2*layers) */
     struct {
         int experts;       /* 0 = dense */

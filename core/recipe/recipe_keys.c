@@ -41,6 +41,10 @@ const mt_recipe_key mt_recipe_keys[] = {
     KINT("model.heads", model.heads, "0", 1, 4096, "", "attention heads (H)", MT_KF_REQUIRED),
     KINT("model.kv_heads", model.kv_heads, "auto", 0, 4096, "",
          "key/value heads; 0 or auto = heads, fewer = grouped-query attention", MT_KF_AUTO),
+    KINT("model.head_dim", model.head_dim, "auto", 0, 1 << 16, "",
+         "channels of one attention head (D); 0 or auto = hidden / heads. Another value sizes the query, "
+         "key and value projections H*D, KV*D and the output projection's input H*D independently of hidden "
+         "(Megatron's --kv-channels)", MT_KF_AUTO),
     KINT("model.ffn_hidden", model.ffn_hidden, "auto", 0, 1 << 22, "",
          "MLP inner size (F); 0 or auto = 4*hidden for gpt, must be given for llama", MT_KF_AUTO),
     KINT("model.vocab", model.vocab, "auto", 0, 1 << 24, "tokens",
@@ -73,6 +77,12 @@ const mt_recipe_key mt_recipe_keys[] = {
           "--qk-layernorm; OLMo-2 / Qwen3 style)", 0),
     KFLT("model.rope_theta", model.rope_theta, "10000", 0, 1e12, "", "RoPE base frequency",
          MT_KF_MIN_EXCL),
+    KFLT("model.rotary_percent", model.rotary_percent, "1.0", 0, 1, "",
+         "the fraction of each query / key head's channels RoPE rotates: the first int(head_dim * this) "
+         "(even), the rest pass through (Megatron's --rotary-percent)", MT_KF_MIN_EXCL),
+    KBOOL("model.rope_interleaved", model.rope_interleaved, "false",
+          "RoPE rotates adjacent channel pairs (2i, 2i+1) instead of the two halves (i, i + d/2) "
+          "(Megatron's --rotary-interleaved; GPT-J / Meta-Llama layout)", 0),
     KFLT("model.init_std", model.init_std, "0.02", 0, 10, "",
          "weights ~ normal(0, init_std); output projections also / sqrt(2*layers)", MT_KF_MIN_EXCL),
     KINT("model.moe.experts", model.moe.experts, "0", 0, 4096, "",
@@ -270,8 +280,8 @@ const mt_recipe_key mt_recipe_keys[] = {
     KBOOL("logging.tensorboard_world_size", logging.tensorboard_world_size, "false",
           "also write 'world-size' (Megatron's --log-world-size-to-tensorboard)", 0),
     KBOOL("logging.throughput", logging.log_throughput, "false",
-          "Megatron's --log-throughput: with logging.tensorboard_timers, write 'throughput' (TFLOP/s per rank; "
-          "the log line always shows it)", 0),
+          "Megatron's --log-throughput: the iteration line's 'throughput per GPU (TFLOP/s/GPU)' field (absent "
+          "without it, as in Megatron); with logging.tensorboard_timers, also write 'throughput' (TFLOP/s per rank)", 0),
     KFLT("logging.peak_tflops", logging.peak_tflops, "0", 0, 1e6, "TFLOP/s",
          "peak dense TFLOP/s of one device for MFU; 0 = from the device table", 0),
     /* per-phase timers and the profiler trace (train/timers.h, train/profile.h) */

@@ -7,7 +7,7 @@
  *   rule: Megatron gives the flag a meaning that depends on others, applied here the same way
  *     (--num-query-groups only with --group-query-attention, --swiglu derives ffn_hidden_size,
  *     --sequence-parallel at tp = 1 is turned off, --vocab-file + --merge-file select GPT-2 BPE,
- *     --kv-channels must be hidden / heads ...).
+ *     --kv-channels sets the head size ...).
  * Every Megatron flag is either an alias (recipe_keys.c) or a row here; `mtrain recipe-reference
  * --megatron` prints both as the table of docs/megatron-flags.md (a test keeps them in step).
  * Also: the one message for every unknown argument of a command line, with the nearest flags. */
@@ -39,20 +39,23 @@ static const meg_flag meg_flags[] = {
     /* model shape: rules */
     { "--group-query-attention", 0, MEG_RULE, "grouped-query attention on: --num-query-groups sets model.kv_heads" },
     { "--num-query-groups", 1, MEG_RULE, "model.kv_heads, only with --group-query-attention (as Megatron: ignored without it)" },
-    { "--kv-channels", 1, MEG_RULE, "must equal hidden / heads (mtrain's head size); any other value is refused" },
+    { "--kv-channels", 1, MEG_RULE, "model.head_dim: the channels of one attention head, hidden / heads when not "
+      "given (as Megatron); another value sizes the q/k/v projections independently of hidden" },
     { "--normalization", 1, MEG_RULE, "LayerNorm -> model.norm layernorm, RMSNorm -> rmsnorm" },
     { "--position-embedding-type", 1, MEG_RULE, "learned_absolute -> model.position learned, rope -> rope; none is refused" },
     { "--use-rotary-position-embeddings", 0, MEG_RULE, "model.position rope (Megatron's older spelling)" },
     { "--no-position-embedding", 0, MEG_RULE, "with rope: nothing to turn off; with learned positions it is refused" },
-    { "--rotary-percent", 1, MEG_RULE, "1.0 only (RoPE on the whole head); partial rotary is refused" },
+    { "--rotary-percent", 1, MEG_RULE, "model.rotary_percent: RoPE on the first int(head_dim * this) channels of "
+      "each head (with rope positions; ignored with learned ones, as Megatron)" },
     { "--attention-dropout", 1, MEG_RULE, "0 only: mtrain has no dropout (Megatron's default is 0.1; pass 0.0 to match)" },
     { "--hidden-dropout", 1, MEG_RULE, "0 only: mtrain has no dropout (Megatron's default is 0.1; pass 0.0 to match)" },
     { "--make-vocab-size-divisible-by", 1, MEG_RULE, "accepted: mtrain pads the vocabulary to 128*tp; padded rows never count" },
     /* layout and schedule */
     { "--num-layers-per-virtual-pipeline-stage", 1, MEG_RULE, "parallel.virtual_pipeline = layers / (pp * this)" },
     { "--distributed-timeout-minutes", 1, MEG_RULE, "parallel.timeout_s = 60 * this" },
-    { "--cp-comm-type", 1, MEG_RULE, "p2p only (the ring exchange of K/V blocks mtrain implements); a2a, allgather "
-      "and a2a+p2p are refused" },
+    { "--cp-comm-type", 1, MEG_RULE, "p2p, a2a, allgather, a2a+p2p: attention is computed by the ring exchange of "
+      "K/V blocks (p2p) whatever the value; the others are the same exact attention over another communication "
+      "pattern, so the same numbers (a note says so)" },
     { "--recompute-activations", 0, MEG_RULE, "training.recompute selective" },
     { "--optimizer", 1, MEG_RULE, "adam only (AdamW, decoupled weight decay); sgd is refused" },
     { "--rampup-batch-size", 3, MEG_RULE, "START INCREMENT SAMPLES -> training.rampup_start, rampup_increment, "
@@ -113,8 +116,10 @@ static const meg_flag meg_flags[] = {
     /* checkpoints, logging, profiling */
     { "--ckpt-format", 1, MEG_ACCEPT, "mtrain saves its own format (safetensors pieces + manifest.json, loadable "
       "at any layout; `mtrain export --format hf` for serving)" },
-    { "--use-checkpoint-args", 0, MEG_REFUSE, "the model shape is not read from a checkpoint; give the shape flags "
-      "(or the checkpoint's manifest recipe as --config)" },
+    { "--use-checkpoint-args", 0, MEG_RULE, "the model from the recipe of the save in --load (its manifest): the "
+      "shape (layers, hidden, ffn, heads, head size, sequence, positions, vocabulary) where the command line leaves "
+      "it unset, the kind (norm, activation, positions, RoPE, biases, tying, kv heads, experts) always, as Megatron's "
+      "load_args_from_checkpoint; the layout and tokenizer stay the command line's. No save yet: the command line's" },
     { "--log-params-norm", 0, MEG_ACCEPT, "not printed" },
     { "--log-num-zeros-in-grad", 0, MEG_ACCEPT, "not printed" },
     { "--wandb-project", 1, MEG_ACCEPT, "no Weights & Biases client: use --tensorboard-dir or --metrics" },
@@ -139,16 +144,21 @@ static const meg_flag meg_flags[] = {
     { "--verify-integrity", 0, MEG_ACCEPT, "every load verifies each file's size and checksum" },
     { "--deterministic-mode", 0, MEG_ACCEPT, "mtrain's kernels and collectives are deterministic already (the same run gives the same bits)" },
     { "--rerun-mode", 1, MEG_ACCEPT, "no rerun state machine: each iteration runs once (mtrain is deterministic, a rerun gives the same numbers)" },
-    { "--error-injection-type", 1, MEG_REFUSE, "fault injection into the rerun state machine is not implemented; drop it" },
-    { "--error-injection-rate", 1, MEG_REFUSE, "fault injection into the rerun state machine is not implemented; drop it" },
+    { "--error-injection-type", 1, MEG_RULE, "correct_result or transient_error (Megatron's default): no fault is "
+      "injected (no rerun state machine); Megatron reruns an iteration with an injected transient fault and goes on "
+      "with the correct result, so the numbers are the same (a note). persistent_error is refused: Megatron stops "
+      "the run there for a rerun elsewhere" },
+    { "--error-injection-rate", 1, MEG_RULE, "see --error-injection-type" },
     { "--check-weight-hash-across-dp-replicas-interval", 1, MEG_ACCEPT, "not checked (the replicas apply the same reduced gradients)" },
     { "--straggler-minmax-count", 1, MEG_ACCEPT, "no straggler detector" },
     { "--log-progress", 0, MEG_ACCEPT, "no progress.txt (the log and --metrics record each iteration)" },
     { "--test-mode", 0, MEG_ACCEPT, "Megatron's test-harness switch; nothing to change here" },
     { "--max-tokens-to-oom", 1, MEG_ACCEPT, "Megatron's inference server limit; not used in training" },
     { "--use-tp-pp-dp-mapping", 0, MEG_ACCEPT, "the order of ranks in the groups is mtrain's (tp fastest); the numbers are the same" },
-    { "--expert-tensor-parallel-size", 1, MEG_RULE, "must equal --tensor-model-parallel-size (the experts are split like the dense layers); another value is refused" },
-    { "--num-distributed-optimizer-instances", 1, MEG_RULE, "1 only (one distributed optimizer over the data-parallel group)" },
+    { "--expert-tensor-parallel-size", 1, MEG_RULE, "without experts (no --num-experts) nothing to split (a note); with "
+      "experts it must equal --tensor-model-parallel-size (the experts are split like the dense layers), another value is refused" },
+    { "--num-distributed-optimizer-instances", 1, MEG_RULE, "N >= 1: the optimizer state is sharded over the whole "
+      "data-parallel group as one instance; N instances only choose which ranks hold which shard, the same numbers (a note)" },
     { "--microbatch-group-size-per-virtual-pipeline-stage", 1, MEG_ACCEPT, "the interleaved schedule's own grouping; the same gradients" },
     { "--overlap-p2p-communication-warmup-flush", 0, MEG_ACCEPT, "pipeline sends overlap as the schedule allows; the same numbers" },
     { "--overlap-param-gather-with-optimizer-step", 0, MEG_ACCEPT, "an overlap choice; the same numbers" },
@@ -165,7 +175,8 @@ static const meg_flag meg_flags[] = {
     { "--apply-query-key-layer-scaling", 0, MEG_ACCEPT, "the same attention: Megatron divides Q.K^T by the layer number and multiplies it back in the fp32 softmax (an fp16 range guard); mtrain's softmax is fp32" },
     { "--apply-wd-to-qk-layernorm", 0, MEG_REFUSE, "weight decay on the query/key norm weights is not implemented (mtrain never decays norm weights); drop it" },
     { "--squared-relu", 0, MEG_REFUSE, "the squared-ReLU activation is not implemented (gelu, swiglu); drop it" },
-    { "--rotary-interleaved", 0, MEG_REFUSE, "interleaved rotary pairs (adjacent channels) are not implemented; mtrain rotates the two halves of each head" },
+    { "--rotary-interleaved", 0, MEG_RULE, "model.rope_interleaved true: RoPE rotates adjacent channel pairs "
+      "(2i, 2i+1) instead of the two halves of each head" },
     { "--attention-output-gate", 0, MEG_REFUSE, "a gated attention output is not implemented" },
     { "--experimental-attention-variant", 1, MEG_REFUSE, "attention variants other than softmax attention are not implemented" },
     { "--linear-attention-freq", 1, MEG_REFUSE, "hybrid linear-attention (gated delta net) layers are not implemented" },
@@ -192,14 +203,21 @@ static const meg_flag meg_flags[] = {
     { "--use-mup", 0, MEG_REFUSE, "the muP parametrisation is not implemented" },
     { "--mup-base-hidden-size", 1, MEG_REFUSE, "the muP parametrisation is not implemented" },
     { "--step-batch-size-schedule", 1, MEG_REFUSE, "a batch-size schedule by tokens is not implemented; --rampup-batch-size START INCREMENT SAMPLES is" },
-    { "--hierarchical-context-parallel-sizes", 1, MEG_REFUSE, "hierarchical (a2a+p2p) context parallelism is not implemented; p2p is" },
-    { "--eval-global-batch-size", 1, MEG_REFUSE, "an evaluation batch size other than the training one is not implemented" },
-    { "--use-torch-fsdp2", 0, MEG_REFUSE, "FSDP (sharded parameters) is not implemented; --use-distributed-optimizer shards the optimizer state" },
-    { "--use-megatron-fsdp", 0, MEG_REFUSE, "FSDP (sharded parameters) is not implemented; --use-distributed-optimizer shards the optimizer state" },
-    { "--data-parallel-sharding-strategy", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
-    { "--megatron-fsdp-main-params-dtype", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
-    { "--megatron-fsdp-main-grads-dtype", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
-    { "--megatron-fsdp-grad-comm-dtype", 1, MEG_REFUSE, "see --use-megatron-fsdp" },
+    { "--hierarchical-context-parallel-sizes", 1, MEG_RULE, "the sizes (read as Megatron does: the numbers of the "
+      "text, so '[2 2]' and '2 2' are 2, 2) must multiply to --context-parallel-size; the attention is the p2p ring's, "
+      "the same numbers (see --cp-comm-type)" },
+    { "--eval-global-batch-size", 1, MEG_RULE, "the training global batch size (Megatron's default) only; another "
+      "evaluation batch size is refused" },
+    { "--use-torch-fsdp2", 0, MEG_SUBST, "parameters and gradients are not sharded (no FSDP): data parallelism with "
+      "the optimizer state sharded (the distributed optimizer) instead; the same numbers, more memory per rank" },
+    { "--use-megatron-fsdp", 0, MEG_SUBST, "see --use-torch-fsdp2" },
+    { "--data-parallel-sharding-strategy", 1, MEG_SUBST, "see --use-torch-fsdp2: what is sharded changes memory, "
+      "not the numbers" },
+    { "--megatron-fsdp-main-params-dtype", 1, MEG_RULE, "fp32 only (mtrain's main parameters); another value is refused" },
+    { "--megatron-fsdp-main-grads-dtype", 1, MEG_RULE, "fp32 only (mtrain accumulates gradients in fp32); another "
+      "value is refused" },
+    { "--megatron-fsdp-grad-comm-dtype", 1, MEG_RULE, "fp32 only (mtrain reduces gradients in fp32); another value "
+      "is refused" },
     { "--fim-data", 0, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
     { "--fim-rate", 1, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
     { "--fim-spm-rate", 1, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
@@ -375,16 +393,19 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
         else note(r, "--num-query-groups %s: ignored without --group-query-attention (as Megatron: every head has "
                   "its own keys and values)", g, NULL);
     }
-    if ((v = seen(s, "--rotary-percent"))) {
-        if (strtod(v, NULL) != 1.0) KEEP(bad("--rotary-percent", v, "partial rotary embeddings are not implemented; use 1.0"));
-    }
+    if ((v = seen(s, "--rotary-percent"))) KEEP(set(r, "model.rotary_percent", v, "--rotary-percent"));
+    if (seen(s, "--rotary-interleaved")) KEEP(set(r, "model.rope_interleaved", "true", "--rotary-interleaved"));
     const char *drop[] = { "--attention-dropout", "--hidden-dropout" };
     for (int i = 0; i < 2; i++)
         if ((v = seen(s, drop[i])) && strtod(v, NULL) != 0.0)
             KEEP(bad(drop[i], v, "dropout is not implemented; use 0.0 (modern pretraining recipes do)"));
-    if ((v = seen(s, "--cp-comm-type")) && strcmp(v, "p2p") != 0)
-        KEEP(bad("--cp-comm-type", v, "only p2p (ring exchange of K/V blocks) context parallelism is implemented; "
-                   "use p2p"));
+    if ((v = seen(s, "--cp-comm-type")) && strcmp(v, "p2p") != 0) {
+        if (strcmp(v, "a2a") && strcmp(v, "allgather") && strcmp(v, "a2a+p2p"))
+            KEEP(bad("--cp-comm-type", v, "p2p, a2a, allgather or a2a+p2p"));
+        else
+            note(r, "--cp-comm-type %s: the attention is computed by the p2p ring of K/V blocks; the same exact "
+                 "attention, so the same numbers%s", v, NULL);
+    }
     if ((v = seen(s, "--moe-token-dispatcher-type")) && strcmp(v, "alltoall") != 0)
         KEEP(bad("--moe-token-dispatcher-type", v, "only the alltoall dispatcher is implemented"));
     if ((v = seen(s, "--moe-router-load-balancing-type"))) {
@@ -418,15 +439,7 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
         snprintf(buf, sizeof buf, "%d", (int)((4.0 * r->model.hidden * 2.0 / 3.0) / 64.0) * 64);
         KEEP(set(r, "model.ffn_hidden", buf, "--swiglu"));
     }
-    if ((v = seen(s, "--kv-channels"))) {
-        const int d = r->model.heads > 0 ? r->model.hidden / r->model.heads : 0;
-        if (atoi(v) != d || r->model.hidden % (r->model.heads > 0 ? r->model.heads : 1)) {
-            char why[256];
-            snprintf(why, sizeof why, "mtrain's head size is hidden / heads = %d / %d; a different --kv-channels "
-                     "is not implemented (drop the flag, or make it %d)", r->model.hidden, r->model.heads, d);
-            KEEP(bad("--kv-channels", v, why));
-        }
-    }
+    if ((v = seen(s, "--kv-channels"))) KEEP(set(r, "model.head_dim", v, "--kv-channels"));
     if ((v = seen(s, "--num-layers-per-virtual-pipeline-stage"))) {
         const int per = atoi(v), L = r->model.layers, pp = r->parallel.pipeline > 0 ? r->parallel.pipeline : 1;
         if (per < 1 || L % (pp * per)) {
@@ -495,15 +508,63 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
 static void apply_more_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) {
     const char *v;
     char why[256];
-    if ((v = seen(s, "--expert-tensor-parallel-size")) && atoi(v) != r->parallel.tensor) {
+    if ((v = seen(s, "--expert-tensor-parallel-size")) && r->model.moe.experts == 0)
+        note(r, "--expert-tensor-parallel-size %s: the model has no experts (no --num-experts), nothing to split%s", v,
+             NULL);
+    else if (v && atoi(v) != r->parallel.tensor) {
         snprintf(why, sizeof why, "mtrain splits the experts over the tensor-parallel group (size %d); a separate "
                  "expert tensor-parallel size is not implemented (drop the flag, or make it %d)", r->parallel.tensor,
                  r->parallel.tensor);
         mt_recipe_problem_status(P, bad("--expert-tensor-parallel-size", v, why));
     }
-    if ((v = seen(s, "--num-distributed-optimizer-instances")) && atoi(v) != 1)
-        mt_recipe_problem_status(P, bad("--num-distributed-optimizer-instances", v, "several distributed-optimizer "
-                                        "instances are not implemented; use 1"));
+    if (seen(s, "--error-injection-rate") && atoi(seen(s, "--error-injection-rate")) > 0) {
+        v = seen(s, "--error-injection-type");
+        if (v && !strcmp(v, "persistent_error"))
+            mt_recipe_problem_status(P, bad("--error-injection-type", v, "Megatron's run stops at a persistent fault it "
+                                            "injected, for a rerun on other hardware; mtrain has no rerun state "
+                                            "machine to inject or detect one (drop the injection flags)"));
+        else if (v && strcmp(v, "transient_error") && strcmp(v, "correct_result"))
+            mt_recipe_problem_status(P, bad("--error-injection-type", v, "correct_result, transient_error or "
+                                            "persistent_error"));
+        else
+            note(r, "--error-injection-rate %s: no fault is injected (no rerun state machine); Megatron reruns the "
+                 "iteration of an injected transient fault and goes on with the correct result: the same numbers%s",
+                 seen(s, "--error-injection-rate"), NULL);
+    }
+    if ((v = seen(s, "--eval-global-batch-size")) && atoi(v) != r->training.global_batch) {
+        snprintf(why, sizeof why, "evaluation runs at the training global batch size (%d); another evaluation "
+                 "batch size is not implemented (drop the flag, or make it %d)", r->training.global_batch,
+                 r->training.global_batch);
+        mt_recipe_problem_status(P, bad("--eval-global-batch-size", v, why));
+    }
+    if ((v = seen(s, "--num-distributed-optimizer-instances"))) {
+        if (atoi(v) < 1) mt_recipe_problem_status(P, bad("--num-distributed-optimizer-instances", v, "a count >= 1"));
+        else if (atoi(v) > 1)
+            note(r, "--num-distributed-optimizer-instances %s: one distributed-optimizer instance over the whole "
+                 "data-parallel group; the same numbers (instances only choose which ranks hold a shard)%s", v, NULL);
+    }
+    if ((v = seen(s, "--hierarchical-context-parallel-sizes"))) {
+        long long prod = 1;
+        int n_sizes = 0;
+        for (const char *p = v; *p;) {
+            if (!isdigit((unsigned char)*p)) { p++; continue; }
+            char *end;
+            prod *= strtoll(p, &end, 10);
+            p = end;
+            n_sizes++;
+        }
+        if (n_sizes == 0 || prod != r->parallel.context) {
+            snprintf(why, sizeof why, "the sizes multiply to %lld, not the context-parallel size %d (Megatron asserts "
+                     "the same)", n_sizes ? prod : 0, r->parallel.context);
+            mt_recipe_problem_status(P, bad("--hierarchical-context-parallel-sizes", v, why));
+        }
+    }
+    const char *const fsdp_dtypes[] = { "--megatron-fsdp-main-params-dtype", "--megatron-fsdp-main-grads-dtype",
+                                        "--megatron-fsdp-grad-comm-dtype" };
+    for (int i = 0; i < 3; i++)
+        if ((v = seen(s, fsdp_dtypes[i])) && strcmp(v, "fp32") != 0)
+            mt_recipe_problem_status(P, bad(fsdp_dtypes[i], v, "only fp32 (mtrain's main parameters, gradient "
+                                            "accumulation and reduction are fp32)"));
     /* Megatron: --eval-iters 0 means no validation, and --save-interval without --save saves nothing */
     const int k_ei = mt_recipe_key_find("logging.eval_iters"), k_si = mt_recipe_key_find("checkpoint.save_interval");
     if (r->logging.eval_iters == 0 && r->logging.eval_interval > 0 && r->origin.flag[k_ei] &&
@@ -555,6 +616,7 @@ static const struct { const char *key, *value; } meg_defaults[] = {
     { "optimizer.decay", "linear" },         /* --lr-decay-style linear (mtrain's recipes: cosine) */
     { "model.moe.capacity_factor", "0" },    /* --moe-expert-capacity-factor None: dropless */
     { "model.moe.aux_loss_coeff", "0" },     /* --moe-aux-loss-coeff 0.0 */
+    { "parallel.timeout_s", "600" },         /* --distributed-timeout-minutes 10 (mtrain's recipes: 300 s) */
 };
 
 mt_status mt_recipe_megatron_defaults(mt_recipe *r) {

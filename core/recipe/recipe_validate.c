@@ -494,7 +494,7 @@ static void check_layout(const mt_recipe *r, problems *P) {
     int64_t ep = pc->expert, cp = pc->context;
     char dv[256], problem[256];
 
-    if (m->hidden % m->heads)
+    if (m->head_dim == 0 && m->hidden % m->heads)
         add(P, "model.hidden", "%d is not divisible by model.heads = %d (%s); pick heads dividing hidden "
             "(head_dim = hidden/heads, usually 64 or 128)", m->hidden, m->heads, ref(r, "model.heads"));
     if (m->heads % tp)
@@ -564,8 +564,12 @@ static void check_layout(const mt_recipe *r, problems *P) {
     if (m->position == MT_POS_LEARNED && m->max_position < m->seq_length)
         add(P, "model.max_position", "%d learned positions are fewer than model.seq_length = %d (%s); set "
             "max_position >= seq_length (or auto)", m->max_position, m->seq_length, ref(r, "model.seq_length"));
-    if (m->position == MT_POS_ROPE && mt_recipe_head_dim(r) % 2)
-        add(P, "model.position", "rope needs an even head dimension, hidden/heads = %d; change model.hidden "
+    const int rot = (int)(mt_recipe_head_dim(r) * (double)m->rotary_percent);
+    if (m->position == MT_POS_ROPE && m->rotary_percent < 1.0f && (rot < 2 || rot % 2))
+        add(P, "model.rotary_percent", "%g of head_dim %d gives %d rotary channels; RoPE needs an even count >= 2",
+            (double)m->rotary_percent, mt_recipe_head_dim(r), rot);
+    if (m->position == MT_POS_ROPE && m->rotary_percent >= 1.0f && mt_recipe_head_dim(r) % 2)
+        add(P, "model.position", "rope needs an even head dimension, %d; change model.head_dim, model.hidden "
             "or model.heads", mt_recipe_head_dim(r));
     /* the tokenizer's ids must fit, when there is data to read (tests may use any vocab) */
     if (r->data.path[0] && r->data.tokenizer == MT_TOK_BYTE && m->vocab < 257)

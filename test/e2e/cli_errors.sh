@@ -32,13 +32,13 @@ expect_error "--reset-position-ids: positions restart per document: not implemen
 expect_error "--eod-mask-loss: masking the end-of-document token's loss is not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --reset-position-ids --eod-mask-loss
 # --mock-data: Megatron's mock ids 1..4094 must fit the model's vocabulary
 expect_error "data.mock: the mock documents hold the ids 1 to 4094" "$MTRAIN" --config configs/gpt-tiny.yaml --mock-data --train-iters 1
-# Megatron's rules: --kv-channels must be hidden/heads, dropout 0 only
-expect_error "--kv-channels 64: mtrain's head size is hidden / heads = 128 / 4" "$MTRAIN" check --config configs/gpt-tiny.yaml --kv-channels 64
+# Megatron's rules: --normalization's two names, dropout 0 only
+expect_error "--normalization Foo: LayerNorm or RMSNorm" "$MTRAIN" check --config configs/gpt-tiny.yaml --normalization Foo
 expect_error "--hidden-dropout 0.1: dropout is not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml --hidden-dropout 0.1
 expect_error "cannot open" "$MTRAIN" --config /nonexistent/recipe.yaml
 # every problem of a command line in one report: refused, value, rule, unknown and layout together
-expect_error "5 problems with the command line" "$MTRAIN" check --config configs/gpt-tiny.yaml --reset-position-ids --eod-mask-loss --lr abc --kv-channels 64 --hidden-dropout 0.1 --nmu-layers 4 --tensor-model-parallel-size 3
-for needle in "--reset-position-ids: positions restart" "--lr abc: optimizer.lr" "--kv-channels 64: mtrain's head size" \
+expect_error "5 problems with the command line" "$MTRAIN" check --config configs/gpt-tiny.yaml --reset-position-ids --eod-mask-loss --lr abc --normalization Foo --hidden-dropout 0.1 --nmu-layers 4 --tensor-model-parallel-size 3
+for needle in "--reset-position-ids: positions restart" "--lr abc: optimizer.lr" "--normalization Foo: LayerNorm or RMSNorm" \
     "--nmu-layers 4: unknown; did you mean --num-layers?" "model.heads: 4 heads do not split over parallel.tensor = 3"; do
   grep -qF -- "$needle" "$TMP/err" || { cat "$TMP/err"; fail "the one report lacks '$needle'"; }
 done

@@ -13,7 +13,8 @@
 # So values agree to fp32 rounding carried through 20 AdamW steps: tolerance 1e-4 relative on
 # every loss and 1e-3 on grad norms, as the tp and dp tests use (measured ~1e-7). A wrong chunk,
 # a wrong position, a missed or doubled block moves the loss by > 1e-2 within a few steps.
-# Also: the refusals (cp with MoE; --cp-comm-type other than p2p).
+# Also: the refusal of cp with MoE; --cp-comm-type a2a (the same exact attention) taken with a note,
+# an unknown --cp-comm-type refused.
 source test/e2e_lib.sh
 need_data
 ITERS=20
@@ -47,9 +48,12 @@ grep -q "tp 2 sequence-parallel, cp 2" "$TMP/gpt cp=2 tp=2 sp.log" || fail "cp 2
 grep -q "cp 2 ring attention (16 tokens per rank), dp 2" "$TMP/llama cp=2 dp=2 distributed-optimizer.log" \
   || fail "cp 2 x dp 2 not reported"
 # refusals: clear messages, before any training
-if "$MTRAIN" launch -n 2 -- --config configs/gpt-tiny.yaml "${BASE[@]}" --context-parallel-size 2 \
-     --cp-comm-type a2a >"$TMP/a2a.log" 2>&1; then fail "--cp-comm-type a2a should be refused"; fi
-grep -q "cp-comm-type.*only p2p" "$TMP/a2a.log" || { cat "$TMP/a2a.log"; fail "no --cp-comm-type message"; }
+"$MTRAIN" check --world-size 2 --config configs/gpt-tiny.yaml "${BASE[@]}" --context-parallel-size 2 --cp-comm-type a2a \
+  >/dev/null 2>"$TMP/a2a.log" || { cat "$TMP/a2a.log"; fail "--cp-comm-type a2a should be taken"; }
+grep -q "cp-comm-type a2a: the attention is computed by the p2p ring" "$TMP/a2a.log" || { cat "$TMP/a2a.log"; fail "no --cp-comm-type note"; }
+if "$MTRAIN" check --world-size 2 --config configs/gpt-tiny.yaml "${BASE[@]}" --context-parallel-size 2 \
+     --cp-comm-type ring >/dev/null 2>"$TMP/ring.log"; then fail "--cp-comm-type ring should be refused"; fi
+grep -q "cp-comm-type ring: p2p, a2a, allgather or a2a+p2p" "$TMP/ring.log" || { cat "$TMP/ring.log"; fail "no --cp-comm-type message"; }
 if "$MTRAIN" launch -n 2 -- --config configs/gpt-tiny.yaml "${BASE[@]}" --context-parallel-size 2 \
      --num-experts 4 >"$TMP/moe.log" 2>&1; then fail "cp with MoE should be refused"; fi
 grep -q "context parallelism with MoE layers" "$TMP/moe.log" || { cat "$TMP/moe.log"; fail "no cp x MoE message"; }

@@ -3,8 +3,10 @@
 # row (the rows are taken first, so an alias behind one would never apply), and every flag of the
 # Megatron example argument lists in test/megatron/ is in the table (mapped, accepted, substitute,
 # refused or rule); `mtrain --help` lists every flag of the table. Also: --split with the quotes a
-# shell passed, the pretrain_gpt.py token after `mtrain launch`'s torchrun flags, and the vocabulary
-# size from a tokenizer.json.
+# shell passed, the pretrain_gpt.py token after `mtrain launch`'s torchrun flags, the vocabulary
+# size from a tokenizer.json, and --use-checkpoint-args (the model from the save's manifest recipe:
+# a 2-iteration save of a RoPE / RMSNorm / SwiGLU model with --kv-channels 24 and --rotary-percent
+# 0.5, resumed by a command line that gives none of those; before any save, a note).
 source test/e2e_lib.sh
 "$MTRAIN" recipe-reference --megatron >"$TMP/table.md" || fail "recipe-reference --megatron failed"
 sed -n '/<!-- BEGIN mtrain recipe-reference --megatron -->/,/<!-- END mtrain recipe-reference --megatron -->/p' \
@@ -41,3 +43,23 @@ if [ -f data/llama3-tokenizer.json ]; then
   grep -q "^  vocab: 128256 " "$TMP/hf.yaml" || fail "model.vocab not 128256 from the Llama 3 tokenizer.json: $(grep vocab: "$TMP/hf.yaml")"
   echo "ok: model.vocab 128256 from the Llama 3 tokenizer.json"
 fi
+# --use-checkpoint-args: the model comes from the save in --load
+M=(--mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 2 --vocab-size 4096 --lr 1e-3 --eval-iters 0)
+SHAPE=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --kv-channels 24 --max-position-embeddings 32
+       --position-embedding-type rope --rotary-percent 0.5 --normalization RMSNorm --swiglu)
+"$MTRAIN" check "${M[@]}" --train-iters 2 --load "$TMP/uca" --use-checkpoint-args "${SHAPE[@]}" >/dev/null 2>"$TMP/uca0.err" \
+  || { cat "$TMP/uca0.err"; fail "--use-checkpoint-args before any save"; }
+grep -q "use-checkpoint-args: no save in $TMP/uca yet" "$TMP/uca0.err" || fail "no note for --use-checkpoint-args without a save"
+"$MTRAIN" "${M[@]}" "${SHAPE[@]}" --train-iters 2 --save "$TMP/uca" --save-interval 2 >"$TMP/uca1.log" 2>&1 \
+  || { tail -n 5 "$TMP/uca1.log"; fail "the save for --use-checkpoint-args"; }
+"$MTRAIN" check "${M[@]}" --train-iters 4 --load "$TMP/uca" --use-checkpoint-args >"$TMP/uca.yaml" 2>"$TMP/err" \
+  || { cat "$TMP/err"; fail "check --use-checkpoint-args"; }
+for kv in "layers: 2" "hidden: 64" "heads: 4" "head_dim: 24" "norm: rmsnorm" "activation: swiglu" "position: rope" \
+    "rotary_percent: 0.5"; do
+  grep -q "^  $kv " "$TMP/uca.yaml" || fail "--use-checkpoint-args: model.${kv%%:*} not the save's (${kv#*: }): $(grep "^  ${kv%%:*}:" "$TMP/uca.yaml")"
+done
+"$MTRAIN" "${M[@]}" --train-iters 3 --load "$TMP/uca" --use-checkpoint-args >"$TMP/uca2.log" 2>&1 \
+  || { tail -n 5 "$TMP/uca2.log"; fail "training with --use-checkpoint-args"; }
+grep -q "loaded checkpoint .*: iteration 2," "$TMP/uca2.log" \
+  || { tail -n 5 "$TMP/uca2.log"; fail "--use-checkpoint-args: the run did not resume from the save"; }
+echo "ok: --use-checkpoint-args takes the model from the save's recipe and resumes"

@@ -1,7 +1,8 @@
 # Acceptance: Megatron users' log parsers read mtrain's log as it is. The iteration and
 # validation lines parse with a regex written from the format strings of Megatron-LM's
 # megatron/training/training.py (training_log, evaluate_and_print_results; quoted beside each
-# part below), field for field and in Megatron's order; mtrain's own fields come after them.
+# part below), field for field, in Megatron's order and nothing after them, as printed: no rank
+# prefix; mtrain's own figures follow on a line of their own ("mtrain: iteration N | ...").
 # Checked on gpt-tiny (one rank):
 #   (1) --log-interval 5 over 10 iterations, validation every 5, then the end-of-training
 #       evaluations: lines at iterations 1, 5, 10 (1: Megatron's is_first_iteration line); the
@@ -14,7 +15,10 @@
 #       so skipped iterations): the skipped count is per interval (the JSONL's running total
 #       differenced over the interval, reset after each line: the last line's count is below the
 #       run's total), and the loss mean leaves the skipped iterations out;
-#   (3) --train-iters 1: the summary line has finite, non-zero ms/iteration, tokens/s and GFLOP/s.
+#   (3) --train-iters 1: the summary line has finite, non-zero ms/iteration, tokens/s and GFLOP/s;
+#   (4) `mtrain launch -n 4` (tp 2 x pp 2, --log-throughput): every iteration, validation and test
+#       line of the launcher's output parses as it is (the launcher adds no "[rR] " to them and
+#       the logging rank prints them without its tag), at iterations 1, 2, 4 and 2, 4, 4 (test).
 source test/e2e_lib.sh
 need_data
 COMMON=(--config configs/gpt-tiny.yaml --threads 2 --train-iters 10 --log-interval 5)
@@ -37,15 +41,16 @@ ITER_RE = re.compile(
     r" iteration(?P<it> +\d+)/(?P<total> +\d+) \|"                    # ' iteration {:8d}/{:8d} |'
     r" consumed samples:(?P<consumed> +\d+) \|"                       # ' consumed samples: {:12d} |'
     r" elapsed time per iteration \(ms\): (?P<ms>\d+\.\d) \|"          # ' elapsed time per iteration (ms): {:.1f} |'
-    r" throughput per GPU \(TFLOP/s/GPU\): (?P<tflops>\d+\.\d) \|"     # f' throughput per GPU (TFLOP/s/GPU): {throughput:.1f} |'
+    r"( throughput per GPU \(TFLOP/s/GPU\): (?P<tflops>\d+\.\d) \|)?"  # if args.log_throughput: f' throughput per GPU (TFLOP/s/GPU): {throughput:.1f} |'
     r" learning rate: (?P<lr>" + E + r") \|"                          # f' learning rate: {learning_rate:.6E} |'
     r" global batch size:(?P<gbs> +\d+) \|"                           # f' global batch size: {batch_size:5d} |'
     r" lm loss: (?P<loss>" + E + r") \|"                              # ' {}: {:.6E} |'.format(key, avg), key 'lm loss'
     r" loss scale: (?P<scale>\d+\.\d) \|"                             # f' loss scale: {loss_scale:.1f} |'
     r" grad norm: (?P<gn>\d+\.\d{3}|inf|nan) \|"                      # f' grad norm: {grad_norm:.3f} |'
     r" number of skipped iterations:(?P<skipped> +\d+) \|"            # ' number of skipped iterations: {:3d} |'
-    r" number of nan iterations:(?P<nan> +\d+) \|"                    # ' number of nan iterations: {:3d} |'
-    r"(?P<extra>( [^|]+ \|)*)$")                                      # mtrain's own fields, after Megatron's
+    r" number of nan iterations:(?P<nan> +\d+) \|$")                  # ' number of nan iterations: {:3d} |', the last
+# mtrain's own figures, on the line after
+EXTRA_RE = re.compile(r"^mtrain: iteration (?P<it>\d+) \| throughput \(tokens/s\): \d+ \|.* ETA: (?P<eta>[0-9hms]+) \|$")
 # evaluate_and_print_results: string = f' validation loss at {prefix} | ' + '{} value: {:.6E} | ' +
 # '{} PPL: {:.6E} | ' (key 'lm loss'); prefix f'iteration {iteration}' in the loop, then
 # f'iteration {iteration} on validation set' and f'iteration {iteration} on test set' at the end;
@@ -64,8 +69,11 @@ for i, l in enumerate(lines):
         g = m.groupdict()
         for k, w, sep in (("it", 8, " "), ("total", 8, ""), ("consumed", 12, " "), ("gbs", 5, " "), ("skipped", 3, " "), ("nan", 3, " ")):
             if g[k] != sep + str(int(g[k])).rjust(w): die("%s not formatted as {:%dd}: %r" % (k, w, l))
-        if "throughput (tokens/s): " not in g["extra"] or " ETA: " not in g["extra"]:
-            die("mtrain's fields missing after Megatron's: %r" % g["extra"])
+        x = EXTRA_RE.match(lines[i + 1]) if i + 1 < len(lines) else None
+        if mode != "launch" and (not x or x["it"] != g["it"].strip()):
+            die("no line of mtrain's figures after the iteration line: %r" % lines[i + 1:i + 2])
+        if mode == "launch" and g["tflops"] is None: die("--log-throughput: no throughput per GPU field: %r" % l)
+        g["extra"] = x["eta"] if x else ""
         iter_lines.append(g); order.append(("iter", int(g["it"])))
     elif "validation loss at" in l:
         m = VAL_RE.match(l)
@@ -81,6 +89,12 @@ def near(printed, value, what):
     if not (math.isfinite(p) and math.isfinite(value)): die("%s: %s vs %r" % (what, printed, value))
     unit = 10 ** (math.floor(math.log10(abs(p))) - 6) if p else 1e-6
     if abs(p - value) > 0.51 * unit + 1e-9 * abs(value): die("%s: printed %s, expected %.9g" % (what, printed, value))
+
+if mode == "launch":
+    want = [("iter", 1), ("iter", 2), ("val", 2, ""), ("iter", 4), ("val", 4, " on validation set"), ("val", 4, " on test set")]
+    if order != want: die("lines in the order %r, expected %r" % (order, want))
+    print("mtrain launch -n 4: %d iteration and %d validation lines parse as printed" % (len(iter_lines), len(val_lines)))
+    sys.exit(0)
 
 # every printed interval: loss = mean over its non-skipped iterations, time = mean over all of
 # them, skipped = the JSONL running total's growth over the interval
@@ -108,7 +122,7 @@ for g in iter_lines:
     near(g["loss"], r["lm_loss_interval_avg"], "JSONL lm_loss_interval_avg at %d" % it)
     print("iteration %2d: lm loss %s = mean of %d JSONL losses (%d skipped in the interval), %s ms" % (it, g["loss"], len(losses), want_skipped, g["ms"]))
     prev_line_it = it
-if "ETA: 0s |" not in iter_lines[-1]["extra"]: die("last line's ETA is not 0s: %r" % iter_lines[-1]["extra"])
+if iter_lines[-1]["extra"] != "0s": die("last line's ETA is not 0s: %r" % iter_lines[-1]["extra"])
 
 if mode == "eval":
     want = [("iter", 1), ("iter", 5), ("val", 5, ""), ("iter", 10), ("val", 10, " on validation set"), ("val", 10, " on test set")]
@@ -130,6 +144,12 @@ else:
 PY
 python3 "$TMP/check.py" "$TMP/a.log" "$TMP/a.jsonl" eval || { cat "$TMP/a.log"; fail "run (1)"; }
 python3 "$TMP/check.py" "$TMP/b.log" "$TMP/b.jsonl" skip || { cat "$TMP/b.log"; fail "run (2)"; }
+
+# (4) four ranks under mtrain launch, the output as the launcher prints it
+"$MTRAIN" launch -n 4 -- --config configs/gpt-tiny.yaml --threads 1 --train-iters 4 --log-interval 2 --eval-interval 2 \
+  --eval-iters 1 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --log-throughput >"$TMP/d.log" 2>&1 \
+  || { cat "$TMP/d.log"; fail "the mtrain launch -n 4 run failed"; }
+python3 "$TMP/check.py" "$TMP/d.log" /dev/null launch || { cat "$TMP/d.log"; fail "run (4)"; }
 
 # (3) one iteration: the summary measures it
 "$MTRAIN" --config configs/gpt-tiny.yaml --threads 2 --train-iters 1 --eval-interval 0 --eval-iters 0 >"$TMP/c.log" 2>&1 \

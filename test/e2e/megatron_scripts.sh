@@ -4,7 +4,8 @@
 # with no recipe file, and a scaled-down run of each — the same list with shape and length flags
 # appended, which Megatron's parser also lets override (the last value wins) — trains on the CPU,
 # saves, and resumes from its save through the script's own `--save X --load X`. The Mixtral
-# script's list, scaled down by flags, trains at expert parallelism 2.
+# script's list, scaled down by flags, trains at expert parallelism 2, saves (its commented-out
+# --save / --load, a path) and resumes.
 source test/e2e_lib.sh
 need_data
 command -v python3 >/dev/null || fail "python3 missing (scripts/install-deps.sh installs it)"
@@ -109,6 +110,17 @@ if [ -f "$L3TOK" ]; then
   [ "$(json_field "$TMP/mix.jsonl" iteration | tail -n 1)" = 3 ] || fail "the Mixtral run did not train its 3 iterations"
   grep -q '"load_balancing_loss"' "$TMP/mix.jsonl" || fail "Mixtral: no load_balancing_loss in the metrics"
   echo "Mixtral 8x7B scaled down: the script's flags train 3 iterations at ep 2 x dp 2 with the distributed optimizer"
+  # the script's commented-out --save / --load (a path): saves at 3, and a longer run resumes there
+  # (the script's --no-load-optim --no-load-rng: the weights and the iteration, a fresh optimizer)
+  MIXS=("${MIX[@]}" --num-layers 2 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 4 --seq-length 32
+        --max-position-embeddings 32 --save "$TMP/mix.ckpt" --load "$TMP/mix.ckpt" --save-interval 3)
+  "$MTRAIN" launch -n 2 -- "${MIXS[@]}" --train-iters 3 >"$TMP/mixs.log" 2>&1 || { tail -n 30 "$TMP/mixs.log"; fail "Mixtral save run failed"; }
+  grep -q "saved checkpoint at iteration 3" "$TMP/mixs.log" || { tail -n 20 "$TMP/mixs.log"; fail "Mixtral: no save at 3"; }
+  "$MTRAIN" launch -n 2 -- "${MIXS[@]}" --train-iters 5 --metrics "$TMP/mixr.jsonl" >"$TMP/mixr.log" 2>&1 \
+    || { tail -n 30 "$TMP/mixr.log"; fail "Mixtral resumed run failed"; }
+  grep -q "loaded checkpoint" "$TMP/mixr.log" || { tail -n 20 "$TMP/mixr.log"; fail "Mixtral: the resumed run did not load the save"; }
+  [ "$(json_field "$TMP/mixr.jsonl" iteration | head -n 1)" = 4 ] || fail "Mixtral: the resumed run did not start at iteration 4"
+  echo "Mixtral 8x7B scaled down: saved at 3, resumed to 5"
 else
   echo "Mixtral scaled-down run skipped: $L3TOK missing (scripts/fetch-llama3-tokenizer.sh data; make test runs it)"
 fi

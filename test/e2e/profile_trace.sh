@@ -26,7 +26,7 @@ ARGS=(--config configs/gpt-tiny.yaml --data-path "$DATA" --train-iters 5 --micro
 [ ! -e "$OUT.tmp" ] || fail "the temporary $OUT.tmp was left behind"
 grep -q "profile trace of iterations 2..3 (4 ranks) written to $OUT" "$TMP/run.log" || fail "no line naming the trace"
 for it in 2 3; do
-  b=$(grep "iteration        $it/" "$TMP/run.log" | grep -o "pipeline bubble: measured [0-9.]*%" | grep -o "[0-9.]*")
+  b=$(grep "mtrain: iteration $it |" "$TMP/run.log" | grep -o "pipeline bubble: measured [0-9.]*%" | grep -o "[0-9.]*")
   [ -n "$b" ] || fail "no bubble on the line of iteration $it"
   echo "iteration $it: line reports bubble $b%"
   eval "B$it=$b"

@@ -58,3 +58,8 @@ parallel llama1qk "llama qk-layernorm tp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
 parallel llama1qk "llama qk-layernorm tp=2 sp" 2 2 "${LLAMA[@]}" --qk-layernorm --sequence-parallel
 serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
 parallel gpt1qk1p "gpt qk-layernorm 1p tp=2 sp" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p --sequence-parallel
+# a head size other than hidden / heads (Megatron's --kv-channels: 4 heads of 48 on hidden 128, so
+# q/k/v are 192 wide and the output projection maps 192 to 128), with the qk norm over the 48
+# channels, tp=2 + SP against its own serial run, same tolerances
+serial llama1hd "${LLAMA[@]}" --kv-channels 48 --qk-layernorm
+parallel llama1hd "llama kv-channels 48 tp=2 sp" 2 2 "${LLAMA[@]}" --kv-channels 48 --qk-layernorm --sequence-parallel

@@ -301,20 +301,28 @@ static void test_add_sum_cast(void) {
 
 /* ---------------- rope ---------------- */
 
+/* Megatron-Core's apply_rotary_pos_emb written out: t_rot = t[..., :R] with R = rot (0: D), the
+ * rest passed through; inv_freq[i] = theta^(-2i/R); emb = cat(freqs, freqs) with rotate_half =
+ * cat(-x2, x1) (pairs (i, i + R/2)), or, interleaved, emb = freqs repeated per pair with
+ * rotate_half = stack(-x[1::2], x[::2]) (pairs (2i, 2i + 1)); out = t * cos(emb) + rotate_half(t) *
+ * sin(emb). */
+static int g_rope_rot, g_rope_interleaved; /* the variant under test (0, 0: whole head, halves) */
 static void ref_rope(double *x, int B, int T, int H, int D, int stride, int pos_offset, double theta, int inverse) {
-    const int half = D / 2;
+    const int R = g_rope_rot > 0 ? g_rope_rot : D, half = R / 2;
+    double *rot = malloc((size_t)R * sizeof *rot), *emb = malloc((size_t)R * sizeof *emb);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
                 double *v = x + ((size_t)b * T + t) * stride + (size_t)h * D;
-                for (int i = 0; i < half; i++) {
-                    double ang = (double)(pos_offset + t) * pow(theta, -2.0 * i / D);
-                    if (inverse) ang = -ang;
-                    const double c = cos(ang), s = sin(ang), a0 = v[i], a1 = v[i + half];
-                    v[i] = a0 * c - a1 * s;
-                    v[i + half] = a1 * c + a0 * s;
+                for (int j = 0; j < R; j++) {
+                    const int i = g_rope_interleaved ? j / 2 : j % half; /* the frequency of channel j */
+                    emb[j] = (double)(pos_offset + t) * pow(theta, -2.0 * i / R) * (inverse ? -1 : 1);
+                    if (g_rope_interleaved) rot[j] = j % 2 ? v[j - 1] : -v[j + 1];
+                    else rot[j] = j < half ? -v[j + half] : v[j - half];
                 }
+                for (int j = 0; j < R; j++) v[j] = v[j] * cos(emb[j]) + rot[j] * sin(emb[j]);
             }
+    free(rot), free(emb);
 }
 
 typedef struct {
@@ -337,12 +345,13 @@ static void test_rope(int B, int T, int H, int D, int extra, int pos_offset) {
     const size_t n = (size_t)B * T * stride;
     const float theta = 10000.0f;
     float *x0 = frand(n, -1, 1), *x = fcopy(x0, n);
-    mt_rope_args ra = {x, B, T, H, D, stride, pos_offset, theta, 0};
+    mt_rope_args ra = {x, B, T, H, D, stride, pos_offset, theta, 0, g_rope_rot, g_rope_interleaved};
     OK(MT_BE_CALL(&be, rope, &ra));
     double *want = dcopy(x0, n);
     ref_rope(want, B, T, H, D, stride, pos_offset, theta, 0);
     /* a rotation: two products and a sum per entry, angle computed in double: ~2 ulp */
-    snprintf(what, sizeof what, "rope fwd B=%d T=%d H=%d D=%d pos_offset=%d", B, T, H, D, pos_offset);
+    snprintf(what, sizeof what, "rope fwd B=%d T=%d H=%d D=%d pos_offset=%d rot=%d interleaved=%d", B, T, H, D,
+             pos_offset, g_rope_rot, g_rope_interleaved);
     check_close(what, x, want, n, 1e-6, 1e-6);
     size_t untouched_bad = 0; /* columns past H*D must be left alone */
     for (size_t r = 0; r < (size_t)B * T; r++)
@@ -356,7 +365,7 @@ static void test_rope(int B, int T, int H, int D, int extra, int pos_offset) {
     check_close(what, x, orig, n, 1e-6, 1e-6);
     /* backward (inverse applied to g) = d/dx sum(g * rope(x)) */
     float *g = frand(n, -1, 1), *dx = fcopy(g, n);
-    mt_rope_args rb = {dx, B, T, H, D, stride, pos_offset, theta, 1};
+    mt_rope_args rb = {dx, B, T, H, D, stride, pos_offset, theta, 1, g_rope_rot, g_rope_interleaved};
     OK(MT_BE_CALL(&be, rope, &rb));
     rope_ctx c = {dcopy(x0, n), dzeros(n), dcopy(g, n), n, B, T, H, D, stride, pos_offset, (double)theta};
     /* the extra columns of g pass through unchanged; rope_loss has identity there too */
@@ -532,6 +541,15 @@ static void test_all_ops(void) {
     test_rope(2, 5, 3, 8, 4, 3);
     test_rope(1, 3, 2, 64, 0, 5000); /* long-context positions: angles ~5e3 rad */
     test_rope(3, 4, 1, 2, 2, 0);
+    /* Megatron's variants: partial rotary (--rotary-percent 0.5: 4 of 8 channels, the other 4 left
+       alone, which the reference's pass-through checks), interleaved pairs, and both */
+    g_rope_rot = 4;
+    test_rope(2, 5, 3, 8, 4, 3);
+    g_rope_rot = 0, g_rope_interleaved = 1;
+    test_rope(2, 5, 3, 8, 4, 3);
+    g_rope_rot = 6;
+    test_rope(1, 3, 2, 10, 0, 7);
+    g_rope_rot = 0, g_rope_interleaved = 0;
 
     test_attention(2, 7, 4, 2, 8, 600);   /* GQA, 2 query heads per kv head */
     test_attention(2, 7, 4, 1, 8, 600);   /* multi-query */

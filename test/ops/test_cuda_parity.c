@@ -329,20 +329,27 @@ static void test_sum(size_t n, int squares) {
 
 /* ---- rope (in place) ---- */
 
-static void test_rope(int B, int T, int H, int D, int stride, int pos_offset) {
-    printf("  rope B=%d T=%d heads=%d D=%d row_stride=%d pos_offset=%d\n", B, T, H, D, stride, pos_offset);
+/* rot: rotary channels per head (0: all), interleaved: adjacent pairs (Megatron's --rotary-percent,
+ * --rotary-interleaved) */
+static void test_rope_variant(int B, int T, int H, int D, int stride, int pos_offset, int rot, int interleaved) {
+    printf("  rope B=%d T=%d heads=%d D=%d row_stride=%d pos_offset=%d rot=%d interleaved=%d\n", B, T, H, D, stride,
+           pos_offset, rot, interleaved);
     const size_t n = (size_t)B * T * stride;
     float *h_x = host_rand(n, 1.0f, 0.0f);
     pair_t x = pair_new(h_x, n, 1);
     for (int inverse = 0; inverse <= 1; inverse++) {
         pair_set(&x, h_x, 1);
-        mt_rope_args c = {x.cpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse};
-        mt_rope_args g = {x.gpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse};
+        mt_rope_args c = {x.cpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse, rot, interleaved};
+        mt_rope_args g = {x.gpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse, rot, interleaved};
         RUN_BOTH(rope, c, g);
         compare(inverse ? "rope inverse, in place (act)" : "rope forward, in place (act)", &x, 1, NULL, TOL_ACT);
     }
     pair_free(&x);
     free(h_x);
+}
+
+static void test_rope(int B, int T, int H, int D, int stride, int pos_offset) {
+    test_rope_variant(B, T, H, D, stride, pos_offset, 0, 0);
 }
 
 /* ---- attention (causal, GQA, flash-style: out and the per-row logsumexp) ---- */
@@ -660,6 +667,8 @@ int main(void) {
 
     test_rope(1, 1, 1, 2, 2, 0);
     test_rope(2, 37, 4, 64, 4 * 64 + 2 * 2 * 64, 5); /* q (4 heads) inside a GQA qkv row */
+    test_rope_variant(2, 37, 4, 64, 4 * 64 + 2 * 2 * 64, 5, 32, 0);
+    test_rope_variant(2, 37, 4, 64, 4 * 64 + 2 * 2 * 64, 5, 0, 1);
     test_rope(2, 128, 12, 64, 3 * 768, 0);            /* q of a GPT-2 qkv row */
 
     test_attention(1, 1, 1, 1, 8);

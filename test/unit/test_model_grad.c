@@ -107,6 +107,13 @@ int main(void) {
     check_model("gpt", NULL, "model.qk_layernorm=true");
     check_model("llama", NULL, "model.qk_layernorm=true");
     check_model("llama", "uniform", "model.qk_layernorm=true,model.norm_1p=true");
+    /* a head size other than hidden / heads (Megatron's --kv-channels): 4 heads of 6 on hidden 16,
+       with GQA and the qk norm over the 6 channels */
+    check_model("gpt", NULL, "model.head_dim=6");
+    check_model("llama", NULL, "model.head_dim=6,model.qk_layernorm=true");
+    /* partial and interleaved RoPE (--rotary-percent 0.5: 2 of each head's 4 channels rotate) */
+    check_model("llama", NULL, "model.rotary_percent=0.5");
+    check_model("llama", NULL, "model.rope_interleaved=true,model.head_dim=6,model.rotary_percent=0.67");
     check_arch("gpt", NULL);
     check_arch("llama", NULL);
     check_arch("gpt", "uniform");
