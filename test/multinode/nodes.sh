@@ -1,0 +1,92 @@
+# test/multinode/nodes.sh — a sourced shell library that makes N "nodes" on one machine for the
+# multi-node tests: each node is a set of fresh namespaces (network, UTS = its own hostname, IPC,
+# mount with a private tmpfs on /dev/shm and its own /proc, PID) held by one holder process, and
+# the nodes' eth0 are veth pairs into a bridge that lives in a "switch" network namespace of its
+# own. Nothing is created in the machine's own network namespace: its interfaces, addresses and
+# routes are never touched; the nodes' addresses (MN_NET.1, .2, ...) exist only inside the nodes.
+#   mn_up N           makes nodes 0..N-1 (hostnames mtnode0..), or exits 77 saying why it cannot
+#   mn_addr I         node I's address
+#   mn_exec I cmd...  runs cmd inside node I (all its namespaces; cwd kept)
+#   mn_kill_node I    SIGKILL to every process of node I (its PID namespace dies with its holder)
+#   mn_down           tears everything down (also run by the EXIT trap mn_up installs)
+# Teardown on every exit path: each holder is PID 1 of its node's PID namespace, so when it dies
+# the kernel kills every process of that node, and with them go the node's namespaces, its veth
+# and (with the switch holder) the bridge. The holders die with the test's shell whatever ends it
+# (an exit, a signal, SIGKILL): they carry a parent-death signal (setpriv --pdeathsig KILL on
+# unshare, and unshare --kill-child on the holder).
+MN_NET="${MN_NET:-10.213.0}"
+MN_PIDS=()   # holder pid per node
+MN_SWITCH="" # holder pid of the switch namespace
+
+mn_skip() { echo "SKIP: $*"; exit 77; }
+
+# mn_holder FLAGS...: starts a holder in fresh namespaces and sets MN_HOLDER to its pid (the
+# holder is the forked child of unshare, PID 1 of its namespace when --pid is among FLAGS). Not
+# called in a subshell: the shell that runs it is the parent whose death kills it.
+MN_HOLDER=""
+mn_holder() {
+  setpriv --pdeathsig KILL unshare "$@" --fork --kill-child sleep infinity \
+    </dev/null >/dev/null 2>&1 &
+  local up=$! child="" k
+  for k in $(seq 1 100); do
+    child=$(cat /proc/$up/task/$up/children 2>/dev/null | awk '{print $1}')
+    [ -n "$child" ] && [ "$(cat /proc/$child/comm 2>/dev/null)" = sleep ] && break
+    child=""; sleep 0.02
+  done
+  MN_HOLDER="$child"
+  [ -n "$child" ]
+}
+
+mn_up() {
+  local n="$1" i pid
+  [ "$(id -u)" = 0 ] || mn_skip "multi-node tests make network namespaces: they need root"
+  for tool in ip unshare nsenter setpriv; do
+    command -v "$tool" >/dev/null || mn_skip "multi-node tests need '$tool' (iproute2/util-linux)"
+  done
+  trap mn_down EXIT
+  trap 'exit 143' TERM INT HUP
+  mn_holder --net || mn_skip "cannot make a network namespace here (unshare --net refused)"
+  MN_SWITCH=$MN_HOLDER
+  nsenter -t "$MN_SWITCH" -n ip link add br0 type bridge 2>/dev/null ||
+    mn_skip "cannot make a bridge inside a network namespace (no bridge support in this kernel)"
+  nsenter -t "$MN_SWITCH" -n ip link set br0 up
+  nsenter -t "$MN_SWITCH" -n ip link set lo up
+  for ((i = 0; i < n; i++)); do
+    mn_holder --net --uts --ipc --pid --mount --propagation private --mount-proc ||
+      mn_skip "cannot make node namespaces here (unshare --net --uts --ipc --pid --mount refused)"
+    pid=$MN_HOLDER
+    MN_PIDS[$i]=$pid
+    nsenter -t "$pid" -u hostname "mtnode$i"
+    nsenter -t "$pid" -m mount -t tmpfs -o mode=1777,size=512m mtnode-shm /dev/shm ||
+      mn_skip "cannot mount a tmpfs on /dev/shm inside a mount namespace"
+    nsenter -t "$MN_SWITCH" -n ip link add "p$i" type veth peer name eth0 netns "$pid" ||
+      mn_skip "cannot make veth pairs (no veth support in this kernel)"
+    nsenter -t "$MN_SWITCH" -n ip link set "p$i" master br0 up
+    nsenter -t "$pid" -n ip link set lo up
+    nsenter -t "$pid" -n ip addr add "$(mn_addr "$i")/24" dev eth0
+    nsenter -t "$pid" -n ip link set eth0 up
+  done
+}
+
+mn_addr() { echo "$MN_NET.$(($1 + 1))"; }
+
+# every namespace of the node, and the same working directory (the mount namespace is a copy of
+# the machine's, so the repository is there; only /dev/shm and /proc are the node's own)
+mn_exec() {
+  local i="$1"; shift
+  nsenter -t "${MN_PIDS[$i]}" -n -u -i -m -p --wd="$PWD" -- "$@"
+}
+
+mn_kill_node() { [ -n "${MN_PIDS[$1]:-}" ] && kill -KILL "${MN_PIDS[$1]}" 2>/dev/null; MN_PIDS[$1]=""; }
+
+# files in a node's private /dev/shm (what a test checks is empty after a run)
+mn_shm_files() { nsenter -t "${MN_PIDS[$1]}" -m ls -A /dev/shm 2>/dev/null; }
+
+mn_down() {
+  local p
+  for p in "${MN_PIDS[@]}" "$MN_SWITCH"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null; done
+  for p in "${MN_PIDS[@]}" "$MN_SWITCH"; do
+    [ -n "$p" ] && while [ -e "/proc/$p" ]; do sleep 0.02; done
+  done
+  MN_PIDS=(); MN_SWITCH=""
+}
