@@ -8,6 +8,7 @@
 #   mn_addr I         node I's address
 #   mn_exec I cmd...  runs cmd inside node I (all its namespaces; cwd kept)
 #   mn_kill_node I    SIGKILL to every process of node I (its PID namespace dies with its holder)
+#   mn_launch_all ... mtrain launch once per node (see below)
 #   mn_down           tears everything down (also run by the EXIT trap mn_up installs)
 # Teardown on every exit path: each holder is PID 1 of its node's PID namespace, so when it dies
 # the kernel kills every process of that node, and with them go the node's namespaces, its veth
@@ -43,7 +44,7 @@ mn_up() {
   for tool in ip unshare nsenter setpriv; do
     command -v "$tool" >/dev/null || mn_skip "multi-node tests need '$tool' (iproute2/util-linux)"
   done
-  trap mn_down EXIT
+  trap 'mn_down; if declare -F cleanup >/dev/null; then cleanup; fi' EXIT # e2e_lib.sh's cleanup too
   trap 'exit 143' TERM INT HUP
   mn_holder --net || mn_skip "cannot make a network namespace here (unshare --net refused)"
   MN_SWITCH=$MN_HOLDER
@@ -89,4 +90,19 @@ mn_down() {
     [ -n "$p" ] && while [ -e "/proc/$p" ]; do sleep 0.02; done
   done
   MN_PIDS=(); MN_SWITCH=""
+}
+
+# mn_launch_all NAME PORT RANKS_PER_NODE ARGS...: `mtrain launch --nnodes N --node-rank R` once per
+# node, all at once, with node 0's address as MASTER_ADDR; logs $TMP/NAME.nodeR.log, metrics in
+# $TMP/NAME.jsonl (every node is given the path; only the logging rank, wherever it runs, opens it); returns non-zero when any node's launcher failed. (A bare `wait`
+# would also wait for the holders: wait for these pids only.)
+mn_launch_all() {
+  local name=$1 port=$2 n=$3 i pids=() rc=0; shift 3
+  for ((i = 0; i < ${#MN_PIDS[@]}; i++)); do
+    mn_exec "$i" timeout 120 "$MTRAIN" launch -n "$n" --nnodes "${#MN_PIDS[@]}" --node-rank "$i" \
+      --master-addr "$(mn_addr 0)" --master-port "$port" -- "$@" --metrics "$TMP/$name.jsonl" >"$TMP/$name.node$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || rc=1; done
+  return $rc
 }
