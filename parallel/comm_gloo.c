@@ -34,9 +34,20 @@ static gloo_ctx *ctx_of(mt_comm *c) { return c->ctx; }
 static mt_status fail(mt_comm *c, const char *op, const char *gloo_msg) {
     gloo_ctx *x = ctx_of(c);
     if (x->failed != MT_OK) return mt_errorf(x->failed, "%s", x->why);
-    const member_info *lost = NULL;
-    for (int k = 0; k < c->size && !lost; k++)
-        if (k != c->rank && x->members[k].addr[0] && strstr(gloo_msg, x->members[k].addr)) lost = &x->members[k];
+    /* the lost node: the other node whose address Gloo's message holds (it may also hold this
+     * node's own address: "Read error [own address]"), else the only other node of the group */
+    const member_info *lost = NULL, *other = NULL, *me = &x->members[c->rank];
+    int n_other_nodes = 0;
+    for (int k = 0; k < c->size; k++) {
+        const member_info *m = &x->members[k];
+        if (!strcmp(m->node, me->node)) continue;
+        int seen = 0;
+        for (int j = 0; j < k && !seen; j++) seen = !strcmp(x->members[j].node, m->node);
+        n_other_nodes += !seen;
+        if (!other) other = m;
+        if (!lost && m->addr[0] && strstr(gloo_msg, m->addr)) lost = m;
+    }
+    if (!lost && n_other_nodes == 1) lost = other;
     char ranks[160] = "";
     if (lost) {
         size_t used = 0;
