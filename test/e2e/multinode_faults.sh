@@ -17,6 +17,13 @@ mn_launch_all lost $port 2 "${ARGS[@]}" &
 all=$!
 wait_iter "$TMP/lost.node0.log"
 sleep 1
+# the tp groups (inside a node) run over shared memory, the dp groups (across) over Gloo: node 0's
+# ranks map mtrain segments (unlinked, so "(deleted)") and hold TCP connections
+n_maps=$(mn_exec 0 sh -c 'cat /proc/[0-9]*/maps 2>/dev/null' | grep -c '/dev/shm/mtrain-' || true)
+[ "$n_maps" -gt 0 ] || fail "node 0's ranks map no shared-memory segment: the node-local tp group is not on shared memory"
+n_tcp=$(mn_exec 0 sh -c 'cat /proc/net/tcp' | awk '$4 == "01"' | wc -l)
+[ "$n_tcp" -gt 0 ] || fail "node 0 holds no established TCP connection: dp is not over the network"
+echo "node 0: $n_maps shared-memory mappings, $n_tcp established TCP connections"
 t0=$(date +%s)
 mn_kill_node 1
 wait $all && fail "node 0's launcher exited 0 after node 1 was lost"

@@ -1,6 +1,7 @@
 # test/multinode/nodes.sh — a sourced shell library that makes N "nodes" on one machine for the
 # multi-node tests: each node is a set of fresh namespaces (network, UTS = its own hostname, IPC,
-# mount with a private tmpfs on /dev/shm and its own /proc, PID) held by one holder process, and
+# mount with a private tmpfs on /dev/shm, its own /proc and an /etc/hosts naming every node, PID)
+# held by one holder process, and
 # the nodes' eth0 are veth pairs into a bridge that lives in a "switch" network namespace of its
 # own. Nothing is created in the machine's own network namespace: its interfaces, addresses and
 # routes are never touched; the nodes' addresses (MN_NET.1, .2, ...) exist only inside the nodes.
@@ -18,6 +19,7 @@
 MN_NET="${MN_NET:-10.213.0}"
 MN_PIDS=()   # holder pid per node
 MN_SWITCH="" # holder pid of the switch namespace
+MN_DIR=""    # the nodes' /etc/hosts and the like
 
 mn_skip() { echo "SKIP: $*"; exit 77; }
 
@@ -46,6 +48,7 @@ mn_up() {
   done
   trap 'mn_down; if declare -F cleanup >/dev/null; then cleanup; fi' EXIT # e2e_lib.sh's cleanup too
   trap 'exit 143' TERM INT HUP
+  MN_DIR=$(mktemp -d /tmp/mtrain-nodes.XXXXXX)
   mn_holder --net || mn_skip "cannot make a network namespace here (unshare --net refused)"
   MN_SWITCH=$MN_HOLDER
   nsenter -t "$MN_SWITCH" -n ip link add br0 type bridge 2>/dev/null ||
@@ -60,6 +63,8 @@ mn_up() {
     nsenter -t "$pid" -u hostname "mtnode$i"
     nsenter -t "$pid" -m mount -t tmpfs -o mode=1777,size=512m mtnode-shm /dev/shm ||
       mn_skip "cannot mount a tmpfs on /dev/shm inside a mount namespace"
+    mn_hosts "$n" >"$MN_DIR/hosts"
+    nsenter -t "$pid" -m mount --bind "$MN_DIR/hosts" /etc/hosts # every node's name resolves
     nsenter -t "$MN_SWITCH" -n ip link add "p$i" type veth peer name eth0 netns "$pid" ||
       mn_skip "cannot make veth pairs (no veth support in this kernel)"
     nsenter -t "$MN_SWITCH" -n ip link set "p$i" master br0 up
@@ -67,6 +72,13 @@ mn_up() {
     nsenter -t "$pid" -n ip addr add "$(mn_addr "$i")/24" dev eth0
     nsenter -t "$pid" -n ip link set eth0 up
   done
+}
+
+# /etc/hosts of the nodes: localhost and mtnode0..N-1
+mn_hosts() {
+  local i
+  printf '127.0.0.1 localhost\n::1 localhost\n'
+  for ((i = 0; i < $1; i++)); do echo "$(mn_addr "$i") mtnode$i"; done
 }
 
 mn_addr() { echo "$MN_NET.$(($1 + 1))"; }
@@ -90,6 +102,8 @@ mn_down() {
     [ -n "$p" ] && while [ -e "/proc/$p" ]; do sleep 0.02; done
   done
   MN_PIDS=(); MN_SWITCH=""
+  [ -n "$MN_DIR" ] && rm -rf "$MN_DIR"
+  MN_DIR=""
 }
 
 # mn_launch_all NAME PORT RANKS_PER_NODE ARGS...: `mtrain launch --nnodes N --node-rank R` once per
