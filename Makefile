@@ -165,6 +165,7 @@ bench: deps
 	@./test/bench_moe.sh
 	@./test/bench_overlap.sh
 	@./test/bench_plan.sh
+	@./test/bench_multinode.sh
 
 fuzz:
 	@./test/fuzz/run-fuzzer.sh
