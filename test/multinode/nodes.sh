@@ -10,6 +10,7 @@
 #   mn_exec I cmd...  runs cmd inside node I (all its namespaces; cwd kept)
 #   mn_kill_node I    SIGKILL to every process of node I (its PID namespace dies with its holder)
 #   mn_launch_all ... mtrain launch once per node (see below)
+#   mn_mpirun_agent F OpenMPI's remote-launch agent into the nodes (see below)
 #   mn_down           tears everything down (also run by the EXIT trap mn_up installs)
 # Teardown on every exit path: each holder is PID 1 of its node's PID namespace, so when it dies
 # the kernel kills every process of that node, and with them go the node's namespaces, its veth
@@ -119,4 +120,27 @@ mn_launch_all() {
   done
   for i in "${pids[@]}"; do wait "$i" || rc=1; done
   return $rc
+}
+
+# mn_mpirun_agent FILE: writes an OpenMPI remote-launch agent (mpirun --mca plm_rsh_agent FILE,
+# run by mpirun inside node 0) that runs "FILE HOST COMMAND..." inside node HOST (mtnodeI): the
+# node's network, UTS, IPC and mount namespaces, and a fresh PID namespace with its own /proc
+# (a sibling node's PID namespace cannot be entered from node 0's; the fresh one is a child of
+# node 0's, so it dies with node 0, and the node's ranks share it). Node 0 gets a second /proc,
+# of the machine's PID namespace, at $MN_DIR/hostproc, through which the agent finds the holders.
+mn_mpirun_agent() {
+  local f=$1 hp="$MN_DIR/hostproc" i
+  mkdir -p "$hp"
+  nsenter -t "${MN_PIDS[0]}" -m mount -t proc proc "$hp" || { echo "FAIL: cannot mount a /proc for the agent"; exit 1; }
+  {
+    echo '#!/bin/bash'
+    echo 'host=$1; shift'
+    echo 'case $host in'
+    for ((i = 0; i < ${#MN_PIDS[@]}; i++)); do echo "  mtnode$i) ns=$hp/${MN_PIDS[$i]}/ns;;"; done
+    echo '  *) echo "mpirun agent: no node $host" >&2; exit 1;;'
+    echo 'esac'
+    echo "exec nsenter --net=\$ns/net --uts=\$ns/uts --ipc=\$ns/ipc --mount=\$ns/mnt --wd=\"$PWD\" -- \\"
+    echo '  unshare --pid --fork --mount-proc --kill-child /bin/sh -c "$*"'
+  } >"$f"
+  chmod +x "$f"
 }
