@@ -68,6 +68,9 @@ static mt_status fail(mt_comm *c, const char *op, const char *gloo_msg) {
                  x->members[c->rank].world_rank, op, x->timeout_s, gloo_msg);
     }
     x->failed = MT_ERR_PEER;
+    /* close this communicator's connections: the members that do not talk to the lost one
+     * directly (a ring's far side) fail at once too, instead of at their timeout */
+    if (!atomic_exchange(&x->aborted, 1)) mt_gloo_close(x->g);
     return mt_errorf(MT_ERR_PEER, "%s", x->why);
 }
 

@@ -12,7 +12,9 @@
  *     rank 0 + rank 1 + ..., so sums differ from the serial ones in the last bits (as any change
  *     of the dp size does) and equivalence with the serial run holds within its tolerance;
  *   - every wait has the timeout (timeout_s); a dead or unreachable peer fails the call with
- *     MT_ERR_PEER naming the node (hostname, address, ranks) whose connection was lost;
+ *     MT_ERR_PEER naming the node (hostname, address, ranks) whose connection was lost, and the
+ *     failed communicator closes its connections so that every member fails promptly (a ring's
+ *     far side included);
  *   - abort() closes the connections of the whole family (the world and every Gloo group split
  *     from it), so the peers' pending calls fail promptly; its shared-memory groups learn of an
  *     exiting member through their own dead-peer check (~100 ms).
