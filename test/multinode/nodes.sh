@@ -9,6 +9,7 @@
 #   mn_addr I         node I's address
 #   mn_exec I cmd...  runs cmd inside node I (all its namespaces; cwd kept)
 #   mn_kill_node I    SIGKILL to every process of node I (its PID namespace dies with its holder)
+#   mn_link I up|down node I's link to the bridge up or down
 #   mn_launch_all ... mtrain launch once per node (see below)
 #   mn_mpirun_agent F OpenMPI's remote-launch agent into the nodes (see below)
 #   mn_down           tears everything down (also run by the EXIT trap mn_up installs)
@@ -90,6 +91,9 @@ mn_exec() {
   local i="$1"; shift
   nsenter -t "${MN_PIDS[$i]}" -n -u -i -m -p --wd="$PWD" -- "$@"
 }
+
+# mn_link I up|down: node I's cable (its veth's switch end) plugged in or pulled out
+mn_link() { nsenter -t "$MN_SWITCH" -n ip link set "p$1" "$2"; }
 
 mn_kill_node() { [ -n "${MN_PIDS[$1]:-}" ] && kill -KILL "${MN_PIDS[$1]}" 2>/dev/null; MN_PIDS[$1]=""; }
 
