@@ -48,6 +48,8 @@ mn_up() {
   for tool in ip unshare nsenter setpriv; do
     command -v "$tool" >/dev/null || mn_skip "multi-node tests need '$tool' (iproute2/util-linux)"
   done
+  ldd "${MTRAIN:-./mtrain}" 2>/dev/null | grep -q libgloo ||
+    mn_skip "this mtrain is built without Gloo, the engine between nodes (scripts/install-deps.sh installs libgloo-dev; rebuild)"
   trap 'mn_down; if declare -F cleanup >/dev/null; then cleanup; fi' EXIT # e2e_lib.sh's cleanup too
   trap 'exit 143' TERM INT HUP
   MN_DIR=$(mktemp -d /tmp/mtrain-nodes.XXXXXX)
