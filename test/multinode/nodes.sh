@@ -6,6 +6,7 @@
 # own. Nothing is created in the machine's own network namespace: its interfaces, addresses and
 # routes are never touched; the nodes' addresses (MN_NET.1, .2, ...) exist only inside the nodes.
 #   mn_up N           makes nodes 0..N-1 (hostnames mtnode0..), or exits 77 saying why it cannot
+#   mn_node_up I      makes node I again after mn_kill_node I (a replaced machine)
 #   mn_addr I         node I's address
 #   mn_exec I cmd...  runs cmd inside node I (all its namespaces; cwd kept)
 #   mn_kill_node I    SIGKILL to every process of node I (its PID namespace dies with its holder)
@@ -59,23 +60,28 @@ mn_up() {
     mn_skip "cannot make a bridge inside a network namespace (no bridge support in this kernel)"
   nsenter -t "$MN_SWITCH" -n ip link set br0 up
   nsenter -t "$MN_SWITCH" -n ip link set lo up
-  for ((i = 0; i < n; i++)); do
-    mn_holder --net --uts --ipc --pid --mount --propagation private --mount-proc ||
-      mn_skip "cannot make node namespaces here (unshare --net --uts --ipc --pid --mount refused)"
-    pid=$MN_HOLDER
-    MN_PIDS[$i]=$pid
-    nsenter -t "$pid" -u hostname "mtnode$i"
-    nsenter -t "$pid" -m mount -t tmpfs -o mode=1777,size=512m mtnode-shm /dev/shm ||
-      mn_skip "cannot mount a tmpfs on /dev/shm inside a mount namespace"
-    mn_hosts "$n" >"$MN_DIR/hosts"
-    nsenter -t "$pid" -m mount --bind "$MN_DIR/hosts" /etc/hosts # every node's name resolves
-    nsenter -t "$MN_SWITCH" -n ip link add "p$i" type veth peer name eth0 netns "$pid" ||
-      mn_skip "cannot make veth pairs (no veth support in this kernel)"
-    nsenter -t "$MN_SWITCH" -n ip link set "p$i" master br0 up
-    nsenter -t "$pid" -n ip link set lo up
-    nsenter -t "$pid" -n ip addr add "$(mn_addr "$i")/24" dev eth0
-    nsenter -t "$pid" -n ip link set eth0 up
-  done
+  mn_hosts "$n" >"$MN_DIR/hosts"
+  for ((i = 0; i < n; i++)); do mn_node_up "$i"; done
+}
+
+# mn_node_up I: makes node I (again: a replacement for a node killed by mn_kill_node, same name
+# and address); exits 77 saying why it cannot
+mn_node_up() {
+  local i=$1 pid
+  mn_holder --net --uts --ipc --pid --mount --propagation private --mount-proc ||
+    mn_skip "cannot make node namespaces here (unshare --net --uts --ipc --pid --mount refused)"
+  pid=$MN_HOLDER
+  MN_PIDS[$i]=$pid
+  nsenter -t "$pid" -u hostname "mtnode$i"
+  nsenter -t "$pid" -m mount -t tmpfs -o mode=1777,size=512m mtnode-shm /dev/shm ||
+    mn_skip "cannot mount a tmpfs on /dev/shm inside a mount namespace"
+  nsenter -t "$pid" -m mount --bind "$MN_DIR/hosts" /etc/hosts # every node's name resolves
+  nsenter -t "$MN_SWITCH" -n ip link add "p$i" type veth peer name eth0 netns "$pid" ||
+    mn_skip "cannot make veth pairs (no veth support in this kernel)"
+  nsenter -t "$MN_SWITCH" -n ip link set "p$i" master br0 up
+  nsenter -t "$pid" -n ip link set lo up
+  nsenter -t "$pid" -n ip addr add "$(mn_addr "$i")/24" dev eth0
+  nsenter -t "$pid" -n ip link set eth0 up
 }
 
 # /etc/hosts of the nodes: localhost and mtnode0..N-1
@@ -97,7 +103,15 @@ mn_exec() {
 # mn_link I up|down: node I's cable (its veth's switch end) plugged in or pulled out
 mn_link() { nsenter -t "$MN_SWITCH" -n ip link set "p$1" "$2"; }
 
-mn_kill_node() { [ -n "${MN_PIDS[$1]:-}" ] && kill -KILL "${MN_PIDS[$1]}" 2>/dev/null; MN_PIDS[$1]=""; }
+mn_kill_node() {
+  local p=${MN_PIDS[$1]:-}
+  [ -n "$p" ] || return 0
+  kill -KILL "$p" 2>/dev/null
+  MN_PIDS[$1]=""
+  while [ -e "/proc/$p" ]; do sleep 0.02; done # gone with its namespaces (and its veth)
+  local k
+  for k in $(seq 1 100); do nsenter -t "$MN_SWITCH" -n ip link show "p$1" >/dev/null 2>&1 || break; sleep 0.02; done
+}
 
 # files in a node's private /dev/shm (what a test checks is empty after a run)
 mn_shm_files() { nsenter -t "${MN_PIDS[$1]}" -m ls -A /dev/shm 2>/dev/null; }
