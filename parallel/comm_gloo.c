@@ -77,7 +77,12 @@ static mt_status fail(mt_comm *c, const char *op, const char *gloo_msg) {
 static mt_status check(mt_comm *c, const char *op) {
     gloo_ctx *x = ctx_of(c);
     if (x->failed != MT_OK) return mt_errorf(x->failed, "%s", x->why);
-    if (atomic_load(&x->aborted)) return fail(c, op, "the communicator was aborted");
+    if (atomic_load(&x->aborted)) {
+        snprintf(x->why, sizeof x->why, "rank %d: %s: the communicator was aborted on this rank (after an earlier error)",
+                 x->members[c->rank].world_rank, op);
+        x->failed = MT_ERR_PEER;
+        return mt_errorf(MT_ERR_PEER, "%s", x->why);
+    }
     return MT_OK;
 }
 

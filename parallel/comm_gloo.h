@@ -14,7 +14,8 @@
  *   - every wait has the timeout (timeout_s); a dead or unreachable peer fails the call with
  *     MT_ERR_PEER naming the node (hostname, address, ranks) whose connection was lost, and the
  *     failed communicator closes its connections so that every member fails promptly (a ring's
- *     far side included);
+ *     far side included); with more than two nodes a member may therefore name the node whose
+ *     ranks failed first and closed their side, rather than the one that was lost;
  *   - abort() closes the connections of the whole family (the world and every Gloo group split
  *     from it), so the peers' pending calls fail promptly; its shared-memory groups learn of an
  *     exiting member through their own dead-peer check (~100 ms).

@@ -45,8 +45,5 @@ same "saved on 2 nodes, resumed on 1 node x 4" "$TMP/straight1.jsonl" "$TMP/resu
 one save1 --save "$TMP/ck1" --exit-interval 2
 two resume2 --load "$TMP/ck1"
 same "saved on 1 node x 4, resumed on 2 nodes" "$TMP/straight1.jsonl" "$TMP/resume2.jsonl" 2
-for i in 0 1; do
-  left=$(mn_shm_files $i)
-  [ -z "$left" ] || fail "node $i's /dev/shm keeps: $left"
-done
+mn_check_shm_empty
 echo "PASS: checkpoints move between 2 nodes x 2 ranks and 1 node x 4 ranks bit for bit"

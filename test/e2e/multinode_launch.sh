@@ -27,8 +27,5 @@ case_run() { # case_run NAME PARALLEL_FLAGS...
 case_run "tp2 dp2" --tensor-model-parallel-size 2
 case_run "tp2 pp2" --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 case_run "tp2 dp2 distopt" --tensor-model-parallel-size 2 --use-distributed-optimizer
-for i in 0 1; do
-  left=$(mn_shm_files $i)
-  [ -z "$left" ] || fail "node $i's /dev/shm keeps: $left"
-done
+mn_check_shm_empty
 echo "PASS: 2 nodes x 2 ranks (mtrain launch --nnodes 2) reproduce the serial run; /dev/shm empty on both nodes"

@@ -34,8 +34,5 @@ echo "link down: both launchers ended after $dt s"
 for r in 0 1; do grep -q "rank $r.*mtnode1" "$TMP/cut.node0.log" || { tail -n 8 "$TMP/cut.node0.log"; fail "rank $r did not name mtnode1"; }; done
 for r in 2 3; do grep -q "rank $r.*mtnode0" "$TMP/cut.node1.log" || { tail -n 8 "$TMP/cut.node1.log"; fail "rank $r did not name mtnode0"; }; done
 grep -h "mtrain: error" "$TMP"/cut.node*.log | cut -c1-300
-for i in 0 1; do
-  left=$(mn_shm_files $i)
-  [ -z "$left" ] || fail "node $i's /dev/shm keeps: $left"
-done
+mn_check_shm_empty
 echo "PASS: a short outage is ridden out; a long one is named by every rank within $dt s"

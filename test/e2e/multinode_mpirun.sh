@@ -25,8 +25,5 @@ mn_exec 0 timeout 120 "${MPIRUN[@]}" \
   { tail -n 30 "$TMP/mpirun.log"; fail "mpirun across 2 nodes failed"; }
 grep -q "4 ranks (tp 2, dp 2)" "$TMP/mpirun.log" || { tail -n 20 "$TMP/mpirun.log"; fail "mpirun: not 4 ranks at tp 2 x dp 2"; }
 compare "$TMP/ref.jsonl" "$TMP/mpirun.jsonl" "mpirun -n 4 across 2 nodes" $ITERS 1e-4 1e-3
-for i in 0 1; do
-  left=$(mn_shm_files $i)
-  [ -z "$left" ] || fail "node $i's /dev/shm keeps: $left"
-done
+mn_check_shm_empty
 echo "PASS: mpirun across 2 nodes reproduces the serial run"

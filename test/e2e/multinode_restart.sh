@@ -47,4 +47,5 @@ grep -q "loaded checkpoint" "$TMP/n0.log" || fail "node 0's restarted ranks did 
 got=$(final "$TMP/restart.jsonl")
 echo "uninterrupted: $want; node 1 killed, replaced and the job restarted: $got"
 [ "$got" = "$want" ] || fail "the restarted job's final loss differs from the uninterrupted run's"
+mn_check_shm_empty
 echo "PASS: a lost node, a replacement and --max-restarts 1 finish with the uninterrupted run's final loss"

@@ -22,8 +22,5 @@ mn_exec 0 timeout 120 sbatch -W --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 
   --tensor-model-parallel-size 2 --metrics "$TMP/sbatch.jsonl" >"$TMP/sbatch.log" 2>&1 ||
   { cat "$TMP/sbatch.log"; tail -n 30 "$TMP/sbatch.out"; fail "sbatch across 2 nodes failed"; }
 compare "$TMP/ref.jsonl" "$TMP/sbatch.jsonl" "sbatch scripts/slurm/mtrain.sbatch (2 nodes x 2)" $ITERS 1e-4 1e-3
-for i in 0 1; do
-  left=$(mn_shm_files $i)
-  [ -z "$left" ] || fail "node $i's /dev/shm keeps: $left"
-done
+mn_check_shm_empty
 echo "PASS: srun and sbatch across 2 nodes reproduce the serial run"

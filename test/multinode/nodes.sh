@@ -13,6 +13,7 @@
 #   mn_link I up|down node I's link to the bridge up or down
 #   mn_launch_all ... mtrain launch once per node (see below)
 #   mn_mpirun_agent F OpenMPI's remote-launch agent into the nodes (see below)
+#   mn_check_shm_empty  fails the test when a node's /dev/shm keeps anything
 #   mn_down           tears everything down (also run by the EXIT trap mn_up installs)
 # Teardown on every exit path: each holder is PID 1 of its node's PID namespace, so when it dies
 # the kernel kills every process of that node, and with them go the node's namespaces, its veth
@@ -115,6 +116,16 @@ mn_kill_node() {
 
 # files in a node's private /dev/shm (what a test checks is empty after a run)
 mn_shm_files() { nsenter -t "${MN_PIDS[$1]}" -m ls -A /dev/shm 2>/dev/null; }
+
+# mn_check_shm_empty: every live node's /dev/shm is empty, else the test fails naming what is left
+mn_check_shm_empty() {
+  local i left
+  for ((i = 0; i < ${#MN_PIDS[@]}; i++)); do
+    [ -n "${MN_PIDS[$i]}" ] || continue
+    left=$(mn_shm_files "$i")
+    [ -z "$left" ] || { echo "FAIL: node $i's /dev/shm keeps: $left"; exit 1; }
+  done
+}
 
 mn_down() {
   local p
