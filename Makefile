@@ -73,7 +73,7 @@ all: mtrain $(CUDA_MODULE) $(UNIT_BIN)
 # (or another OPT) rebuilds everything instead of linking stale objects (make tracks files, not
 # flags). The stamp is rewritten only when the flags change.
 FLAGS_STAMP := $(BUILD)/.build-flags
-FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) CUDA=$(CUDA) NVFLAGS=$(NVFLAGS) LDLIBS=$(LDLIBS)
+FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) CUDA=$(CUDA) NVFLAGS=$(NVFLAGS) LDLIBS=$(LDLIBS) GLOO=$(GLOO)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = "$(FLAGS_NOW)" ] || printf '%s\n' "$(FLAGS_NOW)" >$(FLAGS_STAMP); })
 
 $(BUILD)/%.o: %.c $(HDRS) $(FLAGS_STAMP)
