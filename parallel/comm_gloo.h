@@ -19,7 +19,9 @@
  *   - abort() closes the connections of the whole family (the world and every Gloo group split
  *     from it), so the peers' pending calls fail promptly; its shared-memory groups learn of an
  *     exiting member through their own dead-peer check (~100 ms).
- * Listening address: GLOO_SOCKET_IFNAME's address when set (torch's variable), else the address
+ * The world's creation ignores SIGPIPE process-wide (when it is at its default): Gloo writes to
+ * sockets without MSG_NOSIGNAL, and a peer that closed its side must fail the call, not kill the
+ * rank. Listening address: GLOO_SOCKET_IFNAME's address when set (torch's variable), else the address
  * this node reaches MASTER_ADDR from, else the first non-loopback IPv4 address that is up. */
 #ifndef MT_COMM_GLOO_H
 #define MT_COMM_GLOO_H

@@ -11,6 +11,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,10 @@ static mt_status boot_xchg(void *xctx, const void *mine, size_t n_bytes, void *a
 
 mt_status mt_comm_gloo_init(mt_bootstrap *bs, const char (*nodes)[MT_NODE_ID_BYTES], int timeout_s, mt_comm **world) {
     *world = NULL;
+    /* Gloo writes to its sockets without MSG_NOSIGNAL: a peer that closed its side (it failed or
+     * aborted) must fail this rank's call, not kill the rank with SIGPIPE */
+    struct sigaction old;
+    if (!sigaction(SIGPIPE, NULL, &old) && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
     member_info mine = {0}, *members = calloc((size_t)bs->size, sizeof *members);
     int *group = malloc(sizeof(int) * (size_t)bs->size);
     family *fam = calloc(1, sizeof *fam);
