@@ -47,7 +47,20 @@ CU_OBJ    :=
 MODULE_C_OBJ :=
 CUDA_MODULE :=
 endif
-CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+# Gloo (Debian's libgloo-dev, C++): the network communicator for CPU ranks on several nodes
+# (parallel/comm_gloo*.c over the C++ shim parallel/comm_gloo_shim.cc). Without its headers mtrain
+# builds without it and a multi-node CPU run says what to install (GLOO=0 turns it off).
+GLOO     ?= $(if $(wildcard /usr/include/gloo/context.h),1,0)
+ifeq ($(GLOO),1)
+CXX      ?= g++
+GLOO_OBJ := $(BUILD)/parallel/comm_gloo_shim.o
+GLOO_LIBS := -lgloo -lstdc++
+$(BUILD)/parallel/comm_gloo.o $(BUILD)/parallel/comm_gloo_make.o: CFLAGS += -DMT_HAVE_GLOO=1
+else
+GLOO_OBJ :=
+GLOO_LIBS :=
+endif
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o) $(GLOO_OBJ)
 LIB      := $(BUILD)/libmtrain.a
 
 UNIT_SRC := $(sort $(wildcard test/unit/*.c test/ops/*.c))
@@ -60,7 +73,7 @@ all: mtrain $(CUDA_MODULE) $(UNIT_BIN)
 # (or another OPT) rebuilds everything instead of linking stale objects (make tracks files, not
 # flags). The stamp is rewritten only when the flags change.
 FLAGS_STAMP := $(BUILD)/.build-flags
-FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) CUDA=$(CUDA) NVFLAGS=$(NVFLAGS) LDLIBS=$(LDLIBS)
+FLAGS_NOW := CC=$(CC) CFLAGS=$(CFLAGS) CUDA=$(CUDA) NVFLAGS=$(NVFLAGS) LDLIBS=$(LDLIBS) GLOO=$(GLOO)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = "$(FLAGS_NOW)" ] || printf '%s\n' "$(FLAGS_NOW)" >$(FLAGS_STAMP); })
 
 $(BUILD)/%.o: %.c $(HDRS) $(FLAGS_STAMP)
@@ -83,17 +96,23 @@ $(CUDA_MODULE): $(CU_OBJ) $(MODULE_C_OBJ)
 	$(CC) -shared -o $@ $^ $(MODULE_LIBS)
 	@printf '%s\n' '$(MODULE_LIBS)' >$(BUILD)/.module-libs
 
+ifeq ($(GLOO),1)
+$(GLOO_OBJ): parallel/comm_gloo_shim.cc parallel/comm_gloo_shim.h $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -I. -c $< -o $@
+endif
+
 $(LIB): $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
 mtrain: $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB) | $(CUDA_MODULE)
-	$(CC) $(CFLAGS) -o $@ $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB) $(GLOO_LIBS) $(LDLIBS)
 
 # a test is rebuilt when any test header changes: test/*.h and the shared ones in test/{unit,ops}/
 $(BUILD)/test/%: test/%.c $(LIB) $(wildcard test/*.h test/unit/*.h test/ops/*.h) | $(CUDA_MODULE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(GLOO_LIBS) $(LDLIBS)
 
 # a test binary whose test/{unit,ops}/NAME.c was deleted or renamed is removed (test/run.sh skips it too)
 STALE_TEST_BIN := $(filter-out $(UNIT_BIN),$(wildcard $(BUILD)/test/unit/* $(BUILD)/test/ops/*))
@@ -146,6 +165,7 @@ bench: deps
 	@./test/bench_moe.sh
 	@./test/bench_overlap.sh
 	@./test/bench_plan.sh
+	@./test/bench_multinode.sh
 
 fuzz:
 	@./test/fuzz/run-fuzzer.sh

@@ -1,13 +1,13 @@
 /* comm.h — the collectives interface (NCCL-style): a const table of function pointers plus
- * an opaque context, so the CPU implementation (comm_shm.c: POSIX shared memory between the
- * ranks of one node) and the GPU one (comm_nccl.c, in the CUDA module) are interchangeable and
+ * an opaque context, so the CPU implementations (comm_shm.c: POSIX shared memory between the
+ * ranks of one node; comm_gloo.c: Gloo over TCP across nodes) and the GPU one (comm_nccl.c, in the CUDA module) are interchangeable and
  * map 1:1 onto NCCL (ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclBroadcast, ncclSend/ncclRecv in
  * ncclGroupStart/End, ncclCommSplit, ncclCommAbort).
  * Rules: counts are elements (n_*), never bytes; buffers are backend memory (host memory for
  * the CPU backend); every call is collective over the communicator's ranks except send/recv;
  * every wait has a timeout and notices a dead peer, returning MT_ERR_PEER with a message
  * naming the rank ("rank 3 (pid 1234) died"). Results are deterministic: the reduction order
- * is fixed (rank 0 + rank 1 + ... in order), whatever the timing. */
+ * is fixed (rank 0 + rank 1 + ... in order; across nodes Gloo's ring order), whatever the timing. */
 #ifndef MT_COMM_H
 #define MT_COMM_H
 

@@ -1,6 +1,7 @@
 /* comm_factory.h — the one place that creates communicators. It picks the implementation from
- * where the tensors live: host memory -> the shared-memory communicator (parallel/comm_shm.h, the
- * ranks of one node); device memory -> NCCL (parallel/comm_nccl.c, inside the CUDA module: reached
+ * where the tensors live: host memory -> the shared-memory communicator (parallel/comm_shm.h) when
+ * every rank shares one node, else the Gloo one (parallel/comm_gloo.h: TCP between nodes, whose
+ * split gives node-local groups shared memory again); device memory -> NCCL (parallel/comm_nccl.c, inside the CUDA module: reached
  * through core/backend_cuda_module.h; refused with a clear error when the module or NCCL is
  * missing, never by handing device pointers to shared memory). Group communicators are split from
  * the world one (NCCL's ncclCommSplit model).

@@ -35,6 +35,18 @@
  * says which ranks are elsewhere). Collective over the bootstrap. */
 mt_status mt_comm_shm_init(mt_bootstrap *bs, int timeout_s, mt_comm **world);
 
+/* For communicators made inside another one (the network communicator's node-local groups,
+ * parallel/comm_gloo.c): the n ranks exchange one blob of mt_comm_shm_xchg_bytes() each through
+ * `xchg` (an allgather among them, called exactly once when n > 1), then attach. The ranks must
+ * share this node (mt_comm_shm_node_id equal), else the error names the one elsewhere. */
+typedef mt_status (*mt_comm_shm_xchg_fn)(void *xctx, const void *mine, size_t n_bytes, void *all);
+size_t mt_comm_shm_xchg_bytes(void);
+mt_status mt_comm_shm_create_xchg(int rank, int n, mt_comm_shm_xchg_fn xchg, void *xctx, int timeout_s,
+                                  mt_comm **out);
+/* "hostname/boot-id" of this node, equal on every rank of one node */
+#define MT_NODE_ID_BYTES 100
+void mt_comm_shm_node_id(char *buf, size_t buf_bytes);
+
 /* For programs that fork their ranks themselves (tests, benchmarks): the parent creates a handle
  * before forking (anonymous shared memory, nothing named), each child calls
  * mt_comm_shm_create_local with its rank, and the parent frees the handle when the children are

@@ -327,7 +327,7 @@ typedef struct {
     cpu_set_t cpus;
 } world_xchg;
 
-typedef mt_status (*xchg_fn)(void *xctx, const void *mine, size_t n_bytes, void *all);
+typedef mt_comm_shm_xchg_fn xchg_fn;
 
 static size_t env_bytes(const char *var, size_t dflt, size_t lo, size_t hi) {
     const char *v = getenv(var);
@@ -342,7 +342,7 @@ static size_t env_bytes(const char *var, size_t dflt, size_t lo, size_t hi) {
 }
 
 /* "hostname/boot-id": equal on every rank of one node (a hostname alone can repeat). */
-static void node_id(char *buf, size_t buf_bytes) {
+void mt_comm_shm_node_id(char *buf, size_t buf_bytes) {
     char host[64] = "?", boot[40] = "";
     if (gethostname(host, sizeof host - 1)) snprintf(host, sizeof host, "?");
     host[sizeof host - 1] = 0;
@@ -366,7 +366,7 @@ static mt_status world_create(int rank, int n, xchg_fn xchg, void *xctx, int tim
     mine.pid = (int32_t)getpid();
     mine.rank = rank;
     mine.starttime = self_starttime();
-    node_id(mine.host, sizeof mine.host);
+    mt_comm_shm_node_id(mine.host, sizeof mine.host);
     if (rank == 0) make_name(mine.name);
     if (sched_getaffinity(0, sizeof mine.cpus, &mine.cpus)) CPU_ZERO(&mine.cpus);
 
@@ -436,6 +436,13 @@ mt_status mt_comm_shm_init(mt_bootstrap *bs, int timeout_s, mt_comm **world) {
                          "every rank on one node",
                          bs->size, bs->size / bs->local_size, bs->local_size);
     return world_create(bs->rank, bs->size, bootstrap_xchg, bs, timeout_s, world);
+}
+
+size_t mt_comm_shm_xchg_bytes(void) { return sizeof(world_xchg); }
+
+mt_status mt_comm_shm_create_xchg(int rank, int n, mt_comm_shm_xchg_fn xchg, void *xctx, int timeout_s,
+                                  mt_comm **out) {
+    return world_create(rank, n, xchg, xctx, timeout_s, out);
 }
 
 /* ---- split ---- */

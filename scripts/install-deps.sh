@@ -3,13 +3,15 @@
 # everything is present it only runs dpkg-query and returns in well under a second.
 set -euo pipefail
 
-# build: libyaml (recipes), OpenBLAS (CPU GEMMs), PMIx (bootstrap)
+# build: libyaml (recipes), OpenBLAS (CPU GEMMs), PMIx (bootstrap), Gloo + g++ (the network
+#        communicator for CPU ranks on several nodes, a C++ library)
 # data:  bible-kjv (public-domain corpus for `make run` and the tests), unicode-data (source
 #        of the tokenizer's generated Unicode tables: scripts/gen-unicode-tables.sh)
 # tests: slurm + munge, openmpi (launch tests), unicode-data (tokenizer tables), python3-numpy
 #        (test/ref/hf_logprobs.py: the independent Hugging Face forward the export is checked against),
-#        jq (the fault sweep checks that metrics files hold only whole JSON records)
-PKGS=(libyaml-dev libopenblas-dev libpmix-dev pkg-config
+#        jq (the fault sweep checks that metrics files hold only whole JSON records), iproute2 (the
+#        multi-node tests' namespaces: test/multinode/nodes.sh)
+PKGS=(libyaml-dev libopenblas-dev libpmix-dev pkg-config libgloo-dev g++ iproute2
       bible-kjv bible-kjv-text unicode-data
       openmpi-bin slurmctld slurmd slurm-client python3-numpy jq)
 
