@@ -7,20 +7,25 @@
 #include "core/data/tokenizer.h"
 
 /* A Hugging Face tokenizer.json implies the vocabulary size (every id it holds, added tokens too,
- * as Megatron's HuggingFaceTokenizer counts them): model.vocab from it when nothing set it. When
- * the file cannot be read the key stays unset and validation says so. */
+ * as Megatron's HuggingFaceTokenizer counts them), and so does a SentencePiece .model (its pieces,
+ * plus the tokens Megatron's SentencePieceTokenizer adds): model.vocab from it when nothing set
+ * it. When the file cannot be read the key stays unset and validation says so. */
 static void vocab_from_tokenizer_json(mt_recipe *r) {
-    if (r->data.tokenizer != MT_TOK_HF || r->model.vocab > 0 || !r->data.vocab[0]) return;
+    const mt_tokenizer_kind k = r->data.tokenizer;
+    if ((k != MT_TOK_HF && k != MT_TOK_SPM && k != MT_TOK_GPTSPM && k != MT_TOK_LLAMA2) || r->model.vocab > 0 ||
+        !r->data.vocab[0])
+        return;
     mt_tokenizer_files files = { .vocab_path = r->data.vocab, .merges_path = NULL, .json_path = r->data.vocab };
     mt_tokenizer *tok = NULL;
-    if (mt_tokenizer_open(&tok, "hf", &files) != MT_OK) {
+    if (mt_tokenizer_open(&tok, mt_recipe_tokenizer_name(k), &files) != MT_OK) {
         mt_clear_error();
         return;
     }
     char n[32];
     snprintf(n, sizeof n, "%d", (int)mt_tokenizer_vocab_size(tok));
     mt_tokenizer_free(tok);
-    if (mt_recipe_set(r, "model.vocab", n, "the tokenizer.json") != MT_OK) mt_clear_error();
+    if (mt_recipe_set(r, "model.vocab", n, k == MT_TOK_HF ? "the tokenizer.json" : "the SentencePiece model") != MT_OK)
+        mt_clear_error();
 }
 
 int mt_cmd_recipe_problems(const char *config, int *argc, char **argv, mt_recipe *r, char *report, size_t n_report,

@@ -8,10 +8,12 @@ set -euo pipefail
 #        of the tokenizer's generated Unicode tables: scripts/gen-unicode-tables.sh)
 # tests: slurm + munge, openmpi (launch tests), unicode-data (tokenizer tables), python3-numpy
 #        (test/ref/hf_logprobs.py: the independent Hugging Face forward the export is checked against),
-#        jq (the fault sweep checks that metrics files hold only whole JSON records)
+#        jq (the fault sweep checks that metrics files hold only whole JSON records),
+#        python3-sentencepiece (the upstream SentencePiece library and trainer: the reference
+#        test/e2e/tokenizer_spm.sh compares mtrain's SentencePiece ids with)
 PKGS=(libyaml-dev libopenblas-dev libpmix-dev pkg-config
       bible-kjv bible-kjv-text unicode-data
-      openmpi-bin slurmctld slurmd slurm-client python3-numpy jq)
+      openmpi-bin slurmctld slurmd slurm-client python3-numpy jq python3-sentencepiece)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -493,12 +493,23 @@ static int kind_of(const char *name) {
 
 int mt_tokenizer_spm_name(const char *name) { return kind_of(name) >= 0; }
 
-mt_status mt_tokenizer_spm_open(mt_tokenizer **out, const char *name, const char *model_path) {
+/* bytes == NULL: read the file at path. */
+static mt_status open_model(mt_tokenizer **out, const char *name, const void *bytes, size_t n_bytes,
+                            const char *path) {
     *out = NULL;
     const int kind = kind_of(name);
     if (kind < 0) return mt_errorf(MT_ERR_CONFIG, "tokenizer '%s' is not a SentencePiece one", name);
     spm_model *m = NULL;
-    mt_status st = spm_model_load(model_path, &m);
+    mt_status st = bytes ? spm_model_parse(bytes, n_bytes, path, &m) : spm_model_load(path, &m);
     if (st != MT_OK) return st;
     return make(m, kind, out);
+}
+
+mt_status mt_tokenizer_spm_open(mt_tokenizer **out, const char *name, const char *model_path) {
+    return open_model(out, name, NULL, 0, model_path);
+}
+
+mt_status mt_tokenizer_spm_open_bytes(mt_tokenizer **out, const char *name, const void *bytes, size_t n_bytes,
+                                      const char *what) {
+    return open_model(out, name, bytes ? bytes : "", n_bytes, what);
 }

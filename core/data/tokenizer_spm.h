@@ -17,5 +17,8 @@
 int mt_tokenizer_spm_name(const char *name);
 /* Opens the tokenizer `name` (mt_tokenizer_spm_name) over the .model file at model_path. */
 mt_status mt_tokenizer_spm_open(mt_tokenizer **out, const char *name, const char *model_path);
+/* The same over a model already in memory (bytes[0, n_bytes), named `what` in messages). */
+mt_status mt_tokenizer_spm_open_bytes(mt_tokenizer **out, const char *name, const void *bytes, size_t n_bytes,
+                                      const char *what);
 
 #endif

@@ -70,6 +70,8 @@ static inline size_t spm_one_char_len(unsigned char c) {
 size_t spm_valid_char_len(const unsigned char *s, size_t n);
 
 mt_status spm_model_load(const char *path, spm_model **out);
+/* The model in bytes[0, n_bytes); `path` names it in messages. */
+mt_status spm_model_parse(const void *bytes, size_t n_bytes, const char *path, spm_model **out);
 void spm_model_release(spm_model *m);
 
 #endif

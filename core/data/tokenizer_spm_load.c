@@ -423,12 +423,9 @@ void spm_model_release(spm_model *m) {
     free(m);
 }
 
-mt_status spm_model_load(const char *path, spm_model **out) {
+mt_status spm_model_parse(const void *bytes, size_t n_bytes, const char *path, spm_model **out) {
     *out = NULL;
-    char *bytes = NULL;
-    size_t n_bytes = 0;
-    mt_status st = mt_read_whole_file(path, &bytes, &n_bytes);
-    if (st != MT_OK) return mt_error_context(st, "SentencePiece model: ");
+    mt_status st = MT_OK;
     spm_raw w = {0};
     spm_model *m = calloc(1, sizeof *m);
     if (!m) st = mt_errorf(MT_ERR_OOM, "%s: out of memory", path);
@@ -438,17 +435,27 @@ mt_status spm_model_load(const char *path, spm_model **out) {
         if (m->path) strcpy(m->path, path);
         else st = mt_errorf(MT_ERR_OOM, "%s: out of memory", path);
     }
-    if (st == MT_OK) st = parse_model((const uint8_t *)bytes, n_bytes, path, &w);
+    if (st == MT_OK) st = parse_model(bytes, n_bytes, path, &w);
     if (st == MT_OK) st = check_supported(&w, path);
     if (st == MT_OK) st = build(&w, path, m);
     free(w.text);
     free(w.score);
     free(w.type);
-    free(bytes);
     if (st != MT_OK) {
         spm_model_release(m);
         return st;
     }
     *out = m;
     return MT_OK;
+}
+
+mt_status spm_model_load(const char *path, spm_model **out) {
+    *out = NULL;
+    char *bytes = NULL;
+    size_t n_bytes = 0;
+    mt_status st = mt_read_whole_file(path, &bytes, &n_bytes);
+    if (st != MT_OK) return mt_error_context(st, "SentencePiece model: ");
+    st = spm_model_parse(bytes, n_bytes, path, out);
+    free(bytes);
+    return st;
 }

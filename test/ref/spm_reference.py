@@ -17,7 +17,12 @@ python3-sentencepiece (the upstream C++ library and its trainer):
                         JSON line; lines: each line's bytes) as Megatron's CLASS gives them:
                         gpt (GPTSentencePieceTokenizer: encode), llama2 (bos first), spm
                         (SentencePieceTokenizer: its special tokens cut out of the text)
-  info MODEL            vocabulary size, bos, eos, pad ids
+  decode MODEL INPUT OUTPUT
+                        each line of ids of INPUT decoded (sp.decode), one text a line
+  bin MODEL INPUT OUTPUT
+                        the ids Megatron's preprocess_data.py writes for INPUT (JSON lines) with
+                        Llama2Tokenizer and --append-eod: bos, the text's ids, eos, per document
+  info MODEL            pieces, bos, eos, pad ids, SentencePieceTokenizer's size and eod
 
 Megatron's _SentencePieceTokenizer special tokens and splitting are written here from its
 tokenizer.py (megatron/training/tokenizer/tokenizer.py) for the comparison.
@@ -146,6 +151,21 @@ def gen(out):
             f.write(b''.join(parts) + b'\n')
 
 
+def decode(model, path, out):
+    sp = spm.SentencePieceProcessor(model_file=model)
+    with open(path) as f, open(out, 'w') as o:
+        for line in f:
+            o.write(sp.decode([int(x) for x in line.split()]) + '\n')
+
+
+def bin_ids(model, path, out):
+    sp = spm.SentencePieceProcessor(model_file=model)
+    with open(path) as f, open(out, 'w') as o:
+        for line in f:
+            ids = [sp.bos_id()] + sp.encode(json.loads(line)['text']) + [sp.eos_id()]
+            o.write('\n'.join(map(str, ids)) + '\n')
+
+
 def info(model):
     sp = spm.SentencePieceProcessor(model_file=model)
     _, n_spm = megatron_specials(sp)
@@ -154,4 +174,4 @@ def info(model):
 
 if __name__ == '__main__':
     cmd, args = sys.argv[1], sys.argv[2:]
-    {'train': train, 'gen': gen, 'encode': encode, 'info': info}[cmd](*args)
+    {'train': train, 'gen': gen, 'encode': encode, 'decode': decode, 'bin': bin_ids, 'info': info}[cmd](*args)
