@@ -22,54 +22,28 @@ bundle="$jsdir/llama-tokenizer.mjs"
 BUNDLE_SHA=34a7b9f7579d40486444590c37cba6564ef40c3dd98ecdfc2f7c886ae72c898d
 MODEL_SHA=cdb720b183d2c2a0d6934515a824862b282fc66f09a674bb5fb6a8357a546538
 
-sum_of() { sha256sum "$1" | cut -d' ' -f1; }
+NAME=fetch-llama2-tokenizer
+source "$here/npm-fetch-lib.sh"
 
 if [ -f "$model" ] && [ -f "$bundle" ] && [ "$(sum_of "$bundle")" = "$BUNDLE_SHA" ] &&
    [ "$(sum_of "$model")" = "$MODEL_SHA" ]; then
   exit 0
 fi
-for tool in npm node; do
-  if ! command -v $tool >/dev/null 2>&1; then
-    echo "fetch-llama2-tokenizer: $tool is not installed (apt-get install nodejs npm), cannot fetch $PKG" >&2
-    exit 1
-  fi
-done
+need_tools npm node
 mkdir -p "$dir"
 work=$(mktemp -d "${TMPDIR:-/tmp}/mtrain-llama2tok.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-if ! (cd "$work" && timeout 180 npm pack --silent "$PKG" >npm.out 2>npm.err); then
-  echo "fetch-llama2-tokenizer: 'npm pack $PKG' failed (offline? registry unreachable?):" >&2
-  tail -n 5 "$work/npm.err" >&2 || true
-  exit 1
-fi
-tgz=$(ls "$work"/llama-tokenizer-js-*.tgz 2>/dev/null | head -n 1)
-if [ -z "$tgz" ]; then
-  echo "fetch-llama2-tokenizer: npm pack produced no tarball" >&2
-  exit 1
-fi
-tar -xzf "$tgz" -C "$work" package/llama-tokenizer.js package/LICENSE.md
-got=$(sum_of "$work/package/llama-tokenizer.js")
-if [ "$got" != "$BUNDLE_SHA" ]; then
-  echo "fetch-llama2-tokenizer: the package module has sha256 $got, expected $BUNDLE_SHA: refusing it" >&2
-  exit 1
-fi
+npm_pack_extract "$PKG" "$work" package/llama-tokenizer.js package/LICENSE.md
+check_sum "$work/package/llama-tokenizer.js" "$BUNDLE_SHA" "the package module"
 mkdir -p "$work/js"
 cp "$work/package/llama-tokenizer.js" "$work/js/llama-tokenizer.mjs"
 cp "$work/package/LICENSE.md" "$work/js/LICENSE.md"
 if ! node "$here/llama2-tokenizer-model.js" "$work/js/llama-tokenizer.mjs" "$work/tokenizer.model" >"$work/conv.out" 2>&1; then
-  echo "fetch-llama2-tokenizer: building the SentencePiece model failed:" >&2
+  echo "$NAME: building the SentencePiece model failed:" >&2
   tail -n 5 "$work/conv.out" >&2
   exit 1
 fi
-got=$(sum_of "$work/tokenizer.model")
-if [ "$got" != "$MODEL_SHA" ]; then
-  echo "fetch-llama2-tokenizer: the rebuilt model has sha256 $got, expected $MODEL_SHA: refusing it" >&2
-  exit 1
-fi
-rm -rf "$jsdir.tmp.$$"
-cp -r "$work/js" "$jsdir.tmp.$$"
-rm -rf "$jsdir"
-mv -f "$jsdir.tmp.$$" "$jsdir"
-cp "$work/tokenizer.model" "$model.tmp.$$"
-mv -f "$model.tmp.$$" "$model"
-echo "fetch-llama2-tokenizer: wrote $model and $jsdir/ ($PKG, sha256 checked)"
+check_sum "$work/tokenizer.model" "$MODEL_SHA" "the rebuilt model"
+install_dir "$work/js" "$jsdir"
+install_file "$work/tokenizer.model" "$model"
+echo "$NAME: wrote $model and $jsdir/ ($PKG, sha256 checked)"
