@@ -36,7 +36,6 @@ typedef struct {
     int add_dummy_prefix, remove_extra, escape_ws;
     span norm_name, charsmap, denorm_charsmap;
     span unk_surface, bos, eos, pad;
-    int has_unk_surface;
 } spm_raw;
 
 static mt_status grow(spm_raw *w, const char *path) {
@@ -109,57 +108,47 @@ static mt_status spec_field(mt_pb_reader *sub, uint32_t f, int wire, const char 
     return st;
 }
 
-static mt_status read_trainer(mt_pb_reader *r, spm_raw *w) {
+/* The fields of the embedded message at r, each through one(). */
+typedef mt_status (*field_fn)(mt_pb_reader *sub, uint32_t f, int wire, spm_raw *w);
+static mt_status each_field(mt_pb_reader *r, spm_raw *w, field_fn one) {
     mt_pb_reader sub;
     mt_status st = mt_pb_sub(r, &sub);
     while (st == MT_OK && mt_pb_more(&sub)) {
         uint32_t f;
         int wire;
         st = mt_pb_tag(&sub, &f, &wire);
-        if (st != MT_OK) break;
-        switch (f) {
-        case 3: st = spec_field(&sub, f, wire, "TrainerSpec.model_type", &w->model_type, NULL); break;
-        case 24: st = spec_field(&sub, f, wire, "TrainerSpec.treat_whitespace_as_suffix", &w->ws_suffix, NULL); break;
-        case 35: st = spec_field(&sub, f, wire, "TrainerSpec.byte_fallback", &w->byte_fallback, NULL); break;
-        case 44:
-            st = spec_field(&sub, f, wire, "TrainerSpec.unk_surface", NULL, &w->unk_surface);
-            w->has_unk_surface = 1;
-            break;
-        case 46: st = spec_field(&sub, f, wire, "TrainerSpec.bos_piece", NULL, &w->bos); break;
-        case 47: st = spec_field(&sub, f, wire, "TrainerSpec.eos_piece", NULL, &w->eos); break;
-        case 48: st = spec_field(&sub, f, wire, "TrainerSpec.pad_piece", NULL, &w->pad); break;
-        default: st = mt_pb_skip(&sub, wire);
-        }
+        if (st == MT_OK) st = one(&sub, f, wire, w);
     }
     return st;
 }
 
-static mt_status read_normalizer(mt_pb_reader *r, spm_raw *w, int denormalizer) {
-    mt_pb_reader sub;
-    mt_status st = mt_pb_sub(r, &sub);
-    while (st == MT_OK && mt_pb_more(&sub)) {
-        uint32_t f;
-        int wire;
-        st = mt_pb_tag(&sub, &f, &wire);
-        if (st != MT_OK) break;
-        if (f == 2) {
-            st = spec_field(&sub, f, wire, "NormalizerSpec.precompiled_charsmap", NULL,
-                            denormalizer ? &w->denorm_charsmap : &w->charsmap);
-        } else if (denormalizer) {
-            st = mt_pb_skip(&sub, wire);
-        } else if (f == 1) {
-            st = spec_field(&sub, f, wire, "NormalizerSpec.name", NULL, &w->norm_name);
-        } else if (f == 3) {
-            st = spec_field(&sub, f, wire, "NormalizerSpec.add_dummy_prefix", &w->add_dummy_prefix, NULL);
-        } else if (f == 4) {
-            st = spec_field(&sub, f, wire, "NormalizerSpec.remove_extra_whitespaces", &w->remove_extra, NULL);
-        } else if (f == 5) {
-            st = spec_field(&sub, f, wire, "NormalizerSpec.escape_whitespaces", &w->escape_ws, NULL);
-        } else {
-            st = mt_pb_skip(&sub, wire);
-        }
+static mt_status trainer_field(mt_pb_reader *sub, uint32_t f, int wire, spm_raw *w) {
+    switch (f) {
+    case 3: return spec_field(sub, f, wire, "TrainerSpec.model_type", &w->model_type, NULL);
+    case 24: return spec_field(sub, f, wire, "TrainerSpec.treat_whitespace_as_suffix", &w->ws_suffix, NULL);
+    case 35: return spec_field(sub, f, wire, "TrainerSpec.byte_fallback", &w->byte_fallback, NULL);
+    case 44: return spec_field(sub, f, wire, "TrainerSpec.unk_surface", NULL, &w->unk_surface);
+    case 46: return spec_field(sub, f, wire, "TrainerSpec.bos_piece", NULL, &w->bos);
+    case 47: return spec_field(sub, f, wire, "TrainerSpec.eos_piece", NULL, &w->eos);
+    case 48: return spec_field(sub, f, wire, "TrainerSpec.pad_piece", NULL, &w->pad);
+    default: return mt_pb_skip(sub, wire);
     }
-    return st;
+}
+
+static mt_status normalizer_field(mt_pb_reader *sub, uint32_t f, int wire, spm_raw *w) {
+    switch (f) {
+    case 1: return spec_field(sub, f, wire, "NormalizerSpec.name", NULL, &w->norm_name);
+    case 2: return spec_field(sub, f, wire, "NormalizerSpec.precompiled_charsmap", NULL, &w->charsmap);
+    case 3: return spec_field(sub, f, wire, "NormalizerSpec.add_dummy_prefix", &w->add_dummy_prefix, NULL);
+    case 4: return spec_field(sub, f, wire, "NormalizerSpec.remove_extra_whitespaces", &w->remove_extra, NULL);
+    case 5: return spec_field(sub, f, wire, "NormalizerSpec.escape_whitespaces", &w->escape_ws, NULL);
+    default: return mt_pb_skip(sub, wire);
+    }
+}
+
+static mt_status denormalizer_field(mt_pb_reader *sub, uint32_t f, int wire, spm_raw *w) {
+    if (f == 2) return spec_field(sub, f, wire, "denormalizer_spec.precompiled_charsmap", NULL, &w->denorm_charsmap);
+    return mt_pb_skip(sub, wire);
 }
 
 static mt_status parse_model(const uint8_t *bytes, size_t n_bytes, const char *path, spm_raw *w) {
@@ -179,9 +168,9 @@ static mt_status parse_model(const uint8_t *bytes, size_t n_bytes, const char *p
             if (st != MT_OK) break;
         }
         if (f == 1) st = read_piece(&r, w);
-        else if (f == 2) st = read_trainer(&r, w);
-        else if (f == 3) st = read_normalizer(&r, w, 0);
-        else if (f == 5) st = read_normalizer(&r, w, 1);
+        else if (f == 2) st = each_field(&r, w, trainer_field);
+        else if (f == 3) st = each_field(&r, w, normalizer_field);
+        else if (f == 5) st = each_field(&r, w, denormalizer_field);
         else st = mt_pb_skip(&r, wire);
     }
     return st;

@@ -253,34 +253,29 @@ static void test_encode(void) {
 /* Each malformed model and the words its error must hold. */
 static void test_refusals(void) {
     pbuf m;
-    /* no unknown piece */
-    m.n = 0;
-    put_piece(&m, "a", 0, 1);
-    put_specs(&m, 2, 0, 1, NULL);
-    CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), "no piece of type UNKNOWN");
-    /* a piece twice */
-    m.n = 0;
-    put_piece(&m, "<unk>", 0, 2);
-    put_piece(&m, "a", 0, 1);
-    put_piece(&m, "a", 0, 1);
-    put_specs(&m, 2, 0, 1, NULL);
-    CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), "piece 2 'a' is already defined (piece 1)");
-    /* an empty piece */
-    m.n = 0;
-    put_piece(&m, "<unk>", 0, 2);
-    put_piece(&m, "", 0, 1);
-    CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), "piece 1 is empty");
-    /* a byte piece without byte_fallback; byte_fallback without all 256 */
-    m.n = 0;
-    put_piece(&m, "<unk>", 0, 2);
-    put_piece(&m, "<0x41>", 0, 6);
-    put_specs(&m, 2, 0, 1, NULL);
-    CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), "byte piece 1 '<0x41>' is found although byte_fallback is false");
-    m.n = 0;
-    put_piece(&m, "<unk>", 0, 2);
-    put_piece(&m, "<0x00>", 0, 6);
-    put_specs(&m, 2, 1, 1, NULL);
-    CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), "there is no piece <0x01>");
+    /* two pieces (text, type) and the trainer spec (byte_fallback), and the words of the error */
+    const struct {
+        const char *a;
+        int ta;
+        const char *b;
+        int tb, byte_fallback;
+        const char *want;
+    } two[] = {
+        {"a", 1, "b", 1, 0, "no piece of type UNKNOWN"},
+        {"<unk>", 2, "<unk>", 2, 0, "piece 1 '<unk>' is already defined (piece 0)"},
+        {"<unk>", 2, "", 1, 0, "piece 1 is empty"},
+        {"<unk>", 2, "<0x41>", 6, 0, "byte piece 1 '<0x41>' is found although byte_fallback is false"},
+        {"<unk>", 2, "<0x00>", 6, 1, "there is no piece <0x01>"},
+        {"<unk>", 2, "<0x4g>", 6, 1, "byte piece 1 '<0x4g>' is not of the form <0xXX>"},
+        {"<unk>", 2, "a", 5, 0, "piece 1 'a' is UNUSED"},
+    };
+    for (size_t k = 0; k < sizeof two / sizeof two[0]; k++) {
+        m.n = 0;
+        put_piece(&m, two[k].a, 0, two[k].ta);
+        put_piece(&m, two[k].b, 0, two[k].tb);
+        put_specs(&m, 2, two[k].byte_fallback, 1, NULL);
+        CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), two[k].want);
+    }
     /* pieces given as a varint */
     m.n = 0;
     put_uint(&m, 1, 5);
