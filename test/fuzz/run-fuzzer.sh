@@ -6,6 +6,8 @@
 #                     build/test/unit/test_safetensors_fuzz_replay
 #   manifest          test/fuzz/fuzz_manifest.c, corpus test/fuzz/corpus_manifest (checkpoint manifest.json),
 #                     replayed by build/test/unit/test_manifest_fuzz_replay
+#   spm               test/fuzz/fuzz_spm.c, corpus test/fuzz/corpus_spm (SentencePiece .model files),
+#                     replayed by build/test/unit/test_spm_fuzz_replay
 #   test/fuzz/run-fuzzer.sh [SECONDS]   fuzz for SECONDS (default 60), one job
 #   test/fuzz/run-fuzzer.sh merge       minimise the new inputs + the committed corpus into the committed
 #                                       corpus (seed-* and regress-* files are kept as they are)
@@ -38,7 +40,12 @@ case "$target" in
     libs="$(pkg-config --cflags --libs yaml-0.1) -lm -lpthread"; extra=""
     corpus=test/fuzz/corpus_manifest; new="$out/corpus_manifest"; prefix="$out/manifest-"
     ;;
-  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors or manifest"; exit 2 ;;
+  spm)
+    src="test/fuzz/fuzz_spm.c core/data/tokenizer_spm.c core/data/tokenizer_spm_load.c core/data/protobuf_wire.c core/data/tokenizer.c core/data/tokenizer_bpe.c core/data/tokenizer_bpe_load.c core/data/tokenizer_llama3.c core/data/unicode.c core/data/unicode_tables.c core/json_tree.c core/json_string.c core/file_read.c core/status.c"
+    libs="-lm -lpthread"; extra=""
+    corpus=test/fuzz/corpus_spm; new="$out/corpus_spm"; prefix="$out/spm-"
+    ;;
+  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors, manifest or spm"; exit 2 ;;
 esac
 mkdir -p "$new"
 bin="$out/fuzz_$target"
