@@ -93,7 +93,17 @@ if [ "$target" = manifest ]; then
   done
 } > "$out/manifest.dict"
 fi
-max_len=4096; [ "$target" = manifest ] && max_len=65536
+if [ "$target" = spm ]; then
+# Dictionary: piece names, U+2581, normaliser names, tags of the fields the reader takes
+{
+  for w in '<unk>' '<s>' '</s>' '<pad>' '<0x41>' '<0xFF>' '\xe2\x96\x81' identity nmt_nfkc '\x0a' '\x12' '\x1a' \
+           '\x15' '\x18' '\x10\x01' '\x18\x02' '\x18\x03' '\x18\x04' '\x18\x05' '\x18\x06' '\x98\x02\x01' \
+           '\xc0\x01' '\xff\xff\xff\xff\x0f' '\x00\x00\x80\x7f' '\x00\x00\xc0\x7f'; do
+    printf '"%s"\n' "$w"
+  done
+} > "$out/spm.dict"
+fi
+max_len=4096; [ "$target" = manifest ] || [ "$target" = spm ] && max_len=65536
 opts=(-dict="$out/$target.dict" -max_len=$max_len -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 case "${1:-60}" in
   merge)
