@@ -19,7 +19,8 @@
 #     (truncated, not a protobuf, a length past the end) are refused naming the file;
 #   - preprocess with --tokenizer-type Llama2Tokenizer --append-eod writes exactly bos, the ids,
 #     eos per document (compared id by id with the .bin), and a run with Megatron's tokenizer
-#     flags takes its vocabulary size from the model and trains.
+#     flags takes its vocabulary size from the model and trains (mtrain check names a model it
+#     cannot read, and why).
 set -u
 MTRAIN="${MTRAIN:-./mtrain}"
 if [ ! -x "$MTRAIN" ]; then echo "skip: $MTRAIN not built"; exit 77; fi
@@ -133,6 +134,9 @@ run chk "$MTRAIN" check "${TRAIN[@]}"
   ok "mtrain check: --tokenizer-type Llama2Tokenizer -> data.tokenizer llama2, model.vocab 1000 from the model" ||
   fail "mtrain check: rc $rc $(grep -E 'vocab|tokenizer' "$tmp/chk.out" | head -n 4) $(head -c 400 "$tmp/chk.err")"
 # an untrained model's loss is about ln(vocabulary) = ln(1000) = 6.91 (init noise: +-0.3)
+run chk_nfkc "$MTRAIN" check "${TRAIN[@]/bpe.model/nfkc.model}"
+[ $rc -ne 0 ] && contains "$tmp/chk_nfkc.err" "data.vocab (the vocabulary size comes from it): $tmp/nfkc.model: normalisation rule 'nmt_nfkc'" &&
+  ok "mtrain check names an unreadable --tokenizer-model and why" || fail "check with nfkc.model: rc $rc $(head -c 400 "$tmp/chk_nfkc.err")"
 run train "$MTRAIN" "${TRAIN[@]}"
 loss1=$(sed -n '1s/.*"lm_loss":\([0-9.]*\).*/\1/p' "$tmp/train.jsonl" 2>/dev/null)
 [ $rc -eq 0 ] && [ "$(grep -c lm_loss "$tmp/train.jsonl" 2>/dev/null)" -ge 3 ] &&
