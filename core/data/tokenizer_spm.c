@@ -1,6 +1,8 @@
 /* tokenizer_spm.c — SentencePiece encoding and decoding over the model of
  * tokenizer_spm_load.c, written to give the ids SentencePiece's processor gives:
- *   normalise  (Normalizer::Normalize without a character map) leading spaces dropped and
+ *   normalise  (Normalizer::Normalize) each character replaced by its rule of the precompiled
+ *              character map when the model has one (the longest rule source that matches);
+ *              leading spaces dropped and
  *              runs of spaces made one when remove_extra_whitespaces; ' ' -> U+2581 when
  *              escape_whitespaces; U+2581 put before the text (after it with
  *              treat_whitespace_as_suffix) when add_dummy_prefix; trailing U+2581s dropped
@@ -81,27 +83,39 @@ static mt_status put_ws(const spm_model *m, mt_byte_buf *out) {
                                  : mt_byte_buf_append(out, " ", 1);
 }
 
+/* NormalizePrefix: the normalised text of the character (or user-defined piece, or rule source)
+ * at s[0, n) in *piece, *len; returns the bytes of s it stands for. */
+static size_t norm_prefix(const spm_model *m, const char *s, size_t n, const char **piece, size_t *len) {
+    size_t used = m->n_user_defined ? user_defined_at(m, s, n) : 0;
+    *piece = s;
+    *len = used;
+    if (!used && m->n_trie && (used = spm_charsmap_match(m, s, n, piece)) > 0) *len = strlen(*piece);
+    if (!used) {
+        used = *len = spm_valid_char_len((const unsigned char *)s, n);
+        if (!used) {
+            *piece = "\xef\xbf\xbd"; /* U+FFFD for one byte of invalid UTF-8 */
+            *len = 3;
+            used = 1;
+        }
+    }
+    return used;
+}
+
 static mt_status normalize(const spm_model *m, const char *text, size_t n, mt_byte_buf *out) {
     out->n_bytes = 0;
-    size_t i = 0;
-    if (m->remove_extra_whitespaces) {
-        while (i < n && text[i] == ' ') i++;
+    size_t i = 0, len, used;
+    const char *piece;
+    while (m->remove_extra_whitespaces && i < n) { /* leading characters that normalise to " " */
+        used = norm_prefix(m, text + i, n - i, &piece, &len);
+        if (len != 1 || *piece != ' ') break;
+        i += used;
     }
     if (i == n) return MT_OK;
     mt_status st = MT_OK;
     if (!m->whitespace_as_suffix && m->add_dummy_prefix) st = put_ws(m, out);
     int prev_space = m->remove_extra_whitespaces;
     while (st == MT_OK && i < n) {
-        const char *piece = text + i;
-        size_t len = m->n_user_defined ? user_defined_at(m, piece, n - i) : 0, used = len;
-        if (!len) {
-            used = len = spm_valid_char_len((const unsigned char *)piece, n - i);
-            if (!len) {
-                piece = "\xef\xbf\xbd"; /* U+FFFD for one byte of invalid UTF-8 */
-                len = 3;
-                used = 1;
-            }
-        }
+        used = norm_prefix(m, text + i, n - i, &piece, &len);
         if (prev_space) {
             while (len && *piece == ' ') piece++, len--;
         }

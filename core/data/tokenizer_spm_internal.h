@@ -46,6 +46,11 @@ typedef struct {
     char *bos_piece, *eos_piece, *pad_piece; /* the trainer spec's names of them */
     spm_slot *slots;
     uint32_t slot_mask;
+    /* the precompiled character map (tokenizer_spm_charsmap.c); n_trie = 0 without one */
+    uint32_t *trie;
+    uint32_t n_trie;
+    char *norm;                /* NUL-terminated replacements, n_norm bytes (+ a final NUL) */
+    size_t n_norm;
     char *path;
     atomic_int n_refs;
 } spm_model;
@@ -68,6 +73,11 @@ static inline size_t spm_one_char_len(unsigned char c) {
 }
 /* Length of the valid UTF-8 character at s[0, n) (SentencePiece's DecodeUTF8), or 0. */
 size_t spm_valid_char_len(const unsigned char *s, size_t n);
+
+/* The character map of NormalizerSpec.precompiled_charsmap, checked and copied into m. */
+mt_status spm_charsmap_load(spm_model *m, const uint8_t *p, size_t n, const char *path);
+/* Bytes of the longest rule source at s[0, n) (0: none), its replacement in *repl. */
+size_t spm_charsmap_match(const spm_model *m, const char *s, size_t n, const char **repl);
 
 mt_status spm_model_load(const char *path, spm_model **out);
 /* The model in bytes[0, n_bytes); `path` names it in messages. */

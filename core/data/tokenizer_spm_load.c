@@ -1,10 +1,10 @@
 /* tokenizer_spm_load.c — reads a SentencePiece .model file (a ModelProto protocol buffer) into
  * the read-only spm_model of tokenizer_spm_internal.h, checking what SentencePiece's own loader
  * checks (non-empty pieces, none twice, one unknown piece, all 256 <0xXX> pieces under byte
- * fallback) and refusing, by name, what is not implemented here: a normalisation rule with a
- * precompiled character map (nmt_nfkc and the other built-in rules; models trained with
- * --normalization_rule_name=identity have none, as Llama-2's has), a denormaliser, the WORD
- * and CHAR model types, UNUSED pieces (a vocabulary restriction).
+ * fallback), reading the normalisation rules' precompiled character map when there is one
+ * (tokenizer_spm_charsmap.c: nmt_nfkc and the other built-in rules; identity has none), and
+ * refusing, by name, what is not implemented here: a denormaliser, the WORD and CHAR model
+ * types, UNUSED pieces (a vocabulary restriction).
  * Fields read (sentencepiece_model.proto): ModelProto 1 pieces {1 piece, 2 score, 3 type},
  * 2 trainer_spec {3 model_type, 24 treat_whitespace_as_suffix, 35 byte_fallback,
  * 44 unk_surface, 45..48 unk/bos/eos/pad_piece}, 3 normalizer_spec {1 name,
@@ -334,13 +334,6 @@ static mt_status check_supported(const spm_raw *w, const char *path) {
                          "BPE are)", path, w->model_type == SPM_MODEL_WORD ? "WORD"
                          : w->model_type == SPM_MODEL_CHAR ? "CHAR" : "(unknown)");
     }
-    if (w->charsmap.n) {
-        return mt_errorf(MT_ERR_UNSUPPORTED, "%s: normalisation rule '%.*s' uses a precompiled "
-                         "character map (%zu bytes), which is not implemented: only models "
-                         "without one are (trained with --normalization_rule_name=identity, as "
-                         "Llama-2's tokenizer.model is)", path, (int)w->norm_name.n,
-                         w->norm_name.p ? (const char *)w->norm_name.p : "", w->charsmap.n);
-    }
     if (w->denorm_charsmap.n) {
         return mt_errorf(MT_ERR_UNSUPPORTED, "%s: the model has a denormaliser (a precompiled "
                          "character map for decoding), which is not implemented", path);
@@ -390,6 +383,7 @@ static mt_status build(const spm_raw *w, const char *path, spm_model *m) {
     m->min_score = 3.40282347e38f;   /* FLT_MAX and FLT_MIN, SentencePiece's starting values */
     m->max_score = 1.17549435e-38f;
     mt_status st = build_table(m);
+    if (st == MT_OK && w->charsmap.n) st = spm_charsmap_load(m, w->charsmap.p, w->charsmap.n, path);
     if (st != MT_OK) return st;
     m->bos_id = control_id(m, m->bos_piece);
     m->eos_id = control_id(m, m->eos_piece);
@@ -408,6 +402,8 @@ void spm_model_release(spm_model *m) {
     free(m->eos_piece);
     free(m->pad_piece);
     free(m->slots);
+    free(m->trie);
+    free(m->norm);
     free(m->path);
     free(m);
 }

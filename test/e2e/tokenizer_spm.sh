@@ -10,13 +10,16 @@
 #       bpe.model  BPE with byte fallback,
 #       uni.model  unigram without byte fallback (runs of unknown characters), extra whitespace
 #                  kept, user-defined pieces, a control piece,
-#       sfx.model  BPE with whitespace as suffix and no dummy prefix (licences, random strings);
+#       sfx.model  BPE with whitespace as suffix and no dummy prefix (licences, random strings),
+#       nfkc.model unigram with the default nmt_nfkc rule: its precompiled character map
+#                  (licences, random strings: these include what NFKC changes: full/halfwidth
+#                  forms, ligatures, super/subscripts, letters with combining marks, jamo);
 #   - Megatron's classes: SentencePieceTokenizer (its special tokens cut out of the text, vocab
 #     and eod as its tokenizer.py computes them) and Llama2Tokenizer (bos first) on the random
 #     strings; GPTSentencePieceTokenizer is the plain ids above;
 #   - --decode gives the library's decode of the same ids;
-#   - a model with the default nmt_nfkc rule is refused, naming the rule; malformed model files
-#     (truncated, not a protobuf, a length past the end) are refused naming the file;
+#   - malformed model files (truncated, not a protobuf, a length past the end) are refused
+#     naming the file;
 #   - preprocess with --tokenizer-type Llama2Tokenizer --append-eod writes exactly bos, the ids,
 #     eos per document (compared id by id with the .bin), and a run with Megatron's tokenizer
 #     flags takes its vocabulary size from the model and trains (mtrain check names a model it
@@ -67,7 +70,7 @@ check() {
 for m in bpe uni; do
   check $m gpt jsonl data/kjv.jsonl "$m: KJV (data/kjv.jsonl)"
 done
-for m in bpe uni sfx; do
+for m in bpe uni sfx nfkc; do
   check $m gpt jsonl "$tmp/lic.jsonl" "$m: licence texts ($(echo "$lic" | wc -l) files)"
   check $m gpt jsonl "$tmp/rand.jsonl" "$m: 2400 random strings"
   check $m gpt lines "$tmp/bad.txt" "$m: 600 random strings with bytes that are not UTF-8"
@@ -102,11 +105,7 @@ for m in bpe uni; do
   compare_ids dec_$m "$m: --decode of 400 verses" "the library's"
 done
 
-# refusals: the nmt_nfkc rule; malformed files
-run nfkc "$MTRAIN" tokenize --tokenizer-model "$tmp/nfkc.model" --input "$tmp/verses.txt"
-[ $rc -ne 0 ] && contains "$tmp/nfkc.err" "$tmp/nfkc.model" && contains "$tmp/nfkc.err" "'nmt_nfkc'" &&
-  contains "$tmp/nfkc.err" "identity" && ok "nmt_nfkc refused: $(head -c 220 "$tmp/nfkc.err")" ||
-  fail "nmt_nfkc: rc $rc $(cat "$tmp/nfkc.err")"
+# refusals: malformed files
 head -c 3000 "$tmp/bpe.model" >"$tmp/cut.model"
 printf 'this is not a model\n' >"$tmp/text.model"
 printf '\x0a\xff\xff\xff\x0f\x0a\x01a' >"$tmp/long.model"
@@ -134,9 +133,9 @@ run chk "$MTRAIN" check "${TRAIN[@]}"
   ok "mtrain check: --tokenizer-type Llama2Tokenizer -> data.tokenizer llama2, model.vocab 1000 from the model" ||
   fail "mtrain check: rc $rc $(grep -E 'vocab|tokenizer' "$tmp/chk.out" | head -n 4) $(head -c 400 "$tmp/chk.err")"
 # an untrained model's loss is about ln(vocabulary) = ln(1000) = 6.91 (init noise: +-0.3)
-run chk_nfkc "$MTRAIN" check "${TRAIN[@]/bpe.model/nfkc.model}"
-[ $rc -ne 0 ] && contains "$tmp/chk_nfkc.err" "data.vocab (the vocabulary size comes from it): $tmp/nfkc.model: normalisation rule 'nmt_nfkc'" &&
-  ok "mtrain check names an unreadable --tokenizer-model and why" || fail "check with nfkc.model: rc $rc $(head -c 400 "$tmp/chk_nfkc.err")"
+run chk_cut "$MTRAIN" check "${TRAIN[@]/bpe.model/cut.model}"
+[ $rc -ne 0 ] && contains "$tmp/chk_cut.err" "data.vocab (the vocabulary size comes from it): $tmp/cut.model: byte" &&
+  ok "mtrain check names an unreadable --tokenizer-model and why" || fail "check with cut.model: rc $rc $(head -c 400 "$tmp/chk_cut.err")"
 run train "$MTRAIN" "${TRAIN[@]}"
 loss1=$(sed -n '1s/.*"lm_loss":\([0-9.]*\).*/\1/p' "$tmp/train.jsonl" 2>/dev/null)
 [ $rc -eq 0 ] && [ "$(grep -c lm_loss "$tmp/train.jsonl" 2>/dev/null)" -ge 3 ] &&

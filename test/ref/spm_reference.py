@@ -8,8 +8,8 @@ python3-sentencepiece (the upstream C++ library and its trainer):
                                       extra whitespace kept, user-defined <sep> and LORD,
                                       control <ctl>
                           sfx.model   BPE, 400 pieces, whitespace as suffix, no dummy prefix
-                          nfkc.model  BPE, 300 pieces, the default nmt_nfkc rule (mtrain must
-                                      refuse it: its character map is not implemented)
+                          nfkc.model  unigram, 300 pieces, the default nmt_nfkc rule (its
+                                      precompiled character map)
   gen DIR               writes DIR/rand.jsonl (2400 seeded random strings) and DIR/bad.txt
                         (600 lines holding bytes that are not valid UTF-8, no newline inside)
   encode MODEL CLASS MODE INPUT OUTPUT
@@ -46,8 +46,8 @@ def train(out, corpus):
                                    treat_whitespace_as_suffix=True, add_dummy_prefix=False,
                                    remove_extra_whitespaces=False, **common)
     common['normalization_rule_name'] = 'nmt_nfkc'
-    common['input_sentence_size'] = 500
-    spm.SentencePieceTrainer.train(model_prefix=out + '/nfkc', model_type='bpe', vocab_size=300, **common)
+    common['input_sentence_size'] = 1000
+    spm.SentencePieceTrainer.train(model_prefix=out + '/nfkc', model_type='unigram', vocab_size=300, **common)
 
 
 def megatron_specials(sp):
@@ -113,7 +113,11 @@ def gen(out):
     ranges = [(0x41, 0x5a), (0x61, 0x7a), (0xc0, 0xff), (0x100, 0x17e), (0x391, 0x3c9), (0x410, 0x44f),
               (0x5d0, 0x5ea), (0x621, 0x64a), (0x905, 0x939), (0xe01, 0xe30), (0x300, 0x36f),
               (0x3041, 0x3096), (0x4e00, 0x9fa5), (0xac00, 0xd7a3), (0x2000, 0x206f), (0x1f600, 0x1f64f),
-              (0x1d400, 0x1d44f), (0x1, 0x1f), (0xe000, 0xe0ff), (0xfffd, 0xfffd), (0x2581, 0x2581)]
+              (0x1d400, 0x1d44f), (0x1, 0x1f), (0xe000, 0xe0ff), (0xfffd, 0xfffd), (0x2581, 0x2581),
+              # what NFKC changes: full/halfwidth forms, ligatures, super/subscripts, circled and
+              # Roman numerals, squared words, Hangul jamo (composed), Kangxi radicals
+              (0xff01, 0xff5e), (0xff61, 0xff9f), (0xfb00, 0xfb06), (0x2070, 0x209c), (0x2460, 0x24ff),
+              (0x2160, 0x2188), (0x3300, 0x33ff), (0x1100, 0x1112), (0x1161, 0x1175), (0x2f00, 0x2fd5)]
     punct = "!\"#$%&()*+,-./:;<=>?@[\\]^_`{|}~'"
     spaces = [' ', ' ', ' ', '  ', '   ', '\t', '\n', '\r\n', '\u00a0', '\u3000', '\u2581', ' \u2581 ']
     specials = ['<s>', '</s>', '<unk>', '<sep>', '<ctl>', 'LORD', '<CLS>', '<SEP>', '<EOD>', '<MASK>',
@@ -128,8 +132,10 @@ def gen(out):
         if k < 0.45:
             r = rng.choice(ranges)
             return ''.join(chr(rng.randint(*r)) for _ in range(rng.randint(1, 8)))
-        if k < 0.55:
+        if k < 0.50:
             return ''.join(chr(rng.randint(0x30, 0x39)) for _ in range(rng.randint(1, 6)))
+        if k < 0.55:  # a letter and combining marks (NFKC composes some)
+            return rng.choice('aeiouAEOUnNcCsyY') + ''.join(chr(rng.randint(0x300, 0x36f)) for _ in range(rng.randint(1, 3)))
         if k < 0.65:
             return ''.join(rng.choice(punct) for _ in range(rng.randint(1, 3)))
         if k < 0.90:

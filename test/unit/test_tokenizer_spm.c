@@ -10,7 +10,8 @@
  *     path and merges a run of unknown characters into one unk id;
  *   - malformed models are refused with a reason naming the file: no unknown piece, a piece
  *     twice, an empty piece, a byte piece without byte_fallback, byte_fallback without all 256
- *     byte pieces, a field with the wrong wire type, the nmt_nfkc character map;
+ *     byte pieces, a field with the wrong wire type, a character map whose trie is too big;
+ *   - a one-rule character map (A -> a, a hand-built double array) applies before segmentation;
  *   - every truncation of a valid model, and 2000 seeded random byte changes of it, either
  *     load or fail with MT_ERR_DATA / MT_ERR_UNSUPPORTED naming the file (never crash: the
  *     sanitizer builds run this too). */
@@ -66,15 +67,34 @@ static void put_piece(pbuf *m, const char *text, float score, int type) {
 }
 
 /* trainer_spec and normalizer_spec: model type, byte fallback, identity normaliser. */
-static void put_specs(pbuf *m, int model_type, int byte_fallback, int remove_extra, const char *charsmap) {
+static void put_specs_map(pbuf *m, int model_type, int byte_fallback, int remove_extra, const void *charsmap,
+                          size_t n_charsmap) {
     pbuf t = {.n = 0}, z = {.n = 0};
     put_uint(&t, 3, (uint64_t)model_type);
     put_uint(&t, 35, (uint64_t)byte_fallback);
     put_sub(m, 2, &t);
     put_bytes(&z, 1, charsmap ? "nmt_nfkc" : "identity", 8);
-    if (charsmap) put_bytes(&z, 2, charsmap, strlen(charsmap));
+    if (charsmap) put_bytes(&z, 2, charsmap, n_charsmap);
     put_uint(&z, 4, (uint64_t)remove_extra);
     put_sub(m, 3, &z);
+}
+static void put_specs(pbuf *m, int model_type, int byte_fallback, int remove_extra, const char *charsmap) {
+    put_specs_map(m, model_type, byte_fallback, remove_extra, charsmap, charsmap ? strlen(charsmap) : 0);
+}
+
+/* A character map with one rule, A -> a: a darts-clone double array of 66 units (root at 0
+ * with offset 1; 'A' at 1 ^ 0x41 = 64, with a leaf, offset 1; the leaf at 65 holding value 0,
+ * the offset of "a" in the strings after the trie). */
+static size_t one_rule_map(uint8_t *b) {
+    uint32_t units[66] = {0};
+    units[0] = 1u << 10;
+    units[64] = 1u << 10 | 1u << 8 | 0x41;
+    units[65] = 0x80000000u;
+    const uint32_t trie_bytes = sizeof units;
+    memcpy(b, &trie_bytes, 4);
+    memcpy(b + 4, units, sizeof units);
+    memcpy(b + 4 + sizeof units, "a", 2);
+    return 4 + sizeof units + 2;
 }
 
 #define SP "\xe2\x96\x81" /* U+2581 */
@@ -248,6 +268,19 @@ static void test_encode(void) {
     CHECK(!strcmp(ids_of(&m, "gptspm", "ab ab"), "7 7"));
     CHECK(!strcmp(ids_of(&m, "gptspm", "b ab"), "3 5 7"));
     CHECK(!strcmp(ids_of(&m, "gptspm", "axyzb"), "3 4 0 5"));         /* x y z: one unk */
+
+    /* a character map: A normalises to a before segmentation */
+    uint8_t map[300];
+    const size_t n_map = one_rule_map(map);
+    bpe_model(&m, 1);
+    put_specs_map(&m, 2, 1, 1, map, n_map);
+    CHECK(!strcmp(ids_of(&m, "gptspm", "Abc"), "260 263"));
+    CHECK(!strcmp(ids_of(&m, "gptspm", "AAb"), "260 261"));
+    snprintf(want, sizeof want, "262 %d", 3 + 'B');                    /* no rule for B */
+    CHECK(!strcmp(ids_of(&m, "gptspm", "AbB"), want));
+    map[0] = 0xff; /* a trie larger than the map */
+    put_specs_map(&m, 2, 1, 1, map, n_map);
+    CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), "precompiled_charsmap says its trie has");
 }
 
 /* Each malformed model and the words its error must hold. */
@@ -280,10 +313,10 @@ static void test_refusals(void) {
     m.n = 0;
     put_uint(&m, 1, 5);
     CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), "field ModelProto.pieces (1) has wire type varint, expected length-delimited");
-    /* nmt_nfkc's character map; the WORD model type; a Llama2Tokenizer without <s> */
+    /* a character map too short for its header; the WORD model type; a Llama2Tokenizer without <s> */
     bpe_model(&m, 0);
-    put_specs(&m, 2, 0, 1, "\x04\x00\x00\x00xxxx");
-    CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), "normalisation rule 'nmt_nfkc' uses a precompiled character map");
+    put_specs(&m, 2, 0, 1, "\x04");
+    CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), "precompiled_charsmap of 1 bytes is too short for its header");
     bpe_model(&m, 0);
     put_specs(&m, 3, 0, 1, NULL);
     CHECK_STR_CONTAINS(ids_of(&m, "gptspm", "a"), "model_type WORD is not implemented");
@@ -297,7 +330,9 @@ static void test_refusals(void) {
 /* Every truncation and 2000 random byte changes: a clean load or a clean refusal. */
 static void test_damage(void) {
     pbuf good, m;
+    uint8_t map[300];
     bpe_model(&good, 1);
+    put_specs_map(&good, 2, 1, 1, map, one_rule_map(map)); /* the character map gets damaged too */
     int n_ok = 0, n_bad = 0;
     uint32_t s = 12345;
     for (size_t k = 0; k < good.n + 2000; k++) {
