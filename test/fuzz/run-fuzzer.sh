@@ -41,7 +41,7 @@ case "$target" in
     corpus=test/fuzz/corpus_manifest; new="$out/corpus_manifest"; prefix="$out/manifest-"
     ;;
   spm)
-    src="test/fuzz/fuzz_spm.c core/data/tokenizer_spm.c core/data/tokenizer_spm_load.c core/data/protobuf_wire.c core/data/tokenizer.c core/data/tokenizer_bpe.c core/data/tokenizer_bpe_load.c core/data/tokenizer_llama3.c core/data/unicode.c core/data/unicode_tables.c core/json_tree.c core/json_string.c core/file_read.c core/status.c"
+    src="test/fuzz/fuzz_spm.c core/data/tokenizer_spm.c core/data/tokenizer_spm_load.c core/data/tokenizer_spm_charsmap.c core/data/protobuf_wire.c core/data/tokenizer.c core/data/tokenizer_bpe.c core/data/tokenizer_bpe_load.c core/data/tokenizer_llama3.c core/data/unicode.c core/data/unicode_tables.c core/json_tree.c core/json_string.c core/file_read.c core/status.c"
     libs="-lm -lpthread"; extra=""
     corpus=test/fuzz/corpus_spm; new="$out/corpus_spm"; prefix="$out/spm-"
     ;;
