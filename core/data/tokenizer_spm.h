@@ -6,8 +6,8 @@
  *       encoded separately; eod = <EOD>;
  *   "GPTSentencePieceTokenizer" (alias "gptspm"): the model's ids as they are; eod = eos (</s>);
  *   "Llama2Tokenizer" (alias "llama2"): every document starts with bos (<s>); eod = eos.
- * Unigram and BPE models, byte fallback, user-defined pieces; normalisation only without a
- * precompiled character map (the "identity" rule), which the loader checks. */
+ * Unigram and BPE models, byte fallback, user-defined pieces; normalisation by the model's
+ * precompiled character map (nmt_nfkc ...) or none (identity). */
 #ifndef MT_TOKENIZER_SPM_H
 #define MT_TOKENIZER_SPM_H
 

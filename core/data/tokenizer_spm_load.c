@@ -7,8 +7,8 @@
  * types, UNUSED pieces (a vocabulary restriction).
  * Fields read (sentencepiece_model.proto): ModelProto 1 pieces {1 piece, 2 score, 3 type},
  * 2 trainer_spec {3 model_type, 24 treat_whitespace_as_suffix, 35 byte_fallback,
- * 44 unk_surface, 45..48 unk/bos/eos/pad_piece}, 3 normalizer_spec {1 name,
- * 2 precompiled_charsmap, 3 add_dummy_prefix, 4 remove_extra_whitespaces, 5 escape_whitespaces},
+ * 44 unk_surface, 46..48 bos/eos/pad_piece}, 3 normalizer_spec {2 precompiled_charsmap,
+ * 3 add_dummy_prefix, 4 remove_extra_whitespaces, 5 escape_whitespaces},
  * 5 denormalizer_spec {2 precompiled_charsmap}; every other field is skipped.
  * Rule kept: every complaint names the file and says what to do. */
 #include <stdio.h>
@@ -34,7 +34,7 @@ typedef struct {
     int32_t n, cap;
     int model_type, byte_fallback, ws_suffix;
     int add_dummy_prefix, remove_extra, escape_ws;
-    span norm_name, charsmap, denorm_charsmap;
+    span charsmap, denorm_charsmap;
     span unk_surface, bos, eos, pad;
 } spm_raw;
 
@@ -137,7 +137,6 @@ static mt_status trainer_field(mt_pb_reader *sub, uint32_t f, int wire, spm_raw 
 
 static mt_status normalizer_field(mt_pb_reader *sub, uint32_t f, int wire, spm_raw *w) {
     switch (f) {
-    case 1: return spec_field(sub, f, wire, "NormalizerSpec.name", NULL, &w->norm_name);
     case 2: return spec_field(sub, f, wire, "NormalizerSpec.precompiled_charsmap", NULL, &w->charsmap);
     case 3: return spec_field(sub, f, wire, "NormalizerSpec.add_dummy_prefix", &w->add_dummy_prefix, NULL);
     case 4: return spec_field(sub, f, wire, "NormalizerSpec.remove_extra_whitespaces", &w->remove_extra, NULL);
