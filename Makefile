@@ -142,6 +142,7 @@ test: deps
 	@./scripts/fetch-corpus.sh data
 	@./scripts/fetch-gpt2-tokenizer.sh data || echo "make test: GPT-2 tokenizer files unavailable (npm?): their tests will skip"
 	@./scripts/fetch-llama3-tokenizer.sh data || echo "make test: Llama-3 tokenizer files unavailable (npm/node?): their tests will skip"
+	@./scripts/fetch-llama2-tokenizer.sh data || echo "make test: Llama-2 tokenizer files unavailable (npm/node?): their tests will skip"
 	@./test/run.sh
 
 # `make smoke` — the CI smoke run with a 125M config; `make test` runs the same script

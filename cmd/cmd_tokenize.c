@@ -18,14 +18,18 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mtrain tokenize (--vocab V --merges M | --tokenizer-json T | --tokenizer byte)\n"
+            "usage: mtrain tokenize (--vocab V --merges M | --tokenizer-json T | --tokenizer-model M.model\n"
+            "                       | --tokenizer byte)\n"
             "                       [--input FILE] [--jsonl [--json-key K]] [--decode]\n"
             "                       [--append-eod] [--summary] [--check-roundtrip]\n"
             "  reads text lines (stdin by default) and prints the ids of each line on one line\n"
             "  --vocab FILE           GPT-2 vocab.json / encoder.json (alias --vocab-file)\n"
             "  --merges FILE          GPT-2 merges.txt / vocab.bpe (alias --merge-file)\n"
             "  --tokenizer-json FILE  Hugging Face tokenizer.json (byte-level BPE: GPT-2, Llama-3)\n"
-            "  --tokenizer NAME       gpt2bpe (default with --vocab), hf, byte\n"
+            "  --tokenizer-model FILE a SentencePiece .model (alias of --tokenizer-json)\n"
+            "  --tokenizer NAME       gpt2bpe (default with --vocab), hf, byte, GPTSentencePieceTokenizer\n"
+            "                         (default with a .model: its ids), Llama2Tokenizer (bos first),\n"
+            "                         SentencePieceTokenizer (Megatron's special tokens added)\n"
             "  --input FILE           read FILE instead of stdin\n"
             "  --jsonl                the input is JSON lines; tokenize the --json-key (text)\n"
             "  --decode               the input is id lines; print their text\n"
@@ -83,8 +87,8 @@ static int parse_args(int argc, char **argv, tok_args *a) {
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
             usage(stdout);
             return 0;
-        } else if (mt_tokenizer_flag(argc, argv, &i, &a->tokenizer, &a->files, 0, &missing)) {
-            /* --tokenizer, --vocab, --merges, --tokenizer-json (no --tokenizer-model here) */
+        } else if (mt_tokenizer_flag(argc, argv, &i, &a->tokenizer, &a->files, 1, &missing)) {
+            /* --tokenizer, --vocab, --merges, --tokenizer-json, --tokenizer-model */
         } else if ((v = mt_flag_value(argc, argv, &i, "--input", &missing))) {
             a->input = v;
         } else if ((v = mt_flag_value(argc, argv, &i, "--json-key", &missing))) {
@@ -108,8 +112,8 @@ static int parse_args(int argc, char **argv, tok_args *a) {
     }
     a->tokenizer = mt_tokenizer_name_or_default(a->tokenizer, &a->files, NULL);
     if (!a->tokenizer) {
-        fprintf(stderr, "mtrain tokenize: give --vocab V --merges M, --tokenizer-json T or "
-                        "--tokenizer byte\n");
+        fprintf(stderr, "mtrain tokenize: give --vocab V --merges M, --tokenizer-json T, "
+                        "--tokenizer-model M.model or --tokenizer byte\n");
         usage(stderr);
         return 2;
     }

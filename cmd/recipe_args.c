@@ -10,20 +10,27 @@
 #include "core/data/tokenizer.h"
 
 /* A Hugging Face tokenizer.json implies the vocabulary size (every id it holds, added tokens too,
- * as Megatron's HuggingFaceTokenizer counts them): model.vocab from it when nothing set it. When
- * the file cannot be read the key stays unset and validation says so. */
-static void vocab_from_tokenizer_json(mt_recipe *r) {
-    if (r->data.tokenizer != MT_TOK_HF || r->model.vocab > 0 || !r->data.vocab[0]) return;
+ * as Megatron's HuggingFaceTokenizer counts them), and so does a SentencePiece .model (its pieces,
+ * plus the tokens Megatron's SentencePieceTokenizer adds): model.vocab from it when nothing set
+ * it. Returns 1 with the reason in why when the file cannot be opened as that tokenizer. */
+static int vocab_from_tokenizer_json(mt_recipe *r, char *why, size_t n_why) {
+    const mt_tokenizer_kind k = r->data.tokenizer;
+    if ((k != MT_TOK_HF && k != MT_TOK_SPM && k != MT_TOK_GPTSPM && k != MT_TOK_LLAMA2) || r->model.vocab > 0 ||
+        !r->data.vocab[0])
+        return 0;
     mt_tokenizer_files files = { .vocab_path = r->data.vocab, .merges_path = NULL, .json_path = r->data.vocab };
     mt_tokenizer *tok = NULL;
-    if (mt_tokenizer_open(&tok, "hf", &files) != MT_OK) {
+    if (mt_tokenizer_open(&tok, mt_recipe_tokenizer_name(k), &files) != MT_OK) {
+        snprintf(why, n_why, "data.vocab (the vocabulary size comes from it): %s", mt_last_error());
         mt_clear_error();
-        return;
+        return 1;
     }
     char n[32];
     snprintf(n, sizeof n, "%d", (int)mt_tokenizer_vocab_size(tok));
     mt_tokenizer_free(tok);
-    if (mt_recipe_set(r, "model.vocab", n, "the tokenizer.json") != MT_OK) mt_clear_error();
+    if (mt_recipe_set(r, "model.vocab", n, k == MT_TOK_HF ? "the tokenizer.json" : "the SentencePiece model") != MT_OK)
+        mt_clear_error();
+    return 0;
 }
 
 /* Megatron's --use-checkpoint-args (load_args_from_checkpoint): the model from the recipe the save
@@ -101,8 +108,12 @@ int mt_cmd_recipe_problems(const char *config, int *argc, char **argv, mt_recipe
     const int from_ckpt = has_arg(*argc, argv, "--use-checkpoint-args");
     int bad_args = mt_recipe_apply_args(r, argc, argv) != MT_OK;
     if (!bad_args && from_ckpt && model_from_checkpoint(r) != MT_OK) bad_args = 1;
-    vocab_from_tokenizer_json(r);
     if (bad_args) snprintf(report, n_report, "%s", mt_last_error());
+    char why[1024];
+    if (!bad_args && vocab_from_tokenizer_json(r, why, sizeof why)) {
+        snprintf(report, n_report, "%s", why);
+        bad_args = 1;
+    }
     const int unknown = mt_recipe_unknown_args(*argc, argv) != MT_OK;
     if (unknown) {
         const size_t used = strlen(report);

@@ -33,5 +33,10 @@ int mt_tokenizer_flag(int argc, char **argv, int *i, const char **tokenizer,
 const char *mt_tokenizer_name_or_default(const char *name, const mt_tokenizer_files *files,
                                          const char *fallback) {
     if (name) return name;
-    return files->json_path ? "hf" : (files->vocab_path ? "gpt2bpe" : fallback);
+    if (files->json_path) {
+        /* a SentencePiece .model: its ids as they are (Megatron's GPTSentencePieceTokenizer) */
+        const size_t n = strlen(files->json_path);
+        return n >= 6 && !strcmp(files->json_path + n - 6, ".model") ? "GPTSentencePieceTokenizer" : "hf";
+    }
+    return files->vocab_path ? "gpt2bpe" : fallback;
 }

@@ -20,8 +20,9 @@
 int mt_tokenizer_flag(int argc, char **argv, int *i, const char **tokenizer,
                       mt_tokenizer_files *files, int megatron_model_alias, int *missing);
 
-/* The tokenizer to open: `name` when given, else "hf" with a tokenizer.json, "gpt2bpe" with a
- * vocabulary, else `fallback` (which may be NULL). */
+/* The tokenizer to open: `name` when given, else "GPTSentencePieceTokenizer" with a file named
+ * *.model, "hf" with another tokenizer.json, "gpt2bpe" with a vocabulary, else `fallback`
+ * (which may be NULL). */
 const char *mt_tokenizer_name_or_default(const char *name, const mt_tokenizer_files *files,
                                          const char *fallback);
 

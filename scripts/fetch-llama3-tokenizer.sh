@@ -22,54 +22,28 @@ bundle="$jsdir/llama3-tokenizer.cjs"
 BUNDLE_SHA=fce6d5f65f0fb800529343923af930c09c2c83ef0fb0e6c4a770d044c5726439
 JSON_SHA=0214bf2f58b422d55655ccd97bcd71d2983e2a9611f71c971e5c78732f825f58
 
-sum_of() { sha256sum "$1" | cut -d' ' -f1; }
+NAME=fetch-llama3-tokenizer
+source "$here/npm-fetch-lib.sh"
 
 if [ -f "$json" ] && [ -f "$bundle" ] && [ "$(sum_of "$bundle")" = "$BUNDLE_SHA" ] &&
    [ "$(sum_of "$json")" = "$JSON_SHA" ]; then
   exit 0
 fi
-for tool in npm node; do
-  if ! command -v $tool >/dev/null 2>&1; then
-    echo "fetch-llama3-tokenizer: $tool is not installed (apt-get install nodejs npm), cannot fetch $PKG" >&2
-    exit 1
-  fi
-done
+need_tools npm node
 mkdir -p "$dir"
 work=$(mktemp -d "${TMPDIR:-/tmp}/mtrain-llama3tok.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-if ! (cd "$work" && timeout 180 npm pack --silent "$PKG" >npm.out 2>npm.err); then
-  echo "fetch-llama3-tokenizer: 'npm pack $PKG' failed (offline? registry unreachable?):" >&2
-  tail -n 5 "$work/npm.err" >&2 || true
-  exit 1
-fi
-tgz=$(ls "$work"/llama3-tokenizer-js-*.tgz 2>/dev/null | head -n 1)
-if [ -z "$tgz" ]; then
-  echo "fetch-llama3-tokenizer: npm pack produced no tarball" >&2
-  exit 1
-fi
-tar -xzf "$tgz" -C "$work" package/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs package/LICENSE.md
-got=$(sum_of "$work/package/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs")
-if [ "$got" != "$BUNDLE_SHA" ]; then
-  echo "fetch-llama3-tokenizer: the package bundle has sha256 $got, expected $BUNDLE_SHA: refusing it" >&2
-  exit 1
-fi
+npm_pack_extract "$PKG" "$work" package/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs package/LICENSE.md
+check_sum "$work/package/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs" "$BUNDLE_SHA" "the package bundle"
 mkdir -p "$work/js"
 cp "$work/package/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs" "$work/js/llama3-tokenizer.cjs"
 cp "$work/package/LICENSE.md" "$work/js/LICENSE.md"
 if ! node "$here/llama3-tokenizer-json.js" "$work/js/llama3-tokenizer.cjs" "$work/tokenizer.json" >"$work/conv.out" 2>&1; then
-  echo "fetch-llama3-tokenizer: rebuilding tokenizer.json failed:" >&2
+  echo "$NAME: rebuilding tokenizer.json failed:" >&2
   tail -n 5 "$work/conv.out" >&2
   exit 1
 fi
-got=$(sum_of "$work/tokenizer.json")
-if [ "$got" != "$JSON_SHA" ]; then
-  echo "fetch-llama3-tokenizer: the rebuilt tokenizer.json has sha256 $got, expected $JSON_SHA: refusing it" >&2
-  exit 1
-fi
-rm -rf "$jsdir.tmp.$$"
-cp -r "$work/js" "$jsdir.tmp.$$"
-rm -rf "$jsdir"
-mv -f "$jsdir.tmp.$$" "$jsdir"
-cp "$work/tokenizer.json" "$json.tmp.$$"
-mv -f "$json.tmp.$$" "$json"
-echo "fetch-llama3-tokenizer: wrote $json and $jsdir/ ($PKG, sha256 checked)"
+check_sum "$work/tokenizer.json" "$JSON_SHA" "the rebuilt tokenizer.json"
+install_dir "$work/js" "$jsdir"
+install_file "$work/tokenizer.json" "$json"
+echo "$NAME: wrote $json and $jsdir/ ($PKG, sha256 checked)"

@@ -10,10 +10,12 @@ set -euo pipefail
 # tests: slurm + munge, openmpi (launch tests), unicode-data (tokenizer tables), python3-numpy
 #        (test/ref/hf_logprobs.py: the independent Hugging Face forward the export is checked against),
 #        jq (the fault sweep checks that metrics files hold only whole JSON records), iproute2 (the
-#        multi-node tests' namespaces: test/multinode/nodes.sh)
+#        multi-node tests' namespaces: test/multinode/nodes.sh),
+#        python3-sentencepiece (the upstream SentencePiece library and trainer: the reference
+#        test/e2e/tokenizer_spm.sh compares mtrain's SentencePiece ids with)
 PKGS=(libyaml-dev libopenblas-dev libpmix-dev pkg-config libgloo-dev g++ iproute2
       bible-kjv bible-kjv-text unicode-data
-      openmpi-bin slurmctld slurmd slurm-client python3-numpy jq)
+      openmpi-bin slurmctld slurmd slurm-client python3-numpy jq python3-sentencepiece)
 
 missing=()
 for p in "${PKGS[@]}"; do

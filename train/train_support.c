@@ -39,11 +39,12 @@ mt_status mt_train_mock_eod(const mt_recipe *r, int32_t *eod) {
     case MT_TOK_BYTE: *eod = 256; break;
     case MT_TOK_GPT2BPE: *eod = 50256; break;
     case MT_TOK_NULL: *eod = r->model.vocab - 1; break;
-    default: { /* hf: the tokenizer.json's own end-of-document token (Llama-3: 128001) */
+    default: { /* hf, SentencePiece: the file's own end-of-document token (Llama-3: 128001) */
         mt_tokenizer_files files = {.vocab_path = r->data.vocab[0] ? r->data.vocab : NULL};
         mt_tokenizer *tok = NULL;
-        mt_status st = mt_tokenizer_open(&tok, "hf", &files);
-        if (st != MT_OK) return mt_error_context(st, "data.mock with data.tokenizer hf (its eod id): ");
+        const char *name = mt_recipe_tokenizer_name(r->data.tokenizer);
+        mt_status st = mt_tokenizer_open(&tok, name, &files);
+        if (st != MT_OK) return mt_error_context(st, "data.mock with data.tokenizer %s (its eod id): ", name);
         *eod = mt_tokenizer_eod(tok);
         mt_tokenizer_free(tok);
     }

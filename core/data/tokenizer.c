@@ -1,6 +1,6 @@
 /* tokenizer.c — token/byte buffers, the tokenizer factory (name -> implementation) and the
  * byte-level tokenizer: id = byte value 0..255, end-of-document = 256, vocabulary 257.
- * GPT-2 BPE lives in tokenizer_bpe.c.
+ * GPT-2 BPE lives in tokenizer_bpe.c, SentencePiece in tokenizer_spm.c.
  * Rule kept: every implementation lives behind mt_tokenizer_i; callers never switch on it. */
 #include "core/data/tokenizer.h"
 
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/data/tokenizer_bpe.h"
+#include "core/data/tokenizer_spm.h"
 
 #define MT_EOD_TEXT "<|endoftext|>"
 
@@ -159,7 +160,18 @@ mt_status mt_tokenizer_open(mt_tokenizer **out, const char *name,
         }
         return mt_tokenizer_hf_open(out, json);
     }
-    return mt_errorf(MT_ERR_CONFIG, "tokenizer '%s': unknown (known: byte, gpt2bpe, hf)", name);
+    if (mt_tokenizer_spm_name(name)) {
+        const char *model = files->json_path && files->json_path[0] ? files->json_path
+                                                                    : files->vocab_path;
+        if (!model || !model[0]) {
+            return mt_errorf(MT_ERR_CONFIG,
+                             "tokenizer '%s' needs a SentencePiece model: give --tokenizer-model "
+                             "FILE.model (data.vocab in a recipe)", name);
+        }
+        return mt_tokenizer_spm_open(out, name, model);
+    }
+    return mt_errorf(MT_ERR_CONFIG, "tokenizer '%s': unknown (known: byte, gpt2bpe, hf, "
+                     "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)", name);
 }
 
 mt_status mt_tokenizer_clone(const mt_tokenizer *tok, mt_tokenizer **out) {

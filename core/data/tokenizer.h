@@ -2,8 +2,9 @@
  * (ggml-backend style), so preprocess, training and sampling do not care which tokenizer
  * they hold. Implementations: "byte" (tokenizer.c: id = byte value, eod = 256, vocab 257),
  * byte-level BPE from GPT-2's vocab.json + merges.txt and from a Hugging Face tokenizer.json
- * with GPT-2's or Llama-3's pre-tokenizer (tokenizer_bpe*.c, tokenizer_llama3.c), all opened
- * through mt_tokenizer_open's name switch.
+ * with GPT-2's or Llama-3's pre-tokenizer (tokenizer_bpe*.c, tokenizer_llama3.c), and
+ * SentencePiece .model files as Megatron's three SentencePiece classes use them
+ * (tokenizer_spm*.c), all opened through mt_tokenizer_open's name switch.
  * Rules kept: encode/decode append to growable buffers (caller owns them, reuses them across
  * documents: no allocation per document once they are big enough); statuses, never exit;
  * one tokenizer object per thread (they may cache): mt_tokenizer_clone makes another that
@@ -65,12 +66,14 @@ typedef struct {
     const char *vocab_path;   /* GPT-2: encoder.json / vocab.json; hf: tokenizer.json when
                                  json_path is not given (the recipe's data.vocab) */
     const char *merges_path;  /* GPT-2: vocab.bpe / merges.txt */
-    const char *json_path;    /* hf: tokenizer.json */
+    const char *json_path;    /* hf: tokenizer.json; SentencePiece: the .model (else vocab_path) */
 } mt_tokenizer_files;
 
 /* Opens the tokenizer called `name`: "byte"; "gpt2" (aliases "gpt2bpe", "GPT2BPETokenizer")
  * from files->vocab_path + merges_path; "hf" (alias "HuggingFaceTokenizer") from a
- * byte-level BPE tokenizer.json (GPT-2 or Llama-3, told apart by its pre-tokenizer).
+ * byte-level BPE tokenizer.json (GPT-2 or Llama-3, told apart by its pre-tokenizer);
+ * "SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer" (aliases "spm",
+ * "gptspm", "llama2": tokenizer_spm.h) from a SentencePiece .model.
  * files may be NULL for "byte". */
 mt_status mt_tokenizer_open(mt_tokenizer **out, const char *name,
                             const mt_tokenizer_files *files);

@@ -27,7 +27,8 @@ typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL 
 typedef enum { MT_RECOMPUTE_UNIFORM = 0, MT_RECOMPUTE_BLOCK } mt_recompute_method;
 typedef enum { MT_PREC_FP32 = 0, MT_PREC_BF16 } mt_precision;
 typedef enum { MT_BACKEND_AUTO = 0, MT_BACKEND_CPU, MT_BACKEND_CUDA } mt_backend_kind;
-typedef enum { MT_TOK_BYTE = 0, MT_TOK_GPT2BPE, MT_TOK_HF, MT_TOK_NULL } mt_tokenizer_kind;
+/* spm, gptspm, llama2: Megatron's SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer */
+typedef enum { MT_TOK_BYTE = 0, MT_TOK_GPT2BPE, MT_TOK_HF, MT_TOK_NULL, MT_TOK_SPM, MT_TOK_GPTSPM, MT_TOK_LLAMA2 } mt_tokenizer_kind;
 typedef enum { MT_TIMING_MINMAX = 0, MT_TIMING_MAX, MT_TIMING_ALL } mt_timing_option;
 
 typedef struct {

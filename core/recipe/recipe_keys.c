@@ -29,7 +29,7 @@ static const char *const recompute_names[] = { "none", "selective", "full", NULL
 static const char *const recompute_method_names[] = { "uniform", "block", NULL };
 static const char *const prec_names[] = { "fp32", "bf16", NULL };
 static const char *const backend_names[] = { "auto", "cpu", "cuda", NULL };
-static const char *const tok_names[] = { "byte", "gpt2bpe", "hf", "null", NULL };
+static const char *const tok_names[] = { "byte", "gpt2bpe", "hf", "null", "spm", "gptspm", "llama2", NULL };
 static const char *const timing_option_names[] = { "minmax", "max", "all", NULL };
 
 const mt_recipe_key mt_recipe_keys[] = {
@@ -211,8 +211,10 @@ const mt_recipe_key mt_recipe_keys[] = {
     KSTR("data.split", data.split, "969,30,1", "train,valid,test proportions"),
     KENUM("data.tokenizer", data.tokenizer, "byte", tok_names,
           "byte (256 bytes + end-of-document), gpt2bpe (vocab.json + merges.txt), hf (tokenizer.json), null "
-          "(pre-tokenized ids, Megatron's NullTokenizer: eod = model.vocab - 1)", 0),
-    KSTR("data.vocab", data.vocab, "", "tokenizer vocabulary file (gpt2bpe: vocab.json, hf: tokenizer.json)"),
+          "(pre-tokenized ids, Megatron's NullTokenizer: eod = model.vocab - 1), spm / gptspm / llama2 (a SentencePiece "
+          ".model as Megatron's SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer use it)", 0),
+    KSTR("data.vocab", data.vocab, "", "tokenizer vocabulary file (gpt2bpe: vocab.json, hf: tokenizer.json, spm / gptspm / "
+         "llama2: the SentencePiece .model)"),
     KSTR("data.merges", data.merges, "", "BPE merges file (gpt2bpe)"),
     KSTR("data.cache_path", data.cache_path, "", "where sample-index caches go; \"\" = beside the data"),
     KBOOL("data.mock", data.mock, "false",

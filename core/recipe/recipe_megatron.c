@@ -62,9 +62,10 @@ static const meg_flag meg_flags[] = {
       "rampup_samples" },
     /* data and tokenizer */
     { "--tokenizer-type", 1, MEG_RULE, "GPT2BPETokenizer -> data.tokenizer gpt2bpe, HuggingFaceTokenizer -> hf "
-      "(with --tokenizer-model), NullTokenizer -> null (model.vocab = --vocab-size + 1, eod = --vocab-size); "
-      "SentencePiece, Llama2 and TikToken tokenizers are refused" },
-    { "--tokenizer-model", 1, MEG_RULE, "data.vocab: a tokenizer.json, or a folder holding one" },
+      "(with --tokenizer-model), NullTokenizer -> null (model.vocab = --vocab-size + 1, eod = --vocab-size), "
+      "SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer -> spm / gptspm / llama2 (with "
+      "--tokenizer-model X.model); TikToken is refused" },
+    { "--tokenizer-model", 1, MEG_RULE, "data.vocab: a tokenizer.json or a folder holding one; a SentencePiece .model" },
     { "--tiktoken-pattern", 1, MEG_ACCEPT, "only for TikTokenizer, which is refused" },
     { "--num-workers", 1, MEG_ACCEPT, "the dataset is memory-mapped and read by the training thread" },
     { "--no-mmap-bin-files", 0, MEG_ACCEPT, "the .bin is always memory-mapped (read-only, shared between ranks)" },
@@ -454,6 +455,8 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
     }
     /* tokenizer: --tokenizer-type, --tokenizer-model, and --vocab-file + --merge-file alone */
     const char *tt = seen(s, "--tokenizer-type"), *tm = seen(s, "--tokenizer-model");
+    const char *spm = !tt ? NULL : !strcmp(tt, "SentencePieceTokenizer") ? "spm"
+                    : !strcmp(tt, "GPTSentencePieceTokenizer") ? "gptspm" : !strcmp(tt, "Llama2Tokenizer") ? "llama2" : NULL;
     if (tt) {
         if (!strcmp(tt, "GPT2BPETokenizer")) KEEP(set(r, "data.tokenizer", "gpt2bpe", "--tokenizer-type"));
         else if (!strcmp(tt, "NullTokenizer")) {
@@ -468,15 +471,23 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
         else if (!strcmp(tt, "HuggingFaceTokenizer")) {
             if (!tm) KEEP(bad("--tokenizer-type", tt, "needs --tokenizer-model (a tokenizer.json or a folder holding one)"));
             else KEEP(set(r, "data.tokenizer", "hf", "--tokenizer-type"));
+        } else if (spm) {
+            if (!tm) KEEP(bad("--tokenizer-type", tt, "needs --tokenizer-model (a SentencePiece .model file)"));
+            else {
+                KEEP(set(r, "data.tokenizer", spm, "--tokenizer-type"));
+                KEEP(set(r, "data.vocab", tm, "--tokenizer-model"));
+            }
         } else
-            KEEP(bad("--tokenizer-type", tt, "GPT2BPETokenizer (with --vocab-file, --merge-file) or HuggingFaceTokenizer "
-                       "(with --tokenizer-model DIR/tokenizer.json) are implemented; convert other tokenizers to a "
+            KEEP(bad("--tokenizer-type", tt, "GPT2BPETokenizer (with --vocab-file, --merge-file), HuggingFaceTokenizer "
+                       "(with --tokenizer-model DIR/tokenizer.json) and SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+                       "Llama2Tokenizer (with --tokenizer-model X.model) are implemented; convert other tokenizers to a "
                        "Hugging Face tokenizer.json"));
     }
-    if (tm && !tt) KEEP(bad("--tokenizer-model", tm, "give --tokenizer-type HuggingFaceTokenizer with it"));
-    else if (tm && strcmp(tt, "HuggingFaceTokenizer") != 0)
-        KEEP(bad("--tokenizer-model", tm, "only with --tokenizer-type HuggingFaceTokenizer"));
-    else if (tm) {
+    if (tm && !tt) KEEP(bad("--tokenizer-model", tm, "give --tokenizer-type HuggingFaceTokenizer (or a SentencePiece "
+                            "type) with it"));
+    else if (tm && strcmp(tt, "HuggingFaceTokenizer") != 0 && !spm)
+        KEEP(bad("--tokenizer-model", tm, "only with --tokenizer-type HuggingFaceTokenizer or a SentencePiece type"));
+    else if (tm && !spm) {
         char path[MT_PATH_MAX];
         const size_t n = strlen(tm);
         if (n >= 5 && !strcmp(tm + n - 5, ".json")) snprintf(path, sizeof path, "%s", tm);

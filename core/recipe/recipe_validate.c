@@ -227,7 +227,7 @@ static void resolve_model(mt_recipe *r, problems *P) {
         else if (r->data.tokenizer == MT_TOK_NULL)
             add(P, "model.vocab", "not set: the null tokenizer (pre-tokenized ids) needs the vocabulary size; set "
                 "model.vocab (--vocab-size)");
-        else add(P, "model.vocab", "not set, and the size of an hf tokenizer is not known here; set "
+        else add(P, "model.vocab", "not set, and the size of an hf tokenizer (or a SentencePiece model) is not known here; set "
                  "model.vocab (e.g. 128256 for Llama 3)");
         if (m->vocab) mark_derived(r, "model.vocab");
     }

@@ -6,6 +6,8 @@
 #                     build/test/unit/test_safetensors_fuzz_replay
 #   manifest          test/fuzz/fuzz_manifest.c, corpus test/fuzz/corpus_manifest (checkpoint manifest.json),
 #                     replayed by build/test/unit/test_manifest_fuzz_replay
+#   spm               test/fuzz/fuzz_spm.c, corpus test/fuzz/corpus_spm (SentencePiece .model files),
+#                     replayed by build/test/unit/test_spm_fuzz_replay
 #   test/fuzz/run-fuzzer.sh [SECONDS]   fuzz for SECONDS (default 60), one job
 #   test/fuzz/run-fuzzer.sh merge       minimise the new inputs + the committed corpus into the committed
 #                                       corpus (seed-* and regress-* files are kept as they are)
@@ -38,7 +40,12 @@ case "$target" in
     libs="$(pkg-config --cflags --libs yaml-0.1) -lm -lpthread"; extra=""
     corpus=test/fuzz/corpus_manifest; new="$out/corpus_manifest"; prefix="$out/manifest-"
     ;;
-  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors or manifest"; exit 2 ;;
+  spm)
+    src="test/fuzz/fuzz_spm.c core/data/tokenizer_spm.c core/data/tokenizer_spm_load.c core/data/tokenizer_spm_charsmap.c core/data/protobuf_wire.c core/data/tokenizer.c core/data/tokenizer_bpe.c core/data/tokenizer_bpe_load.c core/data/tokenizer_llama3.c core/data/unicode.c core/data/unicode_tables.c core/json_tree.c core/json_string.c core/file_read.c core/status.c"
+    libs="-lm -lpthread"; extra=""
+    corpus=test/fuzz/corpus_spm; new="$out/corpus_spm"; prefix="$out/spm-"
+    ;;
+  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors, manifest or spm"; exit 2 ;;
 esac
 mkdir -p "$new"
 bin="$out/fuzz_$target"
@@ -86,7 +93,17 @@ if [ "$target" = manifest ]; then
   done
 } > "$out/manifest.dict"
 fi
-max_len=4096; [ "$target" = manifest ] && max_len=65536
+if [ "$target" = spm ]; then
+# Dictionary: piece names, U+2581, normaliser names, tags of the fields the reader takes
+{
+  for w in '<unk>' '<s>' '</s>' '<pad>' '<0x41>' '<0xFF>' '\xe2\x96\x81' identity nmt_nfkc '\x0a' '\x12' '\x1a' \
+           '\x15' '\x18' '\x10\x01' '\x18\x02' '\x18\x03' '\x18\x04' '\x18\x05' '\x18\x06' '\x98\x02\x01' \
+           '\xc0\x01' '\xff\xff\xff\xff\x0f' '\x00\x00\x80\x7f' '\x00\x00\xc0\x7f'; do
+    printf '"%s"\n' "$w"
+  done
+} > "$out/spm.dict"
+fi
+max_len=4096; [ "$target" = manifest ] || [ "$target" = spm ] && max_len=65536
 opts=(-dict="$out/$target.dict" -max_len=$max_len -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 case "${1:-60}" in
   merge)
