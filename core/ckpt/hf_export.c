@@ -28,7 +28,8 @@ static mt_status unsupported(const mt_recipe *r, const char *key, const char *fm
             : "Hugging Face's GPT2LMHeadModel cannot express this model; export supports gpt with "
               "model.position: learned, model.norm: layernorm, model.activation: gelu, "
               "model.tie_embeddings: true, model.bias: true, model.kv_heads = model.heads";
-    return mt_errorf(MT_ERR_UNSUPPORTED, "%s: %s (%s): %s", key, why, mt_recipe_where(r, key, where, sizeof where), tail);
+    return mt_errorf(MT_ERR_UNSUPPORTED, "%s: %s (%s): %s", key, why, mt_recipe_where(r, key, where, sizeof where),
+                     tail);
 }
 
 /* what Mixtral's sparse block cannot express: its router is softmax over every expert, the top k,

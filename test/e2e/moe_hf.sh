@@ -17,25 +17,15 @@
 #     kind (scoring_func sigmoid, norm_topk_prob false), shared experts, a sliding window; and the
 #     export of a model Mixtral cannot express (moe.pre_softmax) is refused naming the key.
 source test/e2e_lib.sh
+source test/hf_lib.sh
 need_data
-PY=""
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
-done
+numpy_python
 [ -n "$PY" ] || fail "numpy is missing (python3 and /usr/bin/python3): install Debian's python3-numpy (scripts/install-deps.sh)"
 T0=$(date +%s.%N)
 CFG=configs/mixtral-tiny.yaml
 NET=(--config $CFG --num-layers 2 --hidden-size 64 --seq-length 64 --set model.ffn_hidden=64 --set model.moe.experts=4
      --set model.moe.capacity_factor=0.25 --set logging.eval_interval=0)
 TRAIN=(--train-iters 3 --micro-batch-size 1 --global-batch-size 2 --lr 3e-3 --set optimizer.warmup_iters=0)
-run() { # run NAME CMD...: log to $TMP/NAME.log, fail with its tail when CMD fails
-  local name=$1; shift
-  "$@" >"$TMP/$name.log" 2>&1 || { tail -n 30 "$TMP/$name.log"; fail "$name failed: $*"; }
-}
-within() { # within NAME A B TOL: `mtrain logprobs --compare` exits 0
-  "$MTRAIN" logprobs --compare "$2" "$3" --tol "$4" >"$TMP/$1.cmp" 2>&1 || { cat "$TMP/$1.cmp"; fail "$1: not within $4"; }
-  echo "$1: $(cat "$TMP/$1.cmp")"
-}
 cat >"$TMP/prompts.jsonl" <<'EOF'
 {"prompt": "In the beginning God created", "completion": " the heaven and the earth."}
 {"prompt": "And God said, Let there be", "completion": " light: and there was light."}
@@ -143,23 +133,8 @@ else:
 EOF
 
 # --- broken folders: refused by name, nothing written ---
-n=0
-refused() { # refused TEXT EDIT...: a copy of the fp32 export, EDIT applied ("cfg PYTHON" edits config.json as c)
-  local text=$1; shift
-  local d="$TMP/bad$n"; n=$((n + 1))
-  rm -rf "$d"; cp -r "$TMP/hf" "$d"
-  if [ "$1" = cfg ]; then
-    "$PY" -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); $2; json.dump(c, open(p, 'w'))" "$d/config.json"
-  else
-    "$PY" test/st_edit.py "$d/model.safetensors" "$@"
-  fi
-  local rc=0
-  "$MTRAIN" import --format hf --input "$d" --save "$d-out" "${NET[@]}" >"$d.log" 2>&1 || rc=$?
-  [ $rc -ne 0 ] || fail "$*: imported (exit 0), expected a refusal"
-  grep -qF -- "$text" "$d.log" || { cat "$d.log"; fail "$*: no message '$text'"; }
-  [ ! -e "$d-out" ] || fail "$*: a failed import left $d-out"
-  echo "refused $*: $(grep -m1 'error' "$d.log" | cut -c1-200)"
-}
+IMPORT=("${NET[@]}")
+refused() { hf_refused "$TMP/hf" "$@"; }
 refused "num_local_experts is 8, the recipe" cfg "c['num_local_experts'] = 8"
 refused "num_experts_per_tok is 1, the recipe" cfg "c['num_experts_per_tok'] = 1"
 refused 'scoring_func is "sigmoid"' cfg "c['scoring_func'] = 'sigmoid'"
