@@ -184,7 +184,42 @@ static mt_status check_fn_field(const mt_json_node *root, const fn_field *f, con
                      f->hf, got, want);
 }
 
+static mt_status check_table(const mt_json_node *root, const fn_field *f, size_t n, const char *path,
+                             const char *recipe) {
+    for (size_t i = 0; i < n; i++) {
+        mt_status st = check_fn_field(root, &f[i], path, recipe);
+        if (st != MT_OK) return st;
+    }
+    return MT_OK;
+}
+
+/* transformers' newer RoPE record, {"rope_type": "default", "rope_theta": ...} in place of the
+ * top-level rope_theta / rope_scaling: only the default rotation, at the recipe's theta. *theta_dflt
+ * becomes its rope_theta (what the top-level key means when absent). */
+static mt_status check_rope_parameters(const mt_json_node *root, const mt_hf_model *m, const char *path,
+                                       const char *recipe, double *theta_dflt) {
+    const mt_json_node *rp = mt_json_get(root, "rope_parameters");
+    if (!rp || rp->type == MT_JSON_NULL) return MT_OK;
+    if (rp->type != MT_JSON_OBJECT)
+        return mt_errorf(MT_ERR_CONFIG, "%s: rope_parameters is not an object: not a config.json of transformers", path);
+    const mt_json_node *t = mt_json_get(rp, "rope_theta");
+    if (t && t->type == MT_JSON_NUMBER) *theta_dflt = t->number;
+    const fn_field f[] = {
+        {"rope_type", F_STRING, 0, 0, "default", ""},
+        {"type", F_STRING, 0, 0, "default", ""},
+        {"rope_theta", F_NUMBER, m->rope_theta, *theta_dflt, NULL, "model.rope_theta"},
+        {"partial_rotary_factor", F_NUMBER, 1, 1, NULL, ""},
+    };
+    mt_status st = check_table(rp, f, sizeof f / sizeof f[0], path, recipe);
+    return st == MT_OK ? st : mt_error_context(st, "rope_parameters: ");
+}
+
 static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m, const char *path, const char *recipe) {
+    double theta_dflt = m->E > 0 ? 1e6 : 10000.0; /* MixtralConfig's default, LlamaConfig's */
+    if (m->arch == MT_ARCH_LLAMA) {
+        const mt_status st = check_rope_parameters(root, m, path, recipe, &theta_dflt);
+        if (st != MT_OK) return st;
+    }
     const fn_field gpt[] = {
         {"layer_norm_epsilon", F_NUMBER, m->norm_eps, 1e-5, NULL, "model.norm_eps"},
         {"activation_function", F_STRING, 0, 0, "gelu_new", ""},
@@ -195,8 +230,9 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
     };
     const fn_field llama[] = {
         {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-6, NULL, "model.norm_eps"},
-        {"rope_theta", F_NUMBER, m->rope_theta, 10000.0, NULL, "model.rope_theta"},
+        {"rope_theta", F_NUMBER, m->rope_theta, theta_dflt, NULL, "model.rope_theta"},
         {"rope_scaling", F_NULL, 0, 0, NULL, ""},
+        {"partial_rotary_factor", F_NUMBER, 1, 1, NULL, ""},
         {"hidden_act", F_STRING, 0, 0, "silu", ""},
         {"attention_bias", F_BOOL, m->bias, 0, NULL, "model.bias"},
         {"mlp_bias", F_BOOL, m->bias, 0, NULL, "model.bias"},
@@ -208,8 +244,9 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
                               "Mixtral layer is sparse)";
     const fn_field mixtral[] = {
         {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-5, NULL, "model.norm_eps"},
-        {"rope_theta", F_NUMBER, m->rope_theta, 1e6, NULL, "model.rope_theta"},
+        {"rope_theta", F_NUMBER, m->rope_theta, theta_dflt, NULL, "model.rope_theta"},
         {"rope_scaling", F_NULL, 0, 0, NULL, ""},
+        {"partial_rotary_factor", F_NUMBER, 1, 1, NULL, ""},
         {"hidden_act", F_STRING, 0, 0, "silu", ""},
         {"head_dim", F_NUMBER, m->D, m->D, NULL, ""},
         {"sliding_window", F_AT_LEAST, m->max_pos, 0, NULL, ""},
@@ -229,11 +266,7 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
     const fn_field *f = is_gpt ? gpt : moe ? mixtral : llama;
     const size_t n = is_gpt ? sizeof gpt / sizeof gpt[0] : moe ? sizeof mixtral / sizeof mixtral[0]
                                                              : sizeof llama / sizeof llama[0];
-    for (size_t i = 0; i < n; i++) {
-        mt_status st = check_fn_field(root, &f[i], path, recipe);
-        if (st != MT_OK) return st;
-    }
-    return MT_OK;
+    return check_table(root, f, n, path, recipe);
 }
 
 /* config.json against the model the recipe describes */

@@ -14,7 +14,8 @@
 #     reference's greedy decode of the export.
 #   - broken Mixtral folders are refused naming what is wrong, nothing written: the expert count of
 #     config.json not the recipe's, a missing expert tensor, an extra expert, a router of another
-#     kind (scoring_func sigmoid, norm_topk_prob false), shared experts, a sliding window; and the
+#     kind (scoring_func sigmoid, norm_topk_prob false), shared experts, a sliding window, another
+#     RoPE in transformers' rope_parameters (which, at the recipe's theta, imports); and the
 #     export of a model Mixtral cannot express (moe.pre_softmax) is refused naming the key.
 source test/e2e_lib.sh
 source test/hf_lib.sh
@@ -141,6 +142,14 @@ refused 'scoring_func is "sigmoid"' cfg "c['scoring_func'] = 'sigmoid'"
 refused "norm_topk_prob is false" cfg "c['norm_topk_prob'] = False"
 refused "n_shared_experts is 2" cfg "c['n_shared_experts'] = 2"
 refused "sliding_window is 16" cfg "c['sliding_window'] = 16"
+refused "rope_theta is 500000, the recipe" \
+  cfg "c['rope_parameters'] = {'rope_type': 'default', 'rope_theta': 500000.0}; del c['rope_theta']"
+refused 'rope_type is "yarn"' cfg "c['rope_parameters'] = {'rope_type': 'yarn', 'factor': 4.0, 'rope_theta': 10000.0}"
+# transformers' newer form of the same model imports: rope_parameters in place of rope_theta
+cp -r "$TMP/hf" "$TMP/hf-rp"
+"$PY" -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['rope_parameters'] = {'rope_type': 'default',
+  'rope_theta': c.pop('rope_theta')}; json.dump(c, open(p, 'w'))" "$TMP/hf-rp/config.json"
+run import-rp "$MTRAIN" import --format hf --input "$TMP/hf-rp" --save "$TMP/imported-rp" "${NET[@]}"
 refused "no tensor model.layers.1.block_sparse_moe.experts.3.w2.weight" rename \
   model.layers.1.block_sparse_moe.experts.3.w2.weight model.layers.1.block_sparse_moe.experts.3.wX.weight
 refused "tensor model.layers.0.block_sparse_moe.experts.4.w1.weight is not part of the model" add \
