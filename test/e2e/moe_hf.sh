@@ -1,11 +1,13 @@
 # Acceptance: mixture-of-experts models through the Hugging Face chain as MixtralForCausalLM.
-# A shrunk mixtral-tiny (2 layers, hidden 64, 4 experts of width 64, top-2, capacity factor 1.0 in
-# training) is trained at ep 2 x tp 2 with the distributed optimizer (4 ranks) and at pp 2, then:
-#   - exported (fp32; bf16 in 4 shards + index: every bf16 tensor == round-to-nearest-even of the
+# A shrunk mixtral-tiny (2 layers, hidden 64, 4 experts of width 64, top-2; capacity factor 0.25 in
+# training, so that a scorer that kept the capacity rule would drop assignments: measured 3e-2 off
+# the reference) is trained at ep 2 x tp 2 with the distributed optimizer (4 ranks) and at pp 2, then:
+#   - exported (fp32; bf16 in 40 KB shards + index: every bf16 tensor == round-to-nearest-even of the
 #     fp32 one), and the NumPy reference test/ref/hf_logprobs.py (float64, Mixtral's forward from
 #     the HF files alone: softmax router over all experts, top-2, renormalised, SwiGLU experts)
-#     gives the per-token log-probabilities `mtrain logprobs` gives, within 1e-4 (fp32 against
-#     float64; measured ~1e-6), for the save of each layout; mtrain logprobs at ep 2 x tp 2 and at
+#     gives the per-token log-probabilities `mtrain logprobs` gives on configs/golden_prompts.jsonl
+#     (the golden-prompt gate, `mtrain logprobs --compare`), within 1e-4 (fp32 against
+#     float64; measured 4e-7), for the save of each layout; mtrain logprobs at ep 2 x tp 2 and at
 #     pp 2 equals its 1-rank score within 1e-5 (fp32 summation order only). Scoring is dropless.
 #   - export -> import -> export is byte-identical (weights and config.json); fine-tuning from the
 #     import at ep 2 gives the losses of fine-tuning from the original save at 1 rank (8 iterations,
@@ -24,14 +26,10 @@ numpy_python
 [ -n "$PY" ] || fail "numpy is missing (python3 and /usr/bin/python3): install Debian's python3-numpy (scripts/install-deps.sh)"
 T0=$(date +%s.%N)
 CFG=configs/mixtral-tiny.yaml
-NET=(--config $CFG --num-layers 2 --hidden-size 64 --seq-length 64 --set model.ffn_hidden=64 --set model.moe.experts=4
+NET=(--config $CFG --num-layers 2 --hidden-size 64 --set model.ffn_hidden=64 --set model.moe.experts=4
      --set model.moe.capacity_factor=0.25 --set logging.eval_interval=0)
 TRAIN=(--train-iters 3 --micro-batch-size 1 --global-batch-size 2 --lr 3e-3 --set optimizer.warmup_iters=0)
-cat >"$TMP/prompts.jsonl" <<'EOF'
-{"prompt": "In the beginning God created", "completion": " the heaven and the earth."}
-{"prompt": "And God said, Let there be", "completion": " light: and there was light."}
-{"prompt": "The LORD is my shepherd;", "completion": " I shall not want."}
-EOF
+PROMPTS=configs/golden_prompts.jsonl
 
 run train-eptp "$MTRAIN" launch -n 4 -- "${NET[@]}" "${TRAIN[@]}" --tensor-model-parallel-size 2 \
   --expert-model-parallel-size 2 --use-distributed-optimizer --save "$TMP/eptp"
@@ -80,7 +78,7 @@ print(f'export: {len(t)} tensors as MixtralForCausalLM; bf16 in {len(set(wm.valu
 EOF
 
 # --- logprobs: mtrain in each layout, and the reference of the export ---
-LP=(logprobs "${NET[@]}" --prompts "$TMP/prompts.jsonl")
+LP=(logprobs "${NET[@]}" --prompts "$PROMPTS")
 run lp-eptp-1 "$MTRAIN" "${LP[@]}" --load "$TMP/eptp" --output "$TMP/eptp.1.jsonl"
 run lp-eptp-4 "$MTRAIN" launch -n 4 -- "${LP[@]}" --load "$TMP/eptp" --output "$TMP/eptp.4.jsonl" \
   --tensor-model-parallel-size 2 --expert-model-parallel-size 2
