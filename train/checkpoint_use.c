@@ -16,6 +16,9 @@ mt_status mt_ckpt_open_for_use(const mt_recipe *r, const char *tool, const char 
                          "%s", r->checkpoint.load, MT_CKPT_TRACKER, purpose);
     st = mt_ckpt_check_tokenizer(path, r, tool, verb, log, iteration);
     if (st != MT_OK) return st;
+    if (log && r->model.moe.experts > 0 && r->model.moe.capacity_factor > 0)
+        fprintf(log, "%s: the experts take every token routed to them (dropless, as MixtralForCausalLM): "
+                "model.moe.capacity_factor %g is a training rule\n", tool, (double)r->model.moe.capacity_factor);
     return mt_recipe_tokenizer_open(r, tok);
 }
 

@@ -80,6 +80,7 @@ EOF
 # --- logprobs: mtrain in each layout, and the reference of the export ---
 LP=(logprobs "${NET[@]}" --prompts "$PROMPTS")
 run lp-eptp-1 "$MTRAIN" "${LP[@]}" --load "$TMP/eptp" --output "$TMP/eptp.1.jsonl"
+grep -q "dropless" "$TMP/lp-eptp-1.log" || { cat "$TMP/lp-eptp-1.log"; fail "mtrain logprobs does not say it routes dropless"; }
 run lp-eptp-4 "$MTRAIN" launch -n 4 -- "${LP[@]}" --load "$TMP/eptp" --output "$TMP/eptp.4.jsonl" \
   --tensor-model-parallel-size 2 --expert-model-parallel-size 2
 within "ep 2 x tp 2 save: 1 rank vs ep 2 x tp 2" "$TMP/eptp.1.jsonl" "$TMP/eptp.4.jsonl" 1e-5
