@@ -228,15 +228,17 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
         {"tie_word_embeddings", F_BOOL, 1, 1, NULL, ""},
         {"add_cross_attention", F_BOOL, 0, 0, NULL, ""},
     };
-    const fn_field llama[] = {
-        {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-6, NULL, "model.norm_eps"},
+    const fn_field attention[] = { /* Llama's and Mixtral's alike (rope_theta: the class's default) */
         {"rope_theta", F_NUMBER, m->rope_theta, theta_dflt, NULL, "model.rope_theta"},
         {"rope_scaling", F_NULL, 0, 0, NULL, ""},
         {"partial_rotary_factor", F_NUMBER, 1, 1, NULL, ""},
         {"hidden_act", F_STRING, 0, 0, "silu", ""},
+        {"head_dim", F_NUMBER, m->D, m->D, NULL, ""},
+    };
+    const fn_field llama[] = {
+        {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-6, NULL, "model.norm_eps"},
         {"attention_bias", F_BOOL, m->bias, 0, NULL, "model.bias"},
         {"mlp_bias", F_BOOL, m->bias, 0, NULL, "model.bias"},
-        {"head_dim", F_NUMBER, m->D, m->D, NULL, ""},
     };
     /* MixtralConfig's defaults differ from Llama's (rms_norm_eps 1e-5, rope_theta 1e6); the router
      * fields of other sparse models are refused unless they say what Mixtral computes */
@@ -244,11 +246,6 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
                               "Mixtral layer is sparse)";
     const fn_field mixtral[] = {
         {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-5, NULL, "model.norm_eps"},
-        {"rope_theta", F_NUMBER, m->rope_theta, theta_dflt, NULL, "model.rope_theta"},
-        {"rope_scaling", F_NULL, 0, 0, NULL, ""},
-        {"partial_rotary_factor", F_NUMBER, 1, 1, NULL, ""},
-        {"hidden_act", F_STRING, 0, 0, "silu", ""},
-        {"head_dim", F_NUMBER, m->D, m->D, NULL, ""},
         {"sliding_window", F_AT_LEAST, m->max_pos, 0, NULL, ""},
         {"router_jitter_noise", F_NUMBER, 0, 0, NULL, ""},
         {"norm_topk_prob", F_BOOL, 1, 1, NULL, ""},
@@ -262,11 +259,11 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
         {"mlp_only_layers", F_NONE, 0, 0, "[] or absent (every Mixtral layer is sparse)", ""},
         {"decoder_sparse_step", F_NUMBER, 1, 1, NULL, ""},
     };
-    const int is_gpt = m->arch != MT_ARCH_LLAMA, moe = m->E > 0;
-    const fn_field *f = is_gpt ? gpt : moe ? mixtral : llama;
-    const size_t n = is_gpt ? sizeof gpt / sizeof gpt[0] : moe ? sizeof mixtral / sizeof mixtral[0]
-                                                             : sizeof llama / sizeof llama[0];
-    return check_table(root, f, n, path, recipe);
+    if (m->arch != MT_ARCH_LLAMA) return check_table(root, gpt, sizeof gpt / sizeof gpt[0], path, recipe);
+    const mt_status st = check_table(root, attention, sizeof attention / sizeof attention[0], path, recipe);
+    if (st != MT_OK) return st;
+    if (m->E > 0) return check_table(root, mixtral, sizeof mixtral / sizeof mixtral[0], path, recipe);
+    return check_table(root, llama, sizeof llama / sizeof llama[0], path, recipe);
 }
 
 /* config.json against the model the recipe describes */

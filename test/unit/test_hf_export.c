@@ -4,9 +4,9 @@
  *    gate/up halves, the bias splits, vocabulary padding dropped; Mixtral's router and experts;
  *    bf16 rounding; sharding; sizes; config JSON; recipes transformers cannot express, named by key.
  * 2. A save written here by hand (bf16 `weight` pieces cut at flat ranges, fp32 `master` pieces
- *    cut by rows, as a bf16 run saves them): ckpt_global.h reads both kinds back exactly; the whole
- *    export (mt_hf_export) writes the master values, not the bf16 weights; pieces that cover
- *    elements twice are an error that leaves no output folder.
+ *    cut by rows, as a bf16 run saves them): ckpt_global.h reads both kinds back exactly, whole and
+ *    by layer ranges; the whole export (mt_hf_export) writes the master values, not the bf16
+ *    weights; pieces that cover elements twice are an error that leaves no output folder.
  * That the mapped tensors give the model's own loss under transformers' conventions is checked by
  * test_hf_export_semantics.c. */
 #include <math.h>
@@ -612,6 +612,15 @@ static void test_hand_save(void) {
             master_differs += w[i] != a[i];
         }
         CHECKF(!bad_m && !bad_w, "%s: %d master, %d weight values differ", rd.mf.tensors[ti].name, bad_m, bad_w);
+        /* a layer range (the export's read: one slice at a time) is that range of the whole */
+        const size_t slice = (size_t)(s[1] * s[2]);
+        for (int l = 0; l < s[0]; l += 2) {
+            const int nl = l + 2 <= s[0] ? 2 : 1;
+            CHECK(mt_ckpt_read_layers(&rd, rd.mf.tensors[ti].name, MT_CK_MASTER, l, nl, w) == MT_OK);
+            CHECKF(!memcmp(w, a + (size_t)l * slice, (size_t)nl * slice * 4), "%s: layers [%d, %d) differ",
+                   rd.mf.tensors[ti].name, l, l + nl);
+        }
+        CHECK(mt_ckpt_read_layers(&rd, rd.mf.tensors[ti].name, MT_CK_MASTER, (int)s[0], 1, w) == MT_ERR_INTERNAL);
         free(a);
         free(w);
     }
