@@ -150,10 +150,10 @@ int mt_cmd_logprobs(int argc, char **argv) {
     if (st != MT_OK) return mt_cmd_fail_rank("mtrain logprobs", &ps, st);
     if (ps.logger)
         printf("%s%smtrain logprobs: %lld prompts, %lld completion tokens scored in %.2f s (backend %s, %d rank%s: "
-               "tp %d, pp %d, dp %d) -> %s\n",
+               "tp %d, pp %d, dp %d; sequences run at up to %d of model.seq_length %d positions) -> %s\n",
                ps.size > 1 ? ps.prefix : "", ps.size > 1 ? " " : "", (long long)rep.n_prompts, (long long)rep.n_tokens,
                rep.seconds, device, ps.size, ps.size > 1 ? "s" : "",
-               ps.grid.tp, ps.grid.pp, ps.grid.dp, output);
+               ps.grid.tp, ps.grid.pp, ps.grid.dp, rep.longest_T, r.model.seq_length, output);
     mt_pstate_free(&ps);
     return 0;
 }

@@ -168,7 +168,7 @@ static int cmd_train(int argc, char **argv) {
     static mt_parallel_state ps;
     int world_flag = 0;
     int rc = load_recipe(argc, argv, &r, &world_flag);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc < 0 ? 0 : MT_EXIT_CONFIG;
     char support_note[512], note[1024];
     mt_backend be;
     rc = mt_cmd_start_ranks("mtrain", &r, &ps, &be, support_note, sizeof support_note, note, sizeof note);

@@ -18,6 +18,12 @@ typedef enum {
     MT_ERR_INTERNAL     /* a bug in mtrain */
 } mt_status;
 
+/* The exit status of a command whose command line or recipe is wrong (an unknown or refused flag, a
+ * value out of range, an impossible layout, a feature this build cannot run): every attempt would
+ * fail the same way, so `mtrain launch --max-restarts` does not restart it. Other failures exit 1
+ * (3: a peer rank failed). */
+#define MT_EXIT_CONFIG 2
+
 /* Sets the thread's error message (printf-style) and returns st, so callers can write
  * `return mt_errorf(MT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));` */
 mt_status mt_errorf(mt_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

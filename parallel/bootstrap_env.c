@@ -30,7 +30,10 @@
  *     once (up to MAX_PENDING, each for HELLO_MS); one that sends garbage, an unsigned or wrongly
  *     signed hello, or nothing, is dropped and logged with its address and never ends the job.
  *     A signed hello (a process holding the secret: one of this job's) with a wrong WORLD_SIZE
- *     or RANK still ends it, as a configuration error.
+ *     or RANK still ends it, as a configuration error. Rank 0 proves itself in turn: each hello
+ *     carries a nonce of the rank's, and rank 0's answer signs it with the host table
+ *     (HMAC-SHA256(job secret, PROOF_LABEL || that nonce || the table)); a rank whose store
+ *     cannot sign it (another job's store on the port, an impostor) stops, saying so.
  * Rule kept: no exit; every failure names the variable (MASTER_PORT=abc ...) or the rank. */
 #include "parallel/bootstrap_internal.h"
 
@@ -58,7 +61,8 @@
 
 #define ENV_MAGIC 0x5342544du  /* "MTBS" */
 #define ENV_REJECT 0x4a42544du /* "MTBJ": instead of the host table, u32 length + a message */
-#define ENV_VERSION 3u         /* 3: rank 0 sends a nonce first, the hello carries an HMAC */
+#define ENV_VERSION 4u         /* 3: rank 0 sends a nonce first, the hello carries an HMAC; 4: and a
+                                  * nonce of the rank's, which rank 0's answer signs */
 #define HOST_BYTES 64
 #define NONCE_BYTES 32
 #define MAX_PENDING 64      /* connections that have not yet said an authenticated hello */
@@ -66,6 +70,7 @@
 #define MAX_DROP_NOTES 20   /* dropped connections logged, then only counted */
 #define TIMEOUT_KEY "parallel.timeout_s"
 #define MAC_LABEL "mtrain env:// hello"
+#define PROOF_LABEL "mtrain env:// store"
 
 /* rank 0 -> a new connection, first */
 typedef struct {
@@ -73,11 +78,13 @@ typedef struct {
     uint8_t nonce[NONCE_BYTES];
 } env_challenge;
 
-/* the answer: mac = HMAC-SHA256(job secret, MAC_LABEL || nonce || every field before mac) */
+/* the answer: mac = HMAC-SHA256(job secret, MAC_LABEL || nonce || every field before mac);
+ * rank_nonce: the rank's own challenge, which rank 0's answer (the host table) must sign */
 typedef struct {
     uint32_t magic, version, rank, world;
     uint32_t pid, reserved;
     char host[HOST_BYTES];
+    uint8_t rank_nonce[NONCE_BYTES];
     uint8_t mac[MT_SHA256_BYTES];
 } env_hello;
 
@@ -99,6 +106,7 @@ typedef struct {
     size_t n_key;
     uint8_t key[MT_STORE_SECRET_MAX];
     char key_source[320];
+    uint8_t my_nonce[NONCE_BYTES]; /* rank > 0: the challenge its hello sent to rank 0 */
 } env_ctx;
 
 /* how often a waiting rank 0 reports who is missing */
@@ -258,6 +266,16 @@ static void hello_mac(const env_ctx *c, const uint8_t nonce[NONCE_BYTES], const 
     mt_hmac_sha256(c->key, c->n_key, head, sizeof head, h, offsetof(env_hello, mac), out);
 }
 
+/* rank 0's proof that it holds the job secret, sent before the host table to a rank whose hello
+ * carried rank_nonce: HMAC-SHA256(job secret, PROOF_LABEL || rank_nonce || the host table) */
+static void store_proof(const env_ctx *c, const uint8_t rank_nonce[NONCE_BYTES], const char *hosts,
+                        uint8_t out[MT_SHA256_BYTES]) {
+    uint8_t head[sizeof PROOF_LABEL + NONCE_BYTES];
+    memcpy(head, PROOF_LABEL, sizeof PROOF_LABEL);
+    memcpy(head + sizeof PROOF_LABEL, rank_nonce, NONCE_BYTES);
+    mt_hmac_sha256(c->key, c->n_key, head, sizeof head, hosts, (size_t)c->size * HOST_BYTES, out);
+}
+
 /* a connection that has not said an authenticated hello yet */
 typedef struct {
     int fd;
@@ -359,7 +377,8 @@ static int read_pending(env_ctx *c, env_pending *p) {
 }
 
 /* an authenticated hello: register the rank (1), answer a second RANK=0 and carry on (0), or end the job */
-static mt_status take_hello(env_ctx *c, env_pending *p, char *hosts, uint32_t *pids, const char *my_host, int *joined) {
+static mt_status take_hello(env_ctx *c, env_pending *p, char *hosts, uint32_t *pids, uint8_t *rank_nonces,
+                            const char *my_host, int *joined) {
     const env_hello *h = &p->h;
     int fd = p->fd;
     p->fd = -1;
@@ -397,6 +416,7 @@ static mt_status take_hello(env_ctx *c, env_pending *p, char *hosts, uint32_t *p
         return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap rank 0: %s", msg);
     }
     pids[h->rank] = h->pid;
+    memcpy(rank_nonces + (size_t)h->rank * NONCE_BYTES, h->rank_nonce, NONCE_BYTES);
     c->peer_fd[h->rank] = fd;
     memcpy(hosts + (size_t)h->rank * HOST_BYTES, h->host, HOST_BYTES);
     (*joined)++;
@@ -411,10 +431,12 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
     mt_status st = listen_socket(c, &lfd);
     if (st != MT_OK) return st;
     uint32_t *pids = calloc((size_t)c->size, sizeof *pids);
+    uint8_t *rank_nonces = calloc((size_t)c->size, NONCE_BYTES);
     env_pending *pend = calloc(MAX_PENDING, sizeof *pend);
-    if (!pids || !pend) {
+    if (!pids || !rank_nonces || !pend) {
         close(lfd);
         free(pids);
+        free(rank_nonces);
         free(pend);
         return mt_errorf(MT_ERR_OOM, "env:// bootstrap: out of memory");
     }
@@ -468,15 +490,18 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
         if (poll(pfd, (nfds_t)n, ms_left(deadline)) <= 0) continue;
         for (int j = 1; j < n && st == MT_OK; j++) {
             if (!pfd[j].revents || read_pending(c, &pend[who[j]]) != 1) continue;
-            st = take_hello(c, &pend[who[j]], hosts, pids, my_host, &joined);
+            st = take_hello(c, &pend[who[j]], hosts, pids, rank_nonces, my_host, &joined);
         }
         if (st != MT_OK) goto out;
         if (pfd[0].revents) accept_pending(c, lfd, pend);
     }
-    /* everyone is here: answer each with the table of host names */
+    /* everyone is here: answer each with the table of host names, signed over its own nonce */
     for (int r = 1; r < c->size; r++) {
         uint32_t magic = ENV_MAGIC;
+        uint8_t proof[MT_SHA256_BYTES];
+        store_proof(c, rank_nonces + (size_t)r * NONCE_BYTES, hosts, proof);
         io_res res = write_full(c->peer_fd[r], &magic, sizeof magic, deadline);
+        if (res == IO_OK) res = write_full(c->peer_fd[r], proof, sizeof proof, deadline);
         if (res == IO_OK) res = write_full(c->peer_fd[r], hosts, (size_t)c->size * HOST_BYTES, deadline);
         if (res != IO_OK) {
             st = peer_io_error(c, res, r, "the hello");
@@ -489,6 +514,7 @@ out:
         if (pend[i].fd >= 0) close(pend[i].fd);
     free(pend);
     free(pids);
+    free(rank_nonces);
     return st;
 }
 
@@ -577,6 +603,9 @@ static mt_status say_hello(env_ctx *c, int fd, int rank, const char *my_host, in
     h.world = (uint32_t)c->size;
     h.pid = (uint32_t)getpid();
     snprintf(h.host, sizeof h.host, "%s", my_host);
+    if (getrandom(c->my_nonce, NONCE_BYTES, 0) != NONCE_BYTES)
+        return mt_errorf(MT_ERR_IO, "env:// bootstrap rank %d: getrandom: %s", c->rank, strerror(errno));
+    memcpy(h.rank_nonce, c->my_nonce, NONCE_BYTES);
     hello_mac(c, ch.nonce, &h, h.mac);
     r = write_full(fd, &h, sizeof h, deadline);
     return r == IO_OK ? MT_OK : peer_io_error(c, r, 0, "the hello");
@@ -613,8 +642,19 @@ static mt_status join_store(env_ctx *c, const char *my_host, char *hosts, int64_
     if (r == IO_OK && magic != ENV_MAGIC)
         return mt_errorf(MT_ERR_PEER, "env:// bootstrap rank %d: MASTER_ADDR=%s port %d is not an mtrain store",
                          c->rank, c->addr, c->port);
+    uint8_t proof[MT_SHA256_BYTES], want[MT_SHA256_BYTES];
+    if (r == IO_OK) r = read_full(c->fd0, proof, sizeof proof, deadline);
     if (r == IO_OK) r = read_full(c->fd0, hosts, (size_t)c->size * HOST_BYTES, deadline);
     if (r != IO_OK) return peer_io_error(c, r, 0, "the hello (waiting for every rank to join)");
+    store_proof(c, c->my_nonce, hosts, want);
+    unsigned diff = 0; /* constant time: the comparison says nothing about where it differs */
+    for (size_t i = 0; i < sizeof want; i++) diff |= (unsigned)(proof[i] ^ want[i]);
+    if (diff)
+        return mt_errorf(MT_ERR_PEER,
+                         "env:// bootstrap rank %d: the store at MASTER_ADDR=%s port %d did not prove that it holds "
+                         "this job's secret (%s): it is not this job's rank 0 (another job's store on this port, or "
+                         "an impostor); give every rank the same secret and its own MASTER_PORT",
+                         c->rank, c->addr, c->port, c->key_source);
     return MT_OK;
 }
 

@@ -204,6 +204,12 @@ static mt_status run_loop(loop_t *l, int *exit_code) {
                         strsignal(l->interrupted));
                 return MT_OK;
             }
+            if (out.code == MT_EXIT_CONFIG) {
+                fprintf(stderr, "mtrain launch: rank %d %s; not restarting: status %d is mtrain's for a wrong "
+                                "command line or recipe, which every attempt would repeat (fix it and launch again)\n",
+                        out.rank, out.what, MT_EXIT_CONFIG);
+                return MT_OK;
+            }
             if (k >= o->max_restarts) {
                 fprintf(stderr, "mtrain launch: rank %d %s; restarts exhausted (%d of %d used): exiting with "
                                 "status %d\n", out.rank, out.what, k, o->max_restarts, out.code);

@@ -64,6 +64,10 @@ typedef struct {
     mt_device_probe probe;
     char name_buf[64], desc_buf[160]; /* storage for name / desc of a profile read from a file */
     double peak_fp8_tflops;    /* dense fp8 tensor-core peak, TFLOP/s; 0 = no fp8 (A100, the host) */
+    double tile_k0[2];         /* a GEMM output tile's fixed cost (prologue, epilogue) in K-steps of its own
+                                * precision: [0] 2-byte, [1] 1-byte (fp8) operands; 0 = not measured (none) */
+    double attn_frac;          /* a fused (flash) attention kernel's best published rate / datasheet bf16 peak;
+                                * 0 = none published: the GEMMs' sustained_frac */
 } mt_gpu_spec;
 
 int mt_gpu_n_specs(void);
@@ -240,7 +244,7 @@ typedef struct {
 
 /* Cost model of one GEMM C[M x N] = A[M x K] B[K x N] on a GPU (plan_model.c, docs/plan.md):
  * roofline time max(math, memory) with the output tiled in MT_PLAN_TILE_M x MT_PLAN_TILE_N tiles,
- * tiles spread over the SMs in whole waves; peak_flops the dtype's peak (FLOP/s), elem_bytes its
+ * tiles spread over the SMs in whole waves, each tile costing K + g->tile_k0 K-steps; peak_flops the dtype's peak (FLOP/s), elem_bytes its
  * size. Seconds; mt_plan_gemm_eff = 2 M N K / (time * peak). A device without SM count or
  * bandwidth (the host) gets no quantisation / memory term. `batch` independent GEMMs share waves. */
 #define MT_PLAN_TILE_M 128

@@ -417,7 +417,7 @@ static void print_json(FILE *f, const char *metrics_path, const cmp_data *d, con
             mt_schedule_name(kind));
     json_num(f, p->pp > 1 ? b_pred : NAN);
     fputs(", \"formula\": ", f);
-    json_num(f, p->pp > 1 ? p->bubble : NAN);
+    json_num(f, p->pp > 1 ? mt_plan_bubble_fraction(p->pp, p->n_micro, p->vpp) : NAN);
     fputs(", \"measured_replayed\": ", f);
     json_num(f, b_replay);
     fputs(", \"measured_wall\": ", f);
@@ -483,11 +483,12 @@ static void print_bubble(FILE *f, const cmp_data *d, const mt_plan *p, const cmp
             fprintf(f, "    predicted: stages by their FLOPs, simulated    %6.1f%%   (the same tables; B = 2 F; the last stage "
                     "holds the output layer)\n", 100 * b_flops);
         fprintf(f, "    formula (p-1)/(%sm+p-1), equal stages           %6.1f%%\n", kind == MT_SCHED_INTERLEAVED ? "v" : "",
-                100 * p->bubble);
+                100 * mt_plan_bubble_fraction(p->pp, p->n_micro, p->vpp));
         if (isfinite(b_replay))
             fprintf(f, "    measured: the run's F/B costs replayed         %6.1f%%   (%s time per virtual stage, same tables)"
                     "   %+.1f points against the prediction, %+.1f against the formula\n", 100 * b_replay,
-                    d->clock[0] ? d->clock : "?", 100 * (b_replay - b_pred), 100 * (b_replay - p->bubble));
+                    d->clock[0] ? d->clock : "?", 100 * (b_replay - b_pred),
+                    100 * (b_replay - mt_plan_bubble_fraction(p->pp, p->n_micro, p->vpp)));
         else
             fprintf(f, "    measured: replayed                                -   (the file has no pp_cost: a run of an older "
                     "mtrain)\n");

@@ -15,11 +15,12 @@ double mt_plan_gemm_time(const mt_gpu_spec *g, double peak_flops, double elem_by
     if (peak_flops <= 0 || M <= 0 || N <= 0 || K <= 0 || batch <= 0) return 0.0;
     double math = batch * 2.0 * M * N * K / peak_flops;
     if (g->n_sms > 0) {
-        /* tile quantisation: every output tile does the full 128 x 256 x K work; wave
+        /* tile quantisation: every output tile does the full 128 x 256 x K work, plus its fixed
+         * prologue / epilogue cost of tile_k0 K-steps (docs/plan.md, "GEMM efficiency by shape"); wave
          * quantisation: the tiles run n_sms at a time, a partial wave costs a whole one */
         const double tiles = batch * ceil(M / MT_PLAN_TILE_M) * ceil(N / MT_PLAN_TILE_N);
-        const double waves = ceil(tiles / g->n_sms);
-        math = waves * 2.0 * MT_PLAN_TILE_M * MT_PLAN_TILE_N * K / (peak_flops / g->n_sms);
+        const double waves = ceil(tiles / g->n_sms), k0 = g->tile_k0[elem_bytes <= 1.0 ? 1 : 0];
+        math = waves * 2.0 * MT_PLAN_TILE_M * MT_PLAN_TILE_N * (K + k0) / (peak_flops / g->n_sms);
     }
     const double bw = mt_gpu_hbm_bw(g), mem = bw > 0 ? batch * (M * K + K * N + M * N) * elem_bytes / bw : 0.0;
     return fmax(math, mem);
@@ -134,6 +135,16 @@ static double layer_elem_bytes(const dims *d, int t, int sp, double eb, double d
     n_ops[0] = 5.0 + (d->learned ? 0.0 : 1.0);
     n_ops[1] = 4.0 + (d->learned ? 0.0 : 1.0);
     return layer_elem_fwd_bytes(d, t, sp, eb, dropout) + bwd;
+}
+
+/* Bytes per token of one layer's fp8 casts (Transformer Engine's Linear: `fp8_cast_transpose_fused`
+ * casts each GEMM input to fp8 and writes its transpose for the weight-gradient GEMM, read 2 write 1 + 1;
+ * the backward casts each output gradient the same way): forward the inputs of QKV, projection, FC1,
+ * FC2 (K of each forward GEMM), backward their output gradients (N of each). fwd_only: the forward's. */
+static double layer_fp8_cast_bytes(const dims *d, int t, int fwd_only) {
+    const double fwd = 4.0 * (d->C + d->H * d->D / t + d->C + d->K * d->F / t);
+    const double bwd = 4.0 * (d->qkv_rows / t + d->C + d->K * d->fc_rows / t + d->C);
+    return fwd + (fwd_only ? 0.0 : bwd);
 }
 
 /* Bytes per token of one layer's passes that the modelled software makes besides mtrain's (mt_plan_opts:
@@ -277,8 +288,17 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
         lt.attn = r > 0 ? acct / r * (1.0 + (rc_attn ? 1.0 / 3.0 : 0.0)) : 0.0;
         attn_fwd = r > 0 ? acct / r / 3.0 : 0.0;
     } else {
-        gemm_fb(c, bh, x->s_loc, d->T, d->D, &af, &ab, &aflops);
-        gemm_fb(c, bh, x->s_loc, d->D, d->T, &af, &ab, &aflops);
+        /* a fused kernel (flash) runs at the device's published attention rate when it has one, its K
+         * loop over the whole key sequence (no per-tile K cost); an unfused one is batched GEMMs */
+        mt_gpu_spec ga = *c->g;
+        cost_ctx ca = *c;
+        if (!o->unfused_attention) {
+            ga.tile_k0[0] = ga.tile_k0[1] = 0.0;
+            if (ga.attn_frac > 0) ca.peak = p->peak_flops * ga.attn_frac;
+            ca.g = &ga;
+        }
+        gemm_fb(&ca, bh, x->s_loc, d->T, d->D, &af, &ab, &aflops);
+        gemm_fb(&ca, bh, x->s_loc, d->D, d->T, &af, &ab, &aflops);
         if (o->unfused_attention) {
             lt.attn = af * (1.0 + (rc_attn ? 1.0 : 0.0)) + ab;
             attn_fwd = af;
@@ -299,6 +319,7 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
     const double elem_tok = layer_elem_bytes(d, t, p->sp, x->abytes, o->dropout, ops_l);
     double elem_l = N * (elem_tok + (rcf > 0 ? rcf * layer_elem_fwd_bytes(d, t, p->sp, x->abytes, o->dropout) : 0));
     elem_l += N * layer_sw_extra_bytes(d, t, p->sp, x->abytes, o->dropout, rcf, o);
+    if (cl != c) elem_l += N * (layer_fp8_cast_bytes(d, t, 0) + rcf * layer_fp8_cast_bytes(d, t, 1));
     if (o->unfused_attention && !probed) {
         /* softmax (+ dropout) over the materialised scores. Megatron's causal kernel
          * (scaled_upper_triang_masked_softmax.h) loads only each row's causal half and writes the whole row:

@@ -145,14 +145,19 @@ double mt_plan_flops_per_seq(const mt_recipe *r, mt_recompute rc) {
  * attention: 5 a s_k bytes (softmax 2, its dropout mask 1, dropout output 2), split by tp.
  * GPT (4h MLP, kv = h): 10h + 24h/t + 5as/t  -> s b h (10 + 24/t + 5as/(ht)).
  * sp: everything / t -> s b h (34 + 5as/h) / t. Selective drops the 5as term. Full keeps the
- * layer input only: 2 s b h (/ t with sp). s = T / cp (context parallelism splits queries). */
-static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_recompute rc) {
+ * layer input only: 2 s b h (/ t with sp). s = T / cp (context parallelism splits queries).
+ * fused: a fused (flash) attention kernel, as Megatron-Core runs with Transformer Engine, keeps no
+ * scores: the 5as term becomes the kernel's fp32 logsumexp, 4 a bytes per token (/ t). Without dropout
+ * (dropout 0, Llama's) no masks: PyTorch's dropout returns its input unchanged at p = 0
+ * (aten/src/ATen/native/Dropout.cpp, _dropout_impl), so the replicated part is 8h. */
+static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_recompute rc, int fused,
+                             double dropout) {
     const double s = d->T / cp, sk = d->T, h = d->C;
     if (rc == MT_RECOMPUTE_FULL) return 2.0 * s * b * h / (sp ? t : 1);
-    double rep = 10.0 * h + (d->moe ? 2.0 * d->K * h : 0.0);
+    double rep = (dropout > 0 ? 10.0 : 8.0) * h + (d->moe ? 2.0 * d->K * h : 0.0);
     double split = 2.0 * h + 4.0 * d->KV * d->D + 2.0 * h + d->K * (2.0 * d->fc_rows + 2.0 * d->F);
     double per_token = sp ? (rep + split) / t : rep + split / t;
-    double score = rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * sk / t;
+    double score = fused ? 4.0 * d->H / t : rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * sk / t;
     return s * b * (per_token + score);
 }
 
@@ -298,23 +303,6 @@ mt_status mt_plan_check(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu) 
 
 /* ---------- the plan of one layout, in steps ---------- */
 
-/* The layout of pipeline stage k (mt_param_layout_build_stage). Uneven stages: the trainer's layout
- * builder splits evenly, so stage k's is built from a copy of the recipe whose even split gives k its
- * own layer count (model.layers = L_k pp), with the whole model's depth put back (L_global: the FLOPs). */
-static mt_status plan_stage_layout(const mt_recipe *r, int k, mt_param_layout *pl) {
-    if (!mt_recipe_uneven_stages(r)) return mt_param_layout_build_stage(r, k, pl);
-    mt_recipe *c = malloc(sizeof *c);
-    if (!c) return mt_errorf(MT_ERR_OOM, "plan: %zu bytes for a stage's recipe", sizeof *c);
-    *c = *r;
-    c->model.layers = mt_recipe_stage_layers(r, k) * r->parallel.pipeline;
-    c->parallel.first_stage_layers = c->parallel.last_stage_layers = 0;
-    c->parallel.embedding_in_split = c->parallel.loss_in_split = 0;
-    mt_status st = mt_param_layout_build_stage(c, k, pl);
-    free(c);
-    if (st == MT_OK) pl->L_global = r->model.layers;
-    return st;
-}
-
 /* The layout's fields of p, the model's dimensions and the mode's byte sizes. */
 static mt_status plan_layout(plan_ctx *x, int n_gpus, mt_plan *p) {
     const mt_recipe *r = x->r;
@@ -383,7 +371,7 @@ static mt_status plan_layout(plan_ctx *x, int n_gpus, mt_plan *p) {
     x->Ls = p->n_layers_stage;
     /* full recompute reruns rc_frac of each model chunk's layers (all: uniform; the first
        training.recompute_num_layers: block); the stage layout's own count (mt_param_layout_build_stage) */
-    st = plan_stage_layout(r, 0, &x->pl0);
+    st = mt_param_layout_build_stage(r, 0, &x->pl0);
     if (st != MT_OK) return st;
     x->rc_layers = x->full ? x->pl0.recompute : 0;
     x->rc_frac = x->full && x->pl0.Lc > 0 ? (double)x->rc_layers / x->pl0.Lc : 0.0;
@@ -404,14 +392,16 @@ static void plan_flops(const plan_ctx *x, mt_plan *p) {
 }
 
 /* Activations per layer, every (recompute, sp) variant: mtrain's trainer layout, or in bf16 on request
- * Megatron-LM's (Korthikanti et al.: dropout masks and the attention scores of a non-flash softmax). */
+ * Megatron-LM's (Korthikanti et al.: dropout masks, and the attention scores when the modelled software's
+ * softmax is unfused, mt_plan_opts.unfused_attention). */
 static void plan_layer_activations(plan_ctx *x, mt_plan *p) {
     const dims *d = &x->d;
     x->megatron_acts = x->bf16 && x->o->megatron_activations;
     for (int rc = 0; rc < 3; rc++)
         for (int s = 0; s < 2; s++)
             p->act_layer_bytes[rc][s] =
-                x->megatron_acts ? act_layer_bf16(d, x->b, x->t, s && x->t > 1, x->cp, (mt_recompute)rc)
+                x->megatron_acts ? act_layer_bf16(d, x->b, x->t, s && x->t > 1, x->cp, (mt_recompute)rc,
+                                                  !x->o->unfused_attention, x->o->dropout)
                                  : act_layer_trainer(d, x->b, x->t, s && x->t > 1, x->cp, (mt_recompute)rc, x->abytes);
     x->act_layer_none = p->act_layer_bytes[MT_RECOMPUTE_NONE][p->sp];
     x->act_layer_rc = p->act_layer_bytes[p->recompute][p->sp];
@@ -453,7 +443,7 @@ static double stage_extra_acts(const plan_ctx *x, const mt_plan *p, const mt_pla
 static mt_status plan_rank_memory(const plan_ctx *x, const mt_plan *p, int k, mt_plan_rank *rk) {
     mt_param_layout stage_pl;
     pcount c;
-    mt_status st = plan_stage_layout(x->r, k, &stage_pl);
+    mt_status st = mt_param_layout_build_stage(x->r, k, &stage_pl);
     if (st != MT_OK) return st;
     layout_params(&stage_pl, &x->d, p->ep, 0, 0, &c);
     rk->stage = k;
@@ -468,7 +458,9 @@ static mt_status plan_rank_memory(const plan_ctx *x, const mt_plan *p, int k, mt
     const double flat_dense = ceil(n_dense / (dd * ua)) * dd * ua, flat_exp = ceil(n_exp / (de * ua)) * de * ua;
     const double n_buf = p->dist_opt ? flat_dense + flat_exp : c.n_elems;
     rk->weights_bytes = x->pbytes * n_buf;
-    rk->grads_bytes = 4.0 * n_buf; /* fp32 gradients (Megatron's main_grad buffer) */
+    /* Megatron's main_grad buffer: fp32, or the reduction's dtype when the modelled run reduces in 2 bytes
+     * (Megatron's grad_reduce_in_fp32 off: the buffer takes the parameters' dtype) */
+    rk->grads_bytes = (x->bf16 && x->o->grad_reduce_bytes > 0 ? x->o->grad_reduce_bytes : 4.0) * n_buf;
     rk->optim_nodist_bytes = x->obytes * c.n_elems;
     rk->optim_dist_bytes = x->obytes * (flat_dense / dd + flat_exp / de);
     rk->optim_bytes = p->dist_opt ? rk->optim_dist_bytes : rk->optim_nodist_bytes;
@@ -605,7 +597,29 @@ static void plan_time_at_rates(const plan_ctx *x, mt_plan *p) {
 }
 
 /* Warnings, one per line, into p->notes. */
+/* Which of Megatron's activation terms (act_layer_bf16) dominate one (layer, micro-batch) of this layout:
+ * a note with each group's share, so a layout that does not fit says what to cut. */
+static void note_act_terms(const plan_ctx *x, mt_plan *p) {
+    const dims *d = &x->d;
+    if (!x->megatron_acts || p->recompute == MT_RECOMPUTE_FULL) return;
+    const int t = x->t, sp = p->sp;
+    const double rep_div = sp ? t : 1, h = d->C;
+    const double inputs = (8.0 * h + (d->moe ? 2.0 * d->K * h : 0.0)) / rep_div;
+    const double masks = x->o->dropout > 0 ? 2.0 * h / rep_div : 0.0;
+    const double attn = (2.0 * h + 4.0 * d->KV * d->D + 2.0 * h) / t;
+    const double mlp = d->K * (2.0 * d->fc_rows + 2.0 * d->F) / t;
+    const double score = !x->o->unfused_attention ? 4.0 * d->H / t
+                         : p->recompute == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * d->T / t;
+    const double all = inputs + masks + attn + mlp + score;
+    if (all <= 0) return;
+    note(p->notes, sizeof p->notes, "activations per (layer, micro-batch), Megatron's count: MLP %.0f%%, attention "
+         "Q/K/V + projection input %.0f%%, norm and GEMM inputs %.0f%%, dropout masks %.0f%%, %s %.0f%%",
+         100 * mlp / all, 100 * attn / all, 100 * inputs / all, 100 * masks / all,
+         x->o->unfused_attention ? "attention scores" : "attention logsumexp", 100 * score / all);
+}
+
 static void plan_notes(const plan_ctx *x, mt_plan *p) {
+    note_act_terms(x, p);
     const mt_gpu_spec *gpu = x->gpu;
     const int t = x->t, pp = x->pp, m = x->m;
     if (p->mode == MT_PLAN_TRAINER_FP32 && x->r->training.precision == MT_PREC_BF16)

@@ -56,6 +56,7 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
         }
     }
     MT_CHECK(mt_ckpt_load_weights(r, &lp->model, ps, lp->ckpt_path)); /* the scorer never steps the optimizer */
+    lp->views_usable = !getenv("MT_LOGPROBS_FULL_LENGTH") && mt_logprobs_views_usable(&lp->model);
     lp->row = malloc((size_t)(T + 1) * sizeof *lp->row);
     lp->losses = malloc((size_t)T * sizeof *lp->losses);
     if (!lp->row || !lp->losses) {
@@ -68,6 +69,7 @@ out:
 }
 
 void mt_logprobs_close(mt_logprobs *lp) {
+    mt_logprobs_views_close(lp);
     if (lp->have_pipe) mt_pipeline_free(&lp->pipe, &lp->model);
     if (lp->have_model) mt_model_free(&lp->model);
     if (lp->tok) mt_tokenizer_free(lp->tok);
@@ -98,11 +100,21 @@ mt_status mt_logprobs_score(mt_logprobs *lp, const int32_t *ids, int n_ids, int 
         if (ids[i] < 0 || ids[i] >= V)
             return mt_errorf(MT_ERR_DATA, "logprobs: token %d is id %d, outside the model's vocabulary [0, %d)", i,
                              (int)ids[i], V);
+    mt_model *view = mt_logprobs_view_for(lp, n_ids, &st);
+    if (st != MT_OK) goto out;
+    const int Tr = view ? view->pl.T : T; /* the length this sequence runs at */
+    lp->last_T = Tr;
     memcpy(lp->row, ids, (size_t)n_ids * sizeof *ids);
     const int32_t pad = lp->tok ? mt_tokenizer_eod(lp->tok) : 0;
-    for (int i = n_ids; i <= T; i++) lp->row[i] = pad;
+    for (int i = n_ids; i <= Tr; i++) lp->row[i] = pad;
     const void *base;
-    if (lp->have_pipe) {
+    if (view) {
+        m = view;
+        MT_CHECK(mt_model_load_micro(m, &m->acts, lp->row));
+        MT_CHECK(mt_model_forward(m, &m->acts, mt_model_whole(m)));
+        MT_CHECK(mt_model_loss(m, &m->acts, 0.0f));
+        base = m->acts.base;
+    } else if (lp->have_pipe) {
         MT_CHECK(mt_pipeline_run(&lp->pipe, m, fetch_row, lp, 0.0f, 1));
         base = lp->has_losses ? lp->pipe.slot[lp->head_slot] : NULL;
     } else {
@@ -113,7 +125,7 @@ mt_status mt_logprobs_score(mt_logprobs *lp, const int32_t *ids, int n_ids, int 
     }
     if (!lp->has_losses) goto out;
     /* position i predicts row[i + 1]: the completion's k-th token is predicted at n_prompt - 1 + k */
-    MT_CHECK(lp->be->i->copy_d2h(lp->be, lp->losses, (const char *)base + m->al.losses, (size_t)T * sizeof(float)));
+    MT_CHECK(lp->be->i->copy_d2h(lp->be, lp->losses, (const char *)base + m->al.losses, (size_t)Tr * sizeof(float)));
     for (int k = 0; k < n_ids - n_prompt; k++) logprobs[k] = -(double)lp->losses[n_prompt - 1 + k];
 out:
     return st;
@@ -231,6 +243,7 @@ mt_status mt_logprobs_run_file(mt_logprobs *lp, const char *prompts_path, const 
         if (out) put_line(out, prompt, completion, &all, (int)n_prompt, lps);
         rep->n_prompts++;
         rep->n_tokens += n_comp;
+        if (lp->last_T > rep->longest_T) rep->longest_T = lp->last_T;
     }
     if (rep->n_prompts == 0) {
         st = mt_errorf(MT_ERR_DATA, "%s: no prompts (expected JSON lines {\"prompt\": \"...\", \"completion\": \"...\"})",

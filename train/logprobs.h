@@ -11,9 +11,10 @@
  * the logging rank only, through a temporary file renamed at the end): per input line
  *   {"prompt": ..., "completion": ..., "prompt_tokens": [ids], "tokens": [completion ids],
  *    "logprobs": [log p(token | everything before it)], "sum": total}
- * A logprob is minus the per-token loss at the position that predicts the token. The row of
- * model.seq_length + 1 tokens is padded after the text with the end-of-document id (causal
- * attention: what comes after a position never changes its output).
+ * A logprob is minus the per-token loss at the position that predicts the token. A sequence runs
+ * through the shortest scoring view that holds it (64, 128, ... tokens; logprobs_view.c) or the
+ * full model, padded after the text with the end-of-document id (causal attention: what comes
+ * after a position never changes its output).
  * Rules kept: statuses, never exit; nothing here prints except to the `log` stream given. */
 #ifndef MT_LOGPROBS_H
 #define MT_LOGPROBS_H
@@ -27,6 +28,8 @@
 #include "parallel/parallel_state.h"
 #include "train/model.h"
 #include "train/pipeline.h"
+
+#define MT_LOGPROBS_MAX_VIEWS 16 /* scoring views: lengths 64 .. 64 * 2^15 */
 
 /* One rank's scorer: the model (micro-batch of one sequence) with the checkpoint's weights, the
  * pipeline executor when parallel.pipeline > 1, the tokenizer, host staging. */
@@ -46,7 +49,19 @@ typedef struct {
     float *losses;          /* (T) host */
     int64_t iteration;      /* of the loaded checkpoint */
     char ckpt_path[4400];
+    int views_usable;       /* shorter scoring views allowed (logprobs_view.c) */
+    int last_T;             /* the length the last sequence ran at */
+    int view_T[MT_LOGPROBS_MAX_VIEWS]; /* 0: view k not made yet */
+    mt_model views[MT_LOGPROBS_MAX_VIEWS];
 } mt_logprobs;
+
+/* logprobs_view.c: scoring views at lengths 64, 128, ... below model.seq_length, so that a short
+ * sequence is not run at the full length. views_usable: the whole model on this rank and no
+ * length-dependent routing. view_for: the shortest view that holds n_ids tokens (made on first
+ * use), NULL for the full model (or with *st set when making it failed). */
+int mt_logprobs_views_usable(const mt_model *m);
+mt_model *mt_logprobs_view_for(mt_logprobs *lp, int n_ids, mt_status *st);
+void mt_logprobs_views_close(mt_logprobs *lp);
 
 /* Builds the model for this rank, loads the checkpoint r->checkpoint.load (required; any layout)
  * and opens the recipe's tokenizer. Errors: no --load, a folder without a save, a checkpoint of
@@ -65,6 +80,7 @@ mt_status mt_logprobs_score(mt_logprobs *lp, const int32_t *ids, int n_ids, int 
 typedef struct {
     int64_t n_prompts;
     int64_t n_tokens;       /* completion tokens scored */
+    int longest_T;          /* the longest length a sequence ran at (model.seq_length without views) */
     double seconds;
 } mt_logprobs_report;
 

@@ -353,11 +353,15 @@ static mt_status print_start(const trainer *t, FILE *log) {
     if (m->pl.moe) snprintf(eps, sizeof eps, ", %d experts top-%d, ep %d", m->pl.E, m->pl.top_k, m->pl.ep);
     if (tp > 1 || pp > 1)
         snprintf(shard, sizeof shard, "%zu on this %s; ", m->pl.n_params, pp > 1 ? "rank's stage" : "tp rank");
-    char pps[160] = "";
+    char pps[224] = "";
     if (t->pipe_exec) {
         char vs[32] = "";
         if (t->pipe_exec->v > 1) snprintf(vs, sizeof vs, " x vpp %d", t->pipe_exec->v);
-        snprintf(pps, sizeof pps, ", pp %d%s schedule %s with %d activation slot%s on this stage", pp, vs,
+        char split[72] = ""; /* uneven stages: each stage's layers, "(layers 3/4)" */
+        for (int s = 0, n = 0; mt_recipe_uneven_stages(r) && s < pp && n >= 0 && n < (int)sizeof split - 12; s++)
+            n += snprintf(split + n, sizeof split - n, "%s%d%s", s ? "/" : " (layers ", mt_recipe_stage_layers(r, s),
+                          s == pp - 1 ? ")" : "");
+        snprintf(pps, sizeof pps, ", pp %d%s%s schedule %s with %d activation slot%s on this stage", pp, split, vs,
                  mt_schedule_name(t->pipe_exec->kind), t->pipe_exec->n_slots, t->pipe_exec->n_slots > 1 ? "s" : "");
     }
     char cps[80] = "";

@@ -29,10 +29,6 @@ mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_b
     REFUSE("training.recompute_num_layers", r->training.recompute == MT_RECOMPUTE_FULL &&
            r->training.recompute_method == MT_RECOMPUTE_UNIFORM && r->training.recompute_num_layers != 1,
            "uniform full recompute in units of more than one layer (use 1, or training.recompute_method block)");
-    REFUSE(r->parallel.first_stage_layers > 0 ? "parallel.first_stage_layers"
-           : r->parallel.last_stage_layers > 0 ? "parallel.last_stage_layers"
-           : r->parallel.embedding_in_split ? "parallel.embedding_in_split" : "parallel.loss_in_split",
-           mt_recipe_uneven_stages(r), "uneven pipeline stages");
 #undef REFUSE
     (void)note_bytes; /* no accepted-but-not-applied key today (selective recompute is real: model_bwd.c) */
     return MT_OK;

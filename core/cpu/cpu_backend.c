@@ -191,12 +191,14 @@ mt_status mt_backend_cpu_create(mt_backend *be, int n_threads) {
     if (n_threads < 0)
         return mt_errorf(MT_ERR_CONFIG, "cpu backend: n_threads = %d; use 0 (all cores) or a positive count",
                          n_threads);
-    if (n_threads == 0) { /* the cores this process may run on (taskset / cgroup pinning), else all */
-        cpu_set_t set;
-        long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
-        if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = n > 0 ? (int)n : 1;
-    }
+    /* the cores this process may run on (taskset / cgroup pinning), else all */
+    cpu_set_t set;
+    long n_cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n_cpus <= 0) n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_cpus <= 0) n_cpus = 1;
+    if (n_threads == 0) n_threads = (int)n_cpus;
+    mt_status st = mt_cpu_threads_probe(n_threads, (int)n_cpus);
+    if (st != MT_OK) return st;
     mt_cpu_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return mt_errorf(MT_ERR_OOM, "cpu backend: cannot allocate its %zu-byte context", sizeof *ctx);
     ctx->n_threads = n_threads;

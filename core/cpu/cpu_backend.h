@@ -22,6 +22,11 @@ typedef struct {
  * backends with different counts in one process do not disturb each other. */
 static inline int mt_cpu_nt(const mt_backend *be) { return ((const mt_cpu_ctx *)be->ctx)->n_threads; }
 
+/* Starts n_threads - 1 threads at once, with the stack OpenMP would give them, and stops them:
+ * MT_ERR_CONFIG naming training.threads and the count that started when the system refuses one
+ * (cpu_threads.c). n_cpus: the CPUs this process may run on, for the message. */
+mt_status mt_cpu_threads_probe(int n_threads, int n_cpus);
+
 /* Work (elements touched) below which an op's loop stays on one thread: an OpenMP fork costs
  * a few microseconds, and the result does not depend on the thread count anyway. */
 #define MT_CPU_PAR_MIN 32768

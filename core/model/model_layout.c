@@ -54,6 +54,44 @@ static mt_status split_check(const char *what, int n, int tp) {
     return MT_OK;
 }
 
+/* The layers of pipeline stage pl->stage (pp > 1): L, layer0. Even: L_global / pp each, chunks of
+ * L_global / (pp vpp). Uneven (Megatron's --decoder-first/last-pipeline-num-layers, --account-for-
+ * embedding/loss-in-pipeline-split): the recipe's one split rule, mt_recipe_stage_layers; a split that
+ * does not add up (a recipe the validator did not see) is refused, and so is interleaving with it (not
+ * built: the chunks of a stage would differ in size, and the recipe validator refuses it). */
+static mt_status stage_layers(const mt_recipe *r, mt_param_layout *pl) {
+    const int pp = pl->pp, vpp = pl->vpp, L = pl->L_global;
+    if (!mt_recipe_uneven_stages(r)) {
+        if (L % (pp * vpp))
+            return mt_errorf(MT_ERR_CONFIG, "model.layers = %d does not split evenly into parallel.pipeline * "
+                             "parallel.virtual_pipeline = %d * %d model chunks; pick pp * vpp dividing %d",
+                             L, pp, vpp, L);
+        pl->L = L / pp;
+        pl->layer0 = pl->stage * (pl->L / vpp);
+        return MT_OK;
+    }
+    if (vpp > 1)
+        return mt_errorf(MT_ERR_UNSUPPORTED, "model layout: uneven pipeline stages (parallel.first_stage_layers / "
+                         "last_stage_layers / embedding_in_split / loss_in_split) with parallel.virtual_pipeline = %d "
+                         "are not supported; set virtual_pipeline: 1", vpp);
+    int sum = 0, empty = -1;
+    for (int s = 0; s < pp; s++) {
+        const int n = mt_recipe_stage_layers(r, s);
+        if (n < 1 && empty < 0) empty = s;
+        sum += n;
+    }
+    if (sum != L || empty >= 0)
+        return mt_errorf(MT_ERR_CONFIG, "model layout: the uneven split of model.layers = %d over parallel.pipeline "
+                         "= %d %s (parallel.first_stage_layers %d, last_stage_layers %d, embedding_in_split %d, "
+                         "loss_in_split %d); fix the counts (mtrain check names the rule)", L, pp,
+                         empty >= 0 ? "leaves a stage without layers" : "does not add up to the layers",
+                         r->parallel.first_stage_layers, r->parallel.last_stage_layers, r->parallel.embedding_in_split,
+                         r->parallel.loss_in_split);
+    pl->L = mt_recipe_stage_layers(r, pl->stage);
+    pl->layer0 = mt_recipe_stage_first_layer(r, pl->stage);
+    return MT_OK;
+}
+
 static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layout *pl) {
     const mt_model_cfg *m = &r->model;
     mt_status st = MT_OK;
@@ -93,15 +131,12 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     pl->vpp = pl->pp > 1 && r->parallel.virtual_pipeline > 1 ? r->parallel.virtual_pipeline : 1;
     pl->stage = pl->pp > 1 ? stage : 0;
     if (pl->pp > 1) {
-        if (pl->L % (pl->pp * pl->vpp))
-            return mt_errorf(MT_ERR_CONFIG, "model.layers = %d does not split evenly into parallel.pipeline * "
-                             "parallel.virtual_pipeline = %d * %d model chunks; pick pp * vpp dividing %d",
-                             pl->L, pl->pp, pl->vpp, pl->L);
         if (stage < 0 || stage >= pl->pp)
             return mt_errorf(MT_ERR_INTERNAL, "model layout: pipeline stage %d of %d", stage, pl->pp);
-        pl->L = pl->L_global / pl->pp;
+        MT_CHECK(stage_layers(r, pl));
     }
     pl->Lc = pl->L / pl->vpp;
+    pl->round = pl->pp > 1 ? pl->L_global / pl->vpp : pl->L;
     pl->has_embed = pl->stage == 0;
     pl->has_head = pl->stage == pl->pp - 1;
     if (r->training.recompute == MT_RECOMPUTE_FULL) {

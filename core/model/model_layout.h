@@ -115,7 +115,10 @@ typedef struct {
        count; the full-model build has pp = vpp = 1, stage 0, both ends */
     int L_global;          /* model.layers */
     int pp, vpp, stage;    /* parallel.pipeline, parallel.virtual_pipeline, this stage */
-    int Lc;                /* layers per model chunk: L_global / (pp * vpp); L = vpp * Lc */
+    int Lc;                /* layers per model chunk: L / vpp (L_global / (pp * vpp) when even); L = vpp * Lc */
+    int layer0;            /* global index of the first layer of this stage's first chunk: the layers of the
+                              stages before it (mt_recipe_stage_first_layer; stage * Lc when even) */
+    int round;             /* layers of one round of virtual stages (all stages' chunk k): L_global / vpp */
     int has_embed;         /* stage 0: wte (+ wpe) and the embedding */
     int has_head;          /* last stage: final norm, output layer (lm_head, or a copy of wte), loss */
     /* mixture of experts (model.moe.experts > 0): every layer's MLP is E experts of the dense MLP's
@@ -159,18 +162,21 @@ static inline int mt_act_attn_slices(const mt_param_layout *pl) {
 int mt_param_global_slice(const mt_param_layout *pl, int ti, int s);
 
 /* Global layer index of local layer l: chunk k = l / Lc of stage s holds the layers of virtual
- * stage k*pp + s (Megatron's interleaved layout); l itself when pp = 1. */
+ * stage k*pp + s (Megatron's interleaved layout): round k's layers from the stage's layer0 on; with
+ * uneven stages (one chunk) layer0 + l; l itself when pp = 1. */
 static inline int mt_param_global_layer(const mt_param_layout *pl, int l) {
     if (pl->pp <= 1) return l;
-    return ((l / pl->Lc) * pl->pp + pl->stage) * pl->Lc + l % pl->Lc;
+    return (l / pl->Lc) * pl->round + pl->layer0 + l % pl->Lc;
 }
 
 /* The layout of one tp rank (all ranks have the same shapes); errors name the dimension that
  * does not split over parallel.tensor. */
 mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl);
 /* The layout of pipeline stage `stage` of parallel.pipeline (with parallel.virtual_pipeline
- * chunks): its L_global / pp layers, wte (+ wpe) on stage 0, the final norm and lm_head on the
- * last stage, and a copy of wte there when embeddings are tied. Errors: layers % (pp * vpp). */
+ * chunks): its layers (L_global / pp, or the uneven split's mt_recipe_stage_layers), wte (+ wpe)
+ * on stage 0, the final norm and lm_head on the last stage, and a copy of wte there when
+ * embeddings are tied. Errors: layers % (pp * vpp); an uneven split that does not add up or leaves
+ * a stage empty; uneven stages with interleaving. */
 mt_status mt_param_layout_build_stage(const mt_recipe *r, int stage, mt_param_layout *pl);
 /* The distributed optimizer pads the dense gradient buffer to a multiple of shards[0] *
  * MT_PARAM_ALIGN elements: moves the expert tensors (which follow it) past that padding, so the

@@ -268,8 +268,11 @@ int mt_recipe_global_batch_at(const mt_recipe *r, int64_t consumed);
 mt_status mt_recipe_check_sp_split(const mt_recipe *r);
 /* Uneven pipeline stages (parallel.first_stage_layers / last_stage_layers / embedding_in_split /
  * loss_in_split, Megatron's rules): 1 when any is set. mt_recipe_stage_layers: the transformer
- * layers of pipeline stage `stage` (model.layers / pp when even); meant for a validated recipe. */
+ * layers of pipeline stage `stage` (model.layers / pp when even); mt_recipe_stage_first_layer: the
+ * global index of its first layer (the layers of the stages before it; interleaved chunks aside);
+ * meant for a validated recipe. */
 int mt_recipe_uneven_stages(const mt_recipe *r);
 int mt_recipe_stage_layers(const mt_recipe *r, int stage);
+int mt_recipe_stage_first_layer(const mt_recipe *r, int stage);
 
 #endif

@@ -99,7 +99,7 @@ const mt_recipe_key mt_recipe_keys[] = {
          "model chunks per pipeline rank (interleaved 1F1B when > 1)", 0),
     KINT("parallel.first_stage_layers", parallel.first_stage_layers, "auto", 0, 1 << 20, "layers",
          "transformer layers of the first pipeline stage; the other layers split evenly over the other stages; "
-         "auto (0) = an even split (planned by `mtrain plan`; the trainer runs even stages)", MT_KF_AUTO),
+         "auto (0) = an even split (Megatron's rule: docs/pipeline.md)", MT_KF_AUTO),
     KINT("parallel.last_stage_layers", parallel.last_stage_layers, "auto", 0, 1 << 20, "layers",
          "transformer layers of the last pipeline stage, as first_stage_layers", MT_KF_AUTO),
     KBOOL("parallel.embedding_in_split", parallel.embedding_in_split, "false",

@@ -3,8 +3,9 @@
  * num-layers: the rest split evenly over the middle stages) or parallel.embedding_in_split /
  * loss_in_split (Megatron's --account-for-embedding/loss-in-pipeline-split: the input embedding
  * and the loss each count as one layer, so the first / last stage holds one transformer layer
- * fewer). The validator (recipe_validate.c) checks the split; `mtrain plan` plans it; the trainer
- * refuses it for now (train/train_support.c). */
+ * fewer). The one rule of which layers a stage holds: the validator (recipe_validate.c) checks the
+ * split, the trainer's layouts (core/model/model_layout.c: the local layers, their global indices in
+ * init streams and checkpoints) and `mtrain plan` use it. */
 #include "core/recipe/recipe.h"
 
 int mt_recipe_uneven_stages(const mt_recipe *r) {
@@ -27,4 +28,10 @@ int mt_recipe_stage_layers(const mt_recipe *r, int stage) {
     if (stage == pp - 1 && last > 0) return last;
     const int n_mid = pp - (first > 0) - (last > 0);
     return n_mid > 0 ? (L - first - last) / n_mid : 0;
+}
+
+int mt_recipe_stage_first_layer(const mt_recipe *r, int stage) {
+    int l0 = 0;
+    for (int s = 0; s < stage; s++) l0 += mt_recipe_stage_layers(r, s);
+    return l0;
 }

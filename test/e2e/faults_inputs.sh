@@ -73,22 +73,29 @@ echo "metrics_shared: second run refused: $(grep -m1 'mtrain: error:' "$TMP/metr
 fault_wait 60
 fault_end 0 "iteration       20/      20" whole_lines "$TMP/shared.jsonl" 20 20
 
-# --- recipes that would cost minutes or gigabytes before their error ---
+# --- recipes that would cost minutes or gigabytes before their error (a wrong recipe exits 2) ---
 fault_begin yaml_deep
 head -c 100000 /dev/zero | tr '\0' '[' >"$TMP/deep.yaml"
 fault_run "$MTRAIN" --config "$TMP/deep.yaml"
-fault_end 1 "$TMP/deep.yaml:1: recipe: mappings and lists nested more than 64 levels deep (the limit)"
+fault_end 2 "$TMP/deep.yaml:1: recipe: mappings and lists nested more than 64 levels deep (the limit)"
 
 fault_begin yaml_huge
 truncate -s 100M "$TMP/huge.yaml" # sparse: refused from its size, never read
 fault_run "$MTRAIN" --config "$TMP/huge.yaml"
-fault_end 1 "$TMP/huge.yaml: recipe: 104857600 bytes, more than the limit of 4194304 bytes (4 MiB)"
+fault_end 2 "$TMP/huge.yaml: recipe: 104857600 bytes, more than the limit of 4194304 bytes (4 MiB)"
 rm -f "$TMP/huge.yaml"
 
 fault_begin yaml_keys
 seq 0 50000 | sed 's/.*/k&: 0/' >"$TMP/keys.yaml" # 1 mapping + 2 * 50,001 scalars
 fault_run "$MTRAIN" --config "$TMP/keys.yaml"
-fault_end 1 "$TMP/keys.yaml:50000: recipe: more than 100000 keys and values (the limit)"
+fault_end 2 "$TMP/keys.yaml:50000: recipe: more than 100000 keys and values (the limit)"
+
+# --threads beyond what the address-space limit lets the process start: named before the first
+# parallel region (libgomp alone would print only "Thread creation failed")
+fault_begin threads_limit
+fault_run bash -c 'ulimit -v 4000000 && exec "$0" --config configs/gpt-tiny.yaml --train-iters 1 --threads 4096' "$MTRAIN"
+fault_end 1 "training.threads (--threads) = 4096: this process could start only"
+grep -q "use --threads [0-9]* or fewer" "$TMP/threads_limit.log" || fail "threads_limit: no count to use"
 
 # --- a FIFO where a file is read: refused at once, not waited on ---
 SMALLNET=(--config configs/gpt-tiny.yaml --num-layers 1 --hidden-size 64 --threads 1 --set logging.eval_interval=0)

@@ -10,6 +10,8 @@
 #                  with the serial run's losses (1e-4 relative, as dp_equivalence.sh). The store
 #                  listens on 127.0.0.1 alone (/proc/net/tcp), every drop is logged with the
 #                  peer's address, and none ended the job.
+#   store_impostor a "store" on MASTER_PORT without the job's secret answers rank 1's hello with a
+#                  host table: rank 1 refuses it (rank 0 must sign the rank's own nonce).
 #   store_secret_rules  MT_STORE_SECRET of 8 characters, and MT_STORE_SECRET_FILE readable by
 #                  others, are refused naming the variable / the fix.
 # Tiny runs (2 layers, hidden 64, --threads 1): about 15 s on 2 cores.
@@ -69,6 +71,17 @@ dropped_all() { # each attempt and the wrong-secret rank logged; the idle ones w
 fault_end 0 "" dropped_all
 compare "$TMP/ref.jsonl" "$TMP/attack.jsonl" "store_attack: 2-rank job after the attacks" 4 1e-4 1e-4
 unset MASTER_ADDR MASTER_PORT WORLD_SIZE
+
+# ---- store_impostor: a store on MASTER_PORT that does not hold the job's secret; rank 1 must
+# refuse its host table (the store proves itself over the rank's nonce) ----
+port=$(free_port)
+python3 test/store_attack.py --impostor "$port" >"$TMP/impostor.out" 2>&1 &
+impostor_pid=$!
+for i in $(seq 100); do grep -q "impostor listening" "$TMP/impostor.out" && break; sleep 0.1; done
+fault_begin store_impostor
+RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port fault_run timeout 30 "$MTRAIN" bootstrap-check --timeout 20
+wait $impostor_pid 2>/dev/null
+fault_end nonzero "did not prove that it holds this job's secret (MT_STORE_SECRET): it is not this job's rank 0"
 
 # ---- store_secret_rules ----
 fault_begin store_secret_rules

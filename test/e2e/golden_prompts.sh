@@ -41,6 +41,18 @@ model() { # model NAME CONFIG
     run "$name-lp4" "$MTRAIN" launch -n 4 -- "${L[@]}" --output "$TMP/$name.tp2pp2.jsonl" --tensor-model-parallel-size 2 \
       --pipeline-model-parallel-size 2 --sequence-parallel
     within "$name 1 rank vs tp 2 x pp 2 sp" "$TMP/$name.1.jsonl" "$TMP/$name.tp2pp2.jsonl" 1e-5
+    # short sequences run through a 64-position scoring view, not padded to model.seq_length 128:
+    # the same logprobs as at full length (MT_LOGPROBS_FULL_LENGTH=1) within 1e-5 (fp32 GEMM
+    # slicing over fewer rows; measured 0 here, 4.8e-7 at seq_length 1024)
+    printf '%s\n' '{"prompt": "In the beginning", "completion": " God created"}' \
+      '{"prompt": "And God said,", "completion": " Let there be light"}' '{"prompt": "A", "completion": "men."}' >"$TMP/short.jsonl"
+    local S=(logprobs --config "$cfg" --load "$ck" --prompts "$TMP/short.jsonl")
+    run "$name-short" "$MTRAIN" "${S[@]}" --output "$TMP/$name.short.jsonl"
+    grep -q "sequences run at up to 64 of model.seq_length 128 positions" "$TMP/$name-short.log" ||
+      { cat "$TMP/$name-short.log"; fail "$name: short prompts did not run at 64 positions"; }
+    MT_LOGPROBS_FULL_LENGTH=1 run "$name-shortfull" "$MTRAIN" "${S[@]}" --output "$TMP/$name.shortfull.jsonl"
+    grep -q "up to 128 of model.seq_length 128" "$TMP/$name-shortfull.log" || fail "$name: MT_LOGPROBS_FULL_LENGTH ignored"
+    within "$name short prompts: 64-position view vs full length" "$TMP/$name.short.jsonl" "$TMP/$name.shortfull.jsonl" 1e-5
   fi
   # the Hugging Face export against the NumPy reference
   if ! "$MTRAIN" export --load "$ck" --format hf --output "$TMP/$name.hf" >"$TMP/$name-export.log" 2>&1; then

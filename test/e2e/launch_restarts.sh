@@ -180,6 +180,19 @@ MT_RESTART_COUNT=7 MT_E2E_MARK="$TMP/e" timeout 60 "$MTRAIN" launch -n 4 -- boot
 after_case e
 echo "ok: (e) bad values exit 2 naming the option; both spellings accepted; no option: no restart, MT_RESTART_COUNT=0"
 
+# ---- (f) a wrong recipe (an unknown key; a layout the world cannot hold) exits MT_EXIT_CONFIG (2)
+# on every rank; the launcher does not restart what every attempt would repeat ----
+for bad in "--set model.bogus=1" "--tensor-model-parallel-size 4"; do
+  # shellcheck disable=SC2086
+  MT_E2E_MARK="$TMP/f" timeout 60 "$MTRAIN" launch -n 2 --max-restarts 2 -- --config configs/gpt-tiny.yaml \
+    --train-iters 1 $bad >"$TMP/f.out" 2>"$TMP/f.err"; rc=$?
+  [ $rc -eq 2 ] && ! grep -q 'restarting all' "$TMP/f.err" &&
+    grep -q "exited with status 2; not restarting: status 2 is mtrain's for a wrong command line or recipe" "$TMP/f.err" ||
+    { show "$TMP/f.out" "$TMP/f.err"; fail "(f) '$bad' with --max-restarts 2: exit $rc, expected 2 and no restart"; }
+done
+after_case f
+echo "ok: (f) a wrong recipe exits 2 on each rank and is not restarted (an unknown key, tp 4 on 2 ranks)"
+
 echo "timings:"
 for t in "${timings[@]}"; do echo "  $t"; done
 echo "all checks passed"

@@ -11,8 +11,8 @@
 # last-stage imbalance (measured here over repeated runs: 0.2 to 1.9 points). The wall-clock
 # bubble (1 - busy / table time) is printed beside it but not asserted: with four ranks on two
 # cores it holds every wait for a core and ranged 57-88% in the same runs.
-# Also: the interleaved schedule (pp=2 x vpp=2) within 5 points, the world size taken from the
-# file when parallel.data is auto, --json parsed by python3, and clear refusals: a recipe whose
+# Also: the interleaved schedule (pp=2 x vpp=2) and uneven stages (6 layers on pp=4 as 1/2/2/1)
+# within 5 points, the world size taken from the file when parallel.data is auto, --json parsed by python3, and clear refusals: a recipe whose
 # layout differs from the run's, a missing file, a malformed line, a file without log lines; and a
 # batch-size ramp-up run, whose smaller-batch iterations are left out; and a run with the op timers
 # (--timing-log-level 3), whose op classes fill the GEMM, attention and elementwise rows.
@@ -101,6 +101,21 @@ run 0 "$MTRAIN" plan "${R[@]}" --pipeline-model-parallel-size 2 --virtual-pipeli
   --compare "$TMP/iv.jsonl" --json
 within5 "$TMP/out" "pp=2 vpp=2 interleaved m=8" || fail "pp=2 vpp=2: bubble"
 echo "ok: interleaved compare"
+
+# uneven stages (6 layers on pp = 4 as 1/2/2/1): the prediction simulates each stage's own layers
+# (above the even formula), the run's replayed costs land within 5 points of it, and the formula row
+# stays (p-1)/(m+p-1)
+UN=(--num-layers 6 --decoder-first-pipeline-num-layers 1 --decoder-last-pipeline-num-layers 1 --pipeline-model-parallel-size 4)
+"$MTRAIN" launch -n 4 -- "${R[@]}" "${RUN[@]}" "${UN[@]}" --metrics "$TMP/un.jsonl" >"$TMP/un.log" 2>&1 \
+  || { tail -n 30 "$TMP/un.log"; fail "the uneven pp=4 run failed"; }
+run 0 "$MTRAIN" plan "${R[@]}" "${UN[@]}" --compare "$TMP/un.jsonl" --json
+within5 "$TMP/out" "pp=4 uneven 1/2/2/1 m=8" || fail "uneven pp=4: bubble"
+"$PY" -c "
+import json, sys
+b = json.load(open(sys.argv[1]))['bubble']
+assert abs(b['formula'] - 3 / 11) < 1e-6 and b['predicted'] > b['formula'] + 0.02, b" "$TMP/out" \
+  || fail "uneven pp=4: the formula row or the simulated prediction"
+echo "ok: uneven stages compare"
 
 # batch-size ramp-up: iterations that trained fewer than training.global_batch sequences (their
 # consumed_samples step) and the log records covering them are left out, named in a note and in

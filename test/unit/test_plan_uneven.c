@@ -4,8 +4,11 @@
  *  1. Megatron's split rules: 126 layers on 16 stages refused evenly, accepted as 7 / 8 x 14 / 7 both
  *     ways (first/last counts, or the embedding and the loss counted as layers); the bad splits refused
  *     naming the key;
- *  2. the trainer refuses them (train_support.c), naming the key;
- *  3. per-stage memory: each end stage of an uneven layout equals, exactly, the same stage of the even
+ *  2. the trainer accepts them, and its stage layouts hold the split's layers with their global indices;
+ *     a split that does not add up, or one with interleaving, is refused by the layout naming the keys;
+ *  3. per-stage memory: the plan's first and last stage equal the trainer's allocations for them
+ *     (mt_model_init_stage and the pipeline's slots: weights, gradients, optimizer exactly, activations
+ *     within 0.1%); each end stage of an uneven layout equals, exactly, the same stage of the even
  *     layout that gives it the same number of layers (whose memory test_plan checks against the
  *     trainer's buffers), and the two spellings of one split give the same plan;
  *  4. the plan's bubble equals the schedule simulator's (mt_schedule_simulate run here on the trainer's
@@ -17,12 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/backend.h"
 #include "core/model/model_layout.h"
 #include "parallel/schedule.h"
 #include "plan/plan.h"
 #include "plan/schedule_sim.h"
 #include "plan/schedule_timeline.h"
 #include "core/recipe/recipe.h"
+#include "train/model.h"
 #include "train/train.h"
 #include "test/recipe_load.h"
 #include "test/test.h"
@@ -73,14 +78,37 @@ static void test_split_rules(void) {
     expect_refused("llama3-405b", 8192, emb_only, "parallel.embedding_in_split");
 }
 
-static void test_trainer_refuses(void) {
+/* The trainer accepts uneven stages (train_support.c), and its stage layouts hold the split's layers:
+ * local layer l of stage s is global layer first_layer(s) + l (init streams, checkpoint boxes). */
+static void test_trainer_layouts(void) {
     mt_recipe *r = load_raw("llama3-405b", NULL);
     CHECK(mt_recipe_validate(r, 8192) == MT_OK);
     char note[256];
-    mt_status st = mt_train_check_supported(r, note, sizeof note);
-    CHECKF(st == MT_ERR_UNSUPPORTED && strstr(mt_last_error(), "parallel.embedding_in_split") &&
-           strstr(mt_last_error(), "uneven pipeline stages"), "%s", mt_last_error());
+    CHECKF(mt_train_check_supported(r, note, sizeof note) == MT_OK, "%s", mt_last_error());
+    mt_param_layout *pl = malloc(sizeof *pl);
+    CHECK(pl != NULL);
+    int next = 0; /* every layer on exactly one stage, in order */
+    for (int s = 0; s < 16 && pl; s++) {
+        CHECKF(mt_param_layout_build_stage(r, s, pl) == MT_OK, "%s", mt_last_error());
+        CHECK(pl->L == mt_recipe_stage_layers(r, s) && pl->L_global == 126);
+        CHECK(mt_param_global_layer(pl, 0) == next && mt_param_global_layer(pl, pl->L - 1) == next + pl->L - 1);
+        CHECK(mt_recipe_stage_first_layer(r, s) == next);
+        next += pl->L;
+    }
+    CHECK(next == 126);
+    /* a split that does not add up (not validated) and interleaving: refused by the layout, naming the keys */
+    static const char *const bad[] = { "model.layers=7", "parallel.pipeline=2", "parallel.first_stage_layers=9", NULL };
+    r = load_raw("gpt-tiny", bad);
+    CHECK(pl && mt_param_layout_build_stage(r, 0, pl) == MT_ERR_CONFIG &&
+          strstr(mt_last_error(), "parallel.first_stage_layers"));
     mt_clear_error();
+    static const char *const vpp[] = { "model.layers=8", "parallel.pipeline=2", "parallel.first_stage_layers=2",
+                                       "parallel.virtual_pipeline=2", NULL };
+    r = load_raw("gpt-tiny", vpp);
+    CHECK(pl && mt_param_layout_build_stage(r, 1, pl) == MT_ERR_UNSUPPORTED &&
+          strstr(mt_last_error(), "virtual_pipeline"));
+    mt_clear_error();
+    free(pl);
 }
 
 /* The plan of gpt-tiny with `layers` layers on pp 4 (micro-batch 1, 8 micro-batches) + sets. */
@@ -129,6 +157,65 @@ static void test_stage_memory(void) {
     CHECK(un.bubble == un2.bubble && un.t_step_s == un2.t_step_s);
     printf("uneven 1/3/3/1: first stage %.0f bytes (even 1-layer stage %.0f), last %.0f; 3-layer stage %.0f\n",
            un.first.total_bytes, even1.first.total_bytes, un.last.total_bytes, even3.first.total_bytes);
+}
+
+/* Plan memory against the trainer's allocations on the first and the last stage of an uneven layout:
+ * mt_model_init_stage (fp32, CPU backend) for weights, gradients and optimizer state (exact), and the
+ * activations: the model's buffer once per schedule slot (mt_schedule_max_in_flight, as train/pipeline.c
+ * allocates them) plus the activation sent and the gradient received (mt_pipeline_extra_bytes'
+ * 2 N_r C). Tolerance 0.1% on activations: the layout's 256-byte alignment of each of its buffers. */
+static void check_stage_alloc(const char *name, int world, const char *const *sets) {
+    const char *all[12] = { "training.precision=fp32", "training.backend=cpu" };
+    int n = 2;
+    for (int i = 0; sets[i] && n < 11; i++) all[n++] = sets[i];
+    all[n] = NULL;
+    mt_recipe *r = load_raw(name, all);
+    CHECKF(mt_recipe_validate(r, world) == MT_OK, "%s", mt_last_error());
+    mt_gpu_spec host;
+    mt_gpu_host(&host, 0);
+    mt_plan_opts o;
+    mt_plan_opts_defaults(&o);
+    static mt_plan p;
+    CHECKF(mt_plan_compute(r, world, &host, &o, &p) == MT_OK, "%s", mt_last_error());
+    CHECK(p.uneven && p.mode == MT_PLAN_TRAINER_FP32);
+    const int pp = r->parallel.pipeline, m = mt_recipe_micro_batches(r);
+    mt_backend be;
+    CHECK(mt_backend_cpu_create(&be, 1) == MT_OK);
+    printf("%s", name);
+    for (int i = 0; sets[i]; i++) printf(" %s", sets[i]);
+    for (int k = 0; k < 2; k++) {
+        const int stage = k ? pp - 1 : 0;
+        const mt_plan_rank *rk = k ? &p.last : &p.first;
+        static mt_model md;
+        mt_status st = mt_model_init_stage(&md, r, &be, r->training.micro_batch, 1, 0, stage);
+        CHECKF(st == MT_OK, "%s", mt_last_error());
+        if (st != MT_OK) continue;
+        CHECK(md.pl.L == mt_recipe_stage_layers(r, stage));
+        const int slots = mt_schedule_max_in_flight(mt_schedule_default(pp, 1), pp, m, 1, stage);
+        const double acts = (double)slots * md.bytes_acts + 2.0 * md.al.N_r * md.pl.C * 4;
+        CHECK(rk->weights_bytes == (double)md.bytes_params && rk->grads_bytes == (double)md.bytes_grads &&
+              rk->optim_bytes == (double)md.bytes_optim);
+        CHECK_NEAR(rk->acts_bytes, acts, 0, 1e-3);
+        printf("; %s stage (%d layers): weights %.0f = %zu, grads %.0f = %zu, optimizer %.0f = %zu, acts plan %.0f vs "
+               "trainer %.0f (%+.3f%%)", k ? "last" : "first", md.pl.L, rk->weights_bytes, md.bytes_params,
+               rk->grads_bytes, md.bytes_grads, rk->optim_bytes, md.bytes_optim, rk->acts_bytes, acts,
+               100 * (rk->acts_bytes / acts - 1));
+        mt_model_free(&md);
+    }
+    printf("\n");
+    mt_backend_destroy(&be);
+}
+
+static void test_stage_alloc(void) {
+    static const char *const g7[] = { "model.layers=7", "parallel.pipeline=2", "parallel.first_stage_layers=3",
+                                      "training.micro_batch=2", NULL };
+    static const char *const g6[] = { "model.layers=6", "parallel.pipeline=4", "parallel.first_stage_layers=1",
+                                      "parallel.last_stage_layers=1", "training.micro_batch=1", NULL };
+    static const char *const l7[] = { "model.layers=7", "parallel.pipeline=2", "parallel.loss_in_split=true",
+                                      "training.micro_batch=2", "training.recompute=selective", NULL };
+    check_stage_alloc("gpt-tiny", 2, g7);
+    check_stage_alloc("gpt-tiny", 4, g6);
+    check_stage_alloc("llama-tiny", 2, l7);
 }
 
 /* The bubble of stage costs f (B = 2 f) through mt_schedule_simulate on the trainer's tables. */
@@ -208,8 +295,9 @@ static void test_llama405b(void) {
 
 int main(void) {
     test_split_rules();
-    test_trainer_refuses();
+    test_trainer_layouts();
     test_stage_memory();
+    test_stage_alloc();
     test_bubble();
     test_llama405b();
     TEST_MAIN_END();

@@ -8,6 +8,8 @@
  *    that copy;
  *  - every stage's weights equal the serial model's (layer l = global layer), bitwise, the wte
  *    copy included;
+ *  - uneven stages (first / last stage counts, the embedding / loss counted as layers): stage s holds
+ *    the next layers after stage s - 1's, Megatron's counts, the weights as above;
  *  - layers % (pp * vpp) != 0 is MT_ERR_CONFIG. */
 #include <stdlib.h>
 #include <string.h>
@@ -26,25 +28,33 @@ static void recipe(mt_recipe *r, const char *arch, int pp, int vpp) {
     set_recipe_int(r, "parallel.virtual_pipeline", vpp);
 }
 
-static void check(const char *arch, int pp, int vpp, mt_backend *be) {
+/* counts: NULL for the even split, else each stage's layers under `sets` (uneven stages, "key=value") */
+static void check(const char *arch, int pp, int vpp, const char *const *sets, const int *counts, mt_backend *be) {
     static mt_recipe r;
     recipe(&r, arch, pp, vpp);
+    for (int i = 0; sets && sets[i]; i++) {
+        char key[64];
+        const char *eq = strchr(sets[i], '=');
+        snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
+        CHECK(mt_recipe_set(&r, key, eq + 1, "test") == MT_OK);
+    }
     mt_model full;
     CHECK(mt_model_init(&full, &r, be, 1, 1, 0) == MT_OK);
     const int tied = r.model.tie_embeddings, L = r.model.layers;
     int seen[64] = {0};
     size_t sum = 0, wte_n = 0;
-    for (int s = 0; s < pp; s++) {
+    for (int s = 0, start = 0; s < pp; start += counts ? counts[s] : 0, s++) {
         mt_model m;
         mt_status st = mt_model_init_stage(&m, &r, be, 1, 1, 0, s);
         CHECKF(st == MT_OK, "%s", mt_last_error());
         if (st != MT_OK) return;
         const mt_param_layout *pl = &m.pl;
-        CHECK(pl->L == L / pp && pl->Lc == L / (pp * vpp) && pl->L_global == L);
+        CHECK(pl->L == (counts ? counts[s] : L / pp) && pl->Lc == pl->L / vpp && pl->L_global == L);
         for (int l = 0; l < pl->L; l++) {
             const int g = mt_param_global_layer(pl, l), k = l / pl->Lc;
-            CHECKF(g / pl->Lc == k * pp + s, "%s pp %d vpp %d stage %d layer %d -> %d", arch, pp, vpp, s, l, g);
-            seen[g]++;
+            CHECKF(counts ? g == start + l : g / pl->Lc == k * pp + s, "%s pp %d vpp %d stage %d layer %d -> %d", arch,
+                   pp, vpp, s, l, g);
+            if (g >= 0 && g < 64) seen[g]++;
         }
         CHECK((pl->idx.wpe >= 0) == (s == 0 && r.model.position == MT_POS_LEARNED));
         CHECK((pl->idx.lnf_w >= 0) == (s == pp - 1));
@@ -89,10 +99,24 @@ int main(void) {
         for (int pp = 2; pp <= 8; pp *= 2)
             for (int vpp = 1; vpp <= 4; vpp *= 2)
                 if (8 % (pp * vpp) == 0) {
-                    check(archs[a], pp, vpp, &be);
+                    check(archs[a], pp, vpp, NULL, NULL, &be);
                     n++;
                 }
     printf("%d (arch, pp, vpp) layouts checked against the serial model\n", n);
+    /* uneven stages (Megatron's rules, mt_recipe_stage_layers): each stage the next layers in order */
+    static const char *const f3[] = {"parallel.first_stage_layers=3", NULL};
+    static const char *const f1l1[] = {"parallel.first_stage_layers=1", "parallel.last_stage_layers=1", NULL};
+    static const char *const f3l1[] = {"parallel.first_stage_layers=3", "parallel.last_stage_layers=1", NULL};
+    static const char *const emb[] = {"parallel.embedding_in_split=true", NULL};
+    static const char *const loss[] = {"parallel.loss_in_split=true", NULL};
+    static const char *const both[] = {"parallel.embedding_in_split=true", "parallel.loss_in_split=true", NULL};
+    check("gpt", 2, 1, f3, (const int[]){3, 5}, &be);
+    check("gpt", 4, 1, f1l1, (const int[]){1, 3, 3, 1}, &be);
+    check("llama", 4, 1, f3l1, (const int[]){3, 2, 2, 1}, &be);
+    check("gpt", 3, 1, emb, (const int[]){2, 3, 3}, &be);
+    check("llama", 3, 1, loss, (const int[]){3, 3, 2}, &be);
+    check("gpt", 2, 1, both, (const int[]){4, 4}, &be);
+    printf("6 uneven layouts checked against the serial model\n");
     /* layers that do not split */
     static mt_recipe r;
     mt_param_layout pl;
