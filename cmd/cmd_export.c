@@ -16,8 +16,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: mtrain export --load CKPT --output DIR [--format hf] [--dtype fp32|bf16] [--iteration N]\n"
             "                     [--max-shard-size BYTES] [--force]\n"
-            "  Writes the weights of a save (any tp / pp / dp layout) as a Hugging Face transformers model folder:\n"
-            "  config.json (GPT2LMHeadModel for arch gpt, LlamaForCausalLM for arch llama), generation_config.json,\n"
+            "  Writes the weights of a save (any tp / pp / ep / dp layout) as a Hugging Face transformers model\n"
+            "  folder: config.json (GPT2LMHeadModel for arch gpt, LlamaForCausalLM for arch llama,\n"
+            "  MixtralForCausalLM for llama with model.moe.experts > 0, routing dropless), generation_config.json,\n"
             "  model.safetensors (model-0000K-of-0000N.safetensors + model.safetensors.index.json past\n"
             "  --max-shard-size) and the tokenizer files (gpt2bpe: vocab.json, merges.txt; hf: tokenizer.json).\n"
             "  --load CKPT           a checkpoint folder (its latest save, or --iteration N) or one iter_* folder\n"

@@ -1,5 +1,5 @@
 /* cmd_import.c — `mtrain import --format hf --input HF_DIR --save CKPT --config RECIPE [--set k=v]`:
- * a Hugging Face GPT2LMHeadModel / LlamaForCausalLM folder into an mtrain checkpoint folder
+ * a Hugging Face GPT2LMHeadModel / LlamaForCausalLM / MixtralForCausalLM folder into an mtrain checkpoint folder
  * (core/ckpt/hf_import.h) for the recipe's model, to continue pretraining from released weights:
  * train with `--load CKPT --finetune` (or --no-load-optim) in any layout.
  * Rule kept: returns the exit code; cmd/mtrain.c exits. */
@@ -15,9 +15,10 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: mtrain import --format hf --input HF_DIR --save CKPT --config RECIPE [--set key=value ...]\n"
                "  HF_DIR: config.json + model.safetensors (or shards and model.safetensors.index.json) of a\n"
-               "  GPT2LMHeadModel or LlamaForCausalLM; RECIPE: the model it is (shapes are checked against\n"
-               "  config.json). Writes CKPT/iter_0000000 (weights only) and its tracker; continue with\n"
-               "  mtrain --config RECIPE --load CKPT --finetune (any tp / pp / dp layout).\n");
+               "  GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM; RECIPE: the model it is (shapes,\n"
+               "  experts and every field that changes the function are checked against config.json). Writes\n"
+               "  CKPT/iter_0000000 (weights only) and its tracker; continue with\n"
+               "  mtrain --config RECIPE --load CKPT --finetune (any tp / pp / ep / dp layout).\n");
 }
 
 int mt_cmd_import(int argc, char **argv) {

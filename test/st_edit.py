@@ -4,6 +4,7 @@
   st_edit.py FILE add NAME        adds an F32 tensor NAME of shape [4] (zeros)
   st_edit.py FILE nan NAME        sets element 0 of tensor NAME to NaN (F32, BF16 or F16)
   st_edit.py FILE shrink NAME     drops the last element of the 1-D tensor NAME
+  st_edit.py FILE rename NAME NEW renames tensor NAME to NEW
 The file is rewritten whole: 8-byte header length, JSON header, data in the header's order."""
 import json
 import struct
@@ -25,6 +26,10 @@ def main():
         dt = hdr[name]["dtype"]
         nan = {"F32": struct.pack("<f", float("nan")), "BF16": b"\xc0\x7f", "F16": b"\x00\x7e"}[dt]
         blobs[name][0:len(nan)] = nan
+    elif op == "rename":
+        new = sys.argv[4]
+        hdr = {new if k == name else k: v for k, v in hdr.items()}
+        blobs[new] = blobs.pop(name)
     elif op == "shrink":
         e = hdr[name]
         assert len(e["shape"]) == 1, "shrink: a 1-D tensor"

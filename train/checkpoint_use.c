@@ -16,7 +16,20 @@ mt_status mt_ckpt_open_for_use(const mt_recipe *r, const char *tool, const char 
                          "%s", r->checkpoint.load, MT_CKPT_TRACKER, purpose);
     st = mt_ckpt_check_tokenizer(path, r, tool, verb, log, iteration);
     if (st != MT_OK) return st;
+    if (log && r->model.moe.experts > 0 && r->model.moe.capacity_factor > 0)
+        fprintf(log, "%s: the experts take every token routed to them (dropless, as MixtralForCausalLM): "
+                "model.moe.capacity_factor %g is a training rule\n", tool, (double)r->model.moe.capacity_factor);
     return mt_recipe_tokenizer_open(r, tok);
+}
+
+mt_status mt_model_create_for_use(mt_model *m, const mt_recipe *r, mt_backend *be, const mt_model_shape *s) {
+    mt_recipe *ri = malloc(sizeof *ri); /* a copy: the recipe is large */
+    if (!ri) return mt_errorf(MT_ERR_OOM, "model: recipe copy");
+    *ri = *r;
+    ri->model.moe.capacity_factor = 0.0f; /* dropless */
+    const mt_status st = mt_model_create(m, ri, be, s);
+    free(ri);
+    return st;
 }
 
 mt_status mt_ckpt_load_weights(const mt_recipe *r, mt_model *m, const mt_parallel_state *ps, const char *path) {

@@ -130,7 +130,7 @@ mt_status mt_generator_open(mt_generator *g, const mt_recipe *r, mt_backend *be,
 
     mt_model_shape shape = {.B = 1, .ps = NULL}; /* one rank, the whole model */
     for (int b = 0; b < MT_GBUFS; b++) shape.shards[b] = 1, shape.shard[b] = 0; /* no optimizer shards */
-    MT_CHECK(mt_model_create(&g->model, r, be, &shape));
+    MT_CHECK(mt_model_create_for_use(&g->model, r, be, &shape));
     g->have_model = 1;
     MT_CHECK(mt_ckpt_load_weights(r, &g->model, ps, g->ckpt_path)); /* generation never steps the optimizer */
     const int Vp = g->model.pl.Vp_r;

@@ -8,6 +8,8 @@
  *     embedding and RoPE at its position), each layer's attention reading the K and V of past
  *     positions from a cache instead of recomputing them: every layer variant the layer spec
  *     describes (norms, qk norms, GeLU / SwiGLU, mixture of experts) decodes as it trains.
+ * Mixture-of-experts layers route dropless on both paths (no capacity: mt_model_create_for_use), so
+ * the two give the same tokens.
  * Sampling: temperature (0 = greedy argmax), top-k, top-p (nucleus), each draw a pure function of
  * (seed, step) through the counter-based RNG (core/rng.h): the same seed gives the same text.
  * Rules kept: statuses, never exit; nothing here prints except to the streams given. */

@@ -37,7 +37,7 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
 
     mt_model_shape shape = {.B = 1, .ps = ps};
     for (int b = 0; b < MT_GBUFS; b++) shape.shards[b] = 1, shape.shard[b] = 0; /* no optimizer shards */
-    MT_CHECK(mt_model_create(&lp->model, r, be, &shape));
+    MT_CHECK(mt_model_create_for_use(&lp->model, r, be, &shape));
     lp->have_model = 1;
     const int pp = lp->model.pl.pp;
     lp->has_losses = lp->model.pl.has_head; /* the last pipeline stage (every rank without a pipeline) */

@@ -65,9 +65,9 @@ void mt_logprobs_views_close(mt_logprobs *lp);
 
 /* Builds the model for this rank, loads the checkpoint r->checkpoint.load (required; any layout)
  * and opens the recipe's tokenizer. Errors: no --load, a folder without a save, a checkpoint of
- * another model or tokenizer, training features the scorer cannot run (MoE, context / expert
- * parallelism). log: the logging rank's stream (NULL = quiet). Not collective beyond what the
- * model's setup is. */
+ * another model or tokenizer, context parallelism. Mixture-of-experts layers route dropless
+ * (mt_model_create_for_use: no capacity when scoring), in every layout (tp, pp, ep). log: the
+ * logging rank's stream (NULL = quiet). Not collective beyond what the model's setup is. */
 mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, const mt_parallel_state *ps, FILE *log);
 void mt_logprobs_close(mt_logprobs *lp);
 

@@ -6,8 +6,9 @@
  * 0 .. T-1 as in the full model, and causal attention makes what follows a position irrelevant
  * to it, so the log-probabilities are the full-length ones (the GEMMs see fewer rows: the same
  * sums per row). Only where the whole model is on the rank (tp = pp = cp = 1) and nothing depends
- * on the length beyond the rows (a mixture of experts with a token capacity per sequence drops by
- * length: such a model always runs at full length). */
+ * on the length beyond the rows: the scorer's mixture of experts routes dropless
+ * (mt_model_create_for_use), so no capacity per sequence depends on the length (the check below
+ * keeps a model built otherwise at full length). */
 #include <string.h>
 
 #include "train/logprobs.h"

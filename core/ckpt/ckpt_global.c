@@ -1,5 +1,6 @@
-/* ckpt_global.c — mt_ckpt_read_global of ckpt_global.h: the whole tensor is one box; every piece
- * of the kind is intersected with it (ckpt_layout.h) and copied, bf16 widened to fp32. */
+/* ckpt_global.c — mt_ckpt_read_global / mt_ckpt_read_layers of ckpt_global.h: the tensor (or its
+ * layer range) is one box; every piece of the kind is intersected with it (ckpt_layout.h) and
+ * copied, bf16 widened to fp32. */
 #include "core/ckpt/ckpt_global.h"
 
 #include <inttypes.h>
@@ -37,13 +38,23 @@ void mt_ckpt_reader_close(mt_ckpt_reader *rd) {
 }
 
 mt_status mt_ckpt_read_global(mt_ckpt_reader *rd, const char *name, mt_ckpt_kind kind, float *out) {
+    const int ti = mt_manifest_tensor_find(&rd->mf, name);
+    if (ti < 0) return mt_errorf(MT_ERR_CONFIG, "%s: the save has no tensor %s", rd->dir, name);
+    return mt_ckpt_read_layers(rd, name, kind, 0, (int)rd->mf.tensors[ti].shape[0], out);
+}
+
+mt_status mt_ckpt_read_layers(mt_ckpt_reader *rd, const char *name, mt_ckpt_kind kind, int l0, int n_layers,
+                              float *out) {
     mt_status st = MT_OK;
     const int ti = mt_manifest_tensor_find(&rd->mf, name);
     if (ti < 0) return mt_errorf(MT_ERR_CONFIG, "%s: the save has no tensor %s", rd->dir, name);
     const mt_manifest_tensor *t = &rd->mf.tensors[ti];
-    const mt_ckpt_box whole = {.l0 = 0, .nl = (int)t->shape[0], .r0 = 0, .nr = (int)t->shape[1], .c0 = 0,
+    if (l0 < 0 || n_layers < 1 || (int64_t)l0 + n_layers > t->shape[0])
+        return mt_errorf(MT_ERR_INTERNAL, "%s: layers [%d, %d) of tensor %s, which has %lld", rd->dir, l0,
+                         l0 + n_layers, name, (long long)t->shape[0]);
+    const mt_ckpt_box whole = {.l0 = l0, .nl = n_layers, .r0 = 0, .nr = (int)t->shape[1], .c0 = 0,
                                .nc = (int)t->shape[2],
-                               .n = (size_t)t->shape[0] * (size_t)t->shape[1] * (size_t)t->shape[2]};
+                               .n = (size_t)n_layers * (size_t)t->shape[1] * (size_t)t->shape[2]};
     uint8_t *seen = calloc(whole.n ? whole.n : 1, 1);
     if (!seen) return mt_errorf(MT_ERR_OOM, "%s: coverage map of %s", rd->dir, name);
     uint64_t covered = 0, twice = 0;

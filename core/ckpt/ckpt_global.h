@@ -21,5 +21,9 @@ void mt_ckpt_reader_close(mt_ckpt_reader *rd);
  * caller sizes it from mt_manifest_tensor_find / .shape). MT_ERR_DATA when a piece is missing or an
  * element is covered twice; MT_ERR_CONFIG when the save has no such tensor or kind. */
 mt_status mt_ckpt_read_global(mt_ckpt_reader *rd, const char *name, mt_ckpt_kind kind, float *out);
+/* The same for layers [l0, l0 + n_layers) of the tensor only (n_layers x shape[1] x shape[2] floats):
+ * a stacked tensor read a slice at a time (an expert tensor's slice is one expert of one layer). */
+mt_status mt_ckpt_read_layers(mt_ckpt_reader *rd, const char *name, mt_ckpt_kind kind, int l0, int n_layers,
+                              float *out);
 
 #endif

@@ -1,5 +1,5 @@
 /* hf_config.c — the JSON files of an exported Hugging Face folder (hf_export.h): config.json as
- * transformers' GPT2Config / LlamaConfig, generation_config.json, tokenizer_config.json. */
+ * transformers' GPT2Config / LlamaConfig / MixtralConfig, generation_config.json, tokenizer_config.json. */
 #include "core/ckpt/hf_export.h"
 
 #include <stdint.h>
@@ -49,20 +49,30 @@ static void write_gpt(FILE *f, const mt_hf_model *m, const char *dtype) {
             dtype);
 }
 
+/* LlamaConfig, or MixtralConfig for a model with experts (its keys as Mixtral-8x7B's config.json) */
 static void write_llama(FILE *f, const mt_hf_model *m, const char *dtype) {
-    fprintf(f, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n");
+    const int moe = m->E > 0;
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n",
+            moe ? "MixtralForCausalLM" : "LlamaForCausalLM", moe ? "mixtral" : "llama");
     fprintf(f, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n", m->V, m->C, m->F);
     fprintf(f, "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n", m->L,
             m->H, m->KV);
     fprintf(f, "  \"head_dim\": %d,\n  \"max_position_embeddings\": %d,\n", m->D, m->max_pos);
     key_float(f, "rms_norm_eps", m->norm_eps, ",\n");
     key_float(f, "rope_theta", m->rope_theta, ",\n");
-    fprintf(f, "  \"rope_scaling\": null,\n  \"hidden_act\": \"silu\",\n");
-    fprintf(f, "  \"attention_bias\": %s,\n  \"attention_dropout\": 0.0,\n  \"mlp_bias\": %s,\n",
-            m->bias ? "true" : "false", m->bias ? "true" : "false");
+    if (moe) {
+        fprintf(f, "  \"hidden_act\": \"silu\",\n  \"attention_dropout\": 0.0,\n  \"sliding_window\": null,\n");
+        fprintf(f, "  \"num_local_experts\": %d,\n  \"num_experts_per_tok\": %d,\n", m->E, m->top_k);
+        key_float(f, "router_aux_loss_coef", m->aux_coeff, ",\n");
+        fprintf(f, "  \"router_jitter_noise\": 0.0,\n  \"output_router_logits\": false,\n");
+    } else {
+        fprintf(f, "  \"rope_scaling\": null,\n  \"hidden_act\": \"silu\",\n");
+        fprintf(f, "  \"attention_bias\": %s,\n  \"attention_dropout\": 0.0,\n  \"mlp_bias\": %s,\n",
+                m->bias ? "true" : "false", m->bias ? "true" : "false");
+    }
     key_float(f, "initializer_range", m->init_std, ",\n");
-    fprintf(f, "  \"pretraining_tp\": 1,\n  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n",
-            m->tied ? "true" : "false");
+    if (!moe) fprintf(f, "  \"pretraining_tp\": 1,\n");
+    fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n", m->tied ? "true" : "false");
     fprintf(f, "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"torch_dtype\": \"%s\"\n}\n", m->bos, m->eos,
             dtype);
 }

@@ -17,21 +17,50 @@ static mt_status unsupported(const mt_recipe *r, const char *key, const char *fm
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
+    const char *tail =
+        r->model.moe.experts > 0
+            ? "Hugging Face's MixtralForCausalLM cannot express this model; export supports mixture-of-experts models "
+              "with model.arch: llama, model.position: rope, model.norm: rmsnorm, model.activation: swiglu, "
+              "model.bias: false, model.moe.pre_softmax: false, model.moe.layer_freq: 1"
+        : r->model.arch == MT_ARCH_LLAMA
+            ? "Hugging Face's LlamaForCausalLM cannot express this model; export supports llama with "
+              "model.position: rope, model.norm: rmsnorm, model.activation: swiglu"
+            : "Hugging Face's GPT2LMHeadModel cannot express this model; export supports gpt with "
+              "model.position: learned, model.norm: layernorm, model.activation: gelu, "
+              "model.tie_embeddings: true, model.bias: true, model.kv_heads = model.heads";
     return mt_errorf(MT_ERR_UNSUPPORTED, "%s: %s (%s): %s", key, why, mt_recipe_where(r, key, where, sizeof where),
-                     r->model.arch == MT_ARCH_LLAMA
-                         ? "Hugging Face's LlamaForCausalLM cannot express this model; export supports llama with "
-                           "model.position: rope, model.norm: rmsnorm, model.activation: swiglu"
-                         : "Hugging Face's GPT2LMHeadModel cannot express this model; export supports gpt with "
-                           "model.position: learned, model.norm: layernorm, model.activation: gelu, "
-                           "model.tie_embeddings: true, model.bias: true, model.kv_heads = model.heads");
+                     tail);
+}
+
+/* what Mixtral's sparse block cannot express: its router is softmax over every expert, the top k,
+ * the k probabilities renormalised (== softmax over the k selected logits, mtrain's default), each
+ * expert a bias-free SwiGLU, every layer sparse, no shared expert (mtrain has none) */
+static mt_status check_moe(const mt_recipe *r) {
+    const mt_model_cfg *c = &r->model;
+    if (c->arch != MT_ARCH_LLAMA)
+        return unsupported(r, "model.arch", "gpt with %d experts: transformers has no GPT-2 mixture of experts",
+                           c->moe.experts);
+    if (c->moe.pre_softmax)
+        return unsupported(r, "model.moe.pre_softmax", "true: the top-k probabilities weigh the experts as they are; "
+                           "Mixtral renormalises them to sum to 1 (transformers' Qwen3MoeForCausalLM has this router, "
+                           "norm_topk_prob: false, but also per-head query / key norms; exporting to it is not "
+                           "implemented)");
+    if (c->moe.layer_freq != 1)
+        return unsupported(r, "model.moe.layer_freq", "%d: dense MLP layers between the MoE layers; every Mixtral "
+                           "layer is sparse", c->moe.layer_freq);
+    if (c->bias)
+        return unsupported(r, "model.bias", "true: the attention and expert biases (expert_fc_b, expert_fcproj_b) "
+                           "have no place in Mixtral, whose layers have none");
+    return MT_OK;
 }
 
 mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     const mt_model_cfg *c = &r->model;
     memset(m, 0, sizeof *m);
-    if (c->moe.experts > 0)
-        return unsupported(r, "model.moe.experts", "%d experts: mixture-of-experts models are not exported yet",
-                           c->moe.experts);
+    if (c->moe.experts > 0) {
+        const mt_status st = check_moe(r);
+        if (st != MT_OK) return st;
+    }
     if (c->qk_layernorm)
         return unsupported(r, "model.qk_layernorm", "true: the per-head query / key norm (--qk-layernorm) has no "
                            "field in GPT-2 or Llama (transformers' Qwen3 and OLMo-2 have one; exporting to them is "
@@ -73,7 +102,12 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     m->norm_eps = c->norm_eps;
     m->rope_theta = c->rope_theta;
     m->init_std = c->init_std;
+    m->E = c->moe.experts;
+    m->top_k = m->E > 0 ? c->moe.top_k : 0;
+    m->aux_coeff = c->moe.aux_loss_coeff;
     m->bos = m->eos = -1;
+    if (m->E > 0 && (m->top_k < 1 || m->top_k > m->E))
+        return mt_errorf(MT_ERR_CONFIG, "hf export: model.moe.top_k %d of %d experts", m->top_k, m->E);
     if (m->L <= 0 || m->C <= 0 || m->H <= 0 || m->D * m->H != m->C || m->V <= 0 || m->max_pos <= 0 ||
         m->KV <= 0 || m->H % m->KV)
         return mt_errorf(MT_ERR_CONFIG, "hf export: invalid model dimensions in the recipe (layers %d, hidden %d, "
@@ -138,6 +172,11 @@ static void plan_gpt(const mt_hf_model *m, plan_ctx *pp) {
     *pp = p;
 }
 
+static void plan_llama_tail(const mt_hf_model *m, plan_ctx *p) {
+    add(p, "lnf_w", 0, 0, 1, 0, m->C, 0, 1, "model.norm.weight");
+    if (!m->tied) add(p, "lm_head", 0, 0, m->V, 0, m->C, 0, 2, "lm_head.weight");
+}
+
 static void plan_llama(const mt_hf_model *m, plan_ctx *pp) {
     plan_ctx p = *pp;
     const int C = m->C, F = m->F, Q = m->H * m->D, K = m->KV * m->D;
@@ -158,6 +197,22 @@ static void plan_llama(const mt_hf_model *m, plan_ctx *pp) {
     for (int l = 0; l < m->L; l++) add(&p, "proj_w", l, 0, C, 0, Q, 0, 2, "%s.%d.self_attn.o_proj.weight", pre, l);
     if (m->bias) VEC_LAYERS("proj_b", C, "%s.%d.self_attn.o_proj.bias", pre, l);
     VEC_LAYERS("ln2_w", C, "%s.%d.post_attention_layernorm.weight", pre, l);
+    if (m->E > 0) { /* Mixtral's sparse block: gate = the router, w1 / w3 / w2 = gate / up / down */
+        const char *const moe = "block_sparse_moe";
+        for (int l = 0; l < m->L; l++) add(&p, "router_w", l, 0, m->E, 0, C, 0, 2, "%s.%d.%s.gate.weight", pre, l, moe);
+        for (int l = 0; l < m->L; l++)
+            for (int e = 0; e < m->E; e++) {
+                add(&p, "expert_fc_w", l * m->E + e, 0, F, 0, C, 0, 2, "%s.%d.%s.experts.%d.w1.weight", pre, l, moe, e);
+                add(&p, "expert_fc_w", l * m->E + e, F, F, 0, C, 0, 2, "%s.%d.%s.experts.%d.w3.weight", pre, l, moe, e);
+            }
+        for (int l = 0; l < m->L; l++)
+            for (int e = 0; e < m->E; e++)
+                add(&p, "expert_fcproj_w", l * m->E + e, 0, C, 0, F, 0, 2, "%s.%d.%s.experts.%d.w2.weight", pre, l,
+                    moe, e);
+        plan_llama_tail(m, &p);
+        *pp = p;
+        return;
+    }
     for (int l = 0; l < m->L; l++) {
         add(&p, "fc_w", l, 0, F, 0, C, 0, 2, "%s.%d.mlp.gate_proj.weight", pre, l);
         add(&p, "fc_w", l, F, F, 0, C, 0, 2, "%s.%d.mlp.up_proj.weight", pre, l);
@@ -169,8 +224,7 @@ static void plan_llama(const mt_hf_model *m, plan_ctx *pp) {
         }
     for (int l = 0; l < m->L; l++) add(&p, "fcproj_w", l, 0, C, 0, F, 0, 2, "%s.%d.mlp.down_proj.weight", pre, l);
     if (m->bias) VEC_LAYERS("fcproj_b", C, "%s.%d.mlp.down_proj.bias", pre, l);
-    add(&p, "lnf_w", 0, 0, 1, 0, C, 0, 1, "model.norm.weight");
-    if (!m->tied) add(&p, "lm_head", 0, 0, m->V, 0, C, 0, 2, "lm_head.weight");
+    plan_llama_tail(m, &p);
     *pp = p;
 }
 
@@ -188,24 +242,26 @@ int mt_hf_plan(const mt_hf_model *m, mt_hf_tensor *out, int max) {
 }
 
 int mt_hf_source_shape(const mt_hf_model *m, const char *src, int64_t *layers, int64_t *rows, int64_t *cols) {
-    const int64_t C = m->C, F = m->F, Q = (int64_t)m->H * m->D, K = (int64_t)m->KV * m->D;
-    const int gpt = m->arch == MT_ARCH_GPT, b = m->bias, fcr = gpt ? F : 2 * F;
+    const int64_t C = m->C, F = m->F, Q = (int64_t)m->H * m->D, K = (int64_t)m->KV * m->D, L = m->L;
+    const int gpt = m->arch == MT_ARCH_GPT, b = m->bias, fcr = gpt ? F : 2 * F, moe = m->E > 0, mlp = !moe;
     const struct {
         const char *name;
-        int present, stacked;
-        int64_t rows, cols;
+        int present;
+        int64_t layers, rows, cols;
     } tab[] = {
-        {"wte", 1, 0, m->V, C},           {"wpe", gpt, 0, m->max_pos, C},  {"ln1_w", 1, 1, 1, C},
-        {"ln1_b", gpt, 1, 1, C},          {"qkv_w", 1, 1, Q + 2 * K, C},   {"qkv_b", b, 1, 1, Q + 2 * K},
-        {"proj_w", 1, 1, C, Q},           {"proj_b", b, 1, 1, C},          {"ln2_w", 1, 1, 1, C},
-        {"ln2_b", gpt, 1, 1, C},          {"fc_w", 1, 1, fcr, C},          {"fc_b", b, 1, 1, fcr},
-        {"fcproj_w", 1, 1, C, F},         {"fcproj_b", b, 1, 1, C},        {"lnf_w", 1, 0, 1, C},
-        {"lnf_b", gpt, 0, 1, C},          {"lm_head", !m->tied, 0, m->V, C},
+        {"wte", 1, 1, m->V, C},           {"wpe", gpt, 1, m->max_pos, C},  {"ln1_w", 1, L, 1, C},
+        {"ln1_b", gpt, L, 1, C},          {"qkv_w", 1, L, Q + 2 * K, C},   {"qkv_b", b, L, 1, Q + 2 * K},
+        {"proj_w", 1, L, C, Q},           {"proj_b", b, L, 1, C},          {"ln2_w", 1, L, 1, C},
+        {"ln2_b", gpt, L, 1, C},          {"fc_w", mlp, L, fcr, C},        {"fc_b", mlp && b, L, 1, fcr},
+        {"fcproj_w", mlp, L, C, F},       {"fcproj_b", mlp && b, L, 1, C}, {"lnf_w", 1, 1, 1, C},
+        {"lnf_b", gpt, 1, 1, C},          {"lm_head", !m->tied, 1, m->V, C},
+        {"router_w", moe, L, m->E, C},    {"expert_fc_w", moe, L * m->E, fcr, C},
+        {"expert_fcproj_w", moe, L * m->E, C, F},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(tab[i].name, src)) {
             if (!tab[i].present) return 0;
-            *layers = tab[i].stacked ? m->L : 1;
+            *layers = tab[i].layers;
             *rows = tab[i].rows;
             *cols = tab[i].cols;
             return 1;

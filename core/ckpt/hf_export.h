@@ -1,5 +1,6 @@
 /* hf_export.h — a save as a Hugging Face transformers model folder: GPT2LMHeadModel for arch gpt,
- * LlamaForCausalLM for arch llama. `mtrain export --format hf` (cmd/cmd_export.c) calls
+ * LlamaForCausalLM for arch llama, MixtralForCausalLM for llama with experts (model.moe.experts > 0).
+ * `mtrain export --format hf` (cmd/cmd_export.c) calls
  * mt_hf_export; the rest is the pure mapping it is made of, exposed for the tests.
  *
  * The mapping (mtrain stores every weight as W of y = x W^T, W (out, in); ckpt_layout.h):
@@ -14,6 +15,13 @@
  *          the first: core/cpu/cpu_ops_act.c), down_proj = fcproj_w; model.norm.weight = lnf_w;
  *          lm_head.weight = lm_head rows [0, V) when untied. With model.bias: the same splits of
  *          the bias rows (attention_bias and mlp_bias true).
+ *   mixtral: llama's attention, norms and head; the MLP tensors are replaced by
+ *          model.layers.N.block_sparse_moe.gate.weight (E, C) = router_w layer N and
+ *          block_sparse_moe.experts.E.w1 / w3.weight (F, C) = the first / second half of expert_fc_w
+ *          slice N*E + E (gate / up), w2.weight (C, F) = expert_fcproj_w slice N*E + E (down).
+ *          Mixtral's router (softmax over every expert, top k, the k probabilities renormalised) is
+ *          mtrain's default (softmax over the k selected logits: the same numbers); it routes every
+ *          token (dropless), so a capacity factor used in training is not part of the exported model.
  * RoPE needs no permutation: mtrain rotates halves (x[i], x[i + D/2]) with theta^(-2i/D), as
  * transformers' rotate_half; query head h reads kv head h / (H / KV), as repeat_kv.
  * Output tensors are listed by source tensor, then layer, so each source tensor is read once. */
@@ -35,13 +43,16 @@ typedef struct {
     int L, C, H, KV, D, F, V, max_pos;
     int tied, bias;
     int norm_1p;  /* zero-centred gamma (model.norm_1p): the norm weights export as 1 + w, an ordinary norm */
+    int E, top_k; /* experts per layer and experts per token (0, 0: dense) */
+    float aux_coeff; /* the load-balancing loss weight (config.json's router_aux_loss_coef; training only) */
     float norm_eps, rope_theta, init_std;
     int bos, eos; /* token ids (the tokenizer's end-of-document id); set by the caller */
 } mt_hf_model;
 
 /* The model of a validated recipe. MT_ERR_UNSUPPORTED naming the recipe key when transformers'
  * class for the arch cannot express it (gpt: learned positions, layernorm, gelu, tied, biases,
- * kv_heads = heads; llama: rope, rmsnorm, swiglu; no MoE). bos / eos are set to -1. */
+ * kv_heads = heads, no experts; llama: rope, rmsnorm, swiglu; with experts also no biases, the
+ * renormalised router, every layer sparse). bos / eos are set to -1. */
 mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m);
 
 /* One output tensor: block rows [r0, r0 + nr) x cols [c0, c0 + nc) of layer `layer` of the

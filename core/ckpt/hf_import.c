@@ -1,4 +1,5 @@
-/* hf_import.c — mt_hf_import of hf_import.h: config.json checked against the recipe, the weight
+/* hf_import.c — mt_hf_import of hf_import.h: config.json checked against the recipe (Mixtral's
+ * router and expert fields too), the weight
  * files mapped and their headers parsed (core/ckpt/safetensors.h), each tensor of the export plan
  * found, converted to fp32 (F32, BF16, F16) and inserted into its mtrain tensor, coverage counted,
  * then one one-rank save written. */
@@ -118,7 +119,14 @@ static float half_to_f32(uint16_t x) {
  * what the recipe computes (absent = transformers' default), else the import is refused naming
  * the field, its value and the recipe key that would match it; mtrain never scores a model other
  * than the one the file describes. */
-typedef enum { F_NUMBER, F_BOOL, F_STRING, F_NULL } field_kind;
+typedef enum {
+    F_NUMBER,
+    F_BOOL,
+    F_STRING,
+    F_NULL,
+    F_NONE,   /* absent, null, 0, false or an empty list: a feature the file does not use */
+    F_AT_LEAST /* absent, null or a number >= want (a window no sequence of the model reaches) */
+} field_kind;
 typedef struct {
     const char *hf;      /* config.json key */
     field_kind kind;
@@ -152,6 +160,11 @@ static mt_status check_fn_field(const mt_json_node *root, const fn_field *f, con
         break;
     }
     case F_STRING: ok = !v || (v->type == MT_JSON_STRING && !strcmp(v->str, f->want_s)); break;
+    case F_NONE:
+        ok = !v || v->type == MT_JSON_NULL || v->type == MT_JSON_FALSE || (v->type == MT_JSON_NUMBER && v->number == 0) ||
+             (v->type == MT_JSON_ARRAY && v->n_items == 0);
+        break;
+    case F_AT_LEAST: ok = !v || v->type == MT_JSON_NULL || (v->type == MT_JSON_NUMBER && v->number >= f->want); break;
     default: ok = !v || v->type == MT_JSON_NULL; break;
     }
     if (ok) return MT_OK;
@@ -160,6 +173,8 @@ static mt_status check_fn_field(const mt_json_node *root, const fn_field *f, con
     if (f->kind == F_NUMBER) snprintf(want, sizeof want, "%.7g", f->want); /* the recipe's float, as written */
     else if (f->kind == F_BOOL) snprintf(want, sizeof want, "%s", f->want ? "true" : "false");
     else if (f->kind == F_STRING) snprintf(want, sizeof want, "\"%s\"", f->want_s);
+    else if (f->kind == F_NONE) snprintf(want, sizeof want, "%s", f->want_s);
+    else if (f->kind == F_AT_LEAST) snprintf(want, sizeof want, "null (or at least %.0f)", f->want);
     else snprintf(want, sizeof want, "null");
     if (f->key[0])
         return mt_errorf(MT_ERR_CONFIG, "%s: %s is %s, the recipe %s computes %s (%s): the imported model would score "
@@ -169,7 +184,42 @@ static mt_status check_fn_field(const mt_json_node *root, const fn_field *f, con
                      f->hf, got, want);
 }
 
+static mt_status check_table(const mt_json_node *root, const fn_field *f, size_t n, const char *path,
+                             const char *recipe) {
+    for (size_t i = 0; i < n; i++) {
+        mt_status st = check_fn_field(root, &f[i], path, recipe);
+        if (st != MT_OK) return st;
+    }
+    return MT_OK;
+}
+
+/* transformers' newer RoPE record, {"rope_type": "default", "rope_theta": ...} in place of the
+ * top-level rope_theta / rope_scaling: only the default rotation, at the recipe's theta. *theta_dflt
+ * becomes its rope_theta (what the top-level key means when absent). */
+static mt_status check_rope_parameters(const mt_json_node *root, const mt_hf_model *m, const char *path,
+                                       const char *recipe, double *theta_dflt) {
+    const mt_json_node *rp = mt_json_get(root, "rope_parameters");
+    if (!rp || rp->type == MT_JSON_NULL) return MT_OK;
+    if (rp->type != MT_JSON_OBJECT)
+        return mt_errorf(MT_ERR_CONFIG, "%s: rope_parameters is not an object: not a config.json of transformers", path);
+    const mt_json_node *t = mt_json_get(rp, "rope_theta");
+    if (t && t->type == MT_JSON_NUMBER) *theta_dflt = t->number;
+    const fn_field f[] = {
+        {"rope_type", F_STRING, 0, 0, "default", ""},
+        {"type", F_STRING, 0, 0, "default", ""},
+        {"rope_theta", F_NUMBER, m->rope_theta, *theta_dflt, NULL, "model.rope_theta"},
+        {"partial_rotary_factor", F_NUMBER, 1, 1, NULL, ""},
+    };
+    mt_status st = check_table(rp, f, sizeof f / sizeof f[0], path, recipe);
+    return st == MT_OK ? st : mt_error_context(st, "rope_parameters: ");
+}
+
 static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m, const char *path, const char *recipe) {
+    double theta_dflt = m->E > 0 ? 1e6 : 10000.0; /* MixtralConfig's default, LlamaConfig's */
+    if (m->arch == MT_ARCH_LLAMA) {
+        const mt_status st = check_rope_parameters(root, m, path, recipe, &theta_dflt);
+        if (st != MT_OK) return st;
+    }
     const fn_field gpt[] = {
         {"layer_norm_epsilon", F_NUMBER, m->norm_eps, 1e-5, NULL, "model.norm_eps"},
         {"activation_function", F_STRING, 0, 0, "gelu_new", ""},
@@ -178,23 +228,42 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
         {"tie_word_embeddings", F_BOOL, 1, 1, NULL, ""},
         {"add_cross_attention", F_BOOL, 0, 0, NULL, ""},
     };
-    const fn_field llama[] = {
-        {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-6, NULL, "model.norm_eps"},
-        {"rope_theta", F_NUMBER, m->rope_theta, 10000.0, NULL, "model.rope_theta"},
+    const fn_field attention[] = { /* Llama's and Mixtral's alike (rope_theta: the class's default) */
+        {"rope_theta", F_NUMBER, m->rope_theta, theta_dflt, NULL, "model.rope_theta"},
         {"rope_scaling", F_NULL, 0, 0, NULL, ""},
+        {"partial_rotary_factor", F_NUMBER, 1, 1, NULL, ""},
         {"hidden_act", F_STRING, 0, 0, "silu", ""},
-        {"attention_bias", F_BOOL, m->bias, 0, NULL, "model.bias"},
-        {"mlp_bias", F_BOOL, m->bias, 0, NULL, "model.bias"},
         {"head_dim", F_NUMBER, m->D, m->D, NULL, ""},
     };
-    const int is_gpt = m->arch != MT_ARCH_LLAMA;
-    const fn_field *f = is_gpt ? gpt : llama;
-    const size_t n = is_gpt ? sizeof gpt / sizeof gpt[0] : sizeof llama / sizeof llama[0];
-    for (size_t i = 0; i < n; i++) {
-        mt_status st = check_fn_field(root, &f[i], path, recipe);
-        if (st != MT_OK) return st;
-    }
-    return MT_OK;
+    const fn_field llama[] = {
+        {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-6, NULL, "model.norm_eps"},
+        {"attention_bias", F_BOOL, m->bias, 0, NULL, "model.bias"},
+        {"mlp_bias", F_BOOL, m->bias, 0, NULL, "model.bias"},
+    };
+    /* MixtralConfig's defaults differ from Llama's (rms_norm_eps 1e-5, rope_theta 1e6); the router
+     * fields of other sparse models are refused unless they say what Mixtral computes */
+    const char *none_shared = "0 or absent (Mixtral has no shared experts)", *all_sparse = "0 or absent (every "
+                              "Mixtral layer is sparse)";
+    const fn_field mixtral[] = {
+        {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-5, NULL, "model.norm_eps"},
+        {"sliding_window", F_AT_LEAST, m->max_pos, 0, NULL, ""},
+        {"router_jitter_noise", F_NUMBER, 0, 0, NULL, ""},
+        {"norm_topk_prob", F_BOOL, 1, 1, NULL, ""},
+        {"scoring_func", F_STRING, 0, 0, "softmax", ""},
+        {"topk_method", F_STRING, 0, 0, "greedy", ""},
+        {"routed_scaling_factor", F_NUMBER, 1, 1, NULL, ""},
+        {"n_shared_experts", F_NONE, 0, 0, none_shared, ""},
+        {"num_shared_experts", F_NONE, 0, 0, none_shared, ""},
+        {"shared_expert_intermediate_size", F_NONE, 0, 0, none_shared, ""},
+        {"first_k_dense_replace", F_NONE, 0, 0, all_sparse, ""},
+        {"mlp_only_layers", F_NONE, 0, 0, "[] or absent (every Mixtral layer is sparse)", ""},
+        {"decoder_sparse_step", F_NUMBER, 1, 1, NULL, ""},
+    };
+    if (m->arch != MT_ARCH_LLAMA) return check_table(root, gpt, sizeof gpt / sizeof gpt[0], path, recipe);
+    const mt_status st = check_table(root, attention, sizeof attention / sizeof attention[0], path, recipe);
+    if (st != MT_OK) return st;
+    if (m->E > 0) return check_table(root, mixtral, sizeof mixtral / sizeof mixtral[0], path, recipe);
+    return check_table(root, llama, sizeof llama / sizeof llama[0], path, recipe);
 }
 
 /* config.json against the model the recipe describes */
@@ -206,11 +275,12 @@ static mt_status check_config(const char *dir, const mt_hf_model *m, const char 
     MT_CHECK(mt_json_doc_load(&doc, path));
     const mt_json_node *root = doc.root;
     const mt_json_node *mt = mt_json_get(root, "model_type");
-    const char *want_type = m->arch == MT_ARCH_LLAMA ? "llama" : "gpt2";
+    const char *want_type = m->E > 0 ? "mixtral" : m->arch == MT_ARCH_LLAMA ? "llama" : "gpt2";
     if (!mt || mt->type != MT_JSON_STRING || strcmp(mt->str, want_type)) {
-        st = mt_errorf(MT_ERR_CONFIG, "%s: model_type is %s%s%s; the recipe %s (model.arch) needs \"%s\"", path,
+        st = mt_errorf(MT_ERR_CONFIG, "%s: model_type is %s%s%s; the recipe %s (%s) needs \"%s\"", path,
                        mt && mt->type == MT_JSON_STRING ? "\"" : "", mt && mt->type == MT_JSON_STRING ? mt->str : "missing",
-                       mt && mt->type == MT_JSON_STRING ? "\"" : "", recipe, want_type);
+                       mt && mt->type == MT_JSON_STRING ? "\"" : "", recipe,
+                       m->E > 0 ? "model.arch, model.moe.experts" : "model.arch", want_type);
         goto done;
     }
     const int gpt = m->arch != MT_ARCH_LLAMA;
@@ -223,7 +293,9 @@ static mt_status check_config(const char *dir, const mt_hf_model *m, const char 
              {gpt ? NULL : "num_key_value_heads", "model.kv_heads", m->KV},
              {gpt ? "n_inner" : "intermediate_size", "model.ffn_hidden", m->F},
              {"vocab_size", "model.vocab", m->V},
-             {gpt ? "n_positions" : "max_position_embeddings", "model.max_position", m->max_pos}};
+             {gpt ? "n_positions" : "max_position_embeddings", "model.max_position", m->max_pos},
+             {m->E > 0 ? "num_local_experts" : NULL, "model.moe.experts", m->E},
+             {m->E > 0 ? "num_experts_per_tok" : NULL, "model.moe.top_k", m->top_k}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (!f[i].hf) continue;
         const mt_json_node *v = mt_json_get(root, f[i].hf);
@@ -343,7 +415,8 @@ mt_status mt_hf_import(const mt_hf_import_opts *o, const mt_recipe *r_in, int *n
         const mt_st_entry *e = find_entry(&h, t->name, &file);
         if (!e) {
             st = mt_errorf(MT_ERR_DATA, "%s: no tensor %s in the weight files: not a %s checkpoint of this shape",
-                           o->input, t->name, m.arch == MT_ARCH_LLAMA ? "LlamaForCausalLM" : "GPT2LMHeadModel");
+                           o->input, t->name, m.E > 0 ? "MixtralForCausalLM"
+                                              : m.arch == MT_ARCH_LLAMA ? "LlamaForCausalLM" : "GPT2LMHeadModel");
             goto out;
         }
         int shape_ok = e->n_dims == t->n_dims;

@@ -1,4 +1,4 @@
-/* hf_import.h — a Hugging Face GPT2LMHeadModel / LlamaForCausalLM folder (config.json and
+/* hf_import.h — a Hugging Face GPT2LMHeadModel / LlamaForCausalLM / MixtralForCausalLM folder (config.json and
  * model.safetensors, or shards behind model.safetensors.index.json) into an mtrain save, so that
  * training continues from released weights in any layout. The mapping is the export's
  * (hf_export.h: mt_hf_plan) run backwards: every HF tensor is put back into its block of its

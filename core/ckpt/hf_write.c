@@ -1,8 +1,9 @@
-/* hf_write.c — mt_hf_export of hf_export.h: reads the save (ckpt_global.h: each source tensor once,
- * as a whole fp32 array, from the `master` kind when the save has it), maps it (hf_export.c),
+/* hf_write.c — mt_hf_export of hf_export.h: reads the save (ckpt_global.h: each layer slice of each
+ * source tensor once, in fp32, from the `master` kind when the save has it), maps it (hf_export.c),
  * writes the weight shards as they fill (safetensors.h), the JSON files (hf_config.c) and the
  * tokenizer files into OUTPUT.tmp, then renames it to OUTPUT.
- * Memory: the largest source tensor in fp32 plus one shard of output. */
+ * Memory: one layer slice of a source tensor in fp32 (for an expert tensor: one expert of one
+ * layer) plus one shard of output. */
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
@@ -219,25 +220,29 @@ static mt_status write_weights(mt_ckpt_reader *rd, const char *tmp, const mt_hf_
     mt_st_tensor *sts = calloc((size_t)n, sizeof *sts);
     void **bufs = calloc((size_t)n, sizeof *bufs);
     float *src = NULL, *scratch = NULL;
-    size_t scratch_n = 0;
-    int have = -1, first = 0; /* source tensor in src; first tensor of the current shard */
+    size_t scratch_n = 0, src_n = 0;
+    int have = -1, have_layer = -1, first = 0; /* source slice in src; first tensor of the current shard */
     if (!sts || !bufs) {
         st = mt_errorf(MT_ERR_OOM, "hf export: tables of %d tensors", n);
         goto out;
     }
     for (int i = 0; i < n; i++) {
         const mt_hf_tensor *t = &plan[i];
-        if (src_ti[i] != have) {
+        if (src_ti[i] != have || t->layer != have_layer) { /* the plan lists each slice's tensors together */
             const mt_manifest_tensor *mt = &rd->mf.tensors[src_ti[i]];
-            free(src);
-            const size_t elems = (size_t)mt->shape[0] * (size_t)mt->shape[1] * (size_t)mt->shape[2];
-            src = malloc(elems * sizeof *src);
+            const size_t elems = (size_t)mt->shape[1] * (size_t)mt->shape[2];
+            if (elems > src_n) {
+                free(src);
+                src = malloc(elems * sizeof *src);
+                src_n = src ? elems : 0;
+            }
             if (!src) {
-                st = mt_errorf(MT_ERR_OOM, "hf export: tensor %s (%zu floats)", mt->name, elems);
+                st = mt_errorf(MT_ERR_OOM, "hf export: a layer of tensor %s (%zu floats)", mt->name, elems);
                 goto out;
             }
-            MT_CHECK(mt_ckpt_read_global(rd, mt->name, weight_kind(&rd->mf, src_ti[i]), src));
+            MT_CHECK(mt_ckpt_read_layers(rd, mt->name, weight_kind(&rd->mf, src_ti[i]), t->layer, 1, src));
             have = src_ti[i];
+            have_layer = t->layer;
         }
         const mt_manifest_tensor *mt = &rd->mf.tensors[have];
         const size_t elems = (size_t)t->nr * (size_t)t->nc;
@@ -251,7 +256,7 @@ static mt_status write_weights(mt_ckpt_reader *rd, const char *tmp, const mt_hf_
             st = mt_errorf(MT_ERR_OOM, "hf export: tensor %s (%zu values)", t->name, elems);
             goto out;
         }
-        mt_hf_extract(t, src + (size_t)t->layer * (size_t)mt->shape[1] * (size_t)mt->shape[2], mt->shape[2], scratch);
+        mt_hf_extract(t, src, mt->shape[2], scratch);
         mt_hf_convert(scratch, elems, dt, bufs[i]);
         sts[i] = (mt_st_tensor){.name = t->name, .dtype = dt == MT_F32 ? "F32" : "BF16", .n_dims = t->n_dims,
                                 .data = bufs[i], .n_bytes = elems * eb};
@@ -430,6 +435,12 @@ mt_status mt_hf_export(const mt_hf_export_opts *o, mt_hf_export_stats *s) {
     MT_CHECK(write_text(tmp, "config.json", config_fn, &j, &s->bytes));
     MT_CHECK(write_text(tmp, "generation_config.json", generation_fn, &j, &s->bytes));
     MT_CHECK(write_tokenizer(&rd.mf, tmp, &j, s));
+    if (m.E > 0 && r.model.moe.capacity_factor > 0) { /* Mixtral drops nothing: say what that changes */
+        const size_t used = strlen(s->note);
+        snprintf(s->note + used, sizeof s->note - used, "%sthe model was trained with model.moe.capacity_factor %g "
+                 "(assignments over an expert's capacity dropped); MixtralForCausalLM routes every token (dropless), "
+                 "as mtrain logprobs and generate do", used ? "; " : "", (double)r.model.moe.capacity_factor);
+    }
     MT_CHECK(mt_fsync_dir(tmp));
     /* publish: the old folder goes only now that the new one is complete */
     MT_CHECK(dir_state(out, &state));

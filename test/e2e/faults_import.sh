@@ -4,7 +4,8 @@
 # unchanged import must succeed), one change each, each refused (exit non-zero) with a message
 # naming the field or tensor:
 #   llama config.json: rope_theta 500000, rms_norm_eps 1e-6, rms_norm_eps absent (transformers'
-#     default 1e-6 differs from the recipe's 1e-5), a llama3 rope_scaling, hidden_act gelu,
+#     default 1e-6 differs from the recipe's 1e-5), a llama3 rope_scaling, a llama3 or another theta's
+#     rope_parameters (transformers' newer RoPE record), hidden_act gelu,
 #     attention_bias true;
 #   gpt config.json: activation_function relu, layer_norm_epsilon 1e-3,
 #     scale_attn_by_inverse_layer_idx true;
@@ -12,6 +13,7 @@
 #     shape printed as [63], not [630]).
 # Tiny models (1 layer, hidden 64), one training iteration each: a few seconds.
 source test/e2e_lib.sh
+source test/hf_lib.sh
 need_data
 PY=""
 for p in python3 /usr/bin/python3; do "$p" -c 'import json, struct' 2>/dev/null && { PY=$p; break; }; done
@@ -25,23 +27,11 @@ export_tiny() { # export_tiny NAME CONFIG
   "$MTRAIN" import --format hf --input "$TMP/$1-hf" --save "$TMP/$1-same" --config "$2" "${NET[@]}" \
     >"$TMP/$1-same.log" 2>&1 || { cat "$TMP/$1-same.log"; fail "$1: the unchanged export does not import"; }
 }
-n=0
-# refused NAME CONFIG TEXT EDIT...: a copy of NAME's export, EDIT run on it ("cfg PYTHON" edits config.json as c)
+# refused NAME CONFIG TEXT EDIT...: a copy of NAME's export, EDIT run on it, imported with CONFIG: refused
 refused() {
-  local name=$1 cfg=$2 text=$3; shift 3
-  local d="$TMP/case$n"; n=$((n + 1))
-  rm -rf "$d"; cp -r "$TMP/$name-hf" "$d"
-  if [ "$1" = cfg ]; then
-    "$PY" -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); $2; json.dump(c, open(p, 'w'))" "$d/config.json"
-  else
-    "$PY" test/st_edit.py "$d/model.safetensors" "$@"
-  fi
-  local rc=0
-  "$MTRAIN" import --format hf --input "$d" --save "$d-out" --config "$cfg" "${NET[@]}" >"$d.log" 2>&1 || rc=$?
-  [ $rc -ne 0 ] || fail "$name, $*: imported (exit 0), expected a refusal"
-  grep -qF -- "$text" "$d.log" || { cat "$d.log"; fail "$name, $*: no message '$text'"; }
-  [ ! -e "$d-out/latest_checkpointed_iteration.txt" ] || fail "$name, $*: a save was written"
-  echo "ok  $name, $*: $(grep -m1 'error' "$d.log" | cut -c1-200)"
+  local name=$1 cfg=$2; shift 2
+  IMPORT=(--config "$cfg" "${NET[@]}")
+  hf_refused "$TMP/$name-hf" "$@"
 }
 export_tiny llama configs/llama-tiny.yaml
 export_tiny gpt configs/gpt-tiny.yaml
@@ -51,6 +41,8 @@ refused llama $L "rms_norm_eps is 1e-06, the recipe" cfg "c['rms_norm_eps'] = 1e
 refused llama $L "rms_norm_eps is absent, the recipe" cfg "del c['rms_norm_eps']"
 refused llama $L "rope_scaling is an object" cfg "c['rope_scaling'] = {'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}"
 refused llama $L 'hidden_act is "gelu"' cfg "c['hidden_act'] = 'gelu'"
+refused llama $L 'rope_type is "llama3"' cfg "c['rope_parameters'] = {'rope_type': 'llama3', 'factor': 8.0, 'rope_theta': 10000.0}"
+refused llama $L "rope_theta is 500000" cfg "c['rope_parameters'] = {'rope_type': 'default', 'rope_theta': 500000.0}; del c['rope_theta']"
 refused llama $L "attention_bias is true" cfg "c['attention_bias'] = True"
 G=configs/gpt-tiny.yaml
 refused gpt $G 'activation_function is "relu"' cfg "c['activation_function'] = 'relu'"
@@ -59,4 +51,4 @@ refused gpt $G "scale_attn_by_inverse_layer_idx is true" cfg "c['scale_attn_by_i
 refused llama $L "tensor model.layers.0.self_attn.q_norm.weight is not part of the model" add model.layers.0.self_attn.q_norm.weight
 refused gpt $G "tensor transformer.h.0.mlp.c_fc.weight holds NaN at element 0" nan transformer.h.0.mlp.c_fc.weight
 refused gpt $G "tensor transformer.ln_f.weight has shape [63], expected [64]" shrink transformer.ln_f.weight
-echo "PASS: $n changed imports refused, the unchanged ones imported"
+echo "PASS: $HF_CASE changed imports refused, the unchanged ones imported"

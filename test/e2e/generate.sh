@@ -1,9 +1,9 @@
 # mtrain generate. For a briefly trained gpt-tiny, llama-tiny (GQA, RoPE, SwiGLU, untied) and
-# mixtral-tiny (top-2 MoE; dropless, model.moe.capacity_factor 0, in training and both decoders: a
-# capacity per sequence would drop differently in a one-token step): the KV-cache decoder (the
-# training forward one token at a time over a cache) and full recomputation through the model's
-# forward over the padded sequence give the same token ids, greedily and
-# when sampling (temperature 1, top-k 40, top-p 0.95, the same seed: the two paths compute the
+# mixtral-tiny (top-2 MoE, trained dropless with model.moe.capacity_factor 0; both decoders route
+# dropless whatever the recipe's capacity, as a one-token step has no sequence to cap): the
+# KV-cache decoder (the training forward one token at a time over a cache) and full recomputation
+# through the model's forward over the padded sequence give the same token ids, greedily and when
+# sampling (temperature 1, top-k 40, top-p 0.95, the same seed: the two paths compute the
 # same logits up to fp32 rounding, so the same draws pick the same tokens); the same seed gives the
 # same text twice and another seed gives another text.
 source test/e2e_lib.sh

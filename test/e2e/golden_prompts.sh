@@ -16,26 +16,14 @@
 # Until `mtrain export` exists (it says "not implemented yet") the export part is skipped and the
 # test exits 77 (skip) after the mtrain-only checks.
 source test/e2e_lib.sh
+source test/hf_lib.sh
 need_data
 PROMPTS=configs/golden_prompts.jsonl
 [ "$(grep -c . "$PROMPTS")" -eq 10 ] || fail "$PROMPTS: expected 10 prompts"
-# NumPy for the reference: the first python3 on PATH that has it, else Debian's
-PY=""
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
-done
+numpy_python # NumPy for the reference: the first python3 on PATH that has it, else Debian's
 TRAIN=(--train-iters 20 --micro-batch-size 1 --global-batch-size 4 --lr 3e-3 --set optimizer.warmup_iters=0
        --set logging.interval=1 --set logging.eval_interval=0)
 export_missing=0
-
-run() { # run NAME CMD...: log to $TMP/NAME.log, fail with its tail when CMD fails
-  local name=$1; shift
-  "$@" >"$TMP/$name.log" 2>&1 || { tail -n 30 "$TMP/$name.log"; fail "$name failed: $*"; }
-}
-within() { # within NAME A B TOL: `mtrain logprobs --compare` exits 0
-  "$MTRAIN" logprobs --compare "$2" "$3" --tol "$4" >"$TMP/$1.cmp" 2>&1 || { cat "$TMP/$1.cmp"; fail "$1: not within $4"; }
-  echo "$1: $(cat "$TMP/$1.cmp")"
-}
 
 model() { # model NAME CONFIG
   local name=$1 cfg=$2 ck="$TMP/$1.ckpt" t0

@@ -29,6 +29,22 @@ modeling_gpt2.py GPT2LMHeadModel and modeling_llama.py LlamaForCausalLM), not mt
          grouped-query attention: kv head j serves query heads j*n_rep .. (j+1)*n_rep - 1
          (repeat_kv); o_proj; mlp down_proj(silu(gate_proj x) * up_proj x); final norm; lm_head
          (untied unless tie_word_embeddings).
+  mixtral: llama's attention and norms (MixtralForCausalLM, modeling_mixtral.py); the MLP is the
+         sparse block: router logits = h @ block_sparse_moe.gate.weight^T over all
+         num_local_experts experts, softmax over all of them, the num_experts_per_tok largest
+         probabilities (ties: the lower expert), renormalised to sum to 1, and
+         y = sum_j w_j * w2_e(silu(w1_e h) * w3_e h) over the selected experts e; every token is
+         routed (no capacity: Mixtral is dropless). Router fields Mixtral does not have
+         (norm_topk_prob false, scoring_func other than softmax, shared experts) are refused.
+
+Greedy decoding (the argmax of each next-token distribution, full recomputation each step):
+
+    hf_logprobs.py --greedy N MODEL_DIR INPUT.jsonl OUTPUT.jsonl
+
+continues each line's prompt_tokens by N tokens (fewer when the model's positions run out) and
+writes {"prompt_tokens": [...], "tokens": [the N generated ids], "margins": [...]} per line; a
+margin is the chosen logit minus the runner-up's (a near-tie another precision may break the other
+way).
 
 Also a helper for tests that must see a broken export fail:
 
@@ -330,18 +346,16 @@ class Llama:
                 "v": w.get(p + "self_attn.v_proj.weight", (KV * D, C)),
                 "o": w.get(p + "self_attn.o_proj.weight", (C, H * D)),
                 "post_norm": w.get(p + "post_attention_layernorm.weight", (C,)),
-                "gate": w.get(p + "mlp.gate_proj.weight", (F, C)),
-                "up": w.get(p + "mlp.up_proj.weight", (F, C)),
-                "down": w.get(p + "mlp.down_proj.weight", (C, F)),
             }
+            lay.update(self.mlp_weights(w, p))
             zeros = lambda n: np.zeros(n)
             lay["qb"] = w.get(p + "self_attn.q_proj.bias", (H * D,)) if attn_bias else zeros(H * D)
             lay["kb"] = w.get(p + "self_attn.k_proj.bias", (KV * D,)) if attn_bias else zeros(KV * D)
             lay["vb"] = w.get(p + "self_attn.v_proj.bias", (KV * D,)) if attn_bias else zeros(KV * D)
             lay["ob"] = w.get(p + "self_attn.o_proj.bias", (C,)) if attn_bias else zeros(C)
-            lay["gb"] = w.get(p + "mlp.gate_proj.bias", (F,)) if mlp_bias else zeros(F)
-            lay["ub"] = w.get(p + "mlp.up_proj.bias", (F,)) if mlp_bias else zeros(F)
-            lay["db"] = w.get(p + "mlp.down_proj.bias", (C,)) if mlp_bias else zeros(C)
+            if mlp_bias:
+                lay.update({"gb": w.get(p + "mlp.gate_proj.bias", (F,)), "ub": w.get(p + "mlp.up_proj.bias", (F,)),
+                            "db": w.get(p + "mlp.down_proj.bias", (C,))})
             self.layers.append(lay)
         self.norm = w.get("norm.weight", (C,))
         if cfg.get("tie_word_embeddings", False):
@@ -374,11 +388,61 @@ class Llama:
             k = np.repeat(k, rep, axis=0)  # repeat_kv: kv head j for query heads j*rep .. j*rep+rep-1
             v = np.repeat(v, rep, axis=0)
             x = x + causal_attention(q, k, v) @ a["o"].T + a["ob"]
-            h = rms_norm(x, a["post_norm"], self.eps)
-            g = activation(self.act, h @ a["gate"].T + a["gb"])
-            x = x + (g * (h @ a["up"].T + a["ub"])) @ a["down"].T + a["db"]
+            x = x + self.mlp(a, rms_norm(x, a["post_norm"], self.eps))
         x = rms_norm(x, self.norm, self.eps)
         return x @ self.lm_head.T
+
+    def mlp_weights(self, w, p):
+        F, C = self.F, self.C
+        return {"gate": w.get(p + "mlp.gate_proj.weight", (F, C)), "up": w.get(p + "mlp.up_proj.weight", (F, C)),
+                "down": w.get(p + "mlp.down_proj.weight", (C, F))}
+
+    def mlp(self, a, h):
+        g = activation(self.act, h @ a["gate"].T + a.get("gb", 0.0))
+        return (g * (h @ a["up"].T + a.get("ub", 0.0))) @ a["down"].T + a.get("db", 0.0)
+
+
+class Mixtral(Llama):
+    """MixtralForCausalLM: Llama's layers with the sparse block of softmax-top-k-renormalised experts"""
+
+    def __init__(self, cfg, tensors):
+        self.E = int(cfg.get("num_local_experts", 8))
+        self.K = int(cfg.get("num_experts_per_tok", 2))
+        if not 1 <= self.K <= self.E:
+            raise RefError("config.json: num_experts_per_tok %d of %d experts" % (self.K, self.E))
+        if cfg.get("norm_topk_prob", True) is not True or cfg.get("scoring_func", "softmax") != "softmax":
+            raise RefError("config.json: a router other than Mixtral's (softmax, top-k, renormalised) is not supported")
+        for k in ("n_shared_experts", "shared_expert_intermediate_size", "num_shared_experts"):
+            if cfg.get(k):
+                raise RefError("config.json: %s %r: shared experts are not supported" % (k, cfg[k]))
+        if cfg.get("sliding_window") is not None and int(cfg["sliding_window"]) < int(cfg.get("max_position_embeddings")
+                                                                                     or 0):
+            raise RefError("config.json: sliding_window %r is not supported" % (cfg["sliding_window"],))
+        cfg = dict(cfg, rms_norm_eps=cfg.get("rms_norm_eps", 1e-5), rope_theta=cfg.get("rope_theta", 1e6),
+                   attention_bias=False, mlp_bias=False)
+        Llama.__init__(self, cfg, tensors)
+
+    def mlp_weights(self, w, p):
+        E, F, C = self.E, self.F, self.C
+        q = p + "block_sparse_moe."
+        return {"router": w.get(q + "gate.weight", (E, C)),
+                "experts": [(w.get(q + "experts.%d.w1.weight" % e, (F, C)), w.get(q + "experts.%d.w3.weight" % e, (F, C)),
+                             w.get(q + "experts.%d.w2.weight" % e, (C, F))) for e in range(E)]}
+
+    def mlp(self, a, h):
+        z = h @ a["router"].T  # (T, E)
+        p = np.exp(z - z.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        top = np.argsort(-p, axis=-1, kind="stable")[:, :self.K]  # the k largest, lower expert first on ties
+        wt = np.take_along_axis(p, top, axis=-1)
+        wt /= wt.sum(axis=-1, keepdims=True)
+        y = np.zeros_like(h)
+        for e, (w1, w3, w2) in enumerate(a["experts"]):
+            rows, slot = np.nonzero(top == e)
+            if len(rows):
+                he = h[rows]
+                y[rows] += wt[rows, slot][:, None] * ((activation(self.act, he @ w1.T) * (he @ w3.T)) @ w2.T)
+        return y
 
 
 def build_model(cfg, tensors):
@@ -386,9 +450,12 @@ def build_model(cfg, tensors):
     arch = " ".join(cfg.get("architectures") or [])
     if mt == "gpt2" or "GPT2" in arch:
         return GPT2(cfg, tensors)
+    if mt == "mixtral" or "Mixtral" in arch:
+        return Mixtral(cfg, tensors)
     if mt == "llama" or "Llama" in arch:
         return Llama(cfg, tensors)
-    raise RefError("config.json: model_type %r (architectures %r): only gpt2 and llama are supported" % (mt, arch))
+    raise RefError("config.json: model_type %r (architectures %r): only gpt2, llama and mixtral are supported"
+                   % (mt, arch))
 
 
 def log_softmax(z):
@@ -408,10 +475,8 @@ def score(model, prompt, completion):
     return [float(lp[n - 1 + k, completion[k]]) for k in range(len(completion))]
 
 
-def run_logprobs(model_dir, inp, outp):
-    cfg, tensors = load_model_dir(model_dir)
-    model = build_model(cfg, tensors)
-    lines_out = []
+def read_lines(inp):
+    """(line number, record with integer lists prompt_tokens / tokens) of a JSON-lines file"""
     with open(inp, encoding="utf-8") as f:
         for no, line in enumerate(f, 1):
             if not line.strip():
@@ -420,25 +485,59 @@ def run_logprobs(model_dir, inp, outp):
                 rec = json.loads(line)
             except ValueError as e:
                 raise RefError("%s:%d: %s" % (inp, no, e))
-            pt, ct = rec.get("prompt_tokens"), rec.get("tokens")
+            pt, ct = rec.get("prompt_tokens"), rec.get("tokens", [])
             if not isinstance(pt, list) or not isinstance(ct, list) or \
                     not all(isinstance(t, int) for t in pt + ct):
                 raise RefError("%s:%d: expected integer arrays \"prompt_tokens\" and \"tokens\"" % (inp, no))
-            try:
-                lps = score(model, pt, ct)
-            except RefError as e:
-                raise RefError("%s:%d: %s" % (inp, no, e))
-            o = {}
-            for k in ("prompt", "completion"):
-                if k in rec:
-                    o[k] = rec[k]
-            o.update({"prompt_tokens": pt, "tokens": ct, "logprobs": lps, "sum": float(sum(lps))})
-            lines_out.append(json.dumps(o, ensure_ascii=False))
+            yield no, rec
+
+
+def write_lines(outp, lines_out):
     tmp = outp + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         for s in lines_out:
             f.write(s + "\n")
     os.replace(tmp, outp)
+
+
+def run_greedy(model_dir, n_new, inp, outp):
+    cfg, tensors = load_model_dir(model_dir)
+    model = build_model(cfg, tensors)
+    limit = getattr(model, "P", 0) or 1 << 30
+    lines_out = []
+    for no, rec in read_lines(inp):
+        ids = list(rec["prompt_tokens"])
+        if not ids:
+            raise RefError("%s:%d: empty prompt_tokens" % (inp, no))
+        out, margins = [], []
+        while len(out) < n_new and len(ids) < limit:
+            z = model.logits(np.asarray(ids, dtype=np.int64))[-1]
+            nxt = int(np.argmax(z))  # the first index on ties
+            margins.append(float(z[nxt] - np.max(np.delete(z, nxt))) if len(z) > 1 else float("inf"))
+            out.append(nxt)
+            ids.append(nxt)
+        lines_out.append(json.dumps({"prompt_tokens": rec["prompt_tokens"], "tokens": out, "margins": margins}))
+    write_lines(outp, lines_out)
+    return len(lines_out), type(model).__name__
+
+
+def run_logprobs(model_dir, inp, outp):
+    cfg, tensors = load_model_dir(model_dir)
+    model = build_model(cfg, tensors)
+    lines_out = []
+    for no, rec in read_lines(inp):
+        pt, ct = rec["prompt_tokens"], rec["tokens"]
+        try:
+            lps = score(model, pt, ct)
+        except RefError as e:
+            raise RefError("%s:%d: %s" % (inp, no, e))
+        o = {}
+        for k in ("prompt", "completion"):
+            if k in rec:
+                o[k] = rec[k]
+        o.update({"prompt_tokens": pt, "tokens": ct, "logprobs": lps, "sum": float(sum(lps))})
+        lines_out.append(json.dumps(o, ensure_ascii=False))
+    write_lines(outp, lines_out)
     return len(lines_out), type(model).__name__
 
 
@@ -494,10 +593,12 @@ def swap_heads(src, dst, layer, a, b):
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description="NumPy float64 reference logprobs of a Hugging Face GPT-2 / Llama "
+    ap = argparse.ArgumentParser(description="NumPy float64 reference logprobs of a Hugging Face GPT-2 / Llama / Mixtral "
                                              "folder (see the module docstring)")
     ap.add_argument("--swap-heads", action="store_true",
                     help="write a copy of MODEL_DIR to the second path with two attention heads swapped in q/k/v")
+    ap.add_argument("--greedy", type=int, metavar="N", default=0,
+                    help="continue each line's prompt_tokens by N greedy tokens instead of scoring")
     ap.add_argument("--layer", type=int, default=0)
     ap.add_argument("--heads", type=int, nargs=2, default=[0, 1])
     ap.add_argument("paths", nargs="+", metavar="PATH")
@@ -512,6 +613,11 @@ def main(argv):
             return 0
         if len(args.paths) != 3:
             ap.error("expected MODEL_DIR INPUT.jsonl OUTPUT.jsonl")
+        if args.greedy > 0:
+            n, kind = run_greedy(args.paths[0], args.greedy, args.paths[1], args.paths[2])
+            print("hf_logprobs.py: %s (%s), %d lines, %d greedy tokens each -> %s"
+                  % (args.paths[0], kind, n, args.greedy, args.paths[2]))
+            return 0
         n, kind = run_logprobs(*args.paths)
         print("hf_logprobs.py: %s (%s), %d lines -> %s" % (args.paths[0], kind, n, args.paths[2]))
         return 0

@@ -1,12 +1,12 @@
 /* test_hf_export.c — the Hugging Face export mapping (core/ckpt/hf_export.h).
  * 1. Pure mapping on arrays of known values (value = f(layer, row, col)): every output name and
  *    shape, GPT-2's Conv1D transposes, Llama's q/k/v row split with grouped-query attention,
- *    gate/up halves, the bias splits, vocabulary padding dropped; bf16 rounding; sharding; sizes;
- *    config JSON; recipes transformers cannot express, named by key.
+ *    gate/up halves, the bias splits, vocabulary padding dropped; Mixtral's router and experts;
+ *    bf16 rounding; sharding; sizes; config JSON; recipes transformers cannot express, named by key.
  * 2. A save written here by hand (bf16 `weight` pieces cut at flat ranges, fp32 `master` pieces
- *    cut by rows, as a bf16 run saves them): ckpt_global.h reads both kinds back exactly; the whole
- *    export (mt_hf_export) writes the master values, not the bf16 weights; pieces that cover
- *    elements twice are an error that leaves no output folder.
+ *    cut by rows, as a bf16 run saves them): ckpt_global.h reads both kinds back exactly, whole and
+ *    by layer ranges; the whole export (mt_hf_export) writes the master values, not the bf16
+ *    weights; pieces that cover elements twice are an error that leaves no output folder.
  * That the mapped tensors give the model's own loss under transformers' conventions is checked by
  * test_hf_export_semantics.c. */
 #include <math.h>
@@ -313,11 +313,68 @@ static void test_config(void) {
     free(tt);
 }
 
-/* a recipe transformers cannot express (refused): MT_ERR_UNSUPPORTED naming key; else accepted */
-static void check_refused(const char *arch, const char *key, const char *value, int refused) {
+/* Mixtral: the router's gate (E, C) is router_w's layer; experts.e.w1 / w3 are the halves of
+ * expert_fc_w slice l*E + e, w2 is expert_fcproj_w's; no dense MLP tensor; config.json is MixtralConfig */
+static void test_mixtral_mapping(void) {
+    mt_hf_model m = small(MT_ARCH_LLAMA);
+    m.E = 3;
+    m.top_k = 2;
+    m.aux_coeff = 0.01f;
+    const int n = mt_hf_plan(&m, NULL, 0), E = 3, C = 12, F = 20;
+    CHECKF(n == 3 + m.L * (7 + 3 * E), "%d tensors", n);
+    mt_hf_tensor *p = calloc((size_t)n, sizeof *p);
+    CHECK(mt_hf_plan(&m, p, n) == n);
+    for (int i = 0; i < n; i++) {
+        CHECKF(find(p, i, p[i].name) == NULL, "%s listed twice", p[i].name);
+        CHECKF(!strstr(p[i].name, ".mlp."), "a dense MLP tensor %s", p[i].name);
+    }
+    check_shape(p, n, "model.layers.2.block_sparse_moe.gate.weight", 2, E, C);
+    check_shape(p, n, "model.layers.1.block_sparse_moe.experts.2.w1.weight", 2, F, C);
+    check_shape(p, n, "model.layers.1.block_sparse_moe.experts.2.w3.weight", 2, F, C);
+    check_shape(p, n, "model.layers.1.block_sparse_moe.experts.2.w2.weight", 2, C, F);
+    CHECK(find(p, n, "model.layers.0.block_sparse_moe.experts.3.w1.weight") == NULL);
+    CHECK_BLOCK(&m, p, n, "model.layers.2.block_sparse_moe.gate.weight", 0, i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.1.block_sparse_moe.experts.2.w1.weight", 0, i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.1.block_sparse_moe.experts.2.w3.weight", 0, F + i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.2.block_sparse_moe.experts.0.w2.weight", 0, i, j);
+    const mt_hf_tensor *t = find(p, n, "model.layers.1.block_sparse_moe.experts.2.w3.weight");
+    CHECK(t && !strcmp(t->src, "expert_fc_w") && t->layer == 1 * E + 2);
+    int64_t l, r, c;
+    CHECK(mt_hf_source_shape(&m, "expert_fcproj_w", &l, &r, &c) && l == m.L * E && r == C && c == F);
+    CHECK(!mt_hf_source_shape(&m, "fc_w", &l, &r, &c));
+    free(p);
+    char *text = NULL;
+    size_t tn = 0;
+    FILE *f = open_memstream(&text, &tn);
+    CHECK(mt_hf_write_config(f, &m, "float32") == MT_OK);
+    fclose(f);
+    mt_json_doc d;
+    CHECK(mt_json_doc_parse(&d, text, tn, "mixtral config") == MT_OK);
+    CHECK(!strcmp(get(d.root, "model_type", MT_JSON_STRING)->str, "mixtral"));
+    const mt_json_node *a = get(d.root, "architectures", MT_JSON_ARRAY);
+    CHECK(a && a->n_items == 1 && a->items[0].type == MT_JSON_STRING &&
+          !strcmp(a->items[0].str, "MixtralForCausalLM"));
+    check_int(d.root, "num_local_experts", 3);
+    check_int(d.root, "num_experts_per_tok", 2);
+    get(d.root, "sliding_window", MT_JSON_NULL);
+    CHECK(get(d.root, "router_jitter_noise", MT_JSON_NUMBER)->number == 0);
+    CHECK(mt_json_get(d.root, "attention_bias") == NULL && mt_json_get(d.root, "mlp_bias") == NULL);
+    mt_json_doc_free(&d);
+    free(text);
+}
+
+/* a recipe transformers cannot express (refused): MT_ERR_UNSUPPORTED naming key; else accepted.
+ * experts > 0: a mixture-of-experts model (top 2) */
+static void check_refused_moe(const char *arch, int experts, const char *key, const char *value, int refused) {
     static mt_recipe r;
     mt_recipe_defaults(&r);
     CHECK(mt_recipe_set(&r, "model.arch", arch, "test") == MT_OK);
+    if (experts > 0) {
+        char e[16];
+        snprintf(e, sizeof e, "%d", experts);
+        CHECK(mt_recipe_set(&r, "model.moe.experts", e, "test") == MT_OK);
+        CHECK(mt_recipe_set(&r, "model.moe.top_k", "2", "test") == MT_OK);
+    }
     const char *dims[][2] = {{"model.layers", "2"}, {"model.hidden", "16"}, {"model.heads", "4"},
                              {"model.seq_length", "8"}, {"model.ffn_hidden", "64"}, {"model.vocab", "37"},
                              {"training.iters", "1"}};
@@ -333,6 +390,11 @@ static void check_refused(const char *arch, const char *key, const char *value, 
     }
     CHECKF(st == MT_ERR_UNSUPPORTED, "%s %s=%s accepted", arch, key, value);
     if (st != MT_OK) CHECK_STR_CONTAINS(mt_last_error(), key);
+    if (st != MT_OK && experts > 0) CHECK_STR_CONTAINS(mt_last_error(), "MixtralForCausalLM cannot express");
+}
+
+static void check_refused(const char *arch, const char *key, const char *value, int refused) {
+    check_refused_moe(arch, 0, key, value, refused);
 }
 
 static void test_refusals(void) {
@@ -352,6 +414,16 @@ static void test_refusals(void) {
     check_refused("llama", "model.qk_layernorm", "true", 1); /* no q_norm / k_norm in Llama or GPT-2 */
     check_refused("gpt", "model.qk_layernorm", "true", 1);
     check_refused("llama", "model.norm_1p", "true", 0);      /* exported as 1 + w */
+    /* Mixtral: the renormalised top-k router, bias-free SwiGLU experts in every layer */
+    check_refused_moe("llama", 4, NULL, NULL, 0);
+    check_refused_moe("llama", 4, "model.moe.capacity_factor", "1.0", 0); /* a training rule: exported dropless */
+    check_refused_moe("llama", 4, "model.tie_embeddings", "true", 0);
+    check_refused_moe("llama", 4, "model.moe.pre_softmax", "true", 1);
+    check_refused_moe("llama", 4, "model.bias", "true", 1);
+    check_refused_moe("llama", 4, "model.moe.layer_freq", "2", 1);
+    check_refused_moe("llama", 4, "model.activation", "gelu", 1);
+    check_refused_moe("llama", 4, "model.qk_layernorm", "true", 1);
+    check_refused_moe("gpt", 4, "model.arch", "gpt", 1);
 }
 
 /* zero-centred gamma: the norm weights (and only they) export as 1 + w and import back to w, exactly
@@ -540,6 +612,15 @@ static void test_hand_save(void) {
             master_differs += w[i] != a[i];
         }
         CHECKF(!bad_m && !bad_w, "%s: %d master, %d weight values differ", rd.mf.tensors[ti].name, bad_m, bad_w);
+        /* a layer range (the export's read: one slice at a time) is that range of the whole */
+        const size_t slice = (size_t)(s[1] * s[2]);
+        for (int l = 0; l < s[0]; l += 2) {
+            const int nl = l + 2 <= s[0] ? 2 : 1;
+            CHECK(mt_ckpt_read_layers(&rd, rd.mf.tensors[ti].name, MT_CK_MASTER, l, nl, w) == MT_OK);
+            CHECKF(!memcmp(w, a + (size_t)l * slice, (size_t)nl * slice * 4), "%s: layers [%d, %d) differ",
+                   rd.mf.tensors[ti].name, l, l + nl);
+        }
+        CHECK(mt_ckpt_read_layers(&rd, rd.mf.tensors[ti].name, MT_CK_MASTER, (int)s[0], 1, w) == MT_ERR_INTERNAL);
         free(a);
         free(w);
     }
@@ -618,6 +699,7 @@ int main(void) {
     test_llama_mapping(0, 0);
     test_llama_mapping(1, 0);
     test_llama_mapping(0, 1);
+    test_mixtral_mapping();
     test_convert();
     test_shards();
     test_config();
