@@ -33,6 +33,7 @@
 #include "cmd/cmd_tokenize.h"
 #include "core/backend.h"
 #include "train/backend_select.h"
+#include "train/checkpoint.h"
 #include "core/recipe/recipe.h"
 #include "train/train.h"
 #include "parallel/parallel_state.h"
@@ -88,13 +89,13 @@ static void print_notes(const mt_recipe *r) {
  * nowhere to resume from says so: without checkpoint.dir the restart begins again at iteration 0
  * (or at checkpoint.load's save), not where the failed attempt stopped. */
 static void note_restart(const mt_recipe *r) {
-    const char *k = getenv("MT_RESTART_COUNT");
-    const int restart = k ? atoi(k) : 0;
+    const char *var;
+    const int restart = mt_restart_count(&var);
     if (restart < 1 || r->checkpoint.dir[0]) return;
-    fprintf(stderr, "mtrain: note: restart %d of this job (MT_RESTART_COUNT) without checkpoint.dir (--save): "
+    fprintf(stderr, "mtrain: note: restart %d of this job (%s) without checkpoint.dir (--save): "
                     "training starts again from %s, not where the failed attempt stopped; give --save DIR "
                     "(with --save-interval) so that a restart resumes from the latest save\n",
-            restart, r->checkpoint.load[0] ? "checkpoint.load's save" : "iteration 0");
+            restart, var, r->checkpoint.load[0] ? "checkpoint.load's save" : "iteration 0");
 }
 
 /* The world a recipe's own layout implies (tp * pp * cp * dp, dp auto counting 1). */

@@ -81,11 +81,16 @@ mt_status mt_ckpt_dir_open(mt_ckpt_saver *s, const mt_recipe *r, const mt_parall
 void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be);
 
 /* Where a load comes from: r->checkpoint.load (a checkpoint folder with a tracker, or one save's
- * folder), or after an automatic restart (MT_RESTART_COUNT > 0) r->checkpoint.dir. Fills path
+ * folder), or after an automatic restart (mt_restart_count > 0) r->checkpoint.dir. Fills path
  * with the save's folder; *found = 0 when there is nothing to load (no load asked, or a
  * checkpoint folder without any save yet: Megatron starts from scratch then, and so do we, with a
  * note in `note`). Errors: the folder does not exist, the asked iteration is not there. */
 mt_status mt_ckpt_resolve(const mt_recipe *r, char *path, size_t n_bytes, int *found, char *note, size_t note_bytes);
+
+/* Which attempt of the job this is: MT_RESTART_COUNT (mtrain launch --max-restarts, as torchrun's
+ * TORCHELASTIC_RESTART_COUNT), else SLURM_RESTART_COUNT (a requeued Slurm job: sbatch --requeue,
+ * scontrol requeue, a node failure); 0 for the first attempt. *var: the variable that said so. */
+int mt_restart_count(const char **var);
 
 /* For the commands that read a save with the recipe's tokenizer (generate, logprobs): the save's
  * manifest must name the recipe's data.tokenizer (ids of another tokenizer mean nonsense), and

@@ -22,17 +22,32 @@
 #include "core/clock.h"
 #include "core/data/tokenizer.h"
 
+int mt_restart_count(const char **var) {
+    static const char *const vars[] = {"MT_RESTART_COUNT", "SLURM_RESTART_COUNT"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0) {
+            if (var) *var = vars[i];
+            return atoi(v);
+        }
+    }
+    if (var) *var = vars[0];
+    return 0;
+}
+
 mt_status mt_ckpt_resolve(const mt_recipe *r, char *path, size_t n_bytes, int *found, char *note, size_t note_bytes) {
     const char *root = r->checkpoint.load;
-    const char *restart = getenv("MT_RESTART_COUNT");
+    const char *var;
+    const int restart = mt_restart_count(&var);
     note[0] = 0;
     *found = 0;
-    if (!root[0] && restart && atoi(restart) > 0 && r->checkpoint.dir[0]) root = r->checkpoint.dir;
+    if (!root[0] && restart > 0 && r->checkpoint.dir[0]) root = r->checkpoint.dir;
     if (!root[0]) return MT_OK;
     struct stat sb;
     if (stat(root, &sb) || !S_ISDIR(sb.st_mode)) {
         if (root == r->checkpoint.dir) { /* a restart before the first save: start again */
-            snprintf(note, note_bytes, "restart %s: no checkpoint in %s yet, starting from scratch", restart, root);
+            snprintf(note, note_bytes, "restart %d (%s): no checkpoint in %s yet, starting from scratch", restart, var,
+                     root);
             return MT_OK;
         }
         if (!strcmp(root, r->checkpoint.dir)) { /* Megatron's `--save X --load X` on the first run */

@@ -3,7 +3,8 @@
 # ranks see MT_RESTART_COUNT = 1, and checkpoint.load is empty), the job finishes with exit 0, and
 # its final loss — every iteration after the resume, in fact — equals the uninterrupted run's
 # (same strings: the same bits, since the resume is exact on the same layout). A restarted attempt
-# without checkpoint.dir says that it starts again from iteration 0.
+# without checkpoint.dir says that it starts again from iteration 0. A requeued Slurm job
+# (SLURM_RESTART_COUNT >= 1) resumes from checkpoint.dir the same way.
 source test/e2e_lib.sh
 need_data
 ITERS=30
@@ -62,3 +63,16 @@ MT_RESTART_COUNT=1 "$MTRAIN" "${one[@]}" --save "$TMP/ck1" >"$TMP/r2.out" 2>"$TM
 MT_RESTART_COUNT=0 "$MTRAIN" "${one[@]}" >"$TMP/r3.out" 2>"$TMP/r3.err" || { cat "$TMP/r3.err"; fail "attempt 0 failed"; }
 ! grep -q "note: restart" "$TMP/r2.err" "$TMP/r3.err" || fail "the restart note appears with --save or on the first attempt"
 echo "restart note without --save: ok"
+
+# a requeued Slurm job (sbatch --requeue: Slurm sets SLURM_RESTART_COUNT >= 1 in the job's
+# environment) with --save resumes from the latest save in it, as a launcher restart does
+"$MTRAIN" "${one[@]}" --train-iters 4 --save "$TMP/sl" --save-interval 2 >"$TMP/sl1.log" 2>&1 ||
+  { cat "$TMP/sl1.log"; fail "the first Slurm attempt failed"; }
+SLURM_RESTART_COUNT=1 "$MTRAIN" "${one[@]}" --train-iters 6 --save "$TMP/sl" --save-interval 2 >"$TMP/sl2.log" 2>&1 ||
+  { cat "$TMP/sl2.log"; fail "the requeued attempt failed"; }
+grep -q "loaded checkpoint .*iter_0000004.*: iteration 4" "$TMP/sl2.log" ||
+  { cat "$TMP/sl2.log"; fail "a requeued Slurm job (SLURM_RESTART_COUNT=1) did not resume from the save of iteration 4"; }
+SLURM_RESTART_COUNT=1 "$MTRAIN" "${one[@]}" >"$TMP/sl3.out" 2>"$TMP/sl3.err" || { cat "$TMP/sl3.err"; fail "requeue without --save failed"; }
+grep -q "note: restart 1 of this job (SLURM_RESTART_COUNT) without checkpoint.dir" "$TMP/sl3.err" ||
+  { cat "$TMP/sl3.err"; fail "a requeued job without --save does not say it starts from iteration 0"; }
+echo "requeued Slurm job (SLURM_RESTART_COUNT): resumes from the latest save: ok"
