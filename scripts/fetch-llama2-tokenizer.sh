@@ -18,32 +18,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 PKG=llama-tokenizer-js@1.2.2
 model="$dir/llama2-tokenizer.model"
 jsdir="$dir/llama2-tokenizer-js"
-bundle="$jsdir/llama-tokenizer.mjs"
 BUNDLE_SHA=34a7b9f7579d40486444590c37cba6564ef40c3dd98ecdfc2f7c886ae72c898d
 MODEL_SHA=cdb720b183d2c2a0d6934515a824862b282fc66f09a674bb5fb6a8357a546538
 
 NAME=fetch-llama2-tokenizer
 source "$here/npm-fetch-lib.sh"
 
-if [ -f "$model" ] && [ -f "$bundle" ] && [ "$(sum_of "$bundle")" = "$BUNDLE_SHA" ] &&
-   [ "$(sum_of "$model")" = "$MODEL_SHA" ]; then
-  exit 0
-fi
-need_tools npm node
-mkdir -p "$dir"
-work=$(mktemp -d "${TMPDIR:-/tmp}/mtrain-llama2tok.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-npm_pack_extract "$PKG" "$work" package/llama-tokenizer.js package/LICENSE.md
-check_sum "$work/package/llama-tokenizer.js" "$BUNDLE_SHA" "the package module"
-mkdir -p "$work/js"
-cp "$work/package/llama-tokenizer.js" "$work/js/llama-tokenizer.mjs"
-cp "$work/package/LICENSE.md" "$work/js/LICENSE.md"
-if ! node "$here/llama2-tokenizer-model.js" "$work/js/llama-tokenizer.mjs" "$work/tokenizer.model" >"$work/conv.out" 2>&1; then
-  echo "$NAME: building the SentencePiece model failed:" >&2
-  tail -n 5 "$work/conv.out" >&2
-  exit 1
-fi
-check_sum "$work/tokenizer.model" "$MODEL_SHA" "the rebuilt model"
-install_dir "$work/js" "$jsdir"
-install_file "$work/tokenizer.model" "$model"
-echo "$NAME: wrote $model and $jsdir/ ($PKG, sha256 checked)"
+fetch_tokenizer_package "$PKG" package/llama-tokenizer.js "$BUNDLE_SHA" "$jsdir" llama-tokenizer.mjs \
+  "$here/llama2-tokenizer-model.js" "$model" "$MODEL_SHA" "SentencePiece model"

@@ -18,32 +18,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 PKG=llama3-tokenizer-js@1.2.0
 json="$dir/llama3-tokenizer.json"
 jsdir="$dir/llama3-tokenizer-js"
-bundle="$jsdir/llama3-tokenizer.cjs"
 BUNDLE_SHA=fce6d5f65f0fb800529343923af930c09c2c83ef0fb0e6c4a770d044c5726439
 JSON_SHA=0214bf2f58b422d55655ccd97bcd71d2983e2a9611f71c971e5c78732f825f58
 
 NAME=fetch-llama3-tokenizer
 source "$here/npm-fetch-lib.sh"
 
-if [ -f "$json" ] && [ -f "$bundle" ] && [ "$(sum_of "$bundle")" = "$BUNDLE_SHA" ] &&
-   [ "$(sum_of "$json")" = "$JSON_SHA" ]; then
-  exit 0
-fi
-need_tools npm node
-mkdir -p "$dir"
-work=$(mktemp -d "${TMPDIR:-/tmp}/mtrain-llama3tok.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-npm_pack_extract "$PKG" "$work" package/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs package/LICENSE.md
-check_sum "$work/package/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs" "$BUNDLE_SHA" "the package bundle"
-mkdir -p "$work/js"
-cp "$work/package/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs" "$work/js/llama3-tokenizer.cjs"
-cp "$work/package/LICENSE.md" "$work/js/LICENSE.md"
-if ! node "$here/llama3-tokenizer-json.js" "$work/js/llama3-tokenizer.cjs" "$work/tokenizer.json" >"$work/conv.out" 2>&1; then
-  echo "$NAME: rebuilding tokenizer.json failed:" >&2
-  tail -n 5 "$work/conv.out" >&2
-  exit 1
-fi
-check_sum "$work/tokenizer.json" "$JSON_SHA" "the rebuilt tokenizer.json"
-install_dir "$work/js" "$jsdir"
-install_file "$work/tokenizer.json" "$json"
-echo "$NAME: wrote $json and $jsdir/ ($PKG, sha256 checked)"
+fetch_tokenizer_package "$PKG" package/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs "$BUNDLE_SHA" "$jsdir" \
+  llama3-tokenizer.cjs "$here/llama3-tokenizer-json.js" "$json" "$JSON_SHA" tokenizer.json
