@@ -2,6 +2,8 @@
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Rank 0 serves a tiny TCP store: every other
  * rank connects once (retrying until rank 0 listens), says a signed hello (rank, world size,
  * host name), and then each allgather round is "send my blob to rank 0, receive everyone's".
+ * This file: rank 0's store, the timed socket I/O, the rounds; a rank > 0 joining the store is
+ * bootstrap_env_join.c; the wire format both share, bootstrap_env_wire.h.
  * Rank 0 waits on all its peers at once (poll), so a peer that dies is named within the
  * poll interval, and a peer that never answers is named when the timeout passes.
  *   - Store port: MT_STORE_PORT if set; else MASTER_PORT + 1 when TORCHELASTIC_USE_AGENT_STORE
@@ -35,7 +37,7 @@
  *     (HMAC-SHA256(job secret, PROOF_LABEL || that nonce || the table)); a rank whose store
  *     cannot sign it (another job's store on the port, an impostor) stops, saying so.
  * Rule kept: no exit; every failure names the variable (MASTER_PORT=abc ...) or the rank. */
-#include "parallel/bootstrap_internal.h"
+#include "parallel/bootstrap_env_wire.h"
 
 #include "core/clock.h"
 #include "core/sha256.h"
@@ -59,72 +61,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ENV_MAGIC 0x5342544du  /* "MTBS" */
-#define ENV_REJECT 0x4a42544du /* "MTBJ": instead of the host table, u32 length + a message */
-#define ENV_VERSION 4u         /* 3: rank 0 sends a nonce first, the hello carries an HMAC; 4: and a
-                                  * nonce of the rank's, which rank 0's answer signs */
-#define HOST_BYTES 64
-#define NONCE_BYTES 32
-#define MAX_PENDING 64      /* connections that have not yet said an authenticated hello */
-#define HELLO_MS 5000       /* how long one of them may take to say it */
-#define MAX_DROP_NOTES 20   /* dropped connections logged, then only counted */
-#define TIMEOUT_KEY "parallel.timeout_s"
-#define MAC_LABEL "mtrain env:// hello"
-#define PROOF_LABEL "mtrain env:// store"
-
-/* rank 0 -> a new connection, first */
-typedef struct {
-    uint32_t magic, version;
-    uint8_t nonce[NONCE_BYTES];
-} env_challenge;
-
-/* the answer: mac = HMAC-SHA256(job secret, MAC_LABEL || nonce || every field before mac);
- * rank_nonce: the rank's own challenge, which rank 0's answer (the host table) must sign */
-typedef struct {
-    uint32_t magic, version, rank, world;
-    uint32_t pid, reserved;
-    char host[HOST_BYTES];
-    uint8_t rank_nonce[NONCE_BYTES];
-    uint8_t mac[MT_SHA256_BYTES];
-} env_hello;
-
-typedef struct {
-    uint32_t magic, seq;
-    uint64_t n_bytes; /* per rank in a request, total in a reply */
-} env_round;
-
-typedef struct {
-    int rank, size;
-    int timeout_s;
-    int fd0;      /* rank > 0: the connection to rank 0 */
-    int *peer_fd; /* rank 0: peer_fd[r] for r in 1..size-1 */
-    uint32_t seq;
-    char addr[256];
-    int port;
-    int addr_in_use; /* rank 0: bind failed with EADDRINUSE */
-    int n_dropped;   /* rank 0: connections dropped before an authenticated hello */
-    size_t n_key;
-    uint8_t key[MT_STORE_SECRET_MAX];
-    char key_source[320];
-    uint8_t my_nonce[NONCE_BYTES]; /* rank > 0: the challenge its hello sent to rank 0 */
-} env_ctx;
-
 /* how often a waiting rank 0 reports who is missing */
-static int64_t progress_ms(const env_ctx *c) {
+int64_t mt_env_progress_ms(const env_ctx *c) {
     int64_t ms = (int64_t)c->timeout_s * 1000 / 3;
     return ms < 1000 ? 1000 : ms > 10000 ? 10000 : ms;
 }
 
-typedef enum { IO_OK, IO_TIMEOUT, IO_CLOSED, IO_ERROR } io_res;
-
-
-static int ms_left(int64_t deadline) {
+int mt_env_ms_left(int64_t deadline) {
     int64_t left = deadline - mt_clock_ms_i64();
     if (left < 0) return 0;
     return left > 1000 ? 1000 : (int)left; /* wake up at least every second */
 }
 
-static io_res write_full(int fd, const void *buf, size_t n, int64_t deadline) {
+io_res mt_env_write_full(int fd, const void *buf, size_t n, int64_t deadline) {
     const char *p = buf;
     while (n) {
         ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -137,7 +86,7 @@ static io_res write_full(int fd, const void *buf, size_t n, int64_t deadline) {
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (mt_clock_ms_i64() >= deadline) return IO_TIMEOUT;
             struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            poll(&pfd, 1, ms_left(deadline));
+            poll(&pfd, 1, mt_env_ms_left(deadline));
             continue;
         }
         if (k < 0 && (errno == EPIPE || errno == ECONNRESET)) return IO_CLOSED;
@@ -146,7 +95,7 @@ static io_res write_full(int fd, const void *buf, size_t n, int64_t deadline) {
     return IO_OK;
 }
 
-static io_res read_full(int fd, void *buf, size_t n, int64_t deadline) {
+io_res mt_env_read_full(int fd, void *buf, size_t n, int64_t deadline) {
     char *p = buf;
     while (n) {
         ssize_t k = recv(fd, p, n, MSG_DONTWAIT);
@@ -160,7 +109,7 @@ static io_res read_full(int fd, void *buf, size_t n, int64_t deadline) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             if (mt_clock_ms_i64() >= deadline) return IO_TIMEOUT;
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            poll(&pfd, 1, ms_left(deadline));
+            poll(&pfd, 1, mt_env_ms_left(deadline));
             continue;
         }
         if (errno == ECONNRESET) return IO_CLOSED;
@@ -169,14 +118,14 @@ static io_res read_full(int fd, void *buf, size_t n, int64_t deadline) {
     return IO_OK;
 }
 
-static void set_socket_opts(int fd) {
+void mt_env_set_socket_opts(int fd) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
 /* Peer names for messages */
-static mt_status peer_io_error(env_ctx *c, io_res r, int peer, const char *what) {
+mt_status mt_env_peer_io_error(env_ctx *c, io_res r, int peer, const char *what) {
     if (c->rank == 0) {
         if (r == IO_TIMEOUT)
             return mt_errorf(MT_ERR_PEER, "env:// bootstrap: rank %d did not answer %s within %d s (" TIMEOUT_KEY
@@ -253,12 +202,12 @@ static void missing_ranks(const env_ctx *c, char *out, size_t n_out) {
 static void send_reject(int fd, const char *msg) {
     uint32_t m = ENV_REJECT, n = (uint32_t)strlen(msg);
     int64_t d = mt_clock_ms_i64() + 1000;
-    if (write_full(fd, &m, sizeof m, d) == IO_OK && write_full(fd, &n, sizeof n, d) == IO_OK)
-        write_full(fd, msg, n, d);
+    if (mt_env_write_full(fd, &m, sizeof m, d) == IO_OK && mt_env_write_full(fd, &n, sizeof n, d) == IO_OK)
+        mt_env_write_full(fd, msg, n, d);
 }
 
 /* the MAC of a hello (every field before mac) answering the challenge nonce */
-static void hello_mac(const env_ctx *c, const uint8_t nonce[NONCE_BYTES], const env_hello *h,
+void mt_env_hello_mac(const env_ctx *c, const uint8_t nonce[NONCE_BYTES], const env_hello *h,
                       uint8_t out[MT_SHA256_BYTES]) {
     uint8_t head[sizeof MAC_LABEL + NONCE_BYTES];
     memcpy(head, MAC_LABEL, sizeof MAC_LABEL);
@@ -268,7 +217,7 @@ static void hello_mac(const env_ctx *c, const uint8_t nonce[NONCE_BYTES], const 
 
 /* rank 0's proof that it holds the job secret, sent before the host table to a rank whose hello
  * carried rank_nonce: HMAC-SHA256(job secret, PROOF_LABEL || rank_nonce || the host table) */
-static void store_proof(const env_ctx *c, const uint8_t rank_nonce[NONCE_BYTES], const char *hosts,
+void mt_env_store_proof(const env_ctx *c, const uint8_t rank_nonce[NONCE_BYTES], const char *hosts,
                         uint8_t out[MT_SHA256_BYTES]) {
     uint8_t head[sizeof PROOF_LABEL + NONCE_BYTES];
     memcpy(head, PROOF_LABEL, sizeof PROOF_LABEL);
@@ -318,7 +267,7 @@ static void peer_name(int fd, char *out, size_t n_out) {
 static void accept_pending(env_ctx *c, int lfd, env_pending *pend) {
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) return; /* ECONNABORTED, EINTR, ...: keep waiting */
-    set_socket_opts(fd);
+    mt_env_set_socket_opts(fd);
     env_pending *slot = NULL;
     for (int i = 0; i < MAX_PENDING && !slot; i++)
         if (pend[i].fd < 0) slot = &pend[i];
@@ -338,7 +287,7 @@ static void accept_pending(env_ctx *c, int lfd, env_pending *pend) {
         return;
     }
     memcpy(ch.nonce, slot->nonce, NONCE_BYTES);
-    if (write_full(fd, &ch, sizeof ch, mt_clock_ms_i64() + 1000) != IO_OK) drop_pending(c, slot, "cannot send it a nonce");
+    if (mt_env_write_full(fd, &ch, sizeof ch, mt_clock_ms_i64() + 1000) != IO_OK) drop_pending(c, slot, "cannot send it a nonce");
 }
 
 /* -1: keep reading; 0: dropped; 1: a complete, authenticated hello is in p->h */
@@ -363,7 +312,7 @@ static int read_pending(env_ctx *c, env_pending *p) {
     }
     if (p->got < sizeof p->h) return -1;
     uint8_t mac[MT_SHA256_BYTES];
-    hello_mac(c, p->nonce, &p->h, mac);
+    mt_env_hello_mac(c, p->nonce, &p->h, mac);
     if (!mt_bytes_equal_ct(mac, p->h.mac, sizeof mac)) {
         snprintf(why, sizeof why, "the hello from %s (claiming rank %u) is not signed with rank 0's job secret "
                  "(%s): every rank needs the same one (MT_STORE_SECRET set to one value for all, or the same "
@@ -443,7 +392,7 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
     for (int i = 0; i < MAX_PENDING; i++) pend[i].fd = -1;
     char my_host[HOST_BYTES] = "";
     memcpy(my_host, hosts, HOST_BYTES - 1);
-    int64_t t_start = mt_clock_ms_i64(), next_note = t_start + progress_ms(c);
+    int64_t t_start = mt_clock_ms_i64(), next_note = t_start + mt_env_progress_ms(c);
     /* rank 0 holds one socket per rank: make sure the fd limit allows it */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)c->size + 64 + MAX_PENDING &&
@@ -469,7 +418,7 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
                     "mtrain: env:// bootstrap rank 0: waiting for rank(s) %s (of WORLD_SIZE=%d) to join at %s:%d "
                     "(%lld s so far; " TIMEOUT_KEY "=%d sets the limit)\n",
                     missing, c->size, my_host, c->port, (long long)((now - t_start) / 1000), c->timeout_s);
-            next_note = now + progress_ms(c);
+            next_note = now + mt_env_progress_ms(c);
         }
         struct pollfd pfd[MAX_PENDING + 1];
         int who[MAX_PENDING + 1], n = 0;
@@ -487,7 +436,7 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
             pfd[n] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
             who[n++] = i;
         }
-        if (poll(pfd, (nfds_t)n, ms_left(deadline)) <= 0) continue;
+        if (poll(pfd, (nfds_t)n, mt_env_ms_left(deadline)) <= 0) continue;
         for (int j = 1; j < n && st == MT_OK; j++) {
             if (!pfd[j].revents || read_pending(c, &pend[who[j]]) != 1) continue;
             st = take_hello(c, &pend[who[j]], hosts, pids, rank_nonces, my_host, &joined);
@@ -499,12 +448,12 @@ static mt_status serve_hellos(env_ctx *c, char *hosts, int64_t deadline) {
     for (int r = 1; r < c->size; r++) {
         uint32_t magic = ENV_MAGIC;
         uint8_t proof[MT_SHA256_BYTES];
-        store_proof(c, rank_nonces + (size_t)r * NONCE_BYTES, hosts, proof);
-        io_res res = write_full(c->peer_fd[r], &magic, sizeof magic, deadline);
-        if (res == IO_OK) res = write_full(c->peer_fd[r], proof, sizeof proof, deadline);
-        if (res == IO_OK) res = write_full(c->peer_fd[r], hosts, (size_t)c->size * HOST_BYTES, deadline);
+        mt_env_store_proof(c, rank_nonces + (size_t)r * NONCE_BYTES, hosts, proof);
+        io_res res = mt_env_write_full(c->peer_fd[r], &magic, sizeof magic, deadline);
+        if (res == IO_OK) res = mt_env_write_full(c->peer_fd[r], proof, sizeof proof, deadline);
+        if (res == IO_OK) res = mt_env_write_full(c->peer_fd[r], hosts, (size_t)c->size * HOST_BYTES, deadline);
         if (res != IO_OK) {
-            st = peer_io_error(c, res, r, "the hello");
+            st = mt_env_peer_io_error(c, res, r, "the hello");
             goto out;
         }
     }
@@ -516,146 +465,6 @@ out:
     free(pids);
     free(rank_nonces);
     return st;
-}
-
-/* ---- rank > 0: connect to rank 0 (retrying until it listens), hello, host table ---- */
-
-static mt_status connect_store(env_ctx *c, int64_t deadline, int *out_fd) {
-    char port_s[16];
-    snprintf(port_s, sizeof port_s, "%d", c->port);
-    char last_err[256] = "no attempt";
-    int64_t t_start = mt_clock_ms_i64();
-    int noted = 0;
-    for (;;) {
-        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-        int g = getaddrinfo(c->addr, port_s, &hints, &res);
-        if (g != 0) {
-            if (g == EAI_AGAIN && mt_clock_ms_i64() < deadline) {
-                usleep(200000);
-                continue;
-            }
-            return mt_errorf(MT_ERR_CONFIG, "MASTER_ADDR=%s cannot be resolved: %s", c->addr, gai_strerror(g));
-        }
-        for (struct addrinfo *a = res; a; a = a->ai_next) {
-            int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-            if (fd < 0) continue;
-            int rc = connect(fd, a->ai_addr, a->ai_addrlen);
-            if (rc != 0 && errno == EINPROGRESS) {
-                struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-                int left = (int)(deadline - mt_clock_ms_i64());
-                if (left < 100) left = 100;
-                if (left > 5000) left = 5000;
-                if (poll(&pfd, 1, left) == 1) {
-                    int err = 0;
-                    socklen_t len = sizeof err;
-                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-                    rc = err ? -1 : 0;
-                    errno = err;
-                } else {
-                    rc = -1;
-                    errno = ETIMEDOUT;
-                }
-            }
-            if (rc == 0) {
-                freeaddrinfo(res);
-                set_socket_opts(fd);
-                *out_fd = fd;
-                return MT_OK;
-            }
-            snprintf(last_err, sizeof last_err, "%s", strerror(errno));
-            close(fd);
-        }
-        freeaddrinfo(res);
-        if (mt_clock_ms_i64() >= deadline)
-            return mt_errorf(MT_ERR_PEER,
-                             "env:// bootstrap rank %d: could not connect to rank 0's store at MASTER_ADDR=%s port "
-                             "%d within %d s (last error: %s; " TIMEOUT_KEY " sets the limit); is rank 0 running "
-                             "with the same MASTER_ADDR and MASTER_PORT?",
-                             c->rank, c->addr, c->port, c->timeout_s, last_err);
-        if (!noted && mt_clock_ms_i64() - t_start >= progress_ms(c)) {
-            noted = 1;
-            fprintf(stderr,
-                    "mtrain: env:// bootstrap rank %d: cannot reach rank 0's store at MASTER_ADDR=%s port %d yet (%s); "
-                    "retrying until " TIMEOUT_KEY "=%d s\n",
-                    c->rank, c->addr, c->port, last_err, c->timeout_s);
-        }
-        usleep(50000);
-    }
-}
-
-/* rank > 0 (and a second RANK=0's probe): read rank 0's nonce, answer with a signed hello */
-static mt_status say_hello(env_ctx *c, int fd, int rank, const char *my_host, int64_t deadline) {
-    env_challenge ch;
-    io_res r = read_full(fd, &ch, sizeof ch, deadline);
-    if (r != IO_OK) return peer_io_error(c, r, 0, "the hello (waiting for rank 0's nonce)");
-    if (ch.magic != ENV_MAGIC)
-        return mt_errorf(MT_ERR_PEER, "env:// bootstrap rank %d: MASTER_ADDR=%s port %d is not an mtrain store",
-                         c->rank, c->addr, c->port);
-    if (ch.version != ENV_VERSION)
-        return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap rank %d: rank 0 runs a different mtrain (env:// protocol %u, "
-                                        "this rank %u): run the same mtrain binary on every rank",
-                         c->rank, ch.version, ENV_VERSION);
-    env_hello h;
-    memset(&h, 0, sizeof h);
-    h.magic = ENV_MAGIC;
-    h.version = ENV_VERSION;
-    h.rank = (uint32_t)rank;
-    h.world = (uint32_t)c->size;
-    h.pid = (uint32_t)getpid();
-    snprintf(h.host, sizeof h.host, "%s", my_host);
-    if (getrandom(c->my_nonce, NONCE_BYTES, 0) != NONCE_BYTES)
-        return mt_errorf(MT_ERR_IO, "env:// bootstrap rank %d: getrandom: %s", c->rank, strerror(errno));
-    memcpy(h.rank_nonce, c->my_nonce, NONCE_BYTES);
-    hello_mac(c, ch.nonce, &h, h.mac);
-    r = write_full(fd, &h, sizeof h, deadline);
-    return r == IO_OK ? MT_OK : peer_io_error(c, r, 0, "the hello");
-}
-
-static mt_status join_store(env_ctx *c, const char *my_host, char *hosts, int64_t deadline) {
-    mt_status st = connect_store(c, deadline, &c->fd0);
-    if (st == MT_OK) st = say_hello(c, c->fd0, c->rank, my_host, deadline);
-    if (st != MT_OK) return st;
-    io_res r = IO_OK;
-    uint32_t magic = 0;
-    /* the answer comes once every rank joined: say once that we wait (rank 0 names who is missing) */
-    for (int64_t note_at = mt_clock_ms_i64() + progress_ms(c); r == IO_OK;) {
-        struct pollfd pfd = {.fd = c->fd0, .events = POLLIN};
-        if (poll(&pfd, 1, ms_left(deadline)) > 0 || mt_clock_ms_i64() >= deadline) break;
-        if (note_at && mt_clock_ms_i64() >= note_at && c->rank >= 0) {
-            note_at = 0;
-            fprintf(stderr,
-                    "mtrain: env:// bootstrap rank %d: joined rank 0's store at MASTER_ADDR=%s port %d; waiting for "
-                    "the other ranks of WORLD_SIZE=%d (rank 0's log names the missing ones; " TIMEOUT_KEY
-                    "=%d s)\n",
-                    c->rank, c->addr, c->port, c->size, c->timeout_s);
-        }
-    }
-    if (r == IO_OK) r = read_full(c->fd0, &magic, sizeof magic, deadline);
-    if (r == IO_OK && magic == ENV_REJECT) {
-        uint32_t n = 0;
-        char msg[1024] = "";
-        if (read_full(c->fd0, &n, sizeof n, deadline) == IO_OK && n < sizeof msg)
-            read_full(c->fd0, msg, n, deadline);
-        return mt_errorf(MT_ERR_CONFIG, "env:// bootstrap rank %d: %s", c->rank,
-                         msg[0] ? msg : "rank 0 refused this process");
-    }
-    if (r == IO_OK && magic != ENV_MAGIC)
-        return mt_errorf(MT_ERR_PEER, "env:// bootstrap rank %d: MASTER_ADDR=%s port %d is not an mtrain store",
-                         c->rank, c->addr, c->port);
-    uint8_t proof[MT_SHA256_BYTES], want[MT_SHA256_BYTES];
-    if (r == IO_OK) r = read_full(c->fd0, proof, sizeof proof, deadline);
-    if (r == IO_OK) r = read_full(c->fd0, hosts, (size_t)c->size * HOST_BYTES, deadline);
-    if (r != IO_OK) return peer_io_error(c, r, 0, "the hello (waiting for every rank to join)");
-    store_proof(c, c->my_nonce, hosts, want);
-    unsigned diff = 0; /* constant time: the comparison says nothing about where it differs */
-    for (size_t i = 0; i < sizeof want; i++) diff |= (unsigned)(proof[i] ^ want[i]);
-    if (diff)
-        return mt_errorf(MT_ERR_PEER,
-                         "env:// bootstrap rank %d: the store at MASTER_ADDR=%s port %d did not prove that it holds "
-                         "this job's secret (%s): it is not this job's rank 0 (another job's store on this port, or "
-                         "an impostor); give every rank the same secret and its own MASTER_PORT",
-                         c->rank, c->addr, c->port, c->key_source);
-    return MT_OK;
 }
 
 /* ---- allgather rounds ---- */
@@ -691,7 +500,7 @@ static mt_status gather_at_root(env_ctx *c, uint32_t seq, size_t n_bytes, char *
                            missing, len >= sizeof missing - 16 ? ", ..." : "", seq, c->timeout_s);
             goto out;
         }
-        if (poll(pfd, (nfds_t)n, ms_left(deadline)) <= 0) continue;
+        if (poll(pfd, (nfds_t)n, mt_env_ms_left(deadline)) <= 0) continue;
         for (int i = 0; i < n; i++) {
             if (!pfd[i].revents) continue;
             int r = who[i];
@@ -706,12 +515,12 @@ static mt_status gather_at_root(env_ctx *c, uint32_t seq, size_t n_bytes, char *
             }
             ssize_t k = recv(c->peer_fd[r], dst, want, MSG_DONTWAIT);
             if (k == 0 || (k < 0 && errno == ECONNRESET)) {
-                st = peer_io_error(c, IO_CLOSED, r, "a bootstrap allgather / barrier");
+                st = mt_env_peer_io_error(c, IO_CLOSED, r, "a bootstrap allgather / barrier");
                 goto out;
             }
             if (k < 0) {
                 if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-                st = peer_io_error(c, IO_ERROR, r, "a bootstrap allgather / barrier");
+                st = mt_env_peer_io_error(c, IO_ERROR, r, "a bootstrap allgather / barrier");
                 goto out;
             }
             got[r] += (size_t)k;
@@ -757,24 +566,24 @@ static mt_status env_allgather(mt_bootstrap *bs, const void *mine, size_t n_byte
         if (n_bytes) memmove(all, mine, n_bytes);
         env_round reply = {.magic = ENV_MAGIC, .seq = seq, .n_bytes = (uint64_t)n_bytes * (uint64_t)c->size};
         for (int r = 1; r < c->size; r++) {
-            io_res res = write_full(c->peer_fd[r], &reply, sizeof reply, deadline);
-            if (res == IO_OK && n_bytes) res = write_full(c->peer_fd[r], all, n_bytes * (size_t)c->size, deadline);
-            if (res != IO_OK) return peer_io_error(c, res, r, "a bootstrap allgather / barrier");
+            io_res res = mt_env_write_full(c->peer_fd[r], &reply, sizeof reply, deadline);
+            if (res == IO_OK && n_bytes) res = mt_env_write_full(c->peer_fd[r], all, n_bytes * (size_t)c->size, deadline);
+            if (res != IO_OK) return mt_env_peer_io_error(c, res, r, "a bootstrap allgather / barrier");
         }
         return MT_OK;
     }
     env_round req = {.magic = ENV_MAGIC, .seq = seq, .n_bytes = n_bytes}, reply;
-    io_res res = write_full(c->fd0, &req, sizeof req, deadline);
-    if (res == IO_OK && n_bytes) res = write_full(c->fd0, mine, n_bytes, deadline);
-    if (res == IO_OK) res = read_full(c->fd0, &reply, sizeof reply, deadline);
-    if (res != IO_OK) return peer_io_error(c, res, 0, "a bootstrap allgather / barrier");
+    io_res res = mt_env_write_full(c->fd0, &req, sizeof req, deadline);
+    if (res == IO_OK && n_bytes) res = mt_env_write_full(c->fd0, mine, n_bytes, deadline);
+    if (res == IO_OK) res = mt_env_read_full(c->fd0, &reply, sizeof reply, deadline);
+    if (res != IO_OK) return mt_env_peer_io_error(c, res, 0, "a bootstrap allgather / barrier");
     if (reply.magic != ENV_MAGIC || reply.seq != seq || reply.n_bytes != (uint64_t)n_bytes * (uint64_t)c->size)
         return mt_errorf(MT_ERR_INTERNAL, "env:// bootstrap rank %d: rank 0 answered call %u with %llu bytes, expected "
                                           "call %u with %zu",
                          c->rank, reply.seq, (unsigned long long)reply.n_bytes, seq, n_bytes * (size_t)c->size);
     if (n_bytes) {
-        res = read_full(c->fd0, all, n_bytes * (size_t)c->size, deadline);
-        if (res != IO_OK) return peer_io_error(c, res, 0, "a bootstrap allgather / barrier");
+        res = mt_env_read_full(c->fd0, all, n_bytes * (size_t)c->size, deadline);
+        if (res != IO_OK) return mt_env_peer_io_error(c, res, 0, "a bootstrap allgather / barrier");
     }
     return MT_OK;
 }
@@ -879,14 +688,14 @@ mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s) {
             env_ctx probe = *c;
             probe.rank = -1; /* no "waiting" note */
             probe.fd0 = -1;
-            mt_status pst = connect_store(&probe, probe_deadline, &probe.fd0);
+            mt_status pst = mt_env_connect_store(&probe, probe_deadline, &probe.fd0);
             if (pst == MT_OK) {
                 uint32_t magic = 0, n = 0;
                 char msg[1024] = "";
-                if (say_hello(&probe, probe.fd0, 0, my_host, probe_deadline) == MT_OK &&
-                    read_full(probe.fd0, &magic, sizeof magic, probe_deadline) == IO_OK && magic == ENV_REJECT &&
-                    read_full(probe.fd0, &n, sizeof n, probe_deadline) == IO_OK && n < sizeof msg &&
-                    read_full(probe.fd0, msg, n, probe_deadline) == IO_OK)
+                if (mt_env_say_hello(&probe, probe.fd0, 0, my_host, probe_deadline) == MT_OK &&
+                    mt_env_read_full(probe.fd0, &magic, sizeof magic, probe_deadline) == IO_OK && magic == ENV_REJECT &&
+                    mt_env_read_full(probe.fd0, &n, sizeof n, probe_deadline) == IO_OK && n < sizeof msg &&
+                    mt_env_read_full(probe.fd0, msg, n, probe_deadline) == IO_OK)
                     st = mt_errorf(MT_ERR_CONFIG, "env:// bootstrap rank 0: cannot listen on port %d: %s", c->port,
                                    msg);
                 else
@@ -897,7 +706,7 @@ mt_status mt_bootstrap_env_init(mt_bootstrap *bs, int timeout_s) {
             }
         }
     } else if (world > 1) {
-        st = join_store(c, my_host, hosts, deadline);
+        st = mt_env_join_store(c, my_host, hosts, deadline);
     }
     if (st != MT_OK) goto fail;
     /* local rank / size from the host names where the launcher did not say */
