@@ -1,7 +1,7 @@
 /* generate_kv.c — the KV-cache decoder of generate.h: the training forward (model_fwd.c, every op on
  * the backend, the layer as pl.spec describes it) run on one token per step through a decode view
- * of the model: a copy of its struct pointing at the same weights, with an activation layout for
- * one token, the token's position as the single chunk's position (the embedding's position row
+ * of the model (mt_model_view_open): a copy of its struct pointing at the same weights, with an
+ * activation layout for one token, the token's position as the single chunk's position (the embedding's position row
  * and RoPE), and kv_cache set, so that each layer's attention (mt_model_decode_attention) appends
  * the token's K and V to the cache and attends over positions [0, pos] with the backend's
  * attention_block_fwd (the op context parallelism uses: query rows at one global position, key rows
@@ -43,33 +43,15 @@ mt_status mt_kv_open(mt_kv_model *kv, const mt_model *m, int V) {
     kv->T = pl->T;
     kv->V = V;
     mt_model *d = &kv->dm;
-    *d = *m;
-    d->part_hook = NULL;
-    d->pl.T = 1; /* one token per forward; positions come from the cp and tp layers' chunk_pos */
-    d->pl.recompute = d->pl.recompute_attn = 0;
-    d->pl.moe_cap = 0;
-    mt_act_layout_build(&d->pl, 1, d->act, &d->al);
-    d->acts.base = NULL;
-    d->acts.l0 = 0;
-    d->par.cp.n_chunks = 1;
-    d->par.cp.chunk_len = 1;
-    d->par.cp.chunk_pos[0] = 0;
-    d->par.tp.N = 1;
-    d->par.tp.n_chunks = 1;
-    d->par.tp.chunk_len = 1;
-    d->par.tp.chunk_pos[0] = 0;
+    /* one token per forward; its position is the view's chunk position (mt_kv_step) */
+    st = mt_model_view_open(d, m, 1);
+    d->kv_cache = d->kv_lse = NULL;
+    if (st != MT_OK) goto out;
     d->kv_len = pl->T;
     const size_t es = mt_dtype_bytes(d->act);
     const size_t cache = (size_t)pl->L * pl->T * 2 * pl->KV * pl->D * es;
-    d->kv_cache = d->kv_lse = NULL;
-    MT_CHECK(be->i->alloc(be, d->al.n_bytes, &d->acts.base));
     MT_CHECK(be->i->alloc(be, cache, &d->kv_cache));
     MT_CHECK(be->i->alloc(be, (size_t)pl->H * pl->T * 4, &d->kv_lse));
-    d->scalars = ACT(d, &d->acts, scalars);
-    if (pl->moe) d->moe_stats = ACT(d, &d->acts, moe_stats);
-    if (pl->spec.norm.one_plus) { /* the norms' ones: the model's own (read only) */
-        d->norm_w1 = ACT(d, &d->acts, norm_w1);
-    }
     kv->raw = malloc((size_t)pl->Vp_r * es);
     if (!kv->raw) st = mt_errorf(MT_ERR_OOM, "generate: a logits row of %d", pl->Vp_r);
 out:
@@ -79,8 +61,8 @@ out:
 
 void mt_kv_close(mt_kv_model *kv) {
     mt_model *d = &kv->dm;
+    mt_model_view_free(d);
     if (d->be) {
-        if (d->acts.base) d->be->i->free(d->be, d->acts.base);
         if (d->kv_cache) d->be->i->free(d->be, d->kv_cache);
         if (d->kv_lse) d->be->i->free(d->be, d->kv_lse);
     }

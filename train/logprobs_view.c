@@ -1,7 +1,7 @@
 /* logprobs_view.c — `mtrain logprobs` without padding every prompt to model.seq_length: scoring
  * views of the model at shorter lengths (64, 128, 256, ... below model.seq_length), each a copy of
  * the model's struct pointing at the same weights with an activation layout for its own length
- * (as generate_kv.c's decode view does for one token), made when a sequence first needs it. A
+ * (mt_model_view_open, as generate_kv.c's decode view for one token), made when a sequence first needs it. A
  * sequence of n tokens runs through the shortest view with T >= n - 1; its positions are
  * 0 .. T-1 as in the full model, and causal attention makes what follows a position irrelevant
  * to it, so the log-probabilities are the full-length ones (the GEMMs see fewer rows: the same
@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "train/logprobs.h"
-#include "train/model_internal.h"
 
 #define VIEW_MIN_T 64
 
@@ -20,29 +19,6 @@ int mt_logprobs_views_usable(const mt_model *m) {
     const mt_param_layout *pl = &m->pl;
     return pl->tp == 1 && pl->pp == 1 && pl->cp == 1 && pl->has_embed && pl->has_head &&
            (!pl->moe || (pl->ep == 1 && pl->moe_cap == 0)) && pl->T > VIEW_MIN_T;
-}
-
-static mt_status view_open(mt_model *d, const mt_model *m, int T) {
-    mt_status st = MT_OK;
-    *d = *m;
-    d->part_hook = NULL;
-    d->pl.T = T;
-    mt_act_layout_build(&d->pl, 1, d->act, &d->al);
-    d->acts.base = NULL;
-    d->acts.l0 = 0;
-    d->par.cp.n_chunks = 1;
-    d->par.cp.chunk_len = T;
-    d->par.cp.chunk_pos[0] = 0;
-    d->par.tp.N = d->al.N;
-    d->par.tp.n_chunks = 1;
-    d->par.tp.chunk_len = T;
-    d->par.tp.chunk_pos[0] = 0;
-    MT_CHECK(d->be->i->alloc(d->be, d->al.n_bytes, &d->acts.base));
-    d->scalars = ACT(d, &d->acts, scalars);
-    if (d->pl.moe) d->moe_stats = ACT(d, &d->acts, moe_stats);
-    if (d->pl.spec.norm.one_plus) d->norm_w1 = ACT(d, &d->acts, norm_w1); /* the ones: the model's own */
-out:
-    return st;
 }
 
 mt_model *mt_logprobs_view_for(mt_logprobs *lp, int n_ids, mt_status *st) {
@@ -53,9 +29,9 @@ mt_model *mt_logprobs_view_for(mt_logprobs *lp, int n_ids, mt_status *st) {
         if (n_ids > T + 1) continue;
         if (k >= MT_LOGPROBS_MAX_VIEWS) return NULL;
         if (!lp->view_T[k]) {
-            *st = view_open(&lp->views[k], &lp->model, T);
+            *st = mt_model_view_open(&lp->views[k], &lp->model, T);
             if (*st != MT_OK) {
-                if (lp->views[k].acts.base) lp->be->i->free(lp->be, lp->views[k].acts.base);
+                mt_model_view_free(&lp->views[k]);
                 memset(&lp->views[k], 0, sizeof lp->views[k]);
                 return NULL;
             }
@@ -68,7 +44,7 @@ mt_model *mt_logprobs_view_for(mt_logprobs *lp, int n_ids, mt_status *st) {
 
 void mt_logprobs_views_close(mt_logprobs *lp) {
     for (int k = 0; k < MT_LOGPROBS_MAX_VIEWS; k++) {
-        if (lp->view_T[k] && lp->views[k].acts.base) lp->be->i->free(lp->be, lp->views[k].acts.base);
+        if (lp->view_T[k]) mt_model_view_free(&lp->views[k]);
         lp->view_T[k] = 0;
     }
 }

@@ -417,3 +417,32 @@ mt_status mt_model_read_scalars(mt_model *m, float *loss_sum, float *grad_sq) {
     *grad_sq = s[1];
     return st;
 }
+
+mt_status mt_model_view_open(mt_model *d, const mt_model *m, int T) {
+    *d = *m;
+    d->part_hook = NULL;
+    d->pl.T = T;
+    d->pl.recompute = d->pl.recompute_attn = 0;
+    d->pl.moe_cap = 0;
+    mt_act_layout_build(&d->pl, 1, d->act, &d->al);
+    d->acts.base = NULL;
+    d->acts.l0 = 0;
+    d->par.cp.n_chunks = 1;
+    d->par.cp.chunk_len = T;
+    d->par.cp.chunk_pos[0] = 0;
+    d->par.tp.N = d->al.N;
+    d->par.tp.n_chunks = 1;
+    d->par.tp.chunk_len = T;
+    d->par.tp.chunk_pos[0] = 0;
+    mt_status st = d->be->i->alloc(d->be, d->al.n_bytes, &d->acts.base);
+    if (st != MT_OK) return st;
+    d->scalars = ACT(d, &d->acts, scalars);
+    if (d->pl.moe) d->moe_stats = ACT(d, &d->acts, moe_stats);
+    if (d->pl.spec.norm.one_plus) d->norm_w1 = ACT(d, &d->acts, norm_w1); /* the ones stay the model's own */
+    return MT_OK;
+}
+
+void mt_model_view_free(mt_model *d) {
+    if (d->be && d->acts.base) d->be->i->free(d->be, d->acts.base);
+    d->acts.base = NULL;
+}

@@ -108,6 +108,15 @@ mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, i
                               int stage);
 void mt_model_free(mt_model *m);
 
+/* A view of m for forward passes over sequences of T tokens (one micro-batch of one sequence):
+ * a copy of m's struct that shares its weights, with its own activation buffer laid out for T,
+ * one chunk at position 0 (a caller may move it: the KV-cache decoder does), no recompute and
+ * dropless experts. For the whole model on one rank (tp = pp = cp = 1). mt_model_view_free
+ * frees the buffer only (after a failed open too). Used by generate_kv.c (T = 1) and
+ * logprobs_view.c (T = 64, 128, ...). */
+mt_status mt_model_view_open(mt_model *d, const mt_model *m, int T);
+void mt_model_view_free(mt_model *d);
+
 /* Checks that the backend has every op this model calls (error names the missing ops). */
 mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes);
 
