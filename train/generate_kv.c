@@ -3,10 +3,10 @@
  * of the model (mt_model_view_open): a copy of its struct pointing at the same weights, with an
  * activation layout for one token, the token's position as the single chunk's position (the
  * embedding's position row and RoPE), and kv_cache set, so that each layer's attention
- * (mt_model_decode_attention) appends the token's K and V to the cache and attends over positions [0, pos] with the backend's
- * attention_block_fwd (the op context parallelism uses: query rows at one global position, key rows
- * at others). Mixture-of-experts layers route the one token dropless (no capacity: a capacity
- * per one-token "sequence" would be another model). */
+ * (mt_model_decode_attention) appends the token's K and V to the cache and attends over positions
+ * [0, pos] with the backend's attention_block_fwd (the op context parallelism uses: query rows at
+ * one global position, key rows at others). Mixture-of-experts layers route the one token
+ * dropless (no capacity: a capacity per one-token "sequence" would be another model). */
 #include <stdlib.h>
 #include <string.h>
 
