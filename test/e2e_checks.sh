@@ -9,6 +9,10 @@
 #                          $tmp/NAME.out (mtrain's ids, a line per document) against
 #                          $tmp/NAME.ref (WHOSE ids): ok, or fail with the first differing lines;
 #                          "NAME n_ids n_differing" is added to $tmp/counts
+#   js_reference_or_skip FETCH WHAT
+#                          exit 77 (skip) unless $MTRAIN is built, node is installed and the
+#                          fetch script FETCH (an npm tokenizer package: the reference encoder
+#                          and mtrain's files, into data/) succeeds; WHAT names the files
 tmp=$(mktemp -d "/tmp/$1.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -28,4 +32,12 @@ compare_ids() {
     paste -d '\n' "$tmp/$1.out" "$tmp/$1.ref" | awk 'NR % 2 { a = $0; next } a != $0 { print "  line " NR/2 ": mtrain " substr(a, 1, 150); print "  line " NR/2 ": ref    " substr($0, 1, 150); if (++n == 3) exit }'
   fi
   echo "$1 $n_ids $n_bad" >>"$tmp/counts"
+}
+js_reference_or_skip() {
+  if [ ! -x "$MTRAIN" ]; then echo "skip: $MTRAIN not built"; exit 77; fi
+  if ! command -v node >/dev/null 2>&1; then echo "skip: node is not installed (the reference encoder runs on it)"; exit 77; fi
+  if ! "$1" data >"$tmp/fetch.log" 2>&1; then
+    echo "skip: $2 unavailable: $(tail -n 1 "$tmp/fetch.log")"
+    exit 77
+  fi
 }

@@ -15,15 +15,10 @@
 # left to test/e2e/tokenizer_spm.sh, which compares it with the C++ library.
 set -u
 MTRAIN="${MTRAIN:-./mtrain}"
-if [ ! -x "$MTRAIN" ]; then echo "skip: $MTRAIN not built"; exit 77; fi
-if ! command -v node >/dev/null 2>&1; then echo "skip: node is not installed (the reference encoder runs on it)"; exit 77; fi
 MODEL=data/llama2-tokenizer.model
 REF=data/llama2-tokenizer-js/llama-tokenizer.mjs
-if ! ./scripts/fetch-llama2-tokenizer.sh data >/tmp/mt_fetch_llama2.log 2>&1; then
-  echo "skip: Llama-2 tokenizer files unavailable: $(tail -n 1 /tmp/mt_fetch_llama2.log)"
-  exit 77
-fi
 source test/e2e_checks.sh mt_e2e_llama2
+js_reference_or_skip ./scripts/fetch-llama2-tokenizer.sh "Llama-2 tokenizer files"
 TOK=("$MTRAIN" tokenize --tokenizer Llama2Tokenizer --tokenizer-model "$MODEL")
 
 # The reference: one line of ids per JSON line of the input (its "text").

@@ -20,15 +20,10 @@
 # case folding there), and code points newer than Unicode 15.0 (our tables).
 set -u
 MTRAIN="${MTRAIN:-./mtrain}"
-if [ ! -x "$MTRAIN" ]; then echo "skip: $MTRAIN not built"; exit 77; fi
-if ! command -v node >/dev/null 2>&1; then echo "skip: node is not installed (the reference encoder runs on it)"; exit 77; fi
 JSON=data/llama3-tokenizer.json
 REF=data/llama3-tokenizer-js/llama3-tokenizer.cjs
-if ! ./scripts/fetch-llama3-tokenizer.sh data >/tmp/mt_fetch_llama3.log 2>&1; then
-  echo "skip: Llama-3 tokenizer files unavailable: $(tail -n 1 /tmp/mt_fetch_llama3.log)"
-  exit 77
-fi
 source test/e2e_checks.sh mt_e2e_llama3
+js_reference_or_skip ./scripts/fetch-llama3-tokenizer.sh "Llama-3 tokenizer files"
 TOK=("$MTRAIN" tokenize --tokenizer-json "$JSON")
 
 # The reference: one line of ids per input line (lines: split at \n bytes, each decoded as a
