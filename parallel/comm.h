@@ -49,6 +49,18 @@ struct mt_comm_i {
     void (*destroy)(mt_comm *c);
 };
 
+/* An implementation's table from its functions P##allreduce ... P##destroy (barrier and split
+ * named apart: their natural names are taken by helpers in some implementations), so that the
+ * list of operations is written once, here:
+ *   const struct mt_comm_i my_impl = MT_COMM_TABLE("mine", my_, my_barrier, my_split); */
+#define MT_COMM_TABLE(NAME, P, BARRIER, SPLIT)                                                            \
+    {                                                                                                     \
+        .name = NAME, .allreduce = P##allreduce, .reduce_scatter = P##reduce_scatter,                    \
+        .allgather = P##allgather, .broadcast = P##broadcast, .send = P##send, .recv = P##recv,          \
+        .group_start = P##group_start, .group_end = P##group_end, .alltoallv = P##alltoallv,             \
+        .barrier = BARRIER, .split = SPLIT, .abort = P##abort, .destroy = P##destroy,                    \
+    }
+
 struct mt_comm {
     const struct mt_comm_i *i;
     void *ctx;

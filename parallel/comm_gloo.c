@@ -2,6 +2,7 @@
  * its errors that name the lost node, abort over the family and destroy (see comm_gloo.h; the
  * world and split are in comm_gloo_make.c). Without Gloo (MT_HAVE_GLOO unset) only the refusal. */
 #include "parallel/comm_gloo.h"
+#include "core/free_all.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,28 +279,9 @@ static void g_destroy(mt_comm *c) {
     gloo_ctx *x = ctx_of(c);
     fam_remove(x->fam, c);
     mt_gloo_free(x->g);
-    free(x->members);
-    free(x->q);
-    free(x->tmp);
-    free(x);
-    free(c);
+    MT_FREE_ALL(x->members, x->q, x->tmp, x, c);
 }
 
-const struct mt_comm_i mt_gloo_impl = {
-    .name = "gloo",
-    .allreduce = g_allreduce,
-    .reduce_scatter = g_reduce_scatter,
-    .allgather = g_allgather,
-    .broadcast = g_broadcast,
-    .send = g_send,
-    .recv = g_recv,
-    .group_start = g_group_start,
-    .group_end = g_group_end,
-    .alltoallv = g_alltoallv,
-    .barrier = g_barrier,
-    .split = mt_gloo_split,
-    .abort = g_abort,
-    .destroy = g_destroy,
-};
+const struct mt_comm_i mt_gloo_impl = MT_COMM_TABLE("gloo", g_, g_barrier, mt_gloo_split);
 
 #endif

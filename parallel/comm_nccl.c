@@ -356,22 +356,7 @@ static void nc_abort(mt_comm *pc) {
 
 static mt_status nc_split(mt_comm *pc, int color, int key, mt_comm **out);
 
-static const struct mt_comm_i k_nccl_iface = {
-    .name = "nccl",
-    .allreduce = nc_allreduce,
-    .reduce_scatter = nc_reduce_scatter,
-    .allgather = nc_allgather,
-    .broadcast = nc_broadcast,
-    .send = nc_send,
-    .recv = nc_recv,
-    .group_start = nc_group_start,
-    .group_end = nc_group_end,
-    .alltoallv = nc_alltoallv,
-    .barrier = nc_barrier,
-    .split = nc_split,
-    .abort = nc_abort,
-    .destroy = nc_destroy,
-};
+static const struct mt_comm_i k_nccl_iface = MT_COMM_TABLE("nccl", nc_, nc_barrier, nc_split);
 
 /* A context with its events and scratch on the current device, joined to family f (NULL: new). */
 static mt_status ctx_new(nccl_family *f, cudaStream_t stream, int device, int timeout_s, int world_rank,

@@ -25,22 +25,7 @@
 
 #include "core/clock.h"
 
-const struct mt_comm_i mt_comm_shm_i = {
-    .name = "shm",
-    .allreduce = shm_allreduce,
-    .reduce_scatter = shm_reduce_scatter,
-    .allgather = shm_allgather,
-    .broadcast = shm_broadcast,
-    .send = shm_send,
-    .recv = shm_recv,
-    .group_start = shm_group_start,
-    .group_end = shm_group_end,
-    .alltoallv = shm_alltoallv,
-    .barrier = shm_barrier_op,
-    .split = shm_split,
-    .abort = shm_abort,
-    .destroy = shm_destroy,
-};
+const struct mt_comm_i mt_comm_shm_i = MT_COMM_TABLE("shm", shm_, shm_barrier_op, shm_split);
 
 typedef struct {
     int32_t pid, world_rank;

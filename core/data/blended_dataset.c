@@ -3,6 +3,7 @@
  * Rule kept: the stream is a pure function of (data.path, split, split index, seq_length,
  * seed, samples asked for); nothing depends on rank, worker count or the cache. */
 #include "core/data/blended_dataset.h"
+#include "core/free_all.h"
 
 #include <errno.h>
 #include <math.h>
@@ -211,14 +212,8 @@ void mt_blended_dataset_close(mt_blended_dataset *d) {
         if (d->gpt) mt_gpt_dataset_close(d->gpt[i]);
         if (d->indexed) mt_indexed_close(&d->indexed[i]);
     }
-    free(d->gpt);
-    free(d->indexed);
-    free(d->weights);
-    free(d->prefixes);
-    free(d->path_copy);
-    free(d->dataset_index);
-    free(d->dataset_sample_index);
-    free(d);
+    MT_FREE_ALL(d->gpt, d->indexed, d->weights, d->prefixes, d->path_copy, d->dataset_index,
+                d->dataset_sample_index, d);
 }
 
 mt_status mt_blended_dataset_open(mt_blended_dataset **out, const char *data_path,

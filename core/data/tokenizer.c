@@ -111,13 +111,7 @@ static mt_status byte_clone(const mt_tokenizer *tok, mt_tokenizer **out) {
     return mt_tokenizer_byte_open(out);
 }
 
-static const mt_tokenizer_i k_byte_iface = {
-    .name = "byte",
-    .encode = byte_encode,
-    .decode = byte_decode,
-    .free = byte_free,
-    .clone = byte_clone,
-};
+static const mt_tokenizer_i k_byte_iface = MT_TOKENIZER_TABLE("byte", byte_);
 
 mt_status mt_tokenizer_byte_open(mt_tokenizer **out) {
     *out = NULL;

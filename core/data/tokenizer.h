@@ -54,6 +54,10 @@ typedef struct {
     mt_status (*clone)(const mt_tokenizer *tok, mt_tokenizer **out);
 } mt_tokenizer_i;
 
+/* A tokenizer's table from its functions P##encode, P##decode, P##free, P##clone */
+#define MT_TOKENIZER_TABLE(NAME, P) \
+    { .name = NAME, .encode = P##encode, .decode = P##decode, .free = P##free, .clone = P##clone }
+
 struct mt_tokenizer {
     const mt_tokenizer_i *iface;
     int32_t vocab_size;  /* real vocabulary size (before any padding to 128*tp) */

@@ -7,6 +7,7 @@
  * Rule kept: no allocation per word once the scratch buffers have grown; the cache is
  * bounded (cleared when full), so memory stays flat whatever the input. */
 #include "core/data/tokenizer_bpe.h"
+#include "core/free_all.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -518,30 +519,15 @@ static void bpe_free(mt_tokenizer *tok) {
     bpe_ctx *x = tok->ctx;
     if (x) {
         bpe_model_unref(x->m);
-        free(x->cache_slots);
-        free(x->cache_arena);
-        free(x->sym);
-        free(x->rank);
-        free(x->prev);
-        free(x->next);
-        free(x->heap);
-        free(x->batch);
-        free(x->text);
-        free(x->seg);
-        free(x);
+        MT_FREE_ALL(x->cache_slots, x->cache_arena, x->sym, x->rank, x->prev, x->next, x->heap,
+                    x->batch, x->text, x->seg, x);
     }
     free(tok);
 }
 
 static mt_status bpe_clone(const mt_tokenizer *tok, mt_tokenizer **out);
 
-static const mt_tokenizer_i k_bpe_iface = {
-    .name = "gpt2bpe",
-    .encode = bpe_encode,
-    .decode = bpe_decode,
-    .free = bpe_free,
-    .clone = bpe_clone,
-};
+static const mt_tokenizer_i k_bpe_iface = MT_TOKENIZER_TABLE("gpt2bpe", bpe_);
 
 mt_status bpe_tokenizer_new(mt_tokenizer **out, bpe_model *m) {
     *out = NULL;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/file_read.h"
+#include "core/free_all.h"
 #include "core/json_tree.h"
 #include "core/data/tokenizer_bpe.h"
 #include "core/data/tokenizer_bpe_internal.h"
@@ -37,22 +38,9 @@ int32_t bpe_model_find(const bpe_model *m, const char *s, size_t n_bytes) {
 
 static void model_free(bpe_model *m) {
     if (!m) return;
-    free(m->str_blob);
-    free(m->str_off);
-    free(m->present);
-    free(m->dec_blob);
-    free(m->dec_off);
-    free(m->str_map);
-    free(m->merge_a);
-    free(m->merge_b);
-    free(m->merge_res);
-    free(m->pair_keys);
-    free(m->pair_ranks);
-    free(m->added_blob);
-    free(m->added_off);
-    free(m->added_id);
-    free(m->name);
-    free(m);
+    MT_FREE_ALL(m->str_blob, m->str_off, m->present, m->dec_blob, m->dec_off, m->str_map,
+                m->merge_a, m->merge_b, m->merge_res, m->pair_keys, m->pair_ranks, m->added_blob,
+                m->added_off, m->added_id, m->name, m);
 }
 
 void bpe_model_unref(bpe_model *m) {

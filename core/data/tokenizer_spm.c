@@ -428,9 +428,9 @@ static void spm_free(mt_tokenizer *tok) {
 static mt_status spm_clone(const mt_tokenizer *tok, mt_tokenizer **out);
 
 static const mt_tokenizer_i k_spm_iface[3] = {
-    {.name = "SentencePieceTokenizer", .encode = spm_encode, .decode = spm_decode, .free = spm_free, .clone = spm_clone},
-    {.name = "GPTSentencePieceTokenizer", .encode = spm_encode, .decode = spm_decode, .free = spm_free, .clone = spm_clone},
-    {.name = "Llama2Tokenizer", .encode = spm_encode, .decode = spm_decode, .free = spm_free, .clone = spm_clone},
+    MT_TOKENIZER_TABLE("SentencePieceTokenizer", spm_),
+    MT_TOKENIZER_TABLE("GPTSentencePieceTokenizer", spm_),
+    MT_TOKENIZER_TABLE("Llama2Tokenizer", spm_),
 };
 
 /* Megatron's _SentencePieceTokenizer._initalize: the special tokens and their ids (a piece's

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/file_read.h"
+#include "core/free_all.h"
 #include "core/data/protobuf_wire.h"
 #include "core/data/tokenizer_spm_internal.h"
 
@@ -392,19 +393,8 @@ static mt_status build(const spm_raw *w, const char *path, spm_model *m) {
 
 void spm_model_release(spm_model *m) {
     if (!m || atomic_fetch_sub(&m->n_refs, 1) > 1) return;
-    free(m->blob);
-    free(m->off);
-    free(m->score);
-    free(m->type);
-    free(m->unk_surface);
-    free(m->bos_piece);
-    free(m->eos_piece);
-    free(m->pad_piece);
-    free(m->slots);
-    free(m->trie);
-    free(m->norm);
-    free(m->path);
-    free(m);
+    MT_FREE_ALL(m->blob, m->off, m->score, m->type, m->unk_surface, m->bos_piece, m->eos_piece,
+                m->pad_piece, m->slots, m->trie, m->norm, m->path, m);
 }
 
 mt_status spm_model_parse(const void *bytes, size_t n_bytes, const char *path, spm_model **out) {
