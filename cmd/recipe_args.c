@@ -43,8 +43,8 @@ static const char *const ckpt_shape_keys[] = {"model.layers", "model.hidden", "m
 static const char *const ckpt_kind_keys[] = {"model.arch", "model.kv_heads", "model.position", "model.rope_theta",
                                              "model.rotary_percent", "model.rope_interleaved", "model.bias",
                                              "model.activation", "model.tie_embeddings", "model.norm_1p", "model.norm",
-                                             "model.qk_layernorm", "model.moe.experts", "model.moe.layer_freq",
-                                             "model.moe.top_k", "model.moe.pre_softmax", NULL};
+                                             "model.qk_layernorm", "model.qk_l2_norm", "model.moe.experts",
+                                             "model.moe.layer_freq", "model.moe.top_k", "model.moe.pre_softmax", NULL};
 
 static int has_arg(int argc, char **argv, const char *flag) {
     for (int i = 0; i < argc; i++)

@@ -211,9 +211,10 @@ mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, i
     return init_shorthand(m, r, be, B, n_shards, shard, &ps);
 }
 
-/* zero-centred gamma: the (C) ones the norms add to their weights (model_internal.h) */
+/* the (max(C, D)) ones: zero-centred gamma adds them to the norm weights (model_internal.h), the
+ * L2 qk norm applies them as its weight (model_qk.c) */
 static mt_status fill_norm_ones(mt_model *m) {
-    const int C = m->pl.C;
+    const int C = m->pl.C > m->pl.D ? m->pl.C : m->pl.D;
     const size_t es = mt_dtype_bytes(m->act);
     void *host = malloc((size_t)C * es);
     if (!host) return mt_errorf(MT_ERR_OOM, "model init: %d norm ones", C);
@@ -303,7 +304,7 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     MT_CHECK(be->i->alloc(be, m->bytes_acts, &m->acts.base));
     m->acts.l0 = 0;
     m->scalars = ACT(m, &m->acts, scalars);
-    if (m->pl.spec.norm.one_plus) MT_CHECK(fill_norm_ones(m));
+    if (mt_layer_spec_norm_ones(&m->pl.spec)) MT_CHECK(fill_norm_ones(m));
     if (m->pl.moe) {
         m->moe_stats = ACT(m, &m->acts, moe_stats);
         MT_CHECK(mt_ep_init(&m->par.ep, be, m->act, mt_pstate_group(ps, MT_PG_EP), m->pl.ep, m->pl.E, m->pl.C,

@@ -1,6 +1,7 @@
 /* model_qk.c — what happens to the queries and keys of a layer between the qkv projection and the
  * attention core, as the layer spec (pl.spec) says: the per-head norm (spec.qk_norm: a norm of the
- * model's kind over head_dim, its own weight and bias per layer for q and for k), then RoPE at the
+ * model's kind over head_dim, its own weight and bias per layer for q and for k; or the weightless
+ * L2 norm, RMSNorm applying the model's ones, with no weight gradient), then RoPE at the
  * tokens' positions (mt_model_rope: global positions under context parallelism, parallel/cp_attention.c).
  * Forward in place on the layer's qkv activation; backward in place on dqkv (the gradient of the
  * attention core's input becomes the gradient of the projection's output).
@@ -45,14 +46,34 @@ static mt_status columns(mt_model *m, void *dst, const void *src, const qk_block
     return MT_BE_CALL(m->be, copy_rows, &c);
 }
 
+/* out = the norm of q's packed rows (q->in) */
+static mt_status norm_fwd(mt_model *m, void *out, const qk_block *q, int l) {
+    const int rows = m->al.N * q->heads;
+    if (m->pl.spec.qk_norm != MT_QK_NORM_L2)
+        return mt_model_norm_rows_fwd(m, out, q->mean, q->rstd, q->in, P(m, q->w, l), P(m, q->b, l), rows, m->pl.D);
+    mt_norm_fwd_args a = {.out = out, .rstd = q->rstd, .inp = q->in, .weight = m->norm_ones, .N = rows,
+                          .C = m->pl.D, .eps = m->pl.spec.norm.eps};
+    return MT_BE_CALL(m->be, rmsnorm_fwd, &a);
+}
+
+/* dinp += the norm's input gradient for dout; the learned norm's weight gradients += */
+static mt_status norm_bwd(mt_model *m, void *dinp, const void *dout, const qk_block *q, int l) {
+    const int rows = m->al.N * q->heads;
+    if (m->pl.spec.qk_norm != MT_QK_NORM_L2)
+        return mt_model_norm_rows_bwd(m, dinp, G(m, q->w, l), G(m, q->b, l), dout, q->in, P(m, q->w, l), q->mean,
+                                      q->rstd, rows, m->pl.D);
+    mt_norm_bwd_args a = {.dinp = dinp, .dout = dout, .inp = q->in, .weight = m->norm_ones, .rstd = q->rstd,
+                          .N = rows, .C = m->pl.D};
+    return MT_BE_CALL(m->be, rmsnorm_bwd, &a);
+}
+
 mt_status mt_model_qk_fwd(mt_model *m, const mt_acts *A, int l, void *qkv) {
     mt_status st = MT_OK;
     void *tmp = ACT(m, A, dtmp);
     for (int k = 0; m->pl.spec.qk_norm && k < 2; k++) {
         const qk_block q = block_of(m, A, l, k);
         MT_CHECK(columns(m, q.in, qkv, &q, 0));
-        MT_CHECK(mt_model_norm_rows_fwd(m, tmp, q.mean, q.rstd, q.in, P(m, q.w, l), P(m, q.b, l),
-                                        m->al.N * q.heads, m->pl.D));
+        MT_CHECK(norm_fwd(m, tmp, &q, l));
         MT_CHECK(columns(m, qkv, tmp, &q, 1));
     }
     if (m->pl.spec.rope) MT_CHECK(mt_model_rope(m, qkv, 0));
@@ -68,8 +89,7 @@ mt_status mt_model_qk_bwd(mt_model *m, const mt_acts *A, int l, void *dqkv) {
         const qk_block q = block_of(m, A, l, k);
         MT_CHECK(columns(m, dout, dqkv, &q, 0));
         MT_CHECK(m->be->i->memset_zero(m->be, tmp, (size_t)m->al.N * q.cols * mt_dtype_bytes(m->act)));
-        MT_CHECK(mt_model_norm_rows_bwd(m, tmp, G(m, q.w, l), G(m, q.b, l), dout, q.in, P(m, q.w, l), q.mean, q.rstd,
-                                        m->al.N * q.heads, m->pl.D));
+        MT_CHECK(norm_bwd(m, tmp, dout, &q, l));
         MT_CHECK(columns(m, dqkv, tmp, &q, 1));
     }
 out:

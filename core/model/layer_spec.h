@@ -21,6 +21,10 @@ typedef struct {
 
 typedef enum { MT_MLP_GELU = 0, MT_MLP_SWIGLU } mt_mlp_kind;
 
+/* the norm on each query and key head: none, a learned norm of the model's kind, or the
+ * weightless L2 norm (RMSNorm with a weight of ones that is no parameter) */
+typedef enum { MT_QK_NORM_NONE = 0, MT_QK_NORM_LEARNED, MT_QK_NORM_L2 } mt_qk_norm_kind;
+
 typedef struct {
     mt_norm_spec norm;  /* every norm of the model: the layer's two, the final one, the qk norms */
     /* attention */
@@ -30,9 +34,11 @@ typedef struct {
                            rotary_percent)); the rest pass through. 0: the whole head */
     int rope_interleaved; /* rotated pairs are adjacent channels (2i, 2i + 1) (--rotary-interleaved);
                            0: the two halves (i, i + rope_dim / 2) */
-    int qk_norm;        /* a norm of kind `norm` over head_dim on every query and key head, after the
-                           qkv projection and before RoPE, weights (and bias) of shape [head_dim] per
-                           layer (Megatron's --qk-layernorm) */
+    mt_qk_norm_kind qk_norm; /* a norm over head_dim on every query and key head, after the qkv
+                           projection and before RoPE: LEARNED, of kind `norm` with weights (and bias)
+                           of shape [head_dim] per layer (Megatron's --qk-layernorm); L2, Megatron's
+                           L2Norm (megatron/core/transformer/torch_norm.py: x * rsqrt(mean(x^2) +
+                           eps), eps = the model's norm eps; --qk-l2-norm), no parameters */
     /* MLP */
     mt_mlp_kind mlp;    /* the expert MLP's activation too when moe */
     int moe;            /* the MLP is a mixture of experts (model.moe.experts > 0) */
@@ -43,5 +49,11 @@ mt_layer_spec mt_layer_spec_of(const mt_recipe *r);
 
 /* the ops a norm of this spec calls: LayerNorm's keep the row mean */
 static inline int mt_norm_is_layernorm(const mt_norm_spec *n) { return n->kind == MT_NORM_LAYERNORM; }
+
+/* the model keeps a buffer of ones (max(C, head_dim) wide): zero-centred gamma adds it to every
+ * norm weight, and the L2 qk norm applies it as its weight */
+static inline int mt_layer_spec_norm_ones(const mt_layer_spec *s) {
+    return s->norm.one_plus || s->qk_norm == MT_QK_NORM_L2;
+}
 
 #endif

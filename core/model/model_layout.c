@@ -176,7 +176,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     if (nb) ix->ln1_b = add_norm(pl, &cur, "ln1_b", L, MT_INIT_ZERO);
     ix->qkv_w = add_tensor(pl, &cur, "qkv_w", L, pl->qkv_rows, C, 1, MT_INIT_NORMAL, ROWS, 3, q, kv, kv);
     if (bias) ix->qkv_b = add_tensor(pl, &cur, "qkv_b", L, 1, pl->qkv_rows, 0, MT_INIT_ZERO, COLS, 3, q, kv, kv);
-    if (pl->spec.qk_norm) { /* per-head norms: every tp rank's heads add to the gradient (sp or not) */
+    if (pl->spec.qk_norm == MT_QK_NORM_LEARNED) { /* per-head norms: every tp rank's heads add to the gradient */
         const char *name[4] = {"q_norm_w", "q_norm_b", "k_norm_w", "k_norm_b"};
         int *at[4] = {&ix->q_norm_w, &ix->q_norm_b, &ix->k_norm_w, &ix->k_norm_b};
         for (int k = 0; k < 4; k++) {
@@ -381,9 +381,10 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
         PLACE(moe_dw, N * k * f);
         PLACE(moe_stats, (MT_MOE_STATS + 2 * E) * f);
     }
-    if (pl->spec.norm.one_plus) { /* C >= D: one width serves the layer norms and the qk norms */
-        PLACE(norm_ones, C * a);
-        PLACE(norm_w1, C * a);
+    if (mt_layer_spec_norm_ones(&pl->spec)) { /* one width serves the layer norms and the qk norms */
+        const size_t W = (size_t)pl->D > C ? (size_t)pl->D : C;
+        PLACE(norm_ones, W * a);
+        PLACE(norm_w1, pl->spec.norm.one_plus ? W * a : 0);
     }
 #undef PLACE
     al->n_bytes = cur;

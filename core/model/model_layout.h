@@ -256,7 +256,7 @@ typedef struct {
     size_t moe_dw;                 /* (N, k) f32 scratch: gradient of the combine weights */
     size_t moe_stats;              /* (MT_MOE_STATS + 2E) f32: the step's MoE sums (model_moe.h) */
     /* zero-centred gamma (spec.norm.one_plus; else 0 bytes): ones, and the 1 + w a norm applies */
-    size_t norm_ones, norm_w1;     /* (C) act each */
+    size_t norm_ones, norm_w1;     /* (max(C, D)) act each; norm_w1 under zero-centred gamma only */
     int moe_S, moe_R;
     size_t n_bytes;                /* total */
     int B, T, N;

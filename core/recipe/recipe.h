@@ -50,6 +50,7 @@ typedef struct {
     float norm_eps;
     int norm_1p;           /* bool: zero-centred gamma, every norm weight stored as w and applied as 1 + w */
     int qk_layernorm;      /* bool: a norm of model.norm's kind on every query and key head (over head_dim) */
+    int qk_l2_norm;        /* bool: Llama 4's weightless L2 norm on every query and key head instead */
     float rope_theta;
     float rotary_percent;  /* the fraction of each head's channels RoPE rotates (Megatron's --rotary-percent) */
     int rope_interleaved;  /* bool: rotate adjacent channel pairs (Megatron's --rotary-interleaved) */

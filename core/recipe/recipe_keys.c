@@ -75,6 +75,10 @@ const mt_recipe_key mt_recipe_keys[] = {
           "a norm of model.norm's kind over head_dim on every query and key head, after the qkv projection "
           "and before RoPE, with its own weight (and LayerNorm bias) of head_dim per layer (Megatron's "
           "--qk-layernorm; OLMo-2 / Qwen3 style)", 0),
+    KBOOL("model.qk_l2_norm", model.qk_l2_norm, "false",
+          "Llama 4's weightless L2 norm on every query and key head, where model.qk_layernorm's norm goes: "
+          "x * rsqrt(mean(x^2) + model.norm_eps) over head_dim, no parameters (Megatron's --qk-l2-norm; it "
+          "replaces the model.qk_layernorm norm when both are set, as in Megatron's layer specs)", 0),
     KFLT("model.rope_theta", model.rope_theta, "10000", 0, 1e12, "", "RoPE base frequency",
          MT_KF_MIN_EXCL),
     KFLT("model.rotary_percent", model.rotary_percent, "1.0", 0, 1, "",
@@ -374,6 +378,7 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--norm-epsilon", "model.norm_eps", NULL },
     { "--apply-layernorm-1p", "model.norm_1p", "true" },
     { "--qk-layernorm", "model.qk_layernorm", "true" },
+    { "--qk-l2-norm", "model.qk_l2_norm", "true" },
     { "--rotary-base", "model.rope_theta", NULL },
     { "--init-method-std", "model.init_std", NULL },
     { "--num-experts", "model.moe.experts", NULL },

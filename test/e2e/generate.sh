@@ -44,4 +44,14 @@ gen "$TMP/qk-kv" configs/llama-tiny.yaml "$TMP/qk" "${S[@]}" --seed 5
 gen "$TMP/qk-full" configs/llama-tiny.yaml "$TMP/qk" "${S[@]}" --seed 5 --no-kv-cache
 [ "$(ids "$TMP/qk-kv.err")" = "$(ids "$TMP/qk-full.err")" ] || fail "qk norm + 1p: KV cache and full recomputation differ"
 echo "llama-tiny qk norm + 1p: KV cache == full recomputation (sampled)"
+# the weightless L2 qk norm (--qk-l2-norm): no tensors in the checkpoint, both decoders agree
+X=(--qk-l2-norm)
+"$MTRAIN" --config configs/llama-tiny.yaml "${X[@]}" --train-iters 4 --micro-batch-size 2 --global-batch-size 2 \
+  --set logging.eval_interval=0 --set logging.interval=4 --save "$TMP/l2" >"$TMP/l2.log" 2>&1 \
+  || { tail "$TMP/l2.log"; fail "llama-tiny qk L2 norm training failed"; }
+! grep -q '"q_norm_w"' "$TMP"/l2/iter_*/manifest.json || fail "the L2 qk norm saved a q_norm_w (it has no weight)"
+gen "$TMP/l2-kv" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5
+gen "$TMP/l2-full" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5 --no-kv-cache
+[ "$(ids "$TMP/l2-kv.err")" = "$(ids "$TMP/l2-full.err")" ] || fail "qk L2 norm: KV cache and full recomputation differ"
+echo "llama-tiny qk L2 norm: KV cache == full recomputation (sampled)"
 echo "generate: ok"

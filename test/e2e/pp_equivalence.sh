@@ -81,5 +81,7 @@ parallel llama1 "llama layernorm-1p pp=2" 2 2 "${LLAMA[@]}" --apply-layernorm-1p
 variant_base
 serial llama1qk "${LLAMA[@]}" --qk-layernorm
 parallel llama1qk "llama qk-layernorm pp=2" 2 2 "${LLAMA[@]}" --qk-layernorm
+serial llama1l2 "${LLAMA[@]}" --qk-l2-norm
+parallel llama1l2 "llama qk-l2-norm pp=2" 2 2 "${LLAMA[@]}" --qk-l2-norm
 serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
 parallel gpt1qk1p "gpt qk-layernorm 1p pp=2" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p

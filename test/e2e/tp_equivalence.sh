@@ -61,5 +61,9 @@ parallel gpt1qk1p "gpt qk-layernorm 1p tp=2 sp" 2 2 "${GPT[@]}" --qk-layernorm -
 # a head size other than hidden / heads (Megatron's --kv-channels: 4 heads of 48 on hidden 128, so
 # q/k/v are 192 wide and the output projection maps 192 to 128), with the qk norm over the 48
 # channels, tp=2 + SP against its own serial run, same tolerances
+# the weightless L2 qk norm (--qk-l2-norm; no parameters: nothing to sum over tp), tp=2 + SP
+# against its own serial run, same tolerances
+serial llama1l2 "${LLAMA[@]}" --qk-l2-norm
+parallel llama1l2 "llama qk-l2-norm tp=2 sp" 2 2 "${LLAMA[@]}" --qk-l2-norm --sequence-parallel
 serial llama1hd "${LLAMA[@]}" --kv-channels 48 --qk-layernorm
 parallel llama1hd "llama kv-channels 48 tp=2 sp" 2 2 "${LLAMA[@]}" --kv-channels 48 --qk-layernorm --sequence-parallel

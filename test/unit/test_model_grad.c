@@ -111,6 +111,14 @@ int main(void) {
        with GQA and the qk norm over the 6 channels */
     check_model("gpt", NULL, "model.head_dim=6");
     check_model("llama", NULL, "model.head_dim=6,model.qk_layernorm=true");
+    /* the weightless L2 qk norm (Megatron's --qk-l2-norm: RMSNorm over head_dim applying the
+       model's ones) on a LayerNorm model, and with GQA and zero-centred gamma; a head wider than
+       the hidden size (4 heads of 24 on hidden 16) reads the ones, and zero-centred gamma adds them
+       to the learned qk norm's weights, past hidden: the ones are max(hidden, head) wide */
+    check_model("gpt", NULL, "model.qk_l2_norm=true");
+    check_model("llama", NULL, "model.qk_l2_norm=true,model.norm_1p=true");
+    check_model("llama", NULL, "model.head_dim=24,model.qk_l2_norm=true");
+    check_model("llama", NULL, "model.head_dim=24,model.qk_layernorm=true,model.norm_1p=true");
     /* partial and interleaved RoPE (--rotary-percent 0.5: 2 of each head's 4 channels rotate) */
     check_model("llama", NULL, "model.rotary_percent=0.5");
     check_model("llama", NULL, "model.rope_interleaved=true,model.head_dim=6,model.rotary_percent=0.67");
