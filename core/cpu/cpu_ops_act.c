@@ -1,4 +1,4 @@
-/* cpu_ops_act.c — elementwise ops on the CPU: GeLU (tanh approximation), SwiGLU, add, the
+/* cpu_ops_act.c — elementwise ops on the CPU: GeLU (tanh approximation), SwiGLU, squared ReLU, add, the
  * (squared) sum used for norms and losses, and the f32 -> act cast (a copy on this fp32
  * backend).
  * Rules: activation gradients are overwritten (=); inner loops are straight-line fp32 code the
@@ -80,6 +80,38 @@ mt_status mt_cpu_swiglu_bwd(mt_backend *be, const mt_swiglu_bwd_args *a) {
             dg[j] = dy[j] * u[j] * s * (1.0f + g[j] * (1.0f - s));
             du[j] = dy[j] * silu;
         }
+    }
+    return MT_OK;
+}
+
+/* squared ReLU: y = r^2, dy/dx = 2 r, r = max(x, 0) (x > 0 ? x : 0, so the gradient at 0 is 0) */
+mt_status mt_cpu_squared_relu_fwd(mt_backend *be, const mt_squared_relu_fwd_args *a) {
+    const int nt = mt_cpu_nt(be);
+    if (a->n == 0) return MT_OK;
+    if (!a->out || !a->inp) return mt_errorf(MT_ERR_INTERNAL, "cpu squared_relu_fwd: NULL tensor (n=%zu)", a->n);
+    float *out = a->out;
+    const float *inp = a->inp;
+    const long n = (long)a->n;
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= MT_CPU_PAR_MIN)
+    for (long i = 0; i < n; i++) {
+        const float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        out[i] = r * r;
+    }
+    return MT_OK;
+}
+
+mt_status mt_cpu_squared_relu_bwd(mt_backend *be, const mt_squared_relu_bwd_args *a) {
+    const int nt = mt_cpu_nt(be);
+    if (a->n == 0) return MT_OK;
+    if (!a->dinp || !a->dout || !a->inp)
+        return mt_errorf(MT_ERR_INTERNAL, "cpu squared_relu_bwd: NULL tensor (n=%zu)", a->n);
+    float *dinp = a->dinp;
+    const float *dout = a->dout, *inp = a->inp;
+    const long n = (long)a->n;
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= MT_CPU_PAR_MIN)
+    for (long i = 0; i < n; i++) {
+        const float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        dinp[i] = dout[i] * 2.0f * r;
     }
     return MT_OK;
 }
