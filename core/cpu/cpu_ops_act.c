@@ -84,36 +84,28 @@ mt_status mt_cpu_swiglu_bwd(mt_backend *be, const mt_swiglu_bwd_args *a) {
     return MT_OK;
 }
 
-/* squared ReLU: y = r^2, dy/dx = 2 r, r = max(x, 0) (x > 0 ? x : 0, so the gradient at 0 is 0) */
-mt_status mt_cpu_squared_relu_fwd(mt_backend *be, const mt_squared_relu_fwd_args *a) {
+/* squared ReLU: y = r^2, dy/dx = 2 r, r = max(x, 0) (x > 0 ? x : 0, so the gradient at 0 is 0).
+ * out = y (dout NULL: forward) or dout * dy/dx (backward; out may be dout). */
+static mt_status squared_relu_map(mt_backend *be, const char *op, float *out, const float *inp, const float *dout,
+                                  size_t n_elems, int backward) {
     const int nt = mt_cpu_nt(be);
-    if (a->n == 0) return MT_OK;
-    if (!a->out || !a->inp) return mt_errorf(MT_ERR_INTERNAL, "cpu squared_relu_fwd: NULL tensor (n=%zu)", a->n);
-    float *out = a->out;
-    const float *inp = a->inp;
-    const long n = (long)a->n;
+    if (n_elems == 0) return MT_OK;
+    if (!out || !inp || (backward && !dout)) return mt_errorf(MT_ERR_INTERNAL, "cpu %s: NULL tensor (n=%zu)", op, n_elems);
+    const long n = (long)n_elems;
 #pragma omp parallel for schedule(static) num_threads(nt) if (n >= MT_CPU_PAR_MIN)
     for (long i = 0; i < n; i++) {
         const float r = inp[i] > 0.0f ? inp[i] : 0.0f;
-        out[i] = r * r;
+        out[i] = backward ? dout[i] * 2.0f * r : r * r;
     }
     return MT_OK;
 }
 
+mt_status mt_cpu_squared_relu_fwd(mt_backend *be, const mt_squared_relu_fwd_args *a) {
+    return squared_relu_map(be, "squared_relu_fwd", a->out, a->inp, NULL, a->n, 0);
+}
+
 mt_status mt_cpu_squared_relu_bwd(mt_backend *be, const mt_squared_relu_bwd_args *a) {
-    const int nt = mt_cpu_nt(be);
-    if (a->n == 0) return MT_OK;
-    if (!a->dinp || !a->dout || !a->inp)
-        return mt_errorf(MT_ERR_INTERNAL, "cpu squared_relu_bwd: NULL tensor (n=%zu)", a->n);
-    float *dinp = a->dinp;
-    const float *dout = a->dout, *inp = a->inp;
-    const long n = (long)a->n;
-#pragma omp parallel for schedule(static) num_threads(nt) if (n >= MT_CPU_PAR_MIN)
-    for (long i = 0; i < n; i++) {
-        const float r = inp[i] > 0.0f ? inp[i] : 0.0f;
-        dinp[i] = dout[i] * 2.0f * r;
-    }
-    return MT_OK;
+    return squared_relu_map(be, "squared_relu_bwd", a->dinp, a->inp, a->dout, a->n, 1);
 }
 
 mt_status mt_cpu_add(mt_backend *be, const mt_add_args *a) {

@@ -31,12 +31,13 @@ static void act(size_t n, size_t offset) {
     mt_gelu_bwd_args bc = {o.data(), d.data(), x.data(), n}, bg = {xo, gd, gx, n};
     MT_BE_CALL(&g_cpu, gelu_bwd, &bc); mt_cuda_gelu_bwd(&g_be, &bg);
     cmp("gelu bwd", from_bf16(xo, n).data(), o.data(), n, 1e-4);
-    mt_squared_relu_fwd_args rc = {o.data(), x.data(), n}, rg = {xo, gx, n};
-    MT_BE_CALL(&g_cpu, squared_relu_fwd, &rc); mt_cuda_squared_relu_fwd(&g_be, &rg);
-    cmp("squared_relu fwd", from_bf16(xo, n).data(), o.data(), n, 1e-4);
-    mt_squared_relu_bwd_args qc = {o.data(), d.data(), x.data(), n}, qg = {xo, gd, gx, n};
-    MT_BE_CALL(&g_cpu, squared_relu_bwd, &qc); mt_cuda_squared_relu_bwd(&g_be, &qg);
-    cmp("squared_relu bwd", from_bf16(xo, n).data(), o.data(), n, 1e-4);
+    for (int bwd = 0; bwd < 2; bwd++) { /* squared ReLU forward, then backward (dout = d) */
+        mt_squared_relu_fwd_args fc = {o.data(), x.data(), n}, fg = {xo, gx, n};
+        mt_squared_relu_bwd_args bc = {o.data(), d.data(), x.data(), n}, bg = {xo, gd, gx, n};
+        if (bwd) MT_BE_CALL(&g_cpu, squared_relu_bwd, &bc), mt_cuda_squared_relu_bwd(&g_be, &bg);
+        else MT_BE_CALL(&g_cpu, squared_relu_fwd, &fc), mt_cuda_squared_relu_fwd(&g_be, &fg);
+        cmp(bwd ? "squared_relu bwd" : "squared_relu fwd", from_bf16(xo, n).data(), o.data(), n, 1e-4);
+    }
     mt_add_args ac = {o.data(), x.data(), y.data(), n}, ag = {xo, gx, gy, n};
     MT_BE_CALL(&g_cpu, add, &ac); mt_cuda_add(&g_be, &ag);
     cmp("add", from_bf16(xo, n).data(), o.data(), n, 1e-4);
