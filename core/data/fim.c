@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/data/tokenizer_bpe.h"
+
 struct mt_fim {
     mt_fim_cfg cfg;
     char *no_prefix;
@@ -225,24 +227,31 @@ mt_status mt_fim_apply(mt_fim *f, uint64_t sample, int32_t *tokens, int64_t n) {
 }
 
 mt_status mt_fim_token_id(const mt_tokenizer *tok, const char *token, int32_t *id, int *unknown) {
+    int unk_is_eod = 0;
+    *unknown = 0;
+    if (!strcmp(mt_tokenizer_name(tok), "gpt2bpe")) { /* Hugging Face: a vocabulary lookup */
+        *id = mt_bpe_token_id(tok, token, &unk_is_eod);
+        if (*id >= 0) return MT_OK;
+        if (unk_is_eod) {
+            *id = mt_tokenizer_eod(tok);
+            *unknown = 1;
+            return MT_OK;
+        }
+        return mt_errorf(MT_ERR_CONFIG, "fim token '%s' is not in the tokenizer.json vocabulary (which has no unk "
+                         "token to stand for it); name a token of it", token);
+    }
     mt_byte_buf text = {0};
     mt_token_buf ids = {0};
     const int32_t eod = mt_tokenizer_eod(tok);
-    *unknown = 0;
     mt_status st = mt_tokenizer_decode(tok, &eod, 1, &text);
     if (st == MT_OK && text.n_bytes == strlen(token) && !memcmp(text.bytes, token, text.n_bytes)) {
         *id = eod;
     } else if (st == MT_OK && (st = mt_tokenizer_encode(tok, token, strlen(token), &ids)) == MT_OK) {
-        if (ids.n_ids == 1 && token[0]) {
-            *id = ids.ids[0];
-        } else if (!strcmp(mt_tokenizer_name(tok), "gpt2bpe")) {
-            *id = eod;
-            *unknown = 1;
-        } else {
+        if (ids.n_ids == 1 && token[0]) *id = ids.ids[0];
+        else
             st = mt_errorf(MT_ERR_CONFIG, "fim token '%s' is not one token of the %s tokenizer (it encodes to %lld "
                            "ids); name a token of its vocabulary", token, mt_tokenizer_name(tok),
                            (long long)ids.n_ids);
-        }
     }
     mt_byte_buf_free(&text);
     mt_token_buf_free(&ids);

@@ -51,11 +51,11 @@ mt_status mt_fim_apply(mt_fim *f, uint64_t sample, int32_t *tokens, int64_t n);
 /* The same with the caller's generator (tests): draws continue from rng's state. */
 mt_status mt_fim_apply_rng(mt_fim *f, mt_np_random *rng, int32_t *tokens, int64_t n);
 
-/* Megatron's tokens_to_ids for one FIM token string: the tokenizer's eod when the string is
- * what eod decodes to ("<|endoftext|>"); the id when the string is one token; for GPT-2 BPE a
- * string that is no token of the vocabulary gives eod, as Megatron's Hugging Face GPT-2
- * tokenizer maps it to its unk token <|endoftext|> (*unknown set to 1 then). MT_ERR_CONFIG
- * for other tokenizers. */
+/* Megatron's tokens_to_ids for one FIM token string. Byte-level BPE: the vocabulary's id of
+ * the string as the vocabulary writes it ("<|endoftext|>", "Ġdef"), as Hugging Face's
+ * convert_tokens_to_ids; a string not in GPT-2's vocab.json is its unk token <|endoftext|>
+ * (*unknown set to 1), and MT_ERR_CONFIG for a tokenizer.json. Other tokenizers: eod for what
+ * eod decodes to, else the id of a string that encodes to one token, else MT_ERR_CONFIG. */
 mt_status mt_fim_token_id(const mt_tokenizer *tok, const char *token, int32_t *id, int *unknown);
 
 #endif

@@ -167,6 +167,7 @@ static int check_gpt2(void) {
     int unknown = 0;
     CHECK(mt_fim_token_id(tok, "<fim_prefix>", &id, &unknown) == MT_OK && id == 50256 && unknown);
     CHECK(mt_fim_token_id(tok, "<|endoftext|>", &id, &unknown) == MT_OK && id == 50256 && !unknown);
+    CHECK(mt_fim_token_id(tok, "\xc4\xa0" "def", &id, &unknown) == MT_OK && id == 825 && !unknown); /* "Ġdef" */
     CHECK(mt_fim_token_id(tok, "{", &pre, &unknown) == MT_OK && !unknown && pre != 50256);
     CHECK(mt_fim_token_id(tok, "}", &mid, &unknown) == MT_OK && !unknown);
     CHECK(mt_fim_token_id(tok, "~", &suf, &unknown) == MT_OK && !unknown);
