@@ -34,6 +34,7 @@
 #include "train/pipeline.h"
 #include "train/profile.h"
 #include "train/timers.h"
+#include "train/train_fim.h"
 #include "core/backend_timed.h"
 #include "train/tensorboard.h"
 #include "train/stop_request.h"
@@ -52,6 +53,7 @@ typedef struct {
     mt_pipeline *pipe_exec;  /* &pipe when pp > 1 */
     mt_blended_dataset *train, *valid;
     mt_blended_dataset *test;  /* the split's test part, evaluated once at the end (eval_iters > 0) */
+    mt_train_fim fim;          /* data.fim: the fill-in-the-middle transform the three read through */
     mt_metrics_sink sink;
     int have_sink;
     mt_tensorboard tb;       /* logging rank with logging.tensorboard_dir: the events file */
@@ -222,6 +224,7 @@ static mt_status trainer_close(trainer *t, int failed) {
     mt_blended_dataset_close(t->test);
     mt_blended_dataset_close(t->valid);
     mt_blended_dataset_close(t->train);
+    mt_train_fim_close(&t->fim);
     return st;
 }
 
@@ -269,6 +272,8 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
         MT_CHECK(mt_blended_dataset_open(&t->valid, r->data.path, r->data.split, MT_SPLIT_VALID, t->T,
                                          r->training.seed, r->logging.eval_iters * t->G, r->data.cache_path));
     MT_CHECK(open_test_split(t));
+    mt_blended_dataset *const fim_ds[3] = {t->train, t->valid, t->test};
+    MT_CHECK(mt_train_fim_open(&t->fim, r, fim_ds, 3, ps->logger ? stderr : NULL));
     if (pp > 1) /* Megatron's rule on m for the interleaved schedule, before anything is allocated: every
                  * micro-batch count the batch-size ramp-up goes through, then the full one */
         for (int64_t g = r->training.rampup_start > 0 ? r->training.rampup_start : t->G; g <= t->G;

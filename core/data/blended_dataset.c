@@ -396,6 +396,9 @@ mt_status mt_blended_dataset_get(const mt_blended_dataset *d, int64_t sample, in
 int mt_blended_dataset_n_datasets(const mt_blended_dataset *d) { return d->n_datasets; }
 const char *mt_blended_dataset_prefix(const mt_blended_dataset *d, int i) { return d->prefixes[i]; }
 double mt_blended_dataset_weight(const mt_blended_dataset *d, int i) { return d->weights[i]; }
+void mt_blended_dataset_set_fim(mt_blended_dataset *d, mt_fim *fim) {
+    for (int i = 0; d && i < d->n_datasets; i++) mt_gpt_dataset_set_fim(d->gpt[i], fim);
+}
 const mt_gpt_dataset *mt_blended_dataset_component(const mt_blended_dataset *d, int i) {
     return d->gpt[i];
 }

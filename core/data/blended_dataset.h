@@ -53,6 +53,8 @@ int64_t mt_blended_dataset_len(const mt_blended_dataset *d);
  * numbers too), like mt_gpt_dataset_get. */
 mt_status mt_blended_dataset_get(const mt_blended_dataset *d, int64_t sample, int32_t *tokens);
 void mt_blended_dataset_close(mt_blended_dataset *d);
+/* Fill-in-the-middle on every dataset of the stream (mt_gpt_dataset_set_fim); NULL d is fine. */
+void mt_blended_dataset_set_fim(mt_blended_dataset *d, mt_fim *fim);
 /* MT_OK when every dataset's .idx and .bin are still the files opened (mt_indexed_check_
  * unchanged); the first change otherwise, naming the file. NULL is fine. Training calls it at
  * each validation and checkpoint save. */

@@ -34,6 +34,7 @@ struct mt_gpt_dataset {
     mt_index_cache_state cache_state;
     char cache_file[1024];
     char cache_note[600];
+    mt_fim *fim;             /* fill-in-the-middle, borrowed (NULL: off) */
 };
 
 static const char *k_split_names[3] = {"train", "valid", "test"};
@@ -505,5 +506,7 @@ mt_status mt_gpt_dataset_get(const mt_gpt_dataset *d, int64_t sample, int32_t *t
         return mt_errorf(MT_ERR_INTERNAL, "gpt dataset: sample %lld has %lld tokens, expected %d",
                          (long long)sample, (long long)n, d->seq_length + 1);
     }
-    return MT_OK;
+    return d->fim ? mt_fim_apply(d->fim, (uint64_t)s, tokens, n) : MT_OK;
 }
+
+void mt_gpt_dataset_set_fim(mt_gpt_dataset *d, mt_fim *fim) { d->fim = fim; }

@@ -27,6 +27,7 @@
 
 #include <stdint.h>
 
+#include "core/data/fim.h"
 #include "core/data/indexed.h"
 #include "core/status.h"
 
@@ -59,6 +60,10 @@ int64_t mt_gpt_dataset_len(const mt_gpt_dataset *d);
  * Sample numbers wrap modulo the length (negative ones too). */
 mt_status mt_gpt_dataset_get(const mt_gpt_dataset *d, int64_t sample, int32_t *tokens);
 void mt_gpt_dataset_close(mt_gpt_dataset *d);
+/* Fill-in-the-middle (fim.h): every sample read afterwards is mt_fim_apply'd, with its number
+ * in the stream (after wrapping, before the shuffle: Megatron's __getitem__ index). fim is
+ * borrowed (NULL: off again); mt_gpt_dataset_get then uses it, so one thread at a time. */
+void mt_gpt_dataset_set_fim(mt_gpt_dataset *d, mt_fim *fim);
 
 /* What happened with the index cache. */
 typedef enum {

@@ -575,6 +575,13 @@ void mt_bpe_set_small_word_limit(mt_tokenizer *tok, int n_symbols) {
     if (tok && tok->iface == &k_bpe_iface) ((bpe_ctx *)tok->ctx)->small_word_limit = n_symbols;
 }
 
+int32_t mt_bpe_token_id(const mt_tokenizer *tok, const char *token, int *unk_is_eod) {
+    if (!tok || tok->iface != &k_bpe_iface) return -1;
+    const bpe_model *m = ((const bpe_ctx *)tok->ctx)->m;
+    *unk_is_eod = !strcmp(m->name, "gpt2bpe");
+    return bpe_model_find(m, token, strlen(token));
+}
+
 void mt_bpe_set_cache(mt_tokenizer *tok, int enabled) {
     if (tok && tok->iface == &k_bpe_iface) {
         bpe_ctx *x = tok->ctx;

@@ -35,6 +35,11 @@ mt_status mt_tokenizer_gpt2_open(mt_tokenizer **out, const char *vocab_path,
  * "<|end_of_text|>", "</s>", "<|im_end|>", "<eos>" found among the added tokens or the vocab. */
 mt_status mt_tokenizer_hf_open(mt_tokenizer **out, const char *json_path);
 
+/* Hugging Face's convert_tokens_to_ids for one token string as the vocabulary writes it
+ * ("Ġdef", "<|endoftext|>"): its id, or -1 when absent or tok is no BPE tokenizer.
+ * *unk_is_eod = 1 for GPT-2's vocab.json (its unk token is <|endoftext|>), else 0. */
+int32_t mt_bpe_token_id(const mt_tokenizer *tok, const char *token, int *unk_is_eod);
+
 /* ---- for tests and benchmarks --------------------------------------------------------- */
 
 /* Splits text into GPT-2 pre-tokens: ends[k] is the end offset of pre-token k (they are

@@ -131,6 +131,14 @@ typedef struct {
     char merges[MT_PATH_MAX];
     char cache_path[MT_PATH_MAX];
     int mock;                     /* Megatron's --mock-data: synthetic documents, no files */
+    struct {                      /* fill-in-the-middle samples (Megatron's --fim-data): core/data/fim.h */
+        int enabled;
+        float rate, spm_rate;
+        float fragment_rate;      /* < 0: not given (needed with split_sample) */
+        char split_sample[64];    /* "" = none */
+        char no_prefix[64];       /* "" = none */
+        char prefix_token[64], middle_token[64], suffix_token[64], pad_token[64], eod_token[64];
+    } fim;
 } mt_data_cfg;
 
 typedef struct {
@@ -168,7 +176,7 @@ typedef struct {
 
 /* Where each key's value came from, for messages: "configs/x.yaml:12", "--set", "--lr",
  * or "default". Indexed by key id (see mt_recipe_key_*). */
-#define MT_RECIPE_MAX_KEYS 128
+#define MT_RECIPE_MAX_KEYS 160
 typedef struct {
     char file[MT_PATH_MAX];
     int line[MT_RECIPE_MAX_KEYS];        /* 0 = not from the file */

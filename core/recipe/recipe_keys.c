@@ -225,6 +225,25 @@ const mt_recipe_key mt_recipe_keys[] = {
     KBOOL("data.mock", data.mock, "false",
           "synthetic documents instead of data.path (Megatron's --mock-data: 100000 documents of lengths in [1, 4096), "
           "each the ids 1, 2, ..., len-1 then eod)", 0),
+    KBOOL("data.fim.enabled", data.fim.enabled, "false",
+          "fill-in-the-middle samples (Megatron's GPTFIMDataset): segments between eods are cut at two random "
+          "characters and rearranged prefix-suffix-middle or suffix-prefix-middle around sentinel tokens", 0),
+    KFLT("data.fim.rate", data.fim.rate, "0.5", 0, 1, "", "probability a segment is rearranged", 0),
+    KFLT("data.fim.spm_rate", data.fim.spm_rate, "0.5", 0, 1, "",
+         "probability a rearranged segment is suffix-prefix-middle rather than prefix-suffix-middle", 0),
+    KSTR("data.fim.split_sample", data.fim.split_sample, "",
+         "a token splitting a segment into fragments (e.g. files of a repository), each rearranged on its own; "
+         "\"\" = none"),
+    KFLT("data.fim.fragment_rate", data.fim.fragment_rate, "-1", -1, 1, "",
+         "probability each fragment is rearranged (with split_sample); -1 = not set", 0),
+    KSTR("data.fim.no_prefix", data.fim.no_prefix, "", "segments whose text starts with this are left alone; \"\" = none"),
+    KSTR("data.fim.prefix_token", data.fim.prefix_token, "<fim_prefix>",
+         "the prefix sentinel: a token of the tokenizer (one that is not, with GPT-2 BPE, is <|endoftext|>, as "
+         "Megatron's Hugging Face tokenizer maps unknown tokens)"),
+    KSTR("data.fim.middle_token", data.fim.middle_token, "<fim_middle>", "the middle sentinel token"),
+    KSTR("data.fim.suffix_token", data.fim.suffix_token, "<fim_suffix>", "the suffix sentinel token"),
+    KSTR("data.fim.pad_token", data.fim.pad_token, "<fim_pad>", "pads a rearranged sample that came out shorter"),
+    KSTR("data.fim.eod_token", data.fim.eod_token, "<|endoftext|>", "the token segments are cut at"),
 
     /* checkpoint */
     KSTR("checkpoint.dir", checkpoint.dir, "", "directory checkpoints are saved to; \"\" = no saving"),
@@ -396,6 +415,17 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--merge-file", "data.merges", NULL },
     { "--data-cache-path", "data.cache_path", NULL },
     { "--mock-data", "data.mock", "true" },
+    { "--fim-data", "data.fim.enabled", "true" },
+    { "--fim-rate", "data.fim.rate", NULL },
+    { "--fim-spm-rate", "data.fim.spm_rate", NULL },
+    { "--fim-split-sample", "data.fim.split_sample", NULL },
+    { "--fim-fragment-rate", "data.fim.fragment_rate", NULL },
+    { "--fim-no-prefix", "data.fim.no_prefix", NULL },
+    { "--fim-prefix-token", "data.fim.prefix_token", NULL },
+    { "--fim-middle-token", "data.fim.middle_token", NULL },
+    { "--fim-suffix-token", "data.fim.suffix_token", NULL },
+    { "--fim-pad-token", "data.fim.pad_token", NULL },
+    { "--fim-eod-token", "data.fim.eod_token", NULL },
     { "--save", "checkpoint.dir", NULL },
     { "--load", "checkpoint.load", NULL },
     { "--save-interval", "checkpoint.save_interval", NULL },

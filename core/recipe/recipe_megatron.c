@@ -220,9 +220,6 @@ static const meg_flag meg_flags[] = {
       "value is refused" },
     { "--megatron-fsdp-grad-comm-dtype", 1, MEG_RULE, "fp32 only (mtrain reduces gradients in fp32); another value "
       "is refused" },
-    { "--fim-data", 0, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
-    { "--fim-rate", 1, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
-    { "--fim-spm-rate", 1, MEG_REFUSE, "fill-in-the-middle data is not implemented" },
     { "--export-te-mcore-model", 0, MEG_REFUSE, "ModelOpt knowledge distillation is not implemented" },
     { "--export-kd-teacher-load", 1, MEG_REFUSE, "ModelOpt knowledge distillation is not implemented" },
     { "--export-kd-cfg", 1, MEG_REFUSE, "ModelOpt knowledge distillation is not implemented" },

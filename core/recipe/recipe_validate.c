@@ -608,6 +608,15 @@ static void check_layout(const mt_recipe *r, problems *P) {
         add(P, "checkpoint.save_interval", "%" PRId64 " but checkpoint.dir is empty; set checkpoint.dir (or "
             "--save DIR)", r->checkpoint.save_interval);
     if (!blend_ok(r->data.path, problem, sizeof problem)) add(P, "data.path", "%s", problem);
+    if (r->data.fim.enabled && r->data.mock)
+        add(P, "data.fim.enabled", "with data.mock: fill-in-the-middle needs text (Megatron asserts the same: "
+            "\"Mock dataset is not supported with FIM dataset\")");
+    if (r->data.fim.enabled && r->data.tokenizer == MT_TOK_NULL)
+        add(P, "data.fim.enabled", "with data.tokenizer null: fill-in-the-middle cuts the detokenized text; name the "
+            "data's tokenizer");
+    if (r->data.fim.enabled && r->data.fim.split_sample[0] && r->data.fim.fragment_rate < 0)
+        add(P, "data.fim.fragment_rate", "is not set but data.fim.split_sample is '%.40s': give each fragment's rate "
+            "(--fim-fragment-rate)", r->data.fim.split_sample);
     if (!split_ok(r->data.split))
         add(P, "data.split", "'%.60s' is not 1 to 3 non-negative numbers separated by commas; write e.g. "
             "\"969,30,1\"", r->data.split);

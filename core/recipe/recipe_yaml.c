@@ -456,7 +456,11 @@ void mt_recipe_print_reference(FILE *f) {
         fputs(" | ", f);
         if (key->doc_default) md_cell(f, key->doc_default);
         else if (key->flags & MT_KF_REQUIRED) fputs("required", f);
-        else if (key->type == MT_KEY_STRING) fprintf(f, "`\"%s\"`", key->def);
+        else if (key->type == MT_KEY_STRING) {
+            fputs("`\"", f);
+            md_cell(f, key->def); /* "<|endoftext|>" */
+            fputs("\"`", f);
+        }
         else fprintf(f, "`%s`", key->def);
         fprintf(f, " | %s | ", key->unit);
         md_cell(f, key->help);
