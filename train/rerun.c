@@ -24,10 +24,14 @@
 #define STATS_INTERVAL 2          /* RerunStateMachine.REPORTING_INTERVAL_ITERATIONS */
 #define INJECT_STREAM 0x72657275ULL /* the injector's stream of mt_rng_u64 */
 
-enum { CHECK_NAN = 0, CHECK_INF, CHECK_SPIKY, N_CHECKS };
-static const char *const check_msg[N_CHECKS] = {"found NaN in local forward loss calculation",
-                                                "found Inf in local forward loss calculation", "Spiky loss"};
-static const int check_fatal[N_CHECKS] = {1, 1, 0};
+/* pretrain_gpt.py's loss_func checks, then param_and_grad_buffer.py's check_grads (one bucket here) */
+enum { CHECK_NAN = 0, CHECK_INF, CHECK_SPIKY, CHECK_GRAD_NAN, CHECK_GRAD_INF, N_CHECKS };
+static const char *const check_msg[N_CHECKS] = {
+    "found NaN in local forward loss calculation", "found Inf in local forward loss calculation", "Spiky loss",
+    "found NaN in local grad norm for bucket #0 in backward pass before data-parallel communication collective",
+    "found Inf in local grad norm for bucket #0 in backward pass before data-parallel communication collective"};
+static const int check_fatal[N_CHECKS] = {1, 1, 0, 1, 1};
+static const double check_tolerance[N_CHECKS] = {0, 0, 0, 0.001, 0.001}; /* Megatron's: a grad norm gets 0.1% */
 static const char *const inject_name[] = {"Expected result", "Transient error", "Persistent error"};
 static const char *const state_name[] = {"not_running_yet", "initial_run", "rerunning_in_place",
                                          "will_rerun_from_checkpoint", "rerunning_from_checkpoint",
@@ -157,6 +161,7 @@ static mt_status report_stats(mt_rerun *rr) {
         say(rr, "INFO", "Stats on computation determinism in validation calls");
         for (int c = 0; c < N_CHECKS; c++) {
             if ((c == CHECK_SPIKY && !rr->check_spiky) || (c != CHECK_SPIKY && !rr->check_nan)) continue;
+            if (c >= CHECK_GRAD_NAN) continue; /* the statistics are the loss's */
             say(rr, "INFO", "  From validation call '%s':", check_msg[c]);
             const double z = v[0], t = z + v[1];
             if (v[1] > 0)
@@ -265,8 +270,8 @@ static double maybe_miscompare(mt_rerun *rr, float initial, float result) {
 }
 
 static int rejects(mt_rerun *rr, int check, float v) {
-    if (check == CHECK_NAN) return isnan(v);
-    if (check == CHECK_INF) return isinf(v);
+    if (check == CHECK_NAN || check == CHECK_GRAD_NAN) return isnan(v);
+    if (check == CHECK_INF || check == CHECK_GRAD_INF) return isinf(v);
     const double a = fabs((double)v); /* is_unexpectedly_large(threshold 10, context "loss") */
     if (isnan(a) || isinf(a)) return 0;
     if (rr->large_count < SPIKY_SAMPLES) {
@@ -283,8 +288,8 @@ static void compare_rerun(mt_rerun *rr, float result) {
     const int fatal = check_fatal[rr->check];
     const char *m = check_msg[rr->check];
     char msg[384];
-    const double cmp = maybe_miscompare(rr, rr->initial, result);
-    if (rr->state == MT_RS_RERUNNING_IN_PLACE && cmp > 0) {
+    const double cmp = maybe_miscompare(rr, rr->initial, result), tol = check_tolerance[rr->check];
+    if (rr->state == MT_RS_RERUNNING_IN_PLACE && cmp > tol) {
         if (!fatal) rr->cont_req = 1;
         snprintf(msg, sizeof msg, "First rerun: unexpected result is not reproducible within the tolerance (%.9g != "
                  "%.9g)", (double)result, (double)rr->initial);
@@ -304,7 +309,7 @@ static void compare_rerun(mt_rerun *rr, float result) {
         say(rr, "ERROR", "Got rescheduled on the same GPU. Need to resume again from the same checkpoint (node: %s, "
             "gpu: %d)", rr->susp_node, rr->susp_device);
         rr->again_req = 1;
-    } else if (cmp > 0) {
+    } else if (cmp > tol) {
         track(rr, "second_rerun_not_reproducible", result, m);
         say(rr, "WARNING", "Second rerun: unexpected result is not reproducible on a different GPU, therefore was "
             "likely incorrect (%.9g != %.9g)", (double)result, (double)rr->initial);
@@ -354,14 +359,25 @@ static void validate_call(mt_rerun *rr, int check, int seq, int64_t call, float 
         compare_rerun(rr, v);
 }
 
-void mt_rerun_validate_loss(mt_rerun *rr, float local_loss, int n_micro) {
-    if (rr->mode == MT_RERUN_DISABLED || !rr->has_loss) return;
+mt_status mt_rerun_validate(mt_rerun *rr, float local_loss, int n_micro, const void *grads, size_t n_grads) {
+    mt_status st = MT_OK;
+    if (rr->mode == MT_RERUN_DISABLED) return MT_OK;
     int64_t call = 0;
-    for (int mb = 0; mb < n_micro; mb++) /* loss_func per micro-batch: NaN, Inf, then spiky loss */
-        for (int c = 0; c < N_CHECKS; c++) {
+    for (int mb = 0; rr->has_loss && mb < n_micro; mb++) /* loss_func per micro-batch: NaN, Inf, spiky loss */
+        for (int c = CHECK_NAN; c <= CHECK_SPIKY; c++) {
             if ((c == CHECK_SPIKY && !rr->check_spiky) || (c != CHECK_SPIKY && !rr->check_nan)) continue;
             validate_call(rr, c, mb + 1, call++, local_loss);
         }
+    if (!rr->check_nan || !n_grads) return MT_OK;
+    float sq = 0; /* the rank's gradient norm, every rank (check_grads before the data-parallel collective) */
+    mt_sum_args sa = {.out = rr->flags, .x = grads, .n = n_grads, .squares = 1};
+    MT_CHECK(rr->be->i->memset_zero(rr->be, rr->flags, 4));
+    MT_CHECK(MT_BE_CALL(rr->be, sum, &sa));
+    MT_CHECK(rr->be->i->copy_d2h(rr->be, &sq, rr->flags, 4));
+    validate_call(rr, CHECK_GRAD_NAN, 1, call++, sqrtf(sq));
+    validate_call(rr, CHECK_GRAD_INF, 1, call++, sqrtf(sq));
+out:
+    return st;
 }
 
 void mt_rerun_exit_decision(mt_rerun *rr, int *save, int *exit_code) {

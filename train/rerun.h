@@ -1,7 +1,8 @@
 /* rerun.h — Megatron-LM's rerun state machine (megatron/core/rerun_state_machine.py,
  * RerunStateMachine and RerunErrorInjector) for the training loop: each iteration's local loss is
  * validated (pretrain_gpt.py's loss_func: NaN, Inf, and with check_for_spiky_loss a loss 10x the
- * largest of the first 100 seen); a rejected result reruns the iteration's forward and backward in
+ * largest of the first 100 seen), and each rank's gradient norm (NaN, Inf: check_grads of
+ * megatron/core/distributed/param_and_grad_buffer.py, with one bucket); a rejected result reruns the iteration's forward and backward in
  * place on the same data and weights and compares. Not reproduced: a transient fault (fatal checks
  * exit 17, EXIT_CODE_FAILED_ON_RESULT_VALIDATION; the spiky-loss check goes on). Reproduced: the
  * state before the iteration is saved with the machine's state and the job exits 16
@@ -88,9 +89,11 @@ int mt_rerun_active(const mt_rerun *rr);
 /* Megatron's should_run_forward_backward: *run = 1 while iteration `it`'s forward and backward
  * must run (again). Collective over the world after a pass. */
 mt_status mt_rerun_should_run(mt_rerun *rr, int64_t it, int *run);
-/* loss_func's validate_result calls for this pass: local_loss is this rank's loss summed over its
- * n_micro micro-batches (ignored on ranks without the loss). */
-void mt_rerun_validate_loss(mt_rerun *rr, float local_loss, int n_micro);
+/* The validate_result calls of one pass: loss_func's per micro-batch (local_loss is this rank's loss
+ * summed over its n_micro micro-batches; ignored on ranks without the loss), then check_grads' on
+ * the norm of this rank's n_grads f32 gradients (every rank; before the data-parallel reduction,
+ * or after it when the buckets were reduced during backward). */
+mt_status mt_rerun_validate(mt_rerun *rr, float local_loss, int n_micro, const void *grads, size_t n_grads);
 /* Megatron's should_checkpoint_and_exit, after the passes: *save = 1 to save the state before this
  * iteration, *exit_code != 0 to end the job with it. */
 void mt_rerun_exit_decision(mt_rerun *rr, int *save, int *exit_code);

@@ -409,12 +409,13 @@ static mt_status run_pass(trainer *t, int64_t consumed) {
     MT_CHECK(run_batch(t, t->train, consumed, (float)(1.0 / t->tokens_per_iter), 1));
     mt_timing_end(tm, MT_TM_FWD_BWD, t0, -1, -1);
     mt_timers_add_comm(&t->tm, &m->par.clocks);
-    if (mt_rerun_active(&t->rerun)) {
-        float local_loss = 0, unused = 0;
-        MT_CHECK(mt_model_read_scalars(m, &local_loss, &unused));
-        mt_rerun_validate_loss(&t->rerun, local_loss, t->n_micro);
-    }
+    float local_loss = 0, unused = 0;
+    const int validate = mt_rerun_active(&t->rerun);
+    if (validate) MT_CHECK(mt_model_read_scalars(m, &local_loss, &unused)); /* this rank's, before the world sum */
+    if (validate && !t->ov) MT_CHECK(mt_rerun_validate(&t->rerun, local_loss, t->n_micro, m->grads, m->ol.n_flat));
     MT_CHECK(mt_grad_sync_reduce(&t->gs, m->grads, mt_model_scalars(m)));
+    /* overlapped: the buckets were being reduced during backward, so the gradients are read once final */
+    if (validate && t->ov) MT_CHECK(mt_rerun_validate(&t->rerun, local_loss, t->n_micro, m->grads, m->ol.n_flat));
 out:
     return st;
 }
