@@ -608,6 +608,7 @@ static const struct { const char *key, *value; } meg_defaults[] = {
     { "model.moe.capacity_factor", "0" },    /* --moe-expert-capacity-factor None: dropless */
     { "model.moe.aux_loss_coeff", "0" },     /* --moe-aux-loss-coeff 0.0 */
     { "parallel.timeout_s", "600" },         /* --distributed-timeout-minutes 10 (mtrain's recipes: 300 s) */
+    { "training.rerun_mode", "validate_results" }, /* --rerun-mode validate_results (mtrain's recipes: disabled) */
 };
 
 mt_status mt_recipe_megatron_defaults(mt_recipe *r) {
