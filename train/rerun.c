@@ -26,6 +26,7 @@
 
 /* pretrain_gpt.py's loss_func checks, then param_and_grad_buffer.py's check_grads (one bucket here) */
 enum { CHECK_NAN = 0, CHECK_INF, CHECK_SPIKY, CHECK_GRAD_NAN, CHECK_GRAD_INF, N_CHECKS };
+_Static_assert(N_CHECKS == MT_RERUN_CHECKS, "rerun.h's MT_RERUN_CHECKS");
 static const char *const check_msg[N_CHECKS] = {
     "found NaN in local forward loss calculation", "found Inf in local forward loss calculation", "Spiky loss",
     "found NaN in local grad norm for bucket #0 in backward pass before data-parallel communication collective",
@@ -110,7 +111,7 @@ mt_status mt_rerun_init(mt_rerun *rr, const mt_recipe *r, const mt_parallel_stat
                                  "(RerunStateMachine result validation log)", rr->tracker);
         fclose(f);
     }
-    MT_CHECK(be->i->alloc(be, 16, &rr->flags));
+    MT_CHECK(be->i->alloc(be, 64, &rr->flags));
     MT_CHECK(be->i->alloc(be, (size_t)(ps->size + 1) * REC_WORDS * 4, &rr->gather));
     rr->table = calloc((size_t)ps->size * REC_WORDS, sizeof *rr->table);
     if (!rr->table) return mt_errorf(MT_ERR_OOM, "rerun state machine: %d records", ps->size);
@@ -143,36 +144,44 @@ out:
     return st;
 }
 
-/* _maybe_report_stats: every other iteration, the differences of every rank's reruns */
+/* whether validation call `c` is made (loss_func's and check_grads' switches) */
+static int check_on(const mt_rerun *rr, int c) {
+    return c == CHECK_SPIKY ? rr->check_spiky : rr->check_nan;
+}
+
+/* _maybe_report_stats: every other iteration, the differences of every rank's reruns per call */
 static mt_status report_stats(mt_rerun *rr) {
     mt_status st = MT_OK;
     if ((rr->iteration - 1) % STATS_INTERVAL != 0) return MT_OK;
-    float v[4] = {(float)rr->stat_zero, (float)rr->stat_n, (float)rr->stat_sum, 0}, mx = (float)rr->stat_max;
+    float v[3 * N_CHECKS], mx[N_CHECKS];
+    for (int c = 0; c < N_CHECKS; c++) {
+        v[3 * c] = (float)rr->stat_zero[c], v[3 * c + 1] = (float)rr->stat_n[c], v[3 * c + 2] = (float)rr->stat_sum[c];
+        mx[c] = (float)rr->stat_max[c];
+    }
     const mt_group *w = mt_pstate_group(rr->ps, MT_PG_WORLD);
     if (w->size > 1) {
-        MT_CHECK(rr->be->i->copy_h2d(rr->be, rr->flags, v, 12));
-        MT_CHECK(w->comm->i->allreduce(w->comm, rr->flags, rr->flags, 3, MT_F32, MT_RED_SUM));
-        MT_CHECK(rr->be->i->copy_d2h(rr->be, v, rr->flags, 12));
-        MT_CHECK(rr->be->i->copy_h2d(rr->be, rr->flags, &mx, 4));
-        MT_CHECK(w->comm->i->allreduce(w->comm, rr->flags, rr->flags, 1, MT_F32, MT_RED_MAX));
-        MT_CHECK(rr->be->i->copy_d2h(rr->be, &mx, rr->flags, 4));
+        MT_CHECK(rr->be->i->copy_h2d(rr->be, rr->flags, v, sizeof v));
+        MT_CHECK(w->comm->i->allreduce(w->comm, rr->flags, rr->flags, 3 * N_CHECKS, MT_F32, MT_RED_SUM));
+        MT_CHECK(rr->be->i->copy_d2h(rr->be, v, rr->flags, sizeof v));
+        MT_CHECK(rr->be->i->copy_h2d(rr->be, rr->flags, mx, sizeof mx));
+        MT_CHECK(w->comm->i->allreduce(w->comm, rr->flags, rr->flags, N_CHECKS, MT_F32, MT_RED_MAX));
+        MT_CHECK(rr->be->i->copy_d2h(rr->be, mx, rr->flags, sizeof mx));
     }
-    if (rr->rank == 0) {
-        say(rr, "INFO", "Stats on computation determinism in validation calls");
-        for (int c = 0; c < N_CHECKS; c++) {
-            if ((c == CHECK_SPIKY && !rr->check_spiky) || (c != CHECK_SPIKY && !rr->check_nan)) continue;
-            if (c >= CHECK_GRAD_NAN) continue; /* the statistics are the loss's */
-            say(rr, "INFO", "  From validation call '%s':", check_msg[c]);
-            const double z = v[0], t = z + v[1];
-            if (v[1] > 0)
-                say(rr, "INFO", "    %.0f/%.0f total/identical samples, rel. variability: avg= %.3E, max: %.3E", t, z,
-                    v[2] / t, (double)mx);
-            else
-                say(rr, "INFO", "    %.0f samples, all identical", z);
-        }
+    if (rr->rank == 0) say(rr, "INFO", "Stats on computation determinism in validation calls");
+    for (int c = 0; c < N_CHECKS && rr->rank == 0; c++) {
+        const double z = v[3 * c], t = z + v[3 * c + 1];
+        if (!check_on(rr, c) || t == 0) continue;
+        say(rr, "INFO", "  From validation call '%s':", check_msg[c]);
+        if (v[3 * c + 1] > 0)
+            say(rr, "INFO", "    %.0f/%.0f total/identical samples, rel. variability: avg= %.3E, max: %.3E", t, z,
+                v[3 * c + 2] / t, (double)mx[c]);
+        else
+            say(rr, "INFO", "    %.0f samples, all identical", z);
     }
-    rr->stat_zero = rr->stat_n = 0;
-    rr->stat_sum = rr->stat_max = 0;
+    memset(rr->stat_zero, 0, sizeof rr->stat_zero);
+    memset(rr->stat_n, 0, sizeof rr->stat_n);
+    memset(rr->stat_sum, 0, sizeof rr->stat_sum);
+    memset(rr->stat_max, 0, sizeof rr->stat_max);
 out:
     return st;
 }
@@ -330,14 +339,14 @@ static void validate_call(mt_rerun *rr, int check, int seq, int64_t call, float 
     if (rr->mode == MT_RERUN_STATS) {
         if (rr->state == MT_RS_INITIAL_RUN) {
             rr->rerun_req = 1;
-            rr->stat_initial = v;
+            rr->stat_initial[check] = v; /* every call of a check validates the same value here */
         } else if (rr->state == MT_RS_RERUNNING_IN_PLACE) {
-            const double d = compare(rr->stat_initial, v);
-            if (d == 0) rr->stat_zero++;
+            const double d = compare(rr->stat_initial[check], v);
+            if (d == 0) rr->stat_zero[check]++;
             else {
-                rr->stat_n++;
-                rr->stat_sum += d;
-                if (d > rr->stat_max) rr->stat_max = d;
+                rr->stat_n[check]++;
+                rr->stat_sum[check] += d;
+                if (d > rr->stat_max[check]) rr->stat_max[check] = d;
             }
         }
         return;
@@ -365,7 +374,7 @@ mt_status mt_rerun_validate(mt_rerun *rr, float local_loss, int n_micro, const v
     int64_t call = 0;
     for (int mb = 0; rr->has_loss && mb < n_micro; mb++) /* loss_func per micro-batch: NaN, Inf, spiky loss */
         for (int c = CHECK_NAN; c <= CHECK_SPIKY; c++) {
-            if ((c == CHECK_SPIKY && !rr->check_spiky) || (c != CHECK_SPIKY && !rr->check_nan)) continue;
+            if (!check_on(rr, c)) continue;
             validate_call(rr, c, mb + 1, call++, local_loss);
         }
     if (!rr->check_nan || !n_grads) return MT_OK;

@@ -32,6 +32,8 @@
 #define MT_EXIT_RESUME_TO_DISAMBIGUATE 16     /* Megatron's EXIT_CODE_RESUME_TO_DISAMBIGUATE */
 #define MT_EXIT_FAILED_ON_RESULT_VALIDATION 17 /* Megatron's EXIT_CODE_FAILED_ON_RESULT_VALIDATION */
 
+#define MT_RERUN_CHECKS 5 /* the validated values: loss NaN, Inf, spiky; gradient norm NaN, Inf */
+
 /* Megatron's RerunState */
 typedef enum {
     MT_RS_NOT_RUNNING_YET = 0,
@@ -62,10 +64,10 @@ typedef struct {
     /* spiky loss (is_unexpectedly_large: threshold 10, 100 samples) */
     int64_t large_count;
     double max_value;
-    /* report_stats: this iteration's initial result, and the differences seen */
-    float stat_initial;
-    int64_t stat_zero, stat_n;
-    double stat_sum, stat_max;
+    /* report_stats, per check: this iteration's initial result, and the differences seen */
+    float stat_initial[MT_RERUN_CHECKS];
+    int64_t stat_zero[MT_RERUN_CHECKS], stat_n[MT_RERUN_CHECKS];
+    double stat_sum[MT_RERUN_CHECKS], stat_max[MT_RERUN_CHECKS];
     /* this rank */
     int rank, world, has_loss, device;
     uint64_t seed;            /* the injector's: training.seed and the pipeline stage */
@@ -74,7 +76,7 @@ typedef struct {
     char tracker[MT_PATH_MAX];
     const mt_parallel_state *ps;
     mt_backend *be;
-    void *flags;              /* (4) f32 backend scratch: the world's verdicts */
+    void *flags;              /* (16) f32 backend scratch: the world's verdicts, the statistics */
     void *gather;             /* (world + 1) records, backend scratch for the rerun save's state */
     int32_t *table;           /* host copy of the gathered records */
 } mt_rerun;

@@ -14,7 +14,8 @@
 # - on 1 rank: transient_error on the fatal NaN check (Megatron's default checks) exits 17 at once
 #   with nothing saved; correct_result exits 16, and its resume elsewhere finds the result correct
 #   ("Correct result (but possible Application error)"), exit 17; the tracker file gets Megatron's
-#   lines (status initial_run, first_rerun_reproducible, second_rerun_reproducible).
+#   lines (status initial_run, first_rerun_reproducible, second_rerun_reproducible); report_stats
+#   reruns every iteration and finds every validated value identical.
 source test/e2e_lib.sh
 need_data
 private_mtrain
@@ -88,4 +89,10 @@ for s in initial_run first_rerun_reproducible second_rerun_reproducible; do
   grep -qE "^ts=.+ node=.+ device=[0-9]+ jobID=.+ rank=0 iteration=2 status=$s result=.+ message='found NaN in local forward loss calculation'$" "$TR" ||
     { cat "$TR"; fail "tracker: no $s line for iteration 2"; }
 done
+# report_stats: every iteration rerun once, the differences reported every other iteration: none
+run stats1 0 --train-iters 3 --rerun-mode report_stats
+has stats1 "INFO:megatron.core.rerun_state_machine:Stats on computation determinism in validation calls"
+has stats1 "  From validation call 'found NaN in local forward loss calculation':"
+[ "$(grep -c " samples, all identical$" "$TMP/stats1.log")" -eq 8 ] || fail "stats1: not 2 reports x 4 calls found identical"
+hasnt stats1 "rel. variability"
 echo "rerun state machine: transient reruns keep the losses, persistent saves + 16 then 17 elsewhere, correct result 16 then 17"
