@@ -213,6 +213,7 @@ static int cmd_train(int argc, char **argv) {
     mt_pstate_free(&ps);
     /* a stop signal with nowhere to save: report it as the signal it was (128 + N, as a shell does) */
     if (rep.stop_reason == MT_STOP_SIGNAL && !rep.saved_iteration) return 128 + rep.stop_signal;
+    if (rep.stop_reason == MT_STOP_RERUN) return rep.exit_code; /* Megatron's 16 or 17 (train/rerun.h) */
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "core/ckpt/ckpt_layout.h"
+#include "core/ckpt/manifest.h"
 #include "core/data/tokenizer.h"
 #include "core/recipe/recipe.h"
 #include "parallel/parallel_state.h"
@@ -24,6 +25,7 @@ typedef struct {
     int64_t consumed_samples;
     int64_t optimizer_steps;    /* Adam updates done (its bias corrections) */
     int64_t skipped_iterations;
+    char rerun_state[MT_RERUN_STATE_MAX]; /* the rerun state machine's, in a save it asked for (train/rerun.h); "" = none */
 } mt_ckpt_state;
 
 /* What a run keeps between saves (allocated at the first save, freed by mt_ckpt_saver_free). */

@@ -314,6 +314,7 @@ mt_status mt_ckpt_load(const mt_recipe *r, mt_model *m, const mt_parallel_state 
         cs->consumed_samples = L.mf.consumed_samples;
         cs->skipped_iterations = L.mf.skipped_iterations;
         cs->optimizer_steps = r->checkpoint.no_load_optim ? 0 : L.mf.optimizer_steps;
+        snprintf(cs->rerun_state, sizeof cs->rerun_state, "%s", L.mf.rerun_state);
     }
     if (log) {
         const double dt = mt_clock_s() - t0;

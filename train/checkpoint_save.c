@@ -156,6 +156,7 @@ static mt_status build_manifest(const mt_recipe *r, const mt_model *m, const mt_
     mf->consumed_samples = cs->consumed_samples;
     mf->optimizer_steps = cs->optimizer_steps;
     mf->skipped_iterations = cs->skipped_iterations;
+    snprintf(mf->rerun_state, sizeof mf->rerun_state, "%s", cs->rerun_state);
     mf->lr = mt_lr_at(&r->optimizer, cs->iteration > 0 ? cs->iteration : 1, r->training.iters);
     mf->layout = (mt_manifest_layout){.world_size = world, .tensor = m->pl.tp, .pipeline = pp,
                                       .virtual_pipeline = m->pl.vpp > 0 ? m->pl.vpp : 1,

@@ -33,6 +33,7 @@
 #include "train/optim.h"
 #include "train/pipeline.h"
 #include "train/profile.h"
+#include "train/rerun.h"
 #include "train/timers.h"
 #include "train/train_fim.h"
 #include "core/backend_timed.h"
@@ -69,6 +70,7 @@ typedef struct {
     mt_timers tm;            /* per-phase timers; tm.probe goes to the pipeline and grad sync */
     mt_op_timers ot;         /* logging.timing_level 3: the backend's ops timed into tm's op-class timers */
     mt_moe_stats moe;        /* MoE: the step's load-balancing loss and expert loads */
+    mt_rerun rerun;          /* Megatron's rerun state machine: result validation, reruns, injected faults */
 } trainer;
 
 /* Fills B rows of T+1 tokens for micro-batch `mb` of the global batch that starts at
@@ -213,6 +215,7 @@ static mt_status trainer_close(trainer *t, int failed) {
     mt_timers_free(&t->tm);
     mt_profile_free(&t->prof);
     mt_moe_stats_close(&t->moe);
+    mt_rerun_free(&t->rerun);
     mt_stop_request_restore();
     if (t->stop_flag) t->be->i->free(t->be, t->stop_flag);
     mt_ckpt_saver_free(&t->saver, t->be);
@@ -302,6 +305,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
         t->model.part_hook_ctx = t->ov;
     }
     MT_CHECK(mt_moe_stats_open(&t->moe, &t->model));
+    MT_CHECK(mt_rerun_init(&t->rerun, r, ps, be, t->model.pl.has_head)); /* the last stage's ranks hold the loss */
     if (pp > 1) {
         MT_CHECK(mt_pipeline_init(&t->pipe, &t->model, r, t->n_micro, ps));
         t->pipe_exec = &t->pipe;
@@ -395,21 +399,46 @@ out:
 typedef struct {
     double loss, grad_norm, lr;
     int skipped;
+    int rerun_save, exit_code; /* the rerun state machine's verdict: save the state before it, end the job */
 } step_result;
+
+/* One forward and backward of the batch at `consumed` and the gradient sync; with the rerun state
+ * machine, this rank's loss (before the world sum) is validated first. */
+static mt_status run_pass(trainer *t, int64_t consumed) {
+    mt_status st = MT_OK;
+    mt_model *m = &t->model;
+    mt_timing *tm = &t->tm.probe;
+    MT_CHECK(mt_model_zero_grads(m));
+    if (t->ov) MT_CHECK(mt_grad_overlap_begin(t->ov, t->n_micro));
+    const double t0 = mt_timing_begin(tm, MT_TM_FWD_BWD);
+    MT_CHECK(run_batch(t, t->train, consumed, (float)(1.0 / t->tokens_per_iter), 1));
+    mt_timing_end(tm, MT_TM_FWD_BWD, t0, -1, -1);
+    mt_timers_add_comm(&t->tm, &m->par.clocks);
+    float local_loss = 0, unused = 0;
+    const int validate = mt_rerun_active(&t->rerun);
+    if (validate) MT_CHECK(mt_model_read_scalars(m, &local_loss, &unused)); /* this rank's, before the world sum */
+    if (validate && !t->ov) MT_CHECK(mt_rerun_validate(&t->rerun, local_loss, t->n_micro, m->grads, m->ol.n_flat));
+    MT_CHECK(mt_grad_sync_reduce(&t->gs, m->grads, mt_model_scalars(m)));
+    /* overlapped: the buckets were being reduced during backward, so the gradients are read once final */
+    if (validate && t->ov) MT_CHECK(mt_rerun_validate(&t->rerun, local_loss, t->n_micro, m->grads, m->ol.n_flat));
+out:
+    return st;
+}
 
 static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n_steps, step_result *res) {
     mt_status st = MT_OK;
     mt_model *m = &t->model;
     float loss_sum = 0, grad_sq = 0;
     mt_timing *tm = &t->tm.probe;
-    MT_CHECK(mt_model_zero_grads(m));
     MT_CHECK(set_batch(t, consumed));
-    if (t->ov) MT_CHECK(mt_grad_overlap_begin(t->ov, t->n_micro));
-    const double t0 = mt_timing_begin(tm, MT_TM_FWD_BWD);
-    MT_CHECK(run_batch(t, t->train, consumed, (float)(1.0 / t->tokens_per_iter), 1));
-    mt_timing_end(tm, MT_TM_FWD_BWD, t0, -1, -1);
-    mt_timers_add_comm(&t->tm, &m->par.clocks);
-    MT_CHECK(mt_grad_sync_reduce(&t->gs, m->grads, mt_model_scalars(m)));
+    for (;;) { /* Megatron's should_run_forward_backward loop: the initial run, and the rerun of a rejected result */
+        int run = 0;
+        MT_CHECK(mt_rerun_should_run(&t->rerun, it, &run));
+        if (!run) break;
+        MT_CHECK(run_pass(t, consumed));
+    }
+    mt_rerun_exit_decision(&t->rerun, &res->rerun_save, &res->exit_code);
+    if (res->exit_code) goto out; /* no update: a save holds the state before this iteration */
     MT_CHECK(mt_model_read_scalars(m, &loss_sum, &grad_sq));
     MT_CHECK(mt_moe_stats_collect(&t->moe, m, &t->gs, t->G_cur / t->B));
     res->loss = (double)loss_sum / t->tokens_per_iter;
@@ -490,6 +519,7 @@ static mt_status resume(trainer *t, FILE *log) {
     MT_CHECK(mt_ckpt_resolve(t->r, path, sizeof path, &found, note, sizeof note));
     if (note[0] && log) fprintf(log, "%smtrain: %s\n", t->sink.prefix, note);
     if (found) MT_CHECK(mt_ckpt_load(t->r, &t->model, t->ps, path, &t->start, log));
+    MT_CHECK(mt_rerun_load(&t->rerun, t->start.rerun_state)); /* a save for a rerun of its next iteration */
     if (t->start.iteration > t->r->training.iters)
         return mt_errorf(MT_ERR_CONFIG, "%s: saved at iteration %lld, past training.iters = %lld: raise "
                          "training.iters (--train-iters) to train further", path, (long long)t->start.iteration,
@@ -712,6 +742,42 @@ out:
     return st;
 }
 
+/* The rerun state machine's end of the job at iteration `it`: with a reproduced rejected result, the
+ * state before the iteration is saved with the machine's (its resume reruns `it` elsewhere). */
+static mt_status rerun_exit(trainer *t, FILE *log, const loop_pos *lp, int64_t it, const step_result *res,
+                            mt_train_report *rep) {
+    mt_status st = MT_OK;
+    const mt_checkpoint_cfg *ck = &t->r->checkpoint;
+    rep->exit_code = res->exit_code;
+    rep->stop_reason = MT_STOP_RERUN;
+    rep->iters_done = it - 1;
+    if (res->rerun_save) {
+        static mt_ckpt_state cs; /* its 4 KiB of text: not on the stack */
+        memset(&cs, 0, sizeof cs);
+        cs.iteration = it - 1, cs.consumed_samples = lp->consumed;
+        cs.optimizer_steps = lp->n_steps, cs.skipped_iterations = lp->skipped;
+        MT_CHECK(mt_rerun_state_text(&t->rerun, cs.rerun_state, sizeof cs.rerun_state)); /* collective */
+        if (ck->dir[0]) {
+            int done = 0;
+            MT_CHECK(mt_grad_overlap_wait_params(t->ov));
+            if (t->saver.pending) MT_CHECK(mt_ckpt_save_poll(&t->saver, t->ps, 1, log, &done));
+            MT_CHECK(mt_ckpt_save_begin(&t->saver, t->r, &t->model, t->ps, &cs, 0, log));
+            MT_CHECK(mt_ckpt_save_poll(&t->saver, t->ps, 1, log, &done));
+            rep->saved_iteration = it - 1;
+            rep->n_saves++;
+        }
+    }
+    if (log)
+        fprintf(log, "%smtrain: stopping at iteration %lld: result validation (rerun state machine)%s, exit code %d\n",
+                t->sink.prefix, (long long)it,
+                !res->rerun_save ? "" : ck->dir[0] ? ", checkpoint of the state before it saved"
+                                                   : " (no checkpoint.dir: nothing saved to resume from)",
+                res->exit_code);
+    if (log) fflush(log);
+out:
+    return st;
+}
+
 /* After the loop: the last gathers and save, the test set, the summaries. */
 static mt_status finish_run(trainer *t, FILE *log, const loop_stats *ls, mt_train_report *rep) {
     mt_status st = MT_OK;
@@ -782,8 +848,12 @@ mt_status mt_train(const mt_recipe *r, mt_backend *be, const mt_parallel_state *
         mt_comm_clocks_reset(&t.model.par.clocks); /* every group's clock, and the gradient sync's */
         t.gs.comm_ms = 0;
         mt_timers_iteration(&t.tm, it);
-        step_result res;
+        step_result res = {0};
         MT_CHECK(train_step(&t, it, lp.consumed, &lp.n_steps, &res));
+        if (res.exit_code) { /* the rerun state machine ends the job */
+            MT_CHECK(rerun_exit(&t, log, &lp, it, &res, rep));
+            break;
+        }
         mt_timers_step_done(&t.tm); /* saves, evaluation, logging: not the step's */
         lp.skipped += res.skipped;
         lp.consumed += t.G_cur;

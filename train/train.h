@@ -29,9 +29,10 @@ typedef struct {
     double save_seconds;            /* the training stall of all saves together */
     int stop_reason;                /* mt_stop_reason: why the loop ended before training.iters */
     int stop_signal;                /* MT_STOP_SIGNAL: which signal */
+    int exit_code;                  /* MT_STOP_RERUN: the rerun state machine's exit code (train/rerun.h) */
 } mt_train_report;
 
-typedef enum { MT_STOP_NONE = 0, MT_STOP_SIGNAL, MT_STOP_DURATION, MT_STOP_INTERVAL } mt_stop_reason;
+typedef enum { MT_STOP_NONE = 0, MT_STOP_SIGNAL, MT_STOP_DURATION, MT_STOP_INTERVAL, MT_STOP_RERUN } mt_stop_reason;
 
 /* Optional callbacks into the loop (tests, tools): on_iteration runs at the end of every
  * iteration, after logging; a non-OK status stops training with that status. */

@@ -37,6 +37,10 @@ mt_status mt_manifest_write(FILE *f, const mt_manifest *m) {
     mt_json_write_string(f, m->tokenizer_merges);
     fprintf(f, ", \"crc32c\": \"%08x\"},\n \"recipe\": ", m->tokenizer_crc32c);
     mt_json_write_string(f, m->recipe_yaml ? m->recipe_yaml : "");
+    if (m->rerun_state[0]) { /* only in a save the rerun state machine asked for */
+        fprintf(f, ",\n \"rerun_state_machine\": ");
+        mt_json_write_string(f, m->rerun_state);
+    }
     fprintf(f, ",\n \"files\": [");
     for (int i = 0; i < m->n_files; i++) {
         fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
@@ -322,6 +326,8 @@ static mt_status parse_root(const mt_json_node *root, const char *name, mt_manif
     MT_CHECK(get_bool(&c, n, "sequence_parallel", &y->sequence_parallel));
     MT_CHECK(get_bool(&c, n, "distributed_optimizer", &y->distributed_optimizer));
     c.where = "";
+    if (mt_json_get(root, "rerun_state_machine"))
+        MT_CHECK(get_str(&c, root, "rerun_state_machine", m->rerun_state, sizeof m->rerun_state));
     MT_CHECK(get_str(&c, root, "arch", m->arch, sizeof m->arch));
     MT_CHECK(get_str(&c, root, "weight_dtype", m->weight_dtype, sizeof m->weight_dtype));
     if (strcmp(m->weight_dtype, "F32") && strcmp(m->weight_dtype, "BF16"))

@@ -20,6 +20,7 @@
 #define MT_MANIFEST_FORMAT "mtrain-checkpoint"
 #define MT_MANIFEST_VERSION 1
 #define MT_MANIFEST_NAME "manifest.json"
+#define MT_RERUN_STATE_MAX 4096 /* the rerun state machine's text in a manifest */
 #define MT_CKPT_TRACKER "latest_checkpointed_iteration.txt" /* Megatron's tracker file name */
 
 typedef struct {
@@ -65,6 +66,7 @@ typedef struct {
     char tokenizer_vocab[1024], tokenizer_merges[1024];
     uint32_t tokenizer_crc32c; /* of the vocab then merges files' bytes; 0 = none */
     char *recipe_yaml;        /* malloc'd */
+    char rerun_state[MT_RERUN_STATE_MAX]; /* a save for Megatron's rerun of its next iteration (train/rerun.h), "" = none */
     mt_manifest_file *files;
     int n_files;
     mt_manifest_tensor *tensors;

@@ -30,6 +30,9 @@ typedef enum { MT_BACKEND_AUTO = 0, MT_BACKEND_CPU, MT_BACKEND_CUDA } mt_backend
 /* spm, gptspm, llama2: Megatron's SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer */
 typedef enum { MT_TOK_BYTE = 0, MT_TOK_GPT2BPE, MT_TOK_HF, MT_TOK_NULL, MT_TOK_SPM, MT_TOK_GPTSPM, MT_TOK_LLAMA2 } mt_tokenizer_kind;
 typedef enum { MT_TIMING_MINMAX = 0, MT_TIMING_MAX, MT_TIMING_ALL } mt_timing_option;
+/* Megatron's rerun state machine (megatron/core/rerun_state_machine.py): its modes and injected fault kinds */
+typedef enum { MT_RERUN_DISABLED = 0, MT_RERUN_VALIDATE, MT_RERUN_STATS } mt_rerun_mode;
+typedef enum { MT_INJECT_CORRECT = 0, MT_INJECT_TRANSIENT, MT_INJECT_PERSISTENT } mt_inject_type;
 
 typedef struct {
     mt_arch arch;          /* gpt | llama */
@@ -105,6 +108,12 @@ typedef struct {
     int recompute_num_layers; /* uniform: layers per recompute unit (1); block: layers recomputed */
     mt_backend_kind backend;
     int threads;           /* CPU threads per rank; 0 = cores / local ranks */
+    mt_rerun_mode rerun_mode;          /* result validation with reruns (train/rerun.h) */
+    int error_injection_rate;          /* 0 = none; else 1 in this many validation calls is rejected */
+    mt_inject_type error_injection_type;
+    int check_nan_in_loss;             /* bool: reject a NaN / Inf local loss */
+    int check_spiky_loss;              /* bool: reject a loss >= 10x the largest of its first 100 */
+    char result_rejected_tracker[MT_PATH_MAX]; /* file appended with each rejection, "" = none */
 } mt_training_cfg;
 
 typedef struct {

@@ -31,6 +31,8 @@ static const char *const prec_names[] = { "fp32", "bf16", NULL };
 static const char *const backend_names[] = { "auto", "cpu", "cuda", NULL };
 static const char *const tok_names[] = { "byte", "gpt2bpe", "hf", "null", "spm", "gptspm", "llama2", NULL };
 static const char *const timing_option_names[] = { "minmax", "max", "all", NULL };
+static const char *const rerun_mode_names[] = { "disabled", "validate_results", "report_stats", NULL };
+static const char *const inject_names[] = { "correct_result", "transient_error", "persistent_error", NULL };
 
 const mt_recipe_key mt_recipe_keys[] = {
     /* model */
@@ -175,6 +177,21 @@ const mt_recipe_key mt_recipe_keys[] = {
           "compute backend; auto = cuda when a GPU is usable, else cpu", 0),
     KINT("training.threads", training.threads, "auto", 0, 4096, "",
          "CPU threads per rank; 0 or auto = cores / local ranks", MT_KF_AUTO),
+    KENUM("training.rerun_mode", training.rerun_mode, "disabled", rerun_mode_names,
+          "Megatron's rerun state machine: disabled (a non-finite loss skips the update), validate_results (a "
+          "rejected loss reruns the iteration: not reproduced = transient fault, exit 17; reproduced = save and "
+          "exit 16 for a rerun on other hardware), report_stats (every iteration rerun, differences reported)", 0),
+    KINT("training.error_injection_rate", training.error_injection_rate, "0", 0, 1 << 30, "calls",
+         "validate_results: reject 1 in this many loss validations as if faulty (0 = never)", 0),
+    KENUM("training.error_injection_type", training.error_injection_type, "transient_error", inject_names,
+          "what an injected rejection turns out to be: transient_error (not reproduced in place), "
+          "persistent_error (reproduced in place, not on other hardware), correct_result (reproduced everywhere)", 0),
+    KBOOL("training.check_for_nan_in_loss", training.check_nan_in_loss, "true",
+          "validate_results: each rank's loss is rejected when NaN or Inf (fatal)", 0),
+    KBOOL("training.check_for_spiky_loss", training.check_spiky_loss, "false",
+          "validate_results: each rank's loss is rejected when >= 10x the largest of its first 100 (not fatal)", 0),
+    KSTR("training.result_rejected_tracker", training.result_rejected_tracker, "",
+         "file every rejected result is appended to (Megatron's format); \"\" = none"),
 
     /* optimizer */
     KFLT("optimizer.lr", optimizer.lr, "1e-4", 0, 10, "", "peak learning rate", 0),
@@ -368,6 +385,12 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--recompute-num-layers", "training.recompute_num_layers", NULL },
     { "--backend", "training.backend", NULL },
     { "--threads", "training.threads", NULL },
+    { "--rerun-mode", "training.rerun_mode", NULL },
+    { "--error-injection-rate", "training.error_injection_rate", NULL },
+    { "--error-injection-type", "training.error_injection_type", NULL },
+    { "--check-for-spiky-loss", "training.check_for_spiky_loss", "true" },
+    { "--no-check-for-nan-in-loss-and-grad", "training.check_for_nan_in_loss", "false" },
+    { "--result-rejected-tracker-filename", "training.result_rejected_tracker", NULL },
     { "--lr", "optimizer.lr", NULL },
     { "--min-lr", "optimizer.min_lr", NULL },
     { "--lr-warmup-iters", "optimizer.warmup_iters", NULL },

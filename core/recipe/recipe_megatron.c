@@ -144,12 +144,6 @@ static const meg_flag meg_flags[] = {
     { "--save-retain-interval", 1, MEG_ACCEPT, "saves are kept as checkpoint.keep says (all by default)" },
     { "--verify-integrity", 0, MEG_ACCEPT, "every load verifies each file's size and checksum" },
     { "--deterministic-mode", 0, MEG_ACCEPT, "mtrain's kernels and collectives are deterministic already (the same run gives the same bits)" },
-    { "--rerun-mode", 1, MEG_ACCEPT, "no rerun state machine: each iteration runs once (mtrain is deterministic, a rerun gives the same numbers)" },
-    { "--error-injection-type", 1, MEG_RULE, "correct_result or transient_error (Megatron's default): no fault is "
-      "injected (no rerun state machine); Megatron reruns an iteration with an injected transient fault and goes on "
-      "with the correct result, so the numbers are the same (a note). persistent_error is refused: Megatron stops "
-      "the run there for a rerun elsewhere" },
-    { "--error-injection-rate", 1, MEG_RULE, "see --error-injection-type" },
     { "--check-weight-hash-across-dp-replicas-interval", 1, MEG_ACCEPT, "not checked (the replicas apply the same reduced gradients)" },
     { "--straggler-minmax-count", 1, MEG_ACCEPT, "no straggler detector" },
     { "--log-progress", 0, MEG_ACCEPT, "no progress.txt (the log and --metrics record each iteration)" },
@@ -526,20 +520,6 @@ static void apply_more_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems
                  r->parallel.tensor);
         mt_recipe_problem_status(P, bad("--expert-tensor-parallel-size", v, why));
     }
-    if (seen(s, "--error-injection-rate") && atoi(seen(s, "--error-injection-rate")) > 0) {
-        v = seen(s, "--error-injection-type");
-        if (v && !strcmp(v, "persistent_error"))
-            mt_recipe_problem_status(P, bad("--error-injection-type", v, "Megatron's run stops at a persistent fault it "
-                                            "injected, for a rerun on other hardware; mtrain has no rerun state "
-                                            "machine to inject or detect one (drop the injection flags)"));
-        else if (v && strcmp(v, "transient_error") && strcmp(v, "correct_result"))
-            mt_recipe_problem_status(P, bad("--error-injection-type", v, "correct_result, transient_error or "
-                                            "persistent_error"));
-        else
-            note(r, "--error-injection-rate %s: no fault is injected (no rerun state machine); Megatron reruns the "
-                 "iteration of an injected transient fault and goes on with the correct result: the same numbers%s",
-                 seen(s, "--error-injection-rate"), NULL);
-    }
     if ((v = seen(s, "--eval-global-batch-size")) && atoi(v) != r->training.global_batch) {
         snprintf(why, sizeof why, "evaluation runs at the training global batch size (%d); another evaluation "
                  "batch size is not implemented (drop the flag, or make it %d)", r->training.global_batch,
@@ -638,6 +618,7 @@ static const struct { const char *key, *value; } meg_defaults[] = {
     { "model.moe.capacity_factor", "0" },    /* --moe-expert-capacity-factor None: dropless */
     { "model.moe.aux_loss_coeff", "0" },     /* --moe-aux-loss-coeff 0.0 */
     { "parallel.timeout_s", "600" },         /* --distributed-timeout-minutes 10 (mtrain's recipes: 300 s) */
+    { "training.rerun_mode", "validate_results" }, /* --rerun-mode validate_results (mtrain's recipes: disabled) */
 };
 
 mt_status mt_recipe_megatron_defaults(mt_recipe *r) {
