@@ -5,7 +5,8 @@
  *     ways (first/last counts, or the embedding and the loss counted as layers); the bad splits refused
  *     naming the key;
  *  2. the trainer accepts them, and its stage layouts hold the split's layers with their global indices;
- *     a split that does not add up, or one with interleaving, is refused by the layout naming the keys;
+ *     a split that does not add up, or first / last counts with interleaving, is refused by the layout
+ *     naming the keys;
  *  3. per-stage memory: the plan's first and last stage equal the trainer's allocations for them
  *     (mt_model_init_stage and the pipeline's slots: weights, gradients, optimizer exactly, activations
  *     within 0.1%); each end stage of an uneven layout equals, exactly, the same stage of the even
@@ -13,7 +14,8 @@
  *     trainer's buffers), and the two spellings of one split give the same plan;
  *  4. the plan's bubble equals the schedule simulator's (mt_schedule_simulate run here on the trainer's
  *     1F1B tables with each stage's forward FLOPs, B = 2 F) to 1e-12, and the --timeline path's
- *     (mt_pp_vstage_flops + mt_pp_timeline_build) exactly; it exceeds the even formula;
+ *     (mt_pp_vstage_flops + mt_pp_timeline_build) exactly; it exceeds the even formula; interleaved
+ *     with the embedding / loss counted, the timeline of the chunks' costs written out by hand;
  *  5. Llama 3 405B (configs/llama3-405b.yaml, 126 layers, pp 16) plans and --search ranks uneven
  *     layouts. */
 #include <math.h>
@@ -70,8 +72,20 @@ static void test_split_rules(void) {
     expect_refused("llama3-405b", 8192, first_only, "parallel.first_stage_layers");
     static const char *const both_ways[] = { "parallel.first_stage_layers=7", "parallel.last_stage_layers=7", NULL };
     expect_refused("llama3-405b", 8192, both_ways, "cannot be combined");
+    /* interleaved: the counted ends too (Megatron-Core), 126 + 2 = 128 places in 16 x 2 chunks of 4; not in
+     * 16 x 3; first / last counts not with interleaving */
     static const char *const interleaved[] = { "parallel.virtual_pipeline=2", NULL };
-    expect_refused("llama3-405b", 8192, interleaved, "interleaved");
+    r = load_raw("llama3-405b", interleaved);
+    CHECKF(mt_recipe_validate(r, 8192) == MT_OK, "%s", mt_last_error());
+    CHECK(mt_recipe_chunk_layers(r, 0, 0) == 3 && mt_recipe_chunk_layers(r, 0, 1) == 4 &&
+          mt_recipe_chunk_layers(r, 15, 0) == 4 && mt_recipe_chunk_layers(r, 15, 1) == 3);
+    CHECK(mt_recipe_chunk_first_layer(r, 0, 1) == 63 && mt_recipe_chunk_first_layer(r, 1, 0) == 3);
+    static const char *const v3[] = { "parallel.virtual_pipeline=3", NULL };
+    expect_refused("llama3-405b", 8192, v3, "= 128 do not split into parallel.pipeline x parallel.virtual_pipeline");
+    static const char *const ends_v2[] = { "parallel.embedding_in_split=false", "parallel.loss_in_split=false",
+                                           "parallel.first_stage_layers=7", "parallel.last_stage_layers=7",
+                                           "parallel.virtual_pipeline=2", NULL };
+    expect_refused("llama3-405b", 8192, ends_v2, "interleaved");
     static const char *const no_pp[] = { "parallel.first_stage_layers=2", NULL };
     expect_refused("gpt-tiny", 1, no_pp, "parallel.pipeline > 1");
     static const char *const emb_only[] = { "parallel.loss_in_split=false", NULL }; /* 126 + 1 = 127 on 16 */
@@ -191,7 +205,8 @@ static void check_stage_alloc(const char *name, int world, const char *const *se
         CHECKF(st == MT_OK, "%s", mt_last_error());
         if (st != MT_OK) continue;
         CHECK(md.pl.L == mt_recipe_stage_layers(r, stage));
-        const int slots = mt_schedule_max_in_flight(mt_schedule_default(pp, 1), pp, m, 1, stage);
+        const int v = r->parallel.virtual_pipeline > 1 ? r->parallel.virtual_pipeline : 1;
+        const int slots = mt_schedule_max_in_flight(mt_schedule_default(pp, v), pp, m, v, stage);
         const double acts = (double)slots * md.bytes_acts + 2.0 * md.al.N_r * md.pl.C * 4;
         CHECK(rk->weights_bytes == (double)md.bytes_params && rk->grads_bytes == (double)md.bytes_grads &&
               rk->optim_bytes == (double)md.bytes_optim);
@@ -216,6 +231,11 @@ static void test_stage_alloc(void) {
     check_stage_alloc("gpt-tiny", 2, g7);
     check_stage_alloc("gpt-tiny", 4, g6);
     check_stage_alloc("llama-tiny", 2, l7);
+    /* interleaved, both ends counted: 8 chunks of 1, the first and the last holding no layer */
+    static const char *const g6v[] = { "model.layers=6", "parallel.pipeline=4", "parallel.virtual_pipeline=2",
+                                       "parallel.embedding_in_split=true", "parallel.loss_in_split=true",
+                                       "training.micro_batch=1", NULL };
+    check_stage_alloc("gpt-tiny", 4, g6v);
 }
 
 /* The bubble of stage costs f (B = 2 f) through mt_schedule_simulate on the trainer's tables. */
@@ -274,6 +294,36 @@ static void test_bubble(void) {
            mt_plan_bubble_fraction(4, 8, 1));
 }
 
+/* Interleaved with both ends counted (6 layers, pp 4, vpp 2: chunks of 1, virtual stage 0 the embedding
+ * alone, virtual stage 7 the loss alone): the plan's bubble is the timeline of those chunk costs, written
+ * out here (0, then one layer each, then the output layer alone), and the --timeline path gives the same. */
+static void test_bubble_interleaved(void) {
+    static mt_plan p;
+    static const char *const both[] = { "parallel.virtual_pipeline=2", "parallel.embedding_in_split=true",
+                                        "parallel.loss_in_split=true", NULL };
+    plan_tiny(6, both, &p);
+    mt_recipe *r = load_raw("gpt-tiny", (const char *const[]){ "model.layers=6", "parallel.pipeline=4",
+                                                                "training.micro_batch=1", both[0], both[1], both[2],
+                                                                NULL });
+    CHECK(mt_recipe_validate(r, 4) == MT_OK);
+    mt_param_layout *pl = malloc(sizeof *pl);
+    CHECK(pl && mt_param_layout_build(r, pl) == MT_OK);
+    mt_model_fwd_flops fl;
+    mt_model_fwd_flops_per_token(pl, 0, 1, &fl);
+    free(pl);
+    double f[8], b[8], fv[8];
+    for (int i = 0; i < 8; i++) f[i] = i == 0 ? 0.0 : i == 7 ? fl.head : fl.layer;
+    for (int i = 0; i < 8; i++) b[i] = 2 * f[i];
+    mt_pp_timeline tl;
+    CHECK(mt_pp_timeline_build(mt_schedule_default(4, 2), 4, 8, 2, f, b, &tl) == MT_OK);
+    CHECK_NEAR(p.bubble, tl.bubble, 1e-12, 0);
+    CHECK(mt_pp_vstage_flops(r, fv, 8) == MT_OK);
+    for (int i = 0; i < 8; i++) CHECK(fv[i] == f[i]);
+    printf("interleaved 6 layers pp 4 vpp 2, embedding and loss counted, m 8: bubble %.4f = timeline %.4f (even "
+           "formula %.4f)\n", p.bubble, tl.bubble, mt_plan_bubble_fraction(4, 8, 2));
+    mt_pp_timeline_free(&tl);
+}
+
 static void test_llama405b(void) {
     mt_recipe *r = load_raw("llama3-405b", NULL);
     CHECK(mt_recipe_validate(r, 8192) == MT_OK);
@@ -299,6 +349,7 @@ int main(void) {
     test_stage_memory();
     test_stage_alloc();
     test_bubble();
+    test_bubble_interleaved();
     test_llama405b();
     TEST_MAIN_END();
 }
