@@ -125,8 +125,9 @@ static void test_trainer_layouts(void) {
     free(pl);
 }
 
-/* The plan of gpt-tiny with `layers` layers on pp 4 (micro-batch 1, 8 micro-batches) + sets. */
-static void plan_tiny(int layers, const char *const *sets, mt_plan *p) {
+/* The plan of gpt-tiny with `layers` layers on pp 4 (micro-batch 1, 8 micro-batches) + sets; returns its
+ * recipe (validated; until the next load). */
+static mt_recipe *plan_tiny(int layers, const char *const *sets, mt_plan *p) {
     char lk[32];
     snprintf(lk, sizeof lk, "model.layers=%d", layers);
     const char *all[8] = { lk, "parallel.pipeline=4", "training.micro_batch=1" };
@@ -140,6 +141,7 @@ static void plan_tiny(int layers, const char *const *sets, mt_plan *p) {
     mt_plan_opts o;
     mt_plan_opts_defaults(&o);
     CHECKF(mt_plan_compute(r, 4, &host, &o, p) == MT_OK, "%s", mt_last_error());
+    return r;
 }
 
 static void same_rank(const mt_plan_rank *a, const mt_plan_rank *b) {
@@ -262,19 +264,21 @@ static double simulate_bubble(int p, int m, const double *f, double *makespan) {
     return res.bubble;
 }
 
+/* plan_tiny, and the model's own forward FLOPs per token of a layer and of the head into fl */
+static mt_recipe *plan_tiny_flops(int layers, const char *const *sets, mt_plan *p, mt_model_fwd_flops *fl) {
+    mt_recipe *r = plan_tiny(layers, sets, p);
+    mt_param_layout *pl = malloc(sizeof *pl);
+    CHECK(pl && mt_param_layout_build(r, pl) == MT_OK);
+    mt_model_fwd_flops_per_token(pl, 0, 1, fl);
+    free(pl);
+    return r;
+}
+
 static void test_bubble(void) {
     static mt_plan p;
     static const char *const ends[] = { "parallel.first_stage_layers=1", "parallel.last_stage_layers=1", NULL };
-    plan_tiny(8, ends, &p);
-    mt_recipe *r = load_raw("gpt-tiny", (const char *const[]){ "model.layers=8", "parallel.pipeline=4",
-                                                                "training.micro_batch=1", ends[0], ends[1], NULL });
-    CHECK(mt_recipe_validate(r, 4) == MT_OK);
-    /* each stage's forward FLOPs per token, from the model's own count */
-    mt_param_layout *pl = malloc(sizeof *pl);
-    CHECK(pl && mt_param_layout_build(r, pl) == MT_OK);
-    mt_model_fwd_flops fl;
-    mt_model_fwd_flops_per_token(pl, 0, 1, &fl);
-    free(pl);
+    mt_model_fwd_flops fl; /* each stage's forward FLOPs per token, from the model's own count */
+    mt_recipe *r = plan_tiny_flops(8, ends, &p, &fl);
     const double f[4] = { fl.layer, 3 * fl.layer, 3 * fl.layer, fl.layer + fl.head };
     double makespan;
     const double sim = simulate_bubble(4, 8, f, &makespan);
@@ -301,16 +305,8 @@ static void test_bubble_interleaved(void) {
     static mt_plan p;
     static const char *const both[] = { "parallel.virtual_pipeline=2", "parallel.embedding_in_split=true",
                                         "parallel.loss_in_split=true", NULL };
-    plan_tiny(6, both, &p);
-    mt_recipe *r = load_raw("gpt-tiny", (const char *const[]){ "model.layers=6", "parallel.pipeline=4",
-                                                                "training.micro_batch=1", both[0], both[1], both[2],
-                                                                NULL });
-    CHECK(mt_recipe_validate(r, 4) == MT_OK);
-    mt_param_layout *pl = malloc(sizeof *pl);
-    CHECK(pl && mt_param_layout_build(r, pl) == MT_OK);
     mt_model_fwd_flops fl;
-    mt_model_fwd_flops_per_token(pl, 0, 1, &fl);
-    free(pl);
+    mt_recipe *r = plan_tiny_flops(6, both, &p, &fl);
     double f[8], b[8], fv[8];
     for (int i = 0; i < 8; i++) f[i] = i == 0 ? 0.0 : i == 7 ? fl.head : fl.layer;
     for (int i = 0; i < 8; i++) b[i] = 2 * f[i];
