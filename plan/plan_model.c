@@ -464,7 +464,10 @@ static mt_status plan_rank_memory(const plan_ctx *x, const mt_plan *p, int k, mt
     rk->optim_nodist_bytes = x->obytes * c.n_elems;
     rk->optim_dist_bytes = x->obytes * (flat_dense / dd + flat_exp / de);
     rk->optim_bytes = p->dist_opt ? rk->optim_dist_bytes : rk->optim_nodist_bytes;
-    const int L_k = k == 0 ? p->n_layers_first : k == x->pp - 1 ? p->n_layers_last : p->n_layers_mid;
+    int L_k = k == 0 ? p->n_layers_first : k == x->pp - 1 ? p->n_layers_last : p->n_layers_mid;
+    /* interleaved with the embedding / loss counted: the trainer's slots hold a whole chunk's Lc layers
+     * whichever chunk runs in them (train/pipeline.c), so its stage is planned as vpp * Lc layers */
+    if (x->v > 1 && p->uneven && !x->megatron_acts) L_k = stage_pl.Lc * x->v;
     rk->n_layer_mbs = layer_mbs_in_flight(L_k * x->pp, x->pp, x->v, x->m, k);
     rk->acts_bytes = rk->n_layer_mbs * x->act_layer + stage_extra_acts(x, p, rk, k, L_k);
     rk->total_bytes = rk->weights_bytes + rk->grads_bytes + rk->optim_bytes + rk->acts_bytes;
@@ -476,18 +479,22 @@ static mt_status plan_rank_memory(const plan_ctx *x, const mt_plan *p, int k, mt
  * `--timeline` draws. Megatron's bubble time over ideal time is then the makespan over m slowest-stage
  * micro-batches, less one; the speed-up the whole work over that makespan. */
 static mt_status plan_uneven_bubble(const plan_ctx *x, mt_plan *p) {
-    const int pp = x->pp;
-    double *f = malloc(2 * (size_t)pp * sizeof *f);
-    if (!f) return mt_errorf(MT_ERR_OOM, "plan: %d pipeline stages", pp);
-    double *b = f + pp, worst = 0.0, total = 0.0;
-    mt_status st = mt_pp_vstage_flops(x->r, f, pp);
-    for (int s = 0; st == MT_OK && s < pp; s++) {
-        b[s] = 2.0 * f[s];
-        worst = fmax(worst, f[s] + b[s]);
-        total += f[s] + b[s];
+    const int pp = x->pp, v = x->v, n_vs = pp * v;
+    double *f = malloc(2 * (size_t)n_vs * sizeof *f);
+    if (!f) return mt_errorf(MT_ERR_OOM, "plan: %d virtual pipeline stages", n_vs);
+    double *b = f + n_vs, worst = 0.0, total = 0.0;
+    mt_status st = mt_pp_vstage_flops(x->r, f, n_vs);
+    for (int s = 0; st == MT_OK && s < pp; s++) { /* a stage's work: its chunks' (virtual stages k pp + s) */
+        double stage = 0.0;
+        for (int k = 0; k < v; k++) {
+            b[k * pp + s] = 2.0 * f[k * pp + s];
+            stage += f[k * pp + s] + b[k * pp + s];
+        }
+        worst = fmax(worst, stage);
+        total += stage;
     }
     mt_pp_timeline tl;
-    if (st == MT_OK) st = mt_pp_timeline_build(mt_schedule_default(pp, 1), pp, x->m, 1, f, b, &tl);
+    if (st == MT_OK) st = mt_pp_timeline_build(mt_schedule_default(pp, v), pp, x->m, v, f, b, &tl);
     free(f);
     if (st != MT_OK) return st;
     p->bubble = tl.bubble;

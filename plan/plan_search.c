@@ -200,8 +200,8 @@ mt_status mt_plan_search(const mt_recipe *r, int n_gpus, const mt_gpu_spec *gpu,
             if (n_gpus % ((long)tp * pp * cp)) continue;
             const int dp = n_gpus / (tp * pp * cp);
             const int uneven = pp > 1 && (split_extra ? 1 : fixed_ends && pp == rpc->pipeline);
-            if (pp > 1 && !uneven) divisors(L / pp, vs, &n_v, 64);
-            else vs[0] = 1, n_v = 1; /* uneven stages: 1F1B */
+            if (pp > 1 && (!uneven || split_extra)) divisors((L + (uneven ? split_extra : 0)) / pp, vs, &n_v, 64);
+            else vs[0] = 1, n_v = 1; /* first / last stage counts: 1F1B */
             if (moe) {
                 divisors(r->model.moe.experts, eps, &n_ep, 64);
             } else {

@@ -31,8 +31,9 @@ int mt_plan_views_run(const mt_plan_views *vw, const char *config, const mt_reci
             if (!fv || !bv) st = mt_errorf(MT_ERR_OOM, "timeline: %d virtual stages", pv);
             if (st == MT_OK) st = mt_pp_vstage_flops(r, fv, pv);
             if (st == MT_OK) {
-                double lo = fv[0];
-                for (int i = 0; i < pv; i++) lo = fv[i] < lo ? fv[i] : lo;
+                double lo = 0; /* a chunk that only embeds costs 0 here: the cheapest of the others */
+                for (int i = 0; i < pv; i++) lo = fv[i] > 0 && (lo == 0 || fv[i] < lo) ? fv[i] : lo;
+                if (lo <= 0) lo = 1;
                 for (int i = 0; i < pv; i++) { /* in units of the cheapest forward */
                     fv[i] /= lo;
                     bv[i] = 2 * fv[i];

@@ -108,17 +108,13 @@ static mt_status vstage_flops(const mt_recipe *r, const mt_param_layout *pl, dou
     mt_model_fwd_flops fl;
     mt_model_fwd_flops_per_token(pl, moe ? r->model.moe.experts : 0, moe ? r->model.moe.top_k : 1, &fl);
     const int p = r->parallel.pipeline, v = p > 1 ? r->parallel.virtual_pipeline : 1;
-    if (p > 1 && v == 1 && n_vs == p && mt_recipe_uneven_stages(r)) { /* uneven stages: each its own layers */
-        for (int s = 0; s < p; s++) f_vs[s] = fl.layer * mt_recipe_stage_layers(r, s);
-        f_vs[p - 1] += fl.head;
-        return MT_OK;
-    }
-    if (p < 1 || v < 1 || n_vs != p * v || pl->L_global % (p * v) != 0)
+    const int uneven = p > 1 && mt_recipe_uneven_stages(r); /* each chunk its own layers (recipe_stages.c) */
+    if (p < 1 || v < 1 || n_vs != p * v || (!uneven && pl->L_global % (p * v) != 0))
         return mt_errorf(MT_ERR_CONFIG, "timeline: model.layers = %d do not split into parallel.pipeline x "
                          "parallel.virtual_pipeline = %d x %d equal chunks; choose layers divisible by their product",
                          pl->L_global, p, v);
-    const double per_chunk = fl.layer * (pl->L_global / (p * v));
-    for (int i = 0; i < n_vs; i++) f_vs[i] = per_chunk;
+    for (int s = 0; s < p; s++)
+        for (int k = 0; k < v; k++) f_vs[k * p + s] = fl.layer * mt_recipe_chunk_layers(r, s, k);
     f_vs[n_vs - 1] += fl.head; /* virtual stage p v - 1 = chunk v - 1 of stage p - 1: the output layer */
     return MT_OK;
 }

@@ -2,7 +2,9 @@
  * pseudocode in docs/pipeline.md): F / B of (micro-batch, chunk) on the slot's activation
  * buffer, transfers in comm groups (group_start / group_end around each run of steps with one
  * group number). Chunk k of this stage holds local layers [k*Lc, (k+1)*Lc) (virtual stage
- * k*p + s); virtual stage 0 embeds the tokens, the last virtual stage computes the loss.
+ * k*p + s; with the embedding / loss counted as layers the first and last virtual stages one fewer,
+ * possibly none: mt_param_chunk_l0 / mt_param_chunk_layers); virtual stage 0 embeds the tokens, the
+ * last virtual stage computes the loss.
  * Rule: every transfer is n_act elements of the compute dtype; no shapes are exchanged. */
 #include "train/pipeline.h"
 
@@ -105,14 +107,15 @@ size_t mt_pipeline_extra_bytes(const mt_pipeline *pp, const mt_model *model) {
 /* the part of the stage's model that step x runs: chunk x->chunk's layers, the embedding on the
  * first virtual stage, the head on the last */
 static mt_model_part step_part(const mt_pipeline *pp, const mt_model *md, const mt_pp_step *x) {
-    const int l0 = x->chunk * md->pl.Lc;
-    return (mt_model_part){.l0 = l0, .l1 = l0 + md->pl.Lc, .embed = pp->stage == 0 && x->chunk == 0,
+    const int l0 = mt_param_chunk_l0(&md->pl, x->chunk);
+    return (mt_model_part){.l0 = l0, .l1 = l0 + mt_param_chunk_layers(&md->pl, x->chunk),
+                           .embed = pp->stage == 0 && x->chunk == 0,
                            .head = pp->stage == pp->p - 1 && x->chunk == pp->v - 1};
 }
 
-/* the activation buffer of step x: its slot, holding its chunk's layers */
+/* the activation buffer of step x: its slot, holding its chunk's layers (at most Lc) */
 static mt_acts step_acts(const mt_pipeline *pp, const mt_model *md, const mt_pp_step *x) {
-    return (mt_acts){.base = pp->slot[x->slot], .l0 = x->chunk * md->pl.Lc};
+    return (mt_acts){.base = pp->slot[x->slot], .l0 = mt_param_chunk_l0(&md->pl, x->chunk)};
 }
 
 /* F of (mb, chunk) */

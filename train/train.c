@@ -367,10 +367,13 @@ static mt_status print_start(const trainer *t, FILE *log) {
     if (t->pipe_exec) {
         char vs[32] = "";
         if (t->pipe_exec->v > 1) snprintf(vs, sizeof vs, " x vpp %d", t->pipe_exec->v);
-        char split[72] = ""; /* uneven stages: each stage's layers, "(layers 3/4)" */
+        char split[72] = ""; /* uneven stages: each stage's layers, "(layers 3/4)"; by chunk "(layers 0+1/1+1)" */
+        const int v = t->pipe_exec->v;
         for (int s = 0, n = 0; mt_recipe_uneven_stages(r) && s < pp && n >= 0 && n < (int)sizeof split - 12; s++)
-            n += snprintf(split + n, sizeof split - n, "%s%d%s", s ? "/" : " (layers ", mt_recipe_stage_layers(r, s),
-                          s == pp - 1 ? ")" : "");
+            for (int k = 0; k < v && n >= 0 && n < (int)sizeof split - 12; k++)
+                n += snprintf(split + n, sizeof split - n, "%s%d%s", k ? "+" : s ? "/" : " (layers ",
+                              v > 1 ? mt_recipe_chunk_layers(r, s, k) : mt_recipe_stage_layers(r, s),
+                              s == pp - 1 && k == v - 1 ? ")" : "");
         snprintf(pps, sizeof pps, ", pp %d%s%s schedule %s with %d activation slot%s on this stage", pp, split, vs,
                  mt_schedule_name(t->pipe_exec->kind), t->pipe_exec->n_slots, t->pipe_exec->n_slots > 1 ? "s" : "");
     }

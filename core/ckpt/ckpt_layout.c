@@ -65,12 +65,15 @@ static int layer_runs(const mt_param_layout *pl, const mt_param_tensor *t, int r
         return 1;
     }
     const int vpp = pl->vpp > 0 ? pl->vpp : 1;
-    for (int k = 0; k < vpp; k++) {
-        runs[k][0] = k * pl->Lc;
-        runs[k][1] = mt_param_global_layer(pl, k * pl->Lc);
-        runs[k][2] = pl->Lc;
+    int n = 0;
+    for (int k = 0; k < vpp; k++) { /* a chunk without layers (the embedding's or the loss's alone) has no run */
+        if (mt_param_chunk_layers(pl, k) < 1) continue;
+        runs[n][0] = mt_param_chunk_l0(pl, k);
+        runs[n][1] = mt_param_global_layer(pl, runs[n][0]);
+        runs[n][2] = mt_param_chunk_layers(pl, k);
+        n++;
     }
-    return vpp;
+    return n;
 }
 
 #define MAX_BOXES 4096 /* 3 blocks x model.layers (at most 1024) */

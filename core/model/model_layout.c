@@ -54,30 +54,41 @@ static mt_status split_check(const char *what, int n, int tp) {
     return MT_OK;
 }
 
-/* The layers of pipeline stage pl->stage (pp > 1): L, layer0. Even: L_global / pp each, chunks of
- * L_global / (pp vpp). Uneven (Megatron's --decoder-first/last-pipeline-num-layers, --account-for-
- * embedding/loss-in-pipeline-split): the recipe's one split rule, mt_recipe_stage_layers; a split that
- * does not add up (a recipe the validator did not see) is refused, and so is interleaving with it (not
- * built: the chunks of a stage would differ in size, and the recipe validator refuses it). */
+/* The layers of pipeline stage pl->stage (pp > 1): L, Lc, layer0, round and the chunks' lacks. Even:
+ * L_global / pp each, chunks of L_global / (pp vpp). Uneven (Megatron's --decoder-first/last-pipeline-
+ * num-layers, --account-for-embedding/loss-in-pipeline-split): the recipe's one split rule
+ * (mt_recipe_chunk_layers); with interleaving only the embedding / loss rule, whose chunks are all
+ * Lc = (L_global + 1 (+ 1)) / (pp vpp) places, the embedding's place in chunk 0 of stage 0 and the
+ * loss's in the last chunk of the last stage (lack_first / lack_last). A split that does not add up
+ * (a recipe the validator did not see) is refused, and so are first / last stage counts with
+ * interleaving (Megatron's chunks of such a stage are not built here). */
 static mt_status stage_layers(const mt_recipe *r, mt_param_layout *pl) {
-    const int pp = pl->pp, vpp = pl->vpp, L = pl->L_global;
+    const int pp = pl->pp, vpp = pl->vpp, L = pl->L_global, s = pl->stage;
+    const mt_parallel_cfg *pc = &r->parallel;
     if (!mt_recipe_uneven_stages(r)) {
         if (L % (pp * vpp))
             return mt_errorf(MT_ERR_CONFIG, "model.layers = %d does not split evenly into parallel.pipeline * "
                              "parallel.virtual_pipeline = %d * %d model chunks; pick pp * vpp dividing %d",
                              L, pp, vpp, L);
         pl->L = L / pp;
-        pl->layer0 = pl->stage * (pl->L / vpp);
+        pl->Lc = pl->L / vpp;
+        pl->layer0 = s * pl->Lc;
+        pl->round = L / vpp;
         return MT_OK;
     }
-    if (vpp > 1)
-        return mt_errorf(MT_ERR_UNSUPPORTED, "model layout: uneven pipeline stages (parallel.first_stage_layers / "
-                         "last_stage_layers / embedding_in_split / loss_in_split) with parallel.virtual_pipeline = %d "
-                         "are not supported; set virtual_pipeline: 1", vpp);
+    if (vpp > 1 && (pc->first_stage_layers > 0 || pc->last_stage_layers > 0))
+        return mt_errorf(MT_ERR_UNSUPPORTED, "model layout: parallel.first_stage_layers / last_stage_layers with "
+                         "parallel.virtual_pipeline = %d are not supported; set virtual_pipeline: 1, or count the "
+                         "embedding / loss as layers instead (embedding_in_split / loss_in_split)", vpp);
+    const int n_split = L + (pc->embedding_in_split ? 1 : 0) + (pc->loss_in_split ? 1 : 0);
+    if (vpp > 1 && (n_split % (pp * vpp) || n_split < pp * vpp))
+        return mt_errorf(MT_ERR_CONFIG, "model layout: model.layers = %d with the embedding / loss counted = %d do "
+                         "not split into parallel.pipeline x parallel.virtual_pipeline = %d x %d model chunks; choose "
+                         "pp x vpp dividing %d (mtrain check names the rule)", L, n_split, pp, vpp, n_split);
     int sum = 0, empty = -1;
-    for (int s = 0; s < pp; s++) {
-        const int n = mt_recipe_stage_layers(r, s);
-        if (n < 1 && empty < 0) empty = s;
+    for (int t = 0; t < pp; t++) {
+        const int n = mt_recipe_stage_layers(r, t);
+        if (n < 1 && empty < 0) empty = t;
         sum += n;
     }
     if (sum != L || empty >= 0)
@@ -85,10 +96,25 @@ static mt_status stage_layers(const mt_recipe *r, mt_param_layout *pl) {
                          "= %d %s (parallel.first_stage_layers %d, last_stage_layers %d, embedding_in_split %d, "
                          "loss_in_split %d); fix the counts (mtrain check names the rule)", L, pp,
                          empty >= 0 ? "leaves a stage without layers" : "does not add up to the layers",
-                         r->parallel.first_stage_layers, r->parallel.last_stage_layers, r->parallel.embedding_in_split,
-                         r->parallel.loss_in_split);
-    pl->L = mt_recipe_stage_layers(r, pl->stage);
-    pl->layer0 = mt_recipe_stage_first_layer(r, pl->stage);
+                         pc->first_stage_layers, pc->last_stage_layers, pc->embedding_in_split, pc->loss_in_split);
+    pl->L = mt_recipe_stage_layers(r, s);
+    pl->layer0 = mt_recipe_chunk_first_layer(r, s, 0);
+    if (vpp == 1) {
+        pl->Lc = pl->round = pl->L;
+        return MT_OK;
+    }
+    pl->Lc = n_split / (pp * vpp);
+    pl->round = pp * pl->Lc;
+    pl->lack_first = pl->Lc - mt_recipe_chunk_layers(r, s, 0);
+    pl->lack_last = pl->Lc - mt_recipe_chunk_layers(r, s, vpp - 1);
+    for (int k = 0; k < vpp; k++) /* the layout's map (mt_param_global_layer) against the recipe's rule */
+        if (mt_param_chunk_layers(pl, k) != mt_recipe_chunk_layers(r, s, k) ||
+            (mt_param_chunk_layers(pl, k) > 0 &&
+             mt_param_global_layer(pl, mt_param_chunk_l0(pl, k)) != mt_recipe_chunk_first_layer(r, s, k)))
+            return mt_errorf(MT_ERR_INTERNAL, "model layout: stage %d chunk %d: %d layers from %d, the recipe's split "
+                             "says %d from %d", s, k, mt_param_chunk_layers(pl, k),
+                             mt_param_global_layer(pl, mt_param_chunk_l0(pl, k)), mt_recipe_chunk_layers(r, s, k),
+                             mt_recipe_chunk_first_layer(r, s, k));
     return MT_OK;
 }
 
@@ -134,9 +160,9 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
         if (stage < 0 || stage >= pl->pp)
             return mt_errorf(MT_ERR_INTERNAL, "model layout: pipeline stage %d of %d", stage, pl->pp);
         MT_CHECK(stage_layers(r, pl));
+    } else {
+        pl->Lc = pl->round = pl->L;
     }
-    pl->Lc = pl->L / pl->vpp;
-    pl->round = pl->pp > 1 ? pl->L_global / pl->vpp : pl->L;
     pl->has_embed = pl->stage == 0;
     pl->has_head = pl->stage == pl->pp - 1;
     if (r->training.recompute == MT_RECOMPUTE_FULL) {

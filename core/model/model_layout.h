@@ -115,10 +115,15 @@ typedef struct {
        count; the full-model build has pp = vpp = 1, stage 0, both ends */
     int L_global;          /* model.layers */
     int pp, vpp, stage;    /* parallel.pipeline, parallel.virtual_pipeline, this stage */
-    int Lc;                /* layers per model chunk: L / vpp (L_global / (pp * vpp) when even); L = vpp * Lc */
+    int Lc;                /* layers per model chunk: L / vpp (L_global / (pp * vpp) when even); L = vpp * Lc
+                              less the lacks below; a chunk's activation slot holds Lc layers */
+    int lack_first;        /* places of chunk 0 that hold no layer: 1 on stage 0 when the embedding counts as
+                              a layer with interleaving (parallel.embedding_in_split, virtual_pipeline > 1) */
+    int lack_last;         /* the same for chunk vpp - 1 on the last stage and the loss (loss_in_split) */
     int layer0;            /* global index of the first layer of this stage's first chunk: the layers of the
-                              stages before it (mt_recipe_stage_first_layer; stage * Lc when even) */
-    int round;             /* layers of one round of virtual stages (all stages' chunk k): L_global / vpp */
+                              stages before it (mt_recipe_chunk_first_layer; stage * Lc when even) */
+    int round;             /* places of one round of virtual stages (all stages' chunk k): pp * Lc, which is
+                              L_global / vpp when even */
     int has_embed;         /* stage 0: wte (+ wpe) and the embedding */
     int has_head;          /* last stage: final norm, output layer (lm_head, or a copy of wte), loss */
     /* mixture of experts (model.moe.experts > 0): every layer's MLP is E experts of the dense MLP's
@@ -161,12 +166,23 @@ static inline int mt_act_attn_slices(const mt_param_layout *pl) {
  * (model.layers * E, rows, cols) in checkpoints and init streams. */
 int mt_param_global_slice(const mt_param_layout *pl, int ti, int s);
 
-/* Global layer index of local layer l: chunk k = l / Lc of stage s holds the layers of virtual
- * stage k*pp + s (Megatron's interleaved layout): round k's layers from the stage's layer0 on; with
- * uneven stages (one chunk) layer0 + l; l itself when pp = 1. */
+/* Model chunk k of the stage: its first local layer and its layer count (Lc, less the lacks of
+ * chunk 0 and chunk vpp - 1; possibly 0). */
+static inline int mt_param_chunk_l0(const mt_param_layout *pl, int k) {
+    return k > 0 ? k * pl->Lc - pl->lack_first : 0;
+}
+static inline int mt_param_chunk_layers(const mt_param_layout *pl, int k) {
+    return pl->Lc - (k == 0 ? pl->lack_first : 0) - (k == pl->vpp - 1 ? pl->lack_last : 0);
+}
+/* Global layer index of local layer l: chunk k of stage s holds the layers of virtual stage k*pp + s
+ * (Megatron's interleaved layout): its place q = l + lack_first among the stage's vpp * Lc places is
+ * place q % Lc of chunk k = q / Lc, round k's places from the stage's layer0 on, less the embedding's
+ * place on stage 0 (lack_first); with uneven stages without interleaving (one chunk) layer0 + l; l
+ * itself when pp = 1. */
 static inline int mt_param_global_layer(const mt_param_layout *pl, int l) {
     if (pl->pp <= 1) return l;
-    return (l / pl->Lc) * pl->round + pl->layer0 + l % pl->Lc;
+    const int q = l + pl->lack_first;
+    return (q / pl->Lc) * pl->round + pl->layer0 + q % pl->Lc - pl->lack_first;
 }
 
 /* The layout of one tp rank (all ranks have the same shapes); errors name the dimension that
@@ -176,7 +192,8 @@ mt_status mt_param_layout_build(const mt_recipe *r, mt_param_layout *pl);
  * chunks): its layers (L_global / pp, or the uneven split's mt_recipe_stage_layers), wte (+ wpe)
  * on stage 0, the final norm and lm_head on the last stage, and a copy of wte there when
  * embeddings are tied. Errors: layers % (pp * vpp); an uneven split that does not add up or leaves
- * a stage empty; uneven stages with interleaving. */
+ * a stage empty; with interleaving, the layers and the counted embedding / loss % (pp * vpp), and
+ * first / last stage counts. */
 mt_status mt_param_layout_build_stage(const mt_recipe *r, int stage, mt_param_layout *pl);
 /* The distributed optimizer pads the dense gradient buffer to a multiple of shards[0] *
  * MT_PARAM_ALIGN elements: moves the expert tensors (which follow it) past that padding, so the

@@ -296,5 +296,11 @@ mt_status mt_recipe_check_sp_split(const mt_recipe *r);
 int mt_recipe_uneven_stages(const mt_recipe *r);
 int mt_recipe_stage_layers(const mt_recipe *r, int stage);
 int mt_recipe_stage_first_layer(const mt_recipe *r, int stage);
+/* The same per model chunk: the transformer layers of chunk `chunk` of pipeline stage `stage` (virtual
+ * stage chunk * pp + stage; with parallel.virtual_pipeline > 1 and the embedding / loss counted, the
+ * first virtual stage and the last hold one fewer, possibly none), and the global index of its first
+ * layer (where its layers would start when it holds none). Without interleaving chunk 0 is the stage. */
+int mt_recipe_chunk_layers(const mt_recipe *r, int stage, int chunk);
+int mt_recipe_chunk_first_layer(const mt_recipe *r, int stage, int chunk);
 
 #endif

@@ -120,10 +120,11 @@ const mt_recipe_key mt_recipe_keys[] = {
     KINT("parallel.last_stage_layers", parallel.last_stage_layers, "auto", 0, 1 << 20, "layers",
          "transformer layers of the last pipeline stage, as first_stage_layers", MT_KF_AUTO),
     KBOOL("parallel.embedding_in_split", parallel.embedding_in_split, "false",
-          "the input embedding counts as one layer when splitting the layers over the stages (the first stage "
-          "holds one layer fewer)", 0),
+          "the input embedding counts as one layer when splitting the layers over the stages (the first stage, "
+          "interleaved its first model chunk, holds one layer fewer)", 0),
     KBOOL("parallel.loss_in_split", parallel.loss_in_split, "false",
-          "the output layer and loss count as one layer in the split (the last stage holds one layer fewer)", 0),
+          "the output layer and loss count as one layer in the split (the last stage, interleaved its last model "
+          "chunk, holds one layer fewer)", 0),
     KINT("parallel.data", parallel.data, "auto", 0, 1 << 20, "ranks",
          "data-parallel size (dp); auto (0) = world / (tp*pp*cp)", MT_KF_AUTO),
     KINT("parallel.expert", parallel.expert, "1", 1, 4096, "ranks", "expert-parallel size (ep)", 0),

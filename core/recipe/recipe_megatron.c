@@ -51,7 +51,7 @@ static const meg_flag meg_flags[] = {
     { "--hidden-dropout", 1, MEG_RULE, "0 only: mtrain has no dropout (Megatron's default is 0.1; pass 0.0 to match)" },
     { "--make-vocab-size-divisible-by", 1, MEG_RULE, "accepted: mtrain pads the vocabulary to 128*tp; padded rows never count" },
     /* layout and schedule */
-    { "--num-layers-per-virtual-pipeline-stage", 1, MEG_RULE, "parallel.virtual_pipeline = layers / (pp * this)" },
+    { "--num-layers-per-virtual-pipeline-stage", 1, MEG_RULE, "parallel.virtual_pipeline = layers (+ 1 each for an embedding / loss counted in the split) / (pp * this)" },
     { "--distributed-timeout-minutes", 1, MEG_RULE, "parallel.timeout_s = 60 * this" },
     { "--cp-comm-type", 1, MEG_RULE, "p2p, a2a, allgather, a2a+p2p: attention is computed by the ring exchange of "
       "K/V blocks (p2p) whatever the value; the others are the same exact attention over another communication "
@@ -434,11 +434,13 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
     }
     if ((v = seen(s, "--kv-channels"))) KEEP(set(r, "model.head_dim", v, "--kv-channels"));
     if ((v = seen(s, "--num-layers-per-virtual-pipeline-stage"))) {
-        const int per = atoi(v), L = r->model.layers, pp = r->parallel.pipeline > 0 ? r->parallel.pipeline : 1;
+        /* Megatron's arguments.py: the embedding / loss counted as layers count here too */
+        const int per = atoi(v), pp = r->parallel.pipeline > 0 ? r->parallel.pipeline : 1;
+        const int L = r->model.layers + (r->parallel.embedding_in_split ? 1 : 0) + (r->parallel.loss_in_split ? 1 : 0);
         if (per < 1 || L % (pp * per)) {
             char why[256];
-            snprintf(why, sizeof why, "model.layers = %d is not a multiple of pipeline size %d * %d layers per "
-                     "virtual stage", L, pp, per > 0 ? per : 0);
+            snprintf(why, sizeof why, "model.layers = %d (with the embedding / loss counted as layers) is not a "
+                     "multiple of pipeline size %d * %d layers per virtual stage", L, pp, per > 0 ? per : 0);
             KEEP(bad("--num-layers-per-virtual-pipeline-stage", v, why));
         } else {
             snprintf(buf, sizeof buf, "%d", L / (pp * per));

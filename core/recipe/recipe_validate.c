@@ -451,7 +451,8 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
  * num_layers_in_first/last_pipeline_stage and account_for_embedding/loss_in_pipeline_split): a
  * pipeline; not both ways at once; the layers left after the first and last stage split evenly
  * over the middle ones; with the embedding / loss counted, layers + 1 (+ 1) split evenly; every
- * stage at least one layer. The interleaved schedule is not planned with them. */
+ * stage at least one layer. With the interleaved schedule only the embedding / loss rule, over
+ * pp * vpp chunks of at least one place each (Megatron-Core: a chunk may then hold no layer). */
 static void check_uneven_stages(const mt_recipe *r, problems *P) {
     const mt_parallel_cfg *pc = &r->parallel;
     const int pp = pc->pipeline, L = r->model.layers, first = pc->first_stage_layers, last = pc->last_stage_layers;
@@ -461,19 +462,24 @@ static void check_uneven_stages(const mt_recipe *r, problems *P) {
         add(P, key, "uneven pipeline stages need parallel.pipeline > 1 (it is %d); remove the key", pp);
         return;
     }
-    if (pc->virtual_pipeline > 1) {
-        add(P, key, "uneven pipeline stages with the interleaved schedule (parallel.virtual_pipeline = %d) are "
-            "not supported; set virtual_pipeline: 1 or split the layers evenly", pc->virtual_pipeline);
-        return;
-    }
     if ((first > 0 || last > 0) && (pc->embedding_in_split || pc->loss_in_split)) {
         add(P, key, "first_stage_layers / last_stage_layers and embedding_in_split / loss_in_split cannot be "
             "combined (as in Megatron); use one way of making the stages uneven");
         return;
     }
+    if (pc->virtual_pipeline > 1 && (first > 0 || last > 0)) {
+        add(P, key, "first / last stage layer counts with the interleaved schedule (parallel.virtual_pipeline = %d) "
+            "are not supported; set virtual_pipeline: 1, or count the embedding / loss as layers instead "
+            "(parallel.embedding_in_split / loss_in_split)", pc->virtual_pipeline);
+        return;
+    }
     if (pc->embedding_in_split || pc->loss_in_split) {
-        const int n = L + (pc->embedding_in_split ? 1 : 0) + (pc->loss_in_split ? 1 : 0);
-        if (n % pp || n / pp < 2)
+        const int n = L + (pc->embedding_in_split ? 1 : 0) + (pc->loss_in_split ? 1 : 0), v = pc->virtual_pipeline;
+        if (v > 1 && (n % (pp * v) || n < pp * v)) /* Megatron: chunks of one place or more, possibly no layer */
+            add(P, key, "model.layers = %d plus the embedding / loss counted as layers = %d do not split into "
+                "parallel.pipeline x parallel.virtual_pipeline = %d x %d model chunks of equal size; choose pp x vpp "
+                "dividing %d", L, n, pp, v, n);
+        else if (v <= 1 && (n % pp || n / pp < 2))
             add(P, key, "model.layers = %d plus the embedding / loss counted as layers = %d do not split into "
                 "parallel.pipeline = %d stages of at least 2; choose pp dividing %d", L, n, pp, n);
         return;

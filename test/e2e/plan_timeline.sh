@@ -90,6 +90,13 @@ run 0 "$MTRAIN" plan "${PP4[@]}" --timeline --timeline-costs flops
 b=$(sed -n 's/^bubble: \([0-9.]*\)% .*/\1/p' "$TMP/out")
 awk -v b="$b" 'BEGIN { exit !(b > 27.3 && b < 45) }' || fail "FLOP costs: bubble $b% should exceed the formula's 27.3%"
 echo "ok: stages by FLOPs: bubble $b% > 27.3%"
+# interleaved with the embedding and loss counted (6 layers on 4 x 2 chunks: the first chunk embeds only,
+# at no layer cost): every stage is drawn, with the interleaved formula beside
+run 0 "$MTRAIN" plan "${PP4[@]}" --set model.layers=6 --set parallel.virtual_pipeline=2 \
+  --set parallel.embedding_in_split=true --set parallel.loss_in_split=true --timeline
+has "  stage 3 |" "$TMP/out"
+has "formula: (p-1)/(v*m+p-1) = 3/(2*8+3)" "$TMP/out"
+echo "ok: interleaved with both ends counted: $(grep '^bubble:' "$TMP/out")"
 # --json: the same timeline as one object; the test recomputes the bubble from the steps themselves
 # (mean over stages of 1 - time in F and B / makespan) and checks the schedule's shape: m v
 # forwards and backwards per stage, one after another (no overlap), inside the makespan

@@ -7,7 +7,10 @@
 #   gpt 7 layers on pp=2 as 3 + 4 (--decoder-first-pipeline-num-layers 3), and the same split by
 #     --account-for-embedding-in-pipeline-split ((7 + 1) / 2 = 4, the first stage one fewer);
 #   gpt 7 layers on pp=4 as 1 + 2 + 2 + 2 (first stage 1, last 2, the middle split evenly);
-#   llama 7 layers on pp=2 as 4 + 3 (--account-for-loss-in-pipeline-split).
+#   llama 7 layers on pp=2 as 4 + 3 (--account-for-loss-in-pipeline-split);
+#   interleaved (Megatron-Core's get_num_layers_to_build / get_transformer_layer_offset): gpt 6 layers
+#     on pp=4 x vpp=2 with both ends counted (8 chunks of one place: the first chunk embeds only, the
+#     last computes the loss only), and llama 7 layers + the embedding on pp=2 x vpp=2 (chunks of 2).
 # Why they agree: a stage initialises its layers from the serial run's init streams by global layer
 # index (the layout's layer0 from the recipe's one split rule), and runs the serial ops on the same
 # inputs; only fp32 summation order differs (grad norm per stage, tied wte gradient in two parts), as
@@ -17,8 +20,11 @@
 # bitwise), and the losses leave the tolerance from the first iteration.
 # Checkpoints (global layer indices in the files): the 3 + 4 run saves at iteration 5 (exit) and is
 # resumed serially, in the same layout and as 4 + 3; iterations 6..10 against the serial run, same
-# tolerance. The save is scored by `mtrain logprobs` (serially and over both splits) and exported as
-# one Hugging Face model. Refused with the reason: uneven stages with the interleaved schedule.
+# tolerance; the same save is also resumed as pp 4 x vpp 2 with the embedding counted, and a save of the
+# 6-layer interleaved layout (both ends counted) resumed serially. The saves are scored by `mtrain
+# logprobs` (serially and in their layouts) and the first exported as one Hugging Face model. Refused
+# with the reason: first / last stage counts with the interleaved schedule, and ends counted in places
+# that do not split into pp x vpp chunks.
 source test/e2e_lib.sh
 need_data
 ITERS=10
@@ -40,6 +46,18 @@ uneven gpt7 "gpt 7 layers pp=4 first 1 last 2" 4 4 "1/2/2/2" "${GPT[@]}" --num-l
 serial llama7 "${LLAMA[@]}" --num-layers 7
 uneven llama7 "llama 7 layers pp=2 loss counted" 2 2 "4/3" "${LLAMA[@]}" --num-layers 7 \
   --account-for-loss-in-pipeline-split
+# interleaved with the ends counted: Megatron's gpt3_mcore_te_tp1_pp4_vp2_account_for_embedding_loss_in_
+# pipeline_split's shape (6 layers, pp 4, vpp 2: 8 chunks of one place; stage 0's chunk 0 embeds only,
+# stage 3's chunk 1 computes the loss only), and llama 7 layers + the embedding in 2 x 2 chunks of 2
+# (--num-layers-per-virtual-pipeline-stage 2 counts the embedding, as Megatron's arguments.py does)
+G6=("${GPT[@]}" --num-layers 6)
+VPP6=(--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 --account-for-embedding-in-pipeline-split
+      --account-for-loss-in-pipeline-split)
+serial gpt6 "${G6[@]}"
+uneven gpt6 "gpt 6 layers pp=4 vpp=2 both counted" 4 4 "0+1/1+1/1+1/1+0" "${G6[@]}" "${VPP6[@]}"
+grep -q "schedule interleaved" "$TMP/gpt 6 layers pp=4 vpp=2 both counted.log" || fail "vpp 2 did not interleave"
+uneven llama7 "llama 7 layers pp=2 vpp=2 embedding counted" 2 2 "1+2/2+2" "${LLAMA[@]}" --num-layers 7 \
+  --num-layers-per-virtual-pipeline-stage 2 --account-for-embedding-in-pipeline-split
 
 # checkpoints: saved at 3 + 4 after 5 iterations, resumed in three layouts
 steps() { grep -o '"iteration":[0-9]*,"consumed_samples":[0-9]*,"lm_loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*' "$1" |
@@ -47,17 +65,23 @@ steps() { grep -o '"iteration":[0-9]*,"consumed_samples":[0-9]*,"lm_loss":[^,]*,
 G7=("${GPT[@]}" --num-layers 7)
 launched save 2 "${G7[@]}" --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 3 \
   --save "$TMP/ck" --exit-interval 5
-resumed() { # resumed NAME RANKS ARGS...: loads the 3 + 4 save; iterations 6..10 match the serial run
-  local name=$1 n=$2; shift 2
-  launched "$name" "$n" "${G7[@]}" "$@" --load "$TMP/ck"
+resumed() { # resumed NAME RANKS REF CKPT ARGS...: loads CKPT's iteration 5; iterations 6..10 match REF's serial run
+  local name=$1 n=$2 ref=$3 ck=$4; shift 4
+  launched "$name" "$n" "$@" --load "$ck"
   grep -q "loaded checkpoint .*iter_0000005: iteration 5" "$TMP/$name.log" || { tail -n 20 "$TMP/$name.log"; fail "$name: did not load iteration 5"; }
-  steps "$TMP/gpt7.jsonl" 5 >"$TMP/$name.ref.jsonl"
+  steps "$TMP/$ref.jsonl" 5 >"$TMP/$name.ref.jsonl"
   steps "$TMP/$name.jsonl" 0 >"$TMP/$name.got.jsonl"
-  compare "$TMP/$name.ref.jsonl" "$TMP/$name.got.jsonl" "3 + 4 save resumed $name" 5 1e-4 1e-3
+  compare "$TMP/$name.ref.jsonl" "$TMP/$name.got.jsonl" "save resumed $name" 5 1e-4 1e-3
 }
-resumed serially 1
-resumed "as 3 + 4" 2 --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 3
-resumed "as 4 + 3" 2 --pipeline-model-parallel-size 2 --decoder-last-pipeline-num-layers 3
+resumed serially 1 gpt7 "$TMP/ck" "${G7[@]}"
+resumed "as 3 + 4" 2 gpt7 "$TMP/ck" "${G7[@]}" --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 3
+resumed "as 4 + 3" 2 gpt7 "$TMP/ck" "${G7[@]}" --pipeline-model-parallel-size 2 --decoder-last-pipeline-num-layers 3
+# ... and into pp 4 x vpp 2 with the embedding counted (7 + 1 = 8 chunks of one, stage 0's first empty)
+resumed "as pp 4 vpp 2 embedding counted" 4 gpt7 "$TMP/ck" "${G7[@]}" --pipeline-model-parallel-size 4 \
+  --num-virtual-stages-per-pipeline-rank 2 --account-for-embedding-in-pipeline-split
+# a save of the interleaved layout with both ends counted (chunks without layers write nothing) resumed serially
+launched savev 4 "${G6[@]}" "${VPP6[@]}" --save "$TMP/ckv" --exit-interval 5
+resumed "6 layers vpp save serially" 1 gpt6 "$TMP/ckv" "${G6[@]}"
 # the save scored by `mtrain logprobs` serially, as 3 + 4 and as 4 + 3: the same per-token logprobs (the
 # same weights and forward ops; 1e-5: fp32 rounding of the thread split, measured ~5e-7); and exported
 # as one Hugging Face model of all 7 layers
@@ -70,6 +94,12 @@ for split in --decoder-first-pipeline-num-layers --decoder-last-pipeline-num-lay
     >"$TMP/lp2.log" 2>&1 || { tail -n 20 "$TMP/lp2.log"; fail "logprobs at pp 2 $split 3 failed"; }
   "$MTRAIN" logprobs --compare "$TMP/lp1.jsonl" "$TMP/lp2.jsonl" --tol 1e-5 || fail "logprobs at pp 2 $split 3 differ"
 done
+# the interleaved save scored serially and in its own layout: the same logprobs, same tolerance
+LPV=(logprobs "${G6[@]}" --load "$TMP/ckv" --prompts "$TMP/p.jsonl")
+"$MTRAIN" "${LPV[@]}" --output "$TMP/lpv1.jsonl" >"$TMP/lpv1.log" 2>&1 || { cat "$TMP/lpv1.log"; fail "serial logprobs of the vpp save failed"; }
+"$MTRAIN" launch -n 4 -- "${LPV[@]}" "${VPP6[@]}" --output "$TMP/lpv4.jsonl" \
+  >"$TMP/lpv4.log" 2>&1 || { tail -n 20 "$TMP/lpv4.log"; fail "logprobs at pp 4 vpp 2 both counted failed"; }
+"$MTRAIN" logprobs --compare "$TMP/lpv1.jsonl" "$TMP/lpv4.jsonl" --tol 1e-5 || fail "logprobs at pp 4 vpp 2 both counted differ"
 "$MTRAIN" export --load "$TMP/ck" --output "$TMP/hf" >"$TMP/export.log" 2>&1 || { cat "$TMP/export.log"; fail "export failed"; }
 grep -q '"n_layer": 7' "$TMP/hf/config.json" || { cat "$TMP/hf/config.json"; fail "the export does not hold 7 layers"; }
 grep -q "h.6.mlp.c_proj.weight" "$TMP/hf/model.safetensors" || fail "the export lacks layer 6 (the last stage's last)"
@@ -81,4 +111,12 @@ if "$MTRAIN" launch -n 2 -- "${G7[@]}" "${BASE[@]}" --num-layers 8 --pipeline-mo
 fi
 grep -q "interleaved" "$TMP/vpp.log" || { tail -n 5 "$TMP/vpp.log"; fail "no reason for refusing uneven stages with vpp"; }
 echo "refused: $(grep -m1 'interleaved' "$TMP/vpp.log" | cut -c1-200)"
+# 6 layers + the embedding = 7 places do not split into pp 4 x vpp 2 chunks: refused by mtrain check, naming both
+if "$MTRAIN" check --world-size 4 "${G6[@]}" "${BASE[@]}" --pipeline-model-parallel-size 4 \
+     --num-virtual-stages-per-pipeline-rank 2 --account-for-embedding-in-pipeline-split >"$TMP/v7.log" 2>&1; then
+  fail "6 layers + the embedding over pp 4 x vpp 2 should be refused"
+fi
+grep -q "parallel.embedding_in_split: .*= 7 do not split into parallel.pipeline x parallel.virtual_pipeline = 4 x 2" \
+  "$TMP/v7.log" || { cat "$TMP/v7.log"; fail "no message for 7 places over pp 4 x vpp 2"; }
+echo "refused: $(grep -m1 'do not split' "$TMP/v7.log" | cut -c1-200)"
 echo "pp uneven: ok"

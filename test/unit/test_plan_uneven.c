@@ -5,7 +5,8 @@
  *     ways (first/last counts, or the embedding and the loss counted as layers); the bad splits refused
  *     naming the key;
  *  2. the trainer accepts them, and its stage layouts hold the split's layers with their global indices;
- *     a split that does not add up, or one with interleaving, is refused by the layout naming the keys;
+ *     a split that does not add up, or first / last counts with interleaving, is refused by the layout
+ *     naming the keys;
  *  3. per-stage memory: the plan's first and last stage equal the trainer's allocations for them
  *     (mt_model_init_stage and the pipeline's slots: weights, gradients, optimizer exactly, activations
  *     within 0.1%); each end stage of an uneven layout equals, exactly, the same stage of the even
@@ -13,7 +14,8 @@
  *     trainer's buffers), and the two spellings of one split give the same plan;
  *  4. the plan's bubble equals the schedule simulator's (mt_schedule_simulate run here on the trainer's
  *     1F1B tables with each stage's forward FLOPs, B = 2 F) to 1e-12, and the --timeline path's
- *     (mt_pp_vstage_flops + mt_pp_timeline_build) exactly; it exceeds the even formula;
+ *     (mt_pp_vstage_flops + mt_pp_timeline_build) exactly; it exceeds the even formula; interleaved
+ *     with the embedding / loss counted, the timeline of the chunks' costs written out by hand;
  *  5. Llama 3 405B (configs/llama3-405b.yaml, 126 layers, pp 16) plans and --search ranks uneven
  *     layouts. */
 #include <math.h>
@@ -70,8 +72,20 @@ static void test_split_rules(void) {
     expect_refused("llama3-405b", 8192, first_only, "parallel.first_stage_layers");
     static const char *const both_ways[] = { "parallel.first_stage_layers=7", "parallel.last_stage_layers=7", NULL };
     expect_refused("llama3-405b", 8192, both_ways, "cannot be combined");
+    /* interleaved: the counted ends too (Megatron-Core), 126 + 2 = 128 places in 16 x 2 chunks of 4; not in
+     * 16 x 3; first / last counts not with interleaving */
     static const char *const interleaved[] = { "parallel.virtual_pipeline=2", NULL };
-    expect_refused("llama3-405b", 8192, interleaved, "interleaved");
+    r = load_raw("llama3-405b", interleaved);
+    CHECKF(mt_recipe_validate(r, 8192) == MT_OK, "%s", mt_last_error());
+    CHECK(mt_recipe_chunk_layers(r, 0, 0) == 3 && mt_recipe_chunk_layers(r, 0, 1) == 4 &&
+          mt_recipe_chunk_layers(r, 15, 0) == 4 && mt_recipe_chunk_layers(r, 15, 1) == 3);
+    CHECK(mt_recipe_chunk_first_layer(r, 0, 1) == 63 && mt_recipe_chunk_first_layer(r, 1, 0) == 3);
+    static const char *const v3[] = { "parallel.virtual_pipeline=3", NULL };
+    expect_refused("llama3-405b", 8192, v3, "= 128 do not split into parallel.pipeline x parallel.virtual_pipeline");
+    static const char *const ends_v2[] = { "parallel.embedding_in_split=false", "parallel.loss_in_split=false",
+                                           "parallel.first_stage_layers=7", "parallel.last_stage_layers=7",
+                                           "parallel.virtual_pipeline=2", NULL };
+    expect_refused("llama3-405b", 8192, ends_v2, "interleaved");
     static const char *const no_pp[] = { "parallel.first_stage_layers=2", NULL };
     expect_refused("gpt-tiny", 1, no_pp, "parallel.pipeline > 1");
     static const char *const emb_only[] = { "parallel.loss_in_split=false", NULL }; /* 126 + 1 = 127 on 16 */
@@ -111,8 +125,9 @@ static void test_trainer_layouts(void) {
     free(pl);
 }
 
-/* The plan of gpt-tiny with `layers` layers on pp 4 (micro-batch 1, 8 micro-batches) + sets. */
-static void plan_tiny(int layers, const char *const *sets, mt_plan *p) {
+/* The plan of gpt-tiny with `layers` layers on pp 4 (micro-batch 1, 8 micro-batches) + sets; returns its
+ * recipe (validated; until the next load). */
+static mt_recipe *plan_tiny(int layers, const char *const *sets, mt_plan *p) {
     char lk[32];
     snprintf(lk, sizeof lk, "model.layers=%d", layers);
     const char *all[8] = { lk, "parallel.pipeline=4", "training.micro_batch=1" };
@@ -126,6 +141,7 @@ static void plan_tiny(int layers, const char *const *sets, mt_plan *p) {
     mt_plan_opts o;
     mt_plan_opts_defaults(&o);
     CHECKF(mt_plan_compute(r, 4, &host, &o, p) == MT_OK, "%s", mt_last_error());
+    return r;
 }
 
 static void same_rank(const mt_plan_rank *a, const mt_plan_rank *b) {
@@ -191,7 +207,8 @@ static void check_stage_alloc(const char *name, int world, const char *const *se
         CHECKF(st == MT_OK, "%s", mt_last_error());
         if (st != MT_OK) continue;
         CHECK(md.pl.L == mt_recipe_stage_layers(r, stage));
-        const int slots = mt_schedule_max_in_flight(mt_schedule_default(pp, 1), pp, m, 1, stage);
+        const int v = r->parallel.virtual_pipeline > 1 ? r->parallel.virtual_pipeline : 1;
+        const int slots = mt_schedule_max_in_flight(mt_schedule_default(pp, v), pp, m, v, stage);
         const double acts = (double)slots * md.bytes_acts + 2.0 * md.al.N_r * md.pl.C * 4;
         CHECK(rk->weights_bytes == (double)md.bytes_params && rk->grads_bytes == (double)md.bytes_grads &&
               rk->optim_bytes == (double)md.bytes_optim);
@@ -216,6 +233,11 @@ static void test_stage_alloc(void) {
     check_stage_alloc("gpt-tiny", 2, g7);
     check_stage_alloc("gpt-tiny", 4, g6);
     check_stage_alloc("llama-tiny", 2, l7);
+    /* interleaved, both ends counted: 8 chunks of 1, the first and the last holding no layer */
+    static const char *const g6v[] = { "model.layers=6", "parallel.pipeline=4", "parallel.virtual_pipeline=2",
+                                       "parallel.embedding_in_split=true", "parallel.loss_in_split=true",
+                                       "training.micro_batch=1", NULL };
+    check_stage_alloc("gpt-tiny", 4, g6v);
 }
 
 /* The bubble of stage costs f (B = 2 f) through mt_schedule_simulate on the trainer's tables. */
@@ -242,19 +264,21 @@ static double simulate_bubble(int p, int m, const double *f, double *makespan) {
     return res.bubble;
 }
 
+/* plan_tiny, and the model's own forward FLOPs per token of a layer and of the head into fl */
+static mt_recipe *plan_tiny_flops(int layers, const char *const *sets, mt_plan *p, mt_model_fwd_flops *fl) {
+    mt_recipe *r = plan_tiny(layers, sets, p);
+    mt_param_layout *pl = malloc(sizeof *pl);
+    CHECK(pl && mt_param_layout_build(r, pl) == MT_OK);
+    mt_model_fwd_flops_per_token(pl, 0, 1, fl);
+    free(pl);
+    return r;
+}
+
 static void test_bubble(void) {
     static mt_plan p;
     static const char *const ends[] = { "parallel.first_stage_layers=1", "parallel.last_stage_layers=1", NULL };
-    plan_tiny(8, ends, &p);
-    mt_recipe *r = load_raw("gpt-tiny", (const char *const[]){ "model.layers=8", "parallel.pipeline=4",
-                                                                "training.micro_batch=1", ends[0], ends[1], NULL });
-    CHECK(mt_recipe_validate(r, 4) == MT_OK);
-    /* each stage's forward FLOPs per token, from the model's own count */
-    mt_param_layout *pl = malloc(sizeof *pl);
-    CHECK(pl && mt_param_layout_build(r, pl) == MT_OK);
-    mt_model_fwd_flops fl;
-    mt_model_fwd_flops_per_token(pl, 0, 1, &fl);
-    free(pl);
+    mt_model_fwd_flops fl; /* each stage's forward FLOPs per token, from the model's own count */
+    mt_recipe *r = plan_tiny_flops(8, ends, &p, &fl);
     const double f[4] = { fl.layer, 3 * fl.layer, 3 * fl.layer, fl.layer + fl.head };
     double makespan;
     const double sim = simulate_bubble(4, 8, f, &makespan);
@@ -272,6 +296,28 @@ static void test_bubble(void) {
     CHECK(p.bubble > mt_plan_bubble_fraction(4, 8, 1) + 0.01);
     printf("uneven 1/3/3/1, m 8: bubble %.4f simulated = plan %.4f (even formula %.4f)\n", sim, p.bubble,
            mt_plan_bubble_fraction(4, 8, 1));
+}
+
+/* Interleaved with both ends counted (6 layers, pp 4, vpp 2: chunks of 1, virtual stage 0 the embedding
+ * alone, virtual stage 7 the loss alone): the plan's bubble is the timeline of those chunk costs, written
+ * out here (0, then one layer each, then the output layer alone), and the --timeline path gives the same. */
+static void test_bubble_interleaved(void) {
+    static mt_plan p;
+    static const char *const both[] = { "parallel.virtual_pipeline=2", "parallel.embedding_in_split=true",
+                                        "parallel.loss_in_split=true", NULL };
+    mt_model_fwd_flops fl;
+    mt_recipe *r = plan_tiny_flops(6, both, &p, &fl);
+    double f[8], b[8], fv[8];
+    for (int i = 0; i < 8; i++) f[i] = i == 0 ? 0.0 : i == 7 ? fl.head : fl.layer;
+    for (int i = 0; i < 8; i++) b[i] = 2 * f[i];
+    mt_pp_timeline tl;
+    CHECK(mt_pp_timeline_build(mt_schedule_default(4, 2), 4, 8, 2, f, b, &tl) == MT_OK);
+    CHECK_NEAR(p.bubble, tl.bubble, 1e-12, 0);
+    CHECK(mt_pp_vstage_flops(r, fv, 8) == MT_OK);
+    for (int i = 0; i < 8; i++) CHECK(fv[i] == f[i]);
+    printf("interleaved 6 layers pp 4 vpp 2, embedding and loss counted, m 8: bubble %.4f = timeline %.4f (even "
+           "formula %.4f)\n", p.bubble, tl.bubble, mt_plan_bubble_fraction(4, 8, 2));
+    mt_pp_timeline_free(&tl);
 }
 
 static void test_llama405b(void) {
@@ -299,6 +345,7 @@ int main(void) {
     test_stage_memory();
     test_stage_alloc();
     test_bubble();
+    test_bubble_interleaved();
     test_llama405b();
     TEST_MAIN_END();
 }
