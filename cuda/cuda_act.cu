@@ -70,6 +70,11 @@ __global__ void add_kernel(bf16 *out, const bf16 *a, const bf16 *b, size_t n) {
         out[i] = __float2bfloat16_rn(__bfloat162float(a[i]) + __bfloat162float(b[i]));
 }
 
+__global__ void scale_kernel(bf16 *x, float s, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * s);
+}
+
 __global__ void cast_kernel(bf16 *dst, const float *src, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         dst[i] = __float2bfloat16_rn(src[i]);
@@ -216,6 +221,14 @@ mt_status mt_cuda_add(mt_backend *be, const mt_add_args *a) {
                                                                  (const bf16 *)a->b + nv, a->n - nv);
         CUDA_CHECK_LAUNCH();
     }
+    return MT_OK;
+}
+
+mt_status mt_cuda_scale(mt_backend *be, const mt_scale_args *a) {
+    if (a->n == 0) return MT_OK;
+    if (!a->x) return mt_errorf(MT_ERR_INTERNAL, "cuda scale: NULL tensor (n=%zu)", a->n);
+    scale_kernel<<<act_blocks(a->n), ACT_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>((bf16 *)a->x, a->s, a->n);
+    CUDA_CHECK_LAUNCH();
     return MT_OK;
 }
 

@@ -154,6 +154,7 @@ static void cuda_fill_iface(struct mt_backend_i *t) {
     t->swiglu_fwd = mt_cuda_swiglu_fwd;
     t->swiglu_bwd = mt_cuda_swiglu_bwd;
     t->add = mt_cuda_add;
+    t->scale = mt_cuda_scale;
     t->cast_f32_to_act = mt_cuda_cast_f32_to_act;
     t->sum = mt_cuda_sum;                       /* cuda_sum.cu */
     t->rope = mt_cuda_rope;                     /* cuda_rope.cu */

@@ -402,8 +402,8 @@ static void start_bwd_from_cpu(att_tensors *t) {
 static void test_attention(int B, int T, int H, int KV, int D) {
     printf("  attention B=%d T=%d H=%d KV=%d D=%d\n", B, T, H, KV, D);
     att_tensors t = att_tensors_new(B, T, H, KV, D);
-    mt_attention_fwd_args fc = {t.out.cpu, t.lse.cpu, t.qkv.cpu, B, T, H, KV, D};
-    mt_attention_fwd_args fg = {t.out.gpu, t.lse.gpu, t.qkv.gpu, B, T, H, KV, D};
+    mt_attention_fwd_args fc = {t.out.cpu, t.lse.cpu, t.qkv.cpu, B, T, H, KV, D, 0};
+    mt_attention_fwd_args fg = {t.out.gpu, t.lse.gpu, t.qkv.gpu, B, T, H, KV, D, 0};
     RUN_BOTH(attention_fwd, fc, fg);
     compare("fwd out (act)", &t.out, 1, NULL, TOL_ACT);
     compare("fwd lse (f32 logsumexp per row)", &t.lse, 0, NULL, TOL_F32);
@@ -411,8 +411,8 @@ static void test_attention(int B, int T, int H, int KV, int D) {
     /* backward from the CPU's out (rounded to bf16 on both sides) and lse: isolates the
      * backward kernels */
     start_bwd_from_cpu(&t);
-    mt_attention_bwd_args bc = {t.dqkv.cpu, t.delta.cpu, t.dout.cpu, t.qkv.cpu, t.out.cpu, t.lse.cpu, B, T, H, KV, D};
-    mt_attention_bwd_args bg = {t.dqkv.gpu, t.delta.gpu, t.dout.gpu, t.qkv.gpu, t.out.gpu, t.lse.gpu, B, T, H, KV, D};
+    mt_attention_bwd_args bc = {t.dqkv.cpu, t.delta.cpu, t.dout.cpu, t.qkv.cpu, t.out.cpu, t.lse.cpu, B, T, H, KV, D, 0};
+    mt_attention_bwd_args bg = {t.dqkv.gpu, t.delta.gpu, t.dout.gpu, t.qkv.gpu, t.out.gpu, t.lse.gpu, B, T, H, KV, D, 0};
     RUN_BOTH(attention_bwd, bc, bg);
     compare("bwd dqkv = (act)", &t.dqkv, 1, NULL, TOL_ACT);
     att_tensors_free(&t);
@@ -432,9 +432,9 @@ static void test_attention_block(int B, int H, int KV, int D, int Tc) {
     pair_t kv = pair_new(h_kv, nk, 1), dkv = pair_new(NULL, nk, 1), packed = pair_new(NULL, nk, 1);
     for (int blk = 0; blk < 2; blk++) {
         mt_attention_block_fwd_args c = {t.out.cpu, t.lse.cpu, t.qkv.cpu, kv.cpu, B, T, H, KV, D, Tc, Tc, 3 * Tc,
-                                         blk * Tc, Tc, blk * 3 * Tc, blk};
+                                         blk * Tc, Tc, blk * 3 * Tc, blk, 0};
         mt_attention_block_fwd_args g = {t.out.gpu, t.lse.gpu, t.qkv.gpu, kv.gpu, B, T, H, KV, D, Tc, Tc, 3 * Tc,
-                                         blk * Tc, Tc, blk * 3 * Tc, blk};
+                                         blk * Tc, Tc, blk * 3 * Tc, blk, 0};
         RUN_BOTH(attention_block_fwd, c, g);
     }
     compare("block fwd out, merged (act)", &t.out, 1, NULL, TOL_ACT);
@@ -443,10 +443,10 @@ static void test_attention_block(int B, int H, int KV, int D, int Tc) {
     for (int blk = 0; blk < 2; blk++) {
         mt_attention_block_bwd_args c = {t.dqkv.cpu, dkv.cpu, t.delta.cpu, t.dout.cpu, t.qkv.cpu, kv.cpu,
                                          t.out.cpu, t.lse.cpu, B, T, H, KV, D, Tc, Tc, 3 * Tc, blk * Tc, Tc,
-                                         blk * 3 * Tc};
+                                         blk * 3 * Tc, 0};
         mt_attention_block_bwd_args g = {t.dqkv.gpu, dkv.gpu, t.delta.gpu, t.dout.gpu, t.qkv.gpu, kv.gpu,
                                          t.out.gpu, t.lse.gpu, B, T, H, KV, D, Tc, Tc, 3 * Tc, blk * Tc, Tc,
-                                         blk * 3 * Tc};
+                                         blk * 3 * Tc, 0};
         RUN_BOTH(attention_block_bwd, c, g);
     }
     compare("block bwd dq += (act)", &t.dqkv, 1, NULL, TOL_ACT);
