@@ -179,8 +179,49 @@ static void check_model(void) {
     mt_backend_destroy(&be);
 }
 
+/* Megatron's muP at m = 1 with mup_base_head_dim = head_dim is the model without muP: no lr / eps
+ * override (get_mup_config_overrides returns {}), no logit multiplier, the base init, and the softmax
+ * scale sqrt(16) / 16 = 1/4 = 1/sqrt(16). A forward / backward and one AdamW step give the same bits;
+ * with Megatron's default attention (1 / head_dim) the loss differs. */
+static void check_width_one(void) {
+    static mt_recipe r0, r1;
+    tiny_recipe(&r0, "gpt", 6);
+    set_recipe_int(&r0, "model.hidden", HIDDEN);
+    r1 = r0;
+    const char *const kv[][2] = {{"model.mup.enabled", "true"}, {"model.mup.base_hidden", "64"},
+                                 {"model.mup.base_head_dim", "16"}};
+    set_recipe_keys(&r1, kv, 3);
+    if (tiny_batch_validate(&r0, 2) != MT_OK || tiny_batch_validate(&r1, 2) != MT_OK) return;
+    const int32_t tok[2 * 7] = {1, 5, 9, 2, 30, 7, 11, 3, 3, 8, 21, 36, 0, 4};
+    mt_backend be[2];
+    static mt_model m[2];
+    float loss[2], gsq[2];
+    for (int k = 0; k < 2; k++) {
+        if (tiny_model_open(&m[k], &be[k], k ? &r1 : &r0, 2) != MT_OK) return;
+        CHECK(mt_model_zero_grads(&m[k]) == MT_OK && mt_model_step_micro(&m[k], tok, 1.0f / 12, 1) == MT_OK);
+        CHECK(mt_model_read_scalars(&m[k], &loss[k], &gsq[k]) == MT_OK);
+        CHECK(mt_optim_step(&m[k], &r0.optimizer, 1, 1e-2, 1e-2, 1.0) == MT_OK);
+    }
+    const size_t n = m[0].pl.n_elems * sizeof(float);
+    CHECK(loss[0] == loss[1] && gsq[0] == gsq[1] && m[1].pl.n_elems == m[0].pl.n_elems);
+    CHECK(!memcmp(m[0].grads, m[1].grads, n) && !memcmp(m[0].params, m[1].params, n));
+    mt_model_free(&m[1]);
+    mt_backend_destroy(&be[1]);
+    CHECK(mt_recipe_set(&r1, "model.mup.base_head_dim", "0", "test") == MT_OK);
+    if (tiny_model_open(&m[1], &be[1], &r1, 2) != MT_OK) return;
+    CHECK(mt_model_zero_grads(&m[1]) == MT_OK && mt_model_step_micro(&m[1], tok, 1.0f / 12, 1) == MT_OK);
+    CHECK(mt_model_read_scalars(&m[1], &loss[1], &gsq[1]) == MT_OK);
+    CHECKF(fabs(loss[1] - loss[0]) > 1e-6 * fabs(loss[0]), "1/d attention: loss %.9g, 1/sqrt(d): %.9g", loss[1],
+           loss[0]);
+    for (int k = 0; k < 2; k++) {
+        mt_model_free(&m[k]);
+        mt_backend_destroy(&be[k]);
+    }
+}
+
 int main(void) {
     check_formulas();
     check_model();
+    check_width_one();
     TEST_MAIN_END();
 }
