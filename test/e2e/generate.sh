@@ -54,4 +54,18 @@ gen "$TMP/l2-kv" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5
 gen "$TMP/l2-full" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5 --no-kv-cache
 [ "$(ids "$TMP/l2-kv.err")" = "$(ids "$TMP/l2-full.err")" ] || fail "qk L2 norm: KV cache and full recomputation differ"
 echo "llama-tiny qk L2 norm: KV cache == full recomputation (sampled)"
+# muP (--use-mup: m = 4, so the logits times 1/4; the embedding output times 2; the softmax scale
+# sqrt(400) / head_dim^0 = 20, large so that the attention is peaked after 4 steps: a decoder that
+# kept 1/sqrt(head_dim) sampled other tokens): both decoders apply the same multipliers
+X=(--use-mup --mup-base-hidden-size 32 --mup-embedding-mult 2 --mup-base-head-dim 400 --mup-attn-scale-power 0)
+"$MTRAIN" --config configs/gpt-tiny.yaml "${X[@]}" --train-iters 4 --micro-batch-size 2 --global-batch-size 2 \
+  --set logging.eval_interval=0 --set logging.interval=4 --save "$TMP/mup" >"$TMP/mup.log" 2>&1 \
+  || { tail "$TMP/mup.log"; fail "gpt-tiny muP training failed"; }
+for how in "--temperature 0" "${S[*]} --seed 5"; do
+  read -r -a H <<<"$how"
+  gen "$TMP/mup-kv" configs/gpt-tiny.yaml "$TMP/mup" "${H[@]}"
+  gen "$TMP/mup-full" configs/gpt-tiny.yaml "$TMP/mup" "${H[@]}" --no-kv-cache
+  [ "$(ids "$TMP/mup-kv.err")" = "$(ids "$TMP/mup-full.err")" ] || fail "muP ($how): KV cache and full recomputation differ"
+done
+echo "gpt-tiny muP: KV cache == full recomputation (greedy and sampled)"
 echo "generate: ok"
