@@ -275,6 +275,11 @@ static void test_add_sum_cast(void) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += out[i] != a[i] + b[i]; /* one fp32 rounding: exact */
     CHECKF(bad == 0, "add: %zu entries differ from a + b", bad);
+    mt_scale_args sa = {out, n, 0.37f};
+    OK(MT_BE_CALL(&be, scale, &sa));
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += out[i] != (a[i] + b[i]) * 0.37f; /* one fp32 rounding: exact */
+    CHECKF(bad == 0, "scale: %zu entries differ from x * 0.37", bad);
 
     const size_t sizes[] = {5, 100003};
     for (int si = 0; si < 2; si++)
