@@ -12,6 +12,7 @@
 #ifndef MT_BACKEND_H
 #define MT_BACKEND_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -118,7 +119,7 @@ typedef struct {
 } mt_rope_args;
 
 /* Causal softmax attention with grouped-query heads. qkv rows are [q heads (H*D) | k heads
- * (KV*D) | v heads (KV*D)]; query head h reads kv head h / (H / KV). Scale 1/sqrt(D).
+ * (KV*D) | v heads (KV*D)]; query head h reads kv head h / (H / KV). Scale 1/sqrt(D) unless the args say.
  * Flash-style (docs/architecture.md, "Attention"): no (T, T) matrix is stored anywhere. The
  * forward keeps, per query row, lse = m + log(l), the logsumexp of its scaled scores; the
  * backward recomputes the probabilities tile by tile as exp(s - lse). */
@@ -127,6 +128,7 @@ typedef struct {
     void *lse;              /* (B, H, T) f32, saved: logsumexp_j<=t of q_t . k_j / sqrt(D) */
     const void *qkv;        /* (B, T, (H + 2KV)*D) act */
     int B, T, H, KV, D;
+    float scale;            /* the softmax scale on q . k (mt_attn_scale: 0 = 1/sqrt(D)) */
 } mt_attention_fwd_args;
 
 typedef struct {
@@ -137,6 +139,7 @@ typedef struct {
     const void *out;        /* (B, T, H*D) act from forward */
     const void *lse;        /* (B, H, T) f32 from forward */
     int B, T, H, KV, D;
+    float scale;            /* the forward's */
 } mt_attention_bwd_args;
 
 /* One block of context-parallel (ring) attention, same heads as above, with global positions:
@@ -159,6 +162,7 @@ typedef struct {
     int q0, Tq, q_pos;      /* query rows and the global position of row q0 */
     int k0, Tk, k_pos;      /* key rows and the global position of row k0 */
     int merge;
+    float scale;            /* as mt_attention_fwd_args */
 } mt_attention_block_fwd_args;
 
 typedef struct {
@@ -173,7 +177,12 @@ typedef struct {
     int B, T, H, KV, D;
     int q0, Tq, q_pos;
     int k0, Tk, k_pos;
+    float scale;            /* as mt_attention_fwd_args */
 } mt_attention_block_bwd_args;
+
+/* The softmax scale an attention op applies: the args' scale, 0 meaning 1/sqrt(D) (muP's
+ * 1 / D and others come from core/model/mup.h). */
+static inline float mt_attn_scale(float scale, int D) { return scale > 0 ? scale : 1.0f / sqrtf((float)D); }
 
 /* out[b,t,:] = wte[tokens[b,t] - vocab_start, :] (0 if the token is outside
  * [vocab_start, vocab_start + n_vocab): vocab-parallel shards) + wpe[pos_offset + t, :]. */
@@ -232,6 +241,12 @@ typedef struct {            /* dst[r * dst_stride + j] = src[r * src_stride + j]
     const void *src;
     int rows, cols, dst_stride, src_stride;
 } mt_copy_rows_args;
+
+typedef struct {            /* x *= s (act, in place): muP's logit and embedding multipliers */
+    void *x;
+    size_t n;
+    float s;
+} mt_scale_args;
 
 typedef struct {            /* out = a + b (all act) */
     void *out;
@@ -436,6 +451,7 @@ typedef struct {
     X(xent_vp_sumexp, mt_xent_vp_args, ELEM, TP)                                \
     X(xent_vp_finish, mt_xent_vp_args, ELEM, TP)                                \
     X(add, mt_add_args, ELEM, ALL)                                              \
+    X(scale, mt_scale_args, ELEM, OPTIONAL)                                     \
     X(moe_route, mt_moe_route_args, ELEM, MOE)                                  \
     X(moe_route_bwd, mt_moe_route_bwd_args, ELEM, MOE)                          \
     X(moe_permute, mt_moe_permute_args, ELEM, MOE)                              \

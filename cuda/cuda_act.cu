@@ -48,6 +48,11 @@ __global__ void swiglu_bwd_kernel(bf16 *dinp, const bf16 *dout, const bf16 *inp,
     }
 }
 
+__global__ void scale_kernel(bf16 *x, float s, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * s);
+}
+
 __global__ void cast_kernel(bf16 *dst, const float *src, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         dst[i] = __float2bfloat16_rn(src[i]);
@@ -196,6 +201,14 @@ mt_status mt_cuda_swiglu_bwd(mt_backend *be, const mt_swiglu_bwd_args *a) {
 
 mt_status mt_cuda_add(mt_backend *be, const mt_add_args *a) {
     return map_launch<MAP_ADD>(be, "add", a->out, a->a, a->b, a->n);
+}
+
+mt_status mt_cuda_scale(mt_backend *be, const mt_scale_args *a) {
+    if (a->n == 0) return MT_OK;
+    if (!a->x) return mt_errorf(MT_ERR_INTERNAL, "cuda scale: NULL tensor (n=%zu)", a->n);
+    scale_kernel<<<act_blocks(a->n), ACT_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>((bf16 *)a->x, a->s, a->n);
+    CUDA_CHECK_LAUNCH();
+    return MT_OK;
 }
 
 mt_status mt_cuda_cast_f32_to_act(mt_backend *be, const mt_cast_args *a) {

@@ -303,7 +303,7 @@ mt_status mt_cuda_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a) 
     }
     const size_t smem = fwd_smem_bytes(D);
     if ((st = att_smem("attention_fwd", att_fwd_kernel, smem, D)) != MT_OK) return st;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = mt_attn_scale(a->scale, D);
     dim3 grid(mt_cuda_ceil_div((size_t)T, CU_BQ), (unsigned)(B * H));
     att_fwd_kernel<<<grid, ATT_THREADS, smem, mt_cuda_ctx_of(be)->stream>>>((bf16 *)a->out, (float *)a->lse,
                                                                             (const bf16 *)a->qkv, T, H, KV, D, scale);
@@ -319,7 +319,7 @@ mt_status mt_cuda_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a) 
     if (!a->dqkv || !a->delta || !a->dout || !a->qkv || !a->out || !a->lse)
         return mt_errorf(MT_ERR_INTERNAL, "cuda attention_bwd: NULL tensor");
     cudaStream_t s = mt_cuda_ctx_of(be)->stream;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = mt_attn_scale(a->scale, D);
     dim3 grid_d(mt_cuda_ceil_div((size_t)T, ATT_THREADS / 32), (unsigned)(B * H));
     att_bwd_delta_kernel<<<grid_d, ATT_THREADS, 0, s>>>((float *)a->delta, (const bf16 *)a->dout,
                                                         (const bf16 *)a->out, T, H, D);

@@ -136,7 +136,7 @@ mt_status mt_cuda_attention_block_fwd(mt_backend *be, const mt_attention_block_f
     const long n = (long)a->B * a->H * a->Tq;
     if (n == 0) return MT_OK;
     if (!a->out || !a->lse || !a->qkv || !a->kv) return mt_errorf(MT_ERR_INTERNAL, "cuda attention_block_fwd: NULL tensor");
-    const float scale = 1.0f / sqrtf((float)a->D);
+    const float scale = mt_attn_scale(a->scale, a->D);
     att_blk_fwd_kernel<<<mt_cuda_ceil_div((size_t)n, BLK_THREADS), BLK_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
         (bf16 *)a->out, (float *)a->lse, (const bf16 *)a->qkv, (const bf16 *)a->kv, a->B, a->T, a->H, a->KV, a->D,
         a->q0, a->Tq, a->q_pos, a->k0, a->Tk, a->k_pos, a->merge, scale);
@@ -153,7 +153,7 @@ mt_status mt_cuda_attention_block_bwd(mt_backend *be, const mt_attention_block_b
     if (!a->dqkv || !a->dkv || !a->delta || !a->dout || !a->qkv || !a->kv || !a->out || !a->lse)
         return mt_errorf(MT_ERR_INTERNAL, "cuda attention_block_bwd: NULL tensor");
     cudaStream_t s = mt_cuda_ctx_of(be)->stream;
-    const float scale = 1.0f / sqrtf((float)a->D);
+    const float scale = mt_attn_scale(a->scale, a->D);
     att_blk_dq_kernel<<<mt_cuda_ceil_div((size_t)nq, BLK_THREADS), BLK_THREADS, 0, s>>>(
         (bf16 *)a->dqkv, (float *)a->delta, (const bf16 *)a->dout, (const bf16 *)a->qkv, (const bf16 *)a->kv,
         (const bf16 *)a->out, (const float *)a->lse, a->B, a->T, a->H, a->KV, a->D, a->q0, a->Tq, a->q_pos, a->k0,

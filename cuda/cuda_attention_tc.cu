@@ -403,7 +403,7 @@ template <int D> static mt_status fa_fwd(mt_backend *be, const mt_attention_fwd_
     if (!fa_smem_ok(fa_fwd_kernel<D>, smem)) return MT_OK; /* *done stays 0: the fp32 path runs */
     dim3 grid(mt_cuda_ceil_div((size_t)a->T, FA_BQ), (unsigned)(a->B * a->H));
     fa_fwd_kernel<D><<<grid, FA_THREADS, smem, mt_cuda_ctx_of(be)->stream>>>(
-        (bf16 *)a->out, (float *)a->lse, (const bf16 *)a->qkv, a->T, a->H, a->KV, 1.0f / sqrtf((float)D));
+        (bf16 *)a->out, (float *)a->lse, (const bf16 *)a->qkv, a->T, a->H, a->KV, mt_attn_scale(a->scale, D));
     CUDA_CHECK_LAUNCH();
     *done = 1;
     return MT_OK;
@@ -413,7 +413,7 @@ template <int D> static mt_status fa_bwd(mt_backend *be, const mt_attention_bwd_
     const size_t smem_dq = fa_dq_smem<D>(), smem_dkv = fa_dkv_smem<D>();
     if (!fa_smem_ok(fa_bwd_dq_kernel<D>, smem_dq) || !fa_smem_ok(fa_bwd_dkv_kernel<D>, smem_dkv)) return MT_OK;
     cudaStream_t s = mt_cuda_ctx_of(be)->stream;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = mt_attn_scale(a->scale, D);
     dim3 grid_q(mt_cuda_ceil_div((size_t)a->T, FA_BQ), (unsigned)(a->B * a->H));
     fa_bwd_dq_kernel<D><<<grid_q, FA_THREADS, smem_dq, s>>>((bf16 *)a->dqkv, (const float *)a->lse,
                                                             (const float *)a->delta, (const bf16 *)a->dout,

@@ -156,6 +156,7 @@ static void cuda_fill_iface(struct mt_backend_i *t) {
     t->squared_relu_fwd = mt_cuda_squared_relu_fwd;
     t->squared_relu_bwd = mt_cuda_squared_relu_bwd;
     t->add = mt_cuda_add;
+    t->scale = mt_cuda_scale;
     t->cast_f32_to_act = mt_cuda_cast_f32_to_act;
     t->sum = mt_cuda_sum;                       /* cuda_sum.cu */
     t->rope = mt_cuda_rope;                     /* cuda_rope.cu */

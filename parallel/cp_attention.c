@@ -82,7 +82,7 @@ mt_status mt_cp_attention_fwd(mt_cp *c, const mt_cp_shape *s, void *kv_ring, con
     mt_status st = MT_OK;
     if (c->cp <= 1) {
         mt_attention_fwd_args at = {.out = out, .lse = lse, .qkv = qkv, .B = s->B, .T = s->T,
-                                    .H = s->H, .KV = s->KV, .D = s->D};
+                                    .H = s->H, .KV = s->KV, .D = s->D, .scale = s->scale};
         return MT_BE_CALL(c->be, attention_fwd, &at);
     }
     const int cp = c->cp, r = c->rank, Tc = c->chunk_len;
@@ -104,7 +104,7 @@ mt_status mt_cp_attention_fwd(mt_cp *c, const mt_cp_shape *s, void *kv_ring, con
                 mt_attention_block_fwd_args a = {.out = out, .lse = lse, .qkv = qkv, .kv = kv, .B = s->B,
                                                  .T = s->T, .H = s->H, .KV = s->KV, .D = s->D,
                                                  .q0 = qc * Tc, .Tq = Tc, .q_pos = gq * Tc, .k0 = kc * Tc, .Tk = Tc,
-                                                 .k_pos = gk * Tc, .merge = started[qc]};
+                                                 .k_pos = gk * Tc, .merge = started[qc], .scale = s->scale};
                 MT_CHECK(MT_BE_CALL(c->be, attention_block_fwd, &a));
                 started[qc] = 1;
             }
@@ -118,7 +118,7 @@ mt_status mt_cp_attention_bwd(mt_cp *c, const mt_cp_shape *s, void *kv_ring, voi
     mt_status st = MT_OK;
     if (c->cp <= 1) {
         mt_attention_bwd_args ab = {.dqkv = dqkv, .delta = delta, .dout = dout, .qkv = qkv, .out = out, .lse = lse,
-                                    .B = s->B, .T = s->T, .H = s->H, .KV = s->KV, .D = s->D};
+                                    .B = s->B, .T = s->T, .H = s->H, .KV = s->KV, .D = s->D, .scale = s->scale};
         return MT_BE_CALL(c->be, attention_bwd, &ab);
     }
     const int cp = c->cp, r = c->rank, Tc = c->chunk_len;
@@ -147,7 +147,7 @@ mt_status mt_cp_attention_bwd(mt_cp *c, const mt_cp_shape *s, void *kv_ring, voi
                                                  .qkv = qkv, .kv = kv, .out = out, .lse = lse, .B = s->B,
                                                  .T = s->T, .H = s->H, .KV = s->KV, .D = s->D,
                                                  .q0 = qc * Tc, .Tq = Tc, .q_pos = gq * Tc, .k0 = kc * Tc, .Tk = Tc,
-                                                 .k_pos = gk * Tc};
+                                                 .k_pos = gk * Tc, .scale = s->scale};
                 MT_CHECK(MT_BE_CALL(c->be, attention_block_bwd, &a));
             }
     }

@@ -31,6 +31,7 @@ typedef struct {
  * value heads of D, qkv rows of qkv_rows elements ([q heads | k heads | v heads]). */
 typedef struct {
     int B, T, H, KV, D, qkv_rows;
+    float scale;           /* the softmax scale (0 = 1/sqrt(D); mt_attn_scale) */
 } mt_cp_shape;
 
 /* Fills c for sequences of T_global tokens over group g (size 1: cp = 1). Errors name a group that

@@ -130,8 +130,8 @@ static mt_status call_attn(mt_backend *be, void *p) {
     const size_t k = r->k++, n_qkv = (size_t)at->B * at->T * 3 * at->H * at->D, n_out = n_qkv / 3;
     float *qkv = rot_slot(r->a, r->cap, n_qkv, k), *dqkv = rot_slot(r->b, r->cap, n_qkv, k);
     float *out = rot_slot(r->c, r->cap / 2, n_out, k), *dout = rot_slot(r->c + r->cap / 2, r->cap / 2, n_out, k);
-    mt_attention_fwd_args f = { out, at->lse, qkv, at->B, at->T, at->H, at->H, at->D };
-    mt_attention_bwd_args b = { dqkv, at->delta, dout, qkv, out, at->lse, at->B, at->T, at->H, at->H, at->D };
+    mt_attention_fwd_args f = { out, at->lse, qkv, at->B, at->T, at->H, at->H, at->D, 0 };
+    mt_attention_bwd_args b = { dqkv, at->delta, dout, qkv, out, at->lse, at->B, at->T, at->H, at->H, at->D, 0 };
     mt_status st = be->i->attention_fwd(be, &f);
     return st == MT_OK ? be->i->attention_bwd(be, &b) : st;
 }

@@ -143,8 +143,8 @@ static int bench_T(mt_backend *be, int nt, int T, int reps) {
         return 1;
     }
     double fo = 1e30, bo = 1e30, fn = 1e30, bn = 1e30;
-    mt_attention_fwd_args fa = {out_n, lse, qkv, B, T, H, KV, D};
-    mt_attention_bwd_args ba = {dq_n, delta, dout, qkv, out_n, lse, B, T, H, KV, D};
+    mt_attention_fwd_args fa = {out_n, lse, qkv, B, T, H, KV, D, 0};
+    mt_attention_bwd_args ba = {dq_n, delta, dout, qkv, out_n, lse, B, T, H, KV, D, 0};
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
         old_attention_fwd(nt, out_o, probs, qkv, B, T, H, KV, D);

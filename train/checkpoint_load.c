@@ -345,7 +345,9 @@ out:
 static mt_status same_function(const char *ckpt_path, const mt_manifest *mf, const mt_recipe *r, const char *verb) {
     static const char *const keys[] = {"model.norm", "model.norm_eps", "model.activation", "model.position",
                                        "model.rope_theta", "model.bias", "model.rotary_percent",
-                                       "model.rope_interleaved"};
+                                       "model.rope_interleaved", "model.mup.enabled", "model.mup.base_hidden",
+                                       "model.mup.embedding_mult", "model.mup.output_mult",
+                                       "model.mup.base_head_dim", "model.mup.attn_scale_power"};
     if (!mf->recipe_yaml) return MT_OK;
     mt_recipe *saved = malloc(sizeof *saved);
     if (!saved) return mt_errorf(MT_ERR_OOM, "%s: the save's recipe", ckpt_path);

@@ -24,7 +24,8 @@ mt_status mt_model_decode_attention(mt_model *m, int l, const void *qkv, void *o
                                 (const char *)qkv + (size_t)pl->H * pl->D * es, kvw * es));
     mt_attention_block_fwd_args a = {.out = out, .lse = m->kv_lse, .qkv = qkv, .kv = cache, .B = 1, .T = m->kv_len,
                                      .H = pl->H, .KV = pl->KV, .D = pl->D, .q0 = 0, .Tq = 1, .q_pos = m->kv_pos,
-                                     .k0 = 0, .Tk = m->kv_pos + 1, .k_pos = 0, .merge = 0};
+                                     .k0 = 0, .Tk = m->kv_pos + 1, .k_pos = 0, .merge = 0,
+                                     .scale = m->attn_scale};
     MT_CHECK(MT_BE_CALL(m->be, attention_block_fwd, &a));
 out:
     return st;

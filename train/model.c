@@ -11,6 +11,7 @@
 
 #include "train/model_internal.h"
 #include "core/dtype.h"
+#include "core/model/mup.h"
 #include "core/rng.h"
 
 mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes) {
@@ -138,22 +139,21 @@ static mt_status init_weights(mt_model *m, const mt_recipe *r) {
         st = mt_errorf(MT_ERR_OOM, "weight init: cannot allocate %zu bytes of host memory", max_slice * 4);
         goto out;
     }
-    const double out_scale = 1.0 / sqrt(2.0 * pl->L_global);
     const size_t chunk = 16384; /* elements per piece a thread draws */
     for (int ti = 0; ti < pl->n_tensors && !dev; ti++)
         if (init_on_device(m, &pl->t[ti])) MT_CHECK(m->be->i->alloc(m->be, max_slice * 4, (void **)&dev));
     for (int ti = 0; ti < pl->n_tensors; ti++) {
         const mt_param_tensor *t = &pl->t[ti];
         const size_t n = (size_t)t->rows * t->cols;
-        /* (float)(init_std * out_scale * x) multiplies left to right: one scale gives the same bits */
-        const double scale = t->init == MT_INIT_NORMAL_OUTPUT ? r->model.init_std * out_scale : r->model.init_std;
+        /* (float)(init_std * out_scale * x) multiplies left to right: one scale gives the same bits;
+         * muP's width scaling divides it (core/model/mup.h) */
+        const double scale = mt_mup_init_std(&r->model, t, pl->L_global);
         for (int l = 0; l < t->n_layers; l++) {
             const int gl = mt_param_global_slice(pl, ti, l); /* the serial run's layer (MoE: layer x expert) */
             const uint64_t stream = mt_hash_str(t->name) ^ ((uint64_t)gl * 0x9e3779b97f4a7c15ULL);
             const size_t off = mt_param_offset(pl, ti, l);
             if (init_on_device(m, t)) { /* device-side init: the same values (see init_slice_on_device) */
-                const double sd = t->init == MT_INIT_NORMAL ? r->model.init_std : r->model.init_std * out_scale;
-                MT_CHECK(init_slice_on_device(m, ti, off, r->training.seed, stream, sd, dev));
+                MT_CHECK(init_slice_on_device(m, ti, off, r->training.seed, stream, scale, dev));
                 continue;
             }
             float *dst = direct ? (float *)m->params + off : host;
@@ -274,6 +274,10 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
         m->moe_z_coeff = r->model.moe.z_loss_coeff;
         m->moe_pre_softmax = r->model.moe.pre_softmax;
     }
+    m->attn_scale = r->model.mup.enabled ? (float)mt_mup_softmax_scale(&r->model, m->pl.D) : 0.0f;
+    m->logit_mult = (float)mt_mup_output_mult(&r->model);
+    m->embed_mult = (float)mt_mup_embedding_mult(&r->model);
+    m->mup_width_mult = mt_mup_width_mult(&r->model);
     MT_CHECK(mt_cp_init(&m->par.cp, be, m->act, mt_pstate_group(ps, MT_PG_CP), m->pl.cp, m->pl.T));
     m->par.cp.clock = &m->par.clocks.g[MT_PG_CP];
     mt_act_layout_build(&m->pl, B, m->act, &m->al);

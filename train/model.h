@@ -77,6 +77,10 @@ typedef struct {
     float moe_dloss;       /* the loss scale of the micro-batches being run (the aux / z-loss gradients use it) */
     float moe_aux_coeff, moe_z_coeff;
     int moe_pre_softmax;
+    /* muP (core/model/mup.h): the attention's softmax scale (0: 1/sqrt(head_dim)), the logits'
+     * and the embedding output's multipliers (1: none) */
+    float attn_scale, logit_mult, embed_mult;
+    double mup_width_mult; /* muP's m: Adam's lr and eps of the hidden matrices / m (train/optim.c); 1: off */
     void *moe_stats;       /* (MT_MOE_STATS + 2E) f32 in the model's activation buffer: the step's MoE sums */
     /* a hook per part of a forward / backward (overlapped gradient reduction, parallel/grad_overlap.h):
        called with backward = 1 after a part's backward added its gradients, backward = 0 before a

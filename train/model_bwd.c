@@ -23,6 +23,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
 
     if (head) {
         const int wout = m->tied ? ix->wte : ix->lm_head;
+        MT_CHECK(mt_model_scale(m, ACT(m, A, logits), (size_t)N * pl->Vp_r, m->logit_mult)); /* muP's multiplier */
         MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, wout, 0), NULL, ACT(m, A, logits), ACT(m, A, lnf), P(m, wout, 0),
                                   pl->Vp_r, C));
         MT_CHECK(m->be->i->memset_zero(m->be, dresid, NrC * a));
@@ -75,6 +76,7 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
     }
 
     if (embed) {
+        MT_CHECK(mt_model_scale(m, dresid, NrC, m->embed_mult)); /* muP's multiplier */
         MT_CHECK(mt_tp_embedding_bwd(tp, G(m, ix->wte, 0), G(m, ix->wpe, 0), dresid, (const int32_t *)ACT(m, A, tokens), B,
                                  T, tp->rank * pl->Vp_r, pl->Vp_r));
         MT_CHECK(mt_model_part_hook(m, 1, MT_MODEL_PART_EMBED));

@@ -6,6 +6,7 @@
  *                    g = gelu(h) | swiglu(h) | squared_relu(h); x' = xm + row(g, Wfcproj) (+b)
  * Pipeline stages run a part: layers [l0, l1), the embedding and / or the head.
  * Head: y = normf(x_L); logits = col(y, Wout) (Wout = wte when tied); vocab-parallel xent.
+ * muP (core/model/mup.h) multiplies the embedding output and the logits (m->embed_mult, logit_mult).
  * Tensor parallelism: col / row are Megatron's column- and row-parallel linears; attention
  * runs on this rank's H/tp query heads and KV/tp key/value heads (its qkv rows), the MLP on
  * F/tp hidden units, the logits on Vp/tp vocabulary columns. The residual stream x, xm and
@@ -82,6 +83,7 @@ mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
         MT_CHECK(mt_model_part_hook(m, 0, MT_MODEL_PART_EMBED));
         MT_CHECK(mt_tp_embedding_fwd(tp, ACT_L(m, A, resid, part.l0, NrC, a), tokens, P(m, ix->wte, 0),
                                      P(m, ix->wpe, 0), B, T, tp->rank * pl->Vp_r, pl->Vp_r));
+        MT_CHECK(mt_model_scale(m, ACT_L(m, A, resid, part.l0, NrC, a), NrC, m->embed_mult)); /* muP */
     }
 
     for (int l = part.l0; l < part.l1; l++) {
@@ -95,6 +97,7 @@ mt_status mt_model_forward(mt_model *m, const mt_acts *A, mt_model_part part) {
                                ACT_L(m, A, resid, part.l1, NrC, a), P(m, ix->lnf_w, 0), P(m, ix->lnf_b, 0), Nr));
     const int wout = m->tied ? ix->wte : ix->lm_head;
     MT_CHECK(mt_tp_column_fwd(tp, ACT(m, A, logits), ACT(m, A, lnf), P(m, wout, 0), NULL, pl->Vp_r, C));
+    MT_CHECK(mt_model_scale(m, ACT(m, A, logits), (size_t)m->al.N * pl->Vp_r, m->logit_mult)); /* muP */
 out:
     return st;
 }

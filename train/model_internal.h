@@ -149,7 +149,13 @@ static inline mt_status mt_model_part_hook(mt_model *m, int backward, int part) 
 static inline mt_cp_shape mt_model_attn_shape(const mt_model *m) {
     const mt_param_layout *pl = &m->pl;
     return (mt_cp_shape){.B = m->al.B, .T = m->al.T, .H = pl->H_r, .KV = pl->KV_r, .D = pl->D,
-                         .qkv_rows = pl->qkv_rows_r};
+                         .qkv_rows = pl->qkv_rows_r, .scale = m->attn_scale};
+}
+/* x (n act elements) *= s in place, nothing when s = 1: muP's logit and embedding multipliers */
+static inline mt_status mt_model_scale(mt_model *m, void *x, size_t n, float s) {
+    if (s == 1.0f) return MT_OK;
+    mt_scale_args a = {.x = x, .n = n, .s = s};
+    return MT_BE_CALL(m->be, scale, &a);
 }
 /* RoPE of the local rows (B sequences of the cp layer's chunks) at their global positions. */
 static inline mt_status mt_model_rope(mt_model *m, void *x, int inverse) {

@@ -1,9 +1,12 @@
-/* optim.c — LR schedule, clipping factor, AdamW over the parameter table. The update runs
- * on the device through the backend's adamw op, one call per (stacked) tensor. */
+/* optim.c — LR schedule, clipping factor, AdamW over the parameter table (muP's lr and eps of the
+ * hidden matrices). The update runs on the device through the backend's adamw op, one call per
+ * (stacked) tensor. */
 #include "train/optim.h"
 
 #include <math.h>
 #include <string.h>
+
+#include "core/model/mup.h"
 
 double mt_lr_at(const mt_optimizer_cfg *o, int64_t it, int64_t train_iters) {
     return mt_lr_at_step(o, (double)it, train_iters);
@@ -68,6 +71,9 @@ mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, do
         const mt_param_tensor *t = &m->pl.t[ti];
         mt_opt_piece pc; /* the part of this tensor inside this rank's optimizer shards */
         if (!mt_opt_piece_of(&m->pl, &m->ol, ti, &pc)) continue;
+        /* muP (core/model/mup.h): a hidden matrix's max_lr, min_lr and eps times 1 / m. The schedule
+         * is linear in (max_lr, min_lr) (warmup from 0), so its lr is the base lr times 1 / m */
+        const double mup = m->mup_width_mult != 1.0 && mt_mup_is_hidden(t) ? 1.0 / m->mup_width_mult : 1.0;
         mt_adamw_args a = {
             .master = (char *)m->master + pc.opt * 4,
             .param = (char *)m->params + pc.lo * ab,
@@ -75,10 +81,10 @@ mt_status mt_optim_step(mt_model *m, const mt_optimizer_cfg *o, int64_t step, do
             .m = (char *)m->adam_m + pc.opt * 4,
             .v = (char *)m->adam_v + pc.opt * 4,
             .n = pc.hi - pc.lo,
-            .lr = (float)(mt_optim_is_embedding_or_output(t) ? lr_embed : lr),
+            .lr = (float)(mt_optim_is_embedding_or_output(t) ? lr_embed : lr * mup),
             .beta1 = o->beta1,
             .beta2 = o->beta2,
-            .eps = o->eps,
+            .eps = mup == 1.0 ? o->eps : (float)(o->eps * mup),
             .weight_decay = t->decay ? o->weight_decay : 0.0f,
             .grad_scale = (float)grad_scale,
             .bias_correction1 = bc1,

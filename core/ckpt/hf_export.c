@@ -5,9 +5,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/model/mup.h"
 
 static mt_status unsupported(const mt_recipe *r, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -60,6 +63,15 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     if (c->moe.experts > 0) {
         const mt_status st = check_moe(r);
         if (st != MT_OK) return st;
+    }
+    if (c->mup.enabled) { /* muP's forward: transformers' GPT-2 / Llama have none of its multipliers */
+        const int D = c->head_dim > 0 ? c->head_dim : c->hidden / c->heads;
+        const double attn = mt_mup_softmax_scale(c, D) * sqrt((double)D);
+        if (mt_mup_output_mult(c) != 1.0 || mt_mup_embedding_mult(c) != 1.0 || fabs(attn - 1.0) > 1e-9)
+            return unsupported(r, "model.mup.enabled", "true: muP's softmax scale %g (GPT-2 and Llama: 1/sqrt(%d)), "
+                               "logit multiplier %g and embedding multiplier %g (GPT-2 and Llama: 1) have no field in "
+                               "GPT-2 or Llama", mt_mup_softmax_scale(c, D), D, mt_mup_output_mult(c),
+                               mt_mup_embedding_mult(c));
     }
     if (c->qk_l2_norm)
         return unsupported(r, "model.qk_l2_norm", "true: the per-head L2 norm of queries and keys (--qk-l2-norm) "

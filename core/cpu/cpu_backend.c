@@ -169,6 +169,7 @@ static const struct mt_backend_i cpu_table = {
     .embedding_bwd = mt_cpu_embedding_bwd,
     .xent_fwd_bwd = mt_cpu_xent_fwd_bwd,
     .add = mt_cpu_add,
+    .scale = mt_cpu_scale,
     .sum = mt_cpu_sum,
     .adamw = mt_cpu_adamw,
     .cast_f32_to_act = mt_cpu_cast_f32_to_act,

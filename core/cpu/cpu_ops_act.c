@@ -1,4 +1,4 @@
-/* cpu_ops_act.c — elementwise ops on the CPU: GeLU (tanh approximation), SwiGLU, squared ReLU, add, the
+/* cpu_ops_act.c — elementwise ops on the CPU: GeLU (tanh approximation), SwiGLU, squared ReLU, add, scale, the
  * (squared) sum used for norms and losses, and the f32 -> act cast (a copy on this fp32
  * backend).
  * Rules: activation gradients are overwritten (=); inner loops are straight-line fp32 code the
@@ -117,6 +117,18 @@ mt_status mt_cpu_add(mt_backend *be, const mt_add_args *a) {
     const long n = (long)a->n;
 #pragma omp parallel for schedule(static) num_threads(nt) if (n >= MT_CPU_PAR_MIN)
     for (long i = 0; i < n; i++) out[i] = x[i] + y[i];
+    return MT_OK;
+}
+
+mt_status mt_cpu_scale(mt_backend *be, const mt_scale_args *a) {
+    const int nt = mt_cpu_nt(be);
+    if (a->n == 0) return MT_OK;
+    if (!a->x) return mt_errorf(MT_ERR_INTERNAL, "cpu scale: NULL tensor (n=%zu)", a->n);
+    float *x = a->x;
+    const float s = a->s;
+    const long n = (long)a->n;
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= MT_CPU_PAR_MIN)
+    for (long i = 0; i < n; i++) x[i] *= s;
     return MT_OK;
 }
 

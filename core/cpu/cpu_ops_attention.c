@@ -143,7 +143,7 @@ mt_status mt_cpu_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a) {
     if ((long)B * T == 0) return MT_OK;
     if (!a->out || !a->lse || !a->qkv) return mt_errorf(MT_ERR_INTERNAL, "cpu attention_fwd: NULL tensor");
     const int S3 = (H + 2 * KV) * D, SO = H * D, group = H / KV;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = mt_attn_scale(a->scale, D);
     const float *qkv = a->qkv;
     float *out = a->out, *lse = a->lse;
     /* one (batch, head, query tile) per work item, the last (heaviest) tiles first; dynamic
@@ -231,7 +231,7 @@ mt_status mt_cpu_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a) {
     if (!a->dqkv || !a->delta || !a->dout || !a->qkv || !a->out || !a->lse)
         return mt_errorf(MT_ERR_INTERNAL, "cpu attention_bwd: NULL tensor");
     const int S3 = (H + 2 * KV) * D, SO = H * D, group = H / KV;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = mt_attn_scale(a->scale, D);
     const float *qkv = a->qkv, *dout = a->dout, *out = a->out, *lse = a->lse;
     float *dqkv = a->dqkv, *delta = a->delta;
     /* one (batch, kv head) per work item: dK and dV of that kv head accumulate over the query
@@ -280,7 +280,7 @@ mt_status mt_cpu_attention_block_fwd(mt_backend *be, const mt_attention_block_fw
     if ((long)B * Tq == 0) return MT_OK;
     if (!a->out || !a->lse || !a->qkv || !a->kv) return mt_errorf(MT_ERR_INTERNAL, "cpu attention_block_fwd: NULL tensor");
     const int S3 = (H + 2 * KV) * D, SK = 2 * KV * D, SO = H * D, group = H / KV, merge = a->merge;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = mt_attn_scale(a->scale, D);
     const float *qkv = a->qkv, *kv = a->kv;
     float *out = a->out, *lse = a->lse;
     const int n_qt = (Tq + ATT_BQ - 1) / ATT_BQ;
@@ -325,7 +325,7 @@ mt_status mt_cpu_attention_block_bwd(mt_backend *be, const mt_attention_block_bw
     if (!a->dqkv || !a->dkv || !a->delta || !a->dout || !a->qkv || !a->kv || !a->out || !a->lse)
         return mt_errorf(MT_ERR_INTERNAL, "cpu attention_block_bwd: NULL tensor");
     const int S3 = (H + 2 * KV) * D, SK = 2 * KV * D, SO = H * D, group = H / KV, shift = a->q_pos - a->k_pos;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = mt_attn_scale(a->scale, D);
     const float *qkv = a->qkv, *kv = a->kv, *dout = a->dout, *out = a->out, *lse = a->lse;
     float *dqkv = a->dqkv, *dkv = a->dkv, *delta = a->delta;
     /* one (batch, kv head) per work item, as in attention_bwd: items write disjoint columns */

@@ -68,6 +68,14 @@ typedef struct {
         int pre_softmax;      /* bool: softmax over all experts then top-k, weights not renormalised */
         int pad_to_capacity;  /* bool: Megatron's --moe-pad-expert-input-to-capacity (accepted, no effect) */
     } moe;
+    struct { /* muP, Megatron-Core's (transformer_config.py, TransformerConfig.use_mup and mup_*): core/model/mup.h */
+        int enabled;          /* bool: --use-mup */
+        int base_hidden;      /* the base width; 0 = model.hidden (width multiplier 1) */
+        float embedding_mult; /* the embedding output times this */
+        float output_mult;    /* the logits times this; 1 = auto: 1 / width multiplier */
+        float base_head_dim;  /* 0 = none: softmax scale 1 / head_dim^power; else sqrt(this) / head_dim^power */
+        float attn_scale_power;
+    } mup;
 } mt_model_cfg;
 
 typedef struct {

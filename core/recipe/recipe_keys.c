@@ -108,6 +108,23 @@ const mt_recipe_key mt_recipe_keys[] = {
           "softmax over the selected logits, Mixtral's and Megatron's default)", 0),
     KBOOL("model.moe.pad_to_capacity", model.moe.pad_to_capacity, "false",
           "pad every expert's input to its capacity (accepted: results are the same without)", 0),
+    KBOOL("model.mup.enabled", model.mup.enabled, "false",
+          "muP as Megatron-Core's --use-mup: width multiplier m = hidden / mup.base_hidden; hidden matrices "
+          "initialised with std init_std / sqrt(m) (output projections also / sqrt(2*layers)), embeddings (and an "
+          "untied output layer) with init_std; Adam lr and eps of hidden matrices / m (not embeddings, output "
+          "layer, biases, norms); softmax scale sqrt(mup.base_head_dim or 1) / head_dim^mup.attn_scale_power; "
+          "logits times mup.output_mult, embeddings times mup.embedding_mult", 0),
+    KINT("model.mup.base_hidden", model.mup.base_hidden, "0", 0, 1 << 20, "",
+         "muP base width (Megatron's --mup-base-hidden-size); 0 = model.hidden (m = 1)", 0),
+    KFLT("model.mup.embedding_mult", model.mup.embedding_mult, "1.0", 0, 1e6, "",
+         "muP: the embedding output times this (--mup-embedding-mult)", 0),
+    KFLT("model.mup.output_mult", model.mup.output_mult, "1.0", 0, 1e6, "",
+         "muP: the logits times this (--mup-output-mult); 1 means 1 / m, as Megatron's auto setting", 0),
+    KFLT("model.mup.base_head_dim", model.mup.base_head_dim, "0", 0, 1e6, "",
+         "muP: softmax scale sqrt(this) / head_dim^attn_scale_power (--mup-base-head-dim); 0 = unset: "
+         "1 / head_dim^attn_scale_power", 0),
+    KFLT("model.mup.attn_scale_power", model.mup.attn_scale_power, "1.0", 0, 10, "",
+         "muP: the power of head_dim in the softmax scale (--mup-attn-scale-power; 0.5 = standard attention)", 0),
 
     /* parallel */
     KINT("parallel.tensor", parallel.tensor, "1", 1, 1024, "ranks", "tensor-parallel size (tp)", 0),
@@ -433,6 +450,12 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--moe-layer-freq", "model.moe.layer_freq", NULL },
     { "--moe-router-pre-softmax", "model.moe.pre_softmax", "true" },
     { "--moe-pad-expert-input-to-capacity", "model.moe.pad_to_capacity", "true" },
+    { "--use-mup", "model.mup.enabled", "true" },
+    { "--mup-base-hidden-size", "model.mup.base_hidden", NULL },
+    { "--mup-embedding-mult", "model.mup.embedding_mult", NULL },
+    { "--mup-output-mult", "model.mup.output_mult", NULL },
+    { "--mup-base-head-dim", "model.mup.base_head_dim", NULL },
+    { "--mup-attn-scale-power", "model.mup.attn_scale_power", NULL },
     { "--data-path", "data.path", NULL },
     { "--split", "data.split", NULL },
     { "--vocab-file", "data.vocab", NULL },

@@ -196,8 +196,8 @@ static const meg_flag meg_flags[] = {
     { "--moe-ffn-hidden-size", 1, MEG_RULE, "model.ffn_hidden when there are experts (every layer is a MoE layer "
       "here, so the experts' width is the FFN width); without experts nothing" },
     { "--moe-router-dtype", 1, MEG_ACCEPT, "the router is computed in fp32" },
-    { "--use-mup", 0, MEG_REFUSE, "the muP parametrisation is not implemented" },
-    { "--mup-base-hidden-size", 1, MEG_REFUSE, "the muP parametrisation is not implemented" },
+    { "--mup-width-mult", 1, MEG_ACCEPT, "Megatron recomputes it as hidden / --mup-base-hidden-size under --use-mup "
+      "and reads it nowhere else: no effect" },
     { "--step-batch-size-schedule", 1, MEG_REFUSE, "a batch-size schedule by tokens is not implemented; --rampup-batch-size START INCREMENT SAMPLES is" },
     { "--hierarchical-context-parallel-sizes", 1, MEG_RULE, "the sizes (read as Megatron does: the numbers of the "
       "text, so '[2 2]' and '2 2' are 2, 2) must multiply to --context-parallel-size; the attention is the p2p ring's, "

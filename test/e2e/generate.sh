@@ -70,4 +70,15 @@ if "$MTRAIN" generate --config configs/gpt-tiny.yaml --load "$TMP/r2" --prompt "
 fi
 grep -q "model.activation" "$TMP/r2-gelu.err" || { cat "$TMP/r2-gelu.err"; fail "no model.activation in the refusal"; }
 echo "refused: $(grep -m1 'model.activation' "$TMP/r2-gelu.err" | cut -c1-160)"
+# muP (--use-mup: m = 4, so the logits times 1/4; the embedding output times 2; the softmax scale
+# sqrt(400) / head_dim^0 = 20, large so that the attention is peaked after 4 steps: a decoder that
+# kept 1/sqrt(head_dim) sampled other tokens): both decoders apply the same multipliers
+X=(--use-mup --mup-base-hidden-size 32 --mup-embedding-mult 2 --mup-base-head-dim 400 --mup-attn-scale-power 0)
+"$MTRAIN" --config configs/gpt-tiny.yaml "${X[@]}" --train-iters 4 --micro-batch-size 2 --global-batch-size 2 \
+  --set logging.eval_interval=0 --set logging.interval=4 --save "$TMP/mup" >"$TMP/mup.log" 2>&1 \
+  || { tail "$TMP/mup.log"; fail "gpt-tiny muP training failed"; }
+gen "$TMP/mup-kv" configs/gpt-tiny.yaml "$TMP/mup" "${S[@]}" --seed 5
+gen "$TMP/mup-full" configs/gpt-tiny.yaml "$TMP/mup" "${S[@]}" --seed 5 --no-kv-cache
+[ "$(ids "$TMP/mup-kv.err")" = "$(ids "$TMP/mup-full.err")" ] || fail "muP: KV cache and full recomputation differ"
+echo "gpt-tiny muP: KV cache == full recomputation (sampled)"
 echo "generate: ok"

@@ -71,3 +71,12 @@ parallel llama1hd "llama kv-channels 48 tp=2 sp" 2 2 "${LLAMA[@]}" --kv-channels
 # their fc bias), gpt at tp=2 + SP against its own serial run, same tolerances
 serial gpt1r2 "${GPT[@]}" --squared-relu
 parallel gpt1r2 "gpt squared-relu tp=2 sp" 2 2 "${GPT[@]}" --squared-relu --sequence-parallel
+# muP (--use-mup, core/model/mup.h): m = 128 / 32 = 4, so the hidden matrices start at 1/2 of the
+# init std and step with lr / 4 and eps / 4, the logits are times 1/4, the embedding output times 2
+# (--mup-embedding-mult), the softmax scale 1 / head_dim. All of it is per parameter or per
+# activation element, so tp=2 + SP x pp=2 (the last stage's copy of the tied word embedding keeps
+# the base lr) matches its own serial run, same tolerances
+MUP=(--use-mup --mup-base-hidden-size 32 --mup-embedding-mult 2)
+serial gpt1mup "${GPT[@]}" "${MUP[@]}"
+parallel gpt1mup "gpt mup tp=2 sp pp=2" 4 2 "${GPT[@]}" "${MUP[@]}" --sequence-parallel --pipeline-model-parallel-size 2
+grep -q "pp 2" "$TMP/gpt mup tp=2 sp pp=2.log" || fail "gpt mup: pp 2 not reported"

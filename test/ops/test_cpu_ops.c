@@ -302,6 +302,11 @@ static void test_add_sum_cast(void) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += out[i] != a[i] + b[i]; /* one fp32 rounding: exact */
     CHECKF(bad == 0, "add: %zu entries differ from a + b", bad);
+    mt_scale_args sa = {out, n, 0.37f};
+    OK(MT_BE_CALL(&be, scale, &sa));
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += out[i] != (a[i] + b[i]) * 0.37f; /* one fp32 rounding: exact */
+    CHECKF(bad == 0, "scale: %zu entries differ from x * 0.37", bad);
 
     const size_t sizes[] = {5, 100003};
     for (int si = 0; si < 2; si++)
@@ -514,7 +519,7 @@ static void test_attention(int B, int T, int H, int KV, int D, size_t fd_samples
     const size_t nQKV = (size_t)B * T * (H + 2 * KV) * D, nO = (size_t)B * T * H * D, nL = (size_t)B * H * T;
     /* scale 2 so the softmax is far from uniform */
     float *qkv = frand(nQKV, -2, 2), *out = fconst(nO, 777.0f), *lse = fconst(nL, 777.0f);
-    mt_attention_fwd_args fa = {out, lse, qkv, B, T, H, KV, D};
+    mt_attention_fwd_args fa = {out, lse, qkv, B, T, H, KV, D, 0};
     OK(MT_BE_CALL(&be, attention_fwd, &fa));
     att_ctx c = {dcopy(qkv, nQKV), NULL, dzeros(nO), B, T, H, KV, D};
     double *want = dzeros(nO), *wlse = dzeros(nL);
@@ -529,7 +534,7 @@ static void test_attention(int B, int T, int H, int KV, int D, size_t fd_samples
 
     float *g = frand(nO, -1, 1), *dqkv = fconst(nQKV, 777.0f), *delta = fconst(nL, 777.0f);
     c.g = dcopy(g, nO);
-    mt_attention_bwd_args ba = {dqkv, delta, g, qkv, out, lse, B, T, H, KV, D};
+    mt_attention_bwd_args ba = {dqkv, delta, g, qkv, out, lse, B, T, H, KV, D, 0};
     OK(MT_BE_CALL(&be, attention_bwd, &ba));
     double *wd = dzeros(nQKV);
     ref_attention_bwd(wd, c.qkv, c.g, B, T, H, KV, D);

@@ -242,12 +242,12 @@ static void test_determinism(void) {
     float *qkv = frand(nQ, -1, 1), *g = frand(nO, -1, 1);
     float *ao1 = fconst(nO, 0), *ao2 = fconst(nO, 0), *p1 = fconst(nP, 0), *p2 = fconst(nP, 0);
     float *dq1 = fconst(nQ, 0), *dq2 = fconst(nQ, 0), *dp = fconst(nP, 0);
-    mt_attention_fwd_args a1 = {ao1, p1, qkv, B, T, H, KV, D}, a2 = {ao2, p2, qkv, B, T, H, KV, D};
+    mt_attention_fwd_args a1 = {ao1, p1, qkv, B, T, H, KV, D, 0}, a2 = {ao2, p2, qkv, B, T, H, KV, D, 0};
     OK(MT_BE_CALL(&be, attention_fwd, &a1));
     OK(MT_BE_CALL(&be, attention_fwd, &a2));
     CHECK(memcmp(ao1, ao2, nO * sizeof *ao1) == 0 && memcmp(p1, p2, nP * sizeof *p1) == 0);
-    mt_attention_bwd_args ab1 = {dq1, dp, g, qkv, ao1, p1, B, T, H, KV, D},
-                          ab2 = {dq2, dp, g, qkv, ao1, p1, B, T, H, KV, D};
+    mt_attention_bwd_args ab1 = {dq1, dp, g, qkv, ao1, p1, B, T, H, KV, D, 0},
+                          ab2 = {dq2, dp, g, qkv, ao1, p1, B, T, H, KV, D, 0};
     OK(MT_BE_CALL(&be, attention_bwd, &ab1));
     OK(MT_BE_CALL(&be, attention_bwd, &ab2));
     CHECK(memcmp(dq1, dq2, nQ * sizeof *dq1) == 0);
@@ -332,7 +332,7 @@ static void test_backend_basics(void) {
     CHECK(MT_BE_CALL(&be, rope, &ra) == MT_ERR_CONFIG);
     CHECK_STR_CONTAINS(mt_last_error(), "D=7");
     float lse[16];
-    mt_attention_fwd_args aa = {x, lse, x, 1, 2, 3, 2, 2}; /* H % KV != 0 */
+    mt_attention_fwd_args aa = {x, lse, x, 1, 2, 3, 2, 2, 0}; /* H % KV != 0 */
     CHECK(MT_BE_CALL(&be, attention_fwd, &aa) == MT_ERR_CONFIG);
     CHECK_STR_CONTAINS(mt_last_error(), "kv heads");
     int32_t bad_tgt[1] = {5};

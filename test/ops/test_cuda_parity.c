@@ -264,7 +264,7 @@ static void test_init_normal(size_t n, uint64_t offset) {
     pair_free(&t);
 }
 
-/* ---- elementwise: gelu, squared ReLU, swiglu, add, cast ---- */
+/* ---- elementwise: gelu, squared ReLU, swiglu, add, scale, cast ---- */
 
 static void test_elementwise(size_t n, int N, int F) {
     printf("  gelu/squared_relu/add/cast n=%zu, swiglu N=%d F=%d\n", n, N, F);
@@ -297,6 +297,9 @@ static void test_elementwise(size_t n, int N, int F) {
     mt_add_args ac = {out.cpu, x.cpu, y.cpu, n}, ag = {out.gpu, x.gpu, y.gpu, n};
     RUN_BOTH(add, ac, ag);
     compare("add out (act)", &out, 1, NULL, TOL_ACT);
+    mt_scale_args xc = {out.cpu, n, 0.37f}, xg = {out.gpu, n, 0.37f};
+    RUN_BOTH(scale, xc, xg);
+    compare("scale out (act)", &out, 1, NULL, TOL_ACT);
 
     mt_cast_args cc = {out.cpu, f32.cpu, n}, cg = {out.gpu, f32.gpu, n};
     RUN_BOTH(cast_f32_to_act, cc, cg);
@@ -407,11 +410,14 @@ static void start_bwd_from_cpu(att_tensors *t) {
     pair_set(&t->lse, t->h_lse, 0);
 }
 
+/* the softmax scale the attention tests pass (0: the ops' 1/sqrt(D); muP passes others) */
+static float g_att_scale;
+
 static void test_attention(int B, int T, int H, int KV, int D) {
     printf("  attention B=%d T=%d H=%d KV=%d D=%d\n", B, T, H, KV, D);
     att_tensors t = att_tensors_new(B, T, H, KV, D);
-    mt_attention_fwd_args fc = {t.out.cpu, t.lse.cpu, t.qkv.cpu, B, T, H, KV, D};
-    mt_attention_fwd_args fg = {t.out.gpu, t.lse.gpu, t.qkv.gpu, B, T, H, KV, D};
+    mt_attention_fwd_args fc = {t.out.cpu, t.lse.cpu, t.qkv.cpu, B, T, H, KV, D, g_att_scale};
+    mt_attention_fwd_args fg = {t.out.gpu, t.lse.gpu, t.qkv.gpu, B, T, H, KV, D, g_att_scale};
     RUN_BOTH(attention_fwd, fc, fg);
     compare("fwd out (act)", &t.out, 1, NULL, TOL_ACT);
     compare("fwd lse (f32 logsumexp per row)", &t.lse, 0, NULL, TOL_F32);
@@ -419,8 +425,10 @@ static void test_attention(int B, int T, int H, int KV, int D) {
     /* backward from the CPU's out (rounded to bf16 on both sides) and lse: isolates the
      * backward kernels */
     start_bwd_from_cpu(&t);
-    mt_attention_bwd_args bc = {t.dqkv.cpu, t.delta.cpu, t.dout.cpu, t.qkv.cpu, t.out.cpu, t.lse.cpu, B, T, H, KV, D};
-    mt_attention_bwd_args bg = {t.dqkv.gpu, t.delta.gpu, t.dout.gpu, t.qkv.gpu, t.out.gpu, t.lse.gpu, B, T, H, KV, D};
+    mt_attention_bwd_args bc = {t.dqkv.cpu, t.delta.cpu, t.dout.cpu, t.qkv.cpu, t.out.cpu, t.lse.cpu,
+                                B, T, H, KV, D, g_att_scale};
+    mt_attention_bwd_args bg = {t.dqkv.gpu, t.delta.gpu, t.dout.gpu, t.qkv.gpu, t.out.gpu, t.lse.gpu,
+                                B, T, H, KV, D, g_att_scale};
     RUN_BOTH(attention_bwd, bc, bg);
     compare("bwd dqkv = (act)", &t.dqkv, 1, NULL, TOL_ACT);
     att_tensors_free(&t);
@@ -440,9 +448,9 @@ static void test_attention_block(int B, int H, int KV, int D, int Tc) {
     pair_t kv = pair_new(h_kv, nk, 1), dkv = pair_new(NULL, nk, 1), packed = pair_new(NULL, nk, 1);
     for (int blk = 0; blk < 2; blk++) {
         mt_attention_block_fwd_args c = {t.out.cpu, t.lse.cpu, t.qkv.cpu, kv.cpu, B, T, H, KV, D, Tc, Tc, 3 * Tc,
-                                         blk * Tc, Tc, blk * 3 * Tc, blk};
+                                         blk * Tc, Tc, blk * 3 * Tc, blk, g_att_scale};
         mt_attention_block_fwd_args g = {t.out.gpu, t.lse.gpu, t.qkv.gpu, kv.gpu, B, T, H, KV, D, Tc, Tc, 3 * Tc,
-                                         blk * Tc, Tc, blk * 3 * Tc, blk};
+                                         blk * Tc, Tc, blk * 3 * Tc, blk, g_att_scale};
         RUN_BOTH(attention_block_fwd, c, g);
     }
     compare("block fwd out, merged (act)", &t.out, 1, NULL, TOL_ACT);
@@ -451,10 +459,10 @@ static void test_attention_block(int B, int H, int KV, int D, int Tc) {
     for (int blk = 0; blk < 2; blk++) {
         mt_attention_block_bwd_args c = {t.dqkv.cpu, dkv.cpu, t.delta.cpu, t.dout.cpu, t.qkv.cpu, kv.cpu,
                                          t.out.cpu, t.lse.cpu, B, T, H, KV, D, Tc, Tc, 3 * Tc, blk * Tc, Tc,
-                                         blk * 3 * Tc};
+                                         blk * 3 * Tc, g_att_scale};
         mt_attention_block_bwd_args g = {t.dqkv.gpu, dkv.gpu, t.delta.gpu, t.dout.gpu, t.qkv.gpu, kv.gpu,
                                          t.out.gpu, t.lse.gpu, B, T, H, KV, D, Tc, Tc, 3 * Tc, blk * Tc, Tc,
-                                         blk * 3 * Tc};
+                                         blk * 3 * Tc, g_att_scale};
         RUN_BOTH(attention_block_bwd, c, g);
     }
     compare("block bwd dq += (act)", &t.dqkv, 1, NULL, TOL_ACT);
@@ -690,11 +698,18 @@ int main(void) {
     test_attention(2, 200, 8, 2, 32);  /* tensor cores, GQA group 4, several 64-row tiles */
     test_attention(1, 77, 3, 1, 96);   /* tensor cores, D = 96, MQA */
     test_attention(1, 1024, 2, 2, 128); /* gpt1.3b's head size at a long T: 16 x 16 tiles */
+    g_att_scale = 1.0f / 32; /* muP's 1 / head_dim: tensor-core kernels, and the ring blocks */
+    test_attention(2, 200, 8, 2, 32);
+    test_attention_block(2, 4, 2, 16, 40);
+    g_att_scale = 0;
     /* the fp32 CUDA-core kernels for the head sizes the tensor-core kernels also take */
     setenv("MT_CUDA_ATTENTION", "fp32", 1);
     printf("  (MT_CUDA_ATTENTION=fp32: the CUDA-core kernels)\n");
     test_attention(1, 130, 12, 12, 64);
     test_attention(1, 300, 2, 1, 128);
+    g_att_scale = 1.0f / 64;
+    test_attention(1, 130, 12, 12, 64);
+    g_att_scale = 0;
     unsetenv("MT_CUDA_ATTENTION");
 
     test_moe(1, 1, 2, 1, 0, 0, 8);      /* one token */

@@ -127,6 +127,12 @@ int main(void) {
     /* partial and interleaved RoPE (--rotary-percent 0.5: 2 of each head's 4 channels rotate) */
     check_model("llama", NULL, "model.rotary_percent=0.5");
     check_model("llama", NULL, "model.rope_interleaved=true,model.head_dim=6,model.rotary_percent=0.67");
+    /* muP (core/model/mup.h): m = 16 / 8 = 2, so the logits times 1/2 (tied), the embedding output
+       times 3, the softmax scale 1 / head_dim = 1/4; untied Llama with GQA: logits times 0.7, softmax
+       scale sqrt(2) / 4^0.75. Each multiplier's backward is one of the scalings these check */
+    check_model("gpt", NULL, "model.mup.enabled=true,model.mup.base_hidden=8,model.mup.embedding_mult=3");
+    check_model("llama", NULL, "model.mup.enabled=true,model.mup.base_hidden=4,model.mup.output_mult=0.7,"
+                "model.mup.base_head_dim=2,model.mup.attn_scale_power=0.75");
     check_arch("gpt", NULL);
     check_arch("llama", NULL);
     check_arch("gpt", "uniform");
