@@ -203,12 +203,9 @@ static const meg_flag meg_flags[] = {
     { "--moe-router-dtype", 1, MEG_ACCEPT, "the router is computed in fp32" },
     { "--use-mup", 0, MEG_REFUSE, "the muP parametrisation is not implemented" },
     { "--mup-base-hidden-size", 1, MEG_REFUSE, "the muP parametrisation is not implemented" },
-    { "--step-batch-size-schedule", 1, MEG_REFUSE, "a batch-size schedule by tokens is not implemented; --rampup-batch-size START INCREMENT SAMPLES is" },
     { "--hierarchical-context-parallel-sizes", 1, MEG_RULE, "the sizes (read as Megatron does: the numbers of the "
       "text, so '[2 2]' and '2 2' are 2, 2) must multiply to --context-parallel-size; the attention is the p2p ring's, "
       "the same numbers (see --cp-comm-type)" },
-    { "--eval-global-batch-size", 1, MEG_RULE, "the training global batch size (Megatron's default) only; another "
-      "evaluation batch size is refused" },
     { "--use-torch-fsdp2", 0, MEG_SUBST, "parameters and gradients are not sharded (no FSDP): data parallelism with "
       "the optimizer state sharded (the distributed optimizer) instead; the same numbers, more memory per rank" },
     { "--use-megatron-fsdp", 0, MEG_SUBST, "see --use-torch-fsdp2" },
@@ -541,12 +538,6 @@ static void apply_more_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems
             note(r, "--error-injection-rate %s: no fault is injected (no rerun state machine); Megatron reruns the "
                  "iteration of an injected transient fault and goes on with the correct result: the same numbers%s",
                  seen(s, "--error-injection-rate"), NULL);
-    }
-    if ((v = seen(s, "--eval-global-batch-size")) && atoi(v) != r->training.global_batch) {
-        snprintf(why, sizeof why, "evaluation runs at the training global batch size (%d); another evaluation "
-                 "batch size is not implemented (drop the flag, or make it %d)", r->training.global_batch,
-                 r->training.global_batch);
-        mt_recipe_problem_status(P, bad("--eval-global-batch-size", v, why));
     }
     if ((v = seen(s, "--num-distributed-optimizer-instances"))) {
         if (atoi(v) < 1) mt_recipe_problem_status(P, bad("--num-distributed-optimizer-instances", v, "a count >= 1"));
