@@ -59,7 +59,8 @@ static const meg_flag meg_flags[] = {
     { "--recompute-activations", 0, MEG_RULE, "training.recompute selective" },
     { "--optimizer", 1, MEG_RULE, "adam only (AdamW, decoupled weight decay); sgd is refused" },
     { "--rampup-batch-size", 3, MEG_RULE, "START INCREMENT SAMPLES -> training.rampup_start, rampup_increment, "
-      "rampup_samples" },
+      "rampup_samples (Megatron-LM before the step schedule; its newest version ignores the flag as deprecated: "
+      "with --step-batch-size-schedule it is refused here)" },
     /* data and tokenizer */
     { "--tokenizer-type", 1, MEG_RULE, "GPT2BPETokenizer -> data.tokenizer gpt2bpe, HuggingFaceTokenizer -> hf "
       "(with --tokenizer-model), NullTokenizer -> null (model.vocab = --vocab-size + 1, eod = --vocab-size), "
