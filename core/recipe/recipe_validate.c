@@ -338,7 +338,8 @@ static int resolve_batch(mt_recipe *r, problems *P) {
         t->eval_global_batch = t->global_batch;
         mark_derived(r, "training.eval_global_batch");
     }
-    if (t->eval_global_batch % mb_dp) /* Megatron's assert in validate_args */
+    if (t->eval_global_batch % mb_dp && t->eval_global_batch != t->global_batch) /* Megatron's assert (validate_args); a
+                                                                * copied global batch has its own check */
         add(P, "training.eval_global_batch", "%d is not a multiple of micro_batch*dp = %d*%" PRId64 " = %" PRId64
             " (each evaluation iteration runs eval_global_batch / (micro_batch*dp) micro-batches); use a multiple "
             "of %" PRId64 " (e.g. %" PRId64 ")", t->eval_global_batch, t->micro_batch, dp, mb_dp, mb_dp,
