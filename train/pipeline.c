@@ -27,7 +27,9 @@ mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, int m, int m_eval, 
         return mt_errorf(MT_ERR_INTERNAL, "pipeline: pp communicator of %d ranks (rank %d) for stage %d of %d",
                          comm ? comm->size : 0, comm ? comm->rank : -1, pp->stage, pp->p);
     MT_CHECK(mt_schedule_check(pp->kind, pp->p, m, pp->v));
-    MT_CHECK(mt_schedule_check(pp->kind, pp->p, m_eval, pp->v));
+    if (mt_schedule_check(pp->kind, pp->p, m_eval, pp->v) != MT_OK)
+        return mt_errorf(MT_ERR_CONFIG, "the evaluation's %d micro-batches (training.eval_global_batch / (micro_batch * "
+                         "dp)): %s; set training.eval_global_batch (--eval-global-batch-size) to fit", m_eval, mt_last_error());
     const int cap_train = mt_schedule_max_steps(pp->kind, pp->p, m, pp->v);
     const int cap_eval = mt_schedule_max_steps(pp->kind, pp->p, m_eval, pp->v);
     const int cap = cap_train > cap_eval ? cap_train : cap_eval;

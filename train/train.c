@@ -304,7 +304,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     }
     MT_CHECK(mt_moe_stats_open(&t->moe, &t->model));
     if (pp > 1) {
-        MT_CHECK(mt_pipeline_init(&t->pipe, &t->model, t->n_micro, t->n_micro_eval, ps));
+        MT_CHECK(mt_pipeline_init(&t->pipe, &t->model, t->n_micro, t->valid || t->test ? t->n_micro_eval : t->n_micro, ps));
         t->pipe_exec = &t->pipe;
     }
     if (ps->logger) {
@@ -313,7 +313,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
         t->sink.has_layout = 1; /* for readers of the file (mtrain plan --compare) */
         t->sink.layout = (mt_metrics_layout){.tp = ps->grid.tp, .pp = pp, .vpp = pp > 1 ? r->parallel.virtual_pipeline : 1,
                                              .cp = ps->grid.cp, .dp = t->dp, .ep = ps->grid.ep, .micro_batch = t->B,
-                                             .n_micro = t->n_micro, .global_batch = t->G, .world = ps->size};
+                                             .n_micro = t->n_micro, .global_batch = mt_recipe_global_batch_max(r), .world = ps->size};
         const double mem = (double)(t->model.bytes_params + t->model.bytes_grads + t->model.bytes_optim +
                                     t->model.bytes_acts + (t->pipe_exec ? mt_pipeline_extra_bytes(t->pipe_exec, &t->model) : 0));
         MT_CHECK(mt_tensorboard_open(&t->tb, &r->logging, ps->size, mem));
