@@ -24,7 +24,7 @@ static int parse_number(const char *s, size_t n, int64_t *out) {
     }
     char *end = NULL;
     const double v = strtod(buf, &end);
-    if (n == 0 || !end || *end || !(v >= 0) || v * mult > 9e18 || buf[0] == '+' || buf[0] == '-' || isspace((unsigned char)buf[0]))
+    if (n == 0 || !end || *end || !(v >= 0) || v * mult > 9e18 || buf[0] == '-' || isspace((unsigned char)buf[0]))
         return 1;
     *out = (int64_t)(v * mult);
     return 0;
@@ -34,10 +34,10 @@ mt_status mt_recipe_batch_steps_parse(const char *text, int seq_length, mt_batch
     memset(out, 0, sizeof *out);
     if (seq_length <= 0) return mt_errorf(MT_ERR_CONFIG, "model.seq_length must be set to read the thresholds (tokens)");
     for (const char *p = text; *p;) {
-        while (*p == ' ' || *p == ',' || *p == '\t') p++;
+        while (*p == ',' || isspace((unsigned char)*p)) p++; /* Megatron: commas as spaces, then split() */
         if (!*p) break;
         const char *e = p;
-        while (*e && *e != ' ' && *e != ',' && *e != '\t') e++;
+        while (*e && *e != ',' && !isspace((unsigned char)*e)) e++;
         const char *colon = memchr(p, ':', (size_t)(e - p));
         int64_t thr, bs;
         if (!colon || parse_number(p, (size_t)(colon - p), &thr) || parse_number(colon + 1, (size_t)(e - colon - 1), &bs))
