@@ -329,7 +329,7 @@ static mt_status plan_layout(plan_ctx *x, int n_gpus, mt_plan *p) {
     p->ep = d->moe ? x->ep : 1;
     p->edp = d->moe ? x->dp * x->cp / p->ep : x->dp * x->cp;
     p->micro_batch = r->training.micro_batch;
-    p->global_batch = r->training.global_batch;
+    p->global_batch = mt_recipe_global_batch_max(r); /* a ramp-up's or step schedule's last: most of the run */
     p->n_micro = mt_recipe_micro_batches(r);
     p->seq_length = r->model.seq_length;
     p->sp = pc->sequence_parallel && x->t > 1;

@@ -44,7 +44,7 @@ mt_status mt_logprobs_open(mt_logprobs *lp, const mt_recipe *r, mt_backend *be, 
     if (pp > 1) {
         const int v = r->parallel.virtual_pipeline > 1 ? r->parallel.virtual_pipeline : 1;
         lp->n_micro = v > 1 ? pp : 1; /* interleaving runs micro-batches in groups of pp: the same row each */
-        MT_CHECK(mt_pipeline_init(&lp->pipe, &lp->model, r, lp->n_micro, ps));
+        MT_CHECK(mt_pipeline_init(&lp->pipe, &lp->model, lp->n_micro, lp->n_micro, ps));
         lp->have_pipe = 1;
         lp->head_slot = -1;
         for (int i = 0; i < lp->pipe.n_fsteps; i++)

@@ -13,7 +13,7 @@
 
 #include "core/clock.h"
 
-mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r, int m, const mt_parallel_state *ps) {
+mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, int m, int m_eval, const mt_parallel_state *ps) {
     mt_status st = MT_OK;
     mt_backend *be = model->be;
     mt_comm *comm = mt_pstate_group(ps, MT_PG_PP)->comm;
@@ -29,7 +29,12 @@ mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r,
         return mt_errorf(MT_ERR_INTERNAL, "pipeline: pp communicator of %d ranks (rank %d) for stage %d of %d",
                          comm ? comm->size : 0, comm ? comm->rank : -1, pp->stage, pp->p);
     MT_CHECK(mt_schedule_check(pp->kind, pp->p, m, pp->v));
-    const int cap = mt_schedule_max_steps(pp->kind, pp->p, m, pp->v);
+    if (mt_schedule_check(pp->kind, pp->p, m_eval, pp->v) != MT_OK)
+        return mt_errorf(MT_ERR_CONFIG, "the evaluation's %d micro-batches (training.eval_global_batch / (micro_batch * "
+                         "dp)): %s; set training.eval_global_batch (--eval-global-batch-size) to fit", m_eval, mt_last_error());
+    const int cap_train = mt_schedule_max_steps(pp->kind, pp->p, m, pp->v);
+    const int cap_eval = mt_schedule_max_steps(pp->kind, pp->p, m_eval, pp->v);
+    const int cap = cap_train > cap_eval ? cap_train : cap_eval;
     pp->cap = cap;
     pp->steps = malloc((size_t)cap * sizeof *pp->steps);
     pp->fsteps = malloc((size_t)cap * sizeof *pp->fsteps);
@@ -39,7 +44,7 @@ mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r,
         goto out;
     }
     MT_CHECK(mt_schedule_build(pp->kind, pp->p, m, pp->v, pp->stage, pp->steps, cap, &pp->n_steps));
-    MT_CHECK(mt_schedule_build_forward(pp->kind, pp->p, m, pp->v, pp->stage, pp->fsteps, cap, &pp->n_fsteps, NULL));
+    MT_CHECK(mt_schedule_build_forward(pp->kind, pp->p, m_eval, pp->v, pp->stage, pp->fsteps, cap, &pp->n_fsteps, NULL));
     pp->n_slots = mt_schedule_max_in_flight(pp->kind, pp->p, m, pp->v, pp->stage);
     for (int i = 0; i < pp->n_fsteps; i++) /* forward-only slots are a subset (tested: 1) */
         if (pp->fsteps[i].slot + 1 > pp->n_slots) pp->n_slots = pp->fsteps[i].slot + 1;
@@ -64,7 +69,6 @@ mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r,
         goto out;
     }
     pp->cost_cpu = be->i->name && !strcmp(be->i->name, "cpu");
-    (void)r;
 out:
     if (st != MT_OK) mt_pipeline_free(pp, model);
     return st;

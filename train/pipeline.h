@@ -52,13 +52,14 @@ typedef struct {
     int cost_cpu;           /* 1: cost is CPU time */
 } mt_pipeline;
 
-/* Builds both tables for (kind from mt_schedule_default(p, v), p, m micro-batches, v) and
- * allocates the slots; the p2p exchanges go over the parallel state's pipeline group.
- * Errors: mt_schedule_check's (naming the keys), OOM. */
-mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, const mt_recipe *r, int m, const mt_parallel_state *ps);
+/* Builds both tables for (kind from mt_schedule_default(p, v), p, v): the training table for m
+ * micro-batches (the most a step runs), the forward-only one for m_eval (an evaluation iteration's,
+ * training.eval_global_batch / (micro_batch * dp)), and allocates the slots; the p2p exchanges go
+ * over the parallel state's pipeline group. Errors: mt_schedule_check's (naming the keys), OOM. */
+mt_status mt_pipeline_init(mt_pipeline *pp, mt_model *model, int m, int m_eval, const mt_parallel_state *ps);
 void mt_pipeline_free(mt_pipeline *pp, mt_model *model);
 /* Rebuilds the training table in place for m <= the m of init micro-batches (batch-size ramp-up);
- * no allocation. The forward-only table keeps init's m (evaluation runs on the full batch). */
+ * no allocation. The forward-only table keeps init's m_eval. */
 mt_status mt_pipeline_set_micro_batches(mt_pipeline *pp, int m);
 /* Runs one iteration's table (forward_only: the evaluation table, no backward). Losses are
  * summed into the model's scalars on the last stage; gradients accumulate (+=). */

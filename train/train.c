@@ -60,7 +60,8 @@ typedef struct {
     mt_tensorboard tb;       /* logging rank with logging.tensorboard_dir: the events file */
     int32_t *tokens;         /* (B, T+1) host staging */
     int B, T, G, dp, dp_rank, n_micro, distributed;
-    int G_cur, n_micro_full;  /* this iteration's global batch and micro-batches (batch-size ramp-up) */
+    int G_cur, n_micro_max;   /* this iteration's global batch; the most micro-batches a step runs (ramp-up, schedule) */
+    int EG, n_micro_eval;     /* an evaluation iteration's sequences (training.eval_global_batch) and micro-batches */
     double tokens_per_iter;   /* of this iteration */
     mt_ckpt_saver saver;     /* checkpoint.dir set: the saves' snapshot and tables */
     mt_ckpt_state start;     /* where the loop starts (a loaded checkpoint's state, else zeros) */
@@ -155,15 +156,18 @@ static mt_status set_batch(trainer *t, int64_t consumed) {
     return t->pipe_exec ? mt_pipeline_set_micro_batches(t->pipe_exec, t->n_micro) : MT_OK;
 }
 
+/* Megatron's evaluate(): eval_iters iterations of training.eval_global_batch sequences each
+ * (eval_global_batch / (micro_batch * dp) micro-batches per rank, the forward table's), iteration e
+ * reading samples [e * EG, (e + 1) * EG) of the split; the loss is the token mean over all of them. */
 static mt_status evaluate(trainer *t, mt_blended_dataset *ds, double *loss) {
     mt_status st = MT_OK;
-    const int64_t n_tok = (int64_t)t->r->logging.eval_iters * t->G * t->T;
+    const int64_t n_tok = (int64_t)t->r->logging.eval_iters * t->EG * t->T;
     float sum = 0, unused = 0;
     const int n_micro = t->n_micro;
-    t->n_micro = t->n_micro_full; /* evaluation runs on the full batch (the forward table's) */
+    t->n_micro = t->n_micro_eval;
     mt_timers_pause(&t->tm); /* Megatron's timers leave evaluation out too */
     MT_CHECK(mt_model_zero_grads(&t->model));
-    for (int64_t e = 0; e < t->r->logging.eval_iters; e++) MT_CHECK(run_batch(t, ds, e * t->G, 0.0f, 0));
+    for (int64_t e = 0; e < t->r->logging.eval_iters; e++) MT_CHECK(run_batch(t, ds, e * t->EG, 0.0f, 0));
     t->n_micro = n_micro;
     MT_CHECK(mt_grad_sync_scalars(&t->gs, mt_model_scalars(&t->model)));
     MT_CHECK(mt_model_read_scalars(&t->model, &sum, &unused));
@@ -185,10 +189,10 @@ static mt_status open_test_split(trainer *t) {
     int32_t eod = -1;
     if (r->data.mock && (st = mt_train_mock_eod(r, &eod)) == MT_OK)
         st = mt_blended_dataset_open_mock(&t->test, r->data.split, MT_SPLIT_TEST, t->T, r->training.seed,
-                                          r->logging.eval_iters * t->G, eod);
+                                          r->logging.eval_iters * t->EG, eod);
     else if (!r->data.mock)
         st = mt_blended_dataset_open(&t->test, r->data.path, r->data.split, MT_SPLIT_TEST, t->T,
-                                     r->training.seed, r->logging.eval_iters * t->G, r->data.cache_path);
+                                     r->training.seed, r->logging.eval_iters * t->EG, r->data.cache_path);
     if (st == MT_ERR_DATA) {
         if (t->ps->logger)
             fprintf(stderr, "mtrain: note: no test-set evaluation at the end: %s\n", mt_last_error());
@@ -245,10 +249,11 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     t->dp = mt_pstate_group(ps, MT_PG_DP)->size;
     t->dp_rank = mt_pstate_group(ps, MT_PG_DP)->rank;
     t->distributed = r->parallel.distributed_optimizer && mt_pstate_group(ps, MT_PG_DP_CP)->size > 1;
-    t->n_micro = t->n_micro_full = t->G / (t->B * t->dp);
+    t->n_micro = t->n_micro_max = mt_recipe_global_batch_max(r) / (t->B * t->dp);
+    t->EG = r->training.eval_global_batch;
+    t->n_micro_eval = t->EG / (t->B * t->dp);
     t->G_cur = t->G;
     t->tokens_per_iter = (double)t->G * t->T;
-    const int64_t iters = r->training.iters;
     const int pp = ps->grid.pp;
 
     if (!r->data.path[0] && !r->data.mock)
@@ -259,10 +264,10 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     if (r->data.mock) {
         MT_CHECK(mt_train_mock_eod(r, &mock_eod));
         MT_CHECK(mt_blended_dataset_open_mock(&t->train, r->data.split, MT_SPLIT_TRAIN, t->T, r->training.seed,
-                                              iters * t->G, mock_eod));
+                                              mt_recipe_train_samples(r), mock_eod));
     } else
         MT_CHECK(mt_blended_dataset_open(&t->train, r->data.path, r->data.split, MT_SPLIT_TRAIN, t->T,
-                                         r->training.seed, iters * t->G, r->data.cache_path));
+                                         r->training.seed, mt_recipe_train_samples(r), r->data.cache_path));
     { /* a data/model vocabulary mismatch before the first step (the first 16M tokens of each file) */
         char tok[32];
         MT_CHECK(mt_blended_dataset_check_vocab(t->train, r->model.vocab, (int64_t)1 << 24,
@@ -270,15 +275,16 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     }
     if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0 && r->data.mock)
         MT_CHECK(mt_blended_dataset_open_mock(&t->valid, r->data.split, MT_SPLIT_VALID, t->T, r->training.seed,
-                                              r->logging.eval_iters * t->G, mock_eod));
+                                              r->logging.eval_iters * t->EG, mock_eod));
     else if (r->logging.eval_interval > 0 && r->logging.eval_iters > 0)
         MT_CHECK(mt_blended_dataset_open(&t->valid, r->data.path, r->data.split, MT_SPLIT_VALID, t->T,
-                                         r->training.seed, r->logging.eval_iters * t->G, r->data.cache_path));
+                                         r->training.seed, r->logging.eval_iters * t->EG, r->data.cache_path));
     MT_CHECK(open_test_split(t));
     mt_blended_dataset *const fim_ds[3] = {t->train, t->valid, t->test};
     MT_CHECK(mt_train_fim_open(&t->fim, r, fim_ds, 3, ps->logger ? stderr : NULL));
-    if (pp > 1) /* Megatron's rule on m for the interleaved schedule, before anything is allocated: every
-                 * micro-batch count the batch-size ramp-up goes through, then the full one */
+    if (pp > 1 && r->training.steps.n == 0) /* Megatron's rule on m for the interleaved schedule, before anything is allocated: every
+                 * micro-batch count the batch-size ramp-up goes through, then the full one (a step schedule's
+                 * are checked from the loaded position, check_batches) */
         for (int64_t g = r->training.rampup_start > 0 ? r->training.rampup_start : t->G; g <= t->G;
              g += r->training.rampup_start > 0 ? r->training.rampup_increment : t->G)
             MT_CHECK(mt_schedule_check(mt_schedule_default(pp, r->parallel.virtual_pipeline), pp,
@@ -307,7 +313,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
     MT_CHECK(mt_moe_stats_open(&t->moe, &t->model));
     MT_CHECK(mt_rerun_init(&t->rerun, r, ps, be, t->model.pl.has_head)); /* the last stage's ranks hold the loss */
     if (pp > 1) {
-        MT_CHECK(mt_pipeline_init(&t->pipe, &t->model, r, t->n_micro, ps));
+        MT_CHECK(mt_pipeline_init(&t->pipe, &t->model, t->n_micro, t->valid || t->test ? t->n_micro_eval : t->n_micro, ps));
         t->pipe_exec = &t->pipe;
     }
     if (ps->logger) {
@@ -316,7 +322,7 @@ static mt_status trainer_open(trainer *t, const mt_recipe *r, mt_backend *be, co
         t->sink.has_layout = 1; /* for readers of the file (mtrain plan --compare) */
         t->sink.layout = (mt_metrics_layout){.tp = ps->grid.tp, .pp = pp, .vpp = pp > 1 ? r->parallel.virtual_pipeline : 1,
                                              .cp = ps->grid.cp, .dp = t->dp, .ep = ps->grid.ep, .micro_batch = t->B,
-                                             .n_micro = t->n_micro, .global_batch = t->G, .world = ps->size};
+                                             .n_micro = t->n_micro, .global_batch = mt_recipe_global_batch_max(r), .world = ps->size};
         const double mem = (double)(t->model.bytes_params + t->model.bytes_grads + t->model.bytes_optim +
                                     t->model.bytes_acts + (t->pipe_exec ? mt_pipeline_extra_bytes(t->pipe_exec, &t->model) : 0));
         MT_CHECK(mt_tensorboard_open(&t->tb, &r->logging, ps->size, mem));
@@ -389,6 +395,11 @@ static mt_status print_start(const trainer *t, FILE *log) {
             t->be->device_name ? t->be->device_name : t->be->i->name, ps->size, ps->size > 1 ? "s" : "", tp,
             m->pl.sp ? " sequence-parallel" : "", pps, cps, t->dp, eps, (long long)r->training.iters, t->G, t->T, t->n_micro,
             t->B);
+    const mt_batch_steps *bs = &r->training.steps;
+    for (int i = 0; i < bs->n; i++) /* Megatron's listing of the step schedule */
+        fprintf(log, "%smtrain: step batch-size schedule: >= %lld tokens (%lld samples) -> global batch %d, %d "
+                "micro-batches per rank\n", t->sink.prefix, (long long)bs->at[i] * t->T, (long long)bs->at[i],
+                bs->batch[i], bs->batch[i] / (t->B * t->dp));
     if (t->ov) {
         char d[256];
         mt_grad_overlap_describe(t->ov, d, sizeof d);
@@ -446,9 +457,10 @@ static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n
     MT_CHECK(mt_moe_stats_collect(&t->moe, m, &t->gs, t->G_cur / t->B));
     res->loss = (double)loss_sum / t->tokens_per_iter;
     res->grad_norm = sqrt((double)grad_sq);
-    /* Megatron's scheduler steps by the samples of each batch: under ramp-up the schedule's step is the
-     * samples consumed after this batch / global_batch (without it, exactly the iteration) */
-    const double lr_step = t->r->training.rampup_start > 0 ? (double)(consumed + t->G_cur) / t->G : (double)it;
+    /* Megatron's scheduler steps by the samples of each batch: under ramp-up or a step schedule the
+     * schedule's step is the samples consumed after this batch / global_batch (without, the iteration) */
+    const int by_samples = t->r->training.rampup_start > 0 || t->r->training.steps.n > 0;
+    const double lr_step = by_samples ? (double)(consumed + t->G_cur) / t->G : (double)it;
     res->lr = mt_lr_at_step(&t->r->optimizer, lr_step, t->r->training.iters);
     res->skipped = !isfinite(res->loss) || !isfinite(res->grad_norm);
     if (!res->skipped) {
@@ -514,6 +526,21 @@ static void print_comm_summary(const trainer *t, FILE *log, const loop_stats *ls
     }
 }
 
+/* The step schedule's batches from the loaded position on (the consumed samples decide them): each a
+ * multiple of micro_batch * dp, and under the interleaved pipeline schedule a micro-batch count it
+ * can run (Megatron asserts both when it reaches them; here before the first iteration). */
+static mt_status check_batches(const trainer *t) {
+    mt_status st = MT_OK;
+    const mt_recipe *r = t->r;
+    const mt_batch_steps *bs = &r->training.steps;
+    MT_CHECK(mt_recipe_batch_steps_check(r, t->dp, t->start.consumed_samples, t->start.iteration));
+    for (int i = 0; t->pipe_exec && i < bs->n; i++)
+        if (bs->batch[i] >= mt_recipe_global_batch_at(r, t->start.consumed_samples))
+            MT_CHECK(mt_schedule_check(t->pipe_exec->kind, t->pipe_exec->p, bs->batch[i] / (t->B * t->dp), t->pipe_exec->v));
+out:
+    return st;
+}
+
 /* Loads checkpoint.load (or, after an automatic restart, the latest save in checkpoint.dir). */
 static mt_status resume(trainer *t, FILE *log) {
     mt_status st = MT_OK;
@@ -527,6 +554,7 @@ static mt_status resume(trainer *t, FILE *log) {
         return mt_errorf(MT_ERR_CONFIG, "%s: saved at iteration %lld, past training.iters = %lld: raise "
                          "training.iters (--train-iters) to train further", path, (long long)t->start.iteration,
                          (long long)t->r->training.iters);
+    MT_CHECK(check_batches(t));
 out:
     return st;
 }
@@ -717,7 +745,10 @@ static mt_status save_and_stop(trainer *t, FILE *log, const loop_pos *lp, int64_
         MT_CHECK(mt_ckpt_save_poll(&t->saver, ps, 0, log, &done));
         rep->save_seconds += t->saver.stall_seconds - (done ? 0 : stalled);
     }
-    if (ck->dir[0] && ((ck->save_interval > 0 && it % ck->save_interval == 0) || it == iters || exit_now)) {
+    /* Megatron's train loop also saves when the next iteration's micro-batch count differs (ramp-up, schedule) */
+    const int batch_change = it < iters && mt_recipe_global_batch_at(r, lp->consumed) != t->G_cur;
+    if (ck->dir[0] && ((ck->save_interval > 0 && it % ck->save_interval == 0) || it == iters || exit_now ||
+                       batch_change)) {
         const mt_ckpt_state cs = {.iteration = it, .consumed_samples = lp->consumed, .optimizer_steps = lp->n_steps,
                                   .skipped_iterations = lp->skipped};
         const int last = it == iters || exit_now; /* the job ends: nothing to overlap with */

@@ -627,19 +627,3 @@ int mt_recipe_head_dim(const mt_recipe *r) {
     return r->model.heads > 0 ? r->model.hidden / r->model.heads : 0;
 }
 
-int mt_recipe_global_batch_at(const mt_recipe *r, int64_t consumed) {
-    const mt_training_cfg *t = &r->training;
-    if (t->rampup_start <= 0 || t->rampup_increment <= 0 || t->rampup_start >= t->global_batch) return t->global_batch;
-    if (consumed > t->rampup_samples) return t->global_batch;
-    const int n_inc = (t->global_batch - t->rampup_start) / t->rampup_increment;
-    const double per_inc = (double)t->rampup_samples / n_inc;
-    const int64_t steps = per_inc > 0 ? (int64_t)((double)consumed / per_inc) : n_inc;
-    const int64_t g = t->rampup_start + steps * (int64_t)t->rampup_increment;
-    return g < t->global_batch ? (int)g : t->global_batch;
-}
-
-int mt_recipe_micro_batches(const mt_recipe *r) {
-    int64_t dp = r->parallel.data > 0 ? r->parallel.data : 1;
-    int64_t d = (int64_t)r->training.micro_batch * dp;
-    return d > 0 ? (int)(r->training.global_batch / d) : 0;
-}

@@ -15,6 +15,7 @@
 
 #define MT_PATH_MAX 1024
 #define MT_BLEND_MAX 4096
+#define MT_BATCH_STEPS_MAX 16 /* entries of training.batch_schedule */
 
 typedef enum { MT_ARCH_GPT = 0, MT_ARCH_LLAMA } mt_arch;
 typedef enum { MT_NORM_LAYERNORM = 0, MT_NORM_RMSNORM } mt_norm;
@@ -99,9 +100,20 @@ typedef struct {
     int timeout_s;         /* collective timeout, seconds */
 } mt_parallel_cfg;
 
+/* training.batch_schedule parsed (Megatron's StepBatchsizeNumMicroBatchesCalculator): from `at[i]`
+ * consumed samples on, the global batch is batch[i]; at[0] = 0, at[] strictly increasing. */
+typedef struct {
+    int n;                 /* 0 = no schedule */
+    int64_t at[MT_BATCH_STEPS_MAX];
+    int batch[MT_BATCH_STEPS_MAX];
+} mt_batch_steps;
+
 typedef struct {
     int micro_batch;
-    int global_batch;
+    int global_batch;      /* under batch_schedule: micro_batch * dp, as Megatron sets --global-batch-size */
+    int eval_global_batch; /* sequences per evaluation iteration (Megatron's --eval-global-batch-size); 0 = auto */
+    char batch_schedule[256]; /* "THRESHOLD:BATCH ..." thresholds in tokens (--step-batch-size-schedule); "" = off */
+    mt_batch_steps steps;  /* batch_schedule parsed by validate (thresholds in samples) */
     int64_t iters;         /* 0 = derive from tokens */
     int64_t tokens;        /* 0 = derive from iters */
     int64_t samples;       /* 0 = unused; else iters = samples / global_batch (Megatron's --train-samples) */
@@ -279,11 +291,33 @@ const char *mt_recipe_value_text(const mt_recipe *r, const char *key, char *buf,
 /* Derived quantities used everywhere. */
 int mt_recipe_padded_vocab(const mt_recipe *r); /* vocab rounded up to 128*tp */
 int mt_recipe_head_dim(const mt_recipe *r);
-int mt_recipe_micro_batches(const mt_recipe *r); /* global / (micro * dp) */
+int mt_recipe_micro_batches(const mt_recipe *r); /* the largest global batch / (micro * dp) */
 /* The global batch of the iteration that starts after `consumed` samples: training.global_batch,
  * or under batch-size ramp-up Megatron's RampupBatchsizeNumMicroBatches: start + increment *
  * floor(consumed / (rampup_samples / n_increments)), the full batch once consumed > rampup_samples. */
 int mt_recipe_global_batch_at(const mt_recipe *r, int64_t consumed);
+/* recipe_batch.c: training.batch_schedule, Megatron's --step-batch-size-schedule
+ * (num_microbatches_calculator.py, StepBatchsizeNumMicroBatchesCalculator): "THRESHOLD:BATCH ..."
+ * separated by spaces or commas, each number with an optional K/M/B/T suffix (1e3 .. 1e12, either
+ * case, a decimal point allowed: int(float(x) * multiplier)); thresholds are tokens, turned into
+ * samples by // seq_length (Megatron passes --seq-length); sorted; the first must be 0 and the
+ * rest strictly increasing in samples. mtrain also requires the batches not to decrease (Megatron's
+ * train loop asserts that the micro-batch count never decreases). MT_ERR_CONFIG "problem; fix". */
+mt_status mt_recipe_batch_steps_parse(const char *text, int seq_length, mt_batch_steps *out);
+/* The largest global batch of the run: the schedule's last, else training.global_batch. */
+int mt_recipe_global_batch_max(const mt_recipe *r);
+/* Walks the batch schedule from (*consumed, *iters) while *iters < max_iters and *consumed <
+ * until_samples (Megatron's update_train_iters loop), a segment at a time. */
+void mt_recipe_batch_walk(const mt_recipe *r, int64_t *consumed, int64_t *iters, int64_t max_iters,
+                          int64_t until_samples);
+/* Samples the whole run consumes (training.iters iterations from 0): the training set's size. */
+int64_t mt_recipe_train_samples(const mt_recipe *r);
+/* Every global batch the run uses from `consumed` samples after `iters_done` iterations to its end is
+ * a multiple of micro_batch * dp (Megatron's consistency check in update(), asserted every
+ * iteration: an entry the run never reaches is not checked, so a resume on more ranks may pass
+ * early entries too small for it); MT_ERR_CONFIG naming training.batch_schedule and the entry
+ * otherwise. MT_OK without a schedule. */
+mt_status mt_recipe_batch_steps_check(const mt_recipe *r, int dp, int64_t consumed, int64_t iters_done);
 
 /* Sequence parallelism's split rule, written once (the validator, the planner and the trainer
  * call it). Under parallel.sequence_parallel with tp = parallel.tensor > 1 the residual stream,

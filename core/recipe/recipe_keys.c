@@ -166,6 +166,12 @@ const mt_recipe_key mt_recipe_keys[] = {
          "sequences per micro-batch per data-parallel rank", 0),
     KINT("training.global_batch", training.global_batch, "auto", 0, 1 << 30, "sequences",
          "sequences per optimizer step; 0 or auto = micro_batch * dp", MT_KF_AUTO),
+    KINT("training.eval_global_batch", training.eval_global_batch, "auto", 0, 1 << 30, "sequences",
+         "sequences per evaluation iteration (Megatron's --eval-global-batch-size); 0 or auto = training.global_batch; "
+         "a multiple of micro_batch * dp", MT_KF_AUTO),
+    KSTR("training.batch_schedule", training.batch_schedule, "",
+         "step batch-size schedule 'THRESHOLD:BATCH ...', thresholds in tokens with K/M/B/T suffixes, e.g. "
+         "'0:384 200B:768' (Megatron's --step-batch-size-schedule); \"\" = off"),
     KI64("training.iters", training.iters, "0", 0, BIG, "steps",
          "optimizer steps; 0 = derive from training.tokens", 0),
     KI64("training.samples", training.samples, "0", 0, BIG, "sequences",
@@ -392,6 +398,8 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--ddp-bucket-size", "parallel.ddp_bucket_size", NULL },
     { "--micro-batch-size", "training.micro_batch", NULL },
     { "--global-batch-size", "training.global_batch", NULL },
+    { "--eval-global-batch-size", "training.eval_global_batch", NULL },
+    { "--step-batch-size-schedule", "training.batch_schedule", NULL },
     { "--train-iters", "training.iters", NULL },
     { "--train-tokens", "training.tokens", NULL },
     { "--train-samples", "training.samples", NULL },

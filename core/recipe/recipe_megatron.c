@@ -59,7 +59,8 @@ static const meg_flag meg_flags[] = {
     { "--recompute-activations", 0, MEG_RULE, "training.recompute selective" },
     { "--optimizer", 1, MEG_RULE, "adam only (AdamW, decoupled weight decay); sgd is refused" },
     { "--rampup-batch-size", 3, MEG_RULE, "START INCREMENT SAMPLES -> training.rampup_start, rampup_increment, "
-      "rampup_samples" },
+      "rampup_samples (Megatron-LM before the step schedule; its newest version ignores the flag as deprecated: "
+      "with --step-batch-size-schedule it is refused here)" },
     /* data and tokenizer */
     { "--tokenizer-type", 1, MEG_RULE, "GPT2BPETokenizer -> data.tokenizer gpt2bpe, HuggingFaceTokenizer -> hf "
       "(with --tokenizer-model), NullTokenizer -> null (model.vocab = --vocab-size + 1, eod = --vocab-size), "
@@ -198,12 +199,9 @@ static const meg_flag meg_flags[] = {
     { "--moe-router-dtype", 1, MEG_ACCEPT, "the router is computed in fp32" },
     { "--mup-width-mult", 1, MEG_ACCEPT, "Megatron recomputes it as hidden / --mup-base-hidden-size under --use-mup "
       "and reads it nowhere else: no effect" },
-    { "--step-batch-size-schedule", 1, MEG_REFUSE, "a batch-size schedule by tokens is not implemented; --rampup-batch-size START INCREMENT SAMPLES is" },
     { "--hierarchical-context-parallel-sizes", 1, MEG_RULE, "the sizes (read as Megatron does: the numbers of the "
       "text, so '[2 2]' and '2 2' are 2, 2) must multiply to --context-parallel-size; the attention is the p2p ring's, "
       "the same numbers (see --cp-comm-type)" },
-    { "--eval-global-batch-size", 1, MEG_RULE, "the training global batch size (Megatron's default) only; another "
-      "evaluation batch size is refused" },
     { "--use-torch-fsdp2", 0, MEG_SUBST, "parameters and gradients are not sharded (no FSDP): data parallelism with "
       "the optimizer state sharded (the distributed optimizer) instead; the same numbers, more memory per rank" },
     { "--use-megatron-fsdp", 0, MEG_SUBST, "see --use-torch-fsdp2" },
@@ -521,12 +519,6 @@ static void apply_more_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems
                  "expert tensor-parallel size is not implemented (drop the flag, or make it %d)", r->parallel.tensor,
                  r->parallel.tensor);
         mt_recipe_problem_status(P, bad("--expert-tensor-parallel-size", v, why));
-    }
-    if ((v = seen(s, "--eval-global-batch-size")) && atoi(v) != r->training.global_batch) {
-        snprintf(why, sizeof why, "evaluation runs at the training global batch size (%d); another evaluation "
-                 "batch size is not implemented (drop the flag, or make it %d)", r->training.global_batch,
-                 r->training.global_batch);
-        mt_recipe_problem_status(P, bad("--eval-global-batch-size", v, why));
     }
     if ((v = seen(s, "--num-distributed-optimizer-instances"))) {
         if (atoi(v) < 1) mt_recipe_problem_status(P, bad("--num-distributed-optimizer-instances", v, "a count >= 1"));

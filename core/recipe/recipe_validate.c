@@ -285,10 +285,46 @@ static int resolve_data_parallel(mt_recipe *r, int world_size, problems *P) {
     return 0;
 }
 
-/* training.global_batch (auto: micro_batch * dp) and the ramp-up's batch sizes; 1 when fatal. */
+/* training.batch_schedule (Megatron's --step-batch-size-schedule): parsed into training.steps; Megatron
+ * refuses it with --global-batch-size and ignores --rampup-batch-size (deprecated) at its head: both
+ * refused here. The batches the run reaches from the start must divide (checked again from the
+ * loaded position when resuming, where a run on more ranks may skip early entries); 1 when fatal. */
+static int resolve_batch_schedule(mt_recipe *r, problems *P) {
+    mt_training_cfg *t = &r->training;
+    memset(&t->steps, 0, sizeof t->steps);
+    if (!t->batch_schedule[0]) return 0;
+    if (mt_recipe_batch_steps_parse(t->batch_schedule, r->model.seq_length, &t->steps) != MT_OK) {
+        add(P, "training.batch_schedule", "%s (Megatron's --step-batch-size-schedule)", mt_last_error());
+        return 1;
+    }
+    const int kg = kid("training.global_batch");
+    if (r->origin.flag[kid("training.batch_schedule")] != NULL && mt_recipe_key_is_set(r, kg) &&
+        r->origin.flag[kg] == NULL) { /* a flag's schedule replaces the file's batch, as --train-iters its length */
+        t->global_batch = 0;
+        r->origin.line[kg] = 0;
+        r->origin.flag[kg] = mt_recipe_derived;
+    }
+    if (mt_recipe_key_is_set(r, kg)) {
+        add(P, "training.batch_schedule", "and training.global_batch (%s) both set the global batch; give only the "
+            "schedule (Megatron: cannot specify both --step-batch-size-schedule and --global-batch-size)",
+            ref(r, "training.global_batch"));
+        return 1;
+    }
+    if (t->rampup_start > 0) {
+        add(P, "training.batch_schedule", "and training.rampup_start (%s) both set a batch-size ramp; give one "
+            "(Megatron-LM ignores the deprecated --rampup-batch-size when a step schedule is used)",
+            ref(r, "training.rampup_start"));
+        return 1;
+    }
+    return 0;
+}
+
+/* training.global_batch (auto: micro_batch * dp), the eval batch (auto: the global batch) and the
+ * ramp-up's batch sizes; 1 when fatal. */
 static int resolve_batch(mt_recipe *r, problems *P) {
     mt_training_cfg *t = &r->training;
     int64_t dp = r->parallel.data, mb_dp = (int64_t)t->micro_batch * dp;
+    if (resolve_batch_schedule(r, P)) return 1;
     if (t->global_batch == 0) {
         if (mb_dp > (1 << 30)) {
             add(P, "training.micro_batch", "micro_batch*dp = %" PRId64 " sequences per step is too large; "
@@ -298,6 +334,16 @@ static int resolve_batch(mt_recipe *r, problems *P) {
         t->global_batch = (int)mb_dp;
         mark_derived(r, "training.global_batch");
     }
+    if (t->eval_global_batch == 0) { /* Megatron: --eval-global-batch-size defaults to --global-batch-size */
+        t->eval_global_batch = t->global_batch;
+        mark_derived(r, "training.eval_global_batch");
+    }
+    if (t->eval_global_batch % mb_dp && t->eval_global_batch != t->global_batch) /* Megatron's assert (validate_args); a
+                                                                * copied global batch has its own check */
+        add(P, "training.eval_global_batch", "%d is not a multiple of micro_batch*dp = %d*%" PRId64 " = %" PRId64
+            " (each evaluation iteration runs eval_global_batch / (micro_batch*dp) micro-batches); use a multiple "
+            "of %" PRId64 " (e.g. %" PRId64 ")", t->eval_global_batch, t->micro_batch, dp, mb_dp, mb_dp,
+            (t->eval_global_batch / mb_dp + 1) * mb_dp);
     if (t->rampup_start > 0) { /* Megatron's asserts on --rampup-batch-size, and the batch sizes it goes through */
         const int64_t g = t->global_batch, s0 = t->rampup_start, inc = t->rampup_increment;
         if (s0 >= g || inc <= 0 || (g - s0) % inc || t->rampup_samples <= 0)
@@ -339,7 +385,11 @@ static int resolve_samples(mt_recipe *r, problems *P) {
             return 1;
         }
         t->iters = t->samples / t->global_batch;
-        if (t->rampup_start > 0 && t->rampup_increment > 0 && t->rampup_start < t->global_batch) {
+        if (t->steps.n > 0) { /* Megatron's update_train_iters: while consumed < train_samples, one more batch */
+            int64_t consumed = 0;
+            t->iters = 0;
+            mt_recipe_batch_walk(r, &consumed, &t->iters, INT64_MAX, t->samples);
+        } else if (t->rampup_start > 0 && t->rampup_increment > 0 && t->rampup_start < t->global_batch) {
             /* Megatron's update_train_iters: the ramp-up iterations, then the rest at the full batch */
             int64_t it = 0, consumed = 0;
             while (consumed <= t->rampup_samples && consumed <= t->samples) {
@@ -376,6 +426,22 @@ static int resolve_length(mt_recipe *r, problems *P) {
     if (t->iters == 0 && t->tokens == 0) {
         add(P, "training.iters", "the training length is not set; set training.iters or training.tokens");
         return 1;
+    }
+    if (t->steps.n > 0) { /* the tokens of a step schedule's run are its batches' sum */
+        if (t->tokens > 0 && !(r->origin.flag[kid("training.tokens")] == mt_recipe_derived)) {
+            add(P, "training.tokens", "a length in tokens with training.batch_schedule is not supported; give "
+                "training.iters or training.samples (--train-iters / --train-samples)");
+            return 1;
+        }
+        const int64_t n = mt_recipe_train_samples(r);
+        if (n > (int64_t)1e18 / r->model.seq_length) {
+            add(P, "training.iters", "%" PRId64 " steps of training.batch_schedule are more than 1e18 tokens; lower "
+                "training.iters", t->iters);
+            return 1;
+        }
+        t->tokens = n * r->model.seq_length;
+        mark_derived(r, "training.tokens");
+        return 0;
     }
     if (t->iters == 0) {
         if ((t->tokens + per_step - 1) / per_step > (int64_t)1e15) {
@@ -414,6 +480,10 @@ static void resolve_schedule(mt_recipe *r, problems *P) {
         o->decay_iters = o->decay_samples / t->global_batch;
         mark_derived(r, "optimizer.decay_iters");
     }
+    if (o->decay_iters == 0 && t->steps.n > 0 && t->samples > 0) { /* Megatron: lr_decay_samples = train_samples */
+        o->decay_iters = t->samples / t->global_batch;
+        mark_derived(r, "optimizer.decay_iters");
+    }
     if (o->decay_iters == 0) {
         o->decay_iters = t->iters;
         mark_derived(r, "optimizer.decay_iters");
@@ -443,6 +513,9 @@ static int resolve_auto(mt_recipe *r, int world_size, problems *P) {
         resolve_length(r, P))
         return 1;
     resolve_schedule(r, P);
+    /* without a checkpoint to load the run starts at 0 samples (else the trainer checks from the loaded one) */
+    if (!r->checkpoint.load[0] && mt_recipe_batch_steps_check(r, r->parallel.data, 0, 0) != MT_OK)
+        add(P, "training.batch_schedule", "%s", mt_last_error() + strlen("training.batch_schedule: "));
     return P->n > 0;
 }
 

@@ -15,6 +15,14 @@ check_part() { # check_part PART: the configs whose line number % 2 == PART
     line=${rest//@DATA@/$DATA}; line=${line//@VOCAB@/$VOCAB}; line=${line//@MERGES@/$MERGES}
     line=${line//@TMP@/$TMP/$name}
     eval "args=($line)"
+    # a SentencePiece --tokenizer-model (the 15B configs' nemotron_2_256k.model) gets Llama-2's
+    # SentencePiece model file in its place: it stands in for Nemotron's model, which is not public in a
+    # Debian or npm package, as the GPT-2 files stand in for the runner's vocabulary
+    for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+      if [ "${args[i]}" = --tokenizer-model ] && [[ "${args[i+1]}" == "$TMP"/*.model ]]; then
+        mkdir -p "$(dirname "${args[i+1]}")" && cp data/llama2-tokenizer.model "${args[i+1]}"
+      fi
+    done
     if "$MTRAIN" check --world-size "$world" "${args[@]}" >/dev/null 2>"$TMP/err$1"; then
       echo "$name pass"; continue
     fi

@@ -680,6 +680,39 @@ static void test_derived(void) {
     CHECK(mt_recipe_micro_batches(&r) == 64);
 }
 
+/* training.batch_schedule's parser against Megatron's rules, written out here: the 15B release
+ * recipe's '0:384 200B:768 400B:1152' at T 4096 is 384 from 0, 768 from 200e9 / 4096 = 48828125
+ * samples, 1152 from 97656250; suffixes in either case, commas as separators, sorted by threshold;
+ * refused: a first threshold above 0 samples, thresholds equal once in samples, a falling batch,
+ * an entry without ':'. Iterations for --train-samples: Megatron's loop (one more while < N). */
+static void test_batch_schedule(void) {
+    mt_batch_steps s;
+    CHECK(mt_recipe_batch_steps_parse("0:384 200B:768 400B:1152", 4096, &s) == MT_OK);
+    CHECK(s.n == 3 && s.at[0] == 0 && s.at[1] == 48828125 && s.at[2] == 97656250 && s.batch[0] == 384 &&
+          s.batch[1] == 768 && s.batch[2] == 1152);
+    CHECK(mt_recipe_batch_steps_parse("2.5k:16,0:8", 10, &s) == MT_OK && s.n == 2 && s.at[1] == 250 && s.batch[0] == 8);
+    CHECK(mt_recipe_batch_steps_parse("0:1 1M:2 1T:4", 1, &s) == MT_OK && s.at[2] == 1000000000000LL);
+    CHECK(mt_recipe_batch_steps_parse("4096:8", 4096, &s) == MT_ERR_CONFIG && strstr(mt_last_error(), "first"));
+    CHECK(mt_recipe_batch_steps_parse("100:8", 4096, &s) == MT_OK); /* 100 tokens = 0 samples */
+    CHECK(mt_recipe_batch_steps_parse("0:8 100:16", 4096, &s) == MT_ERR_CONFIG && strstr(mt_last_error(), "strictly"));
+    CHECK(mt_recipe_batch_steps_parse("0:16 1M:8", 4096, &s) == MT_ERR_CONFIG && strstr(mt_last_error(), "falls"));
+    CHECK(mt_recipe_batch_steps_parse("0:8 1M", 4096, &s) == MT_ERR_CONFIG && strstr(mt_last_error(), "'1M'"));
+    CHECK(mt_recipe_batch_steps_parse("", 4096, &s) == MT_ERR_CONFIG);
+    mt_recipe r;
+    mt_recipe_defaults(&r);
+    CHECK(mt_recipe_batch_steps_parse("0:2 1280:4 3.84K:8", 128, &r.training.steps) == MT_OK);
+    int64_t c = 0, it = 0;
+    mt_recipe_batch_walk(&r, &c, &it, INT64_MAX, 100); /* 5 x 2, 5 x 4, then 8s: 30, 38, ..., 102 */
+    CHECKF(it == 19 && c == 102, "walk to 100 samples: %lld iterations, %lld samples", (long long)it, (long long)c);
+    CHECK(mt_recipe_global_batch_at(&r, 9) == 2 && mt_recipe_global_batch_at(&r, 10) == 4 &&
+          mt_recipe_global_batch_at(&r, 30) == 8 && mt_recipe_global_batch_max(&r) == 8);
+    r.training.iters = 12; /* the run reaches 8 at iteration 11: an 8 not divisible by 3 is caught */
+    r.training.micro_batch = 1;
+    CHECK(mt_recipe_batch_steps_check(&r, 2, 0, 0) == MT_OK && mt_recipe_batch_steps_check(&r, 3, 30, 10) != MT_OK);
+    r.training.iters = 10; /* ... but not by a run that ends before it */
+    CHECK(mt_recipe_batch_steps_check(&r, 4, 10, 5) == MT_OK && mt_recipe_batch_steps_check(&r, 4, 0, 0) != MT_OK);
+}
+
 static void test_round_trip_odd_values(void) {
     mt_recipe r, back;
     CHECKF(load(&r, BASE "data:\n  path: \"we\\\"ird\\\\ \\t path: #x\"\n  cache_path: \"~\"\n"
@@ -748,6 +781,7 @@ int main(int argc, char **argv) {
     test_arch_defaults();
     test_args();
     test_derived();
+    test_batch_schedule();
     test_warmup_short_run();
     test_limits();
     test_round_trip_odd_values();
