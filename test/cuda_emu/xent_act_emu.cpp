@@ -1,6 +1,6 @@
 /* xent_act_emu.cpp — runs cuda/cuda_xent.cu's fused cross-entropy (the one-pass statistics, its
  * 16-byte vector path and its scalar path) and cuda/cuda_act.cu's vectorised GeLU / squared ReLU / add / cast
- * (vector body and scalar tail) on the CPU under test/cuda_emu/inc, against the CPU backend.
+ * (vector body and scalar tail) and scale on the CPU under test/cuda_emu/inc, against the CPU backend.
  * Tolerances as test/ops/cuda_parity_check.h: 1e-4 (bf16 outputs), 1e-6 (fp32 losses).
  * Built and run by test/cuda_emu/run.sh. */
 #include "xent_host.cpp"
@@ -41,6 +41,9 @@ static void act(size_t n, size_t offset) {
     mt_add_args ac = {o.data(), x.data(), y.data(), n}, ag = {xo, gx, gy, n};
     MT_BE_CALL(&g_cpu, add, &ac); mt_cuda_add(&g_be, &ag);
     cmp("add", from_bf16(xo, n).data(), o.data(), n, 1e-4);
+    mt_scale_args sc = {o.data(), n, 0.37f}, sg = {xo, n, 0.37f}; /* in place, on the sum */
+    MT_BE_CALL(&g_cpu, scale, &sc); mt_cuda_scale(&g_be, &sg);
+    cmp("scale", from_bf16(xo, n).data(), o.data(), n, 1e-4);
     mt_cast_args cc = {o.data(), f.data(), n}, cg = {xo, gf + offset, n};
     MT_BE_CALL(&g_cpu, cast_f32_to_act, &cc); mt_cuda_cast_f32_to_act(&g_be, &cg);
     cmp("cast", from_bf16(xo, n).data(), o.data(), n, 1e-4);
