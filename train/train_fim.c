@@ -20,7 +20,7 @@ static mt_status lookup(const mt_tokenizer *tok, const char *key, const char *to
                         char *unknown, size_t n_unknown_bytes) {
     int unk = 0;
     mt_status st = mt_fim_token_id(tok, token, id, &unk);
-    if (st != MT_OK) return mt_error_context(st, "%s", key);
+    if (st != MT_OK) return mt_error_context(st, "%s: ", key);
     if (unk) {
         const size_t used = strlen(unknown);
         snprintf(unknown + used, n_unknown_bytes - used, "%s%s", used ? ", " : "", token);

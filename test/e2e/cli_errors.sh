@@ -20,6 +20,12 @@ expect_error "type.yaml:2" "$MTRAIN" check --config "$TMP/type.yaml"
 expect_error "model.heads" "$MTRAIN" check --config configs/gpt-tiny.yaml --set model.heads=3
 expect_error "parallel.tensor" "$MTRAIN" check --config configs/gpt-tiny.yaml --tensor-model-parallel-size 3
 expect_error "but the world has 2" "$MTRAIN" check --config configs/gpt-tiny.yaml --tensor-model-parallel-size 2 --set parallel.data=2 --world-size 2
+# fill-in-the-middle: Megatron's own refusals (mock data; a split token without a fragment rate), and a sentinel
+# that is no token of the byte tokenizer named with its key before the first step
+expect_error "data.fim.enabled: with data.mock" "$MTRAIN" check --config configs/gpt-tiny.yaml --fim-data --mock-data
+expect_error "data.fim.fragment_rate: is not set" "$MTRAIN" check --config configs/gpt-tiny.yaml --fim-data --fim-split-sample '#'
+expect_error "data.fim.prefix_token: fim token '<fim_prefix>' is not one token of the byte tokenizer" \
+  "$MTRAIN" --config configs/gpt-tiny.yaml --fim-data --train-iters 1 --threads 1
 # no recipe: flags alone define the run, and what they leave unset is named with its flag
 expect_error "model.layers: not set; add \`layers: N\` under \`model:\` in the recipe, or pass --num-layers N" "$MTRAIN" train
 expect_error "unknown argument" "$MTRAIN" --config configs/gpt-tiny.yaml --no-such-flag

@@ -4,12 +4,15 @@
 (GPTFIMDataset: _query_document_sample_shuffle_indices, _fim_split_and_permute_sequence,
 _permute) and numpy's legacy RandomState, for the byte tokenizer (id = byte, eod = 256).
 
-numpy is not needed: the Mersenne Twister is CPython's own (random.Random, set to numpy's
-seeded state with setstate; getrandbits(32) is genrand_int32 and random() is the same 53-bit
-double as numpy's random_sample). The seedings (init_genrand, init_by_array) are written here
-from the reference mt19937ar.c and checked against random.seed(), which is init_by_array of the
-seed's 32-bit words. binomial is numpy's legacy_random_binomial (inversion branch) and randint
-numpy's masked rejection (random_bounded_uint64_fill with use_masked), from numpy's sources.
+The draws come from numpy.random.RandomState itself when numpy imports (Debian's python3-numpy
+is in /usr/bin/python3), and every sample is then transformed a second time with the generator
+below, which must give the same ids. Without numpy only that generator runs: the Mersenne
+Twister is CPython's own (random.Random, set to numpy's seeded state with setstate;
+getrandbits(32) is genrand_int32 and random() is the same 53-bit double as numpy's
+random_sample); the seedings (init_genrand, init_by_array) are written here from the reference
+mt19937ar.c and checked against random.seed(), which is init_by_array of the seed's 32-bit
+words; binomial is numpy's legacy_random_binomial (inversion branch) and randint numpy's masked
+rejection (random_bounded_uint64_fill with use_masked), from numpy's sources.
 
 Input (stdin): one JSON object per line: {"seed": S, "sample": I, "tokens": [...],
 "rate": r, "spm_rate": s, "fragment_rate": f, "prefix": id, "middle": id, "suffix": id,
@@ -19,6 +22,11 @@ import json
 import math
 import random
 import sys
+
+try:
+    import numpy
+except ImportError:
+    numpy = None
 
 N = 624
 EOD_BYTE = 256
@@ -90,7 +98,7 @@ class RandomState:
                 px = ((n - x + 1) * p * px) / (x * q)
         return x
 
-    def randint(self, low, high, size):
+    def randint(self, low, high, size):  # returns a list
         rng = high - 1 - low
         mask = rng
         for s in (1, 2, 4, 8, 16, 32):
@@ -115,6 +123,14 @@ def self_check():
     assert RandomState(5489).u32() == 3499211612  # mt19937ar's default seed
     assert RandomState(0).double() == 0.5488135039273248  # np.random.RandomState(0).random_sample()
     assert RandomState(42).double() == 0.3745401188473625
+    if numpy is None:
+        return
+    for key in (7, [1234, 5, 0], [99, 12345, 3]):  # the generator above against numpy's, draw by draw
+        a, b = RandomState(key), numpy.random.RandomState(key)
+        for p in (0.0, 1.0, 0.5, 0.1, 0.9, 0.25, 1e-9, 1 - 1e-9) * 50:
+            assert a.binomial(1, p) == b.binomial(1, p), (key, p)
+        for high in (1, 2, 3, 17, 64, 65, 1000, 2**31 + 7, 2**32) * 20:
+            assert a.randint(0, high, 2) == list(b.randint(0, high, size=2)), (key, high)
 
 
 class ByteTokenizer:
@@ -126,10 +142,11 @@ class ByteTokenizer:
 
 
 class Fim:
-    def __init__(self, c):
+    def __init__(self, c, use_numpy):
         self.c = c
         self.tok = ByteTokenizer()
-        self.rng = RandomState([c["seed"], c["sample"] & 0xFFFFFFFF, c["sample"] >> 32])
+        key = [c["seed"], c["sample"] & 0xFFFFFFFF, c["sample"] >> 32]
+        self.rng = numpy.random.RandomState(key) if use_numpy else RandomState(key)
 
     def permute(self, sample, rate):
         c = self.c
@@ -138,7 +155,7 @@ class Fim:
         contents = self.tok.ids_to_text(sample)
         if c["no_prefix"] is not None and contents.startswith(c["no_prefix"]):
             return list(sample)
-        b = sorted(self.rng.randint(0, len(contents) + 1, 2))
+        b = sorted(self.rng.randint(low=0, high=len(contents) + 1, size=2))
         prefix = self.tok.text_to_ids(contents[: b[0]])
         middle = self.tok.text_to_ids(contents[b[0] : b[1]])
         suffix = self.tok.text_to_ids(contents[b[1] :])
@@ -182,10 +199,20 @@ class Fim:
 
 def main():
     self_check()
+    n = 0
     for line in sys.stdin:
         if line.strip():
             c = json.loads(line)
-            print(" ".join(str(t) for t in Fim(c).sample(c["tokens"])))
+            out = Fim(c, False).sample(c["tokens"])
+            if numpy is not None:
+                ref = [int(t) for t in Fim(c, True).sample(c["tokens"])]
+                assert ref == out, (c, ref, out)
+                out = ref
+            print(" ".join(str(t) for t in out))
+            n += 1
+    print("fim_reference: %d samples, draws from %s" % (n, "numpy %s's RandomState (and the pure-Python "
+          "generator, equal)" % numpy.__version__ if numpy else "the pure-Python generator (no numpy)"),
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

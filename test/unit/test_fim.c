@@ -7,8 +7,9 @@
  *   of the byte tokenizer — ASCII code, multi-byte UTF-8, invalid bytes, eods at the start,
  *   doubled and at the end, split tokens, no_prefix, rates 0 / 1 / in between, PSM and SPM —
  *   against test/ref/fim_reference.py (an independent Python implementation of Megatron's
- *   fim_dataset.py and numpy's RandomState on CPython's own Mersenne Twister; python3 is
- *   required, numpy is not);
+ *   fim_dataset.py drawing from numpy.random.RandomState when python3-numpy is installed, and
+ *   from a numpy-free generator on CPython's own Mersenne Twister, checked equal to numpy's draw
+ *   by draw, either way; python3 is required, numpy is not);
  *   with GPT-2 BPE (data/gpt2-*, else that part is skipped): the sentinel lookup (Megatron's
  *   default <fim_prefix> is no GPT-2 token: eod, as Hugging Face's unk), and a PSM sample's
  *   prefix + middle + suffix detokenize to the original text. */
@@ -117,7 +118,9 @@ static int check_against_reference(void) {
     }
     fclose(in);
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "python3 test/ref/fim_reference.py < %s", in_path);
+    /* Debian's python3 (with python3-numpy: the reference then draws from numpy itself) before PATH's */
+    snprintf(cmd, sizeof cmd, "%s test/ref/fim_reference.py < %s",
+             access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3", in_path);
     FILE *ref = popen(cmd, "r");
     CHECK(ref != NULL);
     int line = 0, differ = 0, changed = 0;
