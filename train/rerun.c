@@ -196,6 +196,8 @@ mt_status mt_rerun_should_run(mt_rerun *rr, int64_t it, int *run) {
     case MT_RS_NOT_RUNNING_YET: /* the initial run (data and weights are the iteration's: nothing to save) */
         rr->iteration = it;
         rr->rerun_req = rr->ckpt_req = rr->again_req = rr->cont_req = 0;
+        rr->failed = 0; /* an earlier iteration's failed call is not this one's (Megatron keeps it, and a later
+                         * rerun of another rank's failure would compare this rank against a stale result) */
         rr->state = MT_RS_INITIAL_RUN;
         *run = 1;
         break;
