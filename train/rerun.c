@@ -41,12 +41,14 @@ static const char *const state_name[] = {"not_running_yet", "initial_run", "reru
 /* One line of Megatron's logger: "LEVEL:megatron.core.rerun_state_machine:message" */
 static void say(const mt_rerun *rr, const char *level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(const mt_rerun *rr, const char *level, const char *fmt, ...) {
-    char msg[768];
     va_list ap;
+    flockfile(stderr); /* one line, whole, among other threads' */
+    fprintf(stderr, "%s%s:" LOGGER ":", rr->prefix, level);
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s%s:" LOGGER ":%s\n", rr->prefix, level, msg);
+    fputc('\n', stderr);
+    funlockfile(stderr);
     fflush(stderr);
 }
 #define SAY_RANK0(rr, ...) do { if ((rr)->rank == 0) say(rr, __VA_ARGS__); } while (0)
@@ -194,6 +196,8 @@ mt_status mt_rerun_should_run(mt_rerun *rr, int64_t it, int *run) {
     case MT_RS_NOT_RUNNING_YET: /* the initial run (data and weights are the iteration's: nothing to save) */
         rr->iteration = it;
         rr->rerun_req = rr->ckpt_req = rr->again_req = rr->cont_req = 0;
+        rr->failed = 0; /* an earlier iteration's failed call is not this one's (Megatron keeps it, and a later
+                         * rerun of another rank's failure would compare this rank against a stale result) */
         rr->state = MT_RS_INITIAL_RUN;
         *run = 1;
         break;

@@ -14,6 +14,9 @@
  * last stage, tp 0, dp 0), with the measured pipeline bubble beside the formula's.
  * Per-phase timers (logging.timing_level, train/timers.h) and the profiler trace (logging.profile,
  * train/profile.h) hook in through one probe (core/timing.h) passed to the pipeline and grad sync.
+ * With training.rerun_mode (Megatron's rerun state machine, train/rerun.h) the forward / backward
+ * and gradient sync run in its loop: a rejected local loss or gradient norm reruns them on the same
+ * data and weights, and its verdict may save the state before the iteration and end the job.
  * Rule: nothing is allocated inside the loop (test/unit/test_train_alloc.c counts). */
 #include "train/train.h"
 
