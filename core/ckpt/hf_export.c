@@ -61,6 +61,10 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
         const mt_status st = check_moe(r);
         if (st != MT_OK) return st;
     }
+    if (c->mla.enabled)
+        return unsupported(r, "model.mla.enabled", "true: multi-latent attention's low-rank query / key / value "
+                           "projections have no field in GPT-2 or Llama (transformers' DeepseekV3ForCausalLM has "
+                           "them; exporting to it is not implemented)");
     if (c->qk_l2_norm)
         return unsupported(r, "model.qk_l2_norm", "true: the per-head L2 norm of queries and keys (--qk-l2-norm) "
                            "has no field in GPT-2 or Llama (transformers' Llama 4 has one; exporting to it is not "

@@ -65,6 +65,19 @@ typedef struct {
         int pre_softmax;      /* bool: softmax over all experts then top-k, weights not renormalised */
         int pad_to_capacity;  /* bool: Megatron's --moe-pad-expert-input-to-capacity (accepted, no effect) */
     } moe;
+    struct {               /* multi-latent attention (Megatron's MLASelfAttention, DeepSeek-V2/V3) */
+        int enabled;       /* bool: --multi-latent-attention */
+        int q_lora_rank;   /* 0: a plain q projection (Megatron's q_lora_rank None) */
+        int kv_lora_rank;
+        int qk_head_dim;   /* the query / key channels without position (q_head_dim = this + qk_pos_head_dim) */
+        int qk_pos_head_dim; /* the rotated channels: per query head, and one key part shared by all heads */
+        int v_head_dim;
+        int rope_yarn;     /* bool: rope_type yarn (Megatron's MLA default) instead of rope */
+        float rotary_scaling_factor; /* YaRN's scaling factor (--rotary-scaling-factor) */
+        float mscale, mscale_all_dim;  /* YaRN's concentration factors */
+        int yarn_original_max_position; /* YaRN's original_max_position_embeddings */
+        float yarn_beta_fast, yarn_beta_slow;
+    } mla;
 } mt_model_cfg;
 
 typedef struct {
@@ -168,7 +181,7 @@ typedef struct {
 
 /* Where each key's value came from, for messages: "configs/x.yaml:12", "--set", "--lr",
  * or "default". Indexed by key id (see mt_recipe_key_*). */
-#define MT_RECIPE_MAX_KEYS 128
+#define MT_RECIPE_MAX_KEYS 144
 typedef struct {
     char file[MT_PATH_MAX];
     int line[MT_RECIPE_MAX_KEYS];        /* 0 = not from the file */

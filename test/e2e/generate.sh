@@ -54,4 +54,19 @@ gen "$TMP/l2-kv" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5
 gen "$TMP/l2-full" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5 --no-kv-cache
 [ "$(ids "$TMP/l2-kv.err")" = "$(ids "$TMP/l2-full.err")" ] || fail "qk L2 norm: KV cache and full recomputation differ"
 echo "llama-tiny qk L2 norm: KV cache == full recomputation (sampled)"
+# multi-latent attention: its qkv (zero-padded heads) goes through the same cache; a yarn-scaled
+# rope (factor 4) with the latents' norms on gpt-tiny, both decoders, sampled and greedy
+X=(--multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24 --qk-pos-emb-head-dim 8
+  --v-head-dim 16 --qk-layernorm --rotary-scaling-factor 4 --mscale 0.7)
+"$MTRAIN" --config configs/gpt-tiny.yaml "${X[@]}" --train-iters 20 --micro-batch-size 2 --global-batch-size 2 \
+  --set logging.eval_interval=0 --set logging.interval=20 --save "$TMP/mla" >"$TMP/mla.log" 2>&1 \
+  || { tail "$TMP/mla.log"; fail "gpt-tiny MLA training failed"; }
+grep -q '"kv_up_w"' "$TMP"/mla/iter_*/manifest.json || fail "the MLA checkpoint manifest has no kv_up_w"
+gen "$TMP/mla-kv" configs/gpt-tiny.yaml "$TMP/mla" "${S[@]}" --seed 5
+gen "$TMP/mla-full" configs/gpt-tiny.yaml "$TMP/mla" "${S[@]}" --seed 5 --no-kv-cache
+[ "$(ids "$TMP/mla-kv.err")" = "$(ids "$TMP/mla-full.err")" ] || fail "MLA: KV cache and full recomputation differ"
+gen "$TMP/mla-g-kv" configs/gpt-tiny.yaml "$TMP/mla" --temperature 0
+gen "$TMP/mla-g-full" configs/gpt-tiny.yaml "$TMP/mla" --temperature 0 --no-kv-cache
+[ "$(ids "$TMP/mla-g-kv.err")" = "$(ids "$TMP/mla-g-full.err")" ] || fail "MLA greedy: KV cache and full recomputation differ"
+echo "gpt-tiny MLA (YaRN): KV cache == full recomputation (sampled and greedy)"
 echo "generate: ok"

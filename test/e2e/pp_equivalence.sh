@@ -85,3 +85,9 @@ serial llama1l2 "${LLAMA[@]}" --qk-l2-norm
 parallel llama1l2 "llama qk-l2-norm pp=2" 2 2 "${LLAMA[@]}" --qk-l2-norm
 serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
 parallel gpt1qk1p "gpt qk-layernorm 1p pp=2" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
+# multi-latent attention (q latent and latent norms, value heads narrower than query / key heads)
+# in the functional configs' layout, tp=2 x pp=2 with sequence parallelism, against its own serial run
+MLA=(--multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24 --qk-pos-emb-head-dim 8
+  --v-head-dim 16 --qk-layernorm)
+serial gpt1mla "${GPT[@]}" "${MLA[@]}"
+parallel gpt1mla "gpt mla tp=2 pp=2 sp" 4 2 "${GPT[@]}" "${MLA[@]}" --tensor-model-parallel-size 2 --sequence-parallel

@@ -328,7 +328,7 @@ static void test_backend_basics(void) {
 
     /* argument errors are statuses with a message, never crashes */
     float x[64] = {0};
-    mt_rope_args ra = {x, 1, 2, 1, 7, 8, 0, 10000.0f, 0, 0, 0}; /* odd D */
+    mt_rope_args ra = {x, 1, 2, 1, 7, 8, 0, 10000.0f, 0, 0, 0, 0, 0, 0, 0, 0}; /* odd D */
     CHECK(MT_BE_CALL(&be, rope, &ra) == MT_ERR_CONFIG);
     CHECK_STR_CONTAINS(mt_last_error(), "D=7");
     float lse[16];
