@@ -33,40 +33,34 @@ for m in gpt-tiny llama-tiny mixtral-tiny; do
   ! cmp -s "$TMP/$m-s5-kv.txt" "$TMP/$m-s6.txt" || fail "$m: seeds 5 and 6 gave the same text"
   echo "$m: KV cache == full recomputation (greedy and sampled); seed 5: $(head -c 80 "$TMP/$m-s5-kv.txt" | tr '\n' ' ')"
 done
+# variant_kv NAME CFG ITERS WHAT: train CFG with the variant's settings X for ITERS iterations into
+# $TMP/NAME, then the KV-cache decoder and full recomputation give the same sampled ids
+variant_kv() {
+  local name=$1 cfg=$2 iters=$3 what=$4
+  "$MTRAIN" --config "$cfg" "${X[@]}" --train-iters "$iters" --micro-batch-size 2 --global-batch-size 2 \
+    --set logging.eval_interval=0 --set logging.interval="$iters" --save "$TMP/$name" >"$TMP/$name.log" 2>&1 \
+    || { tail "$TMP/$name.log"; fail "$what training failed"; }
+  gen "$TMP/$name-kv" "$cfg" "$TMP/$name" "${S[@]}" --seed 5
+  gen "$TMP/$name-full" "$cfg" "$TMP/$name" "${S[@]}" --seed 5 --no-kv-cache
+  [ "$(ids "$TMP/$name-kv.err")" = "$(ids "$TMP/$name-full.err")" ] || fail "$what: KV cache and full recomputation differ"
+  echo "$what: KV cache == full recomputation (sampled)"
+}
 # layer variants decode through the same forward: llama-tiny with the per-head qk norm and
 # zero-centred gamma, its checkpoint (q_norm_w / k_norm_w by name), both decoders, sampled
 X=(--set model.qk_layernorm=true --set model.norm_1p=true)
-"$MTRAIN" --config configs/llama-tiny.yaml "${X[@]}" --train-iters 20 --micro-batch-size 2 --global-batch-size 2 \
-  --set logging.eval_interval=0 --set logging.interval=20 --save "$TMP/qk" >"$TMP/qk.log" 2>&1 \
-  || { tail "$TMP/qk.log"; fail "llama-tiny qk norm training failed"; }
+variant_kv qk configs/llama-tiny.yaml 20 "llama-tiny qk norm + 1p"
 grep -q '"q_norm_w"' "$TMP"/qk/iter_*/manifest.json || fail "the checkpoint manifest has no q_norm_w"
-gen "$TMP/qk-kv" configs/llama-tiny.yaml "$TMP/qk" "${S[@]}" --seed 5
-gen "$TMP/qk-full" configs/llama-tiny.yaml "$TMP/qk" "${S[@]}" --seed 5 --no-kv-cache
-[ "$(ids "$TMP/qk-kv.err")" = "$(ids "$TMP/qk-full.err")" ] || fail "qk norm + 1p: KV cache and full recomputation differ"
-echo "llama-tiny qk norm + 1p: KV cache == full recomputation (sampled)"
 # the weightless L2 qk norm (--qk-l2-norm): no tensors in the checkpoint, both decoders agree
 X=(--qk-l2-norm)
-"$MTRAIN" --config configs/llama-tiny.yaml "${X[@]}" --train-iters 4 --micro-batch-size 2 --global-batch-size 2 \
-  --set logging.eval_interval=0 --set logging.interval=4 --save "$TMP/l2" >"$TMP/l2.log" 2>&1 \
-  || { tail "$TMP/l2.log"; fail "llama-tiny qk L2 norm training failed"; }
+variant_kv l2 configs/llama-tiny.yaml 4 "llama-tiny qk L2 norm"
 ! grep -q '"q_norm_w"' "$TMP"/l2/iter_*/manifest.json || fail "the L2 qk norm saved a q_norm_w (it has no weight)"
-gen "$TMP/l2-kv" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5
-gen "$TMP/l2-full" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5 --no-kv-cache
-[ "$(ids "$TMP/l2-kv.err")" = "$(ids "$TMP/l2-full.err")" ] || fail "qk L2 norm: KV cache and full recomputation differ"
-echo "llama-tiny qk L2 norm: KV cache == full recomputation (sampled)"
-# multi-latent attention: its qkv (zero-padded heads) goes through the same cache; a yarn-scaled
-# rope (factor 4) with the latents' norms on gpt-tiny, both decoders, sampled and greedy
+# multi-latent attention: its qkv (zero-padded heads) goes through the same cache; YaRN (factor 4,
+# mscale 0.7) with the latents' norms on gpt-tiny, both decoders, sampled and greedy
 X=(--multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24 --qk-pos-emb-head-dim 8
   --v-head-dim 16 --qk-layernorm --rotary-scaling-factor 4 --mscale 0.7)
-"$MTRAIN" --config configs/gpt-tiny.yaml "${X[@]}" --train-iters 20 --micro-batch-size 2 --global-batch-size 2 \
-  --set logging.eval_interval=0 --set logging.interval=20 --save "$TMP/mla" >"$TMP/mla.log" 2>&1 \
-  || { tail "$TMP/mla.log"; fail "gpt-tiny MLA training failed"; }
+variant_kv mla configs/gpt-tiny.yaml 8 "gpt-tiny MLA (YaRN)"
 grep -q '"kv_up_w"' "$TMP"/mla/iter_*/manifest.json || fail "the MLA checkpoint manifest has no kv_up_w"
-gen "$TMP/mla-kv" configs/gpt-tiny.yaml "$TMP/mla" "${S[@]}" --seed 5
-gen "$TMP/mla-full" configs/gpt-tiny.yaml "$TMP/mla" "${S[@]}" --seed 5 --no-kv-cache
-[ "$(ids "$TMP/mla-kv.err")" = "$(ids "$TMP/mla-full.err")" ] || fail "MLA: KV cache and full recomputation differ"
 gen "$TMP/mla-g-kv" configs/gpt-tiny.yaml "$TMP/mla" --temperature 0
 gen "$TMP/mla-g-full" configs/gpt-tiny.yaml "$TMP/mla" --temperature 0 --no-kv-cache
 [ "$(ids "$TMP/mla-g-kv.err")" = "$(ids "$TMP/mla-g-full.err")" ] || fail "MLA greedy: KV cache and full recomputation differ"
-echo "gpt-tiny MLA (YaRN): KV cache == full recomputation (sampled and greedy)"
 echo "generate: ok"
