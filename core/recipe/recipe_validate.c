@@ -636,9 +636,6 @@ static void check_mla(const mt_recipe *r, problems *P) {
         add(P, "model.mla.mscale_all_dim", "%g with rotary_scaling_factor %g scales the softmax by YaRN's mscale "
             "squared, which is not implemented; use 0", (double)m->mla.mscale_all_dim,
             (double)m->mla.rotary_scaling_factor);
-    if (r->parallel.context > 1)
-        add(P, "parallel.context", "%d with multi-latent attention is not implemented (not tested); use 1",
-            r->parallel.context);
 }
 
 mt_status mt_recipe_validate(mt_recipe *r, int world_size) {
