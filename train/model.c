@@ -19,7 +19,8 @@ mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char 
     int ln = mt_norm_is_layernorm(&spec.norm), sw = spec.mlp == MT_MLP_SWIGLU;
     int tp = r->parallel.tensor > 1, moe = spec.moe, cp = r->parallel.context > 1;
     int use[MT_OP_USE_COUNT] = {[MT_OP_USE_ALL] = 1, [MT_OP_USE_LAYERNORM] = ln, [MT_OP_USE_RMSNORM] = !ln,
-                                [MT_OP_USE_GELU] = !sw, [MT_OP_USE_SWIGLU] = sw, [MT_OP_USE_ROPE] = spec.rope || spec.mla,
+                                [MT_OP_USE_GELU] = !sw, [MT_OP_USE_SWIGLU] = sw,
+                                [MT_OP_USE_ROPE] = spec.rope || spec.mla,
                                 [MT_OP_USE_TP] = tp, [MT_OP_USE_CP] = cp, [MT_OP_USE_MOE] = moe,
                                 [MT_OP_USE_ROWS] = cp || spec.qk_norm || spec.mla};
     struct { const char *name; int needed; const void *fn; } ops[] = { /* the ops of core/backend.h's list */

@@ -1,8 +1,8 @@
 /* layer_spec.h — the transformer layer described once: which norm (LayerNorm / RMSNorm, its bias,
  * Megatron's zero-centred gamma), which attention (rotary or learned positions, a norm on each
  * query and key head, or multi-latent attention), which MLP (GeLU, SwiGLU, mixture of experts)
- * and whether the linear layers carry biases. Built from the recipe (mt_layer_spec_of) into the parameter layout (pl.spec), and
- * read from there by everything that runs or counts a layer: the parameter table
+ * and whether the linear layers carry biases. Built from the recipe (mt_layer_spec_of) into the
+ * parameter layout (pl.spec), and read from there by everything that runs or counts a layer: the parameter table
  * (model_layout.c), the training forward and backward (train/model_fwd.c, model_bwd.c), the
  * KV-cache decoder (train/generate_kv.c), checkpoints and the Hugging Face export, and the planner
  * (through the layout). Dimensions (heads, widths) stay in the layout. Pure: no I/O. */

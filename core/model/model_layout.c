@@ -56,25 +56,23 @@ static void add_mla(mt_param_layout *pl, size_t *cursor, mt_init_kind one) {
     mt_param_index *ix = &pl->idx;
     const int L = pl->L, C = pl->C, hq = pl->H * (s->qk_dim + s->pos_dim), hkv = pl->H * (s->qk_dim + s->v_dim);
     const int partial = pl->tp > 1;
-    int rep[5] = {-1, -1, -1, -1, -1};
+    const mt_shard_kind NONE = MT_SHARD_NONE, ROWS = MT_SHARD_ROWS;
+    const mt_init_kind W = MT_INIT_NORMAL, Z = MT_INIT_ZERO;
+    const int nm = s->mla_norm, nb = s->mla_norm && s->norm.bias;
+    int rep[6] = {-1, -1, -1, -1, -1, -1};
     if (s->q_lora) {
-        rep[0] = ix->q_down_w = add_tensor(pl, cursor, "q_down_w", L, s->q_lora, C, 1, MT_INIT_NORMAL, MT_SHARD_NONE, 0, 0, 0, 0);
-        if (s->mla_norm)
-            rep[1] = ix->q_ln_w = add_tensor(pl, cursor, "q_ln_w", L, 1, s->q_lora, 0, one, MT_SHARD_NONE, 0, 0, 0, 0);
-        if (s->mla_norm && s->norm.bias) rep[2] = ix->q_ln_b = add_tensor(pl, cursor, "q_ln_b", L, 1, s->q_lora, 0, MT_INIT_ZERO, MT_SHARD_NONE, 0, 0, 0, 0);
-        ix->q_up_w = add_tensor(pl, cursor, "q_up_w", L, hq, s->q_lora, 1, MT_INIT_NORMAL, MT_SHARD_ROWS, 1, hq, 0, 0);
+        rep[0] = ix->q_down_w = add_tensor(pl, cursor, "q_down_w", L, s->q_lora, C, 1, W, NONE, 0, 0, 0, 0);
+        if (nm) rep[1] = ix->q_ln_w = add_tensor(pl, cursor, "q_ln_w", L, 1, s->q_lora, 0, one, NONE, 0, 0, 0, 0);
+        if (nb) rep[2] = ix->q_ln_b = add_tensor(pl, cursor, "q_ln_b", L, 1, s->q_lora, 0, Z, NONE, 0, 0, 0, 0);
+        ix->q_up_w = add_tensor(pl, cursor, "q_up_w", L, hq, s->q_lora, 1, W, ROWS, 1, hq, 0, 0);
     } else {
-        ix->q_w = add_tensor(pl, cursor, "q_w", L, hq, C, 1, MT_INIT_NORMAL, MT_SHARD_ROWS, 1, hq, 0, 0);
+        ix->q_w = add_tensor(pl, cursor, "q_w", L, hq, C, 1, W, ROWS, 1, hq, 0, 0);
     }
-    rep[3] = ix->kv_down_w = add_tensor(pl, cursor, "kv_down_w", L, s->kv_lora + s->pos_dim, C, 1, MT_INIT_NORMAL,
-                                        MT_SHARD_NONE, 0, 0, 0, 0);
-    if (s->mla_norm)
-        rep[4] = ix->kv_ln_w = add_tensor(pl, cursor, "kv_ln_w", L, 1, s->kv_lora, 0, one, MT_SHARD_NONE, 0, 0, 0, 0);
-    if (s->mla_norm && s->norm.bias)
-        pl->t[ix->kv_ln_b = add_tensor(pl, cursor, "kv_ln_b", L, 1, s->kv_lora, 0, MT_INIT_ZERO, MT_SHARD_NONE, 0, 0, 0, 0)]
-            .sp_partial = partial;
-    ix->kv_up_w = add_tensor(pl, cursor, "kv_up_w", L, hkv, s->kv_lora, 1, MT_INIT_NORMAL, MT_SHARD_ROWS, 1, hkv, 0, 0);
-    for (int k = 0; k < 5; k++)
+    rep[3] = ix->kv_down_w = add_tensor(pl, cursor, "kv_down_w", L, s->kv_lora + s->pos_dim, C, 1, W, NONE, 0, 0, 0, 0);
+    if (nm) rep[4] = ix->kv_ln_w = add_tensor(pl, cursor, "kv_ln_w", L, 1, s->kv_lora, 0, one, NONE, 0, 0, 0, 0);
+    if (nb) rep[5] = ix->kv_ln_b = add_tensor(pl, cursor, "kv_ln_b", L, 1, s->kv_lora, 0, Z, NONE, 0, 0, 0, 0);
+    ix->kv_up_w = add_tensor(pl, cursor, "kv_up_w", L, hkv, s->kv_lora, 1, W, ROWS, 1, hkv, 0, 0);
+    for (int k = 0; k < 6; k++)
         if (rep[k] >= 0) pl->t[rep[k]].sp_partial = partial;
 }
 

@@ -264,9 +264,9 @@ typedef struct {
     size_t moe_dw;                 /* (N, k) f32 scratch: gradient of the combine weights */
     size_t moe_stats;              /* (MT_MOE_STATS + 2E) f32: the step's MoE sums (model_moe.h) */
     /* multi-latent attention (spec.mla; else 0 bytes): per layer the latents before and after
-       their norms and the norms' statistics (q's only with q_lora; the normed ones only with spec.mla_norm); one layer's scratch for the
-       up projections' outputs (and their gradients), the shared rotated key part, the compacted
-       attention output and the latents' gradients */
+       their norms and the norms' statistics (q's only with q_lora; the normed ones only with
+       spec.mla_norm); one layer's scratch for the up projections' outputs (and their gradients),
+       the shared rotated key part, the compacted attention output and the latents' gradients */
     size_t mla_qc, mla_qcn, mla_qc_mean, mla_qc_rstd;     /* (L, N, q_lora) act x2; (L, N) f32 x2 */
     size_t mla_kvc, mla_kvcn, mla_kvc_mean, mla_kvc_rstd; /* (L, N, kv_lora) act x2; (L, N) f32 x2 */
     size_t mla_q;                  /* (N, H_r (qk + pos)) act */
