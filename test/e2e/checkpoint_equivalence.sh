@@ -53,9 +53,10 @@ bitwise llama-serial 1 "${LLAMA[@]}"
 bitwise gpt-tp2pp2dp2 8 "${GPT[@]}" "${PAR[@]}"
 bitwise llama-tp2pp2dp2 8 "${LLAMA[@]}" "${PAR[@]}"
 # multi-latent attention at tp 2 with sequence parallelism: its replicated down projections and
-# latent norms, the q / kv up projections split by heads, saved and resumed bit for bit
+# latent norms, the q / kv up projections split by heads, saved and resumed bit for bit (2 layers of
+# 64 tokens: cheap)
 MLA=(--multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24 --qk-pos-emb-head-dim 8
-  --v-head-dim 16 --qk-layernorm --tensor-model-parallel-size 2 --sequence-parallel)
+  --v-head-dim 16 --qk-layernorm --tensor-model-parallel-size 2 --sequence-parallel --num-layers 2 --seq-length 64)
 bitwise gpt-mla-tp2 2 "${GPT[@]}" "${MLA[@]}"
 
 # 2. resharding (8 layers so that pp 4 x vpp 2 fits)

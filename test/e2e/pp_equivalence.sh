@@ -87,7 +87,8 @@ serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
 parallel gpt1qk1p "gpt qk-layernorm 1p pp=2" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
 # multi-latent attention (q latent and latent norms, value heads narrower than query / key heads)
 # in the functional configs' layout, tp=2 x pp=2 with sequence parallelism, against its own serial run
+# (2 layers of 64 tokens: cheap)
 MLA=(--multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24 --qk-pos-emb-head-dim 8
-  --v-head-dim 16 --qk-layernorm)
+  --v-head-dim 16 --qk-layernorm --num-layers 2 --seq-length 64)
 serial gpt1mla "${GPT[@]}" "${MLA[@]}"
 parallel gpt1mla "gpt mla tp=2 pp=2 sp" 4 2 "${GPT[@]}" "${MLA[@]}" --tensor-model-parallel-size 2 --sequence-parallel
