@@ -44,7 +44,12 @@ static const char *const ckpt_kind_keys[] = {"model.arch", "model.kv_heads", "mo
                                              "model.rotary_percent", "model.rope_interleaved", "model.bias",
                                              "model.activation", "model.tie_embeddings", "model.norm_1p", "model.norm",
                                              "model.qk_layernorm", "model.qk_l2_norm", "model.moe.experts",
-                                             "model.moe.layer_freq", "model.moe.top_k", "model.moe.pre_softmax", NULL};
+                                             "model.moe.layer_freq", "model.moe.top_k", "model.moe.pre_softmax",
+                                             "model.mla.enabled", "model.mla.q_lora_rank", "model.mla.kv_lora_rank",
+                                             "model.mla.qk_head_dim", "model.mla.qk_pos_head_dim",
+                                             "model.mla.v_head_dim", "model.mla.rope_yarn",
+                                             "model.mla.rotary_scaling_factor", "model.mla.mscale",
+                                             "model.mla.mscale_all_dim", NULL};
 
 static int has_arg(int argc, char **argv, const char *flag) {
     for (int i = 0; i < argc; i++)

@@ -116,6 +116,12 @@ typedef struct {
     int inverse;
     int rot_dim;            /* channels rotated per head, even, <= D; 0 = D */
     int interleaved;        /* pairs (2i, 2i + 1) instead of (i, i + rot_dim / 2) */
+    /* YaRN (Megatron's YarnRotaryEmbedding; multi-latent attention): yarn_factor > 1 blends the
+       frequencies theta^(-2i/R) and theta^(-2i/R) / factor by the linear ramp between the correction
+       dimensions of beta_fast and beta_slow at yarn_orig_max positions (mt_rope_inv_freq); cos and sin
+       are multiplied by yarn_mscale (0: 1). Zero fields: plain RoPE */
+    float yarn_factor, yarn_mscale, yarn_beta_fast, yarn_beta_slow;
+    int yarn_orig_max;
 } mt_rope_args;
 
 /* Causal softmax attention with grouped-query heads. qkv rows are [q heads (H*D) | k heads

@@ -38,6 +38,10 @@ mt_status mt_cuda_rope(mt_backend *be, const mt_rope_args *a) {
     int empty = 1;
     mt_status st = mt_op_check_rope("cuda", a, &empty);
     if (st != MT_OK || empty) return st;
+    if (a->yarn_factor > 1.0f || (a->yarn_mscale > 0.0f && a->yarn_mscale != 1.0f))
+        return mt_errorf(MT_ERR_UNSUPPORTED, "cuda rope: YaRN frequencies / mscale (multi-latent attention with "
+                         "model.mla.rotary_scaling_factor > 1) are not implemented on CUDA; train on the CPU "
+                         "backend or use model.mla.rope_yarn: false");
     const long rows = (long)a->B * a->T;
     if (rows > 0x7fffffffL) return mt_errorf(MT_ERR_CONFIG, "cuda rope: %ld rows exceed the grid limit", rows);
     rope_kernel<<<(unsigned)rows, ROPE_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(

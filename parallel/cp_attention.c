@@ -38,9 +38,9 @@ mt_status mt_cp_init(mt_cp *c, mt_backend *be, mt_dtype act, const mt_group *g, 
 mt_status mt_cp_rope(const mt_cp *c, const mt_cp_shape *s, void *x, const mt_rope_args *how) {
     mt_status st = MT_OK;
     const int B = s->B, T = s->T;
-    mt_rope_args ra = {.x = x, .B = B, .T = T, .n_heads = s->H + s->KV, .D = s->D, .row_stride = s->qkv_rows,
-                       .pos_offset = c->chunk_pos[0], .theta = how->theta, .inverse = how->inverse,
-                       .rot_dim = how->rot_dim, .interleaved = how->interleaved};
+    mt_rope_args ra = *how; /* theta, direction, rotated channels, YaRN */
+    ra.x = x, ra.B = B, ra.T = T, ra.n_heads = s->H + s->KV, ra.D = s->D, ra.row_stride = s->qkv_rows;
+    ra.pos_offset = c->chunk_pos[0];
     if (c->n_chunks <= 1) return MT_BE_CALL(c->be, rope, &ra);
     const size_t es = mt_dtype_bytes(c->act);
     for (int b = 0; b < B; b++)

@@ -21,9 +21,9 @@ mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char 
     int tp = r->parallel.tensor > 1, moe = spec.moe, cp = r->parallel.context > 1;
     int use[MT_OP_USE_COUNT] = {[MT_OP_USE_ALL] = 1, [MT_OP_USE_LAYERNORM] = ln, [MT_OP_USE_RMSNORM] = !ln,
                                 [MT_OP_USE_GELU] = !sw && !r2, [MT_OP_USE_SWIGLU] = sw,
-                                [MT_OP_USE_SQUARED_RELU] = r2, [MT_OP_USE_ROPE] = spec.rope,
+                                [MT_OP_USE_SQUARED_RELU] = r2, [MT_OP_USE_ROPE] = spec.rope || spec.mla,
                                 [MT_OP_USE_TP] = tp, [MT_OP_USE_CP] = cp, [MT_OP_USE_MOE] = moe,
-                                [MT_OP_USE_ROWS] = cp || spec.qk_norm};
+                                [MT_OP_USE_ROWS] = cp || spec.qk_norm || spec.mla};
     struct { const char *name; int needed; const void *fn; } ops[] = { /* the ops of core/backend.h's list */
 #define MT_OP_NEED_(op, argt, cls, when) {#op, use[MT_OP_USE_##when], (const void *)i->op},
         MT_BACKEND_OPS(MT_OP_NEED_)
@@ -212,10 +212,10 @@ mt_status mt_model_init_stage(mt_model *m, const mt_recipe *r, mt_backend *be, i
     return init_shorthand(m, r, be, B, n_shards, shard, &ps);
 }
 
-/* the (max(C, D)) ones: zero-centred gamma adds them to the norm weights (model_internal.h), the
- * L2 qk norm applies them as its weight (model_qk.c) */
+/* the ones (mt_norm_ones_width): zero-centred gamma adds them to the norm weights (model_internal.h),
+ * the L2 qk norm applies them as its weight (model_qk.c) */
 static mt_status fill_norm_ones(mt_model *m) {
-    const int C = m->pl.C > m->pl.D ? m->pl.C : m->pl.D;
+    const int C = mt_norm_ones_width(&m->pl);
     const size_t es = mt_dtype_bytes(m->act);
     void *host = malloc((size_t)C * es);
     if (!host) return mt_errorf(MT_ERR_OOM, "model init: %d norm ones", C);

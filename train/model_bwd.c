@@ -9,6 +9,24 @@
  * Rules (backend.h): weight gradients +=, activation gradients =. */
 #include "train/model_internal.h"
 
+/* the attention half of an MLA layer: dresid holds dL/dxm; the output projection (from the compact
+ * output when v < D), the attention core, then model_mla.c down to norm1 */
+static mt_status mla_backward(mt_model *m, const mt_acts *A, int l, const mt_layer_acts *v, void *dresid) {
+    mt_status st = MT_OK;
+    const mt_param_layout *pl = &m->pl;
+    const mt_param_index *ix = &pl->idx;
+    const void *o = NULL;
+    void *datty = ACT(m, A, datty), *dO = pl->spec.v_dim == pl->D ? datty : ACT(m, A, mla_q);
+    MT_CHECK(mt_mla_out(m, A, v->atty, &o));
+    MT_CHECK(mt_tp_row_bwd(&m->par.tp, dO, G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, o, P(m, ix->proj_w, l),
+                           pl->C, pl->o_cols_r));
+    if (dO != datty) MT_CHECK(mt_mla_out_bwd(m, dO, datty));
+    MT_CHECK(mt_model_attention_bwd(m, A, v->qkv, v->atty, v->lse, datty, ACT(m, A, dqkv)));
+    MT_CHECK(mt_mla_qkv_bwd(m, A, l, v->x1, ACT(m, A, dqkv), dresid));
+out:
+    return st;
+}
+
 mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
     mt_status st = MT_OK;
     const int l0 = part.l0, l1 = part.l1, embed = part.embed, head = part.head;
@@ -16,7 +34,6 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
     const int B = m->al.B, T = m->al.T, N = m->al.N, Nr = m->al.N_r, C = pl->C;
-    const int HD = pl->H_r * pl->D;
     const size_t a = mt_dtype_bytes(m->act);
     const size_t NrC = (size_t)Nr * C;
     void *dresid = ACT(m, A, dresid), *dln = ACT(m, A, dln), *dx = NULL;
@@ -64,8 +81,13 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
         /* attention: dresid holds dL/dxm. Selective recompute: rerun the attention core from the
            saved qkv (after RoPE) into the shared slice: the same op on the same input, the same bits */
         if (pl->recompute_attn) MT_CHECK(mt_model_attention_fwd(m, A, l, qkv, atty, lse));
+        if (pl->spec.mla) { /* multi-latent attention (model_mla.c) */
+            MT_CHECK(mla_backward(m, A, l, &v, dresid));
+            MT_CHECK(mt_model_part_hook(m, 1, l));
+            continue;
+        }
         MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, datty), G(m, ix->proj_w, l), G(m, ix->proj_b, l), dresid, atty,
-                               P(m, ix->proj_w, l), C, HD));
+                               P(m, ix->proj_w, l), C, pl->o_cols_r));
         MT_CHECK(mt_model_attention_bwd(m, A, qkv, atty, lse, ACT(m, A, datty), ACT(m, A, dqkv)));
         MT_CHECK(mt_model_qk_bwd(m, A, l, ACT(m, A, dqkv)));
         MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->qkv_w, l), G(m, ix->qkv_b, l), ACT(m, A, dqkv), x1,

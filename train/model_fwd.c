@@ -32,7 +32,6 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
     const mt_param_layout *pl = &m->pl;
     const mt_param_index *ix = &pl->idx;
     const int N = m->al.N, Nr = m->al.N_r, C = pl->C;
-    const int HD = pl->H_r * pl->D;
     const size_t a = mt_dtype_bytes(m->act);
     const size_t NrC = (size_t)Nr * C;
     const mt_layer_acts v = mt_layer_acts_of(m, A, l);
@@ -45,10 +44,17 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
 
     MT_CHECK(mt_model_norm_fwd(m, x1, ACT_L(m, A, ln1_mean, ls, Nr, 4), ACT_L(m, A, ln1_rstd, ls, Nr, 4), x,
                                P(m, ix->ln1_w, l), P(m, ix->ln1_b, l), Nr));
-    MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
-    MT_CHECK(mt_model_qk_fwd(m, A, l, qkv)); /* RoPE (and whatever else the spec puts there) */
-    MT_CHECK(mt_model_attention_fwd(m, A, l, qkv, atty, lse));
-    MT_CHECK(mt_tp_row_fwd(tp, part, &y, atty, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, HD));
+    const void *o = atty; /* the output projection's input */
+    if (pl->spec.mla) { /* multi-latent attention (model_mla.c) */
+        MT_CHECK(mt_mla_qkv_fwd(m, A, l, x1, qkv));
+        MT_CHECK(mt_model_attention_fwd(m, A, l, qkv, atty, lse));
+        MT_CHECK(mt_mla_out(m, A, atty, &o));
+    } else {
+        MT_CHECK(mt_tp_column_fwd(tp, qkv, x1, P(m, ix->qkv_w, l), P(m, ix->qkv_b, l), pl->qkv_rows_r, C));
+        MT_CHECK(mt_model_qk_fwd(m, A, l, qkv)); /* RoPE (and whatever else the spec puts there) */
+        MT_CHECK(mt_model_attention_fwd(m, A, l, qkv, atty, lse));
+    }
+    MT_CHECK(mt_tp_row_fwd(tp, part, &y, o, P(m, ix->proj_w, l), P(m, ix->proj_b, l), C, pl->o_cols_r));
     /* xm = x + y and x2 = norm2(xm) in one op (fused residual add + norm) */
     MT_CHECK(mt_model_add_norm_fwd(m, xm, x2, ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), x, y,
                                    P(m, ix->ln2_w, l), P(m, ix->ln2_b, l), Nr));

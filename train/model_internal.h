@@ -186,6 +186,14 @@ mt_status mt_model_decode_attention(mt_model *m, int l, const void *qkv, void *o
 mt_status mt_model_qk_fwd(mt_model *m, const mt_acts *A, int l, void *qkv);
 mt_status mt_model_qk_bwd(mt_model *m, const mt_acts *A, int l, void *dqkv);
 
+/* Multi-latent attention (model_mla.c): local layer l's qkv (heads of D, zero-padded) from x1; its
+ * backward from dqkv down to norm1, adding into dresid (norm1's backward runs there, once per input
+ * projection); the output projection's input (atty's v channels of each head) and the gradient back. */
+mt_status mt_mla_qkv_fwd(mt_model *m, const mt_acts *A, int l, const void *x1, void *qkv);
+mt_status mt_mla_qkv_bwd(mt_model *m, const mt_acts *A, int l, const void *x1, void *dqkv, void *dresid);
+mt_status mt_mla_out(mt_model *m, const mt_acts *A, const void *atty, const void **o);
+mt_status mt_mla_out_bwd(mt_model *m, const void *dO, void *datty);
+
 /* one layer's forward, resid[l] -> resid[l+1] (model_fwd.c); backward reruns it under full recompute */
 mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l);
 

@@ -73,6 +73,10 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
                                "GPT-2 or Llama", mt_mup_softmax_scale(c, D), D, mt_mup_output_mult(c),
                                mt_mup_embedding_mult(c));
     }
+    if (c->mla.enabled)
+        return unsupported(r, "model.mla.enabled", "true: multi-latent attention's low-rank query / key / value "
+                           "projections have no field in GPT-2 or Llama (transformers' DeepseekV3ForCausalLM has "
+                           "them; exporting to it is not implemented)");
     if (c->qk_l2_norm)
         return unsupported(r, "model.qk_l2_norm", "true: the per-head L2 norm of queries and keys (--qk-l2-norm) "
                            "has no field in GPT-2 or Llama (transformers' Llama 4 has one; exporting to it is not "

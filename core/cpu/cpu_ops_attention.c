@@ -45,7 +45,8 @@ mt_status mt_cpu_rope(mt_backend *be, const mt_rope_args *a) {
     const int R = a->rot_dim > 0 ? a->rot_dim : D, half = R / 2;
     const int step = a->interleaved ? 2 : 1, pair = a->interleaved ? 1 : half; /* x0 = step * i, x1 = x0 + pair */
     double inv_freq[MT_ROPE_MAX_HALF];
-    for (int i = 0; i < half; i++) inv_freq[i] = pow((double)a->theta, -2.0 * i / R);
+    mt_rope_inv_freq(a, R, inv_freq);
+    const float ms = a->yarn_mscale > 0.0f ? a->yarn_mscale : 1.0f; /* YaRN's factor on cos and sin */
     const float sign = a->inverse ? -1.0f : 1.0f;
     float *x = a->x;
 #pragma omp parallel for schedule(static) num_threads(nt) if (rows * H * D >= MT_CPU_PAR_MIN)
@@ -54,8 +55,8 @@ mt_status mt_cpu_rope(mt_backend *be, const mt_rope_args *a) {
         float c[MT_ROPE_MAX_HALF], s[MT_ROPE_MAX_HALF];
         for (int i = 0; i < half; i++) {
             const double ang = pos * inv_freq[i]; /* in double: exact enough for long contexts */
-            c[i] = (float)cos(ang);
-            s[i] = sign * (float)sin(ang);
+            c[i] = (float)cos(ang) * ms;
+            s[i] = sign * (float)sin(ang) * ms;
         }
         float *row = x + r * stride;
         for (int h = 0; h < H; h++) {

@@ -1,6 +1,6 @@
 /* layer_spec.h — the transformer layer described once: which norm (LayerNorm / RMSNorm, its bias,
  * Megatron's zero-centred gamma), which attention (rotary or learned positions, a norm on each
- * query and key head), which MLP (GeLU, SwiGLU, squared ReLU, mixture of experts) and whether the linear layers
+ * query and key head, or multi-latent attention), which MLP (GeLU, SwiGLU, squared ReLU, mixture of experts) and whether the linear layers
  * carry biases. Built from the recipe (mt_layer_spec_of) into the parameter layout (pl.spec), and
  * read from there by everything that runs or counts a layer: the parameter table
  * (model_layout.c), the training forward and backward (train/model_fwd.c, model_bwd.c), the
@@ -42,6 +42,24 @@ typedef struct {
                            of shape [head_dim] per layer (Megatron's --qk-layernorm); L2, Megatron's
                            L2Norm (megatron/core/transformer/torch_norm.py: x * rsqrt(mean(x^2) +
                            eps), eps = the model's norm eps; --qk-l2-norm), no parameters */
+    /* multi-latent attention (Megatron's MLASelfAttention; 0 = standard attention). The layer's
+       queries: q = x W_q, or with q_lora q = norm(x W_qd) W_qu; keys and values from one latent:
+       [c | k_pe] = x W_kvd, [k_nope | v] per head = norm(c) W_kvu (norms: mla_norm); each query head [q_nope | q_pe]
+       and the shared k_pe are rotated (pairs (2i, 2i + 1), Megatron's mla_rotary_interleaved, YaRN
+       frequencies when yarn_factor > 1, cos / sin times yarn_mscale); key head = [k_nope | k_pe].
+       The attention core runs on heads of max(qk_dim + pos_dim, v_dim) channels, the shorter parts
+       zero-padded (train/model_mla.c) */
+    int mla;
+    int mla_norm;       /* the latents' norms q_layernorm / kv_layernorm (of the model's norm kind): Megatron
+                           builds them with --qk-layernorm only (gpt_layer_specs.py, mla_qk_norm_config.py),
+                           else they are IdentityOp */
+    int q_lora, kv_lora, qk_dim, pos_dim, v_dim;
+    float yarn_factor;  /* > 1: YaRN frequencies (rope_type yarn); else plain RoPE */
+    float yarn_mscale;  /* YaRN's concentration factor on cos / sin (1 without YaRN) */
+    float yarn_beta_fast, yarn_beta_slow;
+    int yarn_orig_max;
+    float softmax_mscale; /* Megatron: softmax_scale = mscale^2 / sqrt(qk_dim + pos_dim), mscale from
+                           yarn_get_mscale(factor, mscale_all_dim) */
     /* MLP */
     mt_mlp_kind mlp;    /* the expert MLP's activation too when moe */
     int moe;            /* the MLP is a mixture of experts (model.moe.experts > 0) */

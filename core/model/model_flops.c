@@ -10,16 +10,30 @@
  * recomputed FLOPs; 4 B s^2 h per layer). */
 #include "core/model/model_layout.h"
 
+/* the attention's projection weights one token meets: qkv and proj, or multi-latent attention's
+ * down / up projections (Megatron's MLA term of num_floating_point_operations, norms aside) */
+static double attn_weights(const mt_param_layout *pl) {
+    const mt_layer_spec *s = &pl->spec;
+    const double C = pl->C, H = pl->H;
+    if (!s->mla) return (double)pl->qkv_rows * C + C * H * pl->D;
+    const double dq = s->qk_dim + s->pos_dim;
+    const double q = s->q_lora ? s->q_lora * (C + H * dq) : C * H * dq;
+    return q + (double)(s->kv_lora + s->pos_dim) * C + (double)s->kv_lora * H * (s->qk_dim + s->v_dim) + C * pl->o_cols;
+}
+
 void mt_model_fwd_flops_per_token(const mt_param_layout *pl, int moe_experts, int moe_top_k,
                                   mt_model_fwd_flops *f) {
     const double T = pl->T, C = pl->C;
     /* weights touched per token by matmuls: qkv, proj (attention), fc, fcproj (MLP) */
-    const double attn_lin = 2.0 * ((double)pl->qkv_rows * C + C * pl->H * pl->D);
+    const double attn_lin = 2.0 * attn_weights(pl);
     const double mlp_one = 2.0 * ((double)pl->fc_rows * C + C * pl->F);
     /* a MoE layer runs top_k experts' MLPs and the router (C x E) */
     const double mlp = moe_experts > 0 ? moe_top_k * mlp_one + 2.0 * C * moe_experts : mlp_one;
-    /* attention scores and weighted sum, counted over the full T x T square as Megatron does */
-    f->attn_core = 2.0 * 2.0 * T * pl->H * pl->D;
+    /* attention scores (q . k over the query / key head) and weighted sum (over the value head),
+       counted over the full T x T square as Megatron does */
+    const double dqk = pl->spec.mla ? pl->spec.qk_dim + pl->spec.pos_dim : pl->D;
+    const double dv = pl->spec.mla ? pl->spec.v_dim : pl->D;
+    f->attn_core = 2.0 * T * pl->H * (dqk + dv);
     f->layer = attn_lin + f->attn_core + mlp;
     f->head = 2.0 * C * pl->Vp;
 }

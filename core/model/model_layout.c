@@ -47,6 +47,35 @@ static int add_norm(mt_param_layout *pl, size_t *cursor, const char *name, int n
     return i;
 }
 
+/* the tensors of multi-latent attention (layer_spec.h; Megatron's MLASelfAttention: no biases in its
+ * projections, its norms of the model's kind): the down projections and the latents' norms are
+ * replicated over tp, their gradients partial (each rank backpropagates its own heads); the up
+ * projections (or the plain q projection) are split by heads */
+static void add_mla(mt_param_layout *pl, size_t *cursor, mt_init_kind one) {
+    const mt_layer_spec *s = &pl->spec;
+    mt_param_index *ix = &pl->idx;
+    const int L = pl->L, C = pl->C, hq = pl->H * (s->qk_dim + s->pos_dim), hkv = pl->H * (s->qk_dim + s->v_dim);
+    const int partial = pl->tp > 1;
+    const mt_shard_kind NONE = MT_SHARD_NONE, ROWS = MT_SHARD_ROWS;
+    const mt_init_kind W = MT_INIT_NORMAL, Z = MT_INIT_ZERO;
+    const int nm = s->mla_norm, nb = s->mla_norm && s->norm.bias;
+    int rep[6] = {-1, -1, -1, -1, -1, -1};
+    if (s->q_lora) {
+        rep[0] = ix->q_down_w = add_tensor(pl, cursor, "q_down_w", L, s->q_lora, C, 1, W, NONE, 0, 0, 0, 0);
+        if (nm) rep[1] = ix->q_ln_w = add_tensor(pl, cursor, "q_ln_w", L, 1, s->q_lora, 0, one, NONE, 0, 0, 0, 0);
+        if (nb) rep[2] = ix->q_ln_b = add_tensor(pl, cursor, "q_ln_b", L, 1, s->q_lora, 0, Z, NONE, 0, 0, 0, 0);
+        ix->q_up_w = add_tensor(pl, cursor, "q_up_w", L, hq, s->q_lora, 1, W, ROWS, 1, hq, 0, 0);
+    } else {
+        ix->q_w = add_tensor(pl, cursor, "q_w", L, hq, C, 1, W, ROWS, 1, hq, 0, 0);
+    }
+    rep[3] = ix->kv_down_w = add_tensor(pl, cursor, "kv_down_w", L, s->kv_lora + s->pos_dim, C, 1, W, NONE, 0, 0, 0, 0);
+    if (nm) rep[4] = ix->kv_ln_w = add_tensor(pl, cursor, "kv_ln_w", L, 1, s->kv_lora, 0, one, NONE, 0, 0, 0, 0);
+    if (nb) rep[5] = ix->kv_ln_b = add_tensor(pl, cursor, "kv_ln_b", L, 1, s->kv_lora, 0, Z, NONE, 0, 0, 0, 0);
+    ix->kv_up_w = add_tensor(pl, cursor, "kv_up_w", L, hkv, s->kv_lora, 1, W, ROWS, 1, hkv, 0, 0);
+    for (int k = 0; k < 6; k++)
+        if (rep[k] >= 0) pl->t[rep[k]].sp_partial = partial;
+}
+
 static mt_status split_check(const char *what, int n, int tp) {
     if (n % tp)
         return mt_errorf(MT_ERR_CONFIG, "model layout: %s = %d does not split over parallel.tensor = %d; use a tp "
@@ -134,7 +163,13 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     pl->Vp = mt_recipe_padded_vocab(r);
     pl->T = m->seq_length;
     pl->max_pos = m->max_position > 0 ? m->max_position : m->seq_length;
+    if (pl->spec.mla) { /* heads wide enough for [q_nope | q_pe] and for v; no grouped-query attention */
+        const mt_layer_spec *sp = &pl->spec;
+        pl->KV = pl->H;
+        pl->D = sp->qk_dim + sp->pos_dim > sp->v_dim ? sp->qk_dim + sp->pos_dim : sp->v_dim;
+    }
     pl->qkv_rows = (pl->H + 2 * pl->KV) * pl->D;
+    pl->o_cols = pl->H * (pl->spec.mla ? pl->spec.v_dim : pl->D);
     pl->fc_rows = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->F : pl->F;
     if (pl->L <= 0 || pl->C <= 0 || pl->H <= 0 || pl->D <= 0 || (!m->head_dim && pl->C % pl->H) || pl->V <= 0 || pl->T <= 0)
         return mt_errorf(MT_ERR_CONFIG, "model layout: invalid model dimensions (validate the recipe first)");
@@ -151,6 +186,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     pl->F_r = pl->F / tp;
     pl->Vp_r = pl->Vp / tp;
     pl->qkv_rows_r = (pl->H_r + 2 * pl->KV_r) * pl->D;
+    pl->o_cols_r = pl->o_cols / tp;
     pl->fc_rows_r = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->F_r : pl->F_r;
     pl->L_global = pl->L;
     pl->pp = use_pp && r->parallel.pipeline > 1 ? r->parallel.pipeline : 1;
@@ -200,8 +236,12 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
         ix->wpe = add_tensor(pl, &cur, "wpe", 1, pl->max_pos, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
     ix->ln1_w = add_norm(pl, &cur, "ln1_w", L, one);
     if (nb) ix->ln1_b = add_norm(pl, &cur, "ln1_b", L, MT_INIT_ZERO);
-    ix->qkv_w = add_tensor(pl, &cur, "qkv_w", L, pl->qkv_rows, C, 1, MT_INIT_NORMAL, ROWS, 3, q, kv, kv);
-    if (bias) ix->qkv_b = add_tensor(pl, &cur, "qkv_b", L, 1, pl->qkv_rows, 0, MT_INIT_ZERO, COLS, 3, q, kv, kv);
+    if (pl->spec.mla) {
+        add_mla(pl, &cur, one);
+    } else {
+        ix->qkv_w = add_tensor(pl, &cur, "qkv_w", L, pl->qkv_rows, C, 1, MT_INIT_NORMAL, ROWS, 3, q, kv, kv);
+        if (bias) ix->qkv_b = add_tensor(pl, &cur, "qkv_b", L, 1, pl->qkv_rows, 0, MT_INIT_ZERO, COLS, 3, q, kv, kv);
+    }
     if (pl->spec.qk_norm == MT_QK_NORM_LEARNED) { /* per-head norms: every tp rank's heads add to the gradient */
         const char *name[4] = {"q_norm_w", "q_norm_b", "k_norm_w", "k_norm_b"};
         int *at[4] = {&ix->q_norm_w, &ix->q_norm_b, &ix->k_norm_w, &ix->k_norm_b};
@@ -211,7 +251,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
             pl->t[*at[k]].sp_partial = pl->tp > 1;
         }
     }
-    ix->proj_w = add_tensor(pl, &cur, "proj_w", L, C, q, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, q, 0, 0);
+    ix->proj_w = add_tensor(pl, &cur, "proj_w", L, C, pl->o_cols, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, pl->o_cols, 0, 0);
     if (bias) ix->proj_b = add_tensor(pl, &cur, "proj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
     ix->ln2_w = add_norm(pl, &cur, "ln2_w", L, one);
     if (nb) ix->ln2_b = add_norm(pl, &cur, "ln2_b", L, MT_INIT_ZERO);
@@ -407,8 +447,26 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
         PLACE(moe_dw, N * k * f);
         PLACE(moe_stats, (MT_MOE_STATS + 2 * E) * f);
     }
-    if (mt_layer_spec_norm_ones(&pl->spec)) { /* one width serves the layer norms and the qk norms */
-        const size_t W = (size_t)pl->D > C ? (size_t)pl->D : C;
+    if (pl->spec.mla) {
+        const mt_layer_spec *sp = &pl->spec;
+        const size_t qr = (size_t)sp->q_lora, kr = (size_t)sp->kv_lora, lat = qr > kr ? qr : kr, nm = sp->mla_norm;
+        PLACE(mla_qc, L * N * qr * a);
+        PLACE(mla_qcn, nm * L * N * qr * a);
+        PLACE(mla_qc_mean, qr ? nm * L * N * f : 0);
+        PLACE(mla_qc_rstd, qr ? nm * L * N * f : 0);
+        PLACE(mla_kvc, L * N * kr * a);
+        PLACE(mla_kvcn, nm * L * N * kr * a);
+        PLACE(mla_kvc_mean, nm * L * N * f);
+        PLACE(mla_kvc_rstd, nm * L * N * f);
+        PLACE(mla_q, N * pl->H_r * (sp->qk_dim + sp->pos_dim) * a);
+        PLACE(mla_kv, N * pl->H_r * (sp->qk_dim + sp->v_dim) * a);
+        PLACE(mla_kpe, N * sp->pos_dim * a);
+        PLACE(mla_o, N * pl->o_cols_r * a);
+        PLACE(mla_dlat, N * lat * a);
+        PLACE(mla_dc, N * lat * a);
+    }
+    if (mt_layer_spec_norm_ones(&pl->spec)) { /* one width serves every norm: the layer's, the qk and MLA ones */
+        const size_t W = (size_t)mt_norm_ones_width(pl);
         PLACE(norm_ones, W * a);
         PLACE(norm_w1, pl->spec.norm.one_plus ? W * a : 0);
     }

@@ -85,6 +85,12 @@ typedef struct {
     int wte, wpe, lm_head;
     int ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
     int q_norm_w, q_norm_b, k_norm_w, k_norm_b; /* spec.qk_norm: (L, 1, D) replicated, partial over tp */
+    /* spec.mla (then no qkv_w / qkv_b): q_w (H (qk + pos), C) split by heads when q_lora = 0, else
+       q_down_w (q_lora, C) replicated, its norm q_ln_w / _b (q_lora) and q_up_w (H (qk + pos), q_lora)
+       split by heads; kv_down_w (kv_lora + pos, C) replicated, kv_ln_w / _b (kv_lora), kv_up_w
+       (H (qk + v), kv_lora) split by heads. The replicated ones see every rank's heads' gradients:
+       partial over tp */
+    int q_w, q_down_w, q_ln_w, q_ln_b, q_up_w, kv_down_w, kv_ln_w, kv_ln_b, kv_up_w;
     int ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
     int lnf_w, lnf_b;
     int router_w;                           /* MoE: (L, E, C) replicated router */
@@ -101,6 +107,7 @@ typedef struct {
     /* model dims used by the layout */
     int L, C, H, KV, D, F, V, Vp, T, max_pos;
     int qkv_rows;          /* (H + 2*KV) * D */
+    int o_cols;            /* the output projection's input: H * D (H * v_dim under MLA) */
     int fc_rows;           /* F for gelu, 2F for swiglu ([gate; up]) */
     /* tensor parallelism: the same dims on one tp rank ("_r"), = the full ones when tp = 1 */
     int tp;                /* parallel.tensor */
@@ -110,6 +117,7 @@ typedef struct {
     int H_r, KV_r, F_r;    /* H/tp, KV/tp, F/tp */
     int Vp_r;              /* Vp/tp vocabulary rows (Vp is a multiple of 128*tp) */
     int qkv_rows_r;        /* (H_r + 2*KV_r) * D */
+    int o_cols_r;          /* o_cols / tp */
     int fc_rows_r;         /* F_r or 2*F_r */
     /* pipeline parallelism (mt_param_layout_build_stage): L above is the stage's local layer
        count; the full-model build has pp = vpp = 1, stage 0, both ends */
@@ -272,6 +280,17 @@ typedef struct {
     size_t moe_dlogits;            /* (N, E) act scratch */
     size_t moe_dw;                 /* (N, k) f32 scratch: gradient of the combine weights */
     size_t moe_stats;              /* (MT_MOE_STATS + 2E) f32: the step's MoE sums (model_moe.h) */
+    /* multi-latent attention (spec.mla; else 0 bytes): per layer the latents before and after
+       their norms and the norms' statistics (q's only with q_lora; the normed ones only with
+       spec.mla_norm); one layer's scratch for the up projections' outputs (and their gradients),
+       the shared rotated key part, the compacted attention output and the latents' gradients */
+    size_t mla_qc, mla_qcn, mla_qc_mean, mla_qc_rstd;     /* (L, N, q_lora) act x2; (L, N) f32 x2 */
+    size_t mla_kvc, mla_kvcn, mla_kvc_mean, mla_kvc_rstd; /* (L, N, kv_lora) act x2; (L, N) f32 x2 */
+    size_t mla_q;                  /* (N, H_r (qk + pos)) act */
+    size_t mla_kv;                 /* (N, H_r (qk + v)) act */
+    size_t mla_kpe;                /* (N, pos) act */
+    size_t mla_o;                  /* (N, H_r v) act: the attention output without its padding */
+    size_t mla_dlat, mla_dc;       /* (N, max(q_lora, kv_lora)) act each */
     /* zero-centred gamma (spec.norm.one_plus; else 0 bytes): ones, and the 1 + w a norm applies */
     size_t norm_ones, norm_w1;     /* (max(C, D)) act each; norm_w1 under zero-centred gamma only */
     int moe_S, moe_R;
@@ -304,6 +323,14 @@ double mt_model_flops_per_seq(const mt_param_layout *pl, mt_recompute rc);
  * chunk's Lc layers rerun their forward; selective, pl->recompute_attn: every layer's attention
  * core): Megatron's TFLOP/s and HFU. Either pointer may be NULL. */
 void mt_model_flops_per_iter(const mt_param_layout *pl, double n_seqs, double *model_flops, double *hardware_flops);
+
+/* Width of the model's ones (mt_layer_spec_norm_ones): the widest norm, max(C, D, MLA's latents). */
+static inline int mt_norm_ones_width(const mt_param_layout *pl) {
+    int w = pl->C > pl->D ? pl->C : pl->D;
+    if (pl->spec.q_lora > w) w = pl->spec.q_lora;
+    if (pl->spec.kv_lora > w) w = pl->spec.kv_lora;
+    return w;
+}
 
 void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_layout *al);
 

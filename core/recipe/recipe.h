@@ -77,6 +77,19 @@ typedef struct {
         float base_head_dim;  /* 0 = none: softmax scale 1 / head_dim^power; else sqrt(this) / head_dim^power */
         float attn_scale_power;
     } mup;
+    struct {               /* multi-latent attention (Megatron's MLASelfAttention, DeepSeek-V2/V3) */
+        int enabled;       /* bool: --multi-latent-attention */
+        int q_lora_rank;   /* 0: a plain q projection (Megatron's q_lora_rank None) */
+        int kv_lora_rank;
+        int qk_head_dim;   /* the query / key channels without position (q_head_dim = this + qk_pos_head_dim) */
+        int qk_pos_head_dim; /* the rotated channels: per query head, and one key part shared by all heads */
+        int v_head_dim;
+        int rope_yarn;     /* bool: rope_type yarn (Megatron's MLA default) instead of rope */
+        float rotary_scaling_factor; /* YaRN's scaling factor (--rotary-scaling-factor) */
+        float mscale, mscale_all_dim;  /* YaRN's concentration factors */
+        int yarn_original_max_position; /* YaRN's original_max_position_embeddings */
+        float yarn_beta_fast, yarn_beta_slow;
+    } mla;
 } mt_model_cfg;
 
 typedef struct {
@@ -205,7 +218,7 @@ typedef struct {
 
 /* Where each key's value came from, for messages: "configs/x.yaml:12", "--set", "--lr",
  * or "default". Indexed by key id (see mt_recipe_key_*). */
-#define MT_RECIPE_MAX_KEYS 160
+#define MT_RECIPE_MAX_KEYS 192
 typedef struct {
     char file[MT_PATH_MAX];
     int line[MT_RECIPE_MAX_KEYS];        /* 0 = not from the file */

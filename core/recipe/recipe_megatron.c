@@ -182,12 +182,10 @@ static const meg_flag meg_flags[] = {
     { "--linear-value-head-dim", 1, MEG_REFUSE, "see --linear-attention-freq" },
     { "--linear-num-key-heads", 1, MEG_REFUSE, "see --linear-attention-freq" },
     { "--linear-num-value-heads", 1, MEG_REFUSE, "see --linear-attention-freq" },
-    { "--multi-latent-attention", 0, MEG_REFUSE, "multi-latent attention (DeepSeek's low-rank K/V) is not implemented" },
-    { "--q-lora-rank", 1, MEG_REFUSE, "see --multi-latent-attention" },
-    { "--kv-lora-rank", 1, MEG_REFUSE, "see --multi-latent-attention" },
-    { "--qk-head-dim", 1, MEG_REFUSE, "see --multi-latent-attention" },
-    { "--qk-pos-emb-head-dim", 1, MEG_REFUSE, "see --multi-latent-attention" },
-    { "--v-head-dim", 1, MEG_REFUSE, "see --multi-latent-attention" },
+    { "--rope-type", 1, MEG_RULE, "multi-latent attention: yarn -> model.mla.rope_yarn true (Megatron's MLA default), "
+      "rope -> false; other attention: rope only (yarn on standard attention is refused, as Megatron does)" },
+    { "--cache-mla-latents", 0, MEG_ACCEPT, "an inference cache layout: training is the same without" },
+    { "--mla-down-proj-fusion", 0, MEG_ACCEPT, "a kernel fusion of the q / kv down projections: the same values" },
     { "--dsa-indexer-n-heads", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
     { "--dsa-indexer-head-dim", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
     { "--dsa-indexer-topk", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
@@ -367,6 +365,12 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
         if (ieq(v, "LayerNorm")) KEEP(set(r, "model.norm", "layernorm", "--normalization"));
         else if (ieq(v, "RMSNorm")) KEEP(set(r, "model.norm", "rmsnorm", "--normalization"));
         else KEEP(bad("--normalization", v, "LayerNorm or RMSNorm"));
+    }
+    if ((v = seen(s, "--rope-type"))) {
+        if (!strcmp(v, "yarn") && r->model.mla.enabled) KEEP(set(r, "model.mla.rope_yarn", "true", "--rope-type"));
+        else if (!strcmp(v, "rope")) KEEP(set(r, "model.mla.rope_yarn", "false", "--rope-type"));
+        else KEEP(bad("--rope-type", v, "rope, or yarn with --multi-latent-attention (Megatron: common attention "
+                      "only supports rope)"));
     }
     if ((v = seen(s, "--position-embedding-type"))) {
         if (!strcmp(v, "learned_absolute")) KEEP(set(r, "model.position", "learned", "--position-embedding-type"));

@@ -2,7 +2,8 @@
 # layout continues the same trajectory.
 # 1. Bit for bit: gpt-tiny and llama-tiny, 20 iterations straight against 10 + save (Megatron's
 #    --exit-interval 10, so the schedule is the 20-iteration one) + resume for 10, serially and at
-#    tp 2 x pp 2 x dp 2 with sequence parallelism and the distributed optimizer (8 ranks). The
+#    tp 2 x pp 2 x dp 2 with sequence parallelism and the distributed optimizer (8 ranks), and
+#    gpt-tiny with multi-latent attention at tp 2 with sequence parallelism. The
 #    resumed iterations' lm_loss and grad_norm must be the same strings (%.9g of the float sums:
 #    nine digits tell any two floats apart), i.e. the same bits: the same weights, Adam moments,
 #    step count, data position and schedule, summed in the same order.
@@ -51,6 +52,12 @@ bitwise gpt-serial 1 "${GPT[@]}"
 bitwise llama-serial 1 "${LLAMA[@]}"
 bitwise gpt-tp2pp2dp2 8 "${GPT[@]}" "${PAR[@]}"
 bitwise llama-tp2pp2dp2 8 "${LLAMA[@]}" "${PAR[@]}"
+# multi-latent attention at tp 2 with sequence parallelism: its replicated down projections and
+# latent norms, the q / kv up projections split by heads, saved and resumed bit for bit (2 layers of
+# 64 tokens: cheap)
+MLA=(--multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24 --qk-pos-emb-head-dim 8
+  --v-head-dim 16 --qk-layernorm --tensor-model-parallel-size 2 --sequence-parallel --num-layers 2 --seq-length 64)
+bitwise gpt-mla-tp2 2 "${GPT[@]}" "${MLA[@]}"
 
 # 2. resharding (8 layers so that pp 4 x vpp 2 fits)
 G8=("${GPT[@]}" --num-layers 8)

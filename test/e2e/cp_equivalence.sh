@@ -33,6 +33,12 @@ for arch in gpt llama; do
   save=(); [ $arch = llama ] && save=(--save "$TMP/ck" --save-interval 10)
   parallel $arch "$arch cp=2 dp=2 distributed-optimizer" 4 2 "${CFG[@]}" --use-distributed-optimizer "${save[@]}"
 done
+# multi-latent attention: its rotated parts at the chunks' global positions, the ring over its
+# zero-padded heads (q latent and latent norms, value heads of 16 against query / key heads of 24 + 8)
+MLA=(--config configs/gpt-tiny.yaml --multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24
+  --qk-pos-emb-head-dim 8 --v-head-dim 16 --qk-layernorm)
+serial gptmla "${MLA[@]}"
+parallel gptmla "gpt mla cp=2" 2 2 "${MLA[@]}"
 LLAMA=(--config configs/llama-tiny.yaml)
 # full recompute reruns each layer's forward (and its ring) in backward: the same losses
 parallel llama "llama cp=2 full recompute" 2 2 "${LLAMA[@]}" --recompute-granularity full \

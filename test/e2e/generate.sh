@@ -33,37 +33,31 @@ for m in gpt-tiny llama-tiny mixtral-tiny; do
   ! cmp -s "$TMP/$m-s5-kv.txt" "$TMP/$m-s6.txt" || fail "$m: seeds 5 and 6 gave the same text"
   echo "$m: KV cache == full recomputation (greedy and sampled); seed 5: $(head -c 80 "$TMP/$m-s5-kv.txt" | tr '\n' ' ')"
 done
+# variant_kv NAME CFG ITERS WHAT: train CFG with the variant's settings X for ITERS iterations into
+# $TMP/NAME, then the KV-cache decoder and full recomputation give the same sampled ids
+variant_kv() {
+  local name=$1 cfg=$2 iters=$3 what=$4
+  "$MTRAIN" --config "$cfg" "${X[@]}" --train-iters "$iters" --micro-batch-size 2 --global-batch-size 2 \
+    --set logging.eval_interval=0 --set logging.interval="$iters" --save "$TMP/$name" >"$TMP/$name.log" 2>&1 \
+    || { tail "$TMP/$name.log"; fail "$what training failed"; }
+  gen "$TMP/$name-kv" "$cfg" "$TMP/$name" "${S[@]}" --seed 5
+  gen "$TMP/$name-full" "$cfg" "$TMP/$name" "${S[@]}" --seed 5 --no-kv-cache
+  [ "$(ids "$TMP/$name-kv.err")" = "$(ids "$TMP/$name-full.err")" ] || fail "$what: KV cache and full recomputation differ"
+  echo "$what: KV cache == full recomputation (sampled)"
+}
 # layer variants decode through the same forward: llama-tiny with the per-head qk norm and
 # zero-centred gamma, its checkpoint (q_norm_w / k_norm_w by name), both decoders, sampled
 X=(--set model.qk_layernorm=true --set model.norm_1p=true)
-"$MTRAIN" --config configs/llama-tiny.yaml "${X[@]}" --train-iters 20 --micro-batch-size 2 --global-batch-size 2 \
-  --set logging.eval_interval=0 --set logging.interval=20 --save "$TMP/qk" >"$TMP/qk.log" 2>&1 \
-  || { tail "$TMP/qk.log"; fail "llama-tiny qk norm training failed"; }
+variant_kv qk configs/llama-tiny.yaml 20 "llama-tiny qk norm + 1p"
 grep -q '"q_norm_w"' "$TMP"/qk/iter_*/manifest.json || fail "the checkpoint manifest has no q_norm_w"
-gen "$TMP/qk-kv" configs/llama-tiny.yaml "$TMP/qk" "${S[@]}" --seed 5
-gen "$TMP/qk-full" configs/llama-tiny.yaml "$TMP/qk" "${S[@]}" --seed 5 --no-kv-cache
-[ "$(ids "$TMP/qk-kv.err")" = "$(ids "$TMP/qk-full.err")" ] || fail "qk norm + 1p: KV cache and full recomputation differ"
-echo "llama-tiny qk norm + 1p: KV cache == full recomputation (sampled)"
 # the weightless L2 qk norm (--qk-l2-norm): no tensors in the checkpoint, both decoders agree
 X=(--qk-l2-norm)
-"$MTRAIN" --config configs/llama-tiny.yaml "${X[@]}" --train-iters 4 --micro-batch-size 2 --global-batch-size 2 \
-  --set logging.eval_interval=0 --set logging.interval=4 --save "$TMP/l2" >"$TMP/l2.log" 2>&1 \
-  || { tail "$TMP/l2.log"; fail "llama-tiny qk L2 norm training failed"; }
+variant_kv l2 configs/llama-tiny.yaml 4 "llama-tiny qk L2 norm"
 ! grep -q '"q_norm_w"' "$TMP"/l2/iter_*/manifest.json || fail "the L2 qk norm saved a q_norm_w (it has no weight)"
-gen "$TMP/l2-kv" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5
-gen "$TMP/l2-full" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5 --no-kv-cache
-[ "$(ids "$TMP/l2-kv.err")" = "$(ids "$TMP/l2-full.err")" ] || fail "qk L2 norm: KV cache and full recomputation differ"
-echo "llama-tiny qk L2 norm: KV cache == full recomputation (sampled)"
 # squared ReLU (--squared-relu): both decoders agree; its checkpoint records model.activation, so
 # loading it under the recipe's default gelu is refused, naming the key
 X=(--squared-relu)
-"$MTRAIN" --config configs/gpt-tiny.yaml "${X[@]}" --train-iters 4 --micro-batch-size 2 --global-batch-size 2 \
-  --set logging.eval_interval=0 --set logging.interval=4 --save "$TMP/r2" >"$TMP/r2.log" 2>&1 \
-  || { tail "$TMP/r2.log"; fail "gpt-tiny squared ReLU training failed"; }
-gen "$TMP/r2-kv" configs/gpt-tiny.yaml "$TMP/r2" "${S[@]}" --seed 5
-gen "$TMP/r2-full" configs/gpt-tiny.yaml "$TMP/r2" "${S[@]}" --seed 5 --no-kv-cache
-[ "$(ids "$TMP/r2-kv.err")" = "$(ids "$TMP/r2-full.err")" ] || fail "squared ReLU: KV cache and full recomputation differ"
-echo "gpt-tiny squared ReLU: KV cache == full recomputation (sampled)"
+variant_kv r2 configs/gpt-tiny.yaml 4 "gpt-tiny squared ReLU"
 if "$MTRAIN" generate --config configs/gpt-tiny.yaml --load "$TMP/r2" --prompt "And God said" --max-new-tokens 4 \
   >/dev/null 2>"$TMP/r2-gelu.err"; then
   fail "a squared-ReLU checkpoint loaded under model.activation gelu"
@@ -74,11 +68,14 @@ echo "refused: $(grep -m1 'model.activation' "$TMP/r2-gelu.err" | cut -c1-160)"
 # sqrt(400) / head_dim^0 = 20, large so that the attention is peaked after 4 steps: a decoder that
 # kept 1/sqrt(head_dim) sampled other tokens): both decoders apply the same multipliers
 X=(--use-mup --mup-base-hidden-size 32 --mup-embedding-mult 2 --mup-base-head-dim 400 --mup-attn-scale-power 0)
-"$MTRAIN" --config configs/gpt-tiny.yaml "${X[@]}" --train-iters 4 --micro-batch-size 2 --global-batch-size 2 \
-  --set logging.eval_interval=0 --set logging.interval=4 --save "$TMP/mup" >"$TMP/mup.log" 2>&1 \
-  || { tail "$TMP/mup.log"; fail "gpt-tiny muP training failed"; }
-gen "$TMP/mup-kv" configs/gpt-tiny.yaml "$TMP/mup" "${S[@]}" --seed 5
-gen "$TMP/mup-full" configs/gpt-tiny.yaml "$TMP/mup" "${S[@]}" --seed 5 --no-kv-cache
-[ "$(ids "$TMP/mup-kv.err")" = "$(ids "$TMP/mup-full.err")" ] || fail "muP: KV cache and full recomputation differ"
-echo "gpt-tiny muP: KV cache == full recomputation (sampled)"
+variant_kv mup configs/gpt-tiny.yaml 4 "gpt-tiny muP"
+# multi-latent attention: its qkv (zero-padded heads) goes through the same cache; YaRN (factor 4,
+# mscale 0.7) with the latents' norms on gpt-tiny, both decoders, sampled and greedy
+X=(--multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24 --qk-pos-emb-head-dim 8
+  --v-head-dim 16 --qk-layernorm --rotary-scaling-factor 4 --mscale 0.7)
+variant_kv mla configs/gpt-tiny.yaml 8 "gpt-tiny MLA (YaRN)"
+grep -q '"kv_up_w"' "$TMP"/mla/iter_*/manifest.json || fail "the MLA checkpoint manifest has no kv_up_w"
+gen "$TMP/mla-g-kv" configs/gpt-tiny.yaml "$TMP/mla" --temperature 0
+gen "$TMP/mla-g-full" configs/gpt-tiny.yaml "$TMP/mla" --temperature 0 --no-kv-cache
+[ "$(ids "$TMP/mla-g-kv.err")" = "$(ids "$TMP/mla-g-full.err")" ] || fail "MLA greedy: KV cache and full recomputation differ"
 echo "generate: ok"

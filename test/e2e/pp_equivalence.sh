@@ -88,3 +88,10 @@ parallel gpt1qk1p "gpt qk-layernorm 1p pp=2" 2 2 "${GPT[@]}" --qk-layernorm --ap
 # squared ReLU (--squared-relu) on gpt against its own serial run, same tolerances
 serial gpt1r2 "${GPT[@]}" --squared-relu
 parallel gpt1r2 "gpt squared-relu pp=2" 2 2 "${GPT[@]}" --squared-relu
+# multi-latent attention (q latent and latent norms, value heads narrower than query / key heads)
+# in the functional configs' layout, tp=2 x pp=2 with sequence parallelism, against its own serial run
+# (2 layers of 64 tokens: cheap)
+MLA=(--multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24 --qk-pos-emb-head-dim 8
+  --v-head-dim 16 --qk-layernorm --num-layers 2 --seq-length 64)
+serial gpt1mla "${GPT[@]}" "${MLA[@]}"
+parallel gpt1mla "gpt mla tp=2 pp=2 sp" 4 2 "${GPT[@]}" "${MLA[@]}" --tensor-model-parallel-size 2 --sequence-parallel

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/op_check.h"
 #include "test/ops/cpu_op_check.h"
 
 /* ---------------- embedding ---------------- */
@@ -328,9 +329,18 @@ static void test_backend_basics(void) {
 
     /* argument errors are statuses with a message, never crashes */
     float x[64] = {0};
-    mt_rope_args ra = {x, 1, 2, 1, 7, 8, 0, 10000.0f, 0, 0, 0}; /* odd D */
+    mt_rope_args ra = {x, 1, 2, 1, 7, 8, 0, 10000.0f, 0, 0, 0, 0, 0, 0, 0, 0}; /* odd D */
     CHECK(MT_BE_CALL(&be, rope, &ra) == MT_ERR_CONFIG);
     CHECK_STR_CONTAINS(mt_last_error(), "D=7");
+    /* YaRN frequencies (multi-latent attention): rotary dim 8, base 1e4, factor 4, original 4096
+       positions, beta 32 / 1; expected from Megatron's YarnRotaryEmbedding.get_emb formulas evaluated
+       in Python: correction range [1, 3], ramp 0, 0, 0.5, 1 -> 1, 0.1, 0.1^2 (1 + 1/4) / 2, 0.1^3 / 4 */
+    const mt_rope_args ya = {.theta = 10000.0f, .yarn_factor = 4.0f, .yarn_beta_fast = 32.0f, .yarn_beta_slow = 1.0f,
+                             .yarn_orig_max = 4096};
+    double inv[4];
+    const double want[4] = {1.0, 0.1, 0.00625, 0.00025};
+    mt_rope_inv_freq(&ya, 8, inv);
+    for (int i = 0; i < 4; i++) CHECK_NEAR(inv[i], want[i], 1e-12, 1e-9);
     float lse[16];
     mt_attention_fwd_args aa = {x, lse, x, 1, 2, 3, 2, 2, 0}; /* H % KV != 0 */
     CHECK(MT_BE_CALL(&be, attention_fwd, &aa) == MT_ERR_CONFIG);

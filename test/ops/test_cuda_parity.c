@@ -350,8 +350,8 @@ static void test_rope_variant(int B, int T, int H, int D, int stride, int pos_of
     pair_t x = pair_new(h_x, n, 1);
     for (int inverse = 0; inverse <= 1; inverse++) {
         pair_set(&x, h_x, 1);
-        mt_rope_args c = {x.cpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse, rot, interleaved};
-        mt_rope_args g = {x.gpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse, rot, interleaved};
+        mt_rope_args c = {x.cpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse, rot, interleaved, 0, 0, 0, 0, 0};
+        mt_rope_args g = {x.gpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse, rot, interleaved, 0, 0, 0, 0, 0};
         RUN_BOTH(rope, c, g);
         compare(inverse ? "rope inverse, in place (act)" : "rope forward, in place (act)", &x, 1, NULL, TOL_ACT);
     }

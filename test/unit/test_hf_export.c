@@ -427,6 +427,7 @@ static void test_refusals(void) {
     check_refused("gpt", "model.qk_layernorm", "true", 1);
     check_refused("llama", "model.qk_l2_norm", "true", 1); /* transformers' Llama 4 field: export not implemented */
     check_refused("gpt", "model.mup.enabled", "true", 1); /* muP's softmax scale 1 / head_dim: no field */
+    check_refused("gpt", "model.mla.enabled", "true", 1); /* transformers' DeepseekV3 layout: export not implemented */
     check_refused("llama", "model.norm_1p", "true", 0);      /* exported as 1 + w */
     /* Mixtral: the renormalised top-k router, bias-free SwiGLU experts in every layer */
     check_refused_moe("llama", 4, NULL, NULL, 0);

@@ -133,6 +133,24 @@ int main(void) {
     check_model("gpt", NULL, "model.mup.enabled=true,model.mup.base_hidden=8,model.mup.embedding_mult=3");
     check_model("llama", NULL, "model.mup.enabled=true,model.mup.base_hidden=4,model.mup.output_mult=0.7,"
                 "model.mup.base_head_dim=2,model.mup.attn_scale_power=0.75");
+    /* multi-latent attention (Megatron's MLASelfAttention): a plain q projection, no latent norms,
+       heads of 4 + 4 query / key channels and 6 value channels (the core's v part zero-padded to 8);
+       the q latent with its norm and the kv latent's norm (--qk-layernorm; RMSNorm, zero-centred
+       gamma), heads of 4 + 2 = 6 = v; LayerNorm latent norms with bias and YaRN (factor 4, mscale
+       0.7: frequencies blended, cos / sin scaled) under full and selective recompute */
+    const char *mla = "model.mla.enabled=true,model.mla.kv_lora_rank=6,model.mla.qk_head_dim=4";
+    char v[512];
+    snprintf(v, sizeof v, "%s,model.mla.qk_pos_head_dim=4,model.mla.v_head_dim=6", mla);
+    check_model("gpt", NULL, v);
+    snprintf(v, sizeof v, "%s,model.kv_heads=4,model.mla.q_lora_rank=8,model.mla.qk_pos_head_dim=2,"
+             "model.mla.v_head_dim=6,model.qk_layernorm=true,model.norm_1p=true", mla);
+    check_model("llama", NULL, v);
+    snprintf(v, sizeof v, "%s,model.mla.q_lora_rank=8,model.mla.qk_pos_head_dim=4,model.mla.v_head_dim=2,"
+             "model.qk_layernorm=true,model.mla.rotary_scaling_factor=4,model.mla.mscale=0.7", mla);
+    check_model("gpt", "uniform", v);
+    snprintf(v, sizeof v, "%s,model.mla.q_lora_rank=8,model.mla.qk_pos_head_dim=4,model.mla.v_head_dim=6,"
+             "training.recompute=selective", mla);
+    check_model("gpt", NULL, v);
     check_arch("gpt", NULL);
     check_arch("llama", NULL);
     check_arch("gpt", "uniform");
