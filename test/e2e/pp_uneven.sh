@@ -54,7 +54,8 @@ G6=("${GPT[@]}" --num-layers 6)
 VPP6=(--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 --account-for-embedding-in-pipeline-split
       --account-for-loss-in-pipeline-split)
 serial gpt6 "${G6[@]}"
-uneven gpt6 "gpt 6 layers pp=4 vpp=2 both counted" 4 4 "0+1/1+1/1+1/1+0" "${G6[@]}" "${VPP6[@]}"
+uneven gpt6 "gpt 6 layers pp=4 vpp=2 both counted" 4 4 "0+1/1+1/1+1/1+0" "${G6[@]}" "${VPP6[@]}" \
+  --save "$TMP/ckv" --save-interval 5
 grep -q "schedule interleaved" "$TMP/gpt 6 layers pp=4 vpp=2 both counted.log" || fail "vpp 2 did not interleave"
 uneven llama7 "llama 7 layers pp=2 vpp=2 embedding counted" 2 2 "1+2/2+2" "${LLAMA[@]}" --num-layers 7 \
   --num-layers-per-virtual-pipeline-stage 2 --account-for-embedding-in-pipeline-split
@@ -79,9 +80,9 @@ resumed "as 4 + 3" 2 gpt7 "$TMP/ck" "${G7[@]}" --pipeline-model-parallel-size 2 
 # ... and into pp 4 x vpp 2 with the embedding counted (7 + 1 = 8 chunks of one, stage 0's first empty)
 resumed "as pp 4 vpp 2 embedding counted" 4 gpt7 "$TMP/ck" "${G7[@]}" --pipeline-model-parallel-size 4 \
   --num-virtual-stages-per-pipeline-rank 2 --account-for-embedding-in-pipeline-split
-# a save of the interleaved layout with both ends counted (chunks without layers write nothing) resumed serially
-launched savev 4 "${G6[@]}" "${VPP6[@]}" --save "$TMP/ckv" --exit-interval 5
-resumed "6 layers vpp save serially" 1 gpt6 "$TMP/ckv" "${G6[@]}"
+# the interleaved run's save at iteration 5 (both ends counted: chunks without layers write nothing) resumed
+# serially
+resumed "6 layers vpp save serially" 1 gpt6 "$TMP/ckv" "${G6[@]}" --ckpt-step 5
 # the save scored by `mtrain logprobs` serially, as 3 + 4 and as 4 + 3: the same per-token logprobs (the
 # same weights and forward ops; 1e-5: fp32 rounding of the thread split, measured ~5e-7); and exported
 # as one Hugging Face model of all 7 layers
