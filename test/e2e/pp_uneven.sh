@@ -10,7 +10,7 @@
 #   llama 7 layers on pp=2 as 4 + 3 (--account-for-loss-in-pipeline-split);
 #   interleaved (Megatron-Core's get_num_layers_to_build / get_transformer_layer_offset): gpt 6 layers
 #     on pp=4 x vpp=2 with both ends counted (8 chunks of one place: the first chunk embeds only, the
-#     last computes the loss only), and llama 7 layers + the embedding on pp=2 x vpp=2 (chunks of 2).
+#     last computes the loss only); the embedding alone counted in the checkpoint part below.
 # Why they agree: a stage initialises its layers from the serial run's init streams by global layer
 # index (the layout's layer0 from the recipe's one split rule), and runs the serial ops on the same
 # inputs; only fp32 summation order differs (grad norm per stage, tied wte gradient in two parts), as
@@ -48,16 +48,15 @@ uneven llama7 "llama 7 layers pp=2 loss counted" 2 2 "4/3" "${LLAMA[@]}" --num-l
   --account-for-loss-in-pipeline-split
 # interleaved with the ends counted: Megatron's gpt3_mcore_te_tp1_pp4_vp2_account_for_embedding_loss_in_
 # pipeline_split's shape (6 layers, pp 4, vpp 2: 8 chunks of one place; stage 0's chunk 0 embeds only,
-# stage 3's chunk 1 computes the loss only), and llama 7 layers + the embedding in 2 x 2 chunks of 2
-# (--num-layers-per-virtual-pipeline-stage 2 counts the embedding, as Megatron's arguments.py does)
+# stage 3's chunk 1 computes the loss only); the embedding alone counted is the resume below (7 layers
+# + the embedding on pp 4 x vpp 2, against the serial run's iterations 6..10)
 G6=("${GPT[@]}" --num-layers 6)
 VPP6=(--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 --account-for-embedding-in-pipeline-split
       --account-for-loss-in-pipeline-split)
 serial gpt6 "${G6[@]}"
-uneven gpt6 "gpt 6 layers pp=4 vpp=2 both counted" 4 4 "0+1/1+1/1+1/1+0" "${G6[@]}" "${VPP6[@]}"
+uneven gpt6 "gpt 6 layers pp=4 vpp=2 both counted" 4 4 "0+1/1+1/1+1/1+0" "${G6[@]}" "${VPP6[@]}" \
+  --save "$TMP/ckv" --save-interval 5
 grep -q "schedule interleaved" "$TMP/gpt 6 layers pp=4 vpp=2 both counted.log" || fail "vpp 2 did not interleave"
-uneven llama7 "llama 7 layers pp=2 vpp=2 embedding counted" 2 2 "1+2/2+2" "${LLAMA[@]}" --num-layers 7 \
-  --num-layers-per-virtual-pipeline-stage 2 --account-for-embedding-in-pipeline-split
 
 # checkpoints: saved at 3 + 4 after 5 iterations, resumed in three layouts
 steps() { grep -o '"iteration":[0-9]*,"consumed_samples":[0-9]*,"lm_loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*' "$1" |
@@ -76,12 +75,15 @@ resumed() { # resumed NAME RANKS REF CKPT ARGS...: loads CKPT's iteration 5; ite
 resumed serially 1 gpt7 "$TMP/ck" "${G7[@]}"
 resumed "as 3 + 4" 2 gpt7 "$TMP/ck" "${G7[@]}" --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 3
 resumed "as 4 + 3" 2 gpt7 "$TMP/ck" "${G7[@]}" --pipeline-model-parallel-size 2 --decoder-last-pipeline-num-layers 3
-# ... and into pp 4 x vpp 2 with the embedding counted (7 + 1 = 8 chunks of one, stage 0's first empty)
+# ... and into pp 4 x vpp 2 with the embedding counted (7 + 1 = 8 chunks of one, stage 0's first empty;
+# --num-layers-per-virtual-pipeline-stage 1 counts the embedding, as Megatron's arguments.py does: vpp 2)
 resumed "as pp 4 vpp 2 embedding counted" 4 gpt7 "$TMP/ck" "${G7[@]}" --pipeline-model-parallel-size 4 \
-  --num-virtual-stages-per-pipeline-rank 2 --account-for-embedding-in-pipeline-split
-# a save of the interleaved layout with both ends counted (chunks without layers write nothing) resumed serially
-launched savev 4 "${G6[@]}" "${VPP6[@]}" --save "$TMP/ckv" --exit-interval 5
-resumed "6 layers vpp save serially" 1 gpt6 "$TMP/ckv" "${G6[@]}"
+  --num-layers-per-virtual-pipeline-stage 1 --account-for-embedding-in-pipeline-split
+grep -q "pp 4 (layers 0+1/1+1/1+1/1+1) x vpp 2" "$TMP/as pp 4 vpp 2 embedding counted.log" \
+  || fail "7 layers + the embedding: not 0+1/1+1/1+1/1+1 x vpp 2"
+# the interleaved run's save at iteration 5 (both ends counted: chunks without layers write nothing) resumed
+# serially
+resumed "6 layers vpp save serially" 1 gpt6 "$TMP/ckv" "${G6[@]}" --ckpt-step 5
 # the save scored by `mtrain logprobs` serially, as 3 + 4 and as 4 + 3: the same per-token logprobs (the
 # same weights and forward ops; 1e-5: fp32 rounding of the thread split, measured ~5e-7); and exported
 # as one Hugging Face model of all 7 layers
