@@ -83,6 +83,11 @@ typedef struct {
     size_t n;
 } mt_gelu_bwd_args;
 
+/* squared ReLU (Megatron's squared_relu, megatron/core/activations.py): out = max(inp, 0)^2, and
+ * backward dinp = dout * 2 max(inp, 0) (dinp may be dout: in place). The fields of GeLU's ops. */
+typedef mt_gelu_fwd_args mt_squared_relu_fwd_args;
+typedef mt_gelu_bwd_args mt_squared_relu_bwd_args;
+
 typedef struct {            /* out[r, j] = silu(inp[r, j]) * inp[r, F + j]: each row is [gate | up] */
     void *out;              /* (N, F) act */
     const void *inp;        /* (N, 2F) act */
@@ -394,7 +399,8 @@ typedef struct {
  * a model needs. Timer class: the MT_TM_OPS_* class of core/timing.h (sum's is its call's: a sum
  * of squares is the gradient norm, an optimizer op). Use, when a model needs the op:
  *   ALL        every model
- *   LAYERNORM / RMSNORM, GELU / SWIGLU, ROPE: the model's norm, activation, position encoding
+ *   LAYERNORM / RMSNORM, GELU / SWIGLU / SQUARED_RELU, ROPE: the model's norm, activation, position
+ *              encoding
  *   TP         tensor parallelism (parallel.tensor > 1)
  *   CP         context parallelism (parallel.context > 1)
  *   MOE        mixture of experts (model.moe.experts > 0)
@@ -420,6 +426,8 @@ typedef struct {
     X(gelu_bwd, mt_gelu_bwd_args, ELEM, GELU)                                   \
     X(swiglu_fwd, mt_swiglu_fwd_args, ELEM, SWIGLU)                             \
     X(swiglu_bwd, mt_swiglu_bwd_args, ELEM, SWIGLU)                             \
+    X(squared_relu_fwd, mt_squared_relu_fwd_args, ELEM, SQUARED_RELU)           \
+    X(squared_relu_bwd, mt_squared_relu_bwd_args, ELEM, SQUARED_RELU)           \
     X(rope, mt_rope_args, ELEM, ROPE)                                           \
     X(embedding_fwd, mt_embedding_fwd_args, ELEM, ALL)                          \
     X(embedding_bwd, mt_embedding_bwd_args, ELEM, ALL)                          \
@@ -446,6 +454,7 @@ typedef enum {
     MT_OP_USE_RMSNORM,
     MT_OP_USE_GELU,
     MT_OP_USE_SWIGLU,
+    MT_OP_USE_SQUARED_RELU,
     MT_OP_USE_ROPE,
     MT_OP_USE_TP,
     MT_OP_USE_CP,

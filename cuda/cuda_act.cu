@@ -1,10 +1,11 @@
 /* cuda_act.cu — elementwise ops on the CUDA backend: GeLU (tanh approximation) forward and
- * backward, SwiGLU forward and backward, add, and the f32 -> act (bf16) cast.
+ * backward, SwiGLU forward and backward, squared ReLU forward and backward, add, and the
+ * f32 -> act (bf16) cast.
  * Rules kept (backend.h): activations and their gradients are bf16, all arithmetic in fp32;
  * activation gradients are overwritten (=). Same formulas as core/cpu/cpu_ops_act.c (GeLU as
  * x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)); expf here vs the CPU's polynomial exp
  * differ by ~1 ulp, far below the bf16 rounding of the outputs.
- * Shape of the work: grid-stride loops over size_t indices; GeLU, add and the cast move 8
+ * Shape of the work: grid-stride loops over size_t indices; GeLU, squared ReLU, add and the cast move 8
  * elements per thread step with 16-byte loads and stores (uint4) when every pointer is 16-byte
  * aligned, the last n % 8 elements (or all of them, unaligned) one per thread. */
 #include "cuda/cuda_common.cuh"
@@ -22,24 +23,6 @@ static unsigned act_blocks(size_t n) {
 }
 
 __device__ __forceinline__ float sigmoidf_dev(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-__global__ void gelu_fwd_kernel(bf16 *out, const bf16 *inp, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float x = __bfloat162float(inp[i]);
-        const float u = GELU_K * (x + GELU_C * x * x * x);
-        out[i] = __float2bfloat16_rn(x * sigmoidf_dev(2.0f * u));
-    }
-}
-
-__global__ void gelu_bwd_kernel(bf16 *dinp, const bf16 *dout, const bf16 *inp, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float x = __bfloat162float(inp[i]);
-        const float u = GELU_K * (x + GELU_C * x * x * x);
-        const float s = sigmoidf_dev(2.0f * u);
-        const float du = GELU_K * (1.0f + 3.0f * GELU_C * x * x);
-        dinp[i] = __float2bfloat16_rn(__bfloat162float(dout[i]) * (s + 2.0f * x * s * (1.0f - s) * du));
-    }
-}
 
 /* element i of the (N, F) output: row r = i / F, column j = i % F; input row is [gate | up] */
 __global__ void swiglu_fwd_kernel(bf16 *out, const bf16 *inp, size_t n, int F) {
@@ -63,11 +46,6 @@ __global__ void swiglu_bwd_kernel(bf16 *dinp, const bf16 *dout, const bf16 *inp,
         drow[j] = __float2bfloat16_rn(dy * u * s * (1.0f + g * (1.0f - s)));
         drow[F + j] = __float2bfloat16_rn(dy * g * s);
     }
-}
-
-__global__ void add_kernel(bf16 *out, const bf16 *a, const bf16 *b, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = __float2bfloat16_rn(__bfloat162float(a[i]) + __bfloat162float(b[i]));
 }
 
 __global__ void cast_kernel(bf16 *dst, const float *src, size_t n) {
@@ -113,19 +91,32 @@ __device__ __forceinline__ float gelu_grad_f(float x, float dy) {
     return dy * (s + 2.0f * x * s * (1.0f - s) * du);
 }
 
-/* op 0: out = gelu(a); 1: out = gelu'(a) * b (b = dout); 2: out = a + b. n_vec vectors of 8. */
+/* The elementwise maps: out[i] = f(a[i], b[i]), b the output gradient of the backward maps (unused
+ * by the forward ones). Squared ReLU as core/cpu/cpu_ops_act.c: r = x > 0 ? x : 0, y = r^2, dy/dx = 2r. */
+enum { MAP_GELU = 0, MAP_GELU_GRAD, MAP_ADD, MAP_RELU2, MAP_RELU2_GRAD };
+
+template <int OP> __device__ __forceinline__ float map_f(float x, float z) {
+    if (OP == MAP_GELU) return gelu_f(x);
+    if (OP == MAP_GELU_GRAD) return gelu_grad_f(x, z);
+    if (OP == MAP_ADD) return x + z;
+    const float r = x > 0.0f ? x : 0.0f;
+    return OP == MAP_RELU2 ? r * r : z * 2.0f * r;
+}
+
+/* one element per thread step: the scalar tail, or everything when a pointer is not 16-byte aligned */
+template <int OP> __global__ void map_kernel(bf16 *out, const bf16 *a, const bf16 *b, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16_rn(map_f<OP>(__bfloat162float(a[i]), b ? __bfloat162float(b[i]) : 0.0f));
+}
+
+/* n_vec vectors of 8 */
 template <int OP> __global__ void map_vec_kernel(bf16 *out, const bf16 *a, const bf16 *b, size_t n_vec) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += (size_t)gridDim.x * blockDim.x) {
         const vec8 x = ld8(a + 8 * i);
-        vec8 y;
-        if (OP == 0) {
+        vec8 y, z = {};
+        if (b) z = ld8(b + 8 * i);
 #pragma unroll
-            for (int k = 0; k < 8; k++) y.v[k] = gelu_f(x.v[k]);
-        } else {
-            const vec8 z = ld8(b + 8 * i);
-#pragma unroll
-            for (int k = 0; k < 8; k++) y.v[k] = OP == 1 ? gelu_grad_f(x.v[k], z.v[k]) : x.v[k] + z.v[k];
-        }
+        for (int k = 0; k < 8; k++) y.v[k] = map_f<OP>(x.v[k], z.v[k]);
         st8(out + 8 * i, y);
     }
 }
@@ -143,40 +134,42 @@ static size_t vec_part(size_t n, const void *p0, const void *p1, const void *p2)
     return aligned16(p0) && aligned16(p1) && (!p2 || aligned16(p2)) ? n / 8 * 8 : 0;
 }
 
-mt_status mt_cuda_gelu_fwd(mt_backend *be, const mt_gelu_fwd_args *a) {
-    if (a->n == 0) return MT_OK;
-    if (!a->out || !a->inp) return mt_errorf(MT_ERR_INTERNAL, "cuda gelu_fwd: NULL tensor (n=%zu)", a->n);
+/* out = map OP of a (and b) over n elements: the vector kernel over the leading multiple of 8 when
+ * every pointer is 16-byte aligned, the scalar kernel over the rest */
+template <int OP>
+static mt_status map_launch(mt_backend *be, const char *op, void *out, const void *a, const void *b, size_t n) {
+    if (n == 0) return MT_OK;
+    if (!out || !a || (OP != MAP_GELU && OP != MAP_RELU2 && !b))
+        return mt_errorf(MT_ERR_INTERNAL, "cuda %s: NULL tensor (n=%zu)", op, n);
     cudaStream_t s = mt_cuda_ctx_of(be)->stream;
-    const size_t nv = vec_part(a->n, a->out, a->inp, NULL);
+    const size_t nv = vec_part(n, out, a, b);
     if (nv) {
-        map_vec_kernel<0><<<act_blocks(nv / 8), ACT_THREADS, 0, s>>>((bf16 *)a->out, (const bf16 *)a->inp, nullptr, nv / 8);
+        map_vec_kernel<OP><<<act_blocks(nv / 8), ACT_THREADS, 0, s>>>((bf16 *)out, (const bf16 *)a, (const bf16 *)b,
+                                                                       nv / 8);
         CUDA_CHECK_LAUNCH();
     }
-    if (a->n > nv) {
-        gelu_fwd_kernel<<<act_blocks(a->n - nv), ACT_THREADS, 0, s>>>((bf16 *)a->out + nv, (const bf16 *)a->inp + nv,
-                                                                      a->n - nv);
+    if (n > nv) {
+        map_kernel<OP><<<act_blocks(n - nv), ACT_THREADS, 0, s>>>((bf16 *)out + nv, (const bf16 *)a + nv,
+                                                                   b ? (const bf16 *)b + nv : nullptr, n - nv);
         CUDA_CHECK_LAUNCH();
     }
     return MT_OK;
 }
 
+mt_status mt_cuda_gelu_fwd(mt_backend *be, const mt_gelu_fwd_args *a) {
+    return map_launch<MAP_GELU>(be, "gelu_fwd", a->out, a->inp, nullptr, a->n);
+}
+
 mt_status mt_cuda_gelu_bwd(mt_backend *be, const mt_gelu_bwd_args *a) {
-    if (a->n == 0) return MT_OK;
-    if (!a->dinp || !a->dout || !a->inp)
-        return mt_errorf(MT_ERR_INTERNAL, "cuda gelu_bwd: NULL tensor (n=%zu)", a->n);
-    cudaStream_t s = mt_cuda_ctx_of(be)->stream;
-    const size_t nv = vec_part(a->n, a->dinp, a->inp, a->dout);
-    if (nv) {
-        map_vec_kernel<1><<<act_blocks(nv / 8), ACT_THREADS, 0, s>>>((bf16 *)a->dinp, (const bf16 *)a->inp,
-                                                                      (const bf16 *)a->dout, nv / 8);
-        CUDA_CHECK_LAUNCH();
-    }
-    if (a->n > nv) {
-        gelu_bwd_kernel<<<act_blocks(a->n - nv), ACT_THREADS, 0, s>>>(
-            (bf16 *)a->dinp + nv, (const bf16 *)a->dout + nv, (const bf16 *)a->inp + nv, a->n - nv);
-        CUDA_CHECK_LAUNCH();
-    }
-    return MT_OK;
+    return map_launch<MAP_GELU_GRAD>(be, "gelu_bwd", a->dinp, a->inp, a->dout, a->n);
+}
+
+mt_status mt_cuda_squared_relu_fwd(mt_backend *be, const mt_squared_relu_fwd_args *a) {
+    return map_launch<MAP_RELU2>(be, "squared_relu_fwd", a->out, a->inp, nullptr, a->n);
+}
+
+mt_status mt_cuda_squared_relu_bwd(mt_backend *be, const mt_squared_relu_bwd_args *a) {
+    return map_launch<MAP_RELU2_GRAD>(be, "squared_relu_bwd", a->dinp, a->inp, a->dout, a->n);
 }
 
 mt_status mt_cuda_swiglu_fwd(mt_backend *be, const mt_swiglu_fwd_args *a) {
@@ -202,21 +195,7 @@ mt_status mt_cuda_swiglu_bwd(mt_backend *be, const mt_swiglu_bwd_args *a) {
 }
 
 mt_status mt_cuda_add(mt_backend *be, const mt_add_args *a) {
-    if (a->n == 0) return MT_OK;
-    if (!a->out || !a->a || !a->b) return mt_errorf(MT_ERR_INTERNAL, "cuda add: NULL tensor (n=%zu)", a->n);
-    cudaStream_t s = mt_cuda_ctx_of(be)->stream;
-    const size_t nv = vec_part(a->n, a->out, a->a, a->b);
-    if (nv) {
-        map_vec_kernel<2><<<act_blocks(nv / 8), ACT_THREADS, 0, s>>>((bf16 *)a->out, (const bf16 *)a->a,
-                                                                      (const bf16 *)a->b, nv / 8);
-        CUDA_CHECK_LAUNCH();
-    }
-    if (a->n > nv) {
-        add_kernel<<<act_blocks(a->n - nv), ACT_THREADS, 0, s>>>((bf16 *)a->out + nv, (const bf16 *)a->a + nv,
-                                                                 (const bf16 *)a->b + nv, a->n - nv);
-        CUDA_CHECK_LAUNCH();
-    }
-    return MT_OK;
+    return map_launch<MAP_ADD>(be, "add", a->out, a->a, a->b, a->n);
 }
 
 mt_status mt_cuda_cast_f32_to_act(mt_backend *be, const mt_cast_args *a) {

@@ -153,6 +153,8 @@ static void cuda_fill_iface(struct mt_backend_i *t) {
     t->gelu_bwd = mt_cuda_gelu_bwd;
     t->swiglu_fwd = mt_cuda_swiglu_fwd;
     t->swiglu_bwd = mt_cuda_swiglu_bwd;
+    t->squared_relu_fwd = mt_cuda_squared_relu_fwd;
+    t->squared_relu_bwd = mt_cuda_squared_relu_bwd;
     t->add = mt_cuda_add;
     t->cast_f32_to_act = mt_cuda_cast_f32_to_act;
     t->sum = mt_cuda_sum;                       /* cuda_sum.cu */

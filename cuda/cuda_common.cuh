@@ -151,6 +151,8 @@ mt_status mt_cuda_gelu_fwd(mt_backend *be, const mt_gelu_fwd_args *a);
 mt_status mt_cuda_gelu_bwd(mt_backend *be, const mt_gelu_bwd_args *a);
 mt_status mt_cuda_swiglu_fwd(mt_backend *be, const mt_swiglu_fwd_args *a);
 mt_status mt_cuda_swiglu_bwd(mt_backend *be, const mt_swiglu_bwd_args *a);
+mt_status mt_cuda_squared_relu_fwd(mt_backend *be, const mt_squared_relu_fwd_args *a);
+mt_status mt_cuda_squared_relu_bwd(mt_backend *be, const mt_squared_relu_bwd_args *a);
 mt_status mt_cuda_add(mt_backend *be, const mt_add_args *a);
 mt_status mt_cuda_cast_f32_to_act(mt_backend *be, const mt_cast_args *a);
 

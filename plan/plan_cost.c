@@ -112,7 +112,7 @@ static double probe_attn_rate(const mt_device_probe *pr, int threads) {
 
 /* Bytes per token that one layer's forward elementwise and norm passes move on a rank: two norms
  * (read x, write y), two residual adds (read 2, write 1; with dropout the fused bias-dropout-add also
- * writes a 1-byte mask), the MLP activation (GELU reads F, writes F; SwiGLU reads 2F, writes F, per
+ * writes a 1-byte mask), the MLP activation (GELU or squared ReLU reads F, writes F; SwiGLU reads 2F, writes F, per
  * routed copy), rotary embeddings on Q and K. Replicated tensors split over tp with sp. */
 static double layer_elem_fwd_bytes(const dims *d, int t, int sp, double eb, double dropout) {
     const double rep = sp ? t : 1, C = d->C, Fl = d->K * d->F / t, swi = d->fc_rows > d->F;

@@ -16,10 +16,11 @@
 mt_status mt_model_check_backend(const mt_recipe *r, const mt_backend *be, char *missing, size_t n_bytes) {
     const struct mt_backend_i *i = be->i;
     const mt_layer_spec spec = mt_layer_spec_of(r);
-    int ln = mt_norm_is_layernorm(&spec.norm), sw = spec.mlp == MT_MLP_SWIGLU;
+    int ln = mt_norm_is_layernorm(&spec.norm), sw = spec.mlp == MT_MLP_SWIGLU, r2 = spec.mlp == MT_MLP_SQUARED_RELU;
     int tp = r->parallel.tensor > 1, moe = spec.moe, cp = r->parallel.context > 1;
     int use[MT_OP_USE_COUNT] = {[MT_OP_USE_ALL] = 1, [MT_OP_USE_LAYERNORM] = ln, [MT_OP_USE_RMSNORM] = !ln,
-                                [MT_OP_USE_GELU] = !sw, [MT_OP_USE_SWIGLU] = sw, [MT_OP_USE_ROPE] = spec.rope,
+                                [MT_OP_USE_GELU] = !sw && !r2, [MT_OP_USE_SWIGLU] = sw,
+                                [MT_OP_USE_SQUARED_RELU] = r2, [MT_OP_USE_ROPE] = spec.rope,
                                 [MT_OP_USE_TP] = tp, [MT_OP_USE_CP] = cp, [MT_OP_USE_MOE] = moe,
                                 [MT_OP_USE_ROWS] = cp || spec.qk_norm};
     struct { const char *name; int needed; const void *fn; } ops[] = { /* the ops of core/backend.h's list */

@@ -45,11 +45,12 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
             MT_CHECK(mt_moe_backward(m, A, l, x2, &dx));
             goto mlp_done;
         }
-        if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
-            MT_CHECK(mt_tp_row_bwd(tp, ACT(m, A, dfch_act), G(m, ix->fcproj_w, l), G(m, ix->fcproj_b, l), dresid, g,
+        if (m->pl.spec.mlp != MT_MLP_GELU) { /* dg = dresid Wfcproj, then back through the activation: SwiGLU
+                                                  from its own dg buffer, squared ReLU in place in dfch */
+            void *dg = m->pl.spec.mlp == MT_MLP_SWIGLU ? ACT(m, A, dfch_act) : ACT(m, A, dfch);
+            MT_CHECK(mt_tp_row_bwd(tp, dg, G(m, ix->fcproj_w, l), G(m, ix->fcproj_b, l), dresid, g,
                                    P(m, ix->fcproj_w, l), C, pl->F_r));
-            mt_swiglu_bwd_args sa = {.dinp = ACT(m, A, dfch), .dout = ACT(m, A, dfch_act), .inp = h, .N = N, .F = pl->F_r};
-            MT_CHECK(MT_BE_CALL(m->be, swiglu_bwd, &sa));
+            MT_CHECK(mt_model_mlp_act_bwd(m, ACT(m, A, dfch), dg, h, N));
         } else { /* dfch = (dresid Wfcproj) * gelu'(h): one op (dGeLU in the dinp GEMM's epilogue) */
             MT_CHECK(mt_tp_row_dgelu_bwd(tp, ACT(m, A, dfch), G(m, ix->fcproj_w, l),
                                          G(m, ix->fcproj_b, l), dresid, g, h, P(m, ix->fcproj_w, l), C, pl->F_r));

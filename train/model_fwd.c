@@ -3,7 +3,7 @@
  * tp = 1: no collective, no copy).
  * Layer (pre-norm):  x1 = norm1(x); qkv = col(x1, Wqkv) (+b); qk(q, k) (model_qk.c: rope); a = attn(qkv);
  *                    xm = x + row(a, Wproj) (+b); x2 = norm2(xm); h = col(x2, Wfc) (+b);
- *                    g = gelu(h) | swiglu(h); x' = xm + row(g, Wfcproj) (+b)
+ *                    g = gelu(h) | swiglu(h) | squared_relu(h); x' = xm + row(g, Wfcproj) (+b)
  * Pipeline stages run a part: layers [l0, l1), the embedding and / or the head.
  * Head: y = normf(x_L); logits = col(y, Wout) (Wout = wte when tied); vocab-parallel xent.
  * Tensor parallelism: col / row are Megatron's column- and row-parallel linears; attention
@@ -55,10 +55,9 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
         MT_CHECK(mt_moe_forward(m, A, l, x2, xm, xo));
         goto out;
     }
-    if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
+    if (m->pl.spec.mlp != MT_MLP_GELU) { /* h = x2 Wfc^T + b, then the activation (model_internal.h) */
         MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
-        mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = N, .F = pl->F_r};
-        MT_CHECK(MT_BE_CALL(m->be, swiglu_fwd, &sa));
+        MT_CHECK(mt_model_mlp_act_fwd(m, g, h, N));
     } else { /* h = x2 Wfc^T + b, g = gelu(h): one op (bias + GeLU in the GEMM's epilogue) */
         MT_CHECK(mt_tp_column_gelu_fwd(tp, g, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
     }

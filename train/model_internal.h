@@ -116,6 +116,31 @@ static inline mt_layer_acts mt_layer_acts_of(const mt_model *m, const mt_acts *A
     return v;
 }
 
+/* The MLP's activation of the layer spec over M rows of F_r hidden units, g (M, F_r) from h (M, fc_rows_r):
+ * gelu(h), swiglu(h) (h's rows [gate | up]) or squared_relu(h). The dense GeLU layer instead runs the fused
+ * GEMM + GeLU of the tensor-parallel layer (model_fwd.c / model_bwd.c); MoE experts and the others call these. */
+static inline mt_status mt_model_mlp_act_fwd(mt_model *m, void *g, const void *h, int M) {
+    const int F = m->pl.F_r;
+    if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
+        mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = M, .F = F};
+        return MT_BE_CALL(m->be, swiglu_fwd, &sa);
+    }
+    mt_gelu_fwd_args ea = {.out = g, .inp = h, .n = (size_t)M * F};
+    return m->pl.spec.mlp == MT_MLP_SQUARED_RELU ? MT_BE_CALL(m->be, squared_relu_fwd, &ea)
+                                                 : MT_BE_CALL(m->be, gelu_fwd, &ea);
+}
+/* dh (M, fc_rows_r) = from dg (M, F_r) through the activation at h; dh may be dg when not gated (in place) */
+static inline mt_status mt_model_mlp_act_bwd(mt_model *m, void *dh, const void *dg, const void *h, int M) {
+    const int F = m->pl.F_r;
+    if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
+        mt_swiglu_bwd_args sa = {.dinp = dh, .dout = dg, .inp = h, .N = M, .F = F};
+        return MT_BE_CALL(m->be, swiglu_bwd, &sa);
+    }
+    mt_gelu_bwd_args ea = {.dinp = dh, .dout = dg, .inp = h, .n = (size_t)M * F};
+    return m->pl.spec.mlp == MT_MLP_SQUARED_RELU ? MT_BE_CALL(m->be, squared_relu_bwd, &ea)
+                                                 : MT_BE_CALL(m->be, gelu_bwd, &ea);
+}
+
 /* the part hook (model.h), when set */
 static inline mt_status mt_model_part_hook(mt_model *m, int backward, int part) {
     return m->part_hook ? m->part_hook(m->part_hook_ctx, backward, part) : MT_OK;

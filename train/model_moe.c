@@ -74,13 +74,7 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
         mt_matmul_fwd_args f1 = {.out = h, .inp = (char *)L.xin + r0 * C * a, .weight = P(m, ix->efc_w, s),
                                  .bias = P(m, ix->efc_b, s), .M = M, .N = pl->fc_rows_r, .K = C};
         MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &f1));
-        if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
-            mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = M, .F = pl->F_r};
-            MT_CHECK(MT_BE_CALL(m->be, swiglu_fwd, &sa));
-        } else {
-            mt_gelu_fwd_args ga = {.out = g, .inp = h, .n = (size_t)M * pl->F_r};
-            MT_CHECK(MT_BE_CALL(m->be, gelu_fwd, &ga));
-        }
+        MT_CHECK(mt_model_mlp_act_fwd(m, g, h, M));
         /* the replicated output bias once over tp (tp rank 0), as the row-parallel layer adds it */
         mt_matmul_fwd_args f2 = {.out = (char *)ye + r0 * C * a, .inp = g, .weight = P(m, ix->efcproj_w, s),
                                  .bias = tp->rank == 0 ? P(m, ix->efcproj_b, s) : NULL, .M = M, .N = C, .K = pl->F_r};
@@ -125,13 +119,7 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
         mt_matmul_bwd_args b2 = {.dinp = dg, .dweight = G(m, ix->efcproj_w, s), .dbias = G(m, ix->efcproj_b, s),
                                  .dout = dyl, .inp = g, .weight = P(m, ix->efcproj_w, s), .M = M, .N = C, .K = pl->F_r};
         MT_CHECK(MT_BE_CALL(m->be, matmul_bwd, &b2));
-        if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
-            mt_swiglu_bwd_args sa = {.dinp = dh, .dout = dg, .inp = h, .N = M, .F = pl->F_r};
-            MT_CHECK(MT_BE_CALL(m->be, swiglu_bwd, &sa));
-        } else {
-            mt_gelu_bwd_args ga = {.dinp = dh, .dout = dg, .inp = h, .n = (size_t)M * pl->F_r};
-            MT_CHECK(MT_BE_CALL(m->be, gelu_bwd, &ga));
-        }
+        MT_CHECK(mt_model_mlp_act_bwd(m, dh, dg, h, M));
         /* the input gradient overwrites this expert's output-gradient rows (consumed above) */
         mt_matmul_bwd_args b1 = {.dinp = dyl, .dweight = G(m, ix->efc_w, s), .dbias = G(m, ix->efc_b, s), .dout = dh,
                                  .inp = (char *)L.xin + r0 * C * a, .weight = P(m, ix->efc_w, s), .M = M,

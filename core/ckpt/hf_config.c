@@ -38,7 +38,7 @@ static void write_gpt(FILE *f, const mt_hf_model *m, const char *dtype) {
     fprintf(f, "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n", m->V, m->max_pos,
             m->max_pos, m->C);
     fprintf(f, "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": %d,\n", m->L, m->H, m->F);
-    fprintf(f, "  \"activation_function\": \"gelu_new\",\n");
+    fprintf(f, "  \"activation_function\": \"%s\",\n", m->squared_relu ? "relu2" : "gelu_new");
     key_float(f, "layer_norm_epsilon", m->norm_eps, ",\n");
     fprintf(f, "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n");
     key_float(f, "initializer_range", m->init_std, ",\n");

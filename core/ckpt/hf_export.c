@@ -26,7 +26,7 @@ static mt_status unsupported(const mt_recipe *r, const char *key, const char *fm
             ? "Hugging Face's LlamaForCausalLM cannot express this model; export supports llama with "
               "model.position: rope, model.norm: rmsnorm, model.activation: swiglu"
             : "Hugging Face's GPT2LMHeadModel cannot express this model; export supports gpt with "
-              "model.position: learned, model.norm: layernorm, model.activation: gelu, "
+              "model.position: learned, model.norm: layernorm, model.activation: gelu or squared_relu, "
               "model.tie_embeddings: true, model.bias: true, model.kv_heads = model.heads";
     return mt_errorf(MT_ERR_UNSUPPORTED, "%s: %s (%s): %s", key, why, mt_recipe_where(r, key, where, sizeof where),
                      tail);
@@ -72,7 +72,7 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     if (c->arch == MT_ARCH_GPT) {
         if (c->position != MT_POS_LEARNED) return unsupported(r, "model.position", "rope");
         if (c->norm != MT_NORM_LAYERNORM) return unsupported(r, "model.norm", "rmsnorm");
-        if (c->activation != MT_ACT_GELU) return unsupported(r, "model.activation", "swiglu");
+        if (c->activation == MT_ACT_SWIGLU) return unsupported(r, "model.activation", "swiglu");
         if (!c->tie_embeddings)
             return unsupported(r, "model.tie_embeddings", "false: GPT-2's output layer is the word embedding");
         if (!c->bias) return unsupported(r, "model.bias", "false: GPT-2's layers all have biases");
@@ -83,7 +83,9 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
         if (c->position != MT_POS_ROPE) return unsupported(r, "model.position", "learned");
         if (c->norm != MT_NORM_RMSNORM) return unsupported(r, "model.norm", "layernorm");
         if (c->activation != MT_ACT_SWIGLU)
-            return unsupported(r, "model.activation", "gelu: Llama's MLP is the gated down(silu(gate) * up)");
+            return unsupported(r, "model.activation", "%s: Llama's MLP is the gated down(silu(gate) * up) (a "
+                               "squared-ReLU model exports with model.arch gpt, as GPT-2 with activation_function "
+                               "relu2)", c->activation == MT_ACT_GELU ? "gelu" : "squared_relu");
     }
     if (c->head_dim > 0 && c->head_dim * c->heads != c->hidden)
         return unsupported(r, "model.head_dim", "%d: a head size other than hidden / heads is not exported yet",
@@ -103,6 +105,7 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     m->tied = c->tie_embeddings;
     m->bias = c->bias;
     m->norm_1p = c->norm_1p;
+    m->squared_relu = c->activation == MT_ACT_SQUARED_RELU;
     m->norm_eps = c->norm_eps;
     m->rope_theta = c->rope_theta;
     m->init_std = c->init_std;

@@ -43,6 +43,8 @@ typedef struct {
     int L, C, H, KV, D, F, V, max_pos;
     int tied, bias;
     int norm_1p;  /* zero-centred gamma (model.norm_1p): the norm weights export as 1 + w, an ordinary norm */
+    int squared_relu; /* the MLP's activation is relu(x)^2 (model.activation squared_relu): GPT-2's
+                         activation_function "relu2" (transformers' ReLUSquaredActivation) */
     int E, top_k; /* experts per layer and experts per token (0, 0: dense) */
     float aux_coeff; /* the load-balancing loss weight (config.json's router_aux_loss_coef; training only) */
     float norm_eps, rope_theta, init_std;
@@ -50,7 +52,7 @@ typedef struct {
 } mt_hf_model;
 
 /* The model of a validated recipe. MT_ERR_UNSUPPORTED naming the recipe key when transformers'
- * class for the arch cannot express it (gpt: learned positions, layernorm, gelu, tied, biases,
+ * class for the arch cannot express it (gpt: learned positions, layernorm, gelu or squared ReLU, tied, biases,
  * kv_heads = heads, no experts; llama: rope, rmsnorm, swiglu; with experts also no biases, the
  * renormalised router, every layer sparse). bos / eos are set to -1. */
 mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m);

@@ -132,7 +132,7 @@ typedef struct {
     field_kind kind;
     double want;         /* F_NUMBER: the recipe's value; F_BOOL: 0 / 1 */
     double dflt;         /* transformers' default when the key is absent (F_NUMBER, F_BOOL) */
-    const char *want_s;  /* F_STRING: the accepted value (the default too) */
+    const char *want_s;  /* F_STRING: the accepted value (the default too unless dflt is 1) */
     const char *key;     /* the recipe key, for the message ("" = none can express another value) */
 } fn_field;
 
@@ -159,7 +159,7 @@ static mt_status check_fn_field(const mt_json_node *root, const fn_field *f, con
         ok = got == (int)f->want;
         break;
     }
-    case F_STRING: ok = !v || (v->type == MT_JSON_STRING && !strcmp(v->str, f->want_s)); break;
+    case F_STRING: ok = !v ? f->dflt == 0 : v->type == MT_JSON_STRING && !strcmp(v->str, f->want_s); break;
     case F_NONE:
         ok = !v || v->type == MT_JSON_NULL || v->type == MT_JSON_FALSE || (v->type == MT_JSON_NUMBER && v->number == 0) ||
              (v->type == MT_JSON_ARRAY && v->n_items == 0);
@@ -222,7 +222,9 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
     }
     const fn_field gpt[] = {
         {"layer_norm_epsilon", F_NUMBER, m->norm_eps, 1e-5, NULL, "model.norm_eps"},
-        {"activation_function", F_STRING, 0, 0, "gelu_new", ""},
+        /* GPT2Config's default gelu_new; relu2 for a squared-ReLU recipe (an absent key is gelu_new) */
+        {"activation_function", F_STRING, 0, m->squared_relu, m->squared_relu ? "relu2" : "gelu_new",
+         "model.activation"},
         {"scale_attn_weights", F_BOOL, 1, 1, NULL, ""},
         {"scale_attn_by_inverse_layer_idx", F_BOOL, 0, 0, NULL, ""},
         {"tie_word_embeddings", F_BOOL, 1, 1, NULL, ""},

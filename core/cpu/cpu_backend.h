@@ -47,6 +47,8 @@ mt_status mt_cpu_gelu_fwd(mt_backend *be, const mt_gelu_fwd_args *a);
 mt_status mt_cpu_gelu_bwd(mt_backend *be, const mt_gelu_bwd_args *a);
 mt_status mt_cpu_swiglu_fwd(mt_backend *be, const mt_swiglu_fwd_args *a);
 mt_status mt_cpu_swiglu_bwd(mt_backend *be, const mt_swiglu_bwd_args *a);
+mt_status mt_cpu_squared_relu_fwd(mt_backend *be, const mt_squared_relu_fwd_args *a);
+mt_status mt_cpu_squared_relu_bwd(mt_backend *be, const mt_squared_relu_bwd_args *a);
 mt_status mt_cpu_add(mt_backend *be, const mt_add_args *a);
 mt_status mt_cpu_sum(mt_backend *be, const mt_sum_args *a);
 mt_status mt_cpu_cast_f32_to_act(mt_backend *be, const mt_cast_args *a);

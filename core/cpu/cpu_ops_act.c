@@ -1,4 +1,4 @@
-/* cpu_ops_act.c — elementwise ops on the CPU: GeLU (tanh approximation), SwiGLU, add, the
+/* cpu_ops_act.c — elementwise ops on the CPU: GeLU (tanh approximation), SwiGLU, squared ReLU, add, the
  * (squared) sum used for norms and losses, and the f32 -> act cast (a copy on this fp32
  * backend).
  * Rules: activation gradients are overwritten (=); inner loops are straight-line fp32 code the
@@ -82,6 +82,30 @@ mt_status mt_cpu_swiglu_bwd(mt_backend *be, const mt_swiglu_bwd_args *a) {
         }
     }
     return MT_OK;
+}
+
+/* squared ReLU: y = r^2, dy/dx = 2 r, r = max(x, 0) (x > 0 ? x : 0, so the gradient at 0 is 0).
+ * out = y (dout NULL: forward) or dout * dy/dx (backward; out may be dout). */
+static mt_status squared_relu_map(mt_backend *be, const char *op, float *out, const float *inp, const float *dout,
+                                  size_t n_elems, int backward) {
+    const int nt = mt_cpu_nt(be);
+    if (n_elems == 0) return MT_OK;
+    if (!out || !inp || (backward && !dout)) return mt_errorf(MT_ERR_INTERNAL, "cpu %s: NULL tensor (n=%zu)", op, n_elems);
+    const long n = (long)n_elems;
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= MT_CPU_PAR_MIN)
+    for (long i = 0; i < n; i++) {
+        const float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        out[i] = backward ? dout[i] * 2.0f * r : r * r;
+    }
+    return MT_OK;
+}
+
+mt_status mt_cpu_squared_relu_fwd(mt_backend *be, const mt_squared_relu_fwd_args *a) {
+    return squared_relu_map(be, "squared_relu_fwd", a->out, a->inp, NULL, a->n, 0);
+}
+
+mt_status mt_cpu_squared_relu_bwd(mt_backend *be, const mt_squared_relu_bwd_args *a) {
+    return squared_relu_map(be, "squared_relu_bwd", a->dinp, a->inp, a->dout, a->n, 1);
 }
 
 mt_status mt_cpu_add(mt_backend *be, const mt_add_args *a) {

@@ -17,7 +17,9 @@ mt_layer_spec mt_layer_spec_of(const mt_recipe *r) {
     s.rope_interleaved = s.rope && m->rope_interleaved;
     /* Megatron's layer specs (gpt_layer_specs.py): L2Norm if qk_l2_norm, else the qk layernorm */
     s.qk_norm = m->qk_l2_norm ? MT_QK_NORM_L2 : m->qk_layernorm ? MT_QK_NORM_LEARNED : MT_QK_NORM_NONE;
-    s.mlp = m->activation == MT_ACT_SWIGLU ? MT_MLP_SWIGLU : MT_MLP_GELU;
+    s.mlp = m->activation == MT_ACT_SWIGLU         ? MT_MLP_SWIGLU
+            : m->activation == MT_ACT_SQUARED_RELU ? MT_MLP_SQUARED_RELU
+                                                   : MT_MLP_GELU;
     s.moe = m->moe.experts > 0;
     s.bias = m->bias;
     return s;

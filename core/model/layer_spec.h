@@ -1,6 +1,6 @@
 /* layer_spec.h — the transformer layer described once: which norm (LayerNorm / RMSNorm, its bias,
  * Megatron's zero-centred gamma), which attention (rotary or learned positions, a norm on each
- * query and key head), which MLP (GeLU, SwiGLU, mixture of experts) and whether the linear layers
+ * query and key head), which MLP (GeLU, SwiGLU, squared ReLU, mixture of experts) and whether the linear layers
  * carry biases. Built from the recipe (mt_layer_spec_of) into the parameter layout (pl.spec), and
  * read from there by everything that runs or counts a layer: the parameter table
  * (model_layout.c), the training forward and backward (train/model_fwd.c, model_bwd.c), the
@@ -19,7 +19,10 @@ typedef struct {
     float eps;
 } mt_norm_spec;
 
-typedef enum { MT_MLP_GELU = 0, MT_MLP_SWIGLU } mt_mlp_kind;
+/* the MLP's activation: GeLU (tanh approximation; fused into the fc GEMM where the backend can),
+ * SwiGLU (gated: the fc rows are [gate; up], out = silu(gate) * up), squared ReLU (relu(h)^2,
+ * Megatron's squared_relu in megatron/core/activations.py, --squared-relu; not gated) */
+typedef enum { MT_MLP_GELU = 0, MT_MLP_SWIGLU, MT_MLP_SQUARED_RELU } mt_mlp_kind;
 
 /* the norm on each query and key head: none, a learned norm of the model's kind, or the
  * weightless L2 norm (RMSNorm with a weight of ones that is no parameter) */

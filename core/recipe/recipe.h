@@ -19,7 +19,7 @@
 
 typedef enum { MT_ARCH_GPT = 0, MT_ARCH_LLAMA } mt_arch;
 typedef enum { MT_NORM_LAYERNORM = 0, MT_NORM_RMSNORM } mt_norm;
-typedef enum { MT_ACT_GELU = 0, MT_ACT_SWIGLU } mt_act;
+typedef enum { MT_ACT_GELU = 0, MT_ACT_SWIGLU, MT_ACT_SQUARED_RELU } mt_act;
 typedef enum { MT_POS_LEARNED = 0, MT_POS_ROPE } mt_pos;
 typedef enum { MT_DECAY_COSINE = 0, MT_DECAY_LINEAR, MT_DECAY_CONSTANT, MT_DECAY_INV_SQRT, MT_DECAY_WSD } mt_decay;
 typedef enum { MT_WSD_LINEAR = 0, MT_WSD_COSINE, MT_WSD_EXPONENTIAL, MT_WSD_MINUS_SQRT } mt_wsd_decay;
@@ -44,7 +44,7 @@ typedef struct {
     int seq_length;        /* T */
     int max_position;      /* learned position table rows (0 = seq_length) */
     mt_norm norm;          /* layernorm | rmsnorm */
-    mt_act activation;     /* gelu | swiglu */
+    mt_act activation;     /* gelu | swiglu | squared_relu */
     mt_pos position;       /* learned | rope */
     int tie_embeddings;    /* bool */
     int bias;              /* bool: biases in linear layers (gpt: true, llama: false) */

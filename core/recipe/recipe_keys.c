@@ -21,7 +21,7 @@
 
 static const char *const arch_names[] = { "gpt", "llama", NULL };
 static const char *const norm_names[] = { "layernorm", "rmsnorm", NULL };
-static const char *const act_names[] = { "gelu", "swiglu", NULL };
+static const char *const act_names[] = { "gelu", "swiglu", "squared_relu", NULL };
 static const char *const pos_names[] = { "learned", "rope", NULL };
 static const char *const decay_names[] = { "cosine", "linear", "constant", "inverse-square-root", "WSD", NULL };
 static const char *const wsd_names[] = { "linear", "cosine", "exponential", "minus_sqrt", NULL };
@@ -56,7 +56,8 @@ const mt_recipe_key mt_recipe_keys[] = {
          "rows of the learned position table; 0 or auto = seq_length", MT_KF_AUTO),
     ROW("model.norm", MT_KEY_ENUM, model.norm, "layernorm", 0, 0, "", "normalisation layer",
         norm_names, MT_KF_ARCH, "gpt: `layernorm`, llama: `rmsnorm`"),
-    ROW("model.activation", MT_KEY_ENUM, model.activation, "gelu", 0, 0, "", "MLP activation",
+    ROW("model.activation", MT_KEY_ENUM, model.activation, "gelu", 0, 0, "", "MLP activation: gelu (tanh approximation), swiglu (gated: silu(gate) * up), "
+        "squared_relu (relu(x)^2, Megatron's --squared-relu; not gated)",
         act_names, MT_KF_ARCH, "gpt: `gelu`, llama: `swiglu`"),
     ROW("model.position", MT_KEY_ENUM, model.position, "learned", 0, 0, "",
         "position encoding", pos_names, MT_KF_ARCH, "gpt: `learned`, llama: `rope`"),

@@ -176,7 +176,8 @@ static const meg_flag meg_flags[] = {
     { "--fp8-recipe", 1, MEG_SUBST, "see --fp8-format" },
     { "--apply-query-key-layer-scaling", 0, MEG_ACCEPT, "the same attention: Megatron divides Q.K^T by the layer number and multiplies it back in the fp32 softmax (an fp16 range guard); mtrain's softmax is fp32" },
     { "--apply-wd-to-qk-layernorm", 0, MEG_REFUSE, "weight decay on the query/key norm weights is not implemented (mtrain never decays norm weights); drop it" },
-    { "--squared-relu", 0, MEG_REFUSE, "the squared-ReLU activation is not implemented (gelu, swiglu); drop it" },
+    { "--squared-relu", 0, MEG_RULE, "model.activation squared_relu: the MLP computes relu(x)^2 (not gated); "
+      "refused with --swiglu, as Megatron asserts" },
     { "--rotary-interleaved", 0, MEG_RULE, "model.rope_interleaved true: RoPE rotates adjacent channel pairs "
       "(2i, 2i+1) instead of the two halves of each head" },
     { "--attention-output-gate", 0, MEG_REFUSE, "a gated attention output is not implemented" },
@@ -586,6 +587,17 @@ static void apply_more_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems
     }
 }
 
+/* --squared-relu: Megatron's squared_relu (megatron/core/activations.py) as the MLP's activation;
+ * megatron/training/arguments.py asserts it is not combined with --swiglu */
+static void squared_relu_rule(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) {
+    if (!seen(s, "--squared-relu")) return;
+    const char *by = r->origin.flag[mt_recipe_key_find("model.activation")];
+    if (r->model.activation == MT_ACT_SWIGLU && by && !strcmp(by, "--swiglu"))
+        mt_recipe_problem_status(P, bad("--squared-relu", NULL, "not with --swiglu (Megatron asserts the same): "
+                                        "squared ReLU replaces the activation of a non-gated MLP; drop one"));
+    else mt_recipe_problem_status(P, set(r, "model.activation", "squared_relu", "--squared-relu"));
+}
+
 mt_status mt_recipe_take_megatron(mt_recipe *r, int *argc, char **argv, void **state, mt_recipe_problems *P) {
     meg_seen *s = calloc(1, sizeof *s);
     *state = s;
@@ -599,6 +611,7 @@ mt_status mt_recipe_finish_megatron(mt_recipe *r, void *state, mt_recipe_problem
     const meg_seen *s = state;
     apply_rules(r, s, P);
     apply_more_rules(r, s, P);
+    squared_relu_rule(r, s, P);
     for (int i = 0; i < n_meg_flags; i++) {
         if (!s->value[i] || (meg_flags[i].kind != MEG_ACCEPT && meg_flags[i].kind != MEG_SUBST)) continue;
         if (meg_flags[i].kind == MEG_SUBST && !strcmp(meg_flags[i].flag, "--fp16"))

@@ -22,7 +22,7 @@ host_copy() { # host_copy SRC.cu DST.cpp N_LAUNCHES: the file with its kernel la
 }
 host_copy cuda/cuda_attention_tc.cu "$out/attention_tc_host.cpp" 3
 host_copy cuda/cuda_xent.cu "$out/xent_host.cpp" 4
-host_copy cuda/cuda_act.cu "$out/act_host.cpp" 10
+host_copy cuda/cuda_act.cu "$out/act_host.cpp" 6
 host_copy cuda/cuda_layernorm.cu "$out/layernorm_host.cpp" 5
 host_copy cuda/cuda_init.cu "$out/init_host.cpp" 1
 host_copy cuda/cuda_embed.cu "$out/embed_host.cpp" 4

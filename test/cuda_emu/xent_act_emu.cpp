@@ -1,5 +1,5 @@
 /* xent_act_emu.cpp — runs cuda/cuda_xent.cu's fused cross-entropy (the one-pass statistics, its
- * 16-byte vector path and its scalar path) and cuda/cuda_act.cu's vectorised GeLU / add / cast
+ * 16-byte vector path and its scalar path) and cuda/cuda_act.cu's vectorised GeLU / squared ReLU / add / cast
  * (vector body and scalar tail) on the CPU under test/cuda_emu/inc, against the CPU backend.
  * Tolerances as test/ops/cuda_parity_check.h: 1e-4 (bf16 outputs), 1e-6 (fp32 losses).
  * Built and run by test/cuda_emu/run.sh. */
@@ -19,7 +19,7 @@ static void xent(int N, int V, int Vp) {
     free(g);
 }
 static void act(size_t n, size_t offset) {
-    printf("  gelu/add/cast n=%zu offset=%zu (%s)\n", n, offset, offset ? "unaligned: scalar" : "16-byte body + scalar tail");
+    printf("  gelu/squared_relu/add/cast n=%zu offset=%zu (%s)\n", n, offset, offset ? "unaligned: scalar" : "16-byte body + scalar tail");
     std::vector<float> x(n), y(n), d(n), f(n), o(n);
     for (size_t i = 0; i < n; i++) x[i] = rb(3.0f * frand()), y[i] = rb(frand()), d[i] = rb(frand()), f[i] = 2.0f * frand();
     bf16 *gx = to_bf16(x), *gy = to_bf16(y), *gd = to_bf16(d), *go = (bf16 *)aligned_alloc(256, n * 2 + 256 + 64);
@@ -31,6 +31,13 @@ static void act(size_t n, size_t offset) {
     mt_gelu_bwd_args bc = {o.data(), d.data(), x.data(), n}, bg = {xo, gd, gx, n};
     MT_BE_CALL(&g_cpu, gelu_bwd, &bc); mt_cuda_gelu_bwd(&g_be, &bg);
     cmp("gelu bwd", from_bf16(xo, n).data(), o.data(), n, 1e-4);
+    for (int bwd = 0; bwd < 2; bwd++) { /* squared ReLU forward, then backward (dout = d) */
+        mt_squared_relu_fwd_args fc = {o.data(), x.data(), n}, fg = {xo, gx, n};
+        mt_squared_relu_bwd_args bc = {o.data(), d.data(), x.data(), n}, bg = {xo, gd, gx, n};
+        if (bwd) MT_BE_CALL(&g_cpu, squared_relu_bwd, &bc), mt_cuda_squared_relu_bwd(&g_be, &bg);
+        else MT_BE_CALL(&g_cpu, squared_relu_fwd, &fc), mt_cuda_squared_relu_fwd(&g_be, &fg);
+        cmp(bwd ? "squared_relu bwd" : "squared_relu fwd", from_bf16(xo, n).data(), o.data(), n, 1e-4);
+    }
     mt_add_args ac = {o.data(), x.data(), y.data(), n}, ag = {xo, gx, gy, n};
     MT_BE_CALL(&g_cpu, add, &ac); mt_cuda_add(&g_be, &ag);
     cmp("add", from_bf16(xo, n).data(), o.data(), n, 1e-4);

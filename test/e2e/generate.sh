@@ -54,4 +54,20 @@ gen "$TMP/l2-kv" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5
 gen "$TMP/l2-full" configs/llama-tiny.yaml "$TMP/l2" "${S[@]}" --seed 5 --no-kv-cache
 [ "$(ids "$TMP/l2-kv.err")" = "$(ids "$TMP/l2-full.err")" ] || fail "qk L2 norm: KV cache and full recomputation differ"
 echo "llama-tiny qk L2 norm: KV cache == full recomputation (sampled)"
+# squared ReLU (--squared-relu): both decoders agree; its checkpoint records model.activation, so
+# loading it under the recipe's default gelu is refused, naming the key
+X=(--squared-relu)
+"$MTRAIN" --config configs/gpt-tiny.yaml "${X[@]}" --train-iters 4 --micro-batch-size 2 --global-batch-size 2 \
+  --set logging.eval_interval=0 --set logging.interval=4 --save "$TMP/r2" >"$TMP/r2.log" 2>&1 \
+  || { tail "$TMP/r2.log"; fail "gpt-tiny squared ReLU training failed"; }
+gen "$TMP/r2-kv" configs/gpt-tiny.yaml "$TMP/r2" "${S[@]}" --seed 5
+gen "$TMP/r2-full" configs/gpt-tiny.yaml "$TMP/r2" "${S[@]}" --seed 5 --no-kv-cache
+[ "$(ids "$TMP/r2-kv.err")" = "$(ids "$TMP/r2-full.err")" ] || fail "squared ReLU: KV cache and full recomputation differ"
+echo "gpt-tiny squared ReLU: KV cache == full recomputation (sampled)"
+if "$MTRAIN" generate --config configs/gpt-tiny.yaml --load "$TMP/r2" --prompt "And God said" --max-new-tokens 4 \
+  >/dev/null 2>"$TMP/r2-gelu.err"; then
+  fail "a squared-ReLU checkpoint loaded under model.activation gelu"
+fi
+grep -q "model.activation" "$TMP/r2-gelu.err" || { cat "$TMP/r2-gelu.err"; fail "no model.activation in the refusal"; }
+echo "refused: $(grep -m1 'model.activation' "$TMP/r2-gelu.err" | cut -c1-160)"
 echo "generate: ok"

@@ -70,4 +70,18 @@ PYEOF
 else
   echo "SKIP: no python3 for the header edits (missing / misshapen tensor cases)"
 fi
+# squared ReLU (--squared-relu) exports as GPT-2 with activation_function "relu2"; the import takes it
+# back under a squared-ReLU recipe (re-export byte for byte) and refuses it under gelu, naming the key
+"$MTRAIN" --config configs/gpt-tiny.yaml --squared-relu "${BASE[@]}" --train-iters 1 --save "$TMP/r2-ck" \
+  >"$TMP/r2-train.log" 2>&1 || { tail "$TMP/r2-train.log"; fail "squared ReLU: training failed"; }
+"$MTRAIN" export --load "$TMP/r2-ck" --format hf --output "$TMP/r2-hf" >"$TMP/r2-export.log" 2>&1 \
+  || { cat "$TMP/r2-export.log"; fail "squared ReLU: export failed"; }
+grep -q '"activation_function": "relu2"' "$TMP/r2-hf/config.json" || fail "squared ReLU: config.json without relu2"
+"$MTRAIN" import --format hf --input "$TMP/r2-hf" --save "$TMP/r2-imported" --config configs/gpt-tiny.yaml \
+  --squared-relu >"$TMP/r2-import.log" 2>&1 || { cat "$TMP/r2-import.log"; fail "squared ReLU: import failed"; }
+"$MTRAIN" export --load "$TMP/r2-imported" --format hf --output "$TMP/r2-hf2" >/dev/null 2>&1 \
+  || fail "squared ReLU: export of the import failed"
+cmp "$TMP/r2-hf/model.safetensors" "$TMP/r2-hf2/model.safetensors" || fail "squared ReLU: the import changed weights"
+echo "squared ReLU: exported as relu2, import of the export re-exports byte for byte"
+expect_fail relu2-as-gelu "model.activation" --input "$TMP/r2-hf" --save "$TMP/e5" --config configs/gpt-tiny.yaml
 echo "hf import: ok"

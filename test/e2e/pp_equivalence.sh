@@ -85,3 +85,6 @@ serial llama1l2 "${LLAMA[@]}" --qk-l2-norm
 parallel llama1l2 "llama qk-l2-norm pp=2" 2 2 "${LLAMA[@]}" --qk-l2-norm
 serial gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
 parallel gpt1qk1p "gpt qk-layernorm 1p pp=2" 2 2 "${GPT[@]}" --qk-layernorm --apply-layernorm-1p
+# squared ReLU (--squared-relu) on gpt against its own serial run, same tolerances
+serial gpt1r2 "${GPT[@]}" --squared-relu
+parallel gpt1r2 "gpt squared-relu pp=2" 2 2 "${GPT[@]}" --squared-relu

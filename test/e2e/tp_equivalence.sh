@@ -67,3 +67,7 @@ serial llama1l2 "${LLAMA[@]}" --qk-l2-norm
 parallel llama1l2 "llama qk-l2-norm tp=2 sp" 2 2 "${LLAMA[@]}" --qk-l2-norm --sequence-parallel
 serial llama1hd "${LLAMA[@]}" --kv-channels 48 --qk-layernorm
 parallel llama1hd "llama kv-channels 48 tp=2 sp" 2 2 "${LLAMA[@]}" --kv-channels 48 --qk-layernorm --sequence-parallel
+# squared ReLU (--squared-relu: relu(h)^2 on the non-gated MLP, each rank's F/tp hidden units and
+# their fc bias), gpt at tp=2 + SP against its own serial run, same tolerances
+serial gpt1r2 "${GPT[@]}" --squared-relu
+parallel gpt1r2 "gpt squared-relu tp=2 sp" 2 2 "${GPT[@]}" --squared-relu --sequence-parallel

@@ -1,5 +1,5 @@
 /* test_cpu_ops.c — the CPU backend's dense ops against a naive double-precision reference written
- * here, independently of core/cpu/cpu_ops_*.c: GEMM, layernorm / rmsnorm, GeLU / SwiGLU (and the
+ * here, independently of core/cpu/cpu_ops_*.c: GEMM, layernorm / rmsnorm, GeLU / SwiGLU / squared ReLU (and the
  * backend's expf under them), add / sum / cast, RoPE and flash attention. The embedding, the
  * cross-entropy, AdamW, run-to-run determinism and the backend object are in
  * test_cpu_ops_train.c; the comparisons both use (forward vs the double reference on the same
@@ -206,13 +206,15 @@ static double ref_silu(double x) { return x / (1.0 + exp(-x)); }
 typedef struct {
     double *x, *g, *out;
     size_t n;
-    int F; /* swiglu: rows of 2F inputs; 0 = gelu */
+    int F; /* swiglu: rows of 2F inputs; 0 = gelu; -1 = squared ReLU */
 } ew_ctx;
+
+static double ref_squared_relu(double x) { return x > 0 ? x * x : 0.0; }
 
 static double ew_loss(void *p) {
     ew_ctx *c = p;
-    if (c->F == 0) {
-        for (size_t i = 0; i < c->n; i++) c->out[i] = ref_gelu(c->x[i]);
+    if (c->F <= 0) {
+        for (size_t i = 0; i < c->n; i++) c->out[i] = c->F ? ref_squared_relu(c->x[i]) : ref_gelu(c->x[i]);
         return dot_gd(c->g, c->out, c->n);
     }
     const size_t N = c->n / (size_t)c->F;
@@ -240,6 +242,31 @@ static void test_gelu(void) {
     mt_gelu_bwd_args ba = {dinp, g, x, n};
     OK(MT_BE_CALL(&be, gelu_bwd, &ba));
     fd_check("gelu_bwd dinp(=)", ew_loss, &c, c.x, n, dinp, NULL, n, 1e-4, 1e-6);
+    free(x), free(out), free(g), free(dinp), free(want), free(c.x), free(c.g), free(c.out);
+}
+
+/* squared ReLU (Megatron's squared_relu): the forward is one fp32 product of exact inputs, so within one
+ * rounding (rtol 1e-7) of the double reference; the backward against central differences (x = 0 exactly:
+ * the kink, fd = g h / 2 ~ 5e-7 vs analytic 0, inside atol), then once more in place (dinp == dout) */
+static void test_squared_relu(void) {
+    const size_t n = 1003;
+    float *x = frand(n, -6, 6);
+    x[0] = 0.0f, x[1] = -12.0f, x[2] = 12.0f, x[3] = 1e-4f, x[4] = -1e-4f;
+    float *out = fconst(n, 777.0f);
+    mt_squared_relu_fwd_args fa = {out, x, n};
+    OK(MT_BE_CALL(&be, squared_relu_fwd, &fa));
+    ew_ctx c = {dcopy(x, n), NULL, dzeros(n), n, -1};
+    double *want = dzeros(n);
+    for (size_t i = 0; i < n; i++) want[i] = ref_squared_relu(c.x[i]);
+    check_close("squared_relu_fwd", out, want, n, 1e-7, 0.0);
+    float *g = frand(n, -1, 1), *dinp = fconst(n, 777.0f);
+    c.g = dcopy(g, n);
+    mt_squared_relu_bwd_args ba = {dinp, g, x, n};
+    OK(MT_BE_CALL(&be, squared_relu_bwd, &ba));
+    fd_check("squared_relu_bwd dinp(=)", ew_loss, &c, c.x, n, dinp, NULL, n, 1e-4, 1e-6);
+    mt_squared_relu_bwd_args bi = {g, g, x, n}; /* in place, as the model's dense MLP backward runs it */
+    OK(MT_BE_CALL(&be, squared_relu_bwd, &bi));
+    CHECKF(memcmp(g, dinp, n * sizeof *g) == 0, "squared_relu_bwd in place differs from out of place");
     free(x), free(out), free(g), free(dinp), free(want), free(c.x), free(c.g), free(c.out);
 }
 
@@ -534,6 +561,7 @@ static void test_all_ops(void) {
     test_norm(3, 300, 0);
 
     test_gelu();
+    test_squared_relu();
     test_swiglu(7, 5);
     test_swiglu(9, 33);
     test_add_sum_cast();

@@ -264,10 +264,10 @@ static void test_init_normal(size_t n, uint64_t offset) {
     pair_free(&t);
 }
 
-/* ---- elementwise: gelu, swiglu, add, cast ---- */
+/* ---- elementwise: gelu, squared ReLU, swiglu, add, cast ---- */
 
 static void test_elementwise(size_t n, int N, int F) {
-    printf("  gelu/add/cast n=%zu, swiglu N=%d F=%d\n", n, N, F);
+    printf("  gelu/squared_relu/add/cast n=%zu, swiglu N=%d F=%d\n", n, N, F);
     float *h_x = host_rand(n, 3.0f, 0.0f), *h_y = host_rand(n, 1.0f, 0.0f), *h_d = host_rand(n, 1.0f, 0.0f);
     float *h_f32 = malloc(n * sizeof(float) + 1);
     for (size_t i = 0; i < n; i++) h_f32[i] = 2.0f * frand(); /* not bf16-exact: the cast rounds */
@@ -285,6 +285,14 @@ static void test_elementwise(size_t n, int N, int F) {
     mt_gelu_bwd_args gbc = {out.cpu, d.cpu, x.cpu, n}, gbg = {out.gpu, d.gpu, x.gpu, n};
     RUN_BOTH(gelu_bwd, gbc, gbg);
     compare("gelu bwd dinp = (act)", &out, 1, NULL, TOL_ACT);
+
+    for (int bwd = 0; bwd < 2; bwd++) { /* squared ReLU forward, then backward (dout = d) */
+        mt_squared_relu_fwd_args rfc = {out.cpu, x.cpu, n}, rfg = {out.gpu, x.gpu, n};
+        mt_squared_relu_bwd_args rbc = {out.cpu, d.cpu, x.cpu, n}, rbg = {out.gpu, d.gpu, x.gpu, n};
+        if (bwd) RUN_BOTH(squared_relu_bwd, rbc, rbg);
+        else RUN_BOTH(squared_relu_fwd, rfc, rfg);
+        compare(bwd ? "squared_relu bwd dinp = (act)" : "squared_relu fwd out (act)", &out, 1, NULL, TOL_ACT);
+    }
 
     mt_add_args ac = {out.cpu, x.cpu, y.cpu, n}, ag = {out.gpu, x.gpu, y.gpu, n};
     RUN_BOTH(add, ac, ag);

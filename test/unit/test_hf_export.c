@@ -271,6 +271,16 @@ static void test_config(void) {
     CHECK(a && a->type == MT_JSON_ARRAY && a->n_items == 1 && !strcmp(a->items[0].str, "GPT2LMHeadModel"));
     CHECK(!strcmp(get(gd.root, "model_type", MT_JSON_STRING)->str, "gpt2"));
     CHECK(!strcmp(get(gd.root, "activation_function", MT_JSON_STRING)->str, "gelu_new"));
+    {   /* a squared-ReLU gpt: transformers' "relu2" (ReLUSquaredActivation) */
+        mt_hf_model r2 = g;
+        r2.squared_relu = 1;
+        char *rt = text_of(mt_hf_write_config, &r2, "float32");
+        mt_json_doc rd;
+        CHECK(mt_json_doc_parse(&rd, rt, strlen(rt), "relu2 config") == MT_OK);
+        CHECK(!strcmp(get(rd.root, "activation_function", MT_JSON_STRING)->str, "relu2"));
+        mt_json_doc_free(&rd);
+        free(rt);
+    }
     static const struct { const char *key; int value; } g_ints[] = {
         {"vocab_size", 37}, {"n_positions", 9}, {"n_ctx", 9},   {"n_embd", 12},
         {"n_layer", 3},     {"n_head", 4},      {"n_inner", 20}, {"eos_token_id", 36},
@@ -407,6 +417,8 @@ static void test_refusals(void) {
     check_refused("gpt", "model.position", "rope", 1);
     check_refused("gpt", "model.norm", "rmsnorm", 1);
     check_refused("gpt", "model.activation", "swiglu", 1);
+    check_refused("gpt", "model.activation", "squared_relu", 0); /* GPT-2's activation_function "relu2" */
+    check_refused("llama", "model.activation", "squared_relu", 1); /* Llama's MLP is gated */
     check_refused("gpt", "model.kv_heads", "2", 1);
     check_refused("llama", "model.norm", "layernorm", 1);
     check_refused("llama", "model.activation", "gelu", 1);

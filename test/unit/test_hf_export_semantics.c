@@ -2,9 +2,10 @@
  * model's meaning: a small mtrain model (gpt; llama with GQA, untied; llama with biases) with random
  * weights everywhere (padding rows included) runs its forward on mtrain's CPU backend; its weights
  * go through the mapping, and a reference forward written from transformers' modeling code (GPT2:
- * Conv1D x W + b, gelu_new; Llama: x W^T, rotate_half RoPE, repeat_kv, silu(gate) * up, RMSNorm)
+ * Conv1D x W + b, gelu_new or relu2 (squared ReLU); Llama: x W^T, rotate_half RoPE, repeat_kv, silu(gate) * up,
+ * RMSNorm)
  * on the mapped tensors alone gives the same loss. Negative controls (gate/up swapped, c_proj not
- * transposed, interleaved RoPE) must change it, so the comparison can fail. The mapping's names,
+ * transposed, interleaved RoPE, gelu_new for relu2) must change it, so the comparison can fail. The mapping's names,
  * shapes and values, and the whole export from a save, are checked by test_hf_export.c. */
 #include <math.h>
 #include <stdint.h>
@@ -73,7 +74,7 @@ static void rms_norm(const double *x, const float *w, int C, double eps, double 
 }
 
 typedef struct {
-    int swap_gate_up, untransposed_proj, interleaved_rope;
+    int swap_gate_up, untransposed_proj, interleaved_rope, gelu_for_relu2;
 } controls;
 
 /* causal attention of T rows; q (T, H*D), k / v (T, KV*D): query head h reads kv head h / (H / KV) */
@@ -126,6 +127,8 @@ static void rope(double *x, int n_heads, int D, int pos, double theta, int inter
 
 static double gelu_new(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 static double silu(double x) { return x / (1.0 + exp(-x)); }
+/* transformers' ReLUSquaredActivation (activation_function "relu2"): square(relu(x)) */
+static double relu2(double x) { return x > 0 ? x * x : 0.0; }
 
 /* mean token loss of B rows of T+1 tokens through the HF model in s */
 static double hf_loss(const hf_state *s, const mt_hf_model *m, const int32_t *tokens, int B, int T, controls ctl) {
@@ -180,7 +183,8 @@ static double hf_loss(const hf_state *s, const mt_hf_model *m, const int32_t *to
                                m->norm_eps, a);
                     conv1d(a, W(s, "transformer.h.%d.mlp.c_fc.weight", l), W(s, "transformer.h.%d.mlp.c_fc.bias", l), C,
                            F, f);
-                    for (int i = 0; i < F; i++) g[i] = gelu_new(f[i]);
+                    for (int i = 0; i < F; i++)
+                        g[i] = m->squared_relu && !ctl.gelu_for_relu2 ? relu2(f[i]) : gelu_new(f[i]);
                     conv1d(g, W(s, "transformer.h.%d.mlp.c_proj.weight", l),
                            W(s, "transformer.h.%d.mlp.c_proj.bias", l), F, C, o);
                 } else {
@@ -222,10 +226,12 @@ static double hf_loss(const hf_state *s, const mt_hf_model *m, const int32_t *to
     return loss / (B * T);
 }
 
-static void check_semantics(const char *arch, int bias) {
+/* act: NULL, or the model.activation to set (gpt's squared_relu exports as GPT-2's "relu2") */
+static void check_semantics(const char *arch, int bias, const char *act) {
     static mt_recipe r;
     const int B = 2, T = 7, V = 37;
     tiny_recipe(&r, arch, T);
+    if (act) CHECK(mt_recipe_set(&r, "model.activation", act, "test") == MT_OK);
     CHECK(mt_recipe_set(&r, "model.norm_eps", "1e-5", "test") == MT_OK);
     const int llama = !strcmp(arch, "llama");
     if (llama) {
@@ -284,14 +290,15 @@ static void check_semantics(const char *arch, int bias) {
         CHECKF(used, "%s: model tensor %s is not exported", arch, m.pl.t[k].name);
     }
     const hf_state s = {plan, data, np};
-    const double ref = hf_loss(&s, &hm, tokens, B, T, (controls){0, 0, 0});
-    printf("%s%s: mtrain loss %.7f, transformers-convention reference %.7f\n", arch, bias ? " (biases)" : "", mt_loss,
-           ref);
+    const double ref = hf_loss(&s, &hm, tokens, B, T, (controls){0, 0, 0, 0});
+    printf("%s%s%s%s: mtrain loss %.7f, transformers-convention reference %.7f\n", arch, bias ? " (biases)" : "",
+           act ? " " : "", act ? act : "", mt_loss, ref);
     CHECK_NEAR(mt_loss, ref, 2e-5, 1e-5);
     /* the comparison can fail: each control breaks one convention */
-    const controls ctl[] = {{.swap_gate_up = 1}, {.interleaved_rope = 1}, {.untransposed_proj = 1}};
-    for (int c = 0; c < 3; c++) {
-        if (llama ? c == 2 : c != 2) continue;
+    const controls ctl[] = {{.swap_gate_up = 1}, {.interleaved_rope = 1}, {.untransposed_proj = 1},
+                            {.gelu_for_relu2 = 1}};
+    for (int c = 0; c < 4; c++) {
+        if (llama ? c >= 2 : c < 2 || (c == 3 && !hm.squared_relu)) continue;
         const double bad = hf_loss(&s, &hm, tokens, B, T, ctl[c]);
         printf("%s control %d: %.7f\n", arch, c, bad);
         CHECKF(fabs(bad - ref) > 1e-3, "%s control %d does not change the loss (%.7f vs %.7f)", arch, c, bad, ref);
@@ -305,8 +312,9 @@ static void check_semantics(const char *arch, int bias) {
 }
 
 int main(void) {
-    check_semantics("gpt", 0);
-    check_semantics("llama", 0);
-    check_semantics("llama", 1);
+    check_semantics("gpt", 0, NULL);
+    check_semantics("gpt", 0, "squared_relu");
+    check_semantics("llama", 0, NULL);
+    check_semantics("llama", 1, NULL);
     TEST_MAIN_END();
 }

@@ -119,6 +119,11 @@ int main(void) {
     check_model("llama", NULL, "model.qk_l2_norm=true,model.norm_1p=true");
     check_model("llama", NULL, "model.head_dim=24,model.qk_l2_norm=true");
     check_model("llama", NULL, "model.head_dim=24,model.qk_layernorm=true,model.norm_1p=true");
+    /* squared ReLU (Megatron's --squared-relu: relu(h)^2, not gated; C^1, so the kink at 0 costs the
+       central difference only O(h) on the few hidden units within h of it): with fc biases, without
+       biases on RMSNorm + GQA under full recompute (the experts' squared ReLU: test_moe.c) */
+    check_model("gpt", NULL, "model.activation=squared_relu");
+    check_model("llama", "uniform", "model.activation=squared_relu");
     /* partial and interleaved RoPE (--rotary-percent 0.5: 2 of each head's 4 channels rotate) */
     check_model("llama", NULL, "model.rotary_percent=0.5");
     check_model("llama", NULL, "model.rope_interleaved=true,model.head_dim=6,model.rotary_percent=0.67");

@@ -7,7 +7,7 @@
  *      z-loss) against central differences of the reference objective in double, the routing held
  *      fixed (top-k choices are piecewise constant);
  *   3. moe_permute / unpermute / unpermute_bwd against plain loops;
- *   4. a whole MoE model (dropless, swiglu experts, GQA) against finite differences of its full
+ *   4. a whole MoE model (dropless, swiglu or squared-ReLU experts, GQA) against finite differences of its full
  *      objective lm_loss + aux_coeff * sum aux + z_coeff * sum z, all parameters and per tensor
  *      (router and experts included), as test_model_grad does for dense models.
  * Tolerances: ops in fp32 vs double: 1e-5 relative; finite differences as test_model_grad (h = 1e-3
@@ -206,9 +206,11 @@ static double objective_of(mt_model *m, const int32_t *tokens, float dloss, int 
     return (double)loss / n_tok + m->moe_aux_coeff * st[0] + m->moe_z_coeff * st[1];
 }
 
-static void check_model(void) {
+/* act: the experts' activation (model.activation: swiglu, or squared_relu, not gated) */
+static void check_model(const char *act) {
     static mt_recipe r;
     tiny_recipe(&r, "llama", 6);
+    CHECK(mt_recipe_set(&r, "model.activation", act, "test") == MT_OK);
     const char *const kv[][2] = {{"model.kv_heads", "2"},           {"model.ffn_hidden", "12"},
                                  {"model.init_std", "0.2"},         {"model.moe.experts", "4"},
                                  {"model.moe.top_k", "2"},          {"model.moe.capacity_factor", "0"},
@@ -223,7 +225,7 @@ static void check_model(void) {
         double fd, gd;
         grad_check_direction(&c, lo, hi, 9, (uint64_t)(trial + 1), 1e-3, &fd, &gd);
         const char *name = trial < 0 ? "(all)" : c.m.pl.t[trial].name;
-        printf("moe model %-16s: finite difference %.6f, analytic %.6f\n", name, fd, gd);
+        printf("moe model %s %-16s: finite difference %.6f, analytic %.6f\n", act, name, fd, gd);
         CHECKF(fabs(gd - fd) <= 2e-4 + 2e-2 * fabs(fd), "%s: fd %.6g analytic %.6g", trial < 0 ? "all" : name, fd,
                gd);
     }
@@ -239,6 +241,7 @@ int main(void) {
     }
     check_permute(&be);
     mt_backend_destroy(&be);
-    check_model();
+    check_model("swiglu");
+    check_model("squared_relu");
     TEST_MAIN_END();
 }

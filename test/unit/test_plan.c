@@ -182,7 +182,29 @@ static void check_trainer_zero1(int dp) {
     mt_backend_destroy(&be);
 }
 
+/* squared ReLU (model.activation squared_relu) is a non-gated MLP like GeLU: the same GEMMs, so the
+ * same FLOPs and the same plan memory as the GeLU model, and fewer FLOPs than SwiGLU at the same F */
+static void test_squared_relu_plan(void) {
+    const char *const gelu[] = { "training.precision=fp32", "training.backend=cpu", NULL };
+    const char *const r2[] = { "training.precision=fp32", "training.backend=cpu", "model.activation=squared_relu", NULL };
+    const char *const sw[] = { "training.precision=fp32", "training.backend=cpu", "model.activation=swiglu", NULL };
+    double f[3], acts[3];
+    const char *const *sets[3] = { gelu, r2, sw };
+    for (int i = 0; i < 3; i++) {
+        mt_recipe *r = load("gpt-tiny", 1, sets[i]);
+        static mt_plan p;
+        CHECK(plan_on_host(r, &p) == MT_OK);
+        f[i] = mt_plan_flops_per_seq(r, MT_RECOMPUTE_NONE);
+        acts[i] = p.first.acts_bytes;
+    }
+    printf("gpt-tiny FLOPs per sequence: gelu %.0f, squared_relu %.0f, swiglu %.0f\n", f[0], f[1], f[2]);
+    CHECK(f[1] == f[0] && acts[1] == acts[0]);
+    CHECK(f[2] > f[0]);
+}
+
 static void test_trainer_memory(void) {
+    test_squared_relu_plan();
+    check_trainer_memory_rc("gpt-tiny", 1, "model.activation=squared_relu");
     check_trainer_zero1(3);
     check_trainer_zero1(4);
     check_trainer_memory("gpt-tiny", 1);

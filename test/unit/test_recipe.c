@@ -512,6 +512,21 @@ static void test_args(void) {
         CHECK(!r.model.bias && r.model.moe.experts == 4 && r.model.moe.top_k == 1);
         CHECK(c == 3 && !strcmp(v[0], "--") && !strcmp(v[1], "--lr") && !strcmp(v[2], "1"));
     }
+    /* --squared-relu: model.activation squared_relu, set by the flag; with --swiglu refused (Megatron
+     * asserts not both) */
+    {
+        char *v[] = { "--squared-relu", NULL };
+        int c = 1;
+        CHECK(mt_recipe_set(&r, "model.activation", "gelu", "test") == MT_OK);
+        CHECKF(mt_recipe_apply_args(&r, &c, v) == MT_OK && c == 0, "%s", mt_last_error());
+        CHECK(r.model.activation == MT_ACT_SQUARED_RELU);
+        CHECK_STR_CONTAINS(mt_recipe_where(&r, "model.activation", buf, sizeof buf), "--squared-relu");
+        char *w[] = { "--swiglu", "--squared-relu", NULL };
+        c = 2;
+        CHECK(mt_recipe_apply_args(&r, &c, w) == MT_ERR_CONFIG);
+        CHECK_STR_CONTAINS(mt_last_error(), "--squared-relu");
+        CHECK_STR_CONTAINS(mt_last_error(), "not with --swiglu");
+    }
     /* an error names the flag; the flag and its value are taken (the report holds it, not the
      * unknown arguments), and the flags after it are still applied */
     {
