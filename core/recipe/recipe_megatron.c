@@ -449,7 +449,21 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
             KEEP(set(r, "parallel.virtual_pipeline", buf, "--num-layers-per-virtual-pipeline-stage"));
         }
     }
-    /* tokenizer: --tokenizer-type, --tokenizer-model, and --vocab-file + --merge-file alone */
+    /* --sequence-parallel at tp = 1: Megatron warns and turns it off */
+    const int k_sp = mt_recipe_key_find("parallel.sequence_parallel");
+    if (r->parallel.sequence_parallel && r->parallel.tensor == 1 && r->origin.flag[k_sp] &&
+        !strcmp(r->origin.flag[k_sp], "--sequence-parallel")) {
+        KEEP(set(r, "parallel.sequence_parallel", "false", "--sequence-parallel"));
+        note(r, "--sequence-parallel: turned off, the tensor-parallel size is 1 (as Megatron does)%s%s", "", NULL);
+    }
+    if ((v = seen(s, "--make-vocab-size-divisible-by")) && atoi(v) != 128)
+        note(r, "--make-vocab-size-divisible-by %s: the vocabulary is padded to a multiple of 128 * tp (padded rows "
+             "never count in the loss)%s", v, NULL);
+}
+
+/* tokenizer: --tokenizer-type, --tokenizer-model, and --vocab-file + --merge-file alone */
+static void apply_tokenizer_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) {
+    char buf[64];
     const char *tt = seen(s, "--tokenizer-type"), *tm = seen(s, "--tokenizer-model");
     const char *spm = !tt ? NULL : !strcmp(tt, "SentencePieceTokenizer") ? "spm"
                     : !strcmp(tt, "GPTSentencePieceTokenizer") ? "gptspm" : !strcmp(tt, "Llama2Tokenizer") ? "llama2" : NULL;
@@ -497,16 +511,6 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
         else KEEP(bad("--vocab-file", r->data.vocab, "without --merge-file or --tokenizer-type: give --merge-file "
                         "(GPT-2 BPE) or --tokenizer-type"));
     }
-    /* --sequence-parallel at tp = 1: Megatron warns and turns it off */
-    const int k_sp = mt_recipe_key_find("parallel.sequence_parallel");
-    if (r->parallel.sequence_parallel && r->parallel.tensor == 1 && r->origin.flag[k_sp] &&
-        !strcmp(r->origin.flag[k_sp], "--sequence-parallel")) {
-        KEEP(set(r, "parallel.sequence_parallel", "false", "--sequence-parallel"));
-        note(r, "--sequence-parallel: turned off, the tensor-parallel size is 1 (as Megatron does)%s%s", "", NULL);
-    }
-    if ((v = seen(s, "--make-vocab-size-divisible-by")) && atoi(v) != 128)
-        note(r, "--make-vocab-size-divisible-by %s: the vocabulary is padded to a multiple of 128 * tp (padded rows "
-             "never count in the loss)%s", v, NULL);
 }
 #undef KEEP
 
@@ -593,6 +597,7 @@ mt_status mt_recipe_take_megatron(mt_recipe *r, int *argc, char **argv, void **s
 mt_status mt_recipe_finish_megatron(mt_recipe *r, void *state, mt_recipe_problems *P) {
     const meg_seen *s = state;
     apply_rules(r, s, P);
+    apply_tokenizer_rules(r, s, P);
     apply_more_rules(r, s, P);
     squared_relu_rule(r, s, P);
     for (int i = 0; i < n_meg_flags; i++) {
