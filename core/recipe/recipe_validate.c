@@ -724,6 +724,9 @@ static void check_mla(const mt_recipe *r, problems *P) {
         add(P, "model.mla.mscale_all_dim", "%g with rotary_scaling_factor %g scales the softmax by YaRN's mscale "
             "squared, which is not implemented; use 0", (double)m->mla.mscale_all_dim,
             (double)m->mla.rotary_scaling_factor);
+    if (m->mup.enabled)
+        add(P, "model.mup.enabled", "with multi-latent attention is not implemented (muP's softmax scale and "
+            "MLA's own are not combined here); drop one of them");
 }
 
 mt_status mt_recipe_validate(mt_recipe *r, int world_size) {

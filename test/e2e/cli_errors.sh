@@ -26,6 +26,9 @@ expect_error "data.fim.enabled: with data.mock" "$MTRAIN" check --config configs
 expect_error "data.fim.fragment_rate: is not set" "$MTRAIN" check --config configs/gpt-tiny.yaml --fim-data --fim-split-sample '#'
 expect_error "data.fim.prefix_token: fim token '<fim_prefix>' is not one token of the byte tokenizer" \
   "$MTRAIN" --config configs/gpt-tiny.yaml --fim-data --train-iters 1 --threads 1
+# muP with multi-latent attention: the two softmax scales are not combined, refused naming the key
+expect_error "model.mup.enabled: with multi-latent attention is not implemented" "$MTRAIN" check --config configs/gpt-tiny.yaml \
+  --multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24 --qk-pos-emb-head-dim 8 --v-head-dim 16 --use-mup
 # no recipe: flags alone define the run, and what they leave unset is named with its flag
 expect_error "model.layers: not set; add \`layers: N\` under \`model:\` in the recipe, or pass --num-layers N" "$MTRAIN" train
 expect_error "unknown argument" "$MTRAIN" --config configs/gpt-tiny.yaml --no-such-flag
