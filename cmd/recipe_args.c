@@ -35,21 +35,12 @@ static int vocab_from_tokenizer_json(mt_recipe *r, char *why, size_t n_why) {
 
 /* Megatron's --use-checkpoint-args (load_args_from_checkpoint): the model from the recipe the save
  * in --load holds (its manifest). The shape keys only where the command line left them unset, the
- * kind keys always, as Megatron's _set_arg and _set_arg(force=True) split them; the layout and the
+ * kind keys (model.arch and the keys of the model's function) always, as Megatron's _set_arg and
+ * _set_arg(force=True) split them; the layout and the
  * tokenizer stay the command line's. No save there yet: the command line's model, with a note. */
 static const char *const ckpt_shape_keys[] = {"model.layers", "model.hidden", "model.ffn_hidden", "model.seq_length",
                                               "model.heads", "model.head_dim", "model.max_position", "model.vocab",
                                               NULL};
-static const char *const ckpt_kind_keys[] = {"model.arch", "model.kv_heads", "model.position", "model.rope_theta",
-                                             "model.rotary_percent", "model.rope_interleaved", "model.bias",
-                                             "model.activation", "model.tie_embeddings", "model.norm_1p", "model.norm",
-                                             "model.qk_layernorm", "model.qk_l2_norm", "model.moe.experts",
-                                             "model.moe.layer_freq", "model.moe.top_k", "model.moe.pre_softmax",
-                                             "model.mla.enabled", "model.mla.q_lora_rank", "model.mla.kv_lora_rank",
-                                             "model.mla.qk_head_dim", "model.mla.qk_pos_head_dim",
-                                             "model.mla.v_head_dim", "model.mla.rope_yarn",
-                                             "model.mla.rotary_scaling_factor", "model.mla.mscale",
-                                             "model.mla.mscale_all_dim", NULL};
 
 static int has_arg(int argc, char **argv, const char *flag) {
     for (int i = 0; i < argc; i++)
@@ -84,8 +75,12 @@ static mt_status model_from_checkpoint(mt_recipe *r) {
         mt_recipe_defaults(saved);
         st = mt_recipe_load_string(saved, mf.recipe_yaml, strlen(mf.recipe_yaml), dir);
     }
-    for (const char *const *k = ckpt_kind_keys; st == MT_OK && *k; k++)
-        if (mt_recipe_value_text(saved, *k, v, sizeof v)) st = mt_recipe_set(r, *k, v, "--use-checkpoint-args");
+    /* the kind keys: model.arch, then every key of the model's function (MT_KF_FUNCTION in the key table) */
+    for (int id = -1; st == MT_OK && id < mt_recipe_key_count(); id++) {
+        const char *k = id < 0 ? "model.arch" : mt_recipe_key_name(id);
+        if ((id < 0 || mt_recipe_key_changes_function(id)) && mt_recipe_value_text(saved, k, v, sizeof v))
+            st = mt_recipe_set(r, k, v, "--use-checkpoint-args");
+    }
     for (const char *const *k = ckpt_shape_keys; st == MT_OK && *k; k++)
         if (!mt_recipe_key_is_set(r, mt_recipe_key_find(*k)) && mt_recipe_value_text(saved, *k, v, sizeof v))
             st = mt_recipe_set(r, *k, v, "--use-checkpoint-args");

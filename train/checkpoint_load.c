@@ -343,23 +343,20 @@ out:
  * values computes another model; a resume may change them on purpose (e.g. rope_theta for a
  * longer context), so only generate and logprobs ask. */
 static mt_status same_function(const char *ckpt_path, const mt_manifest *mf, const mt_recipe *r, const char *verb) {
-    static const char *const keys[] = {"model.norm", "model.norm_eps", "model.activation", "model.position",
-                                       "model.rope_theta", "model.bias", "model.rotary_percent",
-                                       "model.rope_interleaved", "model.mup.enabled", "model.mup.base_hidden",
-                                       "model.mup.embedding_mult", "model.mup.output_mult",
-                                       "model.mup.base_head_dim", "model.mup.attn_scale_power"};
     if (!mf->recipe_yaml) return MT_OK;
     mt_recipe *saved = malloc(sizeof *saved);
     if (!saved) return mt_errorf(MT_ERR_OOM, "%s: the save's recipe", ckpt_path);
     mt_recipe_defaults(saved);
     mt_status st = mt_recipe_load_string(saved, mf->recipe_yaml, strlen(mf->recipe_yaml), ckpt_path);
-    for (size_t i = 0; st == MT_OK && i < sizeof keys / sizeof keys[0]; i++) {
+    for (int id = 0; st == MT_OK && id < mt_recipe_key_count(); id++) {
+        if (!mt_recipe_key_changes_function(id)) continue; /* MT_KF_FUNCTION in the key table */
+        const char *key = mt_recipe_key_name(id);
         char a[128], b[128];
-        mt_recipe_value_text(saved, keys[i], a, sizeof a);
-        mt_recipe_value_text(r, keys[i], b, sizeof b);
+        mt_recipe_value_text(saved, key, a, sizeof a);
+        mt_recipe_value_text(r, key, b, sizeof b);
         if (strcmp(a, b))
             st = mt_errorf(MT_ERR_CONFIG, "%s: saved with %s = %s, this recipe has %s: %s with the save's value "
-                           "(--set %s=%s); other values compute another model", ckpt_path, keys[i], a, b, verb, keys[i],
+                           "(--set %s=%s); other values compute another model", ckpt_path, key, a, b, verb, key,
                            a);
     }
     free(saved);

@@ -309,6 +309,10 @@ int mt_recipe_key_find(const char *name) { return name ? mt_recipe_key_index(nam
 const char *mt_recipe_key_name(int id) {
     return id >= 0 && id < mt_recipe_n_keys ? mt_recipe_keys[id].name : NULL;
 }
+int mt_recipe_key_changes_function(int id) {
+    return id >= 0 && id < mt_recipe_n_keys && (mt_recipe_keys[id].flags & MT_KF_FUNCTION) != 0;
+}
+
 int mt_recipe_key_is_set(const mt_recipe *r, int id) {
     if (id < 0 || id >= mt_recipe_n_keys) return 0;
     return r->origin.line[id] > 0 ||

@@ -291,6 +291,11 @@ int mt_recipe_key_count(void);
 int mt_recipe_key_find(const char *name);       /* "model.hidden" -> id, or -1 */
 const char *mt_recipe_key_name(int id);         /* NULL when out of range */
 int mt_recipe_key_is_set(const mt_recipe *r, int id); /* set by the file or a flag (not default/derived) */
+/* 1 when the key is part of what a model of a given shape computes (norm, activation, positions, the
+ * query / key norms, MoE routing, muP, multi-latent attention ...): --use-checkpoint-args takes it from
+ * the save, generate and logprobs refuse another value. A new model variant's key says so in its row of
+ * the key table (MT_KF_FUNCTION), not in a list elsewhere. 0 out of range. */
+int mt_recipe_key_changes_function(int id);
 /* Where a key's value came from, for "<where>: <key>: <problem>; <fix>" messages in other
  * modules: "configs/x.yaml:12", "--set model.heads=7", "--lr 3e-4", "default", "derived". */
 const char *mt_recipe_where(const mt_recipe *r, const char *key, char *buf, size_t n_bytes);

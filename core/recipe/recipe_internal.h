@@ -26,7 +26,8 @@ enum {
     MT_KF_ARCH = 1u << 2,      /* default depends on model.arch (resolved in validate) */
     MT_KF_REQUIRED = 1u << 3,  /* default 0 means "not set"; validate refuses it */
     MT_KF_MIN_EXCL = 1u << 4,  /* value must be > min (floats) */
-    MT_KF_MAX_EXCL = 1u << 5   /* value must be < max (floats) */
+    MT_KF_MAX_EXCL = 1u << 5,  /* value must be < max (floats) */
+    MT_KF_FUNCTION = 1u << 6   /* part of what a model of a given shape computes (mt_recipe_key_changes_function) */
 };
 
 typedef struct {

@@ -54,6 +54,13 @@ grep -q '"q_norm_w"' "$TMP"/qk/iter_*/manifest.json || fail "the checkpoint mani
 X=(--qk-l2-norm)
 variant_kv l2 configs/llama-tiny.yaml 4 "llama-tiny qk L2 norm"
 ! grep -q '"q_norm_w"' "$TMP"/l2/iter_*/manifest.json || fail "the L2 qk norm saved a q_norm_w (it has no weight)"
+# a weightless variant has no tensor to miss: its key (MT_KF_FUNCTION in the key table) is compared
+# with the save's, so generating without --qk-l2-norm is refused, naming the key
+if "$MTRAIN" generate --config configs/llama-tiny.yaml --load "$TMP/l2" --prompt "And God said" --max-new-tokens 2 \
+  >/dev/null 2>"$TMP/l2-off.err"; then
+  fail "a qk-l2-norm checkpoint generated without model.qk_l2_norm"
+fi
+grep -q "model.qk_l2_norm" "$TMP/l2-off.err" || { cat "$TMP/l2-off.err"; fail "no model.qk_l2_norm in the refusal"; }
 # squared ReLU (--squared-relu): both decoders agree; its checkpoint records model.activation, so
 # loading it under the recipe's default gelu is refused, naming the key
 X=(--squared-relu)
