@@ -729,6 +729,22 @@ out:
     return st;
 }
 
+/* Saves `cs` (asynchronously when `async`, else finished before it returns) and counts it in `rep`. */
+static mt_status save_state(trainer *t, FILE *log, const mt_ckpt_state *cs, int async, mt_train_report *rep) {
+    mt_status st = MT_OK;
+    int done = 0;
+    MT_CHECK(mt_grad_overlap_wait_params(t->ov)); /* the save reads every parameter */
+    MT_CHECK(mt_blended_dataset_check_files(t->train)); /* never save a run fed a changed file */
+    MT_CHECK(mt_blended_dataset_check_files(t->valid));
+    MT_CHECK(mt_ckpt_save_begin(&t->saver, t->r, &t->model, t->ps, cs, async, log));
+    if (!async) MT_CHECK(mt_ckpt_save_poll(&t->saver, t->ps, 1, log, &done));
+    rep->saved_iteration = cs->iteration;
+    rep->save_seconds += t->saver.stall_seconds;
+    rep->n_saves++;
+out:
+    return st;
+}
+
 /* Checkpoints and stops (Megatron: save every save_interval, at the end, and before any exit);
  * *stop_now = 1 when the job stops after this iteration. */
 static mt_status save_and_stop(trainer *t, FILE *log, const loop_pos *lp, int64_t it, mt_train_report *rep,
@@ -755,14 +771,7 @@ static mt_status save_and_stop(trainer *t, FILE *log, const loop_pos *lp, int64_
         const mt_ckpt_state cs = {.iteration = it, .consumed_samples = lp->consumed, .optimizer_steps = lp->n_steps,
                                   .skipped_iterations = lp->skipped};
         const int last = it == iters || exit_now; /* the job ends: nothing to overlap with */
-        MT_CHECK(mt_grad_overlap_wait_params(t->ov)); /* the save reads every parameter */
-        MT_CHECK(mt_blended_dataset_check_files(t->train)); /* never save a run fed a changed file */
-        MT_CHECK(mt_blended_dataset_check_files(t->valid));
-        MT_CHECK(mt_ckpt_save_begin(&t->saver, r, &t->model, ps, &cs, ck->async_save && !last, log));
-        if (last || !ck->async_save) MT_CHECK(mt_ckpt_save_poll(&t->saver, ps, 1, log, &done));
-        rep->saved_iteration = it;
-        rep->save_seconds += t->saver.stall_seconds;
-        rep->n_saves++;
+        MT_CHECK(save_state(t, log, &cs, ck->async_save && !last, rep));
     }
     if (exit_now) {
         rep->stop_signal = stop > 0 ? stop : 0;
@@ -789,20 +798,12 @@ static mt_status rerun_exit(trainer *t, FILE *log, const loop_pos *lp, int64_t i
     rep->stop_reason = MT_STOP_RERUN;
     rep->iters_done = it - 1;
     if (res->rerun_save) {
-        static mt_ckpt_state cs; /* its 4 KiB of text: not on the stack */
-        memset(&cs, 0, sizeof cs);
-        cs.iteration = it - 1, cs.consumed_samples = lp->consumed;
-        cs.optimizer_steps = lp->n_steps, cs.skipped_iterations = lp->skipped;
+        mt_ckpt_state cs = {.iteration = it - 1, .consumed_samples = lp->consumed, .optimizer_steps = lp->n_steps,
+                            .skipped_iterations = lp->skipped};
         MT_CHECK(mt_rerun_state_text(&t->rerun, cs.rerun_state, sizeof cs.rerun_state)); /* collective */
-        if (ck->dir[0]) {
-            int done = 0;
-            MT_CHECK(mt_grad_overlap_wait_params(t->ov));
-            if (t->saver.pending) MT_CHECK(mt_ckpt_save_poll(&t->saver, t->ps, 1, log, &done));
-            MT_CHECK(mt_ckpt_save_begin(&t->saver, t->r, &t->model, t->ps, &cs, 0, log));
-            MT_CHECK(mt_ckpt_save_poll(&t->saver, t->ps, 1, log, &done));
-            rep->saved_iteration = it - 1;
-            rep->n_saves++;
-        }
+        int done = 0;
+        if (ck->dir[0] && t->saver.pending) MT_CHECK(mt_ckpt_save_poll(&t->saver, t->ps, 1, log, &done));
+        if (ck->dir[0]) MT_CHECK(save_state(t, log, &cs, 0, rep));
     }
     if (log)
         fprintf(log, "%smtrain: stopping at iteration %lld: result validation (rerun state machine)%s, exit code %d\n",
