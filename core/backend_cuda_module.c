@@ -10,6 +10,10 @@
  * parents (test binaries in build/test/unit). */
 #include "core/backend_cuda_module.h"
 
+#include "core/device_peak.h"
+#include "core/op_check.h"
+#include "core/status.h"
+
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -57,6 +61,19 @@ int mt_cuda_module_loaded(void) {
 }
 
 #ifdef MT_HAVE_CUDA
+/* What the module takes from the executable that opens it (its undefined mt_* symbols; test/e2e/
+ * cuda_module.sh checks this list against the module): naming them here makes every binary that
+ * links this file (mtrain and the test programs that create the CUDA backend) pull their objects
+ * out of libmtrain.a and export them (--export-dynamic-symbol=mt_*). Without it a test program
+ * that never calls, say, mt_device_peak_bf16_tflops itself could not load the module: dlopen fails
+ * with "undefined symbol", as the first run of the GPU check found. */
+void *const mt_cuda_module_host_imports[] = {
+    (void *)mt_errorf,          (void *)mt_error_context,       (void *)mt_device_peak_bf16_tflops,
+    (void *)mt_op_check_adamw,  (void *)mt_op_check_attention,  (void *)mt_op_check_embedding,
+    (void *)mt_op_check_rope,   (void *)mt_op_check_swiglu,     (void *)mt_op_check_xent_vp,
+    (void *)mt_xent_vp_valid_cols,
+};
+
 /* Tries one file; returns the table or NULL, appending what went wrong to g_module_why. */
 static const mt_cuda_module *open_module(const char *path) {
     size_t used = strlen(g_module_why);

@@ -386,6 +386,21 @@ throughput() { # throughput NAME ARRAY CAP TARGET PEER_NAME
     "$tps tok/s, $ms ms/it, MFU $mfu, x${ratio:-?} of the peer"
 }
 
+op_profile() { # op_profile NAME ARRAY ITERS: where an mtrain run's time goes, op by op (logging.timing_level
+  # 3: the device waits after each op, so the table sums each op's own time; not the throughput figure)
+  local name=$1 iters=$3
+  declare -n oargs="$2"
+  run_step 45 "$LOGS/$name.log" "$MT" "${oargs[@]}" --backend cuda --train-iters "$iters" --timing-log-level 3
+  unset -n oargs
+  if [ $RC -ne 0 ]; then add_step "$name" "fail: $(why_rc $RC): $(grep -m1 'error' "$LOGS/$name.log")" "$DT" ""; return; fi
+  sed -n '/^op timers/,/all ops/p' "$LOGS/$name.log" >"$LOGS/$name.txt"
+  cat "$LOGS/$name.txt"
+  local rows top
+  rows=$(awk 'NR > 2 && NF >= 5 && $1 != "all" {printf "%s{\"op\": \"%s\", \"class\": \"%s\", \"calls\": %s, \"ms\": %s, \"share\": \"%s\"}", (n++ ? ", " : ""), $1, $2, $3, $4, $5}' "$LOGS/$name.txt")
+  top=$(awk 'NR > 2 && NF >= 5 && $1 != "all" {print $4, $1}' "$LOGS/$name.txt" | sort -gr | head -n 4 | awk '{printf "%s%s %.1f", (n++ ? ", " : ""), $2, $1}')
+  add_step "$name" pass "$DT" ", \"iterations\": $iters, \"ops_ms_per_iteration\": [$rows]" "ms/it: $top"
+}
+
 step_nccl() {
   if [ -z "$LIB_NCCL" ]; then add_step nccl "skipped: no NCCL on this machine (the module linked the stand-in)" 0 ""; return; fi
   run_step 60 "$LOGS/nccl.log" "$TBIN/test_comm_nccl"
@@ -450,7 +465,7 @@ dry_parsers() { # the report's parsers on real mtrain output: a 4-iteration CPU 
   done
 }
 
-GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b nccl sanitizer"
+GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b ops_gpt125m ops_gpt1.3b nccl sanitizer"
 gc_main() {
   echo "gpu-check ($MODE, $([ $KIT -eq 1 ] && echo "kit $ROOT" || echo "tree $ROOT")): data $DATA_DIR, out $OUT_DIR, work $WORK, budget $BUDGET_S s (essential $ESSENTIAL_S s)"
   kit_libraries
@@ -475,7 +490,7 @@ gc_main() {
   step_build
   if [ -z "$MODULE" ]; then
     hf_finish
-    local s; for s in parity loss peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b nccl sanitizer; do add_step "$s" "fail: no CUDA module" 0 ""; done
+    local s; for s in $GPU_STEPS; do case $s in build|hf_logprobs) ;; *) add_step "$s" "fail: no CUDA module" 0 "" ;; esac; done
     finish
   fi
   step_parity
@@ -487,6 +502,8 @@ gc_main() {
   throughput throughput_gpt1.3b TP_13B 100 "MFU >= 0.45 on one H200" peer_gpt1.3b
   ESSENTIAL_DONE_S=$(elapsed)
   [ "$ESSENTIAL_DONE_S" -le "$ESSENTIAL_S" ] || echo "gpu-check: the essential figures took $ESSENTIAL_DONE_S s, over the $ESSENTIAL_S s aimed at"
+  op_profile ops_gpt125m TP_125M 6
+  op_profile ops_gpt1.3b TP_13B 4
   step_nccl
   step_sanitizer
   finish

@@ -5,7 +5,8 @@
 #     libcuda.so.1 probe is tried) and the run says why it uses the CPU;
 #  3. --backend cuda on a machine without a GPU fails with exit 1 (no crash), naming the local rank,
 #     the reason and the fix (--backend cpu);
-#  4. in a CUDA build: every mt_* symbol the module needs is exported by mtrain, and with a stand-in
+#  4. in a CUDA build: every mt_* symbol the module needs is exported by mtrain and by every test
+#     program that can open the module, and with a stand-in
 #     libcuda.so.1 (an empty library: a "driver" that cannot drive anything) the module really loads
 #     inside mtrain (LD_DEBUG shows libcudart and libnccl: the check of step 2 can fail), the CUDA
 #     runtime says no GPU, --backend cuda fails cleanly with that reason and auto trains on the CPU.
@@ -49,9 +50,18 @@ fi
 if [ $built -eq 1 ]; then
   MOD=build/libmtrain_cuda.so
   [ -f "$MOD" ] || fail "$MOD missing in a CUDA build"
-  for s in $(nm -D --undefined-only "$MOD" | awk '$2 ~ /^mt_/ {print $2}'); do
-    nm -D --defined-only "$MTRAIN" | awk '{print $3}' | grep -qx "$s" || fail "the module needs $s, which mtrain does not export"
+  # every binary that can open the module (mtrain, and each test program that links the CUDA
+  # backend's entry points: the GPU check runs test_cuda_parity* and test_comm_nccl) exports what
+  # the module takes from it, else dlopen fails there with "undefined symbol" (the first GPU run did)
+  n_bins=0
+  for b in "$MTRAIN" build/test/*/*; do
+    [ -x "$b" ] && nm -D --defined-only "$b" 2>/dev/null | awk '{print $3}' | grep -qx mt_backend_cuda_create || continue
+    n_bins=$((n_bins + 1))
+    for s in $(nm -D --undefined-only "$MOD" | awk '$2 ~ /^mt_/ {print $2}'); do
+      nm -D --defined-only "$b" | awk '{print $3}' | grep -qx "$s" || fail "the module needs $s, which $b does not export (list it in core/backend_cuda_module.c's mt_cuda_module_host_imports)"
+    done
   done
+  [ $n_bins -ge 4 ] || fail "only $n_bins binaries link the CUDA backend's entry points (mtrain and the three GPU test programs expected)"
   [ "$(nm -D --defined-only "$MOD" | awk '$3 ~ /^mt_/' | awk '{print $3}')" = mt_cuda_module_entry ] \
     || fail "the module exports more than its entry point"
   if [ $driver -eq 0 ]; then
