@@ -172,6 +172,9 @@ mt_status mt_cuda_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a);
 mt_status mt_cuda_attention_tc_fwd(mt_backend *be, const mt_attention_fwd_args *a, int *done);
 mt_status mt_cuda_attention_tc_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done);
 int mt_cuda_attention_tc_supports(int D);
+/* the register-resident tensor-core kernels (cuda_attention_mma.cu): same contract as the two above */
+mt_status mt_cuda_attention_mma_fwd(mt_backend *be, const mt_attention_fwd_args *a, int *done);
+mt_status mt_cuda_attention_mma_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done);
 
 /* cuda_attention_block.cu */
 mt_status mt_cuda_attention_block_fwd(mt_backend *be, const mt_attention_block_fwd_args *a);

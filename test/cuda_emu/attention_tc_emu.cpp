@@ -1,5 +1,6 @@
-/* attention_tc_emu.cpp — runs the tensor-core flash-attention kernels of cuda/cuda_attention_tc.cu
- * on the CPU (test/cuda_emu/inc: host stand-ins for the CUDA runtime and WMMA) and compares
+/* attention_tc_emu.cpp — runs the tensor-core flash-attention kernels of cuda/cuda_attention_mma.cu
+ * (mma.sync fragments in registers) and cuda/cuda_attention_tc.cu (WMMA) on the CPU
+ * (test/cuda_emu/inc: host stand-ins for the CUDA runtime, mma.sync and WMMA) and compares
  * them with the CPU backend's attention (the reference), forward and backward, by normalised
  * MSE. Tolerances as test/ops/cuda_parity_check.h: 1e-4 for bf16 outputs (out, dqkv: one bf16
  * rounding of the output plus P and dS rounded to bf16 before their GEMMs, nmse ~5e-6 expected),
@@ -8,12 +9,15 @@
  * fragments, shared-memory limits, timing; test_cuda_parity does that on a GPU.
  * Built and run by test/cuda_emu/run.sh (not part of make test: ~1 min of compile and a few of
  * run on 2 cores). */
-#include "attention_tc_host.cpp" /* cuda/cuda_attention_tc.cu with its launches rewritten */
+#include "attention_tc_host.cpp"  /* cuda/cuda_attention_tc.cu with its launches rewritten */
+#include "attention_mma_host.cpp" /* cuda/cuda_attention_mma.cu, likewise */
 #define EMU_SEED 0x9E3779B97F4A7C15ull
 #define EMU_NAME_WIDTH 12
 #include "emu_main.h"
-static void run(int B, int T, int H, int KV, int D) {
-    printf("  B=%d T=%d H=%d KV=%d D=%d\n", B, T, H, KV, D);
+typedef mt_status (*fwd_fn)(mt_backend *, const mt_attention_fwd_args *, int *);
+typedef mt_status (*bwd_fn)(mt_backend *, const mt_attention_bwd_args *, int *);
+static void run_impl(const char *name, fwd_fn fwd, bwd_fn bwd, int B, int T, int H, int KV, int D) {
+    printf("  %s B=%d T=%d H=%d KV=%d D=%d\n", name, B, T, H, KV, D);
     mt_backend cpu; if (mt_backend_cpu_create(&cpu, 1) != MT_OK) { printf("cpu create failed\n"); exit(1); }
     const size_t S3 = (size_t)(H + 2 * KV) * D, nq = (size_t)B * T * S3, no = (size_t)B * T * H * D, nl = (size_t)B * H * T;
     std::vector<float> qkv(nq), dout(no), out(no), lse(nl), dqkv(nq), delta(nl);
@@ -29,7 +33,7 @@ static void run(int B, int T, int H, int KV, int D) {
     mt_cuda_ctx ctx = {}; mt_backend be; memset(&be, 0, sizeof be); be.ctx = &ctx;
     mt_attention_fwd_args fg = {go, glse.data(), gq, B, T, H, KV, D};
     int done = 0;
-    if (mt_cuda_attention_tc_fwd(&be, &fg, &done) != MT_OK || !done) { printf("tc fwd not run\n"); fails++; return; }
+    if (fwd(&be, &fg, &done) != MT_OK || !done) { printf("tc fwd not run\n"); fails++; return; }
     std::vector<float> o2(no); for (size_t i = 0; i < no; i++) o2[i] = __bfloat162float(go[i]);
     cmp("out", o2.data(), out.data(), no, 1e-4);
     cmp("lse", glse.data(), lse.data(), nl, 1e-6);
@@ -44,7 +48,7 @@ static void run(int B, int T, int H, int KV, int D) {
     }
     for (size_t i = 0; i < nq; i++) gdq[i] = __float2bfloat16_rn(1e30f);
     mt_attention_bwd_args bg = {gdq, gdelta.data(), gdo, gq, go, lse.data(), B, T, H, KV, D};
-    if (mt_cuda_attention_tc_bwd(&be, &bg, &done) != MT_OK || !done) { printf("tc bwd not run\n"); fails++; return; }
+    if (bwd(&be, &bg, &done) != MT_OK || !done) { printf("tc bwd not run\n"); fails++; return; }
     std::vector<float> d2(nq); for (size_t i = 0; i < nq; i++) d2[i] = __bfloat162float(gdq[i]);
     cmp("dqkv", d2.data(), dqkv.data(), nq, 1e-4);
     /* the q, k, v parts separately */
@@ -53,6 +57,10 @@ static void run(int B, int T, int H, int KV, int D) {
         for (size_t r = 0; r < (size_t)B * T; r++) for (size_t j = lo; j < hi; j++) { a.push_back(d2[r * S3 + j]); c.push_back(dqkv[r * S3 + j]); }
         cmp(part == 0 ? "  dq" : part == 1 ? "  dk" : "  dv", a.data(), c.data(), a.size(), 1e-4); }
     free(gq); free(gdo); free(go); free(gdq); mt_backend_destroy(&cpu);
+}
+static void run(int B, int T, int H, int KV, int D) {
+    run_impl("mma", mt_cuda_attention_mma_fwd, mt_cuda_attention_mma_bwd, B, T, H, KV, D);
+    run_impl("wmma", mt_cuda_attention_tc_fwd, mt_cuda_attention_tc_bwd, B, T, H, KV, D);
 }
 int main(int argc, char **argv) {
     const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;

@@ -46,6 +46,39 @@ static inline float __shfl_xor_sync(unsigned, float v, int off) {
     return r;
 }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+/* mma.sync.m16n8k16 (bf16 in, fp32 accumulate), warp-collective: every lane's fragment registers
+ * are gathered through the exchange array into the whole A (16 x 16) and B (16 x 8), decoded with
+ * the PTX ISA's fragment layouts (g = lane / 4, t = lane % 4), and each lane adds its own four
+ * products in fp32. cuda/ kernels call it in place of the instruction when MT_CUDA_EMU is set. */
+#define MT_CUDA_EMU 1
+static inline float emu_bf16_lo(unsigned w) { return __uint_as_float(w << 16); }
+static inline float emu_bf16_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+static inline void mt_emu_mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    const unsigned mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
+    unsigned all[6][32];
+    for (int r = 0; r < 6; r++) {
+        emu.warp->arrive_and_wait();
+        memcpy(&emu.xch[emu.lane], &mine[r], 4);
+        emu.warp->arrive_and_wait();
+        memcpy(all[r], emu.xch, sizeof all[r]);
+    }
+    emu.warp->arrive_and_wait();
+    float A[16][16], B[16][8];
+    for (int L = 0; L < 32; L++) {
+        const int g = L >> 2, t = L & 3;
+        const int ar[4] = {g, g + 8, g, g + 8}, ac[4] = {2 * t, 2 * t, 2 * t + 8, 2 * t + 8};
+        for (int r = 0; r < 4; r++) A[ar[r]][ac[r]] = emu_bf16_lo(all[r][L]), A[ar[r]][ac[r] + 1] = emu_bf16_hi(all[r][L]);
+        B[2 * t][g] = emu_bf16_lo(all[4][L]), B[2 * t + 1][g] = emu_bf16_hi(all[4][L]);
+        B[2 * t + 8][g] = emu_bf16_lo(all[5][L]), B[2 * t + 9][g] = emu_bf16_hi(all[5][L]);
+    }
+    const int g = emu.lane >> 2, t = emu.lane & 3;
+    for (int e = 0; e < 4; e++) {
+        const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+        float s = d[e];
+        for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
+        d[e] = s;
+    }
+}
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); } /* the device's is approximate (2 ulp) */
 typedef int cudaError_t; typedef void *cudaStream_t;
