@@ -369,11 +369,12 @@ peer() { # peer NAME ARRAY CAP: the PyTorch peer on the GPU right before mtrain'
     *) add_step "$name" "fail: the PyTorch peer $(why_rc $RC): $(grep -m1 -i 'error' "$LOGS/$name.log" | head -c 200)" "$DT" "$det" ;;
   esac
 }
-throughput() { # throughput NAME ARRAY CAP TARGET PEER_NAME
-  local name=$1 cap_s=$3 target=$4 pname=$5
+throughput() { # throughput NAME ARRAY CAP TARGET PEER_NAME [ATTENTION]: ATTENTION sets MT_CUDA_ATTENTION
+  # (the attention kernels: mma by default, wmma or fp32) for an A/B of the same run
+  local name=$1 cap_s=$3 target=$4 pname=$5 attn=${6:-mma}
   declare -n targs="$2"
   rm -f "$LOGS/$name.jsonl"
-  run_step "$cap_s" "$LOGS/$name.log" "$MT" "${targs[@]}" --backend cuda --metrics "$LOGS/$name.jsonl"
+  run_step "$cap_s" "$LOGS/$name.log" env MT_CUDA_ATTENTION="$attn" "$MT" "${targs[@]}" --backend cuda --metrics "$LOGS/$name.jsonl"
   unset -n targs
   if [ $RC -ne 0 ]; then add_step "$name" "fail: $(why_rc $RC): $(grep -m1 'error' "$LOGS/$name.log")" "$DT" ""; return; fi
   local tj tps mfu ms ptps ratio
@@ -382,7 +383,7 @@ throughput() { # throughput NAME ARRAY CAP TARGET PEER_NAME
   ms=$(median_after "$LOGS/$name.jsonl" ms_per_iter $WARMUP)
   eval "ptps=\${PEER_TPS_${pname//[^a-z0-9]/_}:-}"
   ratio=$(awk -v a="$tps" -v b="$ptps" 'BEGIN{if (a > 0 && b > 0) printf "%.3f", a/b}')
-  add_step "$name" pass "$DT" "$tj, \"tokens_per_s_over_peer\": $(jnum "$ratio"), \"target\": $(jstr "$target")" \
+  add_step "$name" pass "$DT" "$tj, \"attention\": $(jstr "$attn"), \"tokens_per_s_over_peer\": $(jnum "$ratio"), \"target\": $(jstr "$target")" \
     "$tps tok/s, $ms ms/it, MFU $mfu, x${ratio:-?} of the peer"
 }
 
@@ -465,7 +466,7 @@ dry_parsers() { # the report's parsers on real mtrain output: a 4-iteration CPU 
   done
 }
 
-GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b ops_gpt125m ops_gpt1.3b nccl sanitizer"
+GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b throughput_gpt1.3b_wmma ops_gpt125m ops_gpt1.3b nccl sanitizer"
 gc_main() {
   echo "gpu-check ($MODE, $([ $KIT -eq 1 ] && echo "kit $ROOT" || echo "tree $ROOT")): data $DATA_DIR, out $OUT_DIR, work $WORK, budget $BUDGET_S s (essential $ESSENTIAL_S s)"
   kit_libraries
@@ -501,6 +502,7 @@ gc_main() {
   peer peer_gpt1.3b PEER_13B 90
   throughput throughput_gpt1.3b TP_13B 100 "MFU >= 0.45 on one H200" peer_gpt1.3b
   ESSENTIAL_DONE_S=$(elapsed)
+  throughput throughput_gpt1.3b_wmma TP_13B 60 "A/B: the WMMA attention kernels" peer_gpt1.3b wmma
   [ "$ESSENTIAL_DONE_S" -le "$ESSENTIAL_S" ] || echo "gpu-check: the essential figures took $ESSENTIAL_DONE_S s, over the $ESSENTIAL_S s aimed at"
   op_profile ops_gpt125m TP_125M 6
   op_profile ops_gpt1.3b TP_13B 4

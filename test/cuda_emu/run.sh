@@ -25,7 +25,7 @@ host_copy cuda/cuda_attention_tc.cu "$out/attention_tc_host.cpp" 3
 host_copy cuda/cuda_attention_mma.cu "$out/attention_mma_host.cpp" 3
 host_copy cuda/cuda_xent.cu "$out/xent_host.cpp" 4
 host_copy cuda/cuda_act.cu "$out/act_host.cpp" 7
-host_copy cuda/cuda_layernorm.cu "$out/layernorm_host.cpp" 5
+host_copy cuda/cuda_layernorm.cu "$out/layernorm_host.cpp" 6
 host_copy cuda/cuda_init.cu "$out/init_host.cpp" 1
 host_copy cuda/cuda_embed.cu "$out/embed_host.cpp" 4
 CUDA_LIBS=""

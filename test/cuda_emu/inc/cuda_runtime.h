@@ -105,14 +105,15 @@ template <class K, class... A> void emu_launch(dim3 g, dim3 b, size_t smem, cuda
             unsigned char *base = (unsigned char *)(((uintptr_t)buf.data() + 127) & ~(uintptr_t)127);
             for (size_t i = 0; i < smem; i++) base[i] = 0xA5; /* garbage, as real shared memory */
             emu_smem_base = base; emu_smem_bytes = smem;
-            std::barrier<> blk(b.x);
-            const int nw = b.x / 32;
+            const unsigned nt = b.x * b.y; /* 2-D blocks: x fastest, warps by linear index */
+            std::barrier<> blk(nt);
+            const int nw = nt / 32;
             std::vector<std::barrier<> *> wb; std::vector<std::vector<float>> xch(nw, std::vector<float>(32));
             for (int w = 0; w < nw; w++) wb.push_back(new std::barrier<>(32));
             std::vector<std::thread> th;
-            for (unsigned t = 0; t < b.x; t++)
+            for (unsigned t = 0; t < nt; t++)
                 th.emplace_back([&, t] {
-                    threadIdx = dim3(t); blockIdx = dim3(bx, by);
+                    threadIdx = dim3(t % b.x, t / b.x); blockIdx = dim3(bx, by);
                     emu = emu_ctx{&blk, wb[t / 32], xch[t / 32].data(), (int)(t % 32)};
                     kernel(args...);
                 });
