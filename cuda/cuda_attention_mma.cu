@@ -16,7 +16,8 @@
  * C (16 x 8, fp32) c0, c1 = (g, 2t..2t+1), c2, c3 = (g+8, 2t..2t+1).
  * So a score tile's C fragments are, packed to bf16 pairs, the A fragments of the next product
  * (P V, dS K, ...) with no trip through shared memory. Shared memory holds only the 64-row K/V
- * (or Q/dO) tiles, bf16, rows padded to D + 8 elements (conflict-free 32-bit fragment loads).
+ * (or Q/dO) tiles, bf16, rows padded to D + 8 elements (conflict-free fragment loads); B
+ * fragments come from it through ldmatrix (.trans for those read down a tile's columns).
  *  forward, block per (query tile, b*h), heaviest first: per key tile S = Q K^T, online softmax
  *    (exp2 of log2e-scaled scores; the row max and sum kept per thread, the sum reduced over
  *    the 4 lanes of a row once at the end), O = O * alpha + P V.
@@ -52,12 +53,26 @@ __device__ __forceinline__ void fm_mma(float (&d)[4], const unsigned (&a)[4], un
 #endif
 }
 
-/* two consecutive bf16 of shared memory (even index) as one 32-bit fragment register */
-__device__ __forceinline__ unsigned fm_ld2(const bf16 *p) { return *reinterpret_cast<const unsigned *>(p); }
-/* two bf16 one row apart (p[0], p[ld]) as one register: a B fragment read down a column */
-__device__ __forceinline__ unsigned fm_ld2_col(const bf16 *p, int ld) {
-    return (unsigned)__bfloat16_as_ushort(p[0]) | ((unsigned)__bfloat16_as_ushort(p[ld]) << 16);
+/* ldmatrix.x4: four 8 x 8 bf16 matrices of shared memory into fragment registers; lanes 8m .. 8m+7
+ * give the addresses of matrix m's rows (16-byte aligned). Plain: lane l gets row l / 4, columns
+ * 2(l % 4), +1 of each matrix (a B fragment read along K's rows); .trans: column l / 4, rows
+ * 2(l % 4), +1 (a B fragment read down V's columns). One instruction for four registers. */
+template <bool TRANS> __device__ __forceinline__ void fm_ldmatrix_x4(unsigned (&r)[4], const bf16 *row) {
+#ifdef MT_CUDA_EMU
+    mt_emu_ldmatrix_x4(r, row, TRANS);
+#else
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+#endif
 }
+
 
 /* rows [0, 64) of a (64, D) bf16 tile from global rows of stride `stride`; rows >= n_valid zero */
 template <int D> __device__ __forceinline__ void fm_load_tile(bf16 *dst, const bf16 *src, size_t stride, int n_valid) {
@@ -73,30 +88,27 @@ template <int D> __device__ __forceinline__ void fm_load_tile(bf16 *dst, const b
 /* A fragments of this warp's 16 rows (starting at row w0 of a smem tile), every k-step of D */
 template <int D>
 __device__ __forceinline__ void fm_load_a(unsigned (&a)[fm_dims<D>::KD][4], const bf16 *tile, int w0, int lane) {
-    const int g = lane >> 2, t = lane & 3;
-    const bf16 *r0 = tile + (w0 + g) * fm_dims<D>::LDH + 2 * t, *r8 = r0 + 8 * fm_dims<D>::LDH;
+    const int m = lane >> 3, r = lane & 7; /* matrices: rows 0-7 / 8-15 (m & 1) x columns 0-7 / 8-15 (m >> 1) */
+    const bf16 *row = tile + (w0 + 8 * (m & 1) + r) * fm_dims<D>::LDH + 8 * (m >> 1);
 #pragma unroll
-    for (int kc = 0; kc < fm_dims<D>::KD; kc++) {
-        a[kc][0] = fm_ld2(r0 + kc * 16);
-        a[kc][1] = fm_ld2(r8 + kc * 16);
-        a[kc][2] = fm_ld2(r0 + kc * 16 + 8);
-        a[kc][3] = fm_ld2(r8 + kc * 16 + 8);
-    }
+    for (int kc = 0; kc < fm_dims<D>::KD; kc++) fm_ldmatrix_x4<false>(a[kc], row + kc * 16);
 }
 
 /* s[j] = A B^T for the 64 rows of a smem tile (B's rows are the n dimension): 16 x 64 scores */
 template <int D>
 __device__ __forceinline__ void fm_scores(float (&s)[8][4], const unsigned (&a)[fm_dims<D>::KD][4], const bf16 *tile,
                                           int lane) {
-    const int g = lane >> 2, t = lane & 3;
+    const int m = lane >> 3, r = lane & 7; /* ldmatrix: this lane's matrix and row */
 #pragma unroll
     for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
     for (int kc = 0; kc < fm_dims<D>::KD; kc++)
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const bf16 *p = tile + (8 * j + g) * fm_dims<D>::LDH + kc * 16 + 2 * t;
-            fm_mma(s[j], a[kc], fm_ld2(p), fm_ld2(p + 8));
+        for (int j = 0; j < 8; j += 2) { /* b0, b1 of n-tiles j and j+1 */
+            unsigned b[4];
+            fm_ldmatrix_x4<false>(b, tile + (8 * (j + (m >> 1)) + r) * fm_dims<D>::LDH + kc * 16 + 8 * (m & 1));
+            fm_mma(s[j], a[kc], b[0], b[1]);
+            fm_mma(s[j + 1], a[kc], b[2], b[3]);
         }
 }
 
@@ -106,13 +118,15 @@ template <int D>
 __device__ __forceinline__ void fm_acc_pm(float (&acc)[fm_dims<D>::ND][4], const unsigned (&pa)[4][4], const bf16 *tile,
                                           int lane) {
     constexpr int LDH = fm_dims<D>::LDH;
-    const int g = lane >> 2, t = lane & 3;
+    const int m = lane >> 3, r = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
 #pragma unroll
-        for (int n = 0; n < fm_dims<D>::ND; n++) {
-            const bf16 *p = tile + (16 * kk + 2 * t) * LDH + 8 * n + g;
-            fm_mma(acc[n], pa[kk], fm_ld2_col(p, LDH), fm_ld2_col(p + 8 * LDH, LDH));
+        for (int n = 0; n < fm_dims<D>::ND; n += 2) { /* b0, b1 of n-tiles n and n+1 (ND is even) */
+            unsigned b[4];
+            fm_ldmatrix_x4<true>(b, tile + (16 * kk + 8 * (m & 1) + r) * LDH + 8 * (n + (m >> 1)));
+            fm_mma(acc[n], pa[kk], b[0], b[1]);
+            fm_mma(acc[n + 1], pa[kk], b[2], b[3]);
         }
 }
 

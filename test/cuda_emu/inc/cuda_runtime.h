@@ -53,6 +53,38 @@ static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); re
 #define MT_CUDA_EMU 1
 static inline float emu_bf16_lo(unsigned w) { return __uint_as_float(w << 16); }
 static inline float emu_bf16_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+/* ldmatrix.sync.m8n8.x4[.trans].b16, warp-collective: every lane's row address is gathered, then each
+ * lane reads its four registers as the PTX ISA gives them (plain: row l/4, columns 2(l%4), +1 of
+ * matrix m, whose rows lanes 8m..8m+7 address; trans: column l/4 of rows 2(l%4), +1). Addresses must
+ * be 16-byte aligned, as on the device. */
+static inline void mt_emu_ldmatrix_x4(unsigned (&r)[4], const void *row, bool trans) {
+    assert((((uintptr_t)row) & 15u) == 0 && "ldmatrix row address not 16-byte aligned");
+    const uintptr_t mine = (uintptr_t)row;
+    uintptr_t all[32];
+    for (int half = 0; half < 2; half++) {
+        const unsigned part = (unsigned)(half ? (uint64_t)mine >> 32 : mine & 0xffffffffu);
+        emu.warp->arrive_and_wait();
+        memcpy(&emu.xch[emu.lane], &part, 4);
+        emu.warp->arrive_and_wait();
+        for (int L = 0; L < 32; L++) {
+            unsigned v; memcpy(&v, &emu.xch[L], 4);
+            all[L] = half ? all[L] | ((uintptr_t)v << 32) : (uintptr_t)v;
+        }
+    }
+    emu.warp->arrive_and_wait();
+    const int l = emu.lane;
+    for (int m = 0; m < 4; m++) {
+        uint16_t lo, hi;
+        if (!trans) {
+            const uint16_t *p = (const uint16_t *)all[8 * m + l / 4];
+            lo = p[2 * (l % 4)], hi = p[2 * (l % 4) + 1];
+        } else {
+            lo = ((const uint16_t *)all[8 * m + 2 * (l % 4)])[l / 4];
+            hi = ((const uint16_t *)all[8 * m + 2 * (l % 4) + 1])[l / 4];
+        }
+        r[m] = (unsigned)lo | ((unsigned)hi << 16);
+    }
+}
 static inline void mt_emu_mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     const unsigned mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
     unsigned all[6][32];
