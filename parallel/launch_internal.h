@@ -42,7 +42,9 @@ typedef struct {
     char buf[MT_LAUNCH_LINE_BYTES];
     size_t len;
     int mid_line; /* the last chunk written ended without a newline: no prefix before the next */
-    char last_error[512]; /* stderr: what followed ": error: " on the last line that had it, or "" */
+    char last_error[512]; /* stderr: what followed ": error: " on the last line that had it (and its
+                             indented continuation lines), or "" */
+    int in_error;         /* the last stderr line was such a line or a continuation of one */
 } mt_launch_linebuf;
 
 /* Passes on what is available on the non-blocking pipe *fd of rank r to our stdout (which 0) or

@@ -62,16 +62,27 @@ static void emit(int r, int which, mt_launch_linebuf *lb, const char *p, size_t 
     out_write(which == 0 ? STDOUT_FILENO : STDERR_FILENO, out, k);
 }
 
-/* keeps the message of a "<tool>: error: <message>" line (mtrain's form of a rank's failure) */
+/* keeps the message of a "<tool>: error: <message>" line (mtrain's form of a rank's failure),
+ * with the indented lines right after it (a message of several lines) joined on */
 static void note_error(mt_launch_linebuf *lb, const char *p, size_t n) {
     static const char tag[] = ": error: ";
     const char *e = memmem(p, n, tag, sizeof tag - 1);
-    if (!e) return;
-    e += sizeof tag - 1;
+    size_t used = 0;
+    if (e) {
+        e += sizeof tag - 1;
+    } else if (lb->in_error && n > 0 && (p[0] == ' ' || p[0] == '\t')) {
+        for (e = p; e < p + n && (*e == ' ' || *e == '\t');) e++;
+        used = strlen(lb->last_error);
+        if (used + 1 < sizeof lb->last_error) lb->last_error[used++] = ' ';
+    } else {
+        lb->in_error = 0;
+        return;
+    }
+    lb->in_error = 1;
     size_t k = (size_t)(p + n - e);
-    if (k >= sizeof lb->last_error) k = sizeof lb->last_error - 1;
-    memcpy(lb->last_error, e, k);
-    lb->last_error[k] = 0;
+    if (used + k >= sizeof lb->last_error) k = sizeof lb->last_error - 1 - used;
+    memcpy(lb->last_error + used, e, k);
+    lb->last_error[used + k] = 0;
 }
 
 const char *mt_launch_error_suffix(const char *error, char *buf, size_t buf_bytes) {
