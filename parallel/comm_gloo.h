@@ -17,8 +17,10 @@
  *     far side included); with more than two nodes a member may therefore name the node whose
  *     ranks failed first and closed their side, rather than the one that was lost;
  *   - abort() closes the connections of the whole family (the world and every Gloo group split
- *     from it), so the peers' pending calls fail promptly; its shared-memory groups learn of an
- *     exiting member through their own dead-peer check (~100 ms).
+ *     from it), so the peers' pending calls fail promptly; its shared-memory groups are families
+ *     of their own, aborted separately (mt_pstate_abort aborts every group, so that their members
+ *     report the aborting rank's cause); one not aborted learns of an exiting member through its
+ *     own dead-peer check (~100 ms) as "rank R died".
  * The world's creation ignores SIGPIPE process-wide (when it is at its default): Gloo writes to
  * sockets without MSG_NOSIGNAL, and a peer that closed its side must fail the call, not kill the
  * rank. Listening address: GLOO_SOCKET_IFNAME's address when set (torch's variable), else the address

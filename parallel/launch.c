@@ -2,7 +2,9 @@
  * relay and environment launch_io.c, --max-restarts launch_restarts.c): forks N ranks running
  * `exe ARGS` with the PMIx client environment, relays each rank's stdout/stderr, forwards
  * SIGINT/SIGTERM/SIGHUP (a second one kills) and SIGUSR1/SIGUSR2 (stop requests: mtrain saves and
- * exits 0), and when a rank exits non-zero, is killed by a signal or calls PMIx_Abort, names it, gives the others MT_LAUNCH_PEER_GRACE_S (10 s) to
+ * exits 0), and when a rank exits non-zero, is killed by a signal or calls PMIx_Abort, names it
+ * (quoting its last error line, the root cause such as a lost node, in every line of the
+ * launcher's about the failure), gives the others MT_LAUNCH_PEER_GRACE_S (10 s) to
  * notice it and exit on their own, then SIGTERMs them, SIGKILLs what is left after the kill
  * grace period and, once every rank is reaped, ends with that rank's status (128 + signal for
  * a signal).
@@ -23,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -39,6 +42,7 @@
 #include "parallel/launch_internal.h"
 
 #define MAX_RANKS 4096
+_Static_assert(sizeof(mt_launch_outcome) <= PIPE_BUF, "an attempt's outcome is one atomic pipe write");
 
 typedef struct {
     pid_t pid;
@@ -60,6 +64,7 @@ typedef struct {
     int n, n_running;
     int failed, fail_rank, fail_code;
     char cause[sizeof ((mt_launch_outcome *)0)->what]; /* how fail_rank failed */
+    char error[sizeof ((mt_launch_outcome *)0)->error]; /* fail_rank's last error line: its root cause */
     int interrupted, n_interrupts;
     int interrupt_code; /* the first non-zero status of a rank after the launcher passed a signal on */
     int unpaired[2][32]; /* [0]: signals received, [1]: passed on by the restart loop, not yet paired */
@@ -187,12 +192,15 @@ static void reap(job_t *j) {
             }
         }
         drain_rank(j, r); /* its last words first */
+        snprintf(j->error, sizeof j->error, "%s", j->ranks[r].lb[1].last_error);
+        char why[sizeof j->error + 16];
+        mt_launch_error_suffix(j->error, why, sizeof why);
         if (j->o->n_nodes > 1)
-            fprintf(stderr, "mtrain launch: rank %d (node %d, local rank %d) %s%s; stopping this node's other %d rank(s)\n",
-                    j->fail_rank, j->o->node_rank, r, j->cause, also, j->n_running);
+            fprintf(stderr, "mtrain launch: rank %d (node %d, local rank %d) %s%s; stopping this node's other %d "
+                    "rank(s)%s\n", j->fail_rank, j->o->node_rank, r, j->cause, also, j->n_running, why);
         else
-            fprintf(stderr, "mtrain launch: rank %d %s%s; stopping the other %d rank(s)\n", r, j->cause, also,
-                    j->n_running);
+            fprintf(stderr, "mtrain launch: rank %d %s%s; stopping the other %d rank(s)%s\n", r, j->cause, also,
+                    j->n_running, why);
         stop_others_later(j);
     }
 }
@@ -362,7 +370,9 @@ static void supervise(job_t *j) {
         if (j->term_at && now >= j->term_at) {
             j->term_at = 0;
             if (j->n_running > 0) {
-                fprintf(stderr, "mtrain launch: %d rank(s) still running after the failure: SIGTERM\n", j->n_running);
+                char why[sizeof j->error + 16];
+                fprintf(stderr, "mtrain launch: %d rank(s) still running after rank %d failed: SIGTERM%s\n", j->n_running,
+                        j->fail_rank, mt_launch_error_suffix(j->error, why, sizeof why));
                 stop_others(j, -1);
             }
         }
@@ -469,6 +479,7 @@ static mt_status run_attempt(const mt_launch_opts *o, int restart, mt_launch_out
         out->rank = j.fail_rank;
         out->code = j.fail_code;
         snprintf(out->what, sizeof out->what, "%s", j.cause);
+        snprintf(out->error, sizeof out->error, "%s", j.error);
     } else if (j.interrupted) {
         /* ranks that answer the signal by stopping cleanly (mtrain saves a checkpoint and exits 0) end
          * the job with 0, as they would without a launcher; otherwise the first rank's status */

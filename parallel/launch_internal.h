@@ -42,10 +42,15 @@ typedef struct {
     char buf[MT_LAUNCH_LINE_BYTES];
     size_t len;
     int mid_line; /* the last chunk written ended without a newline: no prefix before the next */
+    char last_error[512]; /* stderr: what followed ": error: " on the last line that had it (and its
+                             indented continuation lines), or "" */
+    int in_error;         /* the last stderr line was such a line or a continuation of one */
 } mt_launch_linebuf;
 
 /* Passes on what is available on the non-blocking pipe *fd of rank r to our stdout (which 0) or
- * stderr (1), whole lines at a time, "[rR] "-prefixed when prefix is set (see launch.h).
+ * stderr (1), whole lines at a time, "[rR] "-prefixed when prefix is set (see launch.h). On
+ * stderr it keeps the message of the last "<tool>: error: <message>" line in lb->last_error:
+ * what the launcher quotes as the failed rank's cause (a lost node, ...) in its own lines.
  * Returns 1 while the pipe is open, 0 once it hit EOF: then the last partial line is flushed,
  * *fd closed and set to -1. */
 int mt_launch_relay(int *fd, mt_launch_linebuf *lb, int r, int which, int prefix);
@@ -62,6 +67,9 @@ char **mt_launch_env_base(int n_ranks, int restart);
  * MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID, TORCHELASTIC_MAX_RESTARTS, and MT_BOOTSTRAP=env
  * (parallel/bootstrap_env.c). MT_ERR_OOM when out of memory. */
 mt_status mt_launch_env_torchrun(const mt_launch_opts *o, int local_rank, int restart, char ***env);
+/* "; its error: <error>" for a launcher line about a failed rank that left an error line, else
+ * "" (into buf) */
+const char *mt_launch_error_suffix(const char *error, char *buf, size_t buf_bytes);
 char **mt_launch_env_copy(char **base); /* heap copy of a NULL-terminated array; NULL: OOM */
 void mt_launch_env_free(char **env);    /* NULL is fine */
 
@@ -85,6 +93,7 @@ typedef struct {
     char what[1024];   /* RANK_FAILED: the cause, "exited with status 3", "was killed by signal
                           9 (Killed)", "called PMIx_Abort(status 2): msg"; SETUP_FAILED: the
                           error message */
+    char error[512];   /* RANK_FAILED: the rank's last error message (mt_launch_linebuf), or "" */
 } mt_launch_outcome;
 
 /* The max_restarts == 0 path of mt_launch_run: one attempt in this very process, exactly as

@@ -1,5 +1,6 @@
 /* launch_io.c — the plumbing of `mtrain launch` that does not supervise anything: the output
- * relay (each rank's stdout / stderr passed on line by line, one write per line, with a
+ * relay (each rank's stdout / stderr passed on line by line, one write per line, keeping the
+ * message of a rank's last "error:" line on stderr for the launcher's own lines, with a
  * "[rR] " prefix unless the line already starts with "[r", i.e. mtrain's own
  * "[rR tpT ppP dpD]" lines, or is one of Megatron's log lines, which one rank prints and a parser
  * of Megatron's log reads as they are) and the ranks' environment (the launcher's, without the PMIx client
@@ -61,12 +62,41 @@ static void emit(int r, int which, mt_launch_linebuf *lb, const char *p, size_t 
     out_write(which == 0 ? STDOUT_FILENO : STDERR_FILENO, out, k);
 }
 
+/* keeps the message of a "<tool>: error: <message>" line (mtrain's form of a rank's failure),
+ * with the indented lines right after it (a message of several lines) joined on */
+static void note_error(mt_launch_linebuf *lb, const char *p, size_t n) {
+    static const char tag[] = ": error: ";
+    const char *e = memmem(p, n, tag, sizeof tag - 1);
+    size_t used = 0;
+    if (e) {
+        e += sizeof tag - 1;
+    } else if (lb->in_error && n > 0 && (p[0] == ' ' || p[0] == '\t')) {
+        for (e = p; e < p + n && (*e == ' ' || *e == '\t');) e++;
+        used = strlen(lb->last_error);
+        if (used + 1 < sizeof lb->last_error) lb->last_error[used++] = ' ';
+    } else {
+        lb->in_error = 0;
+        return;
+    }
+    lb->in_error = 1;
+    size_t k = (size_t)(p + n - e);
+    if (used + k >= sizeof lb->last_error) k = sizeof lb->last_error - 1 - used;
+    memcpy(lb->last_error + used, e, k);
+    lb->last_error[used + k] = 0;
+}
+
+const char *mt_launch_error_suffix(const char *error, char *buf, size_t buf_bytes) {
+    snprintf(buf, buf_bytes, "%s%s", error && *error ? "; its error: " : "", error ? error : "");
+    return buf;
+}
+
 int mt_launch_relay(int *fd, mt_launch_linebuf *lb, int r, int which, int prefix) {
     for (;;) {
         ssize_t k = read(*fd, lb->buf + lb->len, sizeof lb->buf - lb->len);
         if (k < 0 && errno == EINTR) continue;
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
         if (k <= 0) { /* EOF or error: flush the last partial line */
+            if (lb->len && which == 1) note_error(lb, lb->buf, lb->len);
             if (lb->len) emit(r, which, lb, lb->buf, lb->len, prefix, prefix);
             lb->len = 0;
             close(*fd);
@@ -77,6 +107,7 @@ int mt_launch_relay(int *fd, mt_launch_linebuf *lb, int r, int which, int prefix
         size_t start = 0;
         for (size_t i = 0; i < lb->len; i++) {
             if (lb->buf[i] != '\n') continue;
+            if (which == 1) note_error(lb, lb->buf + start, i - start);
             emit(r, which, lb, lb->buf + start, i - start, 1, prefix);
             start = i + 1;
         }

@@ -4,7 +4,8 @@
  * supervises its ranks exactly as a launcher without restarts does (launch.c) and hands back
  * its outcome over a pipe. When a rank of attempt k failed (exited non-zero, was killed by a
  * signal, called PMIx_Abort), the supervisor has stopped the others and reaped them all; the
- * launcher logs "mtrain launch: rank R CAUSE; restarting all N ranks (restart k+1 of MAX)" and
+ * launcher logs "mtrain launch: rank R CAUSE; restarting all N ranks (restart k+1 of MAX)" (then
+ * "; its error: MESSAGE" when the rank printed an error line, as launch.c's lines do) and
  * starts attempt k+1 with the same arguments, its ranks seeing MT_RESTART_COUNT =
  * TORCHELASTIC_RESTART_COUNT = k+1. After MAX restarts the next failure ends the job with that
  * rank's status ("restarts exhausted"); ranks that all exit 0 end it with 0.
@@ -170,6 +171,7 @@ static mt_status run_loop(loop_t *l, int *exit_code) {
         mt_status st = start_attempt(o, k, &a);
         if (st != MT_OK) return st;
         mt_launch_outcome out;
+        char why[sizeof out.error + 16];
         if (!wait_attempt(l, &a, &out)) {
             if (WIFSIGNALED(a.ws))
                 fprintf(stderr, "mtrain launch: the supervisor of attempt %d was killed by signal %d (%s) before it "
@@ -193,24 +195,25 @@ static mt_status run_loop(loop_t *l, int *exit_code) {
             return MT_OK;
         case MT_ATTEMPT_RANK_FAILED:
             *exit_code = out.code;
+            mt_launch_error_suffix(out.error, why, sizeof why);
             if (l->interrupted) {
-                fprintf(stderr, "mtrain launch: rank %d %s; not restarting: the launcher got %s\n", out.rank, out.what,
-                        strsignal(l->interrupted));
+                fprintf(stderr, "mtrain launch: rank %d %s; not restarting: the launcher got %s%s\n", out.rank, out.what,
+                        strsignal(l->interrupted), why);
                 return MT_OK;
             }
             if (out.code == MT_EXIT_CONFIG) {
                 fprintf(stderr, "mtrain launch: rank %d %s; not restarting: status %d is mtrain's for a wrong "
-                                "command line or recipe, which every attempt would repeat (fix it and launch again)\n",
-                        out.rank, out.what, MT_EXIT_CONFIG);
+                                "command line or recipe, which every attempt would repeat (fix it and launch again)%s\n",
+                        out.rank, out.what, MT_EXIT_CONFIG, why);
                 return MT_OK;
             }
             if (k >= o->max_restarts) {
                 fprintf(stderr, "mtrain launch: rank %d %s; restarts exhausted (%d of %d used): exiting with "
-                                "status %d\n", out.rank, out.what, k, o->max_restarts, out.code);
+                                "status %d%s\n", out.rank, out.what, k, o->max_restarts, out.code, why);
                 return MT_OK;
             }
-            fprintf(stderr, "mtrain launch: rank %d %s; restarting all %d ranks (restart %d of %d)\n", out.rank,
-                    out.what, o->n_ranks, k + 1, o->max_restarts);
+            fprintf(stderr, "mtrain launch: rank %d %s; restarting all %d ranks (restart %d of %d)%s\n", out.rank,
+                    out.what, o->n_ranks, k + 1, o->max_restarts, why);
             break;
         default:
             return mt_errorf(MT_ERR_INTERNAL, "mtrain launch: attempt %d reported outcome %d", k, out.kind);

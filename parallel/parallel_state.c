@@ -153,8 +153,15 @@ out:
     return st;
 }
 
+/* The world first, then every group this state made: a shared-memory or NCCL world's abort
+ * reaches its groups anyway (one family; a second abort is a no-op), but a Gloo world's reaches
+ * only its Gloo groups, while its node-local groups are shared-memory families of their own.
+ * Aborting them here records this rank's error (mt_last_error, e.g. "lost node mtnode1") as the
+ * reason their members report ("rank R (pid P) aborted: ..."), before this rank exits; without
+ * it a tp peer on this node would see only "rank R died" and never the cause. */
 void mt_pstate_abort(mt_parallel_state *ps) {
-    if (ps->g[MT_PG_WORLD].comm) ps->g[MT_PG_WORLD].comm->i->abort(ps->g[MT_PG_WORLD].comm);
+    for (int id = MT_PG_WORLD; id < MT_PG_COUNT; id++)
+        if (ps->g[id].owner && ps->g[id].comm) ps->g[id].comm->i->abort(ps->g[id].comm);
 }
 
 static void free_state(mt_parallel_state *ps, int finalize) {

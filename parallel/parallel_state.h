@@ -71,7 +71,8 @@ mt_status mt_pstate_setup(mt_parallel_state *ps, const mt_recipe *r, mt_backend 
 mt_status mt_pstate_setup_world(mt_parallel_state *ps, const mt_recipe *r, mt_comm *world);
 /* The group `id` of this rank. */
 static inline const mt_group *mt_pstate_group(const mt_parallel_state *ps, mt_pgroup id) { return &ps->g[id]; }
-/* On a failure path: makes every peer's pending and future collectives fail promptly. */
+/* On a failure path: makes every peer's pending and future collectives fail promptly, in every
+ * group, with this rank's error (mt_last_error) as the reason the peers on shared memory report. */
 void mt_pstate_abort(mt_parallel_state *ps);
 void mt_pstate_free(mt_parallel_state *ps);
 /* The same without the bootstrap's finalize handshake, for a job its launcher is tearing down

@@ -4,7 +4,10 @@
 # (namespaces of this machine; skipped with the reason where they cannot be made).
 # 2 nodes x 2 ranks, tp=2 inside a node, dp=2 across the nodes (Gloo). The survivors on node 0
 # are each in a dp all-reduce with a rank of node 1: both must fail naming "mtnode1", and node 0's
-# launcher must exit non-zero, within timeout_s (10 s) plus the launcher's own grace.
+# launcher must exit non-zero, within timeout_s (10 s) plus the launcher's own grace. Whichever
+# survivor notices second may be in a tp collective with the first (shared memory) rather than in
+# its own dp all-reduce: the first one's abort carries its cause, so each survivor's own error line
+# names mtnode1 either way, and so does the launcher's line about the failed rank.
 source test/e2e_lib.sh
 source test/multinode/nodes.sh
 need_data
@@ -32,8 +35,10 @@ log="$TMP/lost.node0.log"
 echo "node 0's launcher ended $dt s after node 1 was killed; its log ends:"
 tail -n 12 "$log"
 [ $dt -le $((TMO + 15)) ] || fail "node 0 took $dt s to notice (timeout_s $TMO)"
-for r in 0 1; do
-  grep -q "rank $r.*mtnode1" "$log" || fail "rank $r did not name the lost node mtnode1"
+for r in 0 1; do # the rank's own error line (its "[rR tp.. ]" prefix), not another's naming it
+  grep -q "^\[r$r[] ].*error:.*lost node mtnode1" "$log" || fail "rank $r did not name the lost node mtnode1"
 done
+grep -q "^mtrain launch: rank [01] .*lost node mtnode1" "$log" ||
+  fail "node 0's launcher did not name the lost node mtnode1 in its line about the failed rank"
 mn_check_shm_empty
 echo "PASS: both survivors named mtnode1 within $dt s; node 0's /dev/shm is empty"

@@ -4,8 +4,12 @@
  * bootstrap's allgather is a shared-memory world of the same ranks. Checked: every collective of
  * comm.h on values whose sums are exact in fp32 and bf16 (small integers), grouped send/recv,
  * alltoallv with uneven counts, split into node-local groups (shared memory) and cross-node ones
- * (Gloo), color < 0, and abort (the peers' next call fails with MT_ERR_PEER, no hang). Skipped
- * (77) when this mtrain is built without Gloo. */
+ * (Gloo), color < 0, and abort (the peers' next call fails with MT_ERR_PEER, no hang). Then a
+ * parallel state over a fresh Gloo world with tp = 2 (tp groups node-local, on shared memory):
+ * rank 1's mt_pstate_abort with a "lost node" error must reach its tp peer rank 0, blocked in a tp
+ * allreduce, at once and with that cause (a Gloo world's abort alone does not reach its
+ * shared-memory groups; rank 0 would wait out the 5 s timeout). Skipped (77) when this mtrain is
+ * built without Gloo. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +17,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/recipe/recipe.h"
 #include "parallel/comm_gloo.h"
 #include "parallel/comm_shm.h"
+#include "parallel/parallel_state.h"
 #include "test/test.h"
 
 #define N 4
@@ -109,6 +115,35 @@ static void splits(mt_comm *g, int me) {
     }
 }
 
+/* a failure's cause crosses from the Gloo world to the node-local tp group (see the top) */
+static void pstate_abort_cause(mt_bootstrap *bs, const char (*nodes)[MT_NODE_ID_BYTES], mt_comm *shm, int me) {
+    mt_comm *w = NULL;
+    mt_status st = mt_comm_gloo_init(bs, nodes, 5, &w);
+    CHECKF(st == MT_OK && w, "%s", mt_last_error());
+    static mt_recipe r;
+    static mt_parallel_state ps;
+    mt_recipe_defaults(&r);
+    r.parallel.tensor = 2;
+    mt_pstate_single(&ps);
+    st = w ? mt_pstate_setup_world(&ps, &r, w) : MT_ERR_INTERNAL;
+    CHECKF(st == MT_OK, "%s", mt_last_error());
+    mt_comm *tp = mt_pstate_group(&ps, MT_PG_TP)->comm;
+    CHECKF(tp && !strcmp(tp->i->name, "shm"), "the node-local tp group runs on %s", tp ? tp->i->name : "nothing");
+    if (st != MT_OK || !tp) _exit(1);
+    if (me == 1) {
+        mt_errorf(MT_ERR_PEER, "rank 1: allreduce: lost node n1 (test)");
+        mt_pstate_abort(&ps);
+    } else if (me == 0) {
+        float v = 1;
+        st = tp->i->allreduce(tp, &v, &v, 1, MT_F32, MT_RED_SUM);
+        CHECKF(st == MT_ERR_PEER && strstr(mt_last_error(), "aborted: rank 1: allreduce: lost node n1 (test)"),
+               "rank 0's tp allreduce after rank 1's abort: %s: %s", mt_status_name(st), mt_last_error());
+    }
+    st = shm->i->barrier(shm);
+    CHECKF(st == MT_OK, "%s", mt_last_error());
+    mt_pstate_free(&ps);
+}
+
 static void rank_main(mt_comm_shm_local *shm_local, int me) {
     mt_comm *shm = NULL;
     if (mt_comm_shm_create_local(shm_local, me, 20, &shm) != MT_OK) _exit(2);
@@ -134,6 +169,7 @@ static void rank_main(mt_comm_shm_local *shm_local, int me) {
     st = shm->i->barrier(shm);
     CHECKF(st == MT_OK, "%s", mt_last_error());
     g->i->destroy(g);
+    pstate_abort_cause(&bs, (const char (*)[MT_NODE_ID_BYTES])nodes, shm, me);
     shm->i->destroy(shm);
     _exit(mt_test_failures ? 1 : 0);
 }
