@@ -158,6 +158,21 @@ __device__ __forceinline__ void fm_store_rows(bf16 *dst, size_t stride, const fl
     }
 }
 
+/* Where a block of the forward or dQ kernel works, grid (n_query_tiles, B*H): query tile r0 ..
+ * r0+nr of head h in sequence b (the last tiles, which see the most keys, first), and the rows of
+ * its q, k and v heads (k, v: kv head kvh = h / (H / KV)) in qkv, row stride S3; SO: out's. */
+struct fm_qtile {
+    int bh, b, h, kvh, S3, SO, r0, nr;
+    const bf16 *base, *k, *v;
+    __device__ fm_qtile(const bf16 *qkv, int T, int H, int KV, int D) {
+        bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
+        S3 = (H + 2 * KV) * D, SO = H * D;
+        r0 = (gridDim.x - 1 - blockIdx.x) * FM_BQ, nr = min(FM_BQ, T - r0);
+        base = qkv + (size_t)b * T * S3;
+        k = base + (size_t)(H + kvh) * D, v = base + (size_t)(H + KV + kvh) * D;
+    }
+};
+
 /* ---- forward ---- */
 
 template <int D> static constexpr size_t fm_fwd_smem() { return sizeof(bf16) * 2 * FM_BK * fm_dims<D>::LDH; }
@@ -169,12 +184,10 @@ __global__ void __launch_bounds__(FM_THREADS)
     typedef fm_dims<D> dims;
     extern __shared__ __align__(128) unsigned char fa_smem[];
     bf16 *Ks = reinterpret_cast<bf16 *>(fa_smem), *Vs = Ks + FM_BK * dims::LDH;
-    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
-    const int S3 = (H + 2 * KV) * D, SO = H * D;
+    const fm_qtile q(qkv, T, H, KV, D);
+    const int bh = q.bh, b = q.b, h = q.h, S3 = q.S3, SO = q.SO, r0 = q.r0, nr = q.nr;
+    const bf16 *base = q.base, *k = q.k, *v = q.v;
     const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-    const int r0 = qt * FM_BQ, nr = min(FM_BQ, T - r0);
-    const bf16 *base = qkv + (size_t)b * T * S3;
-    const bf16 *k = base + (size_t)(H + kvh) * D, *v = base + (size_t)(H + KV + kvh) * D;
     const float sl2 = scale * FM_LOG2E;
 
     unsigned qa[dims::KD][4];
@@ -257,12 +270,10 @@ __global__ void __launch_bounds__(FM_THREADS)
     typedef fm_dims<D> dims;
     extern __shared__ __align__(128) unsigned char fa_smem[];
     bf16 *Ks = reinterpret_cast<bf16 *>(fa_smem), *Vs = Ks + FM_BK * dims::LDH;
-    const int qt = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
-    const int S3 = (H + 2 * KV) * D, SO = H * D;
+    const fm_qtile q(qkv, T, H, KV, D);
+    const int bh = q.bh, b = q.b, h = q.h, S3 = q.S3, SO = q.SO, r0 = q.r0, nr = q.nr;
+    const bf16 *base = q.base, *k = q.k, *v = q.v;
     const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-    const int r0 = qt * FM_BQ, nr = min(FM_BQ, T - r0);
-    const bf16 *base = qkv + (size_t)b * T * S3;
-    const bf16 *k = base + (size_t)(H + kvh) * D, *v = base + (size_t)(H + KV + kvh) * D;
     const float sl2 = scale * FM_LOG2E;
 
     unsigned qa[dims::KD][4], da[dims::KD][4];
@@ -392,22 +403,9 @@ __global__ void __launch_bounds__(FM_THREADS)
 
 /* ---- host side ---- */
 
-/* 1 if the device lets a block of this kernel have `bytes` of shared memory (opting in above 48 KiB) */
-template <typename K> static int fm_smem_ok(K kernel, size_t bytes) {
-    int dev = 0, max_optin = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-        bytes > (size_t)max_optin || cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          (int)bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return 1;
-}
-
 template <int D> static mt_status fm_fwd(mt_backend *be, const mt_attention_fwd_args *a, int *done) {
     const size_t smem = fm_fwd_smem<D>();
-    if (!fm_smem_ok(fm_fwd_kernel<D>, smem)) return MT_OK; /* *done stays 0: another path runs */
+    if (!mt_cuda_smem_optin(fm_fwd_kernel<D>, smem)) return MT_OK; /* *done stays 0: another path runs */
     dim3 grid(mt_cuda_ceil_div((size_t)a->T, FM_BQ), (unsigned)(a->B * a->H));
     fm_fwd_kernel<D><<<grid, FM_THREADS, smem, mt_cuda_ctx_of(be)->stream>>>(
         (bf16 *)a->out, (float *)a->lse, (const bf16 *)a->qkv, a->T, a->H, a->KV, mt_attn_scale(a->scale, D));
@@ -418,7 +416,7 @@ template <int D> static mt_status fm_fwd(mt_backend *be, const mt_attention_fwd_
 
 template <int D> static mt_status fm_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done) {
     const size_t smem_dq = fm_fwd_smem<D>(), smem_dkv = fm_dkv_smem<D>();
-    if (!fm_smem_ok(fm_bwd_dq_kernel<D>, smem_dq) || !fm_smem_ok(fm_bwd_dkv_kernel<D>, smem_dkv)) return MT_OK;
+    if (!mt_cuda_smem_optin(fm_bwd_dq_kernel<D>, smem_dq) || !mt_cuda_smem_optin(fm_bwd_dkv_kernel<D>, smem_dkv)) return MT_OK;
     cudaStream_t s = mt_cuda_ctx_of(be)->stream;
     const float scale = mt_attn_scale(a->scale, D);
     dim3 grid_q(mt_cuda_ceil_div((size_t)a->T, FM_BQ), (unsigned)(a->B * a->H));
@@ -435,11 +433,9 @@ template <int D> static mt_status fm_bwd(mt_backend *be, const mt_attention_bwd_
     return MT_OK;
 }
 
-static int fm_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
 mt_status mt_cuda_attention_mma_fwd(mt_backend *be, const mt_attention_fwd_args *a, int *done) {
     *done = 0;
-    if (!fm_aligned(a->qkv) || !fm_aligned(a->out)) return MT_OK;
+    if (!mt_cuda_aligned16(a->qkv) || !mt_cuda_aligned16(a->out)) return MT_OK;
     switch (a->D) {
     case 32: return fm_fwd<32>(be, a, done);
     case 64: return fm_fwd<64>(be, a, done);
@@ -452,7 +448,7 @@ mt_status mt_cuda_attention_mma_fwd(mt_backend *be, const mt_attention_fwd_args 
 /* the caller has computed delta; this writes all of dqkv (q, k and v parts) */
 mt_status mt_cuda_attention_mma_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done) {
     *done = 0;
-    if (!fm_aligned(a->qkv) || !fm_aligned(a->dqkv) || !fm_aligned(a->dout)) return MT_OK;
+    if (!mt_cuda_aligned16(a->qkv) || !mt_cuda_aligned16(a->dqkv) || !mt_cuda_aligned16(a->dout)) return MT_OK;
     switch (a->D) {
     case 32: return fm_bwd<32>(be, a, done);
     case 64: return fm_bwd<64>(be, a, done);

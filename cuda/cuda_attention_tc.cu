@@ -383,24 +383,9 @@ __global__ void __launch_bounds__(FA_THREADS)
 
 /* ---- host side ---- */
 
-/* 1 if the device lets a block of this kernel have `bytes` of shared memory (opting in above 48 KiB) */
-template <typename K> static int fa_smem_ok(K kernel, size_t bytes) {
-    int dev = 0, max_optin = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-        bytes > (size_t)max_optin || cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                          (int)bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return 1;
-}
-
-static int fa_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
 template <int D> static mt_status fa_fwd(mt_backend *be, const mt_attention_fwd_args *a, int *done) {
     const size_t smem = fa_fwd_smem<D>();
-    if (!fa_smem_ok(fa_fwd_kernel<D>, smem)) return MT_OK; /* *done stays 0: the fp32 path runs */
+    if (!mt_cuda_smem_optin(fa_fwd_kernel<D>, smem)) return MT_OK; /* *done stays 0: the fp32 path runs */
     dim3 grid(mt_cuda_ceil_div((size_t)a->T, FA_BQ), (unsigned)(a->B * a->H));
     fa_fwd_kernel<D><<<grid, FA_THREADS, smem, mt_cuda_ctx_of(be)->stream>>>(
         (bf16 *)a->out, (float *)a->lse, (const bf16 *)a->qkv, a->T, a->H, a->KV, mt_attn_scale(a->scale, D));
@@ -411,7 +396,7 @@ template <int D> static mt_status fa_fwd(mt_backend *be, const mt_attention_fwd_
 
 template <int D> static mt_status fa_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done) {
     const size_t smem_dq = fa_dq_smem<D>(), smem_dkv = fa_dkv_smem<D>();
-    if (!fa_smem_ok(fa_bwd_dq_kernel<D>, smem_dq) || !fa_smem_ok(fa_bwd_dkv_kernel<D>, smem_dkv)) return MT_OK;
+    if (!mt_cuda_smem_optin(fa_bwd_dq_kernel<D>, smem_dq) || !mt_cuda_smem_optin(fa_bwd_dkv_kernel<D>, smem_dkv)) return MT_OK;
     cudaStream_t s = mt_cuda_ctx_of(be)->stream;
     const float scale = mt_attn_scale(a->scale, D);
     dim3 grid_q(mt_cuda_ceil_div((size_t)a->T, FA_BQ), (unsigned)(a->B * a->H));
@@ -430,7 +415,7 @@ template <int D> static mt_status fa_bwd(mt_backend *be, const mt_attention_bwd_
 
 mt_status mt_cuda_attention_tc_fwd(mt_backend *be, const mt_attention_fwd_args *a, int *done) {
     *done = 0;
-    if (!fa_aligned(a->qkv) || !fa_aligned(a->out)) return MT_OK;
+    if (!mt_cuda_aligned16(a->qkv) || !mt_cuda_aligned16(a->out)) return MT_OK;
     switch (a->D) {
     case 32: return fa_fwd<32>(be, a, done);
     case 64: return fa_fwd<64>(be, a, done);
@@ -443,7 +428,7 @@ mt_status mt_cuda_attention_tc_fwd(mt_backend *be, const mt_attention_fwd_args *
 /* the caller has computed delta; this writes all of dqkv (q, k and v parts) */
 mt_status mt_cuda_attention_tc_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done) {
     *done = 0;
-    if (!fa_aligned(a->qkv) || !fa_aligned(a->dqkv) || !fa_aligned(a->dout)) return MT_OK;
+    if (!mt_cuda_aligned16(a->qkv) || !mt_cuda_aligned16(a->dqkv) || !mt_cuda_aligned16(a->dout)) return MT_OK;
     switch (a->D) {
     case 32: return fa_bwd<32>(be, a, done);
     case 64: return fa_bwd<64>(be, a, done);

@@ -69,6 +69,22 @@ static inline mt_cuda_ctx *mt_cuda_ctx_of(mt_backend *be) { return (mt_cuda_ctx 
 
 static inline unsigned mt_cuda_ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 
+/* 1 if the device lets a block of `kernel` have `bytes` of dynamic shared memory (opting in above
+ * 48 KiB); 0 otherwise, the error cleared (the caller then takes another path) */
+template <typename K> static inline int mt_cuda_smem_optin(K kernel, size_t bytes) {
+    int dev = 0, max_optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        bytes > (size_t)max_optin ||
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return 1;
+}
+
+static inline int mt_cuda_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 /* The row slabs of a column reduction (dbias, a norm's dweight / dbias) whose gx column blocks
  * have ty lanes of rows each: ~4 blocks per SM, >= 8 rows per lane, at most 65535 and at most
  * what the scratch holds at slab_bytes each; 0 when not even one slab fits the scratch. */

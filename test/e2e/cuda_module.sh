@@ -54,11 +54,14 @@ if [ $built -eq 1 ]; then
   # backend's entry points: the GPU check runs test_cuda_parity* and test_comm_nccl) exports what
   # the module takes from it, else dlopen fails there with "undefined symbol" (the first GPU run did)
   n_bins=0
+  needs=$(nm -D --undefined-only "$MOD" | awk '$2 ~ /^mt_/ {print $2}')
   for b in "$MTRAIN" build/test/*/*; do
-    [ -x "$b" ] && nm -D --defined-only "$b" 2>/dev/null | awk '{print $3}' | grep -qx mt_backend_cuda_create || continue
+    [ -x "$b" ] || continue
+    nm -D --defined-only "$b" 2>/dev/null | awk '{print $3}' >"$TMP/exports"
+    grep -qx mt_backend_cuda_create "$TMP/exports" || continue
     n_bins=$((n_bins + 1))
-    for s in $(nm -D --undefined-only "$MOD" | awk '$2 ~ /^mt_/ {print $2}'); do
-      nm -D --defined-only "$b" | awk '{print $3}' | grep -qx "$s" || fail "the module needs $s, which $b does not export (list it in core/backend_cuda_module.c's mt_cuda_module_host_imports)"
+    for s in $needs; do
+      grep -qx "$s" "$TMP/exports" || fail "the module needs $s, which $b does not export (list it in core/backend_cuda_module.c's mt_cuda_module_host_imports)"
     done
   done
   [ $n_bins -ge 4 ] || fail "only $n_bins binaries link the CUDA backend's entry points (mtrain and the three GPU test programs expected)"
