@@ -2,7 +2,7 @@
  * and backward, on bf16 qkv / out / dout; per query row only the f32 logsumexp lse (B, H, T) is
  * saved, as backend.h states it. qkv rows are [q heads (H*D) | k heads (KV*D) | v heads (KV*D)];
  * query head h reads kv head h / (H / KV); scale 1/sqrt(D).
- * Head sizes 32, 64, 96 and 128 run on tensor cores (cuda_attention_tc.cu; docs/cuda.md); this
+ * Head sizes 32, 64, 96 and 128 run on tensor cores (cuda_attention_mma.cu; docs/cuda.md); this
  * file keeps the delta kernel both paths share and, for every other head size (or with
  * MT_CUDA_ATTENTION=fp32), the fp32 CUDA-core kernels below:
  * a direct port of the CPU reference (core/cpu/cpu_ops_attention.c; algorithm and tiling in
@@ -276,16 +276,11 @@ template <typename K> static mt_status att_smem(const char *op, K kernel, size_t
     return MT_OK;
 }
 
-/* Which kernels run (MT_CUDA_ATTENTION, an A/B switch for checks; the parity test runs each):
- * unset or "mma" the register-resident tensor-core kernels (cuda_attention_mma.cu), "wmma" the
- * WMMA ones (cuda_attention_tc.cu), "fp32" the fp32 CUDA-core kernels below. A head size the
- * chosen tensor-core kernels do not take runs on the fp32 kernels. */
-enum { ATT_MMA, ATT_WMMA, ATT_FP32 };
-static int att_path(void) {
+/* The tensor-core kernels (cuda_attention_mma.cu) run unless MT_CUDA_ATTENTION=fp32 asks for the
+ * fp32 CUDA-core kernels below (an A/B switch for checks; the parity test runs both). */
+static int att_tensor_cores(void) {
     const char *e = getenv("MT_CUDA_ATTENTION");
-    if (e && strcmp(e, "fp32") == 0) return ATT_FP32;
-    if (e && strcmp(e, "wmma") == 0) return ATT_WMMA;
-    return ATT_MMA;
+    return !(e && strcmp(e, "fp32") == 0);
 }
 
 static mt_status att_check(const char *op, int B, int T, int H, int KV, int D) {
@@ -302,11 +297,9 @@ mt_status mt_cuda_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a) 
     const int B = a->B, T = a->T, H = a->H, KV = a->KV, D = a->D;
     if ((long)B * T == 0) return MT_OK;
     if (!a->out || !a->lse || !a->qkv) return mt_errorf(MT_ERR_INTERNAL, "cuda attention_fwd: NULL tensor");
-    const int path = att_path();
-    if (path != ATT_FP32) {
+    if (att_tensor_cores()) {
         int done = 0;
-        st = path == ATT_MMA ? mt_cuda_attention_mma_fwd(be, a, &done) : mt_cuda_attention_tc_fwd(be, a, &done);
-        if (st != MT_OK || done) return st;
+        if ((st = mt_cuda_attention_mma_fwd(be, a, &done)) != MT_OK || done) return st;
     }
     const size_t smem = fwd_smem_bytes(D);
     if ((st = att_smem("attention_fwd", att_fwd_kernel, smem, D)) != MT_OK) return st;
@@ -331,11 +324,9 @@ mt_status mt_cuda_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a) 
     att_bwd_delta_kernel<<<grid_d, ATT_THREADS, 0, s>>>((float *)a->delta, (const bf16 *)a->dout,
                                                         (const bf16 *)a->out, T, H, D);
     CUDA_CHECK_LAUNCH();
-    const int path = att_path();
-    if (path != ATT_FP32) {
+    if (att_tensor_cores()) {
         int done = 0;
-        st = path == ATT_MMA ? mt_cuda_attention_mma_bwd(be, a, &done) : mt_cuda_attention_tc_bwd(be, a, &done);
-        if (st != MT_OK || done) return st;
+        if ((st = mt_cuda_attention_mma_bwd(be, a, &done)) != MT_OK || done) return st;
     }
     const size_t smem_dq = dq_smem_bytes(D), smem_dkv = dkv_smem_bytes(D);
     if ((st = att_smem("attention_bwd", att_bwd_dq_kernel, smem_dq, D)) != MT_OK) return st;

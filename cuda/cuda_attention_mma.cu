@@ -1,9 +1,10 @@
 /* cuda_attention_mma.cu — flash attention with the scores, probabilities and outputs in registers
  * (FlashAttention-2's layout, Dao 2023): bf16 tensor cores through mma.sync m16n8k16 (sm_80+),
  * forward and backward, causal, grouped-query heads, head sizes D in {32, 64, 96, 128}. The
- * default attention path on a GPU; MT_CUDA_ATTENTION=wmma runs the WMMA kernels of
- * cuda_attention_tc.cu instead and =fp32 the CUDA-core ones (A/B switches: the GPU check times
- * and checks each).
+ * attention path on a GPU; MT_CUDA_ATTENTION=fp32 runs cuda_attention.cu's CUDA-core kernels
+ * instead (an A/B switch; the parity test checks both). A first version through WMMA (S, P and
+ * O through shared memory) measured 1.78x slower end to end on an H200 (docs/gpu-runs.md) and
+ * was replaced by this one.
  * Same algorithm and conventions as the CPU twin (core/cpu/cpu_ops_attention.c): qkv rows
  * [q heads | k heads | v heads], query head h reads kv head h / (H / KV), scores scaled by
  * `scale`, softmax in fp32 with a running max, P (and dS) rounded to bf16 before their GEMMs,
@@ -164,12 +165,16 @@ __device__ __forceinline__ void fm_store_rows(bf16 *dst, size_t stride, const fl
 struct fm_qtile {
     int bh, b, h, kvh, S3, SO, r0, nr;
     const bf16 *base, *k, *v;
-    __device__ fm_qtile(const bf16 *qkv, int T, int H, int KV, int D) {
+    int lane, w0, g, t; /* this thread's lane, its warp's first row, and g = lane / 4, t = lane % 4 */
+    float sl2;          /* the score scale times log2(e): exp2 of scaled scores */
+    __device__ fm_qtile(const bf16 *qkv, int T, int H, int KV, int D, float scale) {
         bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
         S3 = (H + 2 * KV) * D, SO = H * D;
         r0 = (gridDim.x - 1 - blockIdx.x) * FM_BQ, nr = min(FM_BQ, T - r0);
         base = qkv + (size_t)b * T * S3;
         k = base + (size_t)(H + kvh) * D, v = base + (size_t)(H + KV + kvh) * D;
+        lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
+        sl2 = scale * FM_LOG2E;
     }
 };
 
@@ -184,38 +189,34 @@ __global__ void __launch_bounds__(FM_THREADS)
     typedef fm_dims<D> dims;
     extern __shared__ __align__(128) unsigned char fa_smem[];
     bf16 *Ks = reinterpret_cast<bf16 *>(fa_smem), *Vs = Ks + FM_BK * dims::LDH;
-    const fm_qtile q(qkv, T, H, KV, D);
-    const int bh = q.bh, b = q.b, h = q.h, S3 = q.S3, SO = q.SO, r0 = q.r0, nr = q.nr;
-    const bf16 *base = q.base, *k = q.k, *v = q.v;
-    const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-    const float sl2 = scale * FM_LOG2E;
+    const fm_qtile q(qkv, T, H, KV, D, scale);
 
     unsigned qa[dims::KD][4];
-    fm_load_tile<D>(Ks, base + (size_t)h * D + (size_t)r0 * S3, S3, nr); /* Q through the K buffer */
+    fm_load_tile<D>(Ks, q.base + (size_t)q.h * D + (size_t)q.r0 * q.S3, q.S3, q.nr); /* Q through the K buffer */
     __syncthreads();
-    fm_load_a<D>(qa, Ks, w0, lane);
+    fm_load_a<D>(qa, Ks, q.w0, q.lane);
     float o[dims::ND][4];
 #pragma unroll
     for (int n = 0; n < dims::ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* rows g, g+8; m in log2 units */
-    const int q_row[2] = {r0 + w0 + g, r0 + w0 + g + 8};
-    const int kend = r0 + nr;
+    const int q_row[2] = {q.r0 + q.w0 + q.g, q.r0 + q.w0 + q.g + 8};
+    const int kend = q.r0 + q.nr;
     for (int c0 = 0; c0 < kend; c0 += FM_BK) {
         const int nc = min(FM_BK, kend - c0);
         __syncthreads(); /* every warp is done with the previous tiles (and Q) */
-        fm_load_tile<D>(Ks, k + (size_t)c0 * S3, S3, nc);
-        fm_load_tile<D>(Vs, v + (size_t)c0 * S3, S3, nc);
+        fm_load_tile<D>(Ks, q.k + (size_t)c0 * q.S3, q.S3, nc);
+        fm_load_tile<D>(Vs, q.v + (size_t)c0 * q.S3, q.S3, nc);
         __syncthreads();
         float s[8][4];
-        fm_scores<D>(s, qa, Ks, lane);
-        const bool edge = c0 + FM_BK > r0 + w0 || nc < FM_BK; /* the diagonal or the sequence's end */
+        fm_scores<D>(s, qa, Ks, q.lane);
+        const bool edge = c0 + FM_BK > q.r0 + q.w0 || nc < FM_BK; /* the diagonal or the sequence's end */
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int col = c0 + 8 * j + 2 * t + (e & 1);
-                float x = s[j][e] * sl2;
+                const int col = c0 + 8 * j + 2 * q.t + (e & 1);
+                float x = s[j][e] * q.sl2;
                 if (edge && (col > q_row[e >> 1] || col >= c0 + nc)) x = -INFINITY;
                 s[j][e] = x;
                 mx[e >> 1] = fmaxf(mx[e >> 1], x);
@@ -246,7 +247,7 @@ __global__ void __launch_bounds__(FM_THREADS)
         }
         unsigned pa[4][4];
         fm_pack_a(pa, s);
-        fm_acc_pm<D>(o, pa, Vs, lane);
+        fm_acc_pm<D>(o, pa, Vs, q.lane);
     }
     float inv[2];
 #pragma unroll
@@ -254,10 +255,11 @@ __global__ void __launch_bounds__(FM_THREADS)
         l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
         l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
         inv[i] = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-        const int r = w0 + g + 8 * i;
-        if (t == 0 && r < nr) lse[(size_t)bh * T + r0 + r] = (m[i] + log2f(l[i])) * FM_LN2;
+        const int r = q.w0 + q.g + 8 * i;
+        if (q.t == 0 && r < q.nr) lse[(size_t)q.bh * T + q.r0 + r] = (m[i] + log2f(l[i])) * FM_LN2;
     }
-    fm_store_rows<D>(out + (size_t)b * T * SO + (size_t)h * D + (size_t)(r0 + w0) * SO, SO, o, inv, nr - w0, lane);
+    bf16 *orow = out + (size_t)q.b * T * q.SO + (size_t)q.h * D + (size_t)(q.r0 + q.w0) * q.SO;
+    fm_store_rows<D>(orow, q.SO, o, inv, q.nr - q.w0, q.lane);
 }
 
 /* ---- backward: dQ ---- */
@@ -270,54 +272,51 @@ __global__ void __launch_bounds__(FM_THREADS)
     typedef fm_dims<D> dims;
     extern __shared__ __align__(128) unsigned char fa_smem[];
     bf16 *Ks = reinterpret_cast<bf16 *>(fa_smem), *Vs = Ks + FM_BK * dims::LDH;
-    const fm_qtile q(qkv, T, H, KV, D);
-    const int bh = q.bh, b = q.b, h = q.h, S3 = q.S3, SO = q.SO, r0 = q.r0, nr = q.nr;
-    const bf16 *base = q.base, *k = q.k, *v = q.v;
-    const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16, g = lane >> 2, t = lane & 3;
-    const float sl2 = scale * FM_LOG2E;
+    const fm_qtile q(qkv, T, H, KV, D, scale);
 
     unsigned qa[dims::KD][4], da[dims::KD][4];
-    fm_load_tile<D>(Ks, base + (size_t)h * D + (size_t)r0 * S3, S3, nr);
-    fm_load_tile<D>(Vs, dout + (size_t)b * T * SO + (size_t)h * D + (size_t)r0 * SO, SO, nr);
+    fm_load_tile<D>(Ks, q.base + (size_t)q.h * D + (size_t)q.r0 * q.S3, q.S3, q.nr);
+    fm_load_tile<D>(Vs, dout + (size_t)q.b * T * q.SO + (size_t)q.h * D + (size_t)q.r0 * q.SO, q.SO, q.nr);
     __syncthreads();
-    fm_load_a<D>(qa, Ks, w0, lane);
-    fm_load_a<D>(da, Vs, w0, lane);
-    const int q_row[2] = {r0 + w0 + g, r0 + w0 + g + 8};
+    fm_load_a<D>(qa, Ks, q.w0, q.lane);
+    fm_load_a<D>(da, Vs, q.w0, q.lane);
+    const int q_row[2] = {q.r0 + q.w0 + q.g, q.r0 + q.w0 + q.g + 8};
     float lse2[2], dl[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const bool ok = q_row[i] < r0 + nr;
-        lse2[i] = ok ? lse[(size_t)bh * T + q_row[i]] * FM_LOG2E : 0.0f;
-        dl[i] = ok ? delta[(size_t)bh * T + q_row[i]] : 0.0f;
+        const bool ok = q_row[i] < q.r0 + q.nr;
+        lse2[i] = ok ? lse[(size_t)q.bh * T + q_row[i]] * FM_LOG2E : 0.0f;
+        dl[i] = ok ? delta[(size_t)q.bh * T + q_row[i]] : 0.0f;
     }
     float dq[dims::ND][4];
 #pragma unroll
     for (int n = 0; n < dims::ND; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
-    const int kend = r0 + nr;
+    const int kend = q.r0 + q.nr;
     for (int c0 = 0; c0 < kend; c0 += FM_BK) {
         const int nc = min(FM_BK, kend - c0);
         __syncthreads();
-        fm_load_tile<D>(Ks, k + (size_t)c0 * S3, S3, nc);
-        fm_load_tile<D>(Vs, v + (size_t)c0 * S3, S3, nc);
+        fm_load_tile<D>(Ks, q.k + (size_t)c0 * q.S3, q.S3, nc);
+        fm_load_tile<D>(Vs, q.v + (size_t)c0 * q.S3, q.S3, nc);
         __syncthreads();
         float s[8][4], dp[8][4];
-        fm_scores<D>(s, qa, Ks, lane);
-        fm_scores<D>(dp, da, Vs, lane);
+        fm_scores<D>(s, qa, Ks, q.lane);
+        fm_scores<D>(dp, da, Vs, q.lane);
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int col = c0 + 8 * j + 2 * t + (e & 1), i = e >> 1;
-                const bool ok = col <= q_row[i] && col < c0 + nc && q_row[i] < r0 + nr;
-                const float p = ok ? exp2f(s[j][e] * sl2 - lse2[i]) : 0.0f;
+                const int col = c0 + 8 * j + 2 * q.t + (e & 1), i = e >> 1;
+                const bool ok = col <= q_row[i] && col < c0 + nc && q_row[i] < q.r0 + q.nr;
+                const float p = ok ? exp2f(s[j][e] * q.sl2 - lse2[i]) : 0.0f;
                 s[j][e] = p * (dp[j][e] - dl[i]) * scale;
             }
         unsigned pa[4][4];
         fm_pack_a(pa, s);
-        fm_acc_pm<D>(dq, pa, Ks, lane);
+        fm_acc_pm<D>(dq, pa, Ks, q.lane);
     }
     const float one[2] = {1.0f, 1.0f};
-    fm_store_rows<D>(dqkv + (size_t)b * T * S3 + (size_t)h * D + (size_t)(r0 + w0) * S3, S3, dq, one, nr - w0, lane);
+    bf16 *qrow = dqkv + (size_t)q.b * T * q.S3 + (size_t)q.h * D + (size_t)(q.r0 + q.w0) * q.S3;
+    fm_store_rows<D>(qrow, q.S3, dq, one, q.nr - q.w0, q.lane);
 }
 
 /* ---- backward: dK, dV ---- */
@@ -416,7 +415,8 @@ template <int D> static mt_status fm_fwd(mt_backend *be, const mt_attention_fwd_
 
 template <int D> static mt_status fm_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done) {
     const size_t smem_dq = fm_fwd_smem<D>(), smem_dkv = fm_dkv_smem<D>();
-    if (!mt_cuda_smem_optin(fm_bwd_dq_kernel<D>, smem_dq) || !mt_cuda_smem_optin(fm_bwd_dkv_kernel<D>, smem_dkv)) return MT_OK;
+    if (!mt_cuda_smem_optin(fm_bwd_dq_kernel<D>, smem_dq) || !mt_cuda_smem_optin(fm_bwd_dkv_kernel<D>, smem_dkv))
+        return MT_OK;
     cudaStream_t s = mt_cuda_ctx_of(be)->stream;
     const float scale = mt_attn_scale(a->scale, D);
     dim3 grid_q(mt_cuda_ceil_div((size_t)a->T, FM_BQ), (unsigned)(a->B * a->H));

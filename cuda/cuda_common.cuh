@@ -182,13 +182,9 @@ mt_status mt_cuda_rope(mt_backend *be, const mt_rope_args *a);
 /* cuda_attention.cu */
 mt_status mt_cuda_attention_fwd(mt_backend *be, const mt_attention_fwd_args *a);
 mt_status mt_cuda_attention_bwd(mt_backend *be, const mt_attention_bwd_args *a);
-/* cuda_attention_tc.cu: the tensor-core kernels for D in {32, 64, 96, 128} with 16-byte aligned
+/* cuda_attention_mma.cu: the tensor-core kernels for D in {32, 64, 96, 128} with 16-byte aligned
  * tensors; *done = 0 (and MT_OK) when they do not apply, then the caller runs the fp32 kernels.
  * The backward expects delta computed and writes all of dqkv. */
-mt_status mt_cuda_attention_tc_fwd(mt_backend *be, const mt_attention_fwd_args *a, int *done);
-mt_status mt_cuda_attention_tc_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done);
-int mt_cuda_attention_tc_supports(int D);
-/* the register-resident tensor-core kernels (cuda_attention_mma.cu): same contract as the two above */
 mt_status mt_cuda_attention_mma_fwd(mt_backend *be, const mt_attention_fwd_args *a, int *done);
 mt_status mt_cuda_attention_mma_bwd(mt_backend *be, const mt_attention_bwd_args *a, int *done);
 

@@ -287,14 +287,11 @@ static mt_status norm_bwd(mt_backend *be, const mt_norm_bwd_args *a) {
         unsigned grid = mt_cuda_ceil_div((size_t)N, ROWS_PER_BLOCK);
         const bool vec = C % 8 == 0 && ((((uintptr_t)a->dinp) | ((uintptr_t)a->dout) | ((uintptr_t)a->inp) |
                                           ((uintptr_t)a->weight)) & 15u) == 0;
-        if (vec)
-            norm_bwd_dinp_vec_kernel<RMS><<<grid, ROWS_PER_BLOCK * 32, 0, ctx->stream>>>(
-                (bf16 *)a->dinp, (const bf16 *)a->dout, (const bf16 *)a->inp, (const bf16 *)a->weight,
-                (const float *)a->mean, (const float *)a->rstd, N, C);
-        else
-            norm_bwd_dinp_kernel<RMS><<<grid, ROWS_PER_BLOCK * 32, 0, ctx->stream>>>(
-                (bf16 *)a->dinp, (const bf16 *)a->dout, (const bf16 *)a->inp, (const bf16 *)a->weight,
-                (const float *)a->mean, (const float *)a->rstd, N, C);
+        void (*dinp_kernel)(bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *, const float *, int,
+                            int) = vec ? norm_bwd_dinp_vec_kernel<RMS> : norm_bwd_dinp_kernel<RMS>;
+        dinp_kernel<<<grid, ROWS_PER_BLOCK * 32, 0, ctx->stream>>>(
+            (bf16 *)a->dinp, (const bf16 *)a->dout, (const bf16 *)a->inp, (const bf16 *)a->weight,
+            (const float *)a->mean, (const float *)a->rstd, N, C);
         CUDA_CHECK_LAUNCH();
     }
 

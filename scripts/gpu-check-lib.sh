@@ -370,7 +370,7 @@ peer() { # peer NAME ARRAY CAP: the PyTorch peer on the GPU right before mtrain'
   esac
 }
 throughput() { # throughput NAME ARRAY CAP TARGET PEER_NAME [ATTENTION]: ATTENTION sets MT_CUDA_ATTENTION
-  # (the attention kernels: mma by default, wmma or fp32) for an A/B of the same run
+  # (the attention kernels: mma, the tensor-core ones, by default; fp32) for an A/B of the same run
   local name=$1 cap_s=$3 target=$4 pname=$5 attn=${6:-mma}
   declare -n targs="$2"
   rm -f "$LOGS/$name.jsonl"
@@ -466,7 +466,7 @@ dry_parsers() { # the report's parsers on real mtrain output: a 4-iteration CPU 
   done
 }
 
-GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b throughput_gpt1.3b_wmma ops_gpt125m ops_gpt1.3b nccl sanitizer"
+GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b ops_gpt125m ops_gpt1.3b nccl sanitizer"
 gc_main() {
   echo "gpu-check ($MODE, $([ $KIT -eq 1 ] && echo "kit $ROOT" || echo "tree $ROOT")): data $DATA_DIR, out $OUT_DIR, work $WORK, budget $BUDGET_S s (essential $ESSENTIAL_S s)"
   kit_libraries
@@ -502,7 +502,6 @@ gc_main() {
   peer peer_gpt1.3b PEER_13B 90
   throughput throughput_gpt1.3b TP_13B 100 "MFU >= 0.45 on one H200" peer_gpt1.3b
   ESSENTIAL_DONE_S=$(elapsed)
-  throughput throughput_gpt1.3b_wmma TP_13B 60 "A/B: the WMMA attention kernels" peer_gpt1.3b wmma
   [ "$ESSENTIAL_DONE_S" -le "$ESSENTIAL_S" ] || echo "gpu-check: the essential figures took $ESSENTIAL_DONE_S s, over the $ESSENTIAL_S s aimed at"
   op_profile ops_gpt125m TP_125M 6
   op_profile ops_gpt1.3b TP_13B 4

@@ -38,8 +38,6 @@
 #   peer_* / throughput_*   the PyTorch peer (SDPA flash attention, torch.compile) and then mtrain
 #                on gpt125m (seq 1024, 16 x 2 micro-batches) and gpt1.3b (seq 2048, 4 x 2):
 #                median tokens/s, ms/iteration, TFLOP/s and MFU after warm-up, and their ratio
-#   throughput_gpt1.3b_wmma   the same gpt1.3b run on the WMMA attention kernels (MT_CUDA_ATTENTION=wmma):
-#                the attention paths compared in one run
 #   ops_*        gpt125m (6 iterations) and gpt1.3b (4) with logging.timing_level 3: each backend
 #                op's own time per iteration (the device waits after every op), the table printed
 #   nccl         test_comm_nccl (every call of the NCCL communicator)

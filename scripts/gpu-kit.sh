@@ -160,7 +160,9 @@ if [ -f build/libmtrain_cuda.so ]; then
     module_libs="-L$(dirname "$(dirname "$nvcc_path")")/lib64 -L$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")/lib64 -lcudart -lcublasLt -lnccl -lstdc++"
   fi
   # shellcheck disable=SC2086 # module_libs is a list of linker arguments
-  cc -shared -o "$STAGE/module/libmtrain_cuda.so" build/cuda/*.o $(for o in $MODULE_C_OBJ; do printf '%s ' "$BIN_SRC/$o"; done) \
+  # the objects of today's cuda/*.cu only (a stale object of a removed source would be linked in)
+  cc -shared -o "$STAGE/module/libmtrain_cuda.so" $(for f in cuda/*.cu; do printf 'build/cuda/%s.o ' "$(basename "$f" .cu)"; done) \
+    $(for o in $MODULE_C_OBJ; do printf '%s ' "$BIN_SRC/$o"; done) \
     $module_libs -Wl,-rpath,/usr/local/cuda/lib64 ||
     die "linking the prebuilt module failed (link arguments: $module_libs)"
   strip --strip-debug "$STAGE/module/libmtrain_cuda.so"

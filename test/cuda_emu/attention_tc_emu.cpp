@@ -1,16 +1,15 @@
 /* attention_tc_emu.cpp — runs the tensor-core flash-attention kernels of cuda/cuda_attention_mma.cu
- * (mma.sync fragments in registers) and cuda/cuda_attention_tc.cu (WMMA) on the CPU
- * (test/cuda_emu/inc: host stand-ins for the CUDA runtime, mma.sync and WMMA) and compares
+ * (mma.sync fragments in registers, ldmatrix loads) on the CPU (test/cuda_emu/inc: host
+ * stand-ins for the CUDA runtime, mma.sync and ldmatrix) and compares
  * them with the CPU backend's attention (the reference), forward and backward, by normalised
  * MSE. Tolerances as test/ops/cuda_parity_check.h: 1e-4 for bf16 outputs (out, dqkv: one bf16
  * rounding of the output plus P and dS rounded to bf16 before their GEMMs, nmse ~5e-6 expected),
  * 1e-6 for lse (fp32). Outputs start as 1e30 and shared memory as garbage, so an element never
- * written or a tile row never zeroed shows. What this cannot check: the hardware's WMMA
+ * written or a tile row never zeroed shows. What this cannot check: the hardware's mma
  * fragments, shared-memory limits, timing; test_cuda_parity does that on a GPU.
  * Built and run by test/cuda_emu/run.sh (not part of make test: ~1 min of compile and a few of
  * run on 2 cores). */
-#include "attention_tc_host.cpp"  /* cuda/cuda_attention_tc.cu with its launches rewritten */
-#include "attention_mma_host.cpp" /* cuda/cuda_attention_mma.cu, likewise */
+#include "attention_mma_host.cpp" /* cuda/cuda_attention_mma.cu with its launches rewritten */
 #define EMU_SEED 0x9E3779B97F4A7C15ull
 #define EMU_NAME_WIDTH 12
 #include "emu_main.h"
@@ -60,7 +59,6 @@ static void run_impl(const char *name, fwd_fn fwd, bwd_fn bwd, int B, int T, int
 }
 static void run(int B, int T, int H, int KV, int D) {
     run_impl("mma", mt_cuda_attention_mma_fwd, mt_cuda_attention_mma_bwd, B, T, H, KV, D);
-    run_impl("wmma", mt_cuda_attention_tc_fwd, mt_cuda_attention_tc_bwd, B, T, H, KV, D);
 }
 int main(int argc, char **argv) {
     const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;

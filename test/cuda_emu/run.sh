@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # test/cuda_emu/run.sh — the tensor-core attention kernels (cuda/cuda_attention_mma.cu with its
-# mma.sync fragments, cuda/cuda_attention_tc.cu with WMMA) checked on
+# mma.sync fragments and ldmatrix loads) checked on
 # a machine without a GPU (and the fused cross-entropy, vectorised GeLU / add / cast, the fused
 # residual add + norm, init_normal and the embedding too): the files are compiled for the host with the real
 # cuda/cuda_common.cuh over stand-ins for the CUDA headers it includes (cuda_runtime.h, cuda_bf16.h,
-# cublasLt.h), for WMMA (mma.h), mma.sync (cuda_runtime.h) and for cub's radix sort (cub/), all in test/cuda_emu/inc; their
+# cublasLt.h), for mma.sync and ldmatrix (cuda_runtime.h) and for cub's radix sort (cub/), in
+# test/cuda_emu/inc; their
 # kernel launches are rewritten
 # into emu_launch(...), and they run against the CPU backend (fused_emu.cpp, xent_act_emu.cpp,
 # embed_emu.cpp, attention_tc_emu.cpp). Needs g++ with C++20 and `make` done first (links build/libmtrain.a).
@@ -21,11 +22,10 @@ host_copy() { # host_copy SRC.cu DST.cpp N_LAUNCHES: the file with its kernel la
   [ "$n" -eq "$3" ] || { echo "cuda_emu: $1: expected $3 kernel launches to rewrite, found $n" >&2; exit 1; }
   if grep -q '<<<' "$2"; then echo "cuda_emu: $1: a launch was not rewritten" >&2; exit 1; fi
 }
-host_copy cuda/cuda_attention_tc.cu "$out/attention_tc_host.cpp" 3
 host_copy cuda/cuda_attention_mma.cu "$out/attention_mma_host.cpp" 3
 host_copy cuda/cuda_xent.cu "$out/xent_host.cpp" 4
 host_copy cuda/cuda_act.cu "$out/act_host.cpp" 7
-host_copy cuda/cuda_layernorm.cu "$out/layernorm_host.cpp" 6
+host_copy cuda/cuda_layernorm.cu "$out/layernorm_host.cpp" 5
 host_copy cuda/cuda_init.cu "$out/init_host.cpp" 1
 host_copy cuda/cuda_embed.cu "$out/embed_host.cpp" 4
 CUDA_LIBS=""

@@ -39,7 +39,7 @@ size=$(du -cb "$TMP/kit" | tail -n 1 | cut -f1)
 tar -tzf "$TMP/kit/payload.tar.gz" >"$TMP/payload.list"
 for f in ./bin/mtrain ./bin/test_cuda_parity ./lib/libyaml-0.so.2 ./lib/libopenblas.so.0 ./lib/libpmix.so.2 \
          ./lib/runtime/libgomp.so.1 ./licenses/libyaml-0-2.copyright ./licenses/libopenblas0-pthread.copyright \
-         ./src/cuda/cuda_attention_tc.cu ./src/nccl_stub.c ./src/obj/comm_nccl.o ./data/kjv_gpt2_text_document.bin \
+         ./src/cuda/cuda_attention_mma.cu ./src/nccl_stub.c ./src/obj/comm_nccl.o ./data/kjv_gpt2_text_document.bin \
          ./data/hf-check/gpt-tiny/config.json ./peers/torch_peer.py ./gpu-check.sh; do
   grep -qxF "$f" "$TMP/payload.list" || fail "the kit's payload has no $f"
 done
@@ -101,7 +101,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["mode"] == "dry" and r["result"] == "pass" and r["failures"] == 0 and r["complete"] is True, r
 steps = ["build", "parity", "loss", "hf_logprobs", "peer_gpt125m", "throughput_gpt125m", "peer_gpt1.3b",
-         "throughput_gpt1.3b", "throughput_gpt1.3b_wmma", "ops_gpt125m", "ops_gpt1.3b", "nccl", "sanitizer"]
+         "throughput_gpt1.3b", "ops_gpt125m", "ops_gpt1.3b", "nccl", "sanitizer"]
 assert sorted(r["steps"]) == sorted(steps), r["steps"].keys()
 assert all(r["steps"][s]["status"].startswith("skipped: dry run") for s in steps), r["steps"]
 assert "nvcc" in r["steps"]["build"]["commands"] or "cp obj/" in r["steps"]["build"]["commands"]
@@ -144,7 +144,7 @@ r = json.load(open(sys.argv[1]))
 assert r["mode"] == "gpu" and r["complete"] is True and r["result"] == "fail", r
 s = r["steps"]
 assert sorted(s) == sorted(["build", "parity", "loss", "hf_logprobs", "peer_gpt125m", "throughput_gpt125m",
-                            "peer_gpt1.3b", "throughput_gpt1.3b", "throughput_gpt1.3b_wmma", "ops_gpt125m", "ops_gpt1.3b", "nccl", "sanitizer"]), s.keys()
+                            "peer_gpt1.3b", "throughput_gpt1.3b", "ops_gpt125m", "ops_gpt1.3b", "nccl", "sanitizer"]), s.keys()
 assert s["build"]["status"].startswith("pass") and s["build"]["module"] == "built here", s["build"]
 assert s["parity"]["status"].startswith("fail") and s["loss"]["status"].startswith("fail"), s
 assert s["peer_gpt125m"]["status"] == "skipped: torch is not installed", s["peer_gpt125m"]

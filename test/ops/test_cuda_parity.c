@@ -15,8 +15,7 @@
  *    atomics).
  * MoE (route, route backward, permute, unpermute and its backward): routing decisions (top-k
  * experts, dispatch rows, counts) must be equal exactly; see test_moe for the rest.
- * Attention with D in {32, 64, 96, 128} runs on tensor cores (cuda/cuda_attention_mma.cu, and
- * cuda_attention_tc.cu's WMMA kernels with MT_CUDA_ATTENTION=wmma, tested too), which
+ * Attention with D in {32, 64, 96, 128} runs on tensor cores (cuda/cuda_attention_mma.cu), which
  * also round the probabilities P and dS to bf16 before their GEMMs (as FlashAttention-2): one
  * more 2^-9 relative rounding per term of sums over many keys, which averages out: a NumPy
  * model of exactly these roundings (64-key tiles, online softmax) gives nmse 3e-6 .. 6e-6 for
@@ -704,19 +703,15 @@ int main(void) {
     test_attention(2, 200, 8, 2, 32);
     test_attention_block(2, 4, 2, 16, 40);
     g_att_scale = 0;
-    /* the WMMA tensor-core kernels, then the fp32 CUDA-core ones, for head sizes the default
-     * (mma) kernels take */
-    static const char *const other_paths[] = {"wmma", "fp32"};
-    for (int k = 0; k < 2; k++) {
-        setenv("MT_CUDA_ATTENTION", other_paths[k], 1);
-        printf("  (MT_CUDA_ATTENTION=%s)\n", other_paths[k]);
-        test_attention(1, 130, 12, 12, 64);
-        test_attention(1, 300, 2, 1, 128);
-        test_attention(2, 200, 8, 2, 32);
-        g_att_scale = 1.0f / 64;
-        test_attention(1, 130, 12, 12, 64);
-        g_att_scale = 0;
-    }
+    /* the fp32 CUDA-core kernels for the head sizes the tensor-core kernels also take */
+    setenv("MT_CUDA_ATTENTION", "fp32", 1);
+    printf("  (MT_CUDA_ATTENTION=fp32: the CUDA-core kernels)\n");
+    test_attention(1, 130, 12, 12, 64);
+    test_attention(1, 300, 2, 1, 128);
+    test_attention(2, 200, 8, 2, 32);
+    g_att_scale = 1.0f / 64;
+    test_attention(1, 130, 12, 12, 64);
+    g_att_scale = 0;
     unsetenv("MT_CUDA_ATTENTION");
 
     test_moe(1, 1, 2, 1, 0, 0, 8);      /* one token */
