@@ -60,31 +60,6 @@ __global__ void cast_kernel(bf16 *dst, const float *src, size_t n) {
 
 /* ---- 16-byte vectorised forms: 8 bf16 (or 8 f32 in, 8 bf16 out) per step ---- */
 
-struct vec8 { float v[8]; };
-
-__device__ __forceinline__ vec8 ld8(const bf16 *p) { /* p 16-byte aligned */
-    const uint4 u = *reinterpret_cast<const uint4 *>(p);
-    const unsigned w[4] = {u.x, u.y, u.z, u.w};
-    vec8 r;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        r.v[2 * i] = mt_bf16_lo(w[i]);
-        r.v[2 * i + 1] = mt_bf16_hi(w[i]);
-    }
-    return r;
-}
-
-__device__ __forceinline__ vec8 ld8(const float *p) { /* p 16-byte aligned */
-    const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
-    vec8 r = {{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
-    return r;
-}
-
-__device__ __forceinline__ void st8(bf16 *p, const vec8 &x) { /* round to nearest even, p 16-byte aligned */
-    *reinterpret_cast<uint4 *>(p) = make_uint4(mt_pack_bf16x2(x.v[0], x.v[1]), mt_pack_bf16x2(x.v[2], x.v[3]),
-                                               mt_pack_bf16x2(x.v[4], x.v[5]), mt_pack_bf16x2(x.v[6], x.v[7]));
-}
-
 __device__ __forceinline__ float gelu_f(float x) {
     const float u = GELU_K * (x + GELU_C * x * x * x);
     return x * sigmoidf_dev(2.0f * u);
@@ -117,26 +92,24 @@ template <int OP> __global__ void map_kernel(bf16 *out, const bf16 *a, const bf1
 /* n_vec vectors of 8 */
 template <int OP> __global__ void map_vec_kernel(bf16 *out, const bf16 *a, const bf16 *b, size_t n_vec) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += (size_t)gridDim.x * blockDim.x) {
-        const vec8 x = ld8(a + 8 * i);
-        vec8 y, z = {};
-        if (b) z = ld8(b + 8 * i);
+        const mt_vec8 x = mt_ld8(a + 8 * i);
+        mt_vec8 y, z = {};
+        if (b) z = mt_ld8(b + 8 * i);
 #pragma unroll
         for (int k = 0; k < 8; k++) y.v[k] = map_f<OP>(x.v[k], z.v[k]);
-        st8(out + 8 * i, y);
+        mt_st8(out + 8 * i, y);
     }
 }
 
 __global__ void cast_vec_kernel(bf16 *dst, const float *src, size_t n_vec) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_vec; i += (size_t)gridDim.x * blockDim.x)
-        st8(dst + 8 * i, ld8(src + 8 * i));
+        mt_st8(dst + 8 * i, mt_ld8(src + 8 * i));
 }
-
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* how many leading elements the vector kernels take: n rounded down to 8 when all of the
  * pointers are 16-byte aligned, else 0 */
 static size_t vec_part(size_t n, const void *p0, const void *p1, const void *p2) {
-    return aligned16(p0) && aligned16(p1) && (!p2 || aligned16(p2)) ? n / 8 * 8 : 0;
+    return mt_cuda_aligned16(p0) && mt_cuda_aligned16(p1) && (!p2 || mt_cuda_aligned16(p2)) ? n / 8 * 8 : 0;
 }
 
 /* out = map OP of a (and b) over n elements: the vector kernel over the leading multiple of 8 when

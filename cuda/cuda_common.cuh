@@ -119,6 +119,32 @@ __device__ __forceinline__ unsigned mt_pack_bf16x2(float lo, float hi) {
            ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
 }
 
+/* 16-byte vectorised access: 8 bf16 (or 8 f32 in) per step, p 16-byte aligned (mt_cuda_aligned16) */
+struct mt_vec8 { float v[8]; };
+
+__device__ __forceinline__ mt_vec8 mt_ld8(const bf16 *p) { /* p 16-byte aligned */
+    const uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+    mt_vec8 r;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        r.v[2 * i] = mt_bf16_lo(w[i]);
+        r.v[2 * i + 1] = mt_bf16_hi(w[i]);
+    }
+    return r;
+}
+
+__device__ __forceinline__ mt_vec8 mt_ld8(const float *p) { /* p 16-byte aligned */
+    const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+    mt_vec8 r = {{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
+    return r;
+}
+
+__device__ __forceinline__ void mt_st8(bf16 *p, const mt_vec8 &x) { /* round to nearest even, p 16-byte aligned */
+    *reinterpret_cast<uint4 *>(p) = make_uint4(mt_pack_bf16x2(x.v[0], x.v[1]), mt_pack_bf16x2(x.v[2], x.v[3]),
+                                               mt_pack_bf16x2(x.v[4], x.v[5]), mt_pack_bf16x2(x.v[6], x.v[7]));
+}
+
 __device__ __forceinline__ float mt_warp_max(float v) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));

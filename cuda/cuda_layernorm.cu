@@ -3,8 +3,8 @@
  * Rules kept (backend.h): backward ADDS into dinp (it is the residual stream's gradient) and
  * accumulates (+=) into the f32 dweight / dbias.
  * Shape of the work: one warp per row (8 rows per 256-thread block) with warp-shuffle
- * reductions (the backward's dinp through 16-byte loads where C % 8 == 0), two passes over the row for the statistics (mean, then centred variance, as
- * the CPU reference does). The weight gradients are a column reduction over rows, done in
+ * reductions (the backward's dinp through 16-byte loads where C % 8 == 0), two passes over the
+ * row for the statistics (mean, then centred variance, as the CPU reference does). The weight gradients are a column reduction over rows, done in
  * two deterministic passes: per-slab partial sums into ctx->scratch, then a fixed-order sum
  * added into dweight/dbias (no float atomics, so a run repeats bit for bit on one GPU).
  * Also the fused residual add + norm forward (add_layernorm_fwd / add_rmsnorm_fwd). */
@@ -122,12 +122,6 @@ __global__ void norm_bwd_dinp_kernel(bf16 *dinp, const bf16 *dout, const bf16 *i
 /* The same, 8 columns per lane and step through 16-byte loads (C % 8 == 0, 16-byte aligned rows):
  * a row of C = 2048 is 8 steps per lane instead of 64, so the loads of a row are in flight
  * together rather than one latency each. Sums in another order than the scalar kernel (fp32). */
-__device__ __forceinline__ void norm_unpack8(float (&f)[8], uint4 u) {
-    const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int k = 0; k < 4; k++) f[2 * k] = mt_bf16_lo(w[k]), f[2 * k + 1] = mt_bf16_hi(w[k]);
-}
-
 template <bool RMS>
 __global__ void norm_bwd_dinp_vec_kernel(bf16 *dinp, const bf16 *dout, const bf16 *inp,
                                          const bf16 *weight, const float *mean_in,
@@ -135,43 +129,31 @@ __global__ void norm_bwd_dinp_vec_kernel(bf16 *dinp, const bf16 *dout, const bf1
     int lane = threadIdx.x & 31;
     int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
     if (row >= N) return;
-    const uint4 *x = reinterpret_cast<const uint4 *>(inp + (size_t)row * C);
-    const uint4 *dy = reinterpret_cast<const uint4 *>(dout + (size_t)row * C);
-    const uint4 *wv = reinterpret_cast<const uint4 *>(weight);
-    uint4 *dx = reinterpret_cast<uint4 *>(dinp + (size_t)row * C);
+    const bf16 *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+    bf16 *dx = dinp + (size_t)row * C;
     const int nv = C / 8;
     float mean = RMS ? 0.0f : mean_in[row];
     float rstd = rstd_in[row];
 
     float s_dn = 0.0f, s_dnn = 0.0f;
     for (int v = lane; v < nv; v += 32) {
-        float xf[8], df[8], wf[8];
-        norm_unpack8(xf, x[v]);
-        norm_unpack8(df, dy[v]);
-        norm_unpack8(wf, wv[v]);
+        const mt_vec8 xf = mt_ld8(x + 8 * v), df = mt_ld8(dy + 8 * v), wf = mt_ld8(weight + 8 * v);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            float dn = df[k] * wf[k];
+            float dn = df.v[k] * wf.v[k];
             s_dn += dn;
-            s_dnn += dn * ((xf[k] - mean) * rstd);
+            s_dnn += dn * ((xf.v[k] - mean) * rstd);
         }
     }
     float m_dn = RMS ? 0.0f : mt_warp_sum(s_dn) / (float)C;
     float m_dnn = mt_warp_sum(s_dnn) / (float)C;
     for (int v = lane; v < nv; v += 32) {
-        float xf[8], df[8], wf[8], of[8];
-        norm_unpack8(xf, x[v]);
-        norm_unpack8(df, dy[v]);
-        norm_unpack8(wf, wv[v]);
-        norm_unpack8(of, dx[v]);
-        unsigned r[4];
+        const mt_vec8 xf = mt_ld8(x + 8 * v), df = mt_ld8(dy + 8 * v), wf = mt_ld8(weight + 8 * v);
+        mt_vec8 o = mt_ld8(dx + 8 * v);
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            float g0 = (df[2 * k] * wf[2 * k] - m_dn - (xf[2 * k] - mean) * rstd * m_dnn) * rstd;
-            float g1 = (df[2 * k + 1] * wf[2 * k + 1] - m_dn - (xf[2 * k + 1] - mean) * rstd * m_dnn) * rstd;
-            r[k] = mt_pack_bf16x2(of[2 * k] + g0, of[2 * k + 1] + g1);
-        }
-        dx[v] = make_uint4(r[0], r[1], r[2], r[3]);
+        for (int k = 0; k < 8; k++)
+            o.v[k] += (df.v[k] * wf.v[k] - m_dn - (xf.v[k] - mean) * rstd * m_dnn) * rstd;
+        mt_st8(dx + 8 * v, o);
     }
 }
 
@@ -285,8 +267,8 @@ static mt_status norm_bwd(mt_backend *be, const mt_norm_bwd_args *a) {
     if (a->dinp) {
         if (!a->weight) return mt_errorf(MT_ERR_INTERNAL, "CUDA %s: weight is NULL", op);
         unsigned grid = mt_cuda_ceil_div((size_t)N, ROWS_PER_BLOCK);
-        const bool vec = C % 8 == 0 && ((((uintptr_t)a->dinp) | ((uintptr_t)a->dout) | ((uintptr_t)a->inp) |
-                                          ((uintptr_t)a->weight)) & 15u) == 0;
+        const bool vec = C % 8 == 0 && mt_cuda_aligned16(a->dinp) && mt_cuda_aligned16(a->dout) &&
+                         mt_cuda_aligned16(a->inp) && mt_cuda_aligned16(a->weight);
         void (*dinp_kernel)(bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *, const float *, int,
                             int) = vec ? norm_bwd_dinp_vec_kernel<RMS> : norm_bwd_dinp_kernel<RMS>;
         dinp_kernel<<<grid, ROWS_PER_BLOCK * 32, 0, ctx->stream>>>(

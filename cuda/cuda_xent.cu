@@ -101,7 +101,7 @@ mt_status mt_cuda_xent_fwd_bwd(mt_backend *be, const mt_xent_args *a) {
         return mt_errorf(MT_ERR_CONFIG, "cuda xent: bad shape N=%d V=%d Vp=%d (need V > 0, Vp >= V)", N, V, Vp);
     if (N == 0) return MT_OK;
     if (!a->logits || !a->losses || !a->targets) return mt_errorf(MT_ERR_INTERNAL, "cuda xent: NULL tensor");
-    const int vec = Vp % 8 == 0 && ((uintptr_t)a->logits & 15u) == 0;
+    const int vec = Vp % 8 == 0 && mt_cuda_aligned16(a->logits);
     xent_fwd_bwd_kernel<<<(unsigned)N, XENT_THREADS, 0, mt_cuda_ctx_of(be)->stream>>>(
         (bf16 *)a->logits, (float *)a->losses, a->targets, V, Vp, a->dloss, vec);
     CUDA_CHECK_LAUNCH();
