@@ -1,0 +1,84 @@
+/* test_plan_gemm_hopper.c — the planner's GEMM shape model (docs/plan.md, "GEMM efficiency by shape")
+ * against cuBLAS rates measured on Hopper that the model was not built from: OpenXLA's default matmul
+ * performance table, `kDefaultMatmulPTable` in xla/service/gpu/model/matmul_interpolator_data.h
+ * (as vendored in tensorflow/tensorflow at commit 372d578bb861, third_party/xla/...), its "sm_90"
+ * entries, "bf16xbf16->bf16" FLOP/s of a batched GEMM b x (m x k) . (k x n). The table does not name the
+ * part; 4096^3 at 783 TFLOP/s is above the H100 PCIe's 756 peak, so it is an SXM-class sm_90 (132 SMs,
+ * 989 TFLOP/s dense bf16), the planner's "h100-80g".
+ *
+ * The rows below are all 57 entries of that table (it holds sm_90 only at that commit; b 1-4, m, n, k
+ * 256-4096) whose output covers at least one full wave of the model's 128 x 256 tiles (b * ceil(m/128) *
+ * ceil(n/256) >= 132) and whose k is at least 1024: the shapes of a transformer layer's GEMMs in training. Smaller shapes are not asserted: there cuBLAS switches to smaller tiles or split-K, which
+ * the model does not describe (it is pessimistic there, down to 0.3x, and says so in docs/plan.md).
+ *
+ * Tolerance: every row within 15% (the model's per-tile and per-wave terms are the ones it has; the
+ * table's own repeats are not published) and the median of predicted / measured in [0.90, 1.05]: the
+ * model may be a little pessimistic on these shapes (its sustained rate is a best-of-sweep figure
+ * through a fixed tile) but must not be optimistic, which is the direction that matters for the
+ * published H100 runs (docs/plan.md, "H100-era published runs"). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "plan/plan.h"
+#include "test/test.h"
+
+typedef struct {
+    int b, m, n, k;
+    double tflops; /* measured, the table's FLOP/s / 1e12, to 0.1 */
+} xla_row;
+
+static const xla_row k_rows[] = {
+    { 4, 1024, 2048, 2048, 712.7 }, { 2, 2048, 4096, 1024, 678.7 }, { 2, 4096, 4096, 2048, 763.0 },
+    { 4, 4096, 1024, 1024, 673.8 }, { 1, 4096, 4096, 4096, 783.3 }, { 2, 4096, 1024, 4096, 750.6 },
+    { 4, 512, 4096, 1024, 592.2 }, { 4, 4096, 512, 1024, 589.0 }, { 2, 2048, 2048, 1024, 600.2 },
+    { 2, 1024, 4096, 1024, 596.5 }, { 4, 2048, 2048, 2048, 725.7 }, { 2, 4096, 2048, 4096, 783.2 },
+    { 4, 4096, 4096, 4096, 793.1 }, { 4, 2048, 1024, 2048, 710.6 }, { 4, 4096, 512, 4096, 728.6 },
+    { 2, 2048, 2048, 2048, 717.7 }, { 4, 4096, 1024, 4096, 777.6 }, { 2, 4096, 4096, 4096, 807.7 },
+    { 1, 2048, 4096, 1024, 594.2 }, { 4, 4096, 2048, 4096, 808.7 }, { 4, 1024, 4096, 1024, 674.9 },
+    { 1, 4096, 4096, 2048, 738.7 }, { 4, 2048, 2048, 1024, 674.0 }, { 2, 4096, 1024, 1024, 598.2 },
+    { 1, 4096, 2048, 4096, 758.4 }, { 4, 4096, 4096, 2048, 764.6 }, { 4, 1024, 2048, 1024, 598.2 },
+    { 4, 2048, 4096, 1024, 688.6 }, { 4, 4096, 512, 2048, 703.6 }, { 4, 512, 4096, 2048, 699.7 },
+    { 2, 4096, 2048, 1024, 680.9 }, { 2, 2048, 2048, 4096, 756.7 }, { 4, 4096, 1024, 2048, 720.5 },
+    { 4, 2048, 4096, 4096, 801.9 }, { 4, 4096, 2048, 2048, 759.3 }, { 2, 1024, 4096, 2048, 714.6 },
+    { 2, 4096, 4096, 1024, 693.0 }, { 2, 2048, 4096, 2048, 729.1 }, { 1, 2048, 4096, 4096, 753.6 },
+    { 4, 2048, 1024, 1024, 596.5 }, { 4, 1024, 4096, 4096, 773.5 }, { 1, 4096, 2048, 2048, 716.1 },
+    { 4, 512, 4096, 4096, 730.1 }, { 4, 2048, 4096, 2048, 752.5 }, { 1, 4096, 2048, 1024, 593.2 },
+    { 4, 4096, 4096, 1024, 725.5 }, { 4, 1024, 2048, 4096, 743.6 }, { 2, 1024, 4096, 4096, 747.7 },
+    { 2, 4096, 1024, 2048, 713.4 }, { 2, 2048, 4096, 4096, 779.3 }, { 4, 2048, 2048, 4096, 779.1 },
+    { 1, 4096, 4096, 1024, 677.4 }, { 4, 1024, 4096, 2048, 718.7 }, { 4, 4096, 2048, 1024, 687.9 },
+    { 2, 4096, 2048, 2048, 733.3 }, { 1, 2048, 4096, 2048, 715.4 }, { 4, 2048, 1024, 4096, 745.0 },
+};
+#define N_ROWS (sizeof k_rows / sizeof k_rows[0])
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_xla_sm90_bf16(void) {
+    const mt_gpu_spec *g = mt_gpu_find("h100-80g");
+    CHECK(g != NULL && g->n_sms == 132);
+    if (!g) return;
+    const double sustained = g->peak_bf16_tflops * 1e12 * mt_gpu_sustained_frac(g);
+    double r[N_ROWS];
+    for (size_t i = 0; i < N_ROWS; i++) {
+        const xla_row *w = &k_rows[i];
+        CHECK(w->b * ceil(w->m / 128.0) * ceil(w->n / 256.0) >= g->n_sms && w->k >= 1024); /* the selection rule */
+        const double t = mt_plan_gemm_time(g, sustained, 2.0, w->b, w->m, w->n, w->k);
+        const double pred = 2.0 * w->b * w->m * w->n * w->k / t / 1e12;
+        r[i] = pred / w->tflops;
+        CHECKF(fabs(r[i] - 1.0) <= 0.15, "b %d %d x %d x %d: predicted %.0f TFLOP/s, XLA's table %.1f (%.3f)", w->b,
+               w->m, w->n, w->k, pred, w->tflops, r[i]);
+    }
+    qsort(r, N_ROWS, sizeof r[0], cmp_double);
+    const double med = N_ROWS % 2 ? r[N_ROWS / 2] : 0.5 * (r[N_ROWS / 2 - 1] + r[N_ROWS / 2]);
+    printf("shape model / XLA sm_90 bf16 table: %zu shapes, median %.3f, %.3f .. %.3f\n", N_ROWS, med, r[0],
+           r[N_ROWS - 1]);
+    CHECKF(med >= 0.90 && med <= 1.05, "median predicted / measured %.3f outside [0.90, 1.05]", med);
+}
+
+int main(void) {
+    test_xla_sm90_bf16();
+    TEST_MAIN_END();
+}
