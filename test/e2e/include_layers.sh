@@ -24,8 +24,8 @@
 #     the communicator of a group an axis layer talks over (tp, cp, ep, etp). The pipeline
 #     executor (train/pipeline.c) keeps its p2p: the pipeline axis has no layer inside a model,
 #     it runs parts of it between stages;
-#   - the model and the loop name no axis: train/model.h, train.h, train.c, logprobs.c and
-#     generate.c hold no per-axis communicator, rank, stage or time field (tp_comm, cp_rank,
+#   - the model and the loop name no axis: train/model.h, train.h, train.c (with train_open.c and
+#     train_internal.h), logprobs.c and generate.c hold no per-axis communicator, rank, stage or time field (tp_comm, cp_rank,
 #     ep_comm, pp_stage, moe_comm_ms, tp_comm_ms_per_iter, ...), no model member named after an
 #     axis (m->tp, model.cp), no collective counter, and ask the parallel state for no tp, cp, ep,
 #     etp, pp or embedding group (MT_PG_TP ...): the model takes the state and its layers ask.
@@ -75,7 +75,8 @@ check_tree() { # check_tree: every source file under SRC_DIRS of the current dir
   [ "$bad" -eq 0 ]
 }
 
-AXIS_FILES=(train/model.h train/train.h train/train.c train/logprobs.c train/generate.c)
+AXIS_FILES=(train/model.h train/train.h train/train.c train/train_open.c train/train_internal.h train/logprobs.c
+            train/generate.c)
 AXIS_RE='\b(tp|cp|ep|pp|etp|emb)_(comm|rank|stage|group)\b|\b(dp|edp)_(comm|group)\b|\b(moe|tp|cp|ep|pp|dp)_comm_ms|\bMT_PG_(TP|CP|EP|ETP|PP|EMB)\b|\b(m|model)(\.|->)(tp|cp|ep|pp)\b|\bn_coll\b'
 COLL_RE='->i->(allreduce|reduce_scatter|allgather|broadcast|send|recv|group_start|group_end|alltoallv|barrier)\('
 check_axes() { # check_axes: the axis layers' place and the axis-free model and loop (see the top)
