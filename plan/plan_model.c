@@ -149,13 +149,20 @@ double mt_plan_flops_per_seq(const mt_recipe *r, mt_recompute rc) {
  * fused: a fused (flash) attention kernel, as Megatron-Core runs with Transformer Engine, keeps no
  * scores: the 5as term becomes the kernel's fp32 logsumexp, 4 a bytes per token (/ t). Without dropout
  * (dropout 0, Llama's) no masks: PyTorch's dropout returns its input unchanged at p = 0
- * (aten/src/ATen/native/Dropout.cpp, _dropout_impl), so the replicated part is 8h. */
+ * (aten/src/ATen/native/Dropout.cpp, _dropout_impl), so the replicated part is 8h.
+ * fp8 (Transformer Engine, the default recipe): a linear layer keeps its input for the weight gradient as
+ * the fp8 copy it cast for the forward GEMM, 1 byte instead of 2 (transformer_engine/pytorch/module/
+ * linear.py: `saved_inputmat_t = inputmat_t` when fp8 and not override_linear_precision.wgrad; the
+ * LayerNorm-fused modules keep their fp8 ln_out the same way): the QKV input, the MLP input and the fc2
+ * input (F per token) halve; the projection's input is the attention output, which the fused attention
+ * keeps in bf16 for its own backward, so the projection's fp8 copy (h) comes on top. */
 static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_recompute rc, int fused,
-                             double dropout) {
+                             double dropout, int fp8) {
     const double s = d->T / cp, sk = d->T, h = d->C;
     if (rc == MT_RECOMPUTE_FULL) return 2.0 * s * b * h / (sp ? t : 1);
-    double rep = (dropout > 0 ? 10.0 : 8.0) * h + (d->moe ? 2.0 * d->K * h : 0.0);
-    double split = 2.0 * h + 4.0 * d->KV * d->D + 2.0 * h + d->K * (2.0 * d->fc_rows + 2.0 * d->F);
+    double rep = (dropout > 0 ? 10.0 : 8.0) * h + (d->moe ? 2.0 * d->K * h : 0.0) - (fp8 ? 2.0 * h : 0.0);
+    double split = 2.0 * h + 4.0 * d->KV * d->D + 2.0 * h + d->K * (2.0 * d->fc_rows + 2.0 * d->F) +
+                   (fp8 ? h - d->K * d->F : 0.0);
     double per_token = sp ? (rep + split) / t : rep + split / t;
     double score = fused ? 4.0 * d->H / t : rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * sk / t;
     return s * b * (per_token + score);
@@ -391,6 +398,12 @@ static void plan_flops(const plan_ctx *x, mt_plan *p) {
     p->flops_full_iter = mt_model_flops_per_seq(&x->pl0, MT_RECOMPUTE_FULL) * p->global_batch;
 }
 
+/* Whether the layers' linear GEMMs run in fp8 (Megatron's --fp8-format with Transformer Engine): asked
+ * for, a device with an fp8 peak, bf16 mixed precision, not a probed host. */
+static int plan_fp8(const plan_ctx *x) {
+    return x->o->fp8 && x->gpu->peak_fp8_tflops > 0 && x->bf16 && !x->gpu->probed;
+}
+
 /* Activations per layer, every (recompute, sp) variant: mtrain's trainer layout, or in bf16 on request
  * Megatron-LM's (Korthikanti et al.: dropout masks, and the attention scores when the modelled software's
  * softmax is unfused, mt_plan_opts.unfused_attention). */
@@ -401,7 +414,7 @@ static void plan_layer_activations(plan_ctx *x, mt_plan *p) {
         for (int s = 0; s < 2; s++)
             p->act_layer_bytes[rc][s] =
                 x->megatron_acts ? act_layer_bf16(d, x->b, x->t, s && x->t > 1, x->cp, (mt_recompute)rc,
-                                                  !x->o->unfused_attention, x->o->dropout)
+                                                  !x->o->unfused_attention, x->o->dropout, plan_fp8(x))
                                  : act_layer_trainer(d, x->b, x->t, s && x->t > 1, x->cp, (mt_recompute)rc, x->abytes);
     x->act_layer_none = p->act_layer_bytes[MT_RECOMPUTE_NONE][p->sp];
     x->act_layer_rc = p->act_layer_bytes[p->recompute][p->sp];
@@ -611,10 +624,11 @@ static void note_act_terms(const plan_ctx *x, mt_plan *p) {
     if (!x->megatron_acts || p->recompute == MT_RECOMPUTE_FULL) return;
     const int t = x->t, sp = p->sp;
     const double rep_div = sp ? t : 1, h = d->C;
-    const double inputs = (8.0 * h + (d->moe ? 2.0 * d->K * h : 0.0)) / rep_div;
+    const int f8 = plan_fp8(x); /* fp8 copies of the GEMM inputs (act_layer_bf16) */
+    const double inputs = (8.0 * h + (d->moe ? 2.0 * d->K * h : 0.0) - (f8 ? 2.0 * h : 0.0)) / rep_div;
     const double masks = x->o->dropout > 0 ? 2.0 * h / rep_div : 0.0;
-    const double attn = (2.0 * h + 4.0 * d->KV * d->D + 2.0 * h) / t;
-    const double mlp = d->K * (2.0 * d->fc_rows + 2.0 * d->F) / t;
+    const double attn = (2.0 * h + 4.0 * d->KV * d->D + 2.0 * h + (f8 ? h : 0.0)) / t;
+    const double mlp = d->K * (2.0 * d->fc_rows + 2.0 * d->F - (f8 ? d->F : 0.0)) / t;
     const double score = !x->o->unfused_attention ? 4.0 * d->H / t
                          : p->recompute == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * d->T / t;
     const double all = inputs + masks + attn + mlp + score;

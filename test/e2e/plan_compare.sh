@@ -94,8 +94,10 @@ print("op rows: " + ", ".join("%s %.2f/%.2f ms" % (k, t[k]["predicted_ms"], t[k]
 EOF
 echo "ok: op timers compare"
 
-# pp = 2 x vpp = 2, interleaved
-"$MTRAIN" launch -n 2 -- "${R[@]}" "${RUN[@]}" --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 \
+# pp = 2 x vpp = 2, interleaved; 24 iterations (5 log intervals after the first, not 2): each of its four
+# virtual stages costs about half a millisecond per micro-batch, and with 12 iterations one slow interval
+# (another process on the core) once moved the replayed bubble by 12 points
+"$MTRAIN" launch -n 2 -- "${R[@]}" "${RUN[@]}" --train-iters 24 --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 \
   --metrics "$TMP/iv.jsonl" >"$TMP/iv.log" 2>&1 || { tail -n 30 "$TMP/iv.log"; fail "the pp=2 vpp=2 run failed"; }
 run 0 "$MTRAIN" plan "${R[@]}" --pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2 \
   --compare "$TMP/iv.jsonl" --json
