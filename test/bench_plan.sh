@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test/bench_plan.sh — the plan's cost model against this machine's own runs (not part of make test;
 # the target: every row within 15% of the measured run). Rows: gpt125m (GPT-2 small) at micro-batch 4 x seq 64 (1 rank, all cores),
-# and gpt-tiny at tp = 2, pp = 2, dp = 2 (two ranks under `mtrain launch`, one thread each on 2 cores).
+# and gpt-tiny at tp = 2, pp = 2, dp = 2, and dp = 2 with --overlap-grad-reduce (the gradient buckets reduced by
+# the communication thread during the backward: the plan's overlap formula, docs/plan.md "Overlap") (two
+# ranks under `mtrain launch`, one thread each on 2 cores).
 # One measurement of a row = `mtrain plan --probe` (the CPU backend's GEMM, stream, op and attention
 # rates, alone and with 2 ranks at once, and the shared-memory communicator's latency and bandwidth),
 # immediately followed by the run on the CPU backend, and `mtrain plan --device` predicting that run's
@@ -23,8 +25,8 @@ BIG_ITERS=${3:-4}
 out=$(mktemp -d /tmp/mtrain-bench-plan.XXXXXX); trap 'rm -rf "$out"' EXIT
 COMMON=(--backend cpu --set training.precision=fp32 --set logging.interval=1 --set logging.eval_interval=0)
 TINY=(--config configs/gpt-tiny.yaml --train-iters "$TINY_ITERS")
-NAMES=("gpt125m B4 x T64 (1 rank)" "gpt-tiny tp=2" "gpt-tiny pp=2" "gpt-tiny dp=2")
-RANKS=(1 2 2 2)
+NAMES=("gpt125m B4 x T64 (1 rank)" "gpt-tiny tp=2" "gpt-tiny pp=2" "gpt-tiny dp=2" "gpt-tiny dp=2 overlap")
+RANKS=(1 2 2 2 2)
 row_args() { # row_args I: the recipe arguments of row I
   case "$1" in
     0) echo --config configs/gpt125m.yaml --set training.micro_batch=4 --set training.global_batch=4 \
@@ -32,6 +34,7 @@ row_args() { # row_args I: the recipe arguments of row I
     1) echo "${TINY[@]}" --tensor-model-parallel-size 2 ;;
     2) echo "${TINY[@]}" --pipeline-model-parallel-size 2 ;;
     3) echo "${TINY[@]}" --set training.global_batch=16 ;;
+    4) echo "${TINY[@]}" --set training.global_batch=16 --overlap-grad-reduce ;;
   esac
 }
 median_ms() { # median ms_per_iter after the first iteration
@@ -64,7 +67,7 @@ echo "CPU backend, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -
   "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-auto}, $REPS repetitions, load $(cut -d' ' -f1 /proc/loadavg)"
 : >"$out/results"
 for rep in $(seq 1 "$REPS"); do
-  for i in 0 1 2 3; do measure "$i" "$rep"; done
+  for i in 0 1 2 3 4; do measure "$i" "$rep"; done
 done
 echo "load at the end $(cut -d' ' -f1 /proc/loadavg)"
 python3 - "$out/results" "${NAMES[@]}" <<'PY'
