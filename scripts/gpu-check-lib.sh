@@ -402,6 +402,20 @@ op_profile() { # op_profile NAME ARRAY ITERS: where an mtrain run's time goes, o
   add_step "$name" pass "$DT" ", \"iterations\": $iters, \"ops_ms_per_iteration\": [$rows]" "ms/it: $top"
 }
 
+step_gemm() { # the GEMM ops alone, beside the planner's model (bench_cuda_gemm; "GEMM_ROW {json}" lines)
+  run_step 45 "$LOGS/gemm.log" "$GEMM_BIN"
+  case $RC in
+    0) grep -v '^GEMM_ROW ' "$LOGS/gemm.log"
+       local rows fig
+       rows=$(sed -n 's/^GEMM_ROW //p' "$LOGS/gemm.log" | paste -sd, -)
+       fig=$(grep -E '^(gpt1.3b fc1 +(fwd|gelu_fwd)|square 8192 +fwd) ' "$LOGS/gemm.log" |
+             awk '{printf "%s%s %s %s %.0f TFLOP/s (x%s model)", (n++ ? ", " : ""), $1, $2, $3, $8, $10}')
+       add_step gemm pass "$DT" ", \"rows\": [$rows]" "$fig" ;;
+    77) add_step gemm "fail: bench_cuda_gemm skipped ($(tail -n 1 "$LOGS/gemm.log")): on a GPU machine it must run" "$DT" "" ;;
+    *) add_step gemm "fail: bench_cuda_gemm $(why_rc $RC) (gemm.log)" "$DT" ", \"log_tail\": $(jstr "$(tail -n 5 "$LOGS/gemm.log")")" ;;
+  esac
+}
+
 step_nccl() {
   if [ -z "$LIB_NCCL" ]; then add_step nccl "skipped: no NCCL on this machine (the module linked the stand-in)" 0 ""; return; fi
   run_step 60 "$LOGS/nccl.log" "$TBIN/test_comm_nccl"
@@ -445,6 +459,15 @@ dry_parsers() { # the report's parsers on real mtrain output: a 4-iteration CPU 
   else
     add_check parsers fail "the 4-iteration CPU run failed: $(grep -m1 error "$LOGS/plumbing.log" 2>/dev/null)"
   fi
+  # the gemm step's program and parser: its rows on the CPU backend at 1/16 of each dimension
+  if timeout 60 "$GEMM_BIN" --dry-run --gpu h200 >"$LOGS/gemm-dry.log" 2>&1 &&
+     sed -n 's/^GEMM_ROW //p' "$LOGS/gemm-dry.log" | pyrun -c 'import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert len(rows) >= 20 and all(r["model_tflops"] > 0 and r["ms"] > 0 for r in rows), rows' >>"$LOGS/gemm-dry.log" 2>&1; then
+    add_check gemm pass "bench_cuda_gemm --dry-run: $(grep -c '^GEMM_ROW ' "$LOGS/gemm-dry.log") rows parsed, each beside the h200 model"
+  else
+    add_check gemm fail "bench_cuda_gemm --dry-run: $(tail -n 1 "$LOGS/gemm-dry.log")"
+  fi
   local p cfg seq pf mf rel
   for p in PEER_125M PEER_13B; do # the peer's arguments parse, and its FLOP count is mtrain's (plan, tp 1)
     declare -n pa="$p"
@@ -466,7 +489,7 @@ dry_parsers() { # the report's parsers on real mtrain output: a 4-iteration CPU 
   done
 }
 
-GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b ops_gpt125m ops_gpt1.3b nccl sanitizer"
+GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b ops_gpt125m ops_gpt1.3b gemm nccl sanitizer"
 gc_main() {
   echo "gpu-check ($MODE, $([ $KIT -eq 1 ] && echo "kit $ROOT" || echo "tree $ROOT")): data $DATA_DIR, out $OUT_DIR, work $WORK, budget $BUDGET_S s (essential $ESSENTIAL_S s)"
   kit_libraries
@@ -505,6 +528,7 @@ gc_main() {
   [ "$ESSENTIAL_DONE_S" -le "$ESSENTIAL_S" ] || echo "gpu-check: the essential figures took $ESSENTIAL_DONE_S s, over the $ESSENTIAL_S s aimed at"
   op_profile ops_gpt125m TP_125M 6
   op_profile ops_gpt1.3b TP_13B 4
+  step_gemm
   step_nccl
   step_sanitizer
   finish

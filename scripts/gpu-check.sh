@@ -40,6 +40,9 @@
 #                median tokens/s, ms/iteration, TFLOP/s and MFU after warm-up, and their ratio
 #   ops_*        gpt125m (6 iterations) and gpt1.3b (4) with logging.timing_level 3: each backend
 #                op's own time per iteration (the device waits after every op), the table printed
+#   gemm         bench_cuda_gemm: the CUDA backend's GEMM ops alone (gpt1.3b's layer shapes, 8192^3, 4096^3;
+#                plain, with bias, GELU / dGELU epilogues, backward) in TFLOP/s beside the planner's shape
+#                model for this device: where the step's GEMM time goes beyond the model
 #   nccl         test_comm_nccl (every call of the NCCL communicator)
 #   sanitizer    compute-sanitizer memcheck on gpt-tiny, llama-tiny, mixtral-tiny (2 iterations);
 #                a runtime whose sanitizer refuses the device is reported, not failed
@@ -86,8 +89,10 @@ MERGES="$DATA_DIR/gpt2-merges.txt"
 HF_DIR="$DATA_DIR/hf-check"
 if [ $KIT -eq 1 ]; then
   MT="$ROOT/bin/mtrain"; TBIN="$ROOT/bin"; SRC="$ROOT/src"; PEERS="$ROOT/peers"; PREBUILT="$ROOT/module/libmtrain_cuda.so"
+  GEMM_BIN="$ROOT/bin/bench_cuda_gemm"
 else
   MT="${MTRAIN:-$ROOT/mtrain}"; TBIN="$ROOT/build/test/ops"; SRC="$ROOT"; PEERS="$ROOT/scripts/gpu-kit"; PREBUILT="$ROOT/build/libmtrain_cuda.so"
+  GEMM_BIN="$ROOT/build/test/bench_cuda_gemm"
 fi
 
 # ---- every run's arguments, defined once: the dry run checks exactly what the GPU run runs ----

@@ -5,7 +5,7 @@
 #
 #   gpu-kit/run.sh            unpacks the payload (to $MT_KIT_DIR, default /tmp/mtrain-gpu-kit)
 #                             and runs its gpu-check.sh with the arguments given
-#   gpu-kit/payload.tar.gz    bin/ (mtrain and the three GPU test programs, built here for
+#   gpu-kit/payload.tar.gz    bin/ (mtrain, the three GPU test programs and bench_cuda_gemm, built here for
 #                             x86-64-v3, any glibc >= the one named in MANIFEST), lib/ (the Debian
 #                             shared libraries they need that a CUDA image lacks, unpacked with
 #                             dpkg -x from the packages apt-get download fetches; lib/runtime/: the
@@ -46,6 +46,7 @@ done
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 LIMIT_BYTES=$((48 * 1024 * 1024)) # of the 64 MiB that travel: the rest is the source tree
 TEST_BINS="test_cuda_parity test_cuda_parity_train test_comm_nccl"
+BENCH_BINS="bench_cuda_gemm" # build/test/NAME: the GEMM rates beside the planner's model (the gemm step)
 MODULE_C_OBJ="build/module/parallel/comm_nccl.o build/module/parallel/cuda_module.o" # for a machine without nccl.h
 say() { echo "gpu-kit: $*"; }
 die() { echo "gpu-kit: error: $*" >&2; exit 1; }
@@ -72,7 +73,8 @@ else
   git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$BIN_SRC"
   say "portable host build in $BIN_SRC (make -j$JOBS, -march=x86-64-v3)"
   nice make -C "$BIN_SRC" -j"$JOBS" --no-print-directory CUDA=1 CUDA_MODULE= OPT="-O3 -march=x86-64-v3 -mtune=generic" \
-    mtrain $(for t in $TEST_BINS; do printf 'build/test/ops/%s ' "$t"; done) $MODULE_C_OBJ >"$STAGE/host-build.log" 2>&1 ||
+    mtrain $(for t in $TEST_BINS; do printf 'build/test/ops/%s ' "$t"; done) $(for t in $BENCH_BINS; do printf 'build/test/%s ' "$t"; done) \
+    $MODULE_C_OBJ >"$STAGE/host-build.log" 2>&1 ||
     { tail -n 30 "$STAGE/host-build.log"; die "the portable host build failed (log $STAGE/host-build.log)"; }
   echo "binaries: built for -march=x86-64-v3 (make CUDA=1 OPT='-O3 -march=x86-64-v3 -mtune=generic')" >>"$MANIFEST"
 fi
@@ -80,6 +82,11 @@ cp "$BIN_SRC/mtrain" "$STAGE/bin/"
 for t in $TEST_BINS; do
   [ -x "$BIN_SRC/build/test/ops/$t" ] || die "$BIN_SRC/build/test/ops/$t missing: run make"
   cp "$BIN_SRC/build/test/ops/$t" "$STAGE/bin/"
+done
+for t in $BENCH_BINS; do
+  [ -x "$BIN_SRC/build/test/$t" ] || make -C "$BIN_SRC" --no-print-directory "build/test/$t" >>"$STAGE/host-build.log" 2>&1 ||
+    die "$BIN_SRC/build/test/$t: the build failed (log $STAGE/host-build.log)"
+  cp "$BIN_SRC/build/test/$t" "$STAGE/bin/"
 done
 strip --strip-debug "$STAGE"/bin/*
 echo "glibc needed: $(objdump -T "$STAGE"/bin/* | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1)" >>"$MANIFEST"

@@ -11,7 +11,8 @@
 #      unpacks the kit and runs its gpu-check.sh: the host binaries start from the kit's lib/
 #      (and lib/runtime/, which the empty system copies make necessary), every run's arguments
 #      pass `mtrain check`, a short CPU run's metrics parse, the PyTorch peer and the transformers
-#      check parse their inputs, the GPU steps say "skipped: dry run";
+#      check parse their inputs, the GEMM benchmark's rows (on the CPU backend) parse, the GPU steps say
+#      "skipped: dry run";
 #   3. at most 8 files come back in OUT (the device tool's limit; it writes 3), the report is
 #      valid JSON, and the last lines printed are the summary table;
 #   4. the GPU run itself runs to its end here, with a stand-in nvcc (copying this build's objects):
@@ -37,7 +38,7 @@ for f in run.sh payload.tar.gz MANIFEST; do [ -s "$TMP/kit/$f" ] || fail "the ki
 size=$(du -cb "$TMP/kit" | tail -n 1 | cut -f1)
 [ "$size" -lt $((48 * 1024 * 1024)) ] || fail "the kit is $size bytes: over 48 MiB (64 MiB travel with the source tree)"
 tar -tzf "$TMP/kit/payload.tar.gz" >"$TMP/payload.list"
-for f in ./bin/mtrain ./bin/test_cuda_parity ./lib/libyaml-0.so.2 ./lib/libopenblas.so.0 ./lib/libpmix.so.2 \
+for f in ./bin/mtrain ./bin/test_cuda_parity ./bin/bench_cuda_gemm ./lib/libyaml-0.so.2 ./lib/libopenblas.so.0 ./lib/libpmix.so.2 \
          ./lib/runtime/libgomp.so.1 ./licenses/libyaml-0-2.copyright ./licenses/libopenblas0-pthread.copyright \
          ./src/cuda/cuda_attention_mma.cu ./src/nccl_stub.c ./src/obj/comm_nccl.o ./data/kjv_gpt2_text_document.bin \
          ./data/hf-check/gpt-tiny/config.json ./peers/torch_peer.py ./gpu-check.sh; do
@@ -101,14 +102,14 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["mode"] == "dry" and r["result"] == "pass" and r["failures"] == 0 and r["complete"] is True, r
 steps = ["build", "parity", "loss", "hf_logprobs", "peer_gpt125m", "throughput_gpt125m", "peer_gpt1.3b",
-         "throughput_gpt1.3b", "ops_gpt125m", "ops_gpt1.3b", "nccl", "sanitizer"]
+         "throughput_gpt1.3b", "ops_gpt125m", "ops_gpt1.3b", "gemm", "nccl", "sanitizer"]
 assert sorted(r["steps"]) == sorted(steps), r["steps"].keys()
 assert all(r["steps"][s]["status"].startswith("skipped: dry run") for s in steps), r["steps"]
 assert "nvcc" in r["steps"]["build"]["commands"] or "cp obj/" in r["steps"]["build"]["commands"]
 c = r["checks"]
 for n in ["LOSS_ARGS", "SAN_TINY", "SAN_LLAMA", "SAN_MOE", "TP_125M", "TP_13B"]:
     assert c["recipe " + n]["status"] == "pass", c
-for n in ["data", "cpu_reference", "parsers", "hf_inputs", "host-libraries", "peer PEER_125M", "peer PEER_13B"]:
+for n in ["data", "cpu_reference", "parsers", "gemm", "hf_inputs", "host-libraries", "peer PEER_125M", "peer PEER_13B"]:
     assert c[n]["status"] == "pass", (n, c[n])
 PY
 if [ $bare -eq 1 ]; then
@@ -144,7 +145,9 @@ r = json.load(open(sys.argv[1]))
 assert r["mode"] == "gpu" and r["complete"] is True and r["result"] == "fail", r
 s = r["steps"]
 assert sorted(s) == sorted(["build", "parity", "loss", "hf_logprobs", "peer_gpt125m", "throughput_gpt125m",
-                            "peer_gpt1.3b", "throughput_gpt1.3b", "ops_gpt125m", "ops_gpt1.3b", "nccl", "sanitizer"]), s.keys()
+                            "peer_gpt1.3b", "throughput_gpt1.3b", "ops_gpt125m", "ops_gpt1.3b", "gemm", "nccl",
+                            "sanitizer"]), s.keys()
+assert s["gemm"]["status"].startswith("fail"), s["gemm"] # no GPU here: the benchmark skips, which a GPU run must not
 assert s["build"]["status"].startswith("pass") and s["build"]["module"] == "built here", s["build"]
 assert s["parity"]["status"].startswith("fail") and s["loss"]["status"].startswith("fail"), s
 assert s["peer_gpt125m"]["status"] == "skipped: torch is not installed", s["peer_gpt125m"]
