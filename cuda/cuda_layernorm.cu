@@ -3,7 +3,8 @@
  * Rules kept (backend.h): backward ADDS into dinp (it is the residual stream's gradient) and
  * accumulates (+=) into the f32 dweight / dbias.
  * Shape of the work: one warp per row (8 rows per 256-thread block) with warp-shuffle
- * reductions (the backward's dinp through 16-byte loads where C % 8 == 0), two passes over the
+ * reductions (16-byte loads and stores, 8 elements a lane, where C % 8 == 0 and the rows are
+ * 16-byte aligned: the forward, the fused forward and the backward's dinp), two passes over the
  * row for the statistics (mean, then centred variance, as the CPU reference does). The weight gradients are a column reduction over rows, done in
  * two deterministic passes: per-slab partial sums into ctx->scratch, then a fixed-order sum
  * added into dweight/dbias (no float atomics, so a run repeats bit for bit on one GPU).
@@ -33,6 +34,41 @@ __device__ __forceinline__ void norm_row_fwd(bf16 *y, float *mean_out, float *rs
         float o = n * __bfloat162float(weight[i]);
         if (!RMS && bias) o += __bfloat162float(bias[i]); /* bias NULL: bias-free LayerNorm */
         y[i] = __float2bfloat16_rn(o);
+    }
+    if (lane == 0) {
+        if (!RMS && mean_out) mean_out[row] = mean;
+        if (rstd_out) rstd_out[row] = rstd;
+    }
+}
+
+/* norm_row_fwd with 16-byte loads and stores: lane l handles elements 8 (l + 32 k) .. + 7 (C % 8 == 0,
+ * x, y, weight, bias 16-byte aligned). The same arithmetic per element; the sums run in another order,
+ * so norm_fwd_vec_kernel and add_norm_fwd_vec_kernel agree bit for bit with each other, not with the
+ * scalar kernels. */
+template <bool RMS>
+__device__ __forceinline__ void norm_row_fwd_vec(bf16 *y, float *mean_out, float *rstd_out, const bf16 *x, float mean,
+                                                 const bf16 *weight, const bf16 *bias, int row, int C, float eps,
+                                                 int lane) {
+    float v = 0.0f;
+    for (int i = lane * 8; i < C; i += 256) {
+        const mt_vec8 xv = mt_ld8(x + i);
+        for (int j = 0; j < 8; j++) {
+            const float d = xv.v[j] - mean;
+            v += d * d;
+        }
+    }
+    const float var = mt_warp_sum(v) / (float)C; /* rmsnorm: mean of squares */
+    const float rstd = rsqrtf(var + eps);
+    for (int i = lane * 8; i < C; i += 256) {
+        const mt_vec8 xv = mt_ld8(x + i), wv = mt_ld8(weight + i);
+        mt_vec8 bv = {}, o;
+        if (!RMS && bias) bv = mt_ld8(bias + i);
+        for (int j = 0; j < 8; j++) {
+            float t = (xv.v[j] - mean) * rstd * wv.v[j];
+            if (!RMS && bias) t += bv.v[j];
+            o.v[j] = t;
+        }
+        mt_st8(y + i, o);
     }
     if (lane == 0) {
         if (!RMS && mean_out) mean_out[row] = mean;
@@ -82,6 +118,45 @@ __global__ void add_norm_fwd_kernel(bf16 *resid, bf16 *out, float *mean_out, flo
     }
     const float mean = RMS ? 0.0f : mt_warp_sum(s) / (float)C;
     norm_row_fwd<RMS>(y, mean_out, rstd_out, x, mean, weight, bias, row, C, eps, lane);
+}
+
+/* The two forward kernels with 16-byte loads and stores (norm_row_fwd_vec). */
+template <bool RMS>
+__global__ void norm_fwd_vec_kernel(bf16 *out, float *mean_out, float *rstd_out, const bf16 *inp,
+                                    const bf16 *weight, const bf16 *bias, int N, int C, float eps) {
+    const int lane = threadIdx.x & 31, row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const bf16 *x = inp + (size_t)row * C;
+    float mean = 0.0f;
+    if (!RMS) {
+        float s = 0.0f;
+        for (int i = lane * 8; i < C; i += 256) {
+            const mt_vec8 xv = mt_ld8(x + i);
+            for (int j = 0; j < 8; j++) s += xv.v[j];
+        }
+        mean = mt_warp_sum(s) / (float)C;
+    }
+    norm_row_fwd_vec<RMS>(out + (size_t)row * C, mean_out, rstd_out, x, mean, weight, bias, row, C, eps, lane);
+}
+
+/* Each lane reads back only the 8-element groups it wrote: no barrier, resid may alias a. */
+template <bool RMS>
+__global__ void add_norm_fwd_vec_kernel(bf16 *resid, bf16 *out, float *mean_out, float *rstd_out, const bf16 *a,
+                                        const bf16 *b, const bf16 *weight, const bf16 *bias, int N, int C, float eps) {
+    const int lane = threadIdx.x & 31, row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const size_t off = (size_t)row * C;
+    float s = 0.0f;
+    for (int i = lane * 8; i < C; i += 256) {
+        const mt_vec8 av = mt_ld8(a + off + i), bv = mt_ld8(b + off + i);
+        mt_vec8 r;
+        for (int j = 0; j < 8; j++) r.v[j] = av.v[j] + bv.v[j];
+        mt_st8(resid + off + i, r);         /* rounds r to bf16, as the add kernel does */
+        const mt_vec8 rv = mt_ld8(resid + off + i); /* the rounded values the statistics use */
+        for (int j = 0; j < 8; j++) s += rv.v[j];
+    }
+    const float mean = RMS ? 0.0f : mt_warp_sum(s) / (float)C;
+    norm_row_fwd_vec<RMS>(out + off, mean_out, rstd_out, resid + off, mean, weight, bias, row, C, eps, lane);
 }
 
 /* ---- backward: dinp (one warp per row) ---- */
@@ -231,7 +306,11 @@ static mt_status norm_fwd(mt_backend *be, const mt_norm_fwd_args *a) {
     if (!a->weight || !a->rstd || (!RMS && !a->mean))
         return mt_errorf(MT_ERR_INTERNAL, "CUDA %s: weight, rstd%s is NULL", op, RMS ? "" : " or mean");
     unsigned grid = mt_cuda_ceil_div((size_t)a->N, ROWS_PER_BLOCK);
-    norm_fwd_kernel<RMS><<<grid, ROWS_PER_BLOCK * 32, 0, ctx->stream>>>(
+    const bool vec = a->C % 8 == 0 && mt_cuda_aligned16(a->out) && mt_cuda_aligned16(a->inp) &&
+                     mt_cuda_aligned16(a->weight) && (RMS || !a->bias || mt_cuda_aligned16(a->bias));
+    void (*kernel)(bf16 *, float *, float *, const bf16 *, const bf16 *, const bf16 *, int, int, float) =
+        vec ? norm_fwd_vec_kernel<RMS> : norm_fwd_kernel<RMS>;
+    kernel<<<grid, ROWS_PER_BLOCK * 32, 0, ctx->stream>>>(
         (bf16 *)a->out, (float *)a->mean, (float *)a->rstd, (const bf16 *)a->inp,
         (const bf16 *)a->weight, (const bf16 *)a->bias, a->N, a->C, a->eps);
     CUDA_CHECK_LAUNCH();
@@ -247,7 +326,12 @@ static mt_status add_norm_fwd(mt_backend *be, const mt_add_norm_fwd_args *a) {
     if (!a->out_resid || !a->b || !a->weight || !a->rstd || (!RMS && !a->mean))
         return mt_errorf(MT_ERR_INTERNAL, "CUDA %s: out_resid, b, weight, rstd%s is NULL", op, RMS ? "" : " or mean");
     unsigned grid = mt_cuda_ceil_div((size_t)a->N, ROWS_PER_BLOCK);
-    add_norm_fwd_kernel<RMS><<<grid, ROWS_PER_BLOCK * 32, 0, ctx->stream>>>(
+    const bool vec = a->C % 8 == 0 && mt_cuda_aligned16(a->out_resid) && mt_cuda_aligned16(a->out) &&
+                     mt_cuda_aligned16(a->a) && mt_cuda_aligned16(a->b) && mt_cuda_aligned16(a->weight) &&
+                     (RMS || !a->bias || mt_cuda_aligned16(a->bias));
+    void (*kernel)(bf16 *, bf16 *, float *, float *, const bf16 *, const bf16 *, const bf16 *, const bf16 *, int, int,
+                   float) = vec ? add_norm_fwd_vec_kernel<RMS> : add_norm_fwd_kernel<RMS>;
+    kernel<<<grid, ROWS_PER_BLOCK * 32, 0, ctx->stream>>>(
         (bf16 *)a->out_resid, (bf16 *)a->out, (float *)a->mean, (float *)a->rstd, (const bf16 *)a->a,
         (const bf16 *)a->b, (const bf16 *)a->weight, (const bf16 *)a->bias, a->N, a->C, a->eps);
     CUDA_CHECK_LAUNCH();

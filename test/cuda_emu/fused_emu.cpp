@@ -1,7 +1,8 @@
 /* fused_emu.cpp — runs cuda/cuda_layernorm.cu's fused residual add + norm forward, the norm backwards and
  * cuda/cuda_init.cu's init_normal on the CPU under test/cuda_emu/inc:
  *  - add_layernorm_fwd / add_rmsnorm_fwd against the emulated GPU's own add (cuda_act.cu's
- *    scalar add kernel's rounding, bf16(a + b)) followed by its norm_fwd kernel: the same bits;
+ *    scalar add kernel's rounding, bf16(a + b)) followed by its norm_fwd kernel: the same bits, with
+ *    the scalar kernels (C % 8 != 0) and the 16-byte ones (C % 8 == 0);
  *    and against the CPU backend's fused op at 1e-4 nmse (bf16 outputs, as the parity test);
  *    in place (out_resid == a) too;
  *  - layernorm_bwd / rmsnorm_bwd against the CPU backend (both dinp kernels, the weight gradients);
@@ -15,7 +16,8 @@
 #include "emu_main.h"
 
 static void add_norm(int rms, int N, int C, int in_place) {
-    printf("  add_%s_fwd N=%d C=%d%s\n", rms ? "rmsnorm" : "layernorm", N, C, in_place ? " (in place)" : "");
+    printf("  add_%s_fwd N=%d C=%d%s%s\n", rms ? "rmsnorm" : "layernorm", N, C, in_place ? " (in place)" : "",
+           C % 8 == 0 ? " (16-byte kernels)" : " (scalar kernels)");
     const size_t n = (size_t)N * C;
     std::vector<float> a(n), b(n), w(C), bias(C);
     for (size_t i = 0; i < n; i++) a[i] = rb(2.0f * frand() + 0.5f), b[i] = rb(0.5f * frand());
@@ -87,8 +89,10 @@ int main() {
     for (int rms = 0; rms <= 1; rms++) {
         add_norm(rms, 9, 23, 0);    /* rows over two blocks of 8, C not a multiple of 32 */
         add_norm(rms, 3, 300, 1);   /* in place */
+        add_norm(rms, 9, 40, 0);    /* 16-byte forward kernels: 5 of 32 lanes busy */
+        add_norm(rms, 3, 264, 1);   /* 16-byte, in place, lane 0 takes a second step (264 > 256) */
         norm_bwd(rms, 19, 40);      /* 16-byte dinp kernel, rows over three blocks */
-        norm_bwd(rms, 5, 300);      /* 16-byte, several steps per lane */
+        norm_bwd(rms, 5, 300);      /* scalar dinp kernel, several steps per lane */
         norm_bwd(rms, 7, 23);       /* scalar dinp kernel */
     }
     init_normal(1, 0, 1);
