@@ -387,19 +387,38 @@ throughput() { # throughput NAME ARRAY CAP TARGET PEER_NAME [ATTENTION]: ATTENTI
     "$tps tok/s, $ms ms/it, MFU $mfu, x${ratio:-?} of the peer"
 }
 
+plan_device() { # the planner's device for a GPU name as nvidia-smi prints it (exact names), or nothing
+  case "$1" in
+    "NVIDIA H200") echo h200 ;; "NVIDIA H100 80GB HBM3") echo h100-80g ;; "NVIDIA H100 PCIe") echo h100-pcie ;;
+    "NVIDIA A100-SXM4-80GB") echo a100-80g ;; "NVIDIA A100-SXM4-40GB") echo a100-40g ;;
+  esac
+}
+
 op_profile() { # op_profile NAME ARRAY ITERS: where an mtrain run's time goes, op by op (logging.timing_level
-  # 3: the device waits after each op, so the table sums each op's own time; not the throughput figure)
-  local name=$1 iters=$3
+  # 3: the device waits after each op, so the table sums each op's own time; not the throughput figure),
+  # then `mtrain plan --compare` of that run on this device: the cost model's terms (GEMMs, attention,
+  # elementwise, optimizer) beside the measured op classes
+  local name=$1 iters=$3 pdev cmp=""
   declare -n oargs="$2"
-  run_step 45 "$LOGS/$name.log" "$MT" "${oargs[@]}" --backend cuda --train-iters "$iters" --timing-log-level 3
+  run_step 45 "$LOGS/$name.log" "$MT" "${oargs[@]}" --backend cuda --train-iters "$iters" --timing-log-level 3 \
+    --log-interval 1 --metrics "$LOGS/$name.jsonl" # a record per iteration: --compare leaves out the first
+  if [ $RC -ne 0 ]; then unset -n oargs; add_step "$name" "fail: $(why_rc $RC): $(grep -m1 'error' "$LOGS/$name.log")" "$DT" ""; return; fi
+  pdev=$(plan_device "$GPU_NAME")
+  if [ -n "$pdev" ] && timeout 30 "$MT" plan "${oargs[@]}" --train-iters "$iters" --compare "$LOGS/$name.jsonl" --gpu "$pdev" \
+       --json >"$LOGS/${name}_plan.json" 2>"$LOGS/${name}_plan.err"; then
+    timeout 30 "$MT" plan "${oargs[@]}" --train-iters "$iters" --compare "$LOGS/$name.jsonl" --gpu "$pdev" 2>&1 |
+      sed -n '/term (ms per iteration)/,/^$/p'
+    cmp=", \"plan_device\": \"$pdev\", \"plan_compare\": $(cat "$LOGS/${name}_plan.json")"
+  elif [ -n "$pdev" ]; then
+    cmp=", \"plan_compare_error\": $(jstr "$(head -c 300 "$LOGS/${name}_plan.err")")"
+  fi
   unset -n oargs
-  if [ $RC -ne 0 ]; then add_step "$name" "fail: $(why_rc $RC): $(grep -m1 'error' "$LOGS/$name.log")" "$DT" ""; return; fi
   sed -n '/^op timers/,/all ops/p' "$LOGS/$name.log" >"$LOGS/$name.txt"
   cat "$LOGS/$name.txt"
   local rows top
   rows=$(awk 'NR > 2 && NF >= 5 && $1 != "all" {printf "%s{\"op\": \"%s\", \"class\": \"%s\", \"calls\": %s, \"ms\": %s, \"share\": \"%s\"}", (n++ ? ", " : ""), $1, $2, $3, $4, $5}' "$LOGS/$name.txt")
   top=$(awk 'NR > 2 && NF >= 5 && $1 != "all" {print $4, $1}' "$LOGS/$name.txt" | sort -gr | head -n 4 | awk '{printf "%s%s %.1f", (n++ ? ", " : ""), $2, $1}')
-  add_step "$name" pass "$DT" ", \"iterations\": $iters, \"ops_ms_per_iteration\": [$rows]" "ms/it: $top"
+  add_step "$name" pass "$DT" ", \"iterations\": $iters, \"ops_ms_per_iteration\": [$rows]$cmp" "ms/it: $top"
 }
 
 step_gemm() { # the GEMM ops alone, beside the planner's model (bench_cuda_gemm; "GEMM_ROW {json}" lines)
@@ -458,6 +477,15 @@ dry_parsers() { # the report's parsers on real mtrain output: a 4-iteration CPU 
     else add_check parsers fail "loss verdict '$pv', throughput '$pj' (plumbing.log)"; fi
   else
     add_check parsers fail "the 4-iteration CPU run failed: $(grep -m1 error "$LOGS/plumbing.log" 2>/dev/null)"
+  fi
+  # the ops steps' plan comparison: the plumbing run's metrics against the h200 plan, as JSON
+  if [ -s "$LOGS/plumbing.jsonl" ] && timeout 30 "$MT" plan "${PL_ARGS[@]}" --compare "$LOGS/plumbing.jsonl" --gpu h200 --json \
+       >"$LOGS/plumbing_plan.json" 2>&1 && pyrun -c 'import json, sys
+d = json.load(open(sys.argv[1])); t = {x["term"]: x for x in d["terms"]}
+assert t["step"]["predicted_ms"] > 0, t' "$LOGS/plumbing_plan.json" >>"$LOGS/plumbing_plan.json" 2>&1; then
+    add_check plan_compare pass "mtrain plan --compare --gpu h200 on the CPU run's metrics: terms parsed"
+  else
+    add_check plan_compare fail "mtrain plan --compare --gpu h200: $(tail -n 1 "$LOGS/plumbing_plan.json" 2>/dev/null)"
   fi
   # the gemm step's program and parser: its rows on the CPU backend at 1/16 of each dimension
   if timeout 60 "$GEMM_BIN" --dry-run --gpu h200 >"$LOGS/gemm-dry.log" 2>&1 &&

@@ -39,7 +39,9 @@
 #                on gpt125m (seq 1024, 16 x 2 micro-batches) and gpt1.3b (seq 2048, 4 x 2):
 #                median tokens/s, ms/iteration, TFLOP/s and MFU after warm-up, and their ratio
 #   ops_*        gpt125m (6 iterations) and gpt1.3b (4) with logging.timing_level 3: each backend
-#                op's own time per iteration (the device waits after every op), the table printed
+#                op's own time per iteration (the device waits after every op), the table printed,
+#                and `mtrain plan --compare` of the run on this device (the cost model's GEMM,
+#                attention, elementwise and optimizer terms beside the measured op classes)
 #   gemm         bench_cuda_gemm: the CUDA backend's GEMM ops alone (gpt1.3b's layer shapes, 8192^3, 4096^3;
 #                plain, with bias, GELU / dGELU epilogues, backward) in TFLOP/s beside the planner's shape
 #                model for this device: where the step's GEMM time goes beyond the model

@@ -109,7 +109,8 @@ assert "nvcc" in r["steps"]["build"]["commands"] or "cp obj/" in r["steps"]["bui
 c = r["checks"]
 for n in ["LOSS_ARGS", "SAN_TINY", "SAN_LLAMA", "SAN_MOE", "TP_125M", "TP_13B"]:
     assert c["recipe " + n]["status"] == "pass", c
-for n in ["data", "cpu_reference", "parsers", "gemm", "hf_inputs", "host-libraries", "peer PEER_125M", "peer PEER_13B"]:
+for n in ["data", "cpu_reference", "parsers", "plan_compare", "gemm", "hf_inputs", "host-libraries", "peer PEER_125M",
+          "peer PEER_13B"]:
     assert c[n]["status"] == "pass", (n, c[n])
 PY
 if [ $bare -eq 1 ]; then

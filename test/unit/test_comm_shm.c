@@ -44,6 +44,7 @@ typedef struct {
     double elapsed[MAX_RANKS];
     char msg[MAX_RANKS][512];
     _Atomic int ready;
+    _Atomic int recorded; /* failure tests: survivors that have recorded what they saw */
 } shared_t;
 
 static shared_t *g_sh;
@@ -630,6 +631,10 @@ static void rank_fail(mt_comm *w, void *arg) {
         double t1 = now_s();
         CHECK(w->i->barrier(w) == MT_ERR_PEER && now_s() - t1 < 0.5);
     }
+    /* no survivor exits before every survivor has recorded: an exited survivor is a dead peer too, and a
+     * slower one could name it instead of the victim (seen once in a CI run: "rank 1 died" for victim 2) */
+    atomic_fetch_add(&g_sh->recorded, 1);
+    for (double t2 = now_s(); atomic_load(&g_sh->recorded) < n - 1 && now_s() - t2 < 20;) usleep(1000);
     if (sub) sub->i->destroy(sub);
     free(buf);
 }
