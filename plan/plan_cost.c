@@ -289,7 +289,11 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
         attn_fwd = r > 0 ? acct / r / 3.0 : 0.0;
     } else {
         /* a fused kernel (flash) runs at the device's published attention rate when it has one, its K
-         * loop over the whole key sequence (no per-tile K cost); an unfused one is batched GEMMs */
+         * loop over the whole key sequence (no per-tile K cost); an unfused one is batched GEMMs. Both go
+         * through mt_plan_gemm_time's roofline, whose bytes include the s x T score tile (M x N): a fused
+         * kernel keeps it on chip, so for it the roofline, not the rate, usually sets the time (at head
+         * dim 128 about 128 FLOP per byte of achievable HBM bandwidth; docs/plan.md, "GEMM efficiency by
+         * shape", says why it is kept) */
         mt_gpu_spec ga = *c->g;
         cost_ctx ca = *c;
         if (!o->unfused_attention) {
