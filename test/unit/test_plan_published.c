@@ -11,6 +11,15 @@
  *      NeMo 24.07, DGX-H100, fp8): pretraining table.
  *  [B] NVIDIA-NeMo/Megatron-Bridge, docs/performance-summary-archive.md at commit 0a25f911b2ed
  *      (containers 25.09, 25.11, 26.02, DGX-H100, fp8): Llama 3 70B and Llama 3.1 405B rows.
+ *  [M] NVIDIA/Megatron-LM, README.md and images/model_table.png at commit f2e5db402c44 (2024-07-15,
+ *      "New scaling figures on H100 GPUs"; Megatron-Core r0.8.0): the weak-scaling table, GPT models of 1.7B
+ *      to 462B on 48 to 6144 H100, bf16, vocabulary 131072, sequence 4096, with --overlap-grad-reduce
+ *      --overlap-param-gather --tp-comm-overlap; "Per-GPU teraFLOP/s" in Megatron's own count
+ *      (megatron/training/training.py num_floating_point_operations at core_r0.8.0, checked below). The
+ *      table states model shape, tp, pp, dp, GPUs and global batch; micro-batch 1 and no interleaving are
+ *      assumed (119B's 23 and 462B's 7 layers per stage cannot be interleaved), and the loss as
+ *      Megatron-Core r0.8.0 computes it without --cross-entropy-loss-fusion (52 bytes per logit,
+ *      docs/plan.md). bf16 with fp32 gradient reduction (arguments.py forces it for bf16).
  *  [L] NVIDIA NeMo, docs/source/performance/performance_long_sequence.md at commit 19fadb67b09b
  *      (container NeMo 24.03.01, DGX-H100, fp8): Llama 2 7B with context parallelism, sequence 4K to
  *      1M, "TFLOPS / GPU" with CP only (no tokens/s: compared in TFLOP/s, NeMo's full-square count as
@@ -20,10 +29,11 @@
  * recompute, sequence parallelism with tp, the distributed optimizer with both dp overlaps,
  * --tp-comm-overlap with tp, overlap_p2p_comm with interleaving; [B] reduces gradients in bf16).
  *
- * What is asserted: the conventions; every asserted row predicted / published in [1.00, 1.40] and their
- * median in [1.05, 1.25] (a regression guard around where the cost model stands, not the acceptance
- * band: the target, every row within 15% and the median within 7%, is printed and not met yet); and the
- * memory verdict of every layout, trained as published (test_published_memory). */
+ * What is asserted: the conventions; every asserted fp8 row predicted / published in [1.00, 1.40] and their
+ * median in [1.05, 1.25], every [M] (bf16) row in [0.70, 1.15] and their median in [0.93, 1.07] (regression
+ * guards around where the cost model stands, not the acceptance band: the target, every row within 15% and
+ * the median within 7%, is printed over all asserted rows and not met yet); and the memory verdict of every
+ * layout, trained as published (test_published_memory). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -40,43 +50,58 @@ typedef struct {
     int causal;              /* the publisher counts the causal half of the attention core */
     int asserted;            /* 0: printed only (docs/plan.md says why) */
     int over_rule;           /* memory: trained as published, yet over the plan's 90% rule (docs/plan.md says why) */
+    int bf16;                /* [M]: a bf16 run of Megatron-Core r0.8.0 (0: an fp8 run of NeMo / Megatron-Bridge) */
 } pub_row;
 
 #define GPT3(L, h, a) { "model.layers=" #L, "model.hidden=" #h, "model.heads=" #a, NULL }
+#define GPT_MC(L, h, a) { "model.layers=" #L, "model.hidden=" #h, "model.heads=" #a, "model.vocab=131072", NULL }
+/* [M]: model, GPUs, global batch, tp, pp, published TFLOP/s per GPU (micro-batch 1, sequence 4096, no cp / vpp) */
+#define MC_ROW(name, L, h, a, gpus, gb, tp, pp, tflops) \
+    { "M", name, "gpt175b", GPT_MC(L, h, a), gpus, gb, 1, 4096, tp, pp, 1, 1, 0, tflops, 0, 1, 0, 1 }
 #define LLAMA2(L, h, a, kv, F) { "model.layers=" #L, "model.hidden=" #h, "model.heads=" #a, "model.kv_heads=" #kv, \
                                  "model.ffn_hidden=" #F, "model.vocab=32000" }
 
 static const pub_row k_rows[] = {
     /* [N] NeMo 24.07 */
-    { "N", "GPT3-5B", "gpt175b", GPT3(24, 4096, 32), 64, 2048, 4, 2048, 1, 1, 1, 1, 22521, 736, 0, 1, 0 },
+    { "N", "GPT3-5B", "gpt175b", GPT3(24, 4096, 32), 64, 2048, 4, 2048, 1, 1, 1, 1, 22521, 736, 0, 1, 0, 0 },
     /* over the rule (93.6%), as LLAMA3-8B below (91.5%): both with 4-byte gradient buffers, Megatron-LM's bf16
      * default (--accumulate-allreduce-grads-in-fp32), which NeMo's recipes for these runs do not state; with
      * 2-byte buffers (the [B] rows' setting) both need about 19 / 15 GiB less and fit */
-    { "N", "GPT3-20B", "gpt175b", GPT3(44, 6144, 48), 64, 256, 2, 2048, 2, 1, 1, 1, 5851, 750, 0, 0, 1 },
-    { "N", "GPT3-175B", "gpt175b", { NULL }, 128, 256, 1, 2048, 4, 8, 1, 6, 726, 782, 0, 1, 0 },
-    { "N", "GPT3-175B", "gpt175b", { NULL }, 512, 2048, 2, 2048, 4, 8, 1, 6, 782, 842, 0, 1, 0 },
-    { "N", "LLAMA2-7B", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 8, 128, 1, 4096, 1, 1, 1, 1, 16847, 776, 0, 1, 0 },
-    { "N", "LLAMA2-13B", "llama3-8b", LLAMA2(40, 5120, 40, 40, 13824), 16, 128, 1, 4096, 1, 4, 1, 10, 8646, 754, 0, 1, 0 },
-    { "N", "LLAMA2-70B", "llama3-70b", LLAMA2(80, 8192, 64, 8, 28672), 64, 128, 1, 4096, 4, 4, 1, 20, 1707, 759, 0, 1, 0 },
-    { "N", "LLAMA3-8B", "llama3-8b", { NULL }, 8, 128, 1, 8192, 1, 1, 2, 1, 12036, 697, 0, 1, 1 },
-    { "N", "LLAMA3-70B", "llama3-70b", { NULL }, 64, 128, 1, 8192, 4, 4, 2, 5, 1533, 738, 0, 1, 0 },
+    { "N", "GPT3-20B", "gpt175b", GPT3(44, 6144, 48), 64, 256, 2, 2048, 2, 1, 1, 1, 5851, 750, 0, 0, 1, 0 },
+    { "N", "GPT3-175B", "gpt175b", { NULL }, 128, 256, 1, 2048, 4, 8, 1, 6, 726, 782, 0, 1, 0, 0 },
+    { "N", "GPT3-175B", "gpt175b", { NULL }, 512, 2048, 2, 2048, 4, 8, 1, 6, 782, 842, 0, 1, 0, 0 },
+    { "N", "LLAMA2-7B", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 8, 128, 1, 4096, 1, 1, 1, 1, 16847, 776, 0, 1, 0, 0 },
+    { "N", "LLAMA2-13B", "llama3-8b", LLAMA2(40, 5120, 40, 40, 13824), 16, 128, 1, 4096, 1, 4, 1, 10, 8646, 754, 0, 1, 0, 0 },
+    { "N", "LLAMA2-70B", "llama3-70b", LLAMA2(80, 8192, 64, 8, 28672), 64, 128, 1, 4096, 4, 4, 1, 20, 1707, 759, 0, 1, 0, 0 },
+    { "N", "LLAMA3-8B", "llama3-8b", { NULL }, 8, 128, 1, 8192, 1, 1, 2, 1, 12036, 697, 0, 1, 1, 0 },
+    { "N", "LLAMA3-70B", "llama3-70b", { NULL }, 64, 128, 1, 8192, 4, 4, 2, 5, 1533, 738, 0, 1, 0, 0 },
     /* [B] Megatron-Bridge */
-    { "B 26.02", "LLAMA3_70B", "llama3-70b", { NULL }, 64, 256, 1, 8192, 4, 8, 1, 5, 1621, 728, 1, 1, 0 },
-    { "B 25.11", "LLAMA3_70B", "llama3-70b", { NULL }, 64, 128, 1, 8192, 4, 8, 1, 5, 1602, 719, 1, 1, 0 },
-    { "B 25.09", "LLAMA3_70B", "llama3-70b", { NULL }, 64, 128, 1, 8192, 4, 8, 1, 5, 1619, 727, 1, 1, 0 },
+    { "B 26.02", "LLAMA3_70B", "llama3-70b", { NULL }, 64, 256, 1, 8192, 4, 8, 1, 5, 1621, 728, 1, 1, 0, 0 },
+    { "B 25.11", "LLAMA3_70B", "llama3-70b", { NULL }, 64, 128, 1, 8192, 4, 8, 1, 5, 1602, 719, 1, 1, 0, 0 },
+    { "B 25.09", "LLAMA3_70B", "llama3-70b", { NULL }, 64, 128, 1, 8192, 4, 8, 1, 5, 1619, 727, 1, 1, 0, 0 },
     /* 126 layers on pp 8 x vp 8: the embedding and the loss counted as layers (128 / 64 = 2 per chunk) */
     { "B 26.02", "LLAMA3.1_405B", "llama3-405b", { "parallel.embedding_in_split=true", "parallel.loss_in_split=true", NULL, 0 },
-      1024, 1536, 1, 8192, 8, 8, 2, 8, 311, 784, 1, 1, 0 },
+      1024, 1536, 1, 8192, 8, 8, 2, 8, 311, 784, 1, 1, 0, 0 },
     { "B 25.11", "LLAMA3.1_405B", "llama3-405b", { "parallel.embedding_in_split=true", "parallel.loss_in_split=true", NULL, 0 },
-      1024, 512, 1, 8192, 8, 8, 2, 8, 292, 737, 1, 1, 0 },
+      1024, 512, 1, 8192, 8, 8, 2, 8, 292, 737, 1, 1, 0, 0 },
     { "B 25.09", "LLAMA3.1_405B", "llama3-405b", { "parallel.embedding_in_split=true", "parallel.loss_in_split=true", NULL, 0 },
-      1024, 512, 1, 8192, 8, 8, 2, 8, 302, 763, 1, 1, 0 },
+      1024, 512, 1, 8192, 8, 8, 2, 8, 302, 763, 1, 1, 0, 0 },
     /* [L] NeMo long sequence (tokens / s not published: 0) */
-    { "L", "LLAMA2-7B 4K", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 4, 1024, 1, 4096, 1, 1, 1, 1, 0, 768, 0, 1, 0 },
-    { "L", "LLAMA2-7B 16K", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 16, 256, 1, 16384, 2, 1, 1, 1, 0, 660, 0, 1, 0 },
-    { "L", "LLAMA2-7B 64K", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 64, 64, 1, 65536, 4, 1, 2, 1, 0, 574, 0, 1, 0 },
-    { "L", "LLAMA2-7B 256K", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 256, 16, 1, 262144, 4, 1, 8, 1, 0, 549, 0, 1, 0 },
-    { "L", "LLAMA2-7B 1M", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 1024, 4, 1, 1048576, 8, 1, 32, 1, 0, 536, 0, 1, 0 },
+    { "L", "LLAMA2-7B 4K", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 4, 1024, 1, 4096, 1, 1, 1, 1, 0, 768, 0, 1, 0, 0 },
+    { "L", "LLAMA2-7B 16K", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 16, 256, 1, 16384, 2, 1, 1, 1, 0, 660, 0, 1, 0, 0 },
+    { "L", "LLAMA2-7B 64K", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 64, 64, 1, 65536, 4, 1, 2, 1, 0, 574, 0, 1, 0, 0 },
+    { "L", "LLAMA2-7B 256K", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 256, 16, 1, 262144, 4, 1, 8, 1, 0, 549, 0, 1, 0, 0 },
+    { "L", "LLAMA2-7B 1M", "llama3-8b", LLAMA2(32, 4096, 32, 32, 11008), 1024, 4, 1, 1048576, 8, 1, 32, 1, 0, 536, 0, 1, 0, 0 },
+    /* [M] Megatron-Core r0.8.0 weak scaling, bf16 (dp 48 throughout) */
+    MC_ROW("GPT 1.7B", 24, 2048, 16, 48, 192, 1, 1, 408.8),
+    MC_ROW("GPT 7.1B", 30, 4096, 32, 96, 192, 2, 1, 465.9),
+    MC_ROW("GPT 16B", 32, 6144, 48, 192, 192, 4, 1, 489.1),
+    MC_ROW("GPT 32B", 48, 7168, 56, 384, 192, 8, 1, 459.6),
+    MC_ROW("GPT 70B", 84, 8192, 64, 768, 384, 8, 2, 419.7),
+    MC_ROW("GPT 119B", 92, 10240, 80, 1536, 768, 8, 4, 420.5),
+    MC_ROW("GPT 177B", 96, 12288, 96, 2304, 1152, 8, 6, 432.8),
+    MC_ROW("GPT 314B", 96, 16384, 128, 3072, 1536, 8, 8, 474.4),
+    MC_ROW("GPT 462B", 112, 18432, 144, 6144, 3072, 8, 16, 459.9),
 };
 #define N_ROWS (sizeof k_rows / sizeof k_rows[0])
 
@@ -94,6 +119,7 @@ static double plan_row(const pub_row *w, mt_plan *p, int megatron_acts) {
     const char *sets[24];
     int n = 0;
     for (int i = 0; i < 6 && w->model[i]; i++) sets[n++] = w->model[i];
+    if (w->bf16) snprintf(kv[8], sizeof kv[8], "parallel.data=%d", w->gpus / (w->tp * w->pp * w->cp));
     snprintf(kv[0], sizeof kv[0], "training.global_batch=%d", w->global_batch);
     snprintf(kv[1], sizeof kv[1], "training.micro_batch=%d", w->micro_batch);
     snprintf(kv[2], sizeof kv[2], "model.seq_length=%d", w->seq);
@@ -102,11 +128,12 @@ static double plan_row(const pub_row *w, mt_plan *p, int megatron_acts) {
     snprintf(kv[5], sizeof kv[5], "parallel.context=%d", w->cp);
     snprintf(kv[6], sizeof kv[6], "parallel.virtual_pipeline=%d", w->vpp);
     snprintf(kv[7], sizeof kv[7], "parallel.sequence_parallel=%s", w->tp > 1 ? "true" : "false");
-    for (int i = 0; i < 8; i++) sets[n++] = kv[i];
-    static const char *const fixed[] = { "parallel.data=auto", "parallel.distributed_optimizer=true",
+    for (int i = 0; i < (w->bf16 ? 9 : 8); i++) sets[n++] = kv[i];
+    static const char *const fixed[] = { "parallel.distributed_optimizer=true",
                                          "parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true",
                                          "training.recompute=none", "training.precision=bf16", NULL };
     for (int i = 0; fixed[i]; i++) sets[n++] = fixed[i];
+    if (!w->bf16) sets[n++] = "parallel.data=auto";
     sets[n] = NULL;
     char cfg[64];
     snprintf(cfg, sizeof cfg, "%s", w->config);
@@ -114,7 +141,8 @@ static double plan_row(const pub_row *w, mt_plan *p, int megatron_acts) {
     CHECKF(mt_recipe_validate(&g_r, w->gpus) == MT_OK, "%s on %d: %s", w->name, w->gpus, mt_last_error());
     mt_plan_opts o;
     mt_plan_opts_defaults(&o);
-    o.fp8 = 1;
+    o.fp8 = !w->bf16;
+    if (w->bf16) o.xent_logit_bytes = 52.0; /* Megatron-Core r0.8.0's unfused vocab-parallel cross-entropy */
     o.megatron_activations = megatron_acts;
     o.tp_comm_overlap = w->tp > 1;
     o.p2p_overlap = w->vpp > 1;
@@ -126,6 +154,13 @@ static double plan_row(const pub_row *w, mt_plan *p, int megatron_acts) {
     const double full = p->flops_model_iter / p->tokens_iter;
     const double attn = 12.0 * w->seq * g_r.model.hidden * g_r.model.layers;
     const double theirs = w->causal ? full - attn / 2 : full;
+    if (w->bf16) { /* [M]: Megatron's num_floating_point_operations (core_r0.8.0), per token */
+        const double L = g_r.model.layers, h = g_r.model.hidden, s = w->seq, Vp = g_r.model.vocab;
+        const double ffn = g_r.model.ffn_hidden > 0 ? g_r.model.ffn_hidden : 4.0 * h;
+        const double mc = 12.0 * L * h * h * ((1.0 + 1.0 + s / h) + ffn / h + Vp / (2.0 * L * h));
+        CHECKF(fabs(full / mc - 1) < 1e-3, "%s %s: Megatron-Core counts %.6g FLOPs per token, the plan %.6g", w->src,
+               w->name, mc, full);
+    }
     if (w->tokens_s <= 0) return theirs * p->tokens_iter / (w->gpus * p->t_step_s) / (w->tflops * 1e12);
     CHECKF(fabs(w->tflops * 1e12 / w->tokens_s / theirs - 1) < 0.01,
            "%s %s: published %.4g FLOPs per token, the %s count is %.4g", w->src, w->name,
@@ -133,9 +168,14 @@ static double plan_row(const pub_row *w, mt_plan *p, int megatron_acts) {
     return p->tokens_iter / (w->gpus * p->t_step_s) / w->tokens_s;
 }
 
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return n <= 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 static void test_published_h100(void) {
-    double ratios[N_ROWS];
-    int n = 0, within = 0;
+    double ratios[N_ROWS], r8[N_ROWS], r16[N_ROWS];
+    int n = 0, within = 0, n8 = 0, n16 = 0;
     printf("| source | model | GPUs | tp pp cp vpp | published tok/s/GPU | predicted | ratio | published TFLOP/s | "
            "predicted, their count |\n");
     for (size_t i = 0; i < N_ROWS; i++) {
@@ -150,16 +190,24 @@ static void test_published_h100(void) {
             printf("| %s | %s | %d | %d %d %d %d | - | - | %.3f | %.0f | %.0f |\n", w->src, w->name, w->gpus, w->tp,
                    w->pp, w->cp, w->vpp, r, w->tflops, r * w->tflops);
         if (!w->asserted) continue;
-        CHECKF(r >= 1.00 && r <= 1.40, "%s %s: predicted / published %.3f left the guard [1.00, 1.40]: update "
-               "docs/plan.md", w->src, w->name, r);
+        if (w->bf16) {
+            CHECKF(r >= 0.70 && r <= 1.15, "%s %s: predicted / published %.3f left the guard [0.70, 1.15]: update "
+                   "docs/plan.md", w->src, w->name, r);
+            r16[n16++] = r;
+        } else {
+            CHECKF(r >= 1.00 && r <= 1.40, "%s %s: predicted / published %.3f left the guard [1.00, 1.40]: update "
+                   "docs/plan.md", w->src, w->name, r);
+            r8[n8++] = r;
+        }
         ratios[n++] = r;
         within += fabs(r - 1) <= 0.15;
     }
-    qsort(ratios, (size_t)n, sizeof ratios[0], cmp_double);
-    const double med = n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
-    printf("asserted rows %d: median predicted / published %.3f, %d within 15%% (target: all within 15%%, median "
-           "within 7%%: %s)\n", n, med, within, within == n && fabs(med - 1) <= 0.07 ? "met" : "not met");
-    CHECKF(med >= 1.05 && med <= 1.25, "median %.3f left the guard [1.05, 1.25]: update docs/plan.md", med);
+    const double med8 = median(r8, n8), med16 = median(r16, n16), med = median(ratios, n);
+    printf("fp8 rows ([N], [B], [L]) %d: median %.3f; bf16 rows ([M]) %d: median %.3f\n", n8, med8, n16, med16);
+    printf("asserted rows %d from 4 sources: median predicted / published %.3f, %d within 15%% (target: all within "
+           "15%%, median within 7%%: %s)\n", n, med, within, within == n && fabs(med - 1) <= 0.07 ? "met" : "not met");
+    CHECKF(med8 >= 1.05 && med8 <= 1.25, "fp8 median %.3f left the guard [1.05, 1.25]: update docs/plan.md", med8);
+    CHECKF(med16 >= 0.93 && med16 <= 1.07, "bf16 median %.3f left the guard [0.93, 1.07]: update docs/plan.md", med16);
 }
 
 /* Memory verdicts against the same layouts, trained as published: with the activations Megatron-Core and
