@@ -435,6 +435,24 @@ step_gemm() { # the GEMM ops alone, beside the planner's model (bench_cuda_gemm;
   esac
 }
 
+step_fp8() { # fp8 against bf16 GEMMs through PyTorch's _scaled_mm (fp8_gemm.py: fast / split accumulation, sustained)
+  rm -f "$LOGS/fp8_gemm.jsonl"
+  run_step 60 "$LOGS/fp8_gemm.log" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$ORIG_LDP" "$PY" "$PEERS/fp8_gemm.py" \
+    --json "$LOGS/fp8_gemm.jsonl"
+  local rows fig
+  rows=$(paste -sd, "$LOGS/fp8_gemm.jsonl" 2>/dev/null)
+  case $RC in
+    0) fig=$(grep '"summary"' "$LOGS/fp8_gemm.jsonl" | tail -n 1 | pyrun -c 'import json, sys
+s = json.loads(sys.stdin.read())
+print("fp8/bf16 fast x%s, split x%s; sustained last/first x%s at %s MHz, %s W" % (s["fp8_fast_over_bf16"],
+      s["fp8_split_over_bf16"], s["sustained_last_over_first"], s["sm_clock_mhz"], s["power_w"]))' 2>&1)
+       add_step fp8_gemm pass "$DT" ", \"rows\": [$rows]" "$fig" ;;
+    3) add_step fp8_gemm "skipped: $(jget "$LOGS/fp8_gemm.jsonl" skipped | tail -n 1)" "$DT" ", \"rows\": [$rows]" ;;
+    *) add_step fp8_gemm "fail: fp8_gemm.py $(why_rc $RC): $(grep -m1 -i 'error' "$LOGS/fp8_gemm.log" | head -c 200)" "$DT" \
+         ", \"rows\": [$rows]" ;;
+  esac
+}
+
 step_nccl() {
   if [ -z "$LIB_NCCL" ]; then add_step nccl "skipped: no NCCL on this machine (the module linked the stand-in)" 0 ""; return; fi
   run_step 60 "$LOGS/nccl.log" "$TBIN/test_comm_nccl"
@@ -496,6 +514,16 @@ assert len(rows) >= 20 and all(r["model_tflops"] > 0 and r["ms"] > 0 for r in ro
   else
     add_check gemm fail "bench_cuda_gemm --dry-run: $(tail -n 1 "$LOGS/gemm-dry.log")"
   fi
+  # the fp8_gemm step's program and parser: its shapes and FLOPs (no timing without a GPU)
+  if pyrun "$PEERS/fp8_gemm.py" --dry-run --json "$LOGS/fp8-dry.jsonl" >"$LOGS/fp8-dry.log" 2>&1 &&
+     pyrun -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 15 and all(r["gflop"] > 0 and r["dtype"] in ("bf16", "e4m3") for r in rows), rows' \
+       "$LOGS/fp8-dry.jsonl" >>"$LOGS/fp8-dry.log" 2>&1; then
+    add_check fp8_gemm pass "fp8_gemm.py --dry-run: $(wc -l <"$LOGS/fp8-dry.jsonl") shape x kind rows parsed"
+  else
+    add_check fp8_gemm fail "fp8_gemm.py --dry-run: $(tail -n 1 "$LOGS/fp8-dry.log")"
+  fi
   local p cfg seq pf mf rel
   for p in PEER_125M PEER_13B; do # the peer's arguments parse, and its FLOP count is mtrain's (plan, tp 1)
     declare -n pa="$p"
@@ -517,7 +545,7 @@ assert len(rows) >= 20 and all(r["model_tflops"] > 0 and r["ms"] > 0 for r in ro
   done
 }
 
-GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b ops_gpt125m ops_gpt1.3b gemm nccl sanitizer"
+GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b ops_gpt125m ops_gpt1.3b gemm fp8_gemm nccl sanitizer"
 gc_main() {
   echo "gpu-check ($MODE, $([ $KIT -eq 1 ] && echo "kit $ROOT" || echo "tree $ROOT")): data $DATA_DIR, out $OUT_DIR, work $WORK, budget $BUDGET_S s (essential $ESSENTIAL_S s)"
   kit_libraries
@@ -557,6 +585,7 @@ gc_main() {
   op_profile ops_gpt125m TP_125M 6
   op_profile ops_gpt1.3b TP_13B 4
   step_gemm
+  step_fp8
   step_nccl
   step_sanitizer
   finish

@@ -45,6 +45,10 @@
 #   gemm         bench_cuda_gemm: the CUDA backend's GEMM ops alone (gpt1.3b's layer shapes, 8192^3, 4096^3;
 #                plain, with bias, GELU / dGELU epilogues, backward) in TFLOP/s beside the planner's shape
 #                model for this device: where the step's GEMM time goes beyond the model
+#   fp8_gemm     (PyTorch) fp8 E4M3 against bf16 GEMMs on a Llama 2 7B layer's shapes and 8192^3 through
+#                torch._scaled_mm (cuBLASLt): fast accumulation and the split accumulator Transformer
+#                Engine's backward uses, and a sustained fp8 run's TFLOP/s, SM clock and power; the
+#                planner's fp8 GEMM rate (about 1.96x bf16) is what it tests (docs/plan.md)
 #   nccl         test_comm_nccl (every call of the NCCL communicator)
 #   sanitizer    compute-sanitizer memcheck on gpt-tiny, llama-tiny, mixtral-tiny (2 iterations);
 #                a runtime whose sanitizer refuses the device is reported, not failed
@@ -68,7 +72,7 @@ while [ $# -gt 0 ]; do
     --budget-s) BUDGET_S="${2:?--budget-s needs seconds}"; shift ;;
     --essential-s) ESSENTIAL_S="${2:?--essential-s needs seconds}"; shift ;;
     --skip-reference) SKIP_REF=1 ;;
-    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -u$/{/^set -u$/d;p}' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift

@@ -105,8 +105,32 @@ static void test_te_fp8_over_bf16(void) {
     CHECKF(fabs(t16 / t8 / 1.92 - 1.0) <= 0.05, "fp8 over bf16 %.3f, published 1.92", t16 / t8);
 }
 
+/* The shapes the GPU check's fp8_gemm step times (scripts/gpu-kit/fp8_gemm.py: a Llama 2 7B layer's forward
+ * GEMMs at 4096 tokens and 8192^3): the plan's fp8 / bf16 speed-up on each, which that step's measured ratios
+ * (fast accumulation, and the split accumulator of Transformer Engine's backward) are to be read against.
+ * Guarded to the model's present range (1.8-2.0: twice the peak, less fp8's larger per-tile cost k0). */
+static void test_fp8_gemm_step_shapes(void) {
+    const mt_gpu_spec *g = mt_gpu_find("h200");
+    CHECK(g != NULL);
+    if (!g) return;
+    const double s = mt_gpu_sustained_frac(g), pk16 = g->peak_bf16_tflops * 1e12 * s, pk8 = g->peak_fp8_tflops * 1e12 * s;
+    static const struct { const char *name; double M, N, K; } shapes[] = {
+        { "llama2-7b qkv", 4096, 12288, 4096 }, { "llama2-7b proj", 4096, 4096, 4096 },
+        { "llama2-7b fc1", 4096, 22016, 4096 }, { "llama2-7b fc2", 4096, 4096, 11008 }, { "square 8192", 8192, 8192, 8192 },
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const double fl = 2.0 * shapes[i].M * shapes[i].N * shapes[i].K;
+        const double t16 = mt_plan_gemm_time(g, pk16, 2.0, 1, shapes[i].M, shapes[i].N, shapes[i].K);
+        const double t8 = mt_plan_gemm_time(g, pk8, 1.0, 1, shapes[i].M, shapes[i].N, shapes[i].K);
+        printf("fp8_gemm step shape %-15s h200 model: bf16 %.0f, fp8 %.0f TFLOP/s, fp8 / bf16 %.3f\n", shapes[i].name,
+               fl / t16 / 1e12, fl / t8 / 1e12, t16 / t8);
+        CHECKF(t16 / t8 >= 1.8 && t16 / t8 <= 2.0, "%s: model fp8 / bf16 %.3f", shapes[i].name, t16 / t8);
+    }
+}
+
 int main(void) {
     test_xla_sm90_bf16();
     test_te_fp8_over_bf16();
+    test_fp8_gemm_step_shapes();
     TEST_MAIN_END();
 }
