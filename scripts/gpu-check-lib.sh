@@ -435,22 +435,30 @@ step_gemm() { # the GEMM ops alone, beside the planner's model (bench_cuda_gemm;
   esac
 }
 
-step_fp8() { # fp8 against bf16 GEMMs through PyTorch's _scaled_mm (fp8_gemm.py: fast / split accumulation, sustained)
-  rm -f "$LOGS/fp8_gemm.jsonl"
-  run_step 60 "$LOGS/fp8_gemm.log" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$ORIG_LDP" "$PY" "$PEERS/fp8_gemm.py" \
-    --json "$LOGS/fp8_gemm.jsonl"
-  local rows fig
-  rows=$(paste -sd, "$LOGS/fp8_gemm.jsonl" 2>/dev/null)
+probe_step() { # probe_step NAME SCRIPT CAP_S FIGURE_PY: one of the image-PyTorch probes (fp8_gemm.py, attn_rate.py);
+  # JSON lines in NAME.jsonl become the step's rows; FIGURE_PY prints the summary figure from its last line
+  local name=$1 script=$2 cap_s=$3 figure_py=$4 rows fig
+  rm -f "$LOGS/$name.jsonl"
+  run_step "$cap_s" "$LOGS/$name.log" env PYTHONUNBUFFERED=1 LD_LIBRARY_PATH="$ORIG_LDP" "$PY" "$PEERS/$script" \
+    --json "$LOGS/$name.jsonl"
+  rows=$(paste -sd, "$LOGS/$name.jsonl" 2>/dev/null)
   case $RC in
-    0) fig=$(grep '"summary"' "$LOGS/fp8_gemm.jsonl" | tail -n 1 | pyrun -c 'import json, sys
+    0) fig=$(grep '"summary"' "$LOGS/$name.jsonl" | tail -n 1 | pyrun -c "import json, sys
 s = json.loads(sys.stdin.read())
-print("fp8/bf16 fast x%s, split x%s; sustained last/first x%s at %s MHz, %s W" % (s["fp8_fast_over_bf16"],
-      s["fp8_split_over_bf16"], s["sustained_last_over_first"], s["sm_clock_mhz"], s["power_w"]))' 2>&1)
-       add_step fp8_gemm pass "$DT" ", \"rows\": [$rows]" "$fig" ;;
-    3) add_step fp8_gemm "skipped: $(jget "$LOGS/fp8_gemm.jsonl" skipped | tail -n 1)" "$DT" ", \"rows\": [$rows]" ;;
-    *) add_step fp8_gemm "fail: fp8_gemm.py $(why_rc $RC): $(grep -m1 -i 'error' "$LOGS/fp8_gemm.log" | head -c 200)" "$DT" \
+$figure_py" 2>&1)
+       add_step "$name" pass "$DT" ", \"rows\": [$rows]" "$fig" ;;
+    3) add_step "$name" "skipped: $(jget "$LOGS/$name.jsonl" skipped | tail -n 1)" "$DT" ", \"rows\": [$rows]" ;;
+    *) add_step "$name" "fail: $script $(why_rc $RC): $(grep -m1 -i 'error' "$LOGS/$name.log" | head -c 200)" "$DT" \
          ", \"rows\": [$rows]" ;;
   esac
+}
+step_fp8() { # fp8 against bf16 GEMMs through PyTorch's _scaled_mm: fast / split accumulation, sustained
+  probe_step fp8_gemm fp8_gemm.py 60 'print("fp8/bf16 fast x%s, split x%s; sustained last/first x%s at %s MHz, %s W" % (
+    s["fp8_fast_over_bf16"], s["fp8_split_over_bf16"], s["sustained_last_over_first"], s["sm_clock_mhz"], s["power_w"]))'
+}
+step_attn() { # causal attention forward + backward through SDPA's cuDNN and FlashAttention-2 backends
+  probe_step attention attn_rate.py 60 'print(", ".join("%s %s TFLOP/s" % (k.replace("_ATTENTION", ""), v)
+    for k, v in s["fwd_bwd_tflops"].items()))'
 }
 
 step_nccl() {
@@ -483,6 +491,16 @@ step_sanitizer() {
   add_step sanitizer "$sstat" "$stot" "$sdet" "$fig"
 }
 
+probe_dry() { # probe_dry NAME SCRIPT N_ROWS ROW_TEST_PY: SCRIPT --dry-run writes N_ROWS JSON rows each passing the test
+  if pyrun "$PEERS/$2" --dry-run --json "$LOGS/$1-dry.jsonl" >"$LOGS/$1-dry.log" 2>&1 &&
+     pyrun -c "import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == $3 and all($4 for r in rows), rows" "$LOGS/$1-dry.jsonl" >>"$LOGS/$1-dry.log" 2>&1; then
+    add_check "$1" pass "$2 --dry-run: $(wc -l <"$LOGS/$1-dry.jsonl") rows parsed"
+  else
+    add_check "$1" fail "$2 --dry-run: $(tail -n 1 "$LOGS/$1-dry.log")"
+  fi
+}
 dry_parsers() { # the report's parsers on real mtrain output: a 4-iteration CPU run of the loss recipe
   local PL_ARGS=("${LOSS_ARGS[@]}" --train-iters 4 --micro-batch-size 1 --global-batch-size 1 --log-interval 1) pv pj
   if [ -n "$DATA_MISSING" ]; then return; fi
@@ -514,16 +532,9 @@ assert len(rows) >= 20 and all(r["model_tflops"] > 0 and r["ms"] > 0 for r in ro
   else
     add_check gemm fail "bench_cuda_gemm --dry-run: $(tail -n 1 "$LOGS/gemm-dry.log")"
   fi
-  # the fp8_gemm step's program and parser: its shapes and FLOPs (no timing without a GPU)
-  if pyrun "$PEERS/fp8_gemm.py" --dry-run --json "$LOGS/fp8-dry.jsonl" >"$LOGS/fp8-dry.log" 2>&1 &&
-     pyrun -c 'import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-assert len(rows) == 15 and all(r["gflop"] > 0 and r["dtype"] in ("bf16", "e4m3") for r in rows), rows' \
-       "$LOGS/fp8-dry.jsonl" >>"$LOGS/fp8-dry.log" 2>&1; then
-    add_check fp8_gemm pass "fp8_gemm.py --dry-run: $(wc -l <"$LOGS/fp8-dry.jsonl") shape x kind rows parsed"
-  else
-    add_check fp8_gemm fail "fp8_gemm.py --dry-run: $(tail -n 1 "$LOGS/fp8-dry.log")"
-  fi
+  # the probe steps' programs and parsers: their shapes and FLOPs (no timing without a GPU)
+  probe_dry fp8_gemm fp8_gemm.py 15 'r["gflop"] > 0 and r["dtype"] in ("bf16", "e4m3")'
+  probe_dry attention attn_rate.py 6 'r["fwd_gflop"] > 0 and r["causal"] is True'
   local p cfg seq pf mf rel
   for p in PEER_125M PEER_13B; do # the peer's arguments parse, and its FLOP count is mtrain's (plan, tp 1)
     declare -n pa="$p"
@@ -545,7 +556,7 @@ assert len(rows) == 15 and all(r["gflop"] > 0 and r["dtype"] in ("bf16", "e4m3")
   done
 }
 
-GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b ops_gpt125m ops_gpt1.3b gemm fp8_gemm nccl sanitizer"
+GPU_STEPS="build parity loss hf_logprobs peer_gpt125m throughput_gpt125m peer_gpt1.3b throughput_gpt1.3b ops_gpt125m ops_gpt1.3b gemm fp8_gemm attention nccl sanitizer"
 gc_main() {
   echo "gpu-check ($MODE, $([ $KIT -eq 1 ] && echo "kit $ROOT" || echo "tree $ROOT")): data $DATA_DIR, out $OUT_DIR, work $WORK, budget $BUDGET_S s (essential $ESSENTIAL_S s)"
   kit_libraries
@@ -586,6 +597,7 @@ gc_main() {
   op_profile ops_gpt1.3b TP_13B 4
   step_gemm
   step_fp8
+  step_attn
   step_nccl
   step_sanitizer
   finish

@@ -49,6 +49,9 @@
 #                torch._scaled_mm (cuBLASLt): fast accumulation and the split accumulator Transformer
 #                Engine's backward uses, and a sustained fp8 run's TFLOP/s, SM clock and power; the
 #                planner's fp8 GEMM rate (about 1.96x bf16) is what it tests (docs/plan.md)
+#   attention    (PyTorch) causal attention forward and forward + backward through SDPA's cuDNN and
+#                FlashAttention-2 backends, bf16, 32 heads of 128, sequence 4K / 16K / 32K: the rate the
+#                planner's attention term assumes (docs/plan.md)
 #   nccl         test_comm_nccl (every call of the NCCL communicator)
 #   sanitizer    compute-sanitizer memcheck on gpt-tiny, llama-tiny, mixtral-tiny (2 iterations);
 #                a runtime whose sanitizer refuses the device is reported, not failed

@@ -41,7 +41,7 @@ tar -tzf "$TMP/kit/payload.tar.gz" >"$TMP/payload.list"
 for f in ./bin/mtrain ./bin/test_cuda_parity ./bin/bench_cuda_gemm ./lib/libyaml-0.so.2 ./lib/libopenblas.so.0 ./lib/libpmix.so.2 \
          ./lib/runtime/libgomp.so.1 ./licenses/libyaml-0-2.copyright ./licenses/libopenblas0-pthread.copyright \
          ./src/cuda/cuda_attention_mma.cu ./src/nccl_stub.c ./src/obj/comm_nccl.o ./data/kjv_gpt2_text_document.bin \
-         ./data/hf-check/gpt-tiny/config.json ./peers/torch_peer.py ./peers/fp8_gemm.py ./gpu-check.sh; do
+         ./data/hf-check/gpt-tiny/config.json ./peers/torch_peer.py ./peers/fp8_gemm.py ./peers/attn_rate.py ./gpu-check.sh; do
   grep -qxF "$f" "$TMP/payload.list" || fail "the kit's payload has no $f"
 done
 n_lic=$(grep -c '^\./licenses/.' "$TMP/payload.list"); n_lib=$(grep -c '^\./lib/.*\.so' "$TMP/payload.list")
@@ -102,14 +102,14 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["mode"] == "dry" and r["result"] == "pass" and r["failures"] == 0 and r["complete"] is True, r
 steps = ["build", "parity", "loss", "hf_logprobs", "peer_gpt125m", "throughput_gpt125m", "peer_gpt1.3b",
-         "throughput_gpt1.3b", "ops_gpt125m", "ops_gpt1.3b", "gemm", "fp8_gemm", "nccl", "sanitizer"]
+         "throughput_gpt1.3b", "ops_gpt125m", "ops_gpt1.3b", "gemm", "fp8_gemm", "attention", "nccl", "sanitizer"]
 assert sorted(r["steps"]) == sorted(steps), r["steps"].keys()
 assert all(r["steps"][s]["status"].startswith("skipped: dry run") for s in steps), r["steps"]
 assert "nvcc" in r["steps"]["build"]["commands"] or "cp obj/" in r["steps"]["build"]["commands"]
 c = r["checks"]
 for n in ["LOSS_ARGS", "SAN_TINY", "SAN_LLAMA", "SAN_MOE", "TP_125M", "TP_13B"]:
     assert c["recipe " + n]["status"] == "pass", c
-for n in ["data", "cpu_reference", "parsers", "plan_compare", "gemm", "fp8_gemm", "hf_inputs", "host-libraries", "peer PEER_125M",
+for n in ["data", "cpu_reference", "parsers", "plan_compare", "gemm", "fp8_gemm", "attention", "hf_inputs", "host-libraries", "peer PEER_125M",
           "peer PEER_13B"]:
     assert c[n]["status"] == "pass", (n, c[n])
 PY
@@ -147,12 +147,13 @@ assert r["mode"] == "gpu" and r["complete"] is True and r["result"] == "fail", r
 s = r["steps"]
 assert sorted(s) == sorted(["build", "parity", "loss", "hf_logprobs", "peer_gpt125m", "throughput_gpt125m",
                             "peer_gpt1.3b", "throughput_gpt1.3b", "ops_gpt125m", "ops_gpt1.3b", "gemm", "fp8_gemm",
-                            "nccl", "sanitizer"]), s.keys()
+                            "attention", "nccl", "sanitizer"]), s.keys()
 assert s["gemm"]["status"].startswith("fail"), s["gemm"] # no GPU here: the benchmark skips, which a GPU run must not
 assert s["build"]["status"].startswith("pass") and s["build"]["module"] == "built here", s["build"]
 assert s["parity"]["status"].startswith("fail") and s["loss"]["status"].startswith("fail"), s
 assert s["peer_gpt125m"]["status"] == "skipped: torch is not installed", s["peer_gpt125m"]
 assert s["fp8_gemm"]["status"] == "skipped: torch is not installed", s["fp8_gemm"]
+assert s["attention"]["status"].startswith("skipped: torch"), s["attention"]
 PY
 echo "at $(( $(date +%s) - t0 )) s: GPU run without a GPU: complete, $(grep -c '"status": "fail' "$TMP/gout/gpu-check.json") steps failed as expected, module built and linked"
 

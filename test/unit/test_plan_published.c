@@ -231,8 +231,38 @@ static void test_published_memory(void) {
     printf("memory: %d of %zu published layouts fit the 90%% rule\n", fit, N_ROWS);
 }
 
+/* The GPU check's attention step (scripts/gpu-kit/attn_rate.py) times causal attention with 32 heads of 128
+ * (Llama 2 7B), batch 1, at sequence 4K / 16K / 32K; the plan's rate for the same, in the causal count that
+ * step prints (forward 4 h s^2 d / 2, backward 2.5x), read off a one-GPU plan's attention term. Printed for
+ * the next GPU session to set beside the measurement; guarded to where the model stands (300-600 TFLOP/s:
+ * the score-tile roofline below FlashAttention-3's 740, docs/plan.md). */
+static void test_attention_rates(void) {
+    static const char *const gpus[] = { "h100-80g", "h200" };
+    static const int seqs[] = { 4096, 16384, 32768 };
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < 3; i++) {
+            char seq[64];
+            snprintf(seq, sizeof seq, "model.seq_length=%d", seqs[i]);
+            const char *sets[] = { "model.layers=32", "model.hidden=4096", "model.heads=32", "model.kv_heads=32",
+                                   "model.ffn_hidden=11008", "model.vocab=32000", seq, "training.global_batch=1",
+                                   "training.micro_batch=1", "parallel.tensor=1", "parallel.pipeline=1",
+                                   "parallel.context=1", "parallel.data=1", "training.recompute=none",
+                                   "training.precision=bf16", NULL };
+            mt_test_recipe_load(&g_r, "llama3-8b", sets);
+            mt_plan_opts o;
+            mt_plan_opts_defaults(&o);
+            static mt_plan p;
+            CHECKF(mt_plan_compute(&g_r, 1, mt_gpu_find(gpus[g]), &o, &p) == MT_OK, "%s", mt_last_error());
+            const double s = seqs[i], fwd = 4.0 * 32 * s * s * 128 / 2, rate = 3.5 * fwd * 32 / p.t_attn_s / 1e12;
+            printf("attention step shape: %s, 32 heads x 128, seq %5d: plan %.0f TFLOP/s forward + backward (causal count)\n",
+                   gpus[g], seqs[i], rate);
+            CHECKF(rate >= 300 && rate <= 600, "%s seq %d: plan attention %.0f TFLOP/s", gpus[g], seqs[i], rate);
+        }
+}
+
 int main(void) {
     test_published_h100();
+    test_attention_rates();
     test_published_memory();
     TEST_MAIN_END();
 }
