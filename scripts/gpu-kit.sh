@@ -194,7 +194,7 @@ for f in kjv_text_document.bin kjv_text_document.idx kjv_gpt2_text_document.bin 
 done
 cp -r configs "$STAGE/configs"
 cp scripts/gpu-check.sh scripts/gpu-check-lib.sh "$STAGE/"
-cp scripts/gpu-kit/torch_peer.py scripts/gpu-kit/hf_check.py scripts/gpu-kit/fp8_gemm.py scripts/gpu-kit/attn_rate.py "$STAGE/peers/"
+cp scripts/gpu-kit/torch_peer.py scripts/gpu-kit/hf_check.py scripts/gpu-kit/fp8_gemm.py scripts/gpu-kit/attn_rate.py scripts/gpu-kit/probe_io.py "$STAGE/peers/"
 if [ $SKIP_REF -eq 0 ]; then
   (cd "$STAGE" && ./gpu-check.sh --prepare --data-dir data) >"$STAGE/reference.log" 2>&1 ||
     { tail -n 20 "$STAGE/reference.log"; die "the gpt-tiny CPU reference failed"; }

@@ -20,21 +20,14 @@ Exit 0 measured or dry run done, 3 torch, a GPU or every backend missing (the ca
 """
 
 import argparse
-import json
 import statistics
 import sys
 import time
 
+from probe_io import emit
+
 HEADS, HEAD_DIM, SEQS = 32, 128, (4096, 16384, 32768)
 BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION")
-
-
-def emit(rec, path):
-    line = json.dumps(rec, sort_keys=True)
-    print(line, flush=True)
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 def fwd_flops(s):

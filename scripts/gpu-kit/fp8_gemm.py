@@ -27,11 +27,12 @@ products or a GPU missing (the caller reports a skip), 1 anything else. Standard
 """
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 import time
+
+from probe_io import emit
 
 # (name, M, N, K): out[M x N] = in[M x K] . W^T, Llama 2 7B (hidden 4096, SwiGLU 11008) at 4096 tokens
 SHAPES = [
@@ -42,14 +43,6 @@ SHAPES = [
     ("square 8192", 8192, 8192, 8192),
 ]
 KINDS = [("bf16", None), ("e4m3", True), ("e4m3", False)]  # (dtype, fast accumulation)
-
-
-def emit(rec, path):
-    line = json.dumps(rec, sort_keys=True)
-    print(line, flush=True)
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 def smi():

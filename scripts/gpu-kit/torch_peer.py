@@ -21,10 +21,11 @@ Exit status: 0 measured (or dry run done), 3 torch or a GPU missing (the caller 
 """
 
 import argparse
-import json
 import math
 import sys
 import time
+
+from probe_io import emit
 
 MODELS = {  # name: (layers, hidden, heads); GPT-2 BPE vocabulary padded to 50304
     "gpt125m": (12, 768, 12),
@@ -42,14 +43,6 @@ def flops_per_token(layers, hidden, heads, seq, vocab=VOCAB_PADDED):
     attn_core = 2.0 * 2.0 * seq * c
     fwd = layers * (attn_lin + attn_core + mlp) + 2.0 * c * vocab
     return 3.0 * fwd
-
-
-def emit(rec, path):
-    line = json.dumps(rec, sort_keys=True)
-    print(line, flush=True)
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 def build_model(torch, layers, hidden, heads, seq):
