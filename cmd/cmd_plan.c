@@ -42,6 +42,8 @@ static void plan_usage(FILE *f) {
             "                 (default), or Megatron-LM's (Korthikanti et al. 2022: dropout masks, softmax scores)\n"
             "  --fp8 (--fp8-format F)   the layers' linear GEMMs in fp8 at the device's fp8 peak (H100, H200);\n"
             "                 MFU stays against the bf16 peak\n"
+            "  --fp8-recipe delayed|tensorwise   Megatron's scaling recipe (implies --fp8): delayed (default), or\n"
+            "                 tensorwise current scaling, which reads every cast input once more for its amax\n"
             "  --tp-comm-overlap   the tensor-parallel collectives overlapped with their GEMMs (Transformer Engine,\n"
             "                 needs sequence parallelism); the recipe's parallel.overlap_grad_reduce /\n"
             "                 overlap_param_gather (--overlap-grad-reduce / --overlap-param-gather) overlap the dp terms\n"
@@ -193,6 +195,15 @@ static int parse_args(int *argc, char **argv, plan_args *pa) {
         } else if (!strcmp(a, "--fp8") || !strcmp(a, "--fp8-format")) { /* Megatron's: --fp8-format hybrid|e4m3 */
             o->fp8 = 1;
             if (!strcmp(a, "--fp8-format") && v && v[0] != '-') i++;
+        } else if (!strcmp(a, "--fp8-recipe")) { /* Megatron's: tensorwise | delayed | mxfp8 | blockwise */
+            if (!v || (strcmp(v, "delayed") && strcmp(v, "tensorwise"))) {
+                fprintf(stderr, "mtrain plan: --fp8-recipe %s: the plan models 'delayed' (Megatron's default) and "
+                        "'tensorwise' (current scaling); mxfp8 and blockwise scaling are not modelled\n", v ? v : "(missing)");
+                return 2;
+            }
+            o->fp8 = 1;
+            o->fp8_recipe = strcmp(v, "tensorwise") ? MT_FP8_DELAYED : MT_FP8_TENSORWISE;
+            i++;
         } else if (!strcmp(a, "--overlap-p2p-communication")) {
             o->p2p_overlap = 1;
         } else if (!strcmp(a, "--tp-comm-overlap")) {

@@ -85,6 +85,8 @@ void mt_gpu_host(mt_gpu_spec *out, double peak_tflops);
 
 /* ---------- options of the estimate ---------- */
 
+enum { MT_FP8_DELAYED = 0, MT_FP8_TENSORWISE = 1 };
+
 typedef struct {
     double mfu;          /* model FLOPs utilisation assumed for time and days (default 0.40) */
     double tflops;       /* achieved TFLOP/s per GPU in Megatron's accounting (counts recompute); 0 = not given */
@@ -125,6 +127,10 @@ typedef struct {
     int fp8;                 /* Megatron's --fp8-format (Transformer Engine): the transformer layers' linear GEMMs
                               * in fp8 at the device's fp8 peak; attention, the output layer and the elementwise
                               * passes stay bf16; MFU stays against the bf16 peak (docs/plan.md, "fp8") */
+    int fp8_recipe;          /* Megatron's --fp8-recipe: MT_FP8_DELAYED (its default: the scale from past amaxes) or
+                              * MT_FP8_TENSORWISE (current scaling: each tensor scanned for its amax right before
+                              * its cast, one more read of every cast input; Transformer Engine's
+                              * Float8CurrentScalingQuantizer) */
     int p2p_overlap;         /* Megatron's overlap_p2p_comm (--overlap-p2p-communication; Megatron-LM's default with
                               * the interleaved schedule, forced off without it): each pipeline send / receive
                               * posted early and waited for late, behind a model chunk's forward / backward */

@@ -140,10 +140,13 @@ static double layer_elem_bytes(const dims *d, int t, int sp, double eb, double d
 /* Bytes per token of one layer's fp8 casts (Transformer Engine's Linear: `fp8_cast_transpose_fused`
  * casts each GEMM input to fp8 and writes its transpose for the weight-gradient GEMM, read 2 write 1 + 1;
  * the backward casts each output gradient the same way): forward the inputs of QKV, projection, FC1,
- * FC2 (K of each forward GEMM), backward their output gradients (N of each). fwd_only: the forward's. */
-static double layer_fp8_cast_bytes(const dims *d, int t, int fwd_only) {
-    const double fwd = 4.0 * (d->C + d->H * d->D / t + d->C + d->K * d->F / t);
-    const double bwd = 4.0 * (d->qkv_rows / t + d->C + d->K * d->fc_rows / t + d->C);
+ * FC2 (K of each forward GEMM), backward their output gradients (N of each). fwd_only: the forward's.
+ * With current scaling (--fp8-recipe tensorwise) each cast input is first read once more for its amax
+ * (Float8CurrentScalingQuantizer: "computed directly by scanning the input"): 6 bytes an element, not 4. */
+static double layer_fp8_cast_bytes(const dims *d, int t, int fwd_only, int recipe) {
+    const double per = recipe == MT_FP8_TENSORWISE ? 6.0 : 4.0;
+    const double fwd = per * (d->C + d->H * d->D / t + d->C + d->K * d->F / t);
+    const double bwd = per * (d->qkv_rows / t + d->C + d->K * d->fc_rows / t + d->C);
     return fwd + (fwd_only ? 0.0 : bwd);
 }
 
@@ -323,7 +326,7 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
     const double elem_tok = layer_elem_bytes(d, t, p->sp, x->abytes, o->dropout, ops_l);
     double elem_l = N * (elem_tok + (rcf > 0 ? rcf * layer_elem_fwd_bytes(d, t, p->sp, x->abytes, o->dropout) : 0));
     elem_l += N * layer_sw_extra_bytes(d, t, p->sp, x->abytes, o->dropout, rcf, o);
-    if (cl != c) elem_l += N * (layer_fp8_cast_bytes(d, t, 0) + rcf * layer_fp8_cast_bytes(d, t, 1));
+    if (cl != c) elem_l += N * (layer_fp8_cast_bytes(d, t, 0, o->fp8_recipe) + rcf * layer_fp8_cast_bytes(d, t, 1, o->fp8_recipe));
     if (o->unfused_attention && !probed) {
         /* softmax (+ dropout) over the materialised scores. Megatron's causal kernel
          * (scaled_upper_triang_masked_softmax.h) loads only each row's causal half and writes the whole row:

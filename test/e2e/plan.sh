@@ -96,6 +96,8 @@ has "a100-80g" "$TMP/err"
 run 2 "$MTRAIN" plan --config configs/gpt175b.yaml --mfu 1.5
 run 2 "$MTRAIN" plan --config configs/gpt175b.yaml --no-such-flag
 has "unknown argument" "$TMP/err"
+run 2 "$MTRAIN" plan --config configs/gpt175b.yaml --fp8-recipe mxfp8
+has "fp8-recipe mxfp8: the plan models 'delayed'" "$TMP/err"
 run 2 "$MTRAIN" plan
 has "no recipe" "$TMP/err"
 run 0 "$MTRAIN" plan --help

@@ -754,6 +754,16 @@ static void test_fp8_h200(void) {
     /* a device without fp8: the bf16 plan, and a note */
     CHECK_NEAR(a_f8.t_step_s, a_b16.t_step_s, 0, 0);
     CHECK(strstr(a_f8.notes, "has no fp8 peak") != NULL);
+    /* --fp8-recipe tensorwise (current scaling): each cast reads its input once more for the amax, 6 bytes
+     * an element against delayed scaling's 4, so the casts' share of the elementwise term grows by half
+     * and nothing else moves */
+    static mt_plan tw;
+    o.fp8_recipe = MT_FP8_TENSORWISE;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, base), 1024, h100, &o, &tw) == MT_OK);
+    CHECK(f8.t_elem_s > b16.t_elem_s);
+    CHECK_NEAR(tw.t_elem_s - b16.t_elem_s, 1.5 * (f8.t_elem_s - b16.t_elem_s), 0, 1e-9);
+    CHECK_NEAR(tw.t_gemm_s, f8.t_gemm_s, 0, 0);
+    CHECK_NEAR(tw.t_attn_s, f8.t_attn_s, 0, 0);
 }
 
 int main(void) {

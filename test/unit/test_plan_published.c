@@ -146,7 +146,10 @@ static double plan_row(const pub_row *w, mt_plan *p, int megatron_acts) {
     o.megatron_activations = megatron_acts;
     o.tp_comm_overlap = w->tp > 1;
     o.p2p_overlap = w->vpp > 1;
-    if (w->causal) o.grad_reduce_bytes = 2; /* [B]: grad_reduce_in_fp32 off (Megatron-Bridge's perf recipes) */
+    if (w->causal) { /* [B], Megatron-Bridge's H100 presets (scripts/performance/configs/llama/: *_H100_FP8_CS_*) */
+        o.grad_reduce_bytes = 2;               /* grad_reduce_in_fp32 off in its perf recipes */
+        o.fp8_recipe = MT_FP8_TENSORWISE;      /* FP8-CS: current scaling, Megatron's --fp8-recipe tensorwise */
+    }
     CHECKF(mt_plan_compute(&g_r, w->gpus, mt_gpu_find("h100-80g"), &o, p) == MT_OK, "%s: %s", w->name,
            mt_last_error());
     /* the publisher's FLOPs per token: the plan's (full square) or that less half the attention core
