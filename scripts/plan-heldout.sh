@@ -10,8 +10,11 @@
 #
 # Sources: [L] NVIDIA NeMo docs/source/performance/performance_long_sequence.md (NeMo 24.03.01, DGX-H100,
 # fp8, Llama 2 7B with context parallelism; the 8K, 32K, 128K and 512K rows; global batch 4M tokens);
-# [N] NVIDIA NeMo docs/source/performance/performance_summary.md at 070a0bb168d4 (NeMo 24.07): GPT3-20B and
-# Nemotron-4 340B (shape from arXiv 2406.11704, Table 1). Not here: Megatron-Bridge's Qwen3-30B-A3B (the
+# [N] NVIDIA NeMo docs/source/performance/performance_summary.md at 070a0bb168d4 (NeMo 24.07): GPT3-20B,
+# Nemotron-8B and Nemotron-22B (shapes from NeMo-Framework-Launcher's conf/training/nemotron/nemotron_8b.yaml
+# and nemotron_22b.yaml: squared ReLU, FFN 4 x hidden, no bias, untied; vocabulary 256000, which the
+# published FLOPs per token bear out) and Nemotron-4 340B (shape from arXiv 2406.11704, Table 1).
+# Not here: Megatron-Bridge's Qwen3-30B-A3B (the
 # planner is not calibrated for fine-grained MoE), its FSDP rows (FSDP is not modelled), Meta's Llama 3
 # 405B (interleaving on uneven stages; FLOP convention not stated).
 #
@@ -42,6 +45,8 @@ ROWS=(
   "L Llama 2 7B 128K, tp4 dp8 cp4|tflops|555|128|${LLAMA2[*]} --set model.seq_length=131072 --set training.global_batch=32 --set parallel.tensor=4 --set parallel.pipeline=1 --set parallel.context=4 ${TPSP[*]}"
   "L Llama 2 7B 512K, tp8 dp4 cp16|tflops|549|512|${LLAMA2[*]} --set model.seq_length=524288 --set training.global_batch=8 --set parallel.tensor=8 --set parallel.pipeline=1 --set parallel.context=16 ${TPSP[*]}"
   "N GPT3-20B, tp2, GBS 256, MBS 2|tokens|5851|64|--config configs/gpt175b.yaml --set model.layers=44 --set model.hidden=6144 --set model.heads=48 --set model.seq_length=2048 --set training.global_batch=256 --set parallel.tensor=2 --set parallel.pipeline=1 --set parallel.context=1 ${TPSP[*]} --set training.micro_batch=2"
+  "N Nemotron-8B, tp2, GBS 256, MBS 4|tokens|12701|64|--config configs/llama3-70b.yaml --set model.layers=32 --set model.hidden=4096 --set model.heads=32 --set model.kv_heads=32 --set model.vocab=256000 --set model.activation=squared_relu --set model.ffn_hidden=16384 --set model.seq_length=4096 --set training.global_batch=256 --set parallel.tensor=2 --set parallel.pipeline=1 --set parallel.virtual_pipeline=1 --set parallel.context=1 ${TPSP[*]} --set training.micro_batch=4"
+  "N Nemotron-22B, tp2 pp4 vp10, MBS 2|tokens|4256|64|--config configs/llama3-70b.yaml --set model.layers=40 --set model.hidden=6144 --set model.heads=48 --set model.kv_heads=48 --set model.vocab=256000 --set model.activation=squared_relu --set model.ffn_hidden=24576 --set model.seq_length=4096 --set training.global_batch=256 --set parallel.tensor=2 --set parallel.pipeline=4 --set parallel.virtual_pipeline=10 --set parallel.context=1 ${TPSP[*]} --overlap-p2p-communication --set training.micro_batch=2"
   "N Nemotron-4 340B, tp8 pp8 vp12|tokens|322|128|--config configs/llama3-70b.yaml --set model.layers=96 --set model.hidden=18432 --set model.heads=96 --set model.kv_heads=8 --set model.vocab=256000 --set model.activation=squared_relu --set model.ffn_hidden=73728 --set model.seq_length=4096 --set training.global_batch=32 --set parallel.tensor=8 --set parallel.pipeline=8 --set parallel.virtual_pipeline=12 --set parallel.context=1 ${TPSP[*]} --overlap-p2p-communication"
 )
 

@@ -198,12 +198,12 @@ EOF
 echo "ok: probe and device profile"
 
 # the held-out published runs (scripts/plan-heldout.sh, issue 29's acceptance 5): plumbing only, their
-# ratios are not asserted here (held out); exit 0 (bands met) or 1 (not met), one ratio per run, a verdict
+# ratios are not asserted here (held out); exit 0 (bands met) or 1 (not met), one ratio per run (8), a verdict
 scripts/plan-heldout.sh --mtrain "$MTRAIN" >"$TMP/heldout.out" 2>&1; rc=$?
 { [ $rc -eq 0 ] || [ $rc -eq 1 ]; } || { cat "$TMP/heldout.out"; fail "plan-heldout.sh exit $rc"; }
 n=$(grep -cE ' [0-9]+\.[0-9]{3}  \((TFLOP|tokens)/s\)$' "$TMP/heldout.out")
-[ "$n" -eq 6 ] || { cat "$TMP/heldout.out"; fail "plan-heldout.sh: $n rows with a ratio, expected 6"; }
-grep -qE '^held out: 6 rows, median predicted / published [0-9.]+, [0-9]+ within 15%: the bands .* are (met|not met)$' \
+[ "$n" -eq 8 ] || { cat "$TMP/heldout.out"; fail "plan-heldout.sh: $n rows with a ratio, expected 8"; }
+grep -qE '^held out: 8 rows, median predicted / published [0-9.]+, [0-9]+ within 15%: the bands .* are (met|not met)$' \
   "$TMP/heldout.out" || { cat "$TMP/heldout.out"; fail "plan-heldout.sh: no verdict line"; }
 [ $rc -eq 0 ] || ! grep -q 'are met$' "$TMP/heldout.out" || fail "plan-heldout.sh: 'met' printed with exit $rc"
 echo "ok: held-out runs: $(tail -n 1 "$TMP/heldout.out")"
