@@ -326,7 +326,8 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
     const double elem_tok = layer_elem_bytes(d, t, p->sp, x->abytes, o->dropout, ops_l);
     double elem_l = N * (elem_tok + (rcf > 0 ? rcf * layer_elem_fwd_bytes(d, t, p->sp, x->abytes, o->dropout) : 0));
     elem_l += N * layer_sw_extra_bytes(d, t, p->sp, x->abytes, o->dropout, rcf, o);
-    if (cl != c) elem_l += N * (layer_fp8_cast_bytes(d, t, 0, o->fp8_recipe) + rcf * layer_fp8_cast_bytes(d, t, 1, o->fp8_recipe));
+    if (cl != c)
+        elem_l += N * (layer_fp8_cast_bytes(d, t, 0, o->fp8_recipe) + rcf * layer_fp8_cast_bytes(d, t, 1, o->fp8_recipe));
     if (o->unfused_attention && !probed) {
         /* softmax (+ dropout) over the materialised scores. Megatron's causal kernel
          * (scaled_upper_triang_masked_softmax.h) loads only each row's causal half and writes the whole row:

@@ -4,9 +4,9 @@
 # settings as the asserted rows (fp8, no recompute, sequence parallelism and --tp-comm-overlap with tp,
 # the distributed optimizer with both dp overlaps, --overlap-p2p-communication with interleaving,
 # micro-batch as published), compared with the published figure (tokens/s per GPU, or TFLOP/s per GPU in
-# NeMo's full-square count where no tokens/s is published), and judged against issue 29's bands: every
-# row within 15%, the median within 7%. Prints the table; exit 0 when the bands are met, 1 when not,
-# 2 when a plan fails.
+# NeMo's full-square count where no tokens/s is published), and judged against the target the asserted
+# rows are read against: every row within 15%, the median within 7%. Prints the table; exit 0 when the
+# bands are met, 1 when not, 2 when a plan fails.
 #
 # Sources: [L] NVIDIA NeMo docs/source/performance/performance_long_sequence.md (NeMo 24.03.01, DGX-H100,
 # fp8, Llama 2 7B with context parallelism; the 8K, 32K, 128K and 512K rows; global batch 4M tokens);

@@ -197,7 +197,7 @@ print("probe: gpt-tiny 1 rank, training.threads=1 %.1f ms/step, all %d cores %.1
 EOF
 echo "ok: probe and device profile"
 
-# the held-out published runs (scripts/plan-heldout.sh, issue 29's acceptance 5): plumbing only, their
+# the held-out published runs (scripts/plan-heldout.sh, docs/plan.md): plumbing only, their
 # ratios are not asserted here (held out); exit 0 (bands met) or 1 (not met), one ratio per run (8), a verdict
 scripts/plan-heldout.sh --mtrain "$MTRAIN" >"$TMP/heldout.out" 2>&1; rc=$?
 { [ $rc -eq 0 ] || [ $rc -eq 1 ]; } || { cat "$TMP/heldout.out"; fail "plan-heldout.sh exit $rc"; }

@@ -78,6 +78,14 @@ static void test_xla_sm90_bf16(void) {
     CHECKF(med >= 0.90 && med <= 1.05, "median predicted / measured %.3f outside [0.90, 1.05]", med);
 }
 
+/* The plan's time of one M x N x K GEMM on device g in bf16 (*t16) and in fp8 (*t8), each at its precision's
+ * peak times the device's sustained fraction. */
+static void gemm_bf16_fp8(const mt_gpu_spec *g, double M, double N, double K, double *t16, double *t8) {
+    const double s = mt_gpu_sustained_frac(g);
+    *t16 = mt_plan_gemm_time(g, g->peak_bf16_tflops * 1e12 * s, 2.0, 1, M, N, K);
+    *t8 = mt_plan_gemm_time(g, g->peak_fp8_tflops * 1e12 * s, 1.0, 1, M, N, K);
+}
+
 /* fp8 against bf16 on the same shapes: Transformer Engine's GEMM benchmark (docs/features/low_precision_training/
  * speedups.rst, NVIDIA/TransformerEngine at commit 03b5742fb857), a 5B layer (hidden 4096, intermediate 16384,
  * M = 31 x 512 = 15,872 tokens; the 12 GEMMs of a layer: QKV, projection, MLP up, MLP down, each forward,
@@ -89,7 +97,6 @@ static void test_te_fp8_over_bf16(void) {
     const mt_gpu_spec *g = mt_gpu_find("h200");
     CHECK(g != NULL);
     if (!g) return;
-    const double s = mt_gpu_sustained_frac(g), pk16 = g->peak_bf16_tflops * 1e12 * s, pk8 = g->peak_fp8_tflops * 1e12 * s;
     const double M = 31 * 512, h = 4096, F = 16384;
     const double fwd[4][2] = { { 3 * h, h }, { h, h }, { F, h }, { h, F } }; /* (N, K) of each forward GEMM */
     double t16 = 0, t8 = 0;
@@ -97,8 +104,10 @@ static void test_te_fp8_over_bf16(void) {
         const double N = fwd[i][0], K = fwd[i][1];
         const double shapes[3][3] = { { M, N, K }, { M, K, N }, { N, K, M } }; /* fprop, dgrad, wgrad */
         for (int j = 0; j < 3; j++) {
-            t16 += mt_plan_gemm_time(g, pk16, 2.0, 1, shapes[j][0], shapes[j][1], shapes[j][2]);
-            t8 += mt_plan_gemm_time(g, pk8, 1.0, 1, shapes[j][0], shapes[j][1], shapes[j][2]);
+            double a, b;
+            gemm_bf16_fp8(g, shapes[j][0], shapes[j][1], shapes[j][2], &a, &b);
+            t16 += a;
+            t8 += b;
         }
     }
     printf("5B layer, 12 GEMMs: fp8 / bf16 speed-up %.3f (Transformer Engine on an H200 NVL: 1.92)\n", t16 / t8);
@@ -113,15 +122,14 @@ static void test_fp8_gemm_step_shapes(void) {
     const mt_gpu_spec *g = mt_gpu_find("h200");
     CHECK(g != NULL);
     if (!g) return;
-    const double s = mt_gpu_sustained_frac(g), pk16 = g->peak_bf16_tflops * 1e12 * s, pk8 = g->peak_fp8_tflops * 1e12 * s;
     static const struct { const char *name; double M, N, K; } shapes[] = {
         { "llama2-7b qkv", 4096, 12288, 4096 }, { "llama2-7b proj", 4096, 4096, 4096 },
         { "llama2-7b fc1", 4096, 22016, 4096 }, { "llama2-7b fc2", 4096, 4096, 11008 }, { "square 8192", 8192, 8192, 8192 },
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const double fl = 2.0 * shapes[i].M * shapes[i].N * shapes[i].K;
-        const double t16 = mt_plan_gemm_time(g, pk16, 2.0, 1, shapes[i].M, shapes[i].N, shapes[i].K);
-        const double t8 = mt_plan_gemm_time(g, pk8, 1.0, 1, shapes[i].M, shapes[i].N, shapes[i].K);
+        double t16, t8;
+        gemm_bf16_fp8(g, shapes[i].M, shapes[i].N, shapes[i].K, &t16, &t8);
         printf("fp8_gemm step shape %-15s h200 model: bf16 %.0f, fp8 %.0f TFLOP/s, fp8 / bf16 %.3f\n", shapes[i].name,
                fl / t16 / 1e12, fl / t8 / 1e12, t16 / t8);
         CHECKF(t16 / t8 >= 1.8 && t16 / t8 <= 2.0, "%s: model fp8 / bf16 %.3f", shapes[i].name, t16 / t8);
