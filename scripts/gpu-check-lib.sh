@@ -453,8 +453,9 @@ $figure_py" 2>&1)
   esac
 }
 step_fp8() { # fp8 against bf16 GEMMs through PyTorch's _scaled_mm: fast / split accumulation, sustained
-  probe_step fp8_gemm fp8_gemm.py 60 'print("fp8/bf16 fast x%s, split x%s; sustained last/first x%s at %s MHz, %s W" % (
-    s["fp8_fast_over_bf16"], s["fp8_split_over_bf16"], s["sustained_last_over_first"], s["sm_clock_mhz"], s["power_w"]))'
+  probe_step fp8_gemm fp8_gemm.py 75 'print("fp8/bf16 fast x%s, split x%s; sustained over short: bf16 x%s at %s MHz, %s W, fp8 x%s at %s MHz, %s W" % (
+    s["fp8_fast_over_bf16"], s["fp8_split_over_bf16"], s["sustained_bf16_over_short"], s["bf16_sm_clock_mhz"],
+    s["bf16_power_w"], s["sustained_fp8_over_short"], s["sm_clock_mhz"], s["power_w"]))'
 }
 step_attn() { # causal attention forward + backward through SDPA's cuDNN and FlashAttention-2 backends
   probe_step attention attn_rate.py 60 'print(", ".join("%s %s TFLOP/s" % (k.replace("_ATTENTION", ""), v)

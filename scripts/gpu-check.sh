@@ -47,8 +47,9 @@
 #                model for this device: where the step's GEMM time goes beyond the model
 #   fp8_gemm     (PyTorch) fp8 E4M3 against bf16 GEMMs on a Llama 2 7B layer's shapes and 8192^3 through
 #                torch._scaled_mm (cuBLASLt): fast accumulation and the split accumulator Transformer
-#                Engine's backward uses, and a sustained fp8 run's TFLOP/s, SM clock and power; the
-#                planner's fp8 GEMM rate (about 1.96x bf16) is what it tests (docs/plan.md)
+#                Engine's backward uses, and sustained bf16 and fp8 runs' TFLOP/s (last second over the
+#                short rate), SM clock and power: the planner's GEMM rates (fp8 about 1.96x bf16) under
+#                a training step's power draw (docs/plan.md)
 #   attention    (PyTorch) causal attention forward and forward + backward through SDPA's cuDNN and
 #                FlashAttention-2 backends, bf16, 32 heads of 128, sequence 4K / 16K / 32K: the rate the
 #                planner's attention term assumes (docs/plan.md)
