@@ -120,33 +120,41 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Plans row `w` as published (megatron_acts: activations as Megatron-Core with Transformer Engine keeps
- * them, else mtrain's trainer's); returns predicted / published tokens per second per GPU. */
-static double plan_row(const pub_row *w, mt_plan *p, int megatron_acts) {
-    char kv[10][64];
-    const char *sets[24];
+/* Loads `config` with `model` (NULL-terminated, at most n_model) and a published layout, as the publishers'
+ * recipes run it (no recompute, sequence parallelism with tp, the distributed optimizer with both dp overlaps,
+ * bf16 weights), `data` its parallel.data override; CHECKs that it loads and validates on `gpus`. */
+static void load_layout(const char *config, const char *const *model, int n_model, const char *data, const char *name,
+                        int gpus, int global_batch, int micro_batch, int seq, int tp, int pp, int cp, int vpp) {
+    char kv[8][64];
+    const char *sets[32];
     int n = 0;
-    for (int i = 0; i < 6 && w->model[i]; i++) sets[n++] = w->model[i];
-    if (w->bf16) snprintf(kv[8], sizeof kv[8], "parallel.data=%d", w->gpus / (w->tp * w->pp * w->cp));
-    snprintf(kv[0], sizeof kv[0], "training.global_batch=%d", w->global_batch);
-    snprintf(kv[1], sizeof kv[1], "training.micro_batch=%d", w->micro_batch);
-    snprintf(kv[2], sizeof kv[2], "model.seq_length=%d", w->seq);
-    snprintf(kv[3], sizeof kv[3], "parallel.tensor=%d", w->tp);
-    snprintf(kv[4], sizeof kv[4], "parallel.pipeline=%d", w->pp);
-    snprintf(kv[5], sizeof kv[5], "parallel.context=%d", w->cp);
-    snprintf(kv[6], sizeof kv[6], "parallel.virtual_pipeline=%d", w->vpp);
-    snprintf(kv[7], sizeof kv[7], "parallel.sequence_parallel=%s", w->tp > 1 ? "true" : "false");
-    for (int i = 0; i < (w->bf16 ? 9 : 8); i++) sets[n++] = kv[i];
+    for (int i = 0; i < n_model && model[i]; i++) sets[n++] = model[i];
+    snprintf(kv[0], sizeof kv[0], "training.global_batch=%d", global_batch);
+    snprintf(kv[1], sizeof kv[1], "training.micro_batch=%d", micro_batch);
+    snprintf(kv[2], sizeof kv[2], "model.seq_length=%d", seq);
+    snprintf(kv[3], sizeof kv[3], "parallel.tensor=%d", tp);
+    snprintf(kv[4], sizeof kv[4], "parallel.pipeline=%d", pp);
+    snprintf(kv[5], sizeof kv[5], "parallel.context=%d", cp);
+    snprintf(kv[6], sizeof kv[6], "parallel.virtual_pipeline=%d", vpp);
+    snprintf(kv[7], sizeof kv[7], "parallel.sequence_parallel=%s", tp > 1 ? "true" : "false");
+    for (int i = 0; i < 8; i++) sets[n++] = kv[i];
     static const char *const fixed[] = { "parallel.distributed_optimizer=true",
                                          "parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true",
                                          "training.recompute=none", "training.precision=bf16", NULL };
     for (int i = 0; fixed[i]; i++) sets[n++] = fixed[i];
-    if (!w->bf16) sets[n++] = "parallel.data=auto";
+    sets[n++] = data;
     sets[n] = NULL;
-    char cfg[64];
-    snprintf(cfg, sizeof cfg, "%s", w->config);
-    mt_test_recipe_load(&g_r, cfg, sets);
-    CHECKF(mt_recipe_validate(&g_r, w->gpus) == MT_OK, "%s on %d: %s", w->name, w->gpus, mt_last_error());
+    mt_test_recipe_load(&g_r, config, sets);
+    CHECKF(mt_recipe_validate(&g_r, gpus) == MT_OK, "%s on %d: %s", name, gpus, mt_last_error());
+}
+
+/* Plans row `w` as published (megatron_acts: activations as Megatron-Core with Transformer Engine keeps
+ * them, else mtrain's trainer's); returns predicted / published tokens per second per GPU. */
+static double plan_row(const pub_row *w, mt_plan *p, int megatron_acts) {
+    char data[64] = "parallel.data=auto";
+    if (w->bf16) snprintf(data, sizeof data, "parallel.data=%d", w->gpus / (w->tp * w->pp * w->cp));
+    load_layout(w->config, w->model, 6, data, w->name, w->gpus, w->global_batch, w->micro_batch, w->seq, w->tp, w->pp,
+                w->cp, w->vpp);
     mt_plan_opts o;
     mt_plan_opts_defaults(&o);
     o.fp8 = !w->bf16;
@@ -215,26 +223,8 @@ static double g_pair_ratios[2 * N_PAIRS]; /* predicted / published tokens per se
  * overlaps, fp32 gradient reduction, no recompute, sequence parallelism and --tp-comm-overlap with tp, overlapped
  * p2p with interleaving; fp8 with delayed scaling); returns the predicted step time in seconds. */
 static double plan_pair(const pub_pair *w, int fp8) {
-    char kv[8][64];
-    const char *sets[32];
-    int n = 0;
-    for (int i = 0; i < 10 && w->model[i]; i++) sets[n++] = w->model[i];
-    snprintf(kv[0], sizeof kv[0], "training.global_batch=%d", w->global_batch);
-    snprintf(kv[1], sizeof kv[1], "training.micro_batch=%d", w->micro_batch);
-    snprintf(kv[2], sizeof kv[2], "model.seq_length=%d", w->seq);
-    snprintf(kv[3], sizeof kv[3], "parallel.tensor=%d", w->tp);
-    snprintf(kv[4], sizeof kv[4], "parallel.pipeline=%d", w->pp);
-    snprintf(kv[5], sizeof kv[5], "parallel.context=%d", w->cp);
-    snprintf(kv[6], sizeof kv[6], "parallel.virtual_pipeline=%d", w->vpp);
-    snprintf(kv[7], sizeof kv[7], "parallel.sequence_parallel=%s", w->tp > 1 ? "true" : "false");
-    for (int i = 0; i < 8; i++) sets[n++] = kv[i];
-    static const char *const fixed[] = { "parallel.data=auto", "parallel.distributed_optimizer=true",
-                                         "parallel.overlap_grad_reduce=true", "parallel.overlap_param_gather=true",
-                                         "training.recompute=none", "training.precision=bf16", NULL };
-    for (int i = 0; fixed[i]; i++) sets[n++] = fixed[i];
-    sets[n] = NULL;
-    mt_test_recipe_load(&g_r, w->config, sets);
-    CHECKF(mt_recipe_validate(&g_r, w->gpus) == MT_OK, "%s on %d: %s", w->name, w->gpus, mt_last_error());
+    load_layout(w->config, w->model, 10, "parallel.data=auto", w->name, w->gpus, w->global_batch, w->micro_batch,
+                w->seq, w->tp, w->pp, w->cp, w->vpp);
     mt_plan_opts o;
     mt_plan_opts_defaults(&o);
     o.fp8 = fp8;
