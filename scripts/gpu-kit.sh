@@ -96,17 +96,15 @@ DEB_CACHE=build/gpu-kit-debs
 mkdir -p "$DEB_CACHE"
 is_base() { case "$1" in linux-vdso*|ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libresolv.so*|libgcc_s.so*|libstdc++.so*) return 0;; esac; return 1; }
 is_runtime() { case "$1" in libgomp.so*|libgfortran.so*|libquadmath.so*) return 0;; esac; return 1; }
-owner_pkg() { # owner_pkg PATH: the installed package (with :arch) holding PATH or its usr-merged twin
-  local p=$1 r
-  for r in "$p" "$(readlink -f "$p")" "${p/#\/lib\//\/usr\/lib\/}" "${p/#\/usr\/lib\//\/lib\/}"; do
-    dpkg -S "$r" 2>/dev/null | head -n 1 | cut -d: -f1-2 | sed 's/:$//; s/: .*//' && return 0
-  done
-  return 1
-}
-fetch_deb() { # fetch_deb NAME VERSION: the .deb in DEB_CACHE (downloaded once), or nothing
-  local deb; deb=$(ls "$DEB_CACHE/${1}_"*.deb 2>/dev/null | head -n 1 || true)
+fetch_deb() { # fetch_deb NAME VERSION: the .deb in DEB_CACHE (downloaded once), or nothing; downloaded
+  # into a folder of its own and renamed into the cache, so that two jobs fetching one package cannot
+  # see half a file
+  local deb t; deb=$(ls "$DEB_CACHE/${1}_"*.deb 2>/dev/null | head -n 1 || true)
   if [ -z "$deb" ]; then
-    (cd "$DEB_CACHE" && timeout 120 apt-get download -q "$1=$2" >/dev/null 2>&1) || true
+    t=$(mktemp -d "$DEB_CACHE/dl.XXXXXX")
+    (cd "$t" && timeout 120 apt-get download -q "$1=$2" >/dev/null 2>&1) || true
+    for deb in "$t"/*.deb; do if [ -f "$deb" ]; then mv -f "$deb" "$DEB_CACHE/"; fi; done
+    rm -rf "$t"
     deb=$(ls "$DEB_CACHE/${1}_"*.deb 2>/dev/null | head -n 1 || true)
   fi
   echo "$deb"
@@ -119,21 +117,20 @@ copyright_from_deb() { # copyright_from_deb NAME X_DIR DEST: the package's copyr
   [ -n "$t" ] || die "$name: no copyright file in its package"
   deb=$(fetch_deb "$t" "$(dpkg-query -W -f='${Version}' "$t" 2>/dev/null)")
   if [ -n "$deb" ]; then
-    y="$DEB_CACHE/x-$t"; rm -rf "$y"; dpkg -x "$deb" "$y"; cp "$y/usr/share/doc/$t/copyright" "$dest"; rm -rf "$y"
+    y=$(mktemp -d "$DEB_CACHE/x-$t.XXXXXX"); dpkg -x "$deb" "$y"; cp "$y/usr/share/doc/$t/copyright" "$dest"; rm -rf "$y"
   else
     cp -L "/usr/share/doc/$t/copyright" "$dest"
   fi
 }
-echo "libraries (soname  package version  source):" >>"$MANIFEST"
-ldd "$STAGE"/bin/* | awk '/=>/ && $3 ~ /^\// {print $1, $3}' | sort -u | while read -r soname path; do
-  is_base "$soname" && continue
-  pkg=$(owner_pkg "$path") || die "no installed package owns $path ($soname)"
+ship_lib() { # ship_lib SONAME PATH PKG: the library from its package into lib/ (or lib/runtime/), with the
+  # package's copyright file; prints its MANIFEST row
+  local soname=$1 path=$2 pkg=$3 name ver dest deb x real f src
   name=${pkg%%:*}
   ver=$(dpkg-query -W -f='${Version}' "$pkg")
   dest="$STAGE/lib"; is_runtime "$soname" && dest="$STAGE/lib/runtime"
   deb=$(fetch_deb "$name" "$ver")
   if [ -n "$deb" ]; then
-    x="$DEB_CACHE/x-$name"; rm -rf "$x"; dpkg -x "$deb" "$x"
+    x=$(mktemp -d "$DEB_CACHE/x-$name.XXXXXX"); dpkg -x "$deb" "$x"
     real=$(basename "$(readlink -f "$path")")
     f=$(find "$x" -name "$real" -type f | head -n 1)
     [ -n "$f" ] || die "$deb holds no $real"
@@ -146,8 +143,38 @@ ldd "$STAGE"/bin/* | awk '/=>/ && $3 ~ /^\// {print $1, $3}' | sort -u | while r
     cp "/usr/share/doc/$name/copyright" "$STAGE/licenses/$name.copyright"
     src="installed copy (apt-get download failed)"
   fi
-  printf '  %-28s %-26s %-18s %s%s\n' "$soname" "$name" "$ver" "$src" "$([ "$dest" = "$STAGE/lib" ] || echo ', lib/runtime: used where the machine lacks it')" >>"$MANIFEST"
-done
+  printf '  %-28s %-26s %-18s %s%s\n' "$soname" "$name" "$ver" "$src" "$([ "$dest" = "$STAGE/lib" ] || echo ', lib/runtime: used where the machine lacks it')"
+}
+echo "libraries (soname  package version  source):" >>"$MANIFEST"
+LIBS=$(ldd "$STAGE"/bin/* | awk '/=>/ && $3 ~ /^\// {print $1, $3}' | sort -u)
+# the package owning each library, from one dpkg -S call (each call reads the whole database); asked
+# for the path, the file its links name, and its usr-merged twin (/lib/... vs /usr/lib/...)
+declare -A OWNER
+cands=()
+while read -r soname path; do
+  [ -n "$soname" ] && ! is_base "$soname" || continue
+  cands+=("$path" "$(readlink -f "$path")" "${path/#\/lib\//\/usr\/lib\/}" "${path/#\/usr\/lib\//\/lib\/}")
+done <<<"$LIBS"
+while IFS= read -r line; do # "package:arch: /path" ("a, b: /path" where two packages list it)
+  p=${line%%: /*}; OWNER[${line#*: }]=${p%%,*}
+done < <(dpkg -S "${cands[@]}" 2>/dev/null || true)
+# each library in a job of its own, JOBS at once; rows and errors in per-library files, in order after
+ROWS=$(mktemp -d); n=0
+while read -r soname path; do
+  [ -n "$soname" ] && ! is_base "$soname" || continue
+  pkg=""
+  for r in "$path" "$(readlink -f "$path")" "${path/#\/lib\//\/usr\/lib\/}" "${path/#\/usr\/lib\//\/lib\/}"; do
+    [ -n "${OWNER[$r]:-}" ] && { pkg=${OWNER[$r]}; break; }
+  done
+  [ -n "$pkg" ] || die "no installed package owns $path ($soname)"
+  n=$((n + 1)); row="$ROWS/$(printf '%03d' $n)"
+  echo "gpu-kit: error: $soname ($path, $pkg): shipping it failed" >"$row.err"
+  ( ship_lib "$soname" "$path" "$pkg" >"$row" 2>>"$row.err" </dev/null; rm -f "$row.err" ) & # set -e: a failed command ends the job
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+done <<<"$LIBS"
+wait
+if ls "$ROWS"/*.err >/dev/null 2>&1; then cat "$ROWS"/*.err >&2; rm -rf "$ROWS"; exit 1; fi
+cat "$ROWS"/[0-9][0-9][0-9] >>"$MANIFEST"; rm -rf "$ROWS"
 # libraries in lib/ must not need anything beyond lib/, glibc and the GCC runtime
 miss=$(LD_LIBRARY_PATH="$STAGE/lib:$STAGE/lib/runtime" ldd "$STAGE"/lib/*.so* "$STAGE"/lib/runtime/*.so* 2>/dev/null | awk '/=>/ {print $1}' | sort -u |
   while read -r s; do is_base "$s" || [ -e "$STAGE/lib/$s" ] || [ -e "$STAGE/lib/runtime/$s" ] || echo "$s"; done)
