@@ -18,7 +18,8 @@
 #   4. the GPU run itself runs to its end here, with a stand-in nvcc (copying this build's objects):
 #      the module's C files compile and it links against the toolkit's libraries, every step
 #      reports (those needing a GPU fail), a complete report comes back;
-#   5. a missing corpus fails, naming the file and the fix.
+#   5. a missing corpus fails, naming the file and the fix (a dry run from a copy of the unpacked kit
+#      without it, run beside step 4).
 # Where no mount namespace can be made (not root, no CAP_SYS_ADMIN), step 2 runs without the bare
 # box and the test exits 77 (skip) after every other check, saying why.
 set -u
@@ -131,6 +132,10 @@ cp "$PWD/build/cuda/\$(basename "\$src" .cu).o" "\$out"
 EOF
 chmod +x "$TMP/fakebin/nvcc"
 GPU=(bash "$TMP/unpacked/gpu-check.sh" --out "$TMP/gout" --work "$TMP/gwork" --budget-s 200) # unpacked by the dry run
+# meanwhile (step 5, independent of it): a dry run from a copy of the unpacked kit that lacks the BPE corpus
+cp -a "$TMP/unpacked" "$TMP/unpacked2" && rm "$TMP/unpacked2/data/kjv_gpt2_text_document.idx" || fail "cannot copy the unpacked kit"
+bash "$TMP/unpacked2/gpu-check.sh" --dry-run --out "$TMP/out2" --work "$TMP/work2" >"$TMP/dry2.log" 2>&1 &
+corpus_pid=$!
 if [ $bare -eq 1 ]; then
   PATH="$TMP/fakebin:$PATH" EMPTY="$TMP/empty" unshare -m bash "$TMP/bare.sh" "${GPU[@]}" >"$TMP/gpu.log" 2>&1
 else
@@ -157,10 +162,9 @@ assert s["attention"]["status"].startswith("skipped: torch"), s["attention"]
 PY
 echo "at $(( $(date +%s) - t0 )) s: GPU run without a GPU: complete, $(grep -c '"status": "fail' "$TMP/gout/gpu-check.json") steps failed as expected, module built and linked"
 
-# a missing corpus: non-zero, the file and the fix named, the report says fail
-rm "$TMP/unpacked/data/kjv_gpt2_text_document.idx"
-bash "$TMP/unpacked/gpu-check.sh" --dry-run --out "$TMP/out2" --work "$TMP/work2" >"$TMP/dry2.log" 2>&1 &&
-  fail "--dry-run passed without the BPE corpus"
+# a missing corpus (the dry run started beside the GPU run): non-zero, the file and the fix named,
+# the report says fail
+wait $corpus_pid && fail "--dry-run passed without the BPE corpus"
 grep -q "kjv_gpt2_text_document.idx" "$TMP/dry2.log" && grep -q "make gpu-kit" "$TMP/dry2.log" ||
   { cat "$TMP/dry2.log"; fail "the missing-corpus message names neither the file nor make gpu-kit"; }
 grep -q '"result": "fail"' "$TMP/out2/gpu-check.json" || fail "the failed dry run's report does not say fail"
