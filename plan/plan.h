@@ -273,6 +273,17 @@ double mt_probe_gemm_rate(const mt_device_probe *pr, double M, double N, double 
  * the two-stage pipeline's makespan beyond the compute, max(0, comm - compute) + min(comm, compute) /
  * n_chunks. n_chunks <= 0: independent work side by side (no chunk waits), max(0, comm - compute). */
 double mt_plan_overlap_exposed(double comm_s, double compute_s, double n_chunks);
+/* The data-parallel overlaps under an interleaved schedule with v model chunks (Megatron-Core schedules.py,
+ * forward_backward_pipelining_with_interleaving, with align_grad_reduce / align_param_gather, the defaults):
+ * each chunk's gradient reduction is launched when its last micro-batch's backward is done, and the chunks
+ * finish one by one through the last round of backwards (each chunk `slot_s` of compute); the reductions
+ * queue on one link, v equal messages of total_s / v released at slot, 2 slot, ..., v slot. Returns what
+ * shows beyond the last release: at least one chunk's reduction (the chunk finished last). */
+double mt_plan_chunk_reduce_exposed(double total_s, int v, double slot_s);
+/* The mirror for the parameter all-gathers: chunks 0 and 1 are gathered from the step's start, chunk c
+ * (c >= 2) is launched when chunk c - 1's first forward starts, and chunk c's first forward waits for its
+ * gather; each chunk's first round of forwards takes slot_s. Returns the delay of the round's end. */
+double mt_plan_chunk_gather_exposed(double total_s, int v, double slot_s);
 /* Transformer Engine's SMs held by an overlap that runs on SMs ("pipeline" and "bulk" methods;
  * "ring_exchange" uses the copy engines), and its splits (transformer_engine/pytorch/module/base.py,
  * initialize_ub defaults: num_sm 16, num_splits 4; ring exchange: num_splits = tp). */

@@ -351,6 +351,30 @@ double mt_plan_overlap_exposed(double comm_s, double compute_s, double n_chunks)
     return n_chunks > 0 ? rest + fmin(comm_s, compute_s) / n_chunks : rest;
 }
 
+double mt_plan_chunk_reduce_exposed(double total_s, int v, double slot_s) {
+    if (total_s <= 0) return 0.0;
+    if (v < 1) v = 1;
+    const double msg = total_s / v;
+    double done = 0.0; /* when the link finishes the messages released so far */
+    for (int k = 1; k <= v; k++) done = fmax(done, k * fmax(0.0, slot_s)) + msg;
+    return done - v * fmax(0.0, slot_s);
+}
+
+double mt_plan_chunk_gather_exposed(double total_s, int v, double slot_s) {
+    if (total_s <= 0) return 0.0;
+    if (v < 1) v = 1;
+    const double msg = total_s / v, slot = fmax(0.0, slot_s);
+    double link = 0.0, start_prev = 0.0, end_prev = 0.0; /* the link's free time; chunk c-1's first-round span */
+    for (int c = 0; c < v; c++) {
+        const double release = c < 2 ? 0.0 : start_prev; /* chunks 0 and 1 at the start, then one ahead */
+        link = fmax(link, release) + msg;                /* chunk c's parameters gathered */
+        const double start = fmax(c == 0 ? 0.0 : end_prev, link);
+        start_prev = start;
+        end_prev = start + slot;
+    }
+    return end_prev - v * slot;
+}
+
 /* --tp-comm-overlap (Megatron-Core with Transformer Engine's userbuffers, sequence parallel): per layer
  * and micro-batch each all-gather / reduce-scatter (c_h: half an allreduce's time) beside the GEMM
  * TE pairs it with (base.py's default methods): forward, the all-gathers before QKV and FC1 by ring
@@ -438,8 +462,15 @@ static void dp_overlap(const plan_ctx *x, mt_plan *p, const mt_plan_rank *wr, do
     p->t_bwd_mb_s = w_bwd;
     p->dp_rs_s = rs.exposed_s;
     p->dp_ag_s = ag.exposed_s;
-    p->dp_rs_exposed_s = ovl_g ? mt_plan_overlap_exposed(rs.exposed_s, w_bwd, p->n_buckets) : rs.exposed_s;
-    p->dp_ag_exposed_s = ovl_p ? mt_plan_overlap_exposed(ag.exposed_s, w_fwd, p->n_buckets) : ag.exposed_s;
+    if (x->v > 1) { /* per model chunk, through the last round of backwards / the first round of forwards:
+                      * min(m, pp) micro-batches of each chunk (the schedule's group), 1/v of the stage each */
+        const double group = fmin((double)x->m, (double)x->pp);
+        p->dp_rs_exposed_s = ovl_g ? mt_plan_chunk_reduce_exposed(rs.exposed_s, x->v, group * w_bwd / x->v) : rs.exposed_s;
+        p->dp_ag_exposed_s = ovl_p ? mt_plan_chunk_gather_exposed(ag.exposed_s, x->v, group * w_fwd / x->v) : ag.exposed_s;
+    } else {
+        p->dp_rs_exposed_s = ovl_g ? mt_plan_overlap_exposed(rs.exposed_s, w_bwd, p->n_buckets) : rs.exposed_s;
+        p->dp_ag_exposed_s = ovl_p ? mt_plan_overlap_exposed(ag.exposed_s, w_fwd, p->n_buckets) : ag.exposed_s;
+    }
     p->dp_comm.exposed_s = p->dp_rs_exposed_s + p->dp_ag_exposed_s;
 }
 

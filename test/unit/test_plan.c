@@ -641,6 +641,15 @@ static void test_overlap(void) {
     CHECK_NEAR(mt_plan_overlap_exposed(5, 3, 0), 2.0, 1e-15, 0);
     CHECK_NEAR(mt_plan_overlap_exposed(5, 0, 4), 5.0, 1e-15, 0);  /* nothing to hide behind */
     CHECK_NEAR(mt_plan_overlap_exposed(5, 3, 1), 5.0, 1e-15, 0);  /* one chunk: nothing overlaps */
+    /* per model chunk (interleaved): v messages of total / v released at slot, 2 slot, ..., v slot on one link */
+    CHECK_NEAR(mt_plan_chunk_reduce_exposed(12, 3, 10), 4.0, 1e-15, 0);  /* each hides behind the next slot: the last shows */
+    CHECK_NEAR(mt_plan_chunk_reduce_exposed(12, 3, 1), 10.0, 1e-15, 0);  /* link-bound: total - (v - 1) slot */
+    CHECK_NEAR(mt_plan_chunk_reduce_exposed(12, 1, 5), 12.0, 1e-15, 0);  /* one chunk: released at the end */
+    CHECK_NEAR(mt_plan_chunk_reduce_exposed(0, 4, 1), 0.0, 0, 0);
+    /* gathers: chunks 0 and 1 from the start, chunk c when chunk c - 1 starts; chunk c waits for its own */
+    CHECK_NEAR(mt_plan_chunk_gather_exposed(3, 3, 10), 1.0, 1e-15, 0);   /* only chunk 0's gather shows */
+    CHECK_NEAR(mt_plan_chunk_gather_exposed(3, 3, 0.5), 2.0, 1e-15, 0);  /* chunk 0 at 1, chunk 1 at 2, chunk 2 at 3 */
+    CHECK_NEAR(mt_plan_chunk_gather_exposed(6, 1, 5), 6.0, 1e-15, 0);
 
     static const char *const base[] = { "parallel.data=auto", NULL };
     static const char *const grad[] = { "parallel.data=auto", "parallel.overlap_grad_reduce=true", NULL };
@@ -660,15 +669,28 @@ static void test_overlap(void) {
     CHECK_NEAR(p1.dp_rs_s + p1.dp_ag_s, p0.dp_comm.exposed_s, 0, 1e-9);
     CHECK_NEAR(p1.n_buckets, ceil(wr->n_elems / fmax(40e6, 1e6 * p0.dp * p0.cp)), 0, 0);
     CHECK_NEAR(p0.dp_comm.n_ops, 2 * p1.n_buckets, 0, 0);
-    /* reduce-scatter behind the last micro-batch's backward: the formula, and only the dp term moves */
-    CHECK_NEAR(p1.dp_rs_exposed_s, mt_plan_overlap_exposed(p1.dp_rs_s, p1.t_bwd_mb_s, p1.n_buckets), 0, 1e-12);
+    /* llama3-70b interleaves (vpp 5): each model chunk's reduce-scatter starts after its last backward and
+     * overlaps the later chunks' backwards of the last round, min(m, pp) micro-batches of 1/v of the stage each;
+     * only the dp term moves */
+    CHECK(p1.vpp == 5 && p1.n_micro >= p1.pp);
+    const double slot_b = p1.pp * p1.t_bwd_mb_s / p1.vpp, slot_f = p2.pp * p2.t_fwd_mb_s / p2.vpp;
+    CHECK_NEAR(p1.dp_rs_exposed_s, mt_plan_chunk_reduce_exposed(p1.dp_rs_s, p1.vpp, slot_b), 0, 1e-12);
     CHECK_NEAR(p1.dp_ag_exposed_s, p1.dp_ag_s, 0, 1e-12);
-    CHECK(p1.dp_rs_exposed_s < p1.dp_rs_s && p1.dp_rs_exposed_s >= p1.dp_rs_s / p1.n_buckets);
+    CHECK(p1.dp_rs_exposed_s < p1.dp_rs_s && p1.dp_rs_exposed_s >= p1.dp_rs_s / p1.vpp - 1e-15);
     CHECK_NEAR(p1.t_step_s - p0.t_step_s, p1.dp_comm.exposed_s - p0.dp_comm.exposed_s, 1e-12, 0);
     CHECK(p1.t_bwd_mb_s > 1.5 * p1.t_fwd_mb_s && p1.t_bwd_mb_s < 3.5 * p1.t_fwd_mb_s); /* backward ~2 forwards */
-    /* param all-gather before the next forward */
-    CHECK_NEAR(p2.dp_ag_exposed_s, mt_plan_overlap_exposed(p2.dp_ag_s, p2.t_fwd_mb_s, p2.n_buckets), 0, 1e-12);
+    /* param all-gather before the next forward, chunk by chunk */
+    CHECK_NEAR(p2.dp_ag_exposed_s, mt_plan_chunk_gather_exposed(p2.dp_ag_s, p2.vpp, slot_f), 0, 1e-12);
     CHECK_NEAR(p2.t_step_s - p1.t_step_s, p2.dp_ag_exposed_s - p1.dp_ag_exposed_s, 1e-12, 0);
+    /* without interleaving (vpp 1): buckets in the last micro-batch's backward / the first forward */
+    static const char *const both1[] = { "parallel.data=auto", "parallel.overlap_grad_reduce=true",
+                                         "parallel.overlap_param_gather=true", "parallel.virtual_pipeline=1", NULL };
+    static mt_plan pv1;
+    CHECK(mt_plan_compute(load("llama3-70b", 1024, both1), 1024, h100, &o, &pv1) == MT_OK);
+    CHECK(pv1.vpp == 1);
+    CHECK_NEAR(pv1.dp_rs_exposed_s, mt_plan_overlap_exposed(pv1.dp_rs_s, pv1.t_bwd_mb_s, pv1.n_buckets), 0, 1e-12);
+    CHECK_NEAR(pv1.dp_ag_exposed_s, mt_plan_overlap_exposed(pv1.dp_ag_s, pv1.t_fwd_mb_s, pv1.n_buckets), 0, 1e-12);
+    CHECK(pv1.dp_rs_exposed_s < pv1.dp_rs_s && pv1.dp_rs_exposed_s >= pv1.dp_rs_s / pv1.n_buckets);
 
     /* --tp-comm-overlap: each all-gather / reduce-scatter (half an allreduce, c_h) beside its GEMM. Here every
      * collective is shorter than its GEMM, so a layer shows c_h / t for each of the 4 ring exchanges (QKV and FC1
