@@ -25,10 +25,22 @@
 # logprobs` (serially and in their layouts) and the first exported as one Hugging Face model. Refused
 # with the reason: first / last stage counts with the interleaved schedule, and ends counted in places
 # that do not split into pp x vpp chunks.
+# Single-process runs that do not depend on each other (the 7-layer serial references; the two serial
+# resumes; the two serial logprobs) run two at a time, each on one thread (--threads 1: the pair fills
+# the 2 cores, where one process on 2 threads does not; values as on 2 threads to fp32 rounding,
+# measured <= 1e-7); every check on them is the same.
 source test/e2e_lib.sh
 need_data
 ITERS=10
 BASE=(--train-iters $ITERS --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=0)
+BG=()
+bg() { "$@" & BG+=($!); } # bg FUNCTION ARGS...: in the background (its own checks, failing its subshell)
+wait_bg() { # the background jobs, each must have passed
+  local p bad=0
+  for p in "${BG[@]}"; do wait "$p" || bad=1; done
+  BG=()
+  [ $bad -eq 0 ] || fail "a background run failed (above)"
+}
 GPT=(--config configs/gpt-tiny.yaml)
 LLAMA=(--config configs/llama-tiny.yaml)
 uneven() { # uneven REF NAME RANKS PP "SPLIT" ARGS...: the run reports the split and matches REF
@@ -37,13 +49,14 @@ uneven() { # uneven REF NAME RANKS PP "SPLIT" ARGS...: the run reports the split
   grep -q "pp $pp (layers $split)" "$TMP/$name.log" || { grep -m3 "pp $pp" "$TMP/$name.log"; fail "$name: no 'pp $pp (layers $split)'"; }
   compare "$TMP/$ref.jsonl" "$TMP/$name.jsonl" "$name" $ITERS 1e-4 1e-3
 }
-serial gpt7 "${GPT[@]}" --num-layers 7
+bg serial gpt7 "${GPT[@]}" --num-layers 7 --threads 1
+bg serial llama7 "${LLAMA[@]}" --num-layers 7 --threads 1
+wait_bg
 uneven gpt7 "gpt 7 layers pp=2 first 3" 2 2 "3/4" "${GPT[@]}" --num-layers 7 --decoder-first-pipeline-num-layers 3
 uneven gpt7 "gpt 7 layers pp=2 embedding counted" 2 2 "3/4" "${GPT[@]}" --num-layers 7 \
   --account-for-embedding-in-pipeline-split
 uneven gpt7 "gpt 7 layers pp=4 first 1 last 2" 4 4 "1/2/2/2" "${GPT[@]}" --num-layers 7 \
   --decoder-first-pipeline-num-layers 1 --decoder-last-pipeline-num-layers 2
-serial llama7 "${LLAMA[@]}" --num-layers 7
 uneven llama7 "llama 7 layers pp=2 loss counted" 2 2 "4/3" "${LLAMA[@]}" --num-layers 7 \
   --account-for-loss-in-pipeline-split
 # interleaved with the ends counted: Megatron's gpt3_mcore_te_tp1_pp4_vp2_account_for_embedding_loss_in_
@@ -72,7 +85,10 @@ resumed() { # resumed NAME RANKS REF CKPT ARGS...: loads CKPT's iteration 5; ite
   steps "$TMP/$name.jsonl" 0 >"$TMP/$name.got.jsonl"
   compare "$TMP/$name.ref.jsonl" "$TMP/$name.got.jsonl" "save resumed $name" 5 1e-4 1e-3
 }
-resumed serially 1 gpt7 "$TMP/ck" "${G7[@]}"
+bg resumed serially 1 gpt7 "$TMP/ck" "${G7[@]}" --threads 1
+# (the interleaved run's save resumed serially, below, runs beside it)
+bg resumed "6 layers vpp save serially" 1 gpt6 "$TMP/ckv" "${G6[@]}" --ckpt-step 5 --threads 1
+wait_bg
 resumed "as 3 + 4" 2 gpt7 "$TMP/ck" "${G7[@]}" --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 3
 resumed "as 4 + 3" 2 gpt7 "$TMP/ck" "${G7[@]}" --pipeline-model-parallel-size 2 --decoder-last-pipeline-num-layers 3
 # ... and into pp 4 x vpp 2 with the embedding counted (7 + 1 = 8 chunks of one, stage 0's first empty;
@@ -82,23 +98,27 @@ resumed "as pp 4 vpp 2 embedding counted" 4 gpt7 "$TMP/ck" "${G7[@]}" --pipeline
 grep -q "pp 4 (layers 0+1/1+1/1+1/1+1) x vpp 2" "$TMP/as pp 4 vpp 2 embedding counted.log" \
   || fail "7 layers + the embedding: not 0+1/1+1/1+1/1+1 x vpp 2"
 # the interleaved run's save at iteration 5 (both ends counted: chunks without layers write nothing) resumed
-# serially
-resumed "6 layers vpp save serially" 1 gpt6 "$TMP/ckv" "${G6[@]}" --ckpt-step 5
+# serially: "6 layers vpp save serially" above, beside the 3 + 4 save's serial resume
 # the save scored by `mtrain logprobs` serially, as 3 + 4 and as 4 + 3: the same per-token logprobs (the
 # same weights and forward ops; 1e-5: fp32 rounding of the thread split, measured ~5e-7); and exported
 # as one Hugging Face model of all 7 layers
 printf '{"prompt": "In the beginning God created", "completion": " the heaven and the earth."}\n' >"$TMP/p.jsonl"
 printf '{"prompt": "And God said,", "completion": " Let there be light: and there was light."}\n' >>"$TMP/p.jsonl"
 LP=(logprobs "${G7[@]}" --load "$TMP/ck" --prompts "$TMP/p.jsonl")
-"$MTRAIN" "${LP[@]}" --output "$TMP/lp1.jsonl" >"$TMP/lp1.log" 2>&1 || { cat "$TMP/lp1.log"; fail "serial logprobs failed"; }
+LPV=(logprobs "${G6[@]}" --load "$TMP/ckv" --prompts "$TMP/p.jsonl")
+lp_serial() { # lp_serial NAME WHAT ARGS...: mtrain ARGS on one thread, output NAME.jsonl
+  "$MTRAIN" "${@:3}" --threads 1 --output "$TMP/$1.jsonl" >"$TMP/$1.log" 2>&1 || { cat "$TMP/$1.log"; fail "$2 failed"; }
+}
+bg lp_serial lp1 "serial logprobs" "${LP[@]}"
+bg lp_serial lpv1 "serial logprobs of the vpp save" "${LPV[@]}"
+wait_bg
 for split in --decoder-first-pipeline-num-layers --decoder-last-pipeline-num-layers; do
   "$MTRAIN" launch -n 2 -- "${LP[@]}" --pipeline-model-parallel-size 2 $split 3 --output "$TMP/lp2.jsonl" \
     >"$TMP/lp2.log" 2>&1 || { tail -n 20 "$TMP/lp2.log"; fail "logprobs at pp 2 $split 3 failed"; }
   "$MTRAIN" logprobs --compare "$TMP/lp1.jsonl" "$TMP/lp2.jsonl" --tol 1e-5 || fail "logprobs at pp 2 $split 3 differ"
 done
 # the interleaved save scored serially and in its own layout: the same logprobs, same tolerance
-LPV=(logprobs "${G6[@]}" --load "$TMP/ckv" --prompts "$TMP/p.jsonl")
-"$MTRAIN" "${LPV[@]}" --output "$TMP/lpv1.jsonl" >"$TMP/lpv1.log" 2>&1 || { cat "$TMP/lpv1.log"; fail "serial logprobs of the vpp save failed"; }
+# (its serial scores, lpv1, made above beside lp1)
 "$MTRAIN" launch -n 4 -- "${LPV[@]}" "${VPP6[@]}" --output "$TMP/lpv4.jsonl" \
   >"$TMP/lpv4.log" 2>&1 || { tail -n 20 "$TMP/lpv4.log"; fail "logprobs at pp 4 vpp 2 both counted failed"; }
 "$MTRAIN" logprobs --compare "$TMP/lpv1.jsonl" "$TMP/lpv4.jsonl" --tol 1e-5 || fail "logprobs at pp 4 vpp 2 both counted differ"
