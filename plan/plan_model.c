@@ -665,9 +665,11 @@ static void plan_notes(const plan_ctx *x, mt_plan *p) {
         note(p->notes, sizeof p->notes, "the host's memory size is unknown: no fit verdict");
     if (p->ovl_grad_reduce || p->ovl_param_gather)
         note(p->notes, sizeof p->notes, "overlap: dp reduce %.3f s -> %.3f s exposed%s, param all-gather %.3f s -> %.3f s "
-             "exposed%s (%.0f buckets; windows: backward %.3f s, forward %.3f s of one micro-batch)", p->dp_rs_s,
+             "exposed%s (%.0f buckets; windows: backward %.3f s, forward %.3f s of one micro-batch%s)", p->dp_rs_s,
              p->dp_rs_exposed_s, p->ovl_grad_reduce ? "" : " (overlap_grad_reduce off)", p->dp_ag_s, p->dp_ag_exposed_s,
-             p->ovl_param_gather ? "" : " (overlap_param_gather off)", p->n_buckets, p->t_bwd_mb_s, p->t_fwd_mb_s);
+             p->ovl_param_gather ? "" : " (overlap_param_gather off)", p->n_buckets, p->t_bwd_mb_s, p->t_fwd_mb_s,
+             p->vpp > 1 ? "; interleaved: per model chunk, through the last round of backwards and the first of forwards"
+                        : "");
     if (p->ovl_p2p)
         note(p->notes, sizeof p->notes, "overlap: pipeline transfers %.3f s -> %.3f s exposed (overlap_p2p_comm, behind "
              "each model chunk's forward / backward)", p->pp_unoverlapped_s, p->pp_comm.exposed_s);
