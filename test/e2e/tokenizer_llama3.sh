@@ -27,21 +27,24 @@ js_reference_or_skip ./scripts/fetch-llama3-tokenizer.sh "Llama-3 tokenizer file
 TOK=("$MTRAIN" tokenize --tokenizer-json "$JSON")
 
 # The reference: one line of ids per input line (lines: split at \n bytes, each decoded as a
-# browser does, invalid sequences -> U+FFFD; jsonl: the "text" of each JSON line).
+# browser does, invalid sequences -> U+FFFD; jsonl: the "text" of each JSON line). One node process
+# takes every (MODE, INPUT, OUTPUT) triple, so its tokenizer module (seconds to load) loads once.
 cat >"$tmp/ref.js" <<'EOF'
 const fs = require('fs');
 const tok = require(process.argv[2]).llama3Tokenizer;
-const mode = process.argv[3], buf = fs.readFileSync(process.argv[4]);
-const dec = new TextDecoder('utf-8'), out = [];
-let start = 0;
-const one = (b) => {
-  let s = dec.decode(b);
-  if (mode === 'jsonl') s = JSON.parse(s).text;
-  out.push(tok.encode(s, {bos: false, eos: false}).join(' '));
-};
-for (let i = 0; i < buf.length; i++) if (buf[i] === 10) { one(buf.subarray(start, i)); start = i + 1; }
-if (start < buf.length) one(buf.subarray(start));
-fs.writeFileSync(process.argv[5], out.length ? out.join('\n') + '\n' : '');
+const dec = new TextDecoder('utf-8');
+for (let a = 3; a + 2 < process.argv.length; a += 3) {
+  const mode = process.argv[a], buf = fs.readFileSync(process.argv[a + 1]), out = [];
+  let start = 0;
+  const one = (b) => {
+    let s = dec.decode(b);
+    if (mode === 'jsonl') s = JSON.parse(s).text;
+    out.push(tok.encode(s, {bos: false, eos: false}).join(' '));
+  };
+  for (let i = 0; i < buf.length; i++) if (buf[i] === 10) { one(buf.subarray(start, i)); start = i + 1; }
+  if (start < buf.length) one(buf.subarray(start));
+  fs.writeFileSync(process.argv[a + 2], out.length ? out.join('\n') + '\n' : '');
+}
 EOF
 ref() { node "$tmp/ref.js" "$PWD/$REF" "$@"; }
 # compare NAME WHAT: $tmp/NAME.out (mtrain) against $tmp/NAME.ref, counting ids and lines
@@ -57,68 +60,21 @@ compare() {
   fi
   echo "$1 $n_ids $n_bad" >>"$tmp/counts"
 }
-
-# The package's own test vectors (its runTests), ids as it lists them.
-printf '%s\n' "grabbed" " grabbed" "           grabbed" " " "	tabs				out here" \
-  "镇" "🦙" "🦙Ꙋ" "Ꙋ🦙" "I'm" "a<|end_of_text|>b" >"$tmp/golden.txt"
-cat >"$tmp/golden.want" <<'EOF'
-59312 2788
-30418
-1881 30418
-220
-3324 3518 573 14294 1618
-104643
-9468 99 247
-9468 99 247 166 247 232
-166 247 232 9468 99 247
-40 2846
-64 128001 65
-EOF
-run golden "${TOK[@]}" --input "$tmp/golden.txt"
-if [ $rc -eq 0 ] && cmp -s "$tmp/golden.out" "$tmp/golden.want"; then ok "golden ids (the package's test vectors)"
-else fail "golden: rc $rc: $(diff "$tmp/golden.out" "$tmp/golden.want" | head -n 6) $(cat "$tmp/golden.err")"; fi
-run decode "${TOK[@]}" --decode --input "$tmp/golden.want"
-if [ $rc -eq 0 ] && cmp -s "$tmp/decode.out" "$tmp/golden.txt"; then ok "--decode gives the text back"
-else fail "decode: rc $rc $(cat "$tmp/decode.err")"; fi
-run eod bash -c "printf 'Hi\n' | ${TOK[*]@Q} --append-eod --summary"
-if [ $rc -eq 0 ] && contains "$tmp/eod.out" "vocabulary 128256"; then ok "vocabulary 128256"
-else fail "vocabulary: $(cat "$tmp/eod.out" "$tmp/eod.err")"; fi
-run eod2 bash -c "printf 'Hi\n' | ${TOK[*]@Q} --append-eod"
-[ $rc -eq 0 ] && [ "$(cat "$tmp/eod2.out")" = "13347 128001" ] && ok "eod <|end_of_text|> 128001" ||
-  fail "eod: $(cat "$tmp/eod2.out" "$tmp/eod2.err")"
-printf '{"text": "ax\\n####\\nboo"}\n' >"$tmp/golden.jsonl"
-run gj "${TOK[@]}" --jsonl --input "$tmp/golden.jsonl"
-[ $rc -eq 0 ] && [ "$(cat "$tmp/gj.out")" = "710 198 71050 34093" ] && ok "golden: \"ax\\n####\\nboo\" (####\\n is one pre-token)" ||
-  fail "golden jsonl: $(cat "$tmp/gj.out" "$tmp/gj.err")"
-# `data.tokenizer: hf` spelled out, as a recipe has it
-run hf "$MTRAIN" tokenize --tokenizer hf --tokenizer-json "$JSON" --input "$tmp/golden.txt"
-[ $rc -eq 0 ] && cmp -s "$tmp/hf.out" "$tmp/golden.want" && ok "--tokenizer hf" || fail "--tokenizer hf: $(cat "$tmp/hf.err")"
-
+# Every input of the comparisons is made first; then the reference encodes them all in the
+# background (one node process, then the other-pattern file below) while this shell runs the golden
+# checks and mtrain's encodes (2 processes at once); the comparisons follow once both are done, in
+# the order of the checks. The timed runs (1 MB run, speed) come after that and run alone.
+refs=()
 # The KJV corpus, every document.
-if [ -f data/kjv.jsonl ]; then
-  run kjv "${TOK[@]}" --jsonl --input data/kjv.jsonl
-  ref jsonl data/kjv.jsonl "$tmp/kjv.ref"
-  compare kjv "KJV (data/kjv.jsonl)"
-  run kjvrt "${TOK[@]}" --jsonl --input data/kjv.jsonl --check-roundtrip
-  [ $rc -eq 0 ] && contains "$tmp/kjvrt.out" "0 of 1189 lines differ" && ok "KJV round trip" ||
-    fail "KJV round trip: $(cat "$tmp/kjvrt.out" "$tmp/kjvrt.err")"
-else
-  echo "note: data/kjv.jsonl missing (scripts/fetch-corpus.sh data): corpus comparison not run"
-fi
-
+if [ -f data/kjv.jsonl ]; then refs+=(jsonl data/kjv.jsonl "$tmp/kjv.ref"); fi
 # The licence texts, each file one document.
 lic=$(ls /usr/share/common-licenses/* 2>/dev/null | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 if [ -n "$lic" ]; then
   # shellcheck disable=SC2086
   node -e 'const fs = require("fs"); for (const f of process.argv.slice(1))
     process.stdout.write(JSON.stringify({text: fs.readFileSync(f, "utf8")}) + "\n");' $lic >"$tmp/lic.jsonl"
-  run lic "${TOK[@]}" --jsonl --input "$tmp/lic.jsonl"
-  ref jsonl "$tmp/lic.jsonl" "$tmp/lic.ref"
-  compare lic "licence texts ($(echo "$lic" | wc -l) files of /usr/share/common-licenses)"
-else
-  echo "note: /usr/share/common-licenses is empty: licence comparison not run"
+  refs+=(jsonl "$tmp/lic.jsonl" "$tmp/lic.ref")
 fi
-
 # 3000 random strings from a seeded generator: 2400 valid (JSON lines, so \n can be inside),
 # 600 with invalid UTF-8 (raw lines; no \n byte inside).
 cat >"$tmp/gen.js" <<'EOF'
@@ -187,22 +143,94 @@ fs.writeFileSync(process.argv[2] + '/bad.txt', lines(bad));
 fs.writeFileSync(process.argv[2] + '/bad_fixed.txt', lines(fixed));
 EOF
 node "$tmp/gen.js" "$tmp"
-run rand "${TOK[@]}" --jsonl --input "$tmp/rand.jsonl"
-ref jsonl "$tmp/rand.jsonl" "$tmp/rand.ref"
-compare rand "2400 random valid strings"
-run bad "${TOK[@]}" --input "$tmp/bad_fixed.txt"
-ref lines "$tmp/bad.txt" "$tmp/bad.ref"
-compare bad "600 random strings with invalid UTF-8 (as U+FFFD, what both see)"
-run badrt "${TOK[@]}" --input "$tmp/bad.txt" --check-roundtrip
-[ $rc -eq 0 ] && contains "$tmp/badrt.out" "0 of 600 lines differ" && ok "invalid UTF-8 raw bytes round-trip" ||
-  fail "invalid UTF-8 round trip: $(cat "$tmp/badrt.out" "$tmp/badrt.err")"
-
+refs+=(jsonl "$tmp/rand.jsonl" "$tmp/rand.ref" lines "$tmp/bad.txt" "$tmp/bad.ref")
 # Long runs of letters without spaces: one pre-token each; the merge loop must not be quadratic.
 node -e 'let s = 0x12345678; const r = () => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s; };
   let a = ""; for (let i = 0; i < 10240; i++) a += String.fromCharCode(97 + r() % 26); console.log(a);' >"$tmp/long10k.txt"
-run long "${TOK[@]}" --input "$tmp/long10k.txt"
-ref lines "$tmp/long10k.txt" "$tmp/long.ref"
-compare long "10 KB run of letters"
+refs+=(lines "$tmp/long10k.txt" "$tmp/long.ref")
+# the reference's side, in the background; then the file of the last check (a Split pattern that is
+# neither GPT-2's nor Llama-3's)
+( ref "${refs[@]}"; echo $? >"$tmp/ref.rc"
+  node -e 'const fs = require("fs"); const d = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+    d.pre_tokenizer.pretokenizers[0].pattern.Regex = "\\p{L}+|\\s+";
+    fs.writeFileSync(process.argv[2], JSON.stringify(d));' "$JSON" "$tmp/other.json" ) >"$tmp/ref.log" 2>&1 &
+ref_pid=$!
+
+# The package's own test vectors (its runTests), ids as it lists them.
+printf '%s\n' "grabbed" " grabbed" "           grabbed" " " "	tabs				out here" \
+  "镇" "🦙" "🦙Ꙋ" "Ꙋ🦙" "I'm" "a<|end_of_text|>b" >"$tmp/golden.txt"
+cat >"$tmp/golden.want" <<'EOF'
+59312 2788
+30418
+1881 30418
+220
+3324 3518 573 14294 1618
+104643
+9468 99 247
+9468 99 247 166 247 232
+166 247 232 9468 99 247
+40 2846
+64 128001 65
+EOF
+run golden "${TOK[@]}" --input "$tmp/golden.txt"
+if [ $rc -eq 0 ] && cmp -s "$tmp/golden.out" "$tmp/golden.want"; then ok "golden ids (the package's test vectors)"
+else fail "golden: rc $rc: $(diff "$tmp/golden.out" "$tmp/golden.want" | head -n 6) $(cat "$tmp/golden.err")"; fi
+run decode "${TOK[@]}" --decode --input "$tmp/golden.want"
+if [ $rc -eq 0 ] && cmp -s "$tmp/decode.out" "$tmp/golden.txt"; then ok "--decode gives the text back"
+else fail "decode: rc $rc $(cat "$tmp/decode.err")"; fi
+run eod bash -c "printf 'Hi\n' | ${TOK[*]@Q} --append-eod --summary"
+if [ $rc -eq 0 ] && contains "$tmp/eod.out" "vocabulary 128256"; then ok "vocabulary 128256"
+else fail "vocabulary: $(cat "$tmp/eod.out" "$tmp/eod.err")"; fi
+run eod2 bash -c "printf 'Hi\n' | ${TOK[*]@Q} --append-eod"
+[ $rc -eq 0 ] && [ "$(cat "$tmp/eod2.out")" = "13347 128001" ] && ok "eod <|end_of_text|> 128001" ||
+  fail "eod: $(cat "$tmp/eod2.out" "$tmp/eod2.err")"
+printf '{"text": "ax\\n####\\nboo"}\n' >"$tmp/golden.jsonl"
+run gj "${TOK[@]}" --jsonl --input "$tmp/golden.jsonl"
+[ $rc -eq 0 ] && [ "$(cat "$tmp/gj.out")" = "710 198 71050 34093" ] && ok "golden: \"ax\\n####\\nboo\" (####\\n is one pre-token)" ||
+  fail "golden jsonl: $(cat "$tmp/gj.out" "$tmp/gj.err")"
+# `data.tokenizer: hf` spelled out, as a recipe has it
+run hf "$MTRAIN" tokenize --tokenizer hf --tokenizer-json "$JSON" --input "$tmp/golden.txt"
+[ $rc -eq 0 ] && cmp -s "$tmp/hf.out" "$tmp/golden.want" && ok "--tokenizer hf" || fail "--tokenizer hf: $(cat "$tmp/hf.err")"
+
+# mtrain's side of the comparisons (each run's exit status kept for its check below)
+if [ -f data/kjv.jsonl ]; then
+  run kjv "${TOK[@]}" --jsonl --input data/kjv.jsonl; rc_kjv=$rc
+  run kjvrt "${TOK[@]}" --jsonl --input data/kjv.jsonl --check-roundtrip; rc_kjvrt=$rc
+fi
+if [ -n "$lic" ]; then run lic "${TOK[@]}" --jsonl --input "$tmp/lic.jsonl"; rc_lic=$rc; fi
+run rand "${TOK[@]}" --jsonl --input "$tmp/rand.jsonl"; rc_rand=$rc
+run bad "${TOK[@]}" --input "$tmp/bad_fixed.txt"; rc_bad=$rc
+run badrt "${TOK[@]}" --input "$tmp/bad.txt" --check-roundtrip; rc_badrt=$rc
+run long "${TOK[@]}" --input "$tmp/long10k.txt"; rc_long=$rc
+wait "$ref_pid"
+[ "$(cat "$tmp/ref.rc" 2>/dev/null)" = 0 ] || fail "the reference encoder failed: $(head -c 300 "$tmp/ref.log")"
+
+# The KJV corpus, every document.
+if [ -f data/kjv.jsonl ]; then
+  rc=$rc_kjv; compare kjv "KJV (data/kjv.jsonl)"
+  rc=$rc_kjvrt
+  [ $rc -eq 0 ] && contains "$tmp/kjvrt.out" "0 of 1189 lines differ" && ok "KJV round trip" ||
+    fail "KJV round trip: $(cat "$tmp/kjvrt.out" "$tmp/kjvrt.err")"
+else
+  echo "note: data/kjv.jsonl missing (scripts/fetch-corpus.sh data): corpus comparison not run"
+fi
+
+# The licence texts, each file one document.
+if [ -n "$lic" ]; then
+  rc=$rc_lic; compare lic "licence texts ($(echo "$lic" | wc -l) files of /usr/share/common-licenses)"
+else
+  echo "note: /usr/share/common-licenses is empty: licence comparison not run"
+fi
+
+# The 3000 random strings.
+rc=$rc_rand; compare rand "2400 random valid strings"
+rc=$rc_bad; compare bad "600 random strings with invalid UTF-8 (as U+FFFD, what both see)"
+rc=$rc_badrt
+[ $rc -eq 0 ] && contains "$tmp/badrt.out" "0 of 600 lines differ" && ok "invalid UTF-8 raw bytes round-trip" ||
+  fail "invalid UTF-8 round trip: $(cat "$tmp/badrt.out" "$tmp/badrt.err")"
+
+# Long runs of letters: the 10 KB one as the reference encodes it; the 1 MB one fast (alone, timed).
+rc=$rc_long; compare long "10 KB run of letters"
 awk '{ for (i = 0; i < 100; i++) printf "%s", $0; printf "\n" }' "$tmp/long10k.txt" >"$tmp/long1m.txt"
 t0=$(date +%s.%N)
 run long1m "${TOK[@]}" --input "$tmp/long1m.txt" --summary
@@ -221,9 +249,6 @@ if [ -f data/kjv.jsonl ] && ./scripts/fetch-gpt2-tokenizer.sh data >/dev/null 2>
 fi
 
 # A Split pattern that is neither GPT-2's nor Llama-3's is refused, naming it.
-node -e 'const fs = require("fs"); const d = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
-  d.pre_tokenizer.pretokenizers[0].pattern.Regex = "\\p{L}+|\\s+";
-  fs.writeFileSync(process.argv[2], JSON.stringify(d));' "$JSON" "$tmp/other.json"
 run other "$MTRAIN" tokenize --tokenizer-json "$tmp/other.json" --input "$tmp/golden.txt"
 [ $rc -ne 0 ] && contains "$tmp/other.err" "$tmp/other.json" && contains "$tmp/other.err" '\p{L}+|\s+' &&
   contains "$tmp/other.err" "neither GPT-2's nor Llama-3's" && ok "other pattern refused: $(head -c 200 "$tmp/other.err")" ||
