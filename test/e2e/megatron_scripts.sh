@@ -6,6 +6,9 @@
 # saves, and resumes from its save through the script's own `--save X --load X`. The Mixtral
 # script's list, scaled down by flags, trains at expert parallelism 2, saves (its commented-out
 # --save / --load, a path) and resumes.
+# Each resumed run trains one iteration past its save: what is checked there (it loaded the save
+# and starts at the next iteration) needs no more. The Mixtral run that trains at ep 2 is the one
+# that saves (its metrics and log give the ep 2, iteration and load-balancing checks).
 source test/e2e_lib.sh
 need_data
 command -v python3 >/dev/null || fail "python3 missing (scripts/install-deps.sh installs it)"
@@ -46,7 +49,7 @@ SHRINK=(--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 64 
   || { tail -n 30 "$TMP/gpt3.log"; fail "GPT-3 scaled-down run failed"; }
 grep -q "saved checkpoint at iteration 6" "$TMP/gpt3.log" || fail "GPT-3 scaled-down run: no save at 6"
 ls "$TMP/gpt3.tb"/events.out.tfevents.* >/dev/null 2>&1 || fail "GPT-3 scaled-down run: no TensorBoard file"
-"$MTRAIN" launch -n 4 -- "${GPT3[@]}" "${SHRINK[@]}" --train-iters 8 --metrics "$TMP/gpt3b.jsonl" >"$TMP/gpt3b.log" 2>&1 \
+"$MTRAIN" launch -n 4 -- "${GPT3[@]}" "${SHRINK[@]}" --train-iters 7 --metrics "$TMP/gpt3b.jsonl" >"$TMP/gpt3b.log" 2>&1 \
   || { tail -n 30 "$TMP/gpt3b.log"; fail "GPT-3 resumed run failed"; }
 grep -q "loaded checkpoint" "$TMP/gpt3b.log" || { tail "$TMP/gpt3b.log"; fail "the resumed run did not load the save"; }
 [ "$(json_field "$TMP/gpt3b.jsonl" iteration | head -n 1)" = 7 ] || fail "the resumed run did not start at iteration 7"
@@ -76,7 +79,7 @@ if [ -f "$L3TOK" ]; then
   "$MTRAIN" launch -n 2 -- "${LLAMA[@]}" "${SHRINK3[@]}" >"$TMP/l3.log" 2>&1 \
     || { tail -n 30 "$TMP/l3.log"; fail "Llama-3 scaled-down run failed"; }
   grep -q "saved checkpoint at iteration 4" "$TMP/l3.log" || { tail "$TMP/l3.log"; fail "Llama-3 scaled-down run: no save at 4"; }
-  "$MTRAIN" launch -n 2 -- "${LLAMA[@]}" "${SHRINK3[@]}" --train-samples 24 --metrics "$TMP/l3b.jsonl" >"$TMP/l3b.log" 2>&1 \
+  "$MTRAIN" launch -n 2 -- "${LLAMA[@]}" "${SHRINK3[@]}" --train-samples 20 --metrics "$TMP/l3b.jsonl" >"$TMP/l3b.log" 2>&1 \
     || { tail -n 30 "$TMP/l3b.log"; fail "Llama-3 resumed run failed"; }
   [ "$(json_field "$TMP/l3b.jsonl" iteration | head -n 1)" = 5 ] || fail "the Llama-3 resumed run did not start at iteration 5"
   python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$TMP/l3.profile.json" || fail "the script's --profile wrote no valid trace"
@@ -103,24 +106,22 @@ rc=0; "$MTRAIN" check --world-size 2 "${MIX[@]}" >"$TMP/mix.out" 2>"$TMP/mix.err
 [ $rc -eq 0 ] || { cat "$TMP/mix.err"; fail "Mixtral: the script's argument list does not pass mtrain check at 2 ranks"; }
 grep -q "unknown" "$TMP/mix.err" && fail "Mixtral: an unknown flag"
 if [ -f "$L3TOK" ]; then
-  "$MTRAIN" launch -n 2 -- "${MIX[@]}" --num-layers 2 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 4 \
-    --seq-length 32 --max-position-embeddings 32 --train-iters 3 --metrics "$TMP/mix.jsonl" >"$TMP/mix.log" 2>&1 \
+  # the script's commented-out --save / --load (a path): the run saves at 3, and a longer run resumes there
+  # (the script's --no-load-optim --no-load-rng: the weights and the iteration, a fresh optimizer)
+  MIXS=("${MIX[@]}" --num-layers 2 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 4 --seq-length 32
+        --max-position-embeddings 32 --save "$TMP/mix.ckpt" --load "$TMP/mix.ckpt" --save-interval 3)
+  "$MTRAIN" launch -n 2 -- "${MIXS[@]}" --train-iters 3 --metrics "$TMP/mix.jsonl" >"$TMP/mix.log" 2>&1 \
     || { tail -n 30 "$TMP/mix.log"; fail "Mixtral scaled-down run failed"; }
   grep -q "2 experts top-2, ep 2" "$TMP/mix.log" || { head -n 5 "$TMP/mix.log"; fail "Mixtral: the run did not report ep 2"; }
   [ "$(json_field "$TMP/mix.jsonl" iteration | tail -n 1)" = 3 ] || fail "the Mixtral run did not train its 3 iterations"
   grep -q '"load_balancing_loss"' "$TMP/mix.jsonl" || fail "Mixtral: no load_balancing_loss in the metrics"
   echo "Mixtral 8x7B scaled down: the script's flags train 3 iterations at ep 2 x dp 2 with the distributed optimizer"
-  # the script's commented-out --save / --load (a path): saves at 3, and a longer run resumes there
-  # (the script's --no-load-optim --no-load-rng: the weights and the iteration, a fresh optimizer)
-  MIXS=("${MIX[@]}" --num-layers 2 --hidden-size 64 --ffn-hidden-size 128 --num-attention-heads 4 --seq-length 32
-        --max-position-embeddings 32 --save "$TMP/mix.ckpt" --load "$TMP/mix.ckpt" --save-interval 3)
-  "$MTRAIN" launch -n 2 -- "${MIXS[@]}" --train-iters 3 >"$TMP/mixs.log" 2>&1 || { tail -n 30 "$TMP/mixs.log"; fail "Mixtral save run failed"; }
-  grep -q "saved checkpoint at iteration 3" "$TMP/mixs.log" || { tail -n 20 "$TMP/mixs.log"; fail "Mixtral: no save at 3"; }
-  "$MTRAIN" launch -n 2 -- "${MIXS[@]}" --train-iters 5 --metrics "$TMP/mixr.jsonl" >"$TMP/mixr.log" 2>&1 \
+  grep -q "saved checkpoint at iteration 3" "$TMP/mix.log" || { tail -n 20 "$TMP/mix.log"; fail "Mixtral: no save at 3"; }
+  "$MTRAIN" launch -n 2 -- "${MIXS[@]}" --train-iters 4 --metrics "$TMP/mixr.jsonl" >"$TMP/mixr.log" 2>&1 \
     || { tail -n 30 "$TMP/mixr.log"; fail "Mixtral resumed run failed"; }
   grep -q "loaded checkpoint" "$TMP/mixr.log" || { tail -n 20 "$TMP/mixr.log"; fail "Mixtral: the resumed run did not load the save"; }
   [ "$(json_field "$TMP/mixr.jsonl" iteration | head -n 1)" = 4 ] || fail "Mixtral: the resumed run did not start at iteration 4"
-  echo "Mixtral 8x7B scaled down: saved at 3, resumed to 5"
+  echo "Mixtral 8x7B scaled down: saved at 3, resumed at 4"
 else
   echo "Mixtral scaled-down run skipped: $L3TOK missing (scripts/fetch-llama3-tokenizer.sh data; make test runs it)"
 fi
