@@ -664,7 +664,7 @@ int mt_cmd_bootstrap_check(int argc, char **argv) {
         fprintf(stderr, "bootstrap-check: rank %d: final barrier: %s (%s)\n", bs.rank, mt_last_error(),
                 mt_status_name(st));
         bs.finalize(&bs);
-        return 1;
+        return st == MT_ERR_PEER ? MT_EXIT_PEER : 1; /* as the training ranks (cmd_ranks.c) */
     }
     bs.finalize(&bs);
     return 0;

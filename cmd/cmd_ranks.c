@@ -13,7 +13,7 @@ int mt_cmd_fail_rank(const char *tool, mt_parallel_state *ps, mt_status st) {
         fprintf(stderr, "%s: error: %s\n", tool, mt_last_error());
     mt_pstate_abort(ps);
     mt_pstate_free(ps);
-    return st == MT_ERR_PEER ? 3 : 1;
+    return st == MT_ERR_PEER ? MT_EXIT_PEER : 1;
 }
 
 int mt_cmd_start_ranks(const char *tool, mt_recipe *r, mt_parallel_state *ps, mt_backend *be,

@@ -12,7 +12,7 @@
 #include "parallel/parallel_state.h"
 
 /* Prints "[prefix] TOOL: error: <last error>" on stderr, aborts and frees ps; returns the exit
- * code: 3 when a peer failed (MT_ERR_PEER), 1 otherwise. */
+ * code: MT_EXIT_PEER when a peer failed (MT_ERR_PEER), 1 otherwise. */
 int mt_cmd_fail_rank(const char *tool, mt_parallel_state *ps, mt_status st);
 
 /* Bootstraps ps, validates r for its world size, checks that the trainer supports r (a note in

@@ -20,9 +20,12 @@ typedef enum {
 
 /* The exit status of a command whose command line or recipe is wrong (an unknown or refused flag, a
  * value out of range, an impossible layout, a feature this build cannot run): every attempt would
- * fail the same way, so `mtrain launch --max-restarts` does not restart it. Other failures exit 1
- * (3: a peer rank failed). */
+ * fail the same way, so `mtrain launch --max-restarts` does not restart it. Other failures exit 1,
+ * or MT_EXIT_PEER. */
 #define MT_EXIT_CONFIG 2
+/* The exit status of a rank that stops because another rank failed first (MT_ERR_PEER: a fence or
+ * collective lost a peer): a consequence, which `mtrain launch` looks past for the root cause. */
+#define MT_EXIT_PEER 3
 
 /* Sets the thread's error message (printf-style) and returns st, so callers can write
  * `return mt_errorf(MT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));` */

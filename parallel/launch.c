@@ -143,10 +143,13 @@ static void set_failure(job_t *j, int r, int ws, int code) {
 /* The first failure's root cause. A rank that exits non-zero because a peer died (its fence or
  * collective reports "another rank left the job") can be reaped before that peer: a SIGKILLed
  * process closes its sockets, which is how the others learn of it, before the kernel reports its
- * death. So when the first failure is an exit status, ranks that end by a signal within
- * ROOT_CAUSE_WINDOW_MS are looked for, and the first such one is named instead. */
+ * death; a peer that exited on its own may still be unreaped beside the ranks that noticed it. So
+ * when the first failure is an exit status, ranks that end within ROOT_CAUSE_WINDOW_MS are looked
+ * at, and the first that ended by a signal is named instead, or, when the first failure was a
+ * consequence (MT_EXIT_PEER, the status a rank exits with when a peer failed first), the first
+ * that exited with any other non-zero status. */
 #define ROOT_CAUSE_WINDOW_MS 300
-static int find_killed_peer(job_t *j, int *ws_out, int *code_out, int *n_exited) {
+static int find_killed_peer(job_t *j, int first_code, int *ws_out, int *code_out, int *n_exited) {
     const int64_t until = mt_clock_ms_i64() + ROOT_CAUSE_WINDOW_MS;
     while (j->n_running > 0 && mt_clock_ms_i64() < until) {
         int ws;
@@ -159,7 +162,7 @@ static int find_killed_peer(job_t *j, int *ws_out, int *code_out, int *n_exited)
         const int r = running_rank_of(j, pid);
         if (r < 0) continue;
         const int code = rank_ended(j, r, ws);
-        if (WIFSIGNALED(ws)) {
+        if (WIFSIGNALED(ws) || (first_code == MT_EXIT_PEER && code != 0 && code != MT_EXIT_PEER)) {
             *ws_out = ws, *code_out = code;
             return r;
         }
@@ -182,7 +185,7 @@ static void reap(job_t *j) {
         char also[160] = "";
         if (!WIFSIGNALED(ws) && j->n_running > 0) {
             int kws = 0, kcode = 0, n_exited = 0;
-            const int k = find_killed_peer(j, &kws, &kcode, &n_exited);
+            const int k = find_killed_peer(j, code, &kws, &kcode, &n_exited);
             if (k >= 0) {
                 snprintf(also, sizeof also, " (rank %d exited with status %d just after%s)", grank(j, r), code,
                          n_exited ? ", as did others" : "");
