@@ -48,7 +48,10 @@ static void plan_usage(FILE *f) {
             "                 needs sequence parallelism); the recipe's parallel.overlap_grad_reduce /\n"
             "                 overlap_param_gather (--overlap-grad-reduce / --overlap-param-gather) overlap the dp terms\n"
             "  --overlap-p2p-communication   pipeline transfers behind each model chunk's compute (interleaved\n"
-            "                 schedule; Megatron's default there, mtrain's trainer does not)\n",
+            "                 schedule; Megatron's default there, mtrain's trainer does not)\n"
+            "  --grad-reduce-in-bf16   gradients kept and reduced in bf16 (Megatron's flag; NeMo's and MLPerf's\n"
+            "                 recipes): half the gradient buffer and the dp reduce-scatter's bytes; mtrain's trainer\n"
+            "                 reduces in fp32\n",
             mt_gpu_names());
     fputs(mt_plan_views_usage, f); /* --timeline, --timeline-svg, --compare (cmd/cmd_plan_views.c) */
     fputs("exit status: 0 fits, 1 error or inconsistent layout, 2 bad usage, 3 does not fit.\n"
@@ -208,6 +211,8 @@ static int parse_args(int *argc, char **argv, plan_args *pa) {
             o->p2p_overlap = 1;
         } else if (!strcmp(a, "--tp-comm-overlap")) {
             o->tp_comm_overlap = 1;
+        } else if (!strcmp(a, "--grad-reduce-in-bf16")) { /* Megatron's: the gradient buffer and its reduction in bf16 */
+            o->grad_reduce_bytes = 2;
         } else if (!strcmp(a, "--search")) {
             pa->search = 1;
         } else if (!strcmp(a, "--json")) {

@@ -151,7 +151,8 @@ void mt_plan_print(FILE *f, const char *config, const mt_plan *p, const mt_plan_
 #define MEMROW(label, x, y) \
     fprintf(f, "  %-36s %12s  %12s\n", label, bytes_str((x), a, sizeof a), bytes_str((y), b, sizeof b))
     MEMROW(bf16 ? "weights (bf16)" : "weights (fp32)", p->first.weights_bytes, p->last.weights_bytes);
-    MEMROW("gradients (fp32)", p->first.grads_bytes, p->last.grads_bytes);
+    MEMROW(p->first.n_elems > 0 && p->first.grads_bytes < 3.0 * p->first.n_elems ? "gradients (bf16)" : "gradients (fp32)",
+           p->first.grads_bytes, p->last.grads_bytes); /* bf16: --grad-reduce-in-bf16 */
     MEMROW(bf16 ? (p->dist_opt ? "optimizer (master+m+v, distributed)" : "optimizer (master+m+v)")
                 : (p->dist_opt ? "optimizer (m+v, distributed)" : "optimizer (m+v)"),
            p->first.optim_bytes, p->last.optim_bytes);

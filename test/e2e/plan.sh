@@ -36,6 +36,25 @@ for g in ("tp", "pp", "dp"):
 print("gpt175b: %.2f days at 138 TFLOP/s (8TP/nX), %.2f days from the detailed FLOPs" % (days, d["time"]["days_tflops"]))
 EOF
 
+# --grad-reduce-in-bf16 (Megatron's flag): the gradient buffer halves, and so does the dp reduce-scatter's
+# share of the dp bytes; the parameter all-gather's (bf16 either way) stays: 4 + 2 bytes per element -> 2 + 2
+for f in "" --grad-reduce-in-bf16; do
+  run 0 "$MTRAIN" plan --config configs/gpt175b.yaml --gpus 4096 --set parallel.data=auto --json $f
+  cp "$TMP/out" "$TMP/gr$f.json"
+done
+"$PY" - "$TMP/gr.json" "$TMP/gr--grad-reduce-in-bf16.json" <<'EOF' || fail "--grad-reduce-in-bf16"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["layout"]["distributed_optimizer"] and b["layout"]["distributed_optimizer"]
+for s in ("first", "last"):
+    assert abs(b["memory"][s]["grads_bytes"] / a["memory"][s]["grads_bytes"] - 0.5) < 1e-9, s
+ra, rb = a["comm"]["dp"]["bytes"], b["comm"]["dp"]["bytes"]
+assert abs(rb / ra - 4 / 6) < 1e-6, (ra, rb)
+assert b["cost_model"]["step_s"] < a["cost_model"]["step_s"]
+print("--grad-reduce-in-bf16: gradient buffers x 0.5, dp bytes x %.4f" % (rb / ra))
+EOF
+echo "ok: --grad-reduce-in-bf16"
+
 # Llama-3 70B, 15T tokens, 1024 H100 at 50% MFU: 6TP/(nX) = 145 days
 run 0 "$MTRAIN" plan --config configs/llama3-70b.yaml --gpus 1024 --gpu h100-80g --set parallel.data=auto --mfu 0.5 --json
 "$PY" - "$TMP/out" <<'EOF' || fail "llama3-70b JSON"
