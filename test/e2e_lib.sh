@@ -126,3 +126,16 @@ serial() { # serial NAME ARGS...: one process, "${BASE[@]}" appended, metrics to
   local name=$1; shift
   "$MTRAIN" "$@" "${BASE[@]}" --metrics "$TMP/$name.jsonl" >"$TMP/$name.log" 2>&1 || { cat "$TMP/$name.log"; fail "$name run failed"; }
 }
+# bg_serial [--variant] NAME ARGS...: serial NAME in the background on one thread (with --variant: variant_base's
+# BASE); two such runs fill 2 cores better than one run on 2 threads. wait_serials: each must have passed.
+SERIALS=()
+bg_serial() {
+  if [ "$1" = --variant ]; then shift; ( variant_base; serial "$@" --threads 1 ) & else ( serial "$@" --threads 1 ) & fi
+  SERIALS+=($!)
+}
+wait_serials() {
+  local p bad=0
+  for p in "${SERIALS[@]}"; do wait "$p" || bad=1; done
+  SERIALS=()
+  [ $bad -eq 0 ] || fail "a serial reference run failed"
+}

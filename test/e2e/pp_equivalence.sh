@@ -27,17 +27,6 @@ source test/e2e_lib.sh
 need_data
 ITERS=10
 BASE=(--train-iters $ITERS --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=0)
-SERIALS=()
-bg_serial() { # bg_serial [--variant] NAME ARGS...: serial NAME in the background on one thread (variant_base's BASE with --variant)
-  if [ "$1" = --variant ]; then shift; ( variant_base; serial "$@" --threads 1 ) & else ( serial "$@" --threads 1 ) & fi
-  SERIALS+=($!)
-}
-wait_serials() { # the background serial runs, each must have passed
-  local p bad=0
-  for p in "${SERIALS[@]}"; do wait "$p" || bad=1; done
-  SERIALS=()
-  [ $bad -eq 0 ] || fail "a serial run failed"
-}
 parallel() { # parallel REF NAME RANKS PP ARGS...
   local name=$2
   equiv_run "$1" "$name" "$3" --pipeline-model-parallel-size "$4" "pp $4" "${@:5}"
