@@ -31,6 +31,9 @@ done
 grep -q 'MT_HAVE_CUDA=1' build/.build-flags 2>/dev/null || { echo "skipped: built without the CUDA backend (no nvcc): no kit to make"; exit 77; }
 t0=$(date +%s)
 export GPU_CHECK_LOSS_ITERS=4 # the CPU reference's plumbing at a tenth of its cost (kit and check alike)
+# the check's Python (PYTHON, default python3) is the system's: a version-manager shim on PATH costs ~0.5 s a
+# start here, and the three runs below start Python some 30 times; neither has torch, so the paths are the same
+[ -x /usr/bin/python3 ] && export PYTHON=/usr/bin/python3
 
 GPU_KIT_STAGE="$TMP/stage" GPU_KIT_GZIP_LEVEL=1 scripts/gpu-kit.sh --from-build --hf-iters 2 --out "$TMP/kit" >"$TMP/kit.log" 2>&1 ||
   { cat "$TMP/kit.log"; fail "scripts/gpu-kit.sh failed"; }
