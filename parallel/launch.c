@@ -149,7 +149,7 @@ static void set_failure(job_t *j, int r, int ws, int code) {
  * consequence (MT_EXIT_PEER, the status a rank exits with when a peer failed first), the first
  * that exited with any other non-zero status. */
 #define ROOT_CAUSE_WINDOW_MS 300
-static int find_killed_peer(job_t *j, int first_code, int *ws_out, int *code_out, int *n_exited) {
+static int find_root_cause(job_t *j, int first_code, int *ws_out, int *code_out, int *n_exited) {
     const int64_t until = mt_clock_ms_i64() + ROOT_CAUSE_WINDOW_MS;
     while (j->n_running > 0 && mt_clock_ms_i64() < until) {
         int ws;
@@ -185,7 +185,7 @@ static void reap(job_t *j) {
         char also[160] = "";
         if (!WIFSIGNALED(ws) && j->n_running > 0) {
             int kws = 0, kcode = 0, n_exited = 0;
-            const int k = find_killed_peer(j, code, &kws, &kcode, &n_exited);
+            const int k = find_root_cause(j, code, &kws, &kcode, &n_exited);
             if (k >= 0) {
                 snprintf(also, sizeof also, " (rank %d exited with status %d just after%s)", grank(j, r), code,
                          n_exited ? ", as did others" : "");

@@ -354,10 +354,10 @@ double mt_plan_overlap_exposed(double comm_s, double compute_s, double n_chunks)
 double mt_plan_chunk_reduce_exposed(double total_s, int v, double slot_s) {
     if (total_s <= 0) return 0.0;
     if (v < 1) v = 1;
-    const double msg = total_s / v;
+    const double msg = total_s / v, slot = fmax(0.0, slot_s);
     double done = 0.0; /* when the link finishes the messages released so far */
-    for (int k = 1; k <= v; k++) done = fmax(done, k * fmax(0.0, slot_s)) + msg;
-    return done - v * fmax(0.0, slot_s);
+    for (int k = 1; k <= v; k++) done = fmax(done, k * slot) + msg;
+    return done - v * slot;
 }
 
 double mt_plan_chunk_gather_exposed(double total_s, int v, double slot_s) {

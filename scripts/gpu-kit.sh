@@ -148,12 +148,13 @@ ship_lib() { # ship_lib SONAME PATH PKG: the library from its package into lib/ 
 echo "libraries (soname  package version  source):" >>"$MANIFEST"
 LIBS=$(ldd "$STAGE"/bin/* | awk '/=>/ && $3 ~ /^\// {print $1, $3}' | sort -u)
 # the package owning each library, from one dpkg -S call (each call reads the whole database); asked
-# for the path, the file its links name, and its usr-merged twin (/lib/... vs /usr/lib/...)
+# for the names dpkg may list it under: the path, the file its links name, and its usr-merged twin
+owner_names() { printf '%s\n' "$1" "$(readlink -f "$1")" "${1/#\/lib\//\/usr\/lib\/}" "${1/#\/usr\/lib\//\/lib\/}"; }
 declare -A OWNER
 cands=()
 while read -r soname path; do
   [ -n "$soname" ] && ! is_base "$soname" || continue
-  cands+=("$path" "$(readlink -f "$path")" "${path/#\/lib\//\/usr\/lib\/}" "${path/#\/usr\/lib\//\/lib\/}")
+  mapfile -t -O "${#cands[@]}" cands < <(owner_names "$path")
 done <<<"$LIBS"
 while IFS= read -r line; do # "package:arch: /path" ("a, b: /path" where two packages list it)
   p=${line%%: /*}; OWNER[${line#*: }]=${p%%,*}
@@ -163,9 +164,7 @@ ROWS=$(mktemp -d); n=0
 while read -r soname path; do
   [ -n "$soname" ] && ! is_base "$soname" || continue
   pkg=""
-  for r in "$path" "$(readlink -f "$path")" "${path/#\/lib\//\/usr\/lib\/}" "${path/#\/usr\/lib\//\/lib\/}"; do
-    [ -n "${OWNER[$r]:-}" ] && { pkg=${OWNER[$r]}; break; }
-  done
+  while read -r r; do [ -n "${OWNER[$r]:-}" ] && { pkg=${OWNER[$r]}; break; }; done < <(owner_names "$path")
   [ -n "$pkg" ] || die "no installed package owns $path ($soname)"
   n=$((n + 1)); row="$ROWS/$(printf '%03d' $n)"
   echo "gpu-kit: error: $soname ($path, $pkg): shipping it failed" >"$row.err"

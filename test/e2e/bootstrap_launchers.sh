@@ -8,7 +8,7 @@
 #   (d) env:// by hand: 4 processes with RANK, WORLD_SIZE, LOCAL_*, MASTER_ADDR, MASTER_PORT;
 #       and torchrun --no_python itself when python3-torch happens to be installed
 #   (e) nothing set: kind=single size=1
-# and the launcher's failure handling: a rank exiting 3 (launcher exits 3 naming it), kill -9 of
+# and the launcher's failure handling: a rank exiting 5 (launcher exits 5 naming it), kill -9 of
 # a rank (also while the others wait in a PMIx fence), SIGTERM to the launcher; each time no
 # rank may be left running and the launcher's private PMIx tmpdir must be gone. The kill -9 cases
 # run with MT_LAUNCH_PEER_GRACE_S=1: where the others sleep (g1) they cannot notice the lost rank,
