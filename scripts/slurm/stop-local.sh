@@ -3,9 +3,9 @@
 # folder. First the jobs still running on it are cancelled (scancel, up to 3 s, so slurmstepd
 # stops its tasks itself), then every process of this cluster is stopped by pid: those whose
 # environment holds MT_SLURM_LOCAL_DIR=DIR (start-local.sh sets it for slurmctld and slurmd;
-# slurmstepd inherits it from slurmd even though its parent is pid 1 once it daemonises), those
-# in DIR's pid files, and daemons with `-f DIR/slurm.conf` on their command line. Only processes
-# named slurmctld, slurmscriptd, slurmd or slurmstepd among those are touched: SIGTERM, SIGKILL after 5 s.
+# slurmstepd inherits it from slurmd even though its parent is pid 1 once it daemonises), and
+# those in DIR's pid files; nothing is looked up by name or command line. Only processes named
+# slurmctld, slurmscriptd, slurmd or slurmstepd among those are touched: SIGTERM, SIGKILL after 5 s.
 # Removing DIR removes the PMIx plugin's spmix_appdir_* folders too (TmpFS=DIR/tmp).
 #   usage: scripts/slurm/stop-local.sh [DIR]      (DIR default: $MT_SLURM_DIR or /tmp/mtrain-slurm)
 set -uo pipefail
@@ -18,8 +18,6 @@ find_pids() {
   for f in "$DIR/slurmctld.pid" "$DIR/slurmd.pid"; do
     [ -f "$f" ] && p="$(cat "$f" 2>/dev/null)" && [[ "$p" =~ ^[0-9]+$ ]] && ours "$p" && echo "$p"
   done
-  # daemons of this folder whose pid file is gone: their command line names DIR/slurm.conf
-  for p in $(pgrep -f -- "-f $CONF" 2>/dev/null); do ours "$p" && echo "$p"; done
   # everything started from this folder, slurmstepd included: by the marker in its environment
   for p in $(grep -lzx -- "MT_SLURM_LOCAL_DIR=$DIR" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
     ours "$p" && echo "$p"

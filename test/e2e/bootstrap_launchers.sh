@@ -154,7 +154,9 @@ else
     "$REPO/scripts/slurm/stop-local.sh" >/dev/null 2>&1
     slurm_up=""
     timings+=("Slurm stop: $(since "$t0") s")
-    pgrep -f -- "-f /tmp/mtrain-slurm/slurm.conf" >/dev/null && fail "(c) Slurm daemons still running after stop-local.sh"
+    # the daemons and their slurmstepd carry start-local.sh's marker in their environment
+    grep -lzx -- "MT_SLURM_LOCAL_DIR=/tmp/mtrain-slurm" /proc/[0-9]*/environ 2>/dev/null | grep -q . &&
+      fail "(c) Slurm processes still running after stop-local.sh"
     [ -e /tmp/mtrain-slurm ] && fail "(c) stop-local.sh left /tmp/mtrain-slurm"
     flock -u 9
   fi
