@@ -16,7 +16,7 @@
 # published FLOPs per token bear out) and Nemotron-4 340B (shape from arXiv 2406.11704, Table 1).
 # Not here: Megatron-Bridge's Qwen3-30B-A3B (the
 # planner is not calibrated for fine-grained MoE), its FSDP rows (FSDP is not modelled), Meta's Llama 3
-# 405B (interleaving on uneven stages; FLOP convention not stated).
+# 405B (planned in docs/plan.md: neither its interleaving degree nor its FLOP convention is stated).
 #
 #   scripts/plan-heldout.sh [--mtrain PATH]      (default ./mtrain; run `make` first)
 set -u
