@@ -357,15 +357,17 @@ mt_status mt_indexed_read(const mt_indexed *ds, int64_t sequence, int64_t offset
         for (int64_t i = 0; i < n_tokens; i++) tokens[i] = offset + i == len - 1 ? ds->mock_eod : (int32_t)(offset + i + 1);
         return MT_OK;
     }
-    const uint8_t *p = ds->bin_map + ld_i64(ds->pointers_raw + 8 * sequence) +
-                       offset * ds->n_item_bytes;
+    /* An empty .bin is not mapped (bin_map NULL, every sequence empty): a read of no tokens
+     * applies no offset to it, since even NULL + 0 is undefined. */
+    const uint8_t *p = ds->bin_map;
+    if (n_tokens > 0) p += ld_i64(ds->pointers_raw + 8 * sequence) + offset * ds->n_item_bytes;
     switch (ds->dtype_code) { /* each item fits an int32 token id */
     case MT_INDEXED_DTYPE_U8: EACH_ITEM(uint8_t, 1, n_tokens, tokens[i] = v); break;
     case MT_INDEXED_DTYPE_I8: EACH_ITEM(int8_t, 1, n_tokens, tokens[i] = v); break;
     case MT_INDEXED_DTYPE_U16: EACH_ITEM(uint16_t, 2, n_tokens, tokens[i] = v); break;
     case MT_INDEXED_DTYPE_I16: EACH_ITEM(int16_t, 2, n_tokens, tokens[i] = v); break;
     case MT_INDEXED_DTYPE_I32:
-        memcpy(tokens, p, (size_t)n_tokens * 4);
+        if (n_tokens > 0) memcpy(tokens, p, (size_t)n_tokens * 4);
         break;
     case MT_INDEXED_DTYPE_I64:
         for (int64_t i = 0; i < n_tokens; i++) {

@@ -8,6 +8,8 @@
 #                     replayed by build/test/unit/test_manifest_fuzz_replay
 #   spm               test/fuzz/fuzz_spm.c, corpus test/fuzz/corpus_spm (SentencePiece .model files),
 #                     replayed by build/test/unit/test_spm_fuzz_replay
+#   idx               test/fuzz/fuzz_idx.c, corpus test/fuzz/corpus_idx (Megatron .idx + .bin pairs: u32 length
+#                     of the .idx, the .idx, the .bin), replayed by build/test/unit/test_idx_fuzz_replay
 #   test/fuzz/run-fuzzer.sh [SECONDS]   fuzz for SECONDS (default 60), one job
 #   test/fuzz/run-fuzzer.sh merge       minimise the new inputs + the committed corpus into the committed
 #                                       corpus (seed-* and regress-* files are kept as they are)
@@ -45,7 +47,12 @@ case "$target" in
     libs="-lm -lpthread"; extra=""
     corpus=test/fuzz/corpus_spm; new="$out/corpus_spm"; prefix="$out/spm-"
     ;;
-  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors, manifest or spm"; exit 2 ;;
+  idx)
+    src="test/fuzz/fuzz_idx.c core/data/indexed.c core/data/mapped_files.c core/data/tmpfiles.c core/file_read.c core/status.c"
+    libs="-lm -lpthread"; extra=""
+    corpus=test/fuzz/corpus_idx; new="$out/corpus_idx"; prefix="$out/idx-"
+    ;;
+  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors, manifest, spm or idx"; exit 2 ;;
 esac
 mkdir -p "$new"
 bin="$out/fuzz_$target"
@@ -102,6 +109,16 @@ if [ "$target" = spm ]; then
     printf '"%s"\n' "$w"
   done
 } > "$out/spm.dict"
+fi
+if [ "$target" = idx ]; then
+# Dictionary: the magic, version 1, each dtype code, counts and pointers near the limits
+{
+  for w in 'MMIDIDX\x00\x00' '\x01\x00\x00\x00\x00\x00\x00\x00' '\x01' '\x02' '\x03' '\x04' '\x05' '\x06' '\x07' '\x08' \
+           '\xff\xff\xff\x7f' '\x00\x00\x00\x80' '\xff\xff\xff\xff\xff\xff\xff\x7f' '\x56\x55\x55\x55\x55\x55\x55\x15' \
+           '\x00\x00\x00\x00\x00\x00\x00\x20' '\xff\xff\xff\xff\xff\xff\xff\xff'; do
+    printf '"%s"\n' "$w"
+  done
+} > "$out/idx.dict"
 fi
 max_len=4096; [ "$target" = manifest ] || [ "$target" = spm ] && max_len=65536
 opts=(-dict="$out/$target.dict" -max_len=$max_len -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
