@@ -10,6 +10,8 @@
 #                     replayed by build/test/unit/test_spm_fuzz_replay
 #   idx               test/fuzz/fuzz_idx.c, corpus test/fuzz/corpus_idx (Megatron .idx + .bin pairs: u32 length
 #                     of the .idx, the .idx, the .bin), replayed by build/test/unit/test_idx_fuzz_replay
+#   bpe               test/fuzz/fuzz_bpe.c, corpus test/fuzz/corpus_bpe (GPT-2 vocab.json NUL merges.txt, and the
+#                     whole input as a tokenizer.json), replayed by build/test/unit/test_bpe_fuzz_replay
 #   test/fuzz/run-fuzzer.sh [SECONDS]   fuzz for SECONDS (default 60), one job
 #   test/fuzz/run-fuzzer.sh merge       minimise the new inputs + the committed corpus into the committed
 #                                       corpus (seed-* and regress-* files are kept as they are)
@@ -52,7 +54,12 @@ case "$target" in
     libs="-lm -lpthread"; extra=""
     corpus=test/fuzz/corpus_idx; new="$out/corpus_idx"; prefix="$out/idx-"
     ;;
-  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors, manifest, spm or idx"; exit 2 ;;
+  bpe)
+    src="test/fuzz/fuzz_bpe.c core/data/tokenizer.c core/data/tokenizer_bpe.c core/data/tokenizer_bpe_load.c core/data/tokenizer_llama3.c core/data/tokenizer_spm.c core/data/tokenizer_spm_load.c core/data/tokenizer_spm_charsmap.c core/data/protobuf_wire.c core/data/unicode.c core/data/unicode_tables.c core/json_tree.c core/json_string.c core/file_read.c core/status.c"
+    libs="-lm -lpthread"; extra=""
+    corpus=test/fuzz/corpus_bpe; new="$out/corpus_bpe"; prefix="$out/bpe-"
+    ;;
+  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors, manifest, spm, idx or bpe"; exit 2 ;;
 esac
 mkdir -p "$new"
 bin="$out/fuzz_$target"
@@ -120,7 +127,23 @@ if [ "$target" = idx ]; then
   done
 } > "$out/idx.dict"
 fi
+if [ "$target" = bpe ]; then
+# Dictionary: tokenizer.json's keys and type names, special tokens, byte symbols, pieces of the Split
+# patterns as JSON writes them (libFuzzer skips entries over 64 bytes: the seeds hold the whole ones)
+{
+  for w in '\"model\"' '\"type\"' '\"BPE\"' '\"vocab\"' '\"merges\"' '\"added_tokens\"' '\"id\"' '\"content\"' \
+           '\"pre_tokenizer\"' '\"decoder\"' '\"normalizer\"' '\"ByteLevel\"' '\"Sequence\"' '\"pretokenizers\"' \
+           '\"Split\"' '\"pattern\"' '\"Regex\"' '\"behavior\"' '\"Isolated\"' '\"invert\"' '\"use_regex\"' \
+           '\"add_prefix_space\"' '\"ignore_merges\"' '\"byte_fallback\"' '\"continuing_subword_prefix\"' \
+           '\"end_of_word_suffix\"' '<|endoftext|>' '<|end_of_text|>' '</s>' '<|im_end|>' '<eos>' '#version: 0.2\x0a' \
+           '\xc4\xa0' '\xc4\x8a' '\xc4\x89' '\xc5\x83' '\\u0120' '\\ud83d\\ude00' '\x00' 'null' 'true' 'false' \
+           '16777215' '16777216' '2147483647' '-1' '1e3' '[\"a\",\"b\"]' '\\\\p{L}' '\\\\s+(?!\\\\S)' '(?i:'; do
+    printf '"%s"\n' "$w"
+  done
+} > "$out/bpe.dict"
+fi
 max_len=4096; [ "$target" = manifest ] || [ "$target" = spm ] && max_len=65536
+[ "$target" = bpe ] && max_len=16384
 opts=(-dict="$out/$target.dict" -max_len=$max_len -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 case "${1:-60}" in
   merge)
