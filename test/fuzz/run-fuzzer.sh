@@ -12,6 +12,8 @@
 #                     of the .idx, the .idx, the .bin), replayed by build/test/unit/test_idx_fuzz_replay
 #   bpe               test/fuzz/fuzz_bpe.c, corpus test/fuzz/corpus_bpe (GPT-2 vocab.json NUL merges.txt, and the
 #                     whole input as a tokenizer.json), replayed by build/test/unit/test_bpe_fuzz_replay
+#   hfconfig          test/fuzz/fuzz_hfconfig.c, corpus test/fuzz/corpus_hfconfig (Hugging Face config.json, read
+#                     by mtrain import), replayed by build/test/unit/test_hfconfig_fuzz_replay
 #   test/fuzz/run-fuzzer.sh [SECONDS]   fuzz for SECONDS (default 60), one job
 #   test/fuzz/run-fuzzer.sh merge       minimise the new inputs + the committed corpus into the committed
 #                                       corpus (seed-* and regress-* files are kept as they are)
@@ -59,7 +61,12 @@ case "$target" in
     libs="-lm -lpthread"; extra=""
     corpus=test/fuzz/corpus_bpe; new="$out/corpus_bpe"; prefix="$out/bpe-"
     ;;
-  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors, manifest, spm, idx or bpe"; exit 2 ;;
+  hfconfig)
+    src="test/fuzz/fuzz_hfconfig.c core/ckpt/hf_import.c core/ckpt/hf_export.c core/ckpt/ckpt_single.c core/ckpt/ckpt_layout.c core/ckpt/ckpt_files.c core/ckpt/manifest.c core/ckpt/manifest_describe.c core/ckpt/safetensors.c core/crc32c.c core/model/model_layout.c core/model/opt_layout.c core/model/layer_spec.c core/model/mup.c core/recipe/recipe.c core/recipe/recipe_keys.c core/recipe/recipe_yaml.c core/recipe/recipe_validate.c core/recipe/recipe_batch.c core/recipe/recipe_stages.c core/recipe/recipe_megatron.c core/recipe/recipe_problems.c core/json_tree.c core/json_string.c core/file_read.c core/status.c"
+    libs="$(pkg-config --cflags --libs yaml-0.1) -lm -lpthread"; extra=""
+    corpus=test/fuzz/corpus_hfconfig; new="$out/corpus_hfconfig"; prefix="$out/hfconfig-"
+    ;;
+  *) echo "run-fuzzer: FUZZ_TARGET=$target: expected recipe, safetensors, manifest, spm, idx, bpe or hfconfig"; exit 2 ;;
 esac
 mkdir -p "$new"
 bin="$out/fuzz_$target"
@@ -141,6 +148,25 @@ if [ "$target" = bpe ]; then
     printf '"%s"\n' "$w"
   done
 } > "$out/bpe.dict"
+fi
+if [ "$target" = hfconfig ]; then
+# Dictionary: the config.json keys the import reads (GPT2Config, LlamaConfig, MixtralConfig), their words
+{
+  for w in model_type gpt2 llama mixtral mistral n_layer n_embd n_head n_inner n_positions vocab_size \
+           layer_norm_epsilon activation_function gelu_new relu2 scale_attn_weights scale_attn_by_inverse_layer_idx \
+           tie_word_embeddings add_cross_attention num_hidden_layers hidden_size num_attention_heads \
+           num_key_value_heads intermediate_size max_position_embeddings rms_norm_eps rope_theta rope_scaling \
+           rope_parameters rope_type default partial_rotary_factor hidden_act silu head_dim attention_bias mlp_bias \
+           num_local_experts num_experts_per_tok sliding_window router_jitter_noise norm_topk_prob scoring_func \
+           softmax topk_method greedy routed_scaling_factor n_shared_experts num_shared_experts \
+           shared_expert_intermediate_size first_k_dense_replace mlp_only_layers decoder_sparse_step; do
+    printf '"\\"%s\\""\n' "$w"
+  done
+  for w in '{' '}' '[' ']' ':' ',' 'true' 'false' 'null' '0' '-1' '1e-05' '1e-06' '10000.0' '1000000.0' '0.5' \
+           '2147483648' '9223372036854775807' '1e400' '[]'; do
+    printf '"%s"\n' "$w"
+  done
+} > "$out/hfconfig.dict"
 fi
 max_len=4096; [ "$target" = manifest ] || [ "$target" = spm ] && max_len=65536
 [ "$target" = bpe ] && max_len=16384
