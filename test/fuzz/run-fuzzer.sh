@@ -32,7 +32,7 @@ if [ -z "$CC_FUZZ" ]; then echo "run-fuzzer: clang not found; skipping"; exit 77
 target=${FUZZ_TARGET:-recipe}
 case "$target" in
   recipe)
-    src="test/fuzz/fuzz_recipe.c core/recipe/recipe.c core/recipe/recipe_keys.c core/recipe/recipe_yaml.c core/recipe/recipe_validate.c core/status.c"
+    src="test/fuzz/fuzz_recipe.c core/recipe/recipe.c core/recipe/recipe_keys.c core/recipe/recipe_yaml.c core/recipe/recipe_validate.c core/recipe/recipe_batch.c core/recipe/recipe_stages.c core/recipe/recipe_megatron.c core/recipe/recipe_problems.c core/status.c"
     libs="$(pkg-config --cflags --libs yaml-0.1) -lm"; extra=""
     corpus=test/fuzz/corpus; new="$out/corpus"; prefix="$out/"
     ;;
@@ -42,7 +42,7 @@ case "$target" in
     corpus=test/fuzz/corpus_safetensors; new="$out/corpus_safetensors"; prefix="$out/safetensors-"
     ;;
   manifest)
-    src="test/fuzz/fuzz_manifest.c core/ckpt/manifest.c core/ckpt/ckpt_layout.c core/model/model_layout.c core/model/opt_layout.c core/recipe/recipe.c core/recipe/recipe_keys.c core/recipe/recipe_yaml.c core/recipe/recipe_validate.c core/json_tree.c core/json_string.c core/file_read.c core/status.c"
+    src="test/fuzz/fuzz_manifest.c core/ckpt/manifest.c core/ckpt/ckpt_layout.c core/model/model_layout.c core/model/opt_layout.c core/model/layer_spec.c core/recipe/recipe.c core/recipe/recipe_keys.c core/recipe/recipe_yaml.c core/recipe/recipe_validate.c core/recipe/recipe_batch.c core/recipe/recipe_stages.c core/recipe/recipe_megatron.c core/recipe/recipe_problems.c core/json_tree.c core/json_string.c core/file_read.c core/status.c"
     libs="$(pkg-config --cflags --libs yaml-0.1) -lm -lpthread"; extra=""
     corpus=test/fuzz/corpus_manifest; new="$out/corpus_manifest"; prefix="$out/manifest-"
     ;;
