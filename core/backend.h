@@ -122,6 +122,12 @@ typedef struct {
        are multiplied by yarn_mscale (0: 1). Zero fields: plain RoPE */
     float yarn_factor, yarn_mscale, yarn_beta_fast, yarn_beta_slow;
     int yarn_orig_max;
+    /* Llama 3.x's frequency scaling (llama3_factor > 0; low / high frequency factors, original
+       context llama3_orig_max) and position interpolation (pos_interp > 0 and != 1: positions divided
+       by it), applied to every frequency after YaRN (core/rope_scale.h). Zero fields: off */
+    float llama3_factor, llama3_low, llama3_high;
+    int llama3_orig_max;
+    float pos_interp;
 } mt_rope_args;
 
 /* Causal softmax attention with grouped-query heads. qkv rows are [q heads (H*D) | k heads

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "core/rope_scale.h"
+
 mt_status mt_op_check_rope(const char *be, const mt_rope_args *a, int *empty) {
     *empty = 1;
     if (a->B < 0 || a->T < 0 || a->n_heads < 0 || a->D <= 0 || a->D % 2 != 0 || a->D / 2 > MT_ROPE_MAX_HALF)
@@ -28,10 +30,9 @@ static double yarn_correction_dim(double rot, int dim, double base, int max_pos)
     return dim * log(max_pos / (rot * 2.0 * M_PI)) / (2.0 * log(base));
 }
 
-void mt_rope_inv_freq(const mt_rope_args *a, int R, double *inv_freq) {
+/* YaRN's blend of the frequencies (Megatron's YarnRotaryEmbedding) */
+static void yarn_inv_freq(const mt_rope_args *a, int R, double *inv_freq) {
     const int half = R / 2;
-    for (int i = 0; i < half; i++) inv_freq[i] = pow((double)a->theta, -2.0 * i / R);
-    if (!(a->yarn_factor > 1.0f)) return;
     /* _yarn_find_correction_range (rounded to int, clamped to [0, R - 1]) and _yarn_linear_ramp_mask */
     double lo = floor(yarn_correction_dim(a->yarn_beta_fast, R, a->theta, a->yarn_orig_max));
     double hi = ceil(yarn_correction_dim(a->yarn_beta_slow, R, a->theta, a->yarn_orig_max));
@@ -44,6 +45,15 @@ void mt_rope_inv_freq(const mt_rope_args *a, int R, double *inv_freq) {
         const double mask = 1.0 - ramp; /* 1: keep the extrapolated frequency, 0: the interpolated one */
         inv_freq[i] = inv_freq[i] / a->yarn_factor * (1.0 - mask) + inv_freq[i] * mask;
     }
+}
+
+void mt_rope_inv_freq(const mt_rope_args *a, int R, double *inv_freq) {
+    const int half = R / 2;
+    for (int i = 0; i < half; i++) inv_freq[i] = pow((double)a->theta, -2.0 * i / R);
+    if (a->yarn_factor > 1.0f) yarn_inv_freq(a, R, inv_freq);
+    for (int i = 0; i < half; i++)
+        inv_freq[i] = mt_rope_scale_freq(inv_freq[i], a->llama3_factor, a->llama3_low, a->llama3_high,
+                                         a->llama3_orig_max, a->pos_interp);
 }
 
 mt_status mt_op_check_attention(const char *be, const char *op, int B, int T, int H, int KV, int D) {

@@ -12,7 +12,8 @@
 /* rope: even head size D <= 2 * MT_ROPE_MAX_HALF, heads inside the row stride, pos_offset >= 0,
  * theta > 0; *empty is set when there is nothing to rotate (then a NULL x is fine). */
 mt_status mt_op_check_rope(const char *be, const mt_rope_args *a, int *empty);
-/* rope's frequencies of its R / 2 pairs: theta^(-2i/R), or YaRN's blend (yarn_factor > 1) */
+/* rope's frequencies of its R / 2 pairs: theta^(-2i/R), or YaRN's blend (yarn_factor > 1), then Llama 3.x's
+ * scaling and position interpolation (core/rope_scale.h) */
 void mt_rope_inv_freq(const mt_rope_args *a, int R, double *inv_freq);
 /* attention's (B, T, H, KV, D): non-negative B, T; positive heads and head size; H % KV == 0 */
 mt_status mt_op_check_attention(const char *be, const char *op, int B, int T, int H, int KV, int D);

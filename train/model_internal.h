@@ -160,8 +160,11 @@ static inline mt_status mt_model_scale(mt_model *m, void *x, size_t n, float s) 
 /* RoPE of the local rows (B sequences of the cp layer's chunks) at their global positions. */
 static inline mt_status mt_model_rope(mt_model *m, void *x, int inverse) {
     const mt_cp_shape s = mt_model_attn_shape(m);
-    const mt_rope_args how = {.theta = m->pl.spec.rope_theta, .inverse = inverse, .rot_dim = m->pl.spec.rope_dim,
-                              .interleaved = m->pl.spec.rope_interleaved};
+    const mt_layer_spec *sp = &m->pl.spec;
+    const mt_rope_args how = {.theta = sp->rope_theta, .inverse = inverse, .rot_dim = sp->rope_dim,
+                              .interleaved = sp->rope_interleaved, .llama3_factor = sp->llama3_factor,
+                              .llama3_low = sp->llama3_low, .llama3_high = sp->llama3_high,
+                              .llama3_orig_max = sp->llama3_orig_max, .pos_interp = sp->rope_interp};
     return mt_cp_rope(&m->par.cp, &s, x, &how);
 }
 /* The attention core's backward, dqkv (=) from dout and the saved out / lse: the ring over the cp

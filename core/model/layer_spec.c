@@ -21,6 +21,13 @@ mt_layer_spec mt_layer_spec_of(const mt_recipe *r) {
     s.rope_theta = m->rope_theta;
     if (s.rope && m->rotary_percent < 1.0f) s.rope_dim = (int)(mt_recipe_head_dim(r) * (double)m->rotary_percent);
     s.rope_interleaved = s.rope && m->rope_interleaved;
+    if (s.rope && m->rope_scaling) {
+        s.llama3_factor = m->rope_scaling_factor;
+        s.llama3_low = m->rope_low_freq_factor;
+        s.llama3_high = m->rope_high_freq_factor;
+        s.llama3_orig_max = m->rope_original_max_position;
+    }
+    s.rope_interp = m->rotary_interpolation;
     /* Megatron's layer specs (gpt_layer_specs.py): L2Norm if qk_l2_norm, else the qk layernorm */
     s.qk_norm = m->qk_l2_norm ? MT_QK_NORM_L2 : m->qk_layernorm ? MT_QK_NORM_LEARNED : MT_QK_NORM_NONE;
     if (m->mla.enabled) {

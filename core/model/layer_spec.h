@@ -37,6 +37,9 @@ typedef struct {
                            rotary_percent)); the rest pass through. 0: the whole head */
     int rope_interleaved; /* rotated pairs are adjacent channels (2i, 2i + 1) (--rotary-interleaved);
                            0: the two halves (i, i + rope_dim / 2) */
+    float llama3_factor, llama3_low, llama3_high; /* Llama 3.x's frequency scaling (factor 0: off) */
+    int llama3_orig_max;
+    float rope_interp;  /* positions divided by this (1: none) */
     mt_qk_norm_kind qk_norm; /* a norm over head_dim on every query and key head, after the qkv
                            projection and before RoPE: LEARNED, of kind `norm` with weights (and bias)
                            of shape [head_dim] per layer (Megatron's --qk-layernorm); L2, Megatron's

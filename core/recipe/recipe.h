@@ -58,6 +58,11 @@ typedef struct {
     float rope_theta;
     float rotary_percent;  /* the fraction of each head's channels RoPE rotates (Megatron's --rotary-percent) */
     int rope_interleaved;  /* bool: rotate adjacent channel pairs (Megatron's --rotary-interleaved) */
+    int rope_scaling;      /* bool: Llama 3.x's frequency scaling (Megatron's --use-rope-scaling) */
+    float rope_scaling_factor;           /* its factor (--rope-scaling-factor) */
+    float rope_low_freq_factor, rope_high_freq_factor; /* its band edges */
+    int rope_original_max_position;      /* its original context */
+    float rotary_interpolation;          /* positions divided by this (--rotary-seq-len-interpolation-factor) */
     float init_std;        /* normal(0, init_std); output projections / sqrt(2*layers) */
     struct {
         int experts;       /* 0 = dense */

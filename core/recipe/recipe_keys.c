@@ -90,6 +90,25 @@ const mt_recipe_key mt_recipe_keys[] = {
     KBOOL("model.rope_interleaved", model.rope_interleaved, "false",
           "RoPE rotates adjacent channel pairs (2i, 2i+1) instead of the two halves (i, i + d/2) "
           "(Megatron's --rotary-interleaved; GPT-J / Meta-Llama layout)", MT_KF_FUNCTION),
+    KBOOL("model.rope_scaling", model.rope_scaling, "false",
+          "Llama 3.x's RoPE frequency scaling (Megatron's --use-rope-scaling, Hugging Face's rope_type llama3): "
+          "frequencies whose wavelength exceeds rope_original_max_position / rope_low_freq_factor are divided "
+          "by rope_scaling_factor, those under rope_original_max_position / rope_high_freq_factor are kept, "
+          "those between blended", MT_KF_FUNCTION),
+    KFLT("model.rope_scaling_factor", model.rope_scaling_factor, "8.0", 1, 1e6, "",
+         "Llama 3.x scaling's factor (Megatron's --rope-scaling-factor; 8 for Llama 3.1, 32 for Llama 3.2 1B / 3B)",
+         MT_KF_FUNCTION),
+    KFLT("model.rope_low_freq_factor", model.rope_low_freq_factor, "1.0", 0, 1e6, "",
+         "Llama 3.x scaling's low_freq_factor (Megatron fixes 1)", MT_KF_MIN_EXCL | MT_KF_FUNCTION),
+    KFLT("model.rope_high_freq_factor", model.rope_high_freq_factor, "4.0", 0, 1e6, "",
+         "Llama 3.x scaling's high_freq_factor (Megatron fixes 4; above rope_low_freq_factor)",
+         MT_KF_MIN_EXCL | MT_KF_FUNCTION),
+    KINT("model.rope_original_max_position", model.rope_original_max_position, "8192", 1, 1 << 30, "",
+         "Llama 3.x scaling's original context, original_max_position_embeddings (Megatron fixes 8192)",
+         MT_KF_FUNCTION),
+    KFLT("model.rotary_interpolation", model.rotary_interpolation, "1.0", 0, 1e6, "",
+         "RoPE positions divided by this (Megatron's --rotary-seq-len-interpolation-factor, Hugging Face's "
+         "rope_type linear); 1: none", MT_KF_MIN_EXCL | MT_KF_FUNCTION),
     KFLT("model.init_std", model.init_std, "0.02", 0, 10, "",
          "weights ~ normal(0, init_std); output projections also / sqrt(2*layers)", MT_KF_MIN_EXCL),
     KINT("model.moe.experts", model.moe.experts, "0", 0, 4096, "",
@@ -479,6 +498,9 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--qk-pos-emb-head-dim", "model.mla.qk_pos_head_dim", NULL },
     { "--v-head-dim", "model.mla.v_head_dim", NULL },
     { "--rotary-scaling-factor", "model.mla.rotary_scaling_factor", NULL },
+    { "--use-rope-scaling", "model.rope_scaling", "true" },
+    { "--rope-scaling-factor", "model.rope_scaling_factor", NULL },
+    { "--rotary-seq-len-interpolation-factor", "model.rotary_interpolation", NULL },
     { "--mscale", "model.mla.mscale", NULL },
     { "--mscale-all-dim", "model.mla.mscale_all_dim", NULL },
     { "--yarn-original-max-position-embeddings", "model.mla.yarn_original_max_position", NULL },

@@ -650,6 +650,19 @@ static void check_layout(const mt_recipe *r, problems *P) {
     if (m->position == MT_POS_ROPE && m->rotary_percent >= 1.0f && mt_recipe_head_dim(r) % 2)
         add(P, "model.position", "rope needs an even head dimension, %d; change model.head_dim, model.hidden "
             "or model.heads", mt_recipe_head_dim(r));
+    if (m->rope_scaling || m->rotary_interpolation != 1.0f) {
+        const char *key = m->rope_scaling ? "model.rope_scaling" : "model.rotary_interpolation";
+        if (m->position != MT_POS_ROPE)
+            add(P, key, "scales rotary embeddings, but model.position is learned (%s); use position: rope, or "
+                "leave %s at its default", ref(r, "model.position"), key);
+        else if (m->mla.enabled)
+            add(P, key, "is not implemented with multi-latent attention, whose rotary embedding is YaRN's "
+                "(model.mla.rotary_scaling_factor); leave %s at its default", key);
+    }
+    if (m->rope_scaling && !(m->rope_high_freq_factor > m->rope_low_freq_factor))
+        add(P, "model.rope_high_freq_factor", "%g is not above model.rope_low_freq_factor = %g: Llama 3.x's "
+            "scaling blends the frequencies between the two (Llama 3.1: 1 and 4)",
+            (double)m->rope_high_freq_factor, (double)m->rope_low_freq_factor);
     /* the tokenizer's ids must fit, when there is data to read (tests may use any vocab) */
     if (r->data.path[0] && r->data.tokenizer == MT_TOK_BYTE && m->vocab < 257)
         add(P, "model.vocab", "%d is smaller than the byte tokenizer's 257 ids (256 bytes + end-of-document); "

@@ -2,13 +2,13 @@
 # test/cuda_emu/run.sh — the tensor-core attention kernels (cuda/cuda_attention_mma.cu with its
 # mma.sync fragments and ldmatrix loads) checked on
 # a machine without a GPU (and the fused cross-entropy, vectorised GeLU / add / cast, the fused
-# residual add + norm, init_normal and the embedding too): the files are compiled for the host with the real
+# residual add + norm, init_normal, the embedding and RoPE too): the files are compiled for the host with the real
 # cuda/cuda_common.cuh over stand-ins for the CUDA headers it includes (cuda_runtime.h, cuda_bf16.h,
 # cublasLt.h), for mma.sync and ldmatrix (cuda_runtime.h) and for cub's radix sort (cub/), in
 # test/cuda_emu/inc; their
 # kernel launches are rewritten
 # into emu_launch(...), and they run against the CPU backend (fused_emu.cpp, xent_act_emu.cpp,
-# embed_emu.cpp, attention_tc_emu.cpp). Needs g++ with C++20 and `make` done first (links build/libmtrain.a).
+# embed_emu.cpp, rope_emu.cpp, attention_tc_emu.cpp). Needs g++ with C++20 and `make` done first (links build/libmtrain.a).
 # Usage: test/cuda_emu/run.sh [--quick]  (exit 0 = all ok)
 set -eu
 cd "$(dirname "$0")/../.."
@@ -28,13 +28,14 @@ host_copy cuda/cuda_act.cu "$out/act_host.cpp" 7
 host_copy cuda/cuda_layernorm.cu "$out/layernorm_host.cpp" 5
 host_copy cuda/cuda_init.cu "$out/init_host.cpp" 1
 host_copy cuda/cuda_embed.cu "$out/embed_host.cpp" 4
+host_copy cuda/cuda_rope.cu "$out/rope_host.cpp" 1
 CUDA_LIBS=""
 if grep -q 'MT_HAVE_CUDA=1' build/.build-flags 2>/dev/null; then
   CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
   CUDA_LIBS="-L$CUDA_HOME/lib64 -lcudart -lcublasLt -lnccl -Wl,-rpath,$CUDA_HOME/lib64"
 fi
 rc=0
-for t in fused_emu xent_act_emu embed_emu attention_tc_emu; do
+for t in fused_emu xent_act_emu embed_emu rope_emu attention_tc_emu; do
   # shellcheck disable=SC2086
   g++ -std=c++20 -O2 -g -Itest/cuda_emu/inc -I"$out" -I. $(pkg-config --cflags openblas) \
     -o "$out/$t" "test/cuda_emu/$t.cpp" build/libmtrain.a \

@@ -377,7 +377,7 @@ static void test_rope(int B, int T, int H, int D, int extra, int pos_offset) {
     const size_t n = (size_t)B * T * stride;
     const float theta = 10000.0f;
     float *x0 = frand(n, -1, 1), *x = fcopy(x0, n);
-    mt_rope_args ra = {x, B, T, H, D, stride, pos_offset, theta, 0, g_rope_rot, g_rope_interleaved, 0, 0, 0, 0, 0};
+    mt_rope_args ra = {x, B, T, H, D, stride, pos_offset, theta, 0, g_rope_rot, g_rope_interleaved, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     OK(MT_BE_CALL(&be, rope, &ra));
     double *want = dcopy(x0, n);
     ref_rope(want, B, T, H, D, stride, pos_offset, theta, 0);
@@ -397,7 +397,7 @@ static void test_rope(int B, int T, int H, int D, int extra, int pos_offset) {
     check_close(what, x, orig, n, 1e-6, 1e-6);
     /* backward (inverse applied to g) = d/dx sum(g * rope(x)) */
     float *g = frand(n, -1, 1), *dx = fcopy(g, n);
-    mt_rope_args rb = {dx, B, T, H, D, stride, pos_offset, theta, 1, g_rope_rot, g_rope_interleaved, 0, 0, 0, 0, 0};
+    mt_rope_args rb = {dx, B, T, H, D, stride, pos_offset, theta, 1, g_rope_rot, g_rope_interleaved, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     OK(MT_BE_CALL(&be, rope, &rb));
     rope_ctx c = {dcopy(x0, n), dzeros(n), dcopy(g, n), n, B, T, H, D, stride, pos_offset, (double)theta};
     /* the extra columns of g pass through unchanged; rope_loss has identity there too */

@@ -329,7 +329,7 @@ static void test_backend_basics(void) {
 
     /* argument errors are statuses with a message, never crashes */
     float x[64] = {0};
-    mt_rope_args ra = {x, 1, 2, 1, 7, 8, 0, 10000.0f, 0, 0, 0, 0, 0, 0, 0, 0}; /* odd D */
+    mt_rope_args ra = {x, 1, 2, 1, 7, 8, 0, 10000.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* odd D */
     CHECK(MT_BE_CALL(&be, rope, &ra) == MT_ERR_CONFIG);
     CHECK_STR_CONTAINS(mt_last_error(), "D=7");
     /* YaRN frequencies (multi-latent attention): rotary dim 8, base 1e4, factor 4, original 4096
@@ -341,6 +341,48 @@ static void test_backend_basics(void) {
     const double want[4] = {1.0, 0.1, 0.00625, 0.00025};
     mt_rope_inv_freq(&ya, 8, inv);
     for (int i = 0; i < 4; i++) CHECK_NEAR(inv[i], want[i], 1e-12, 1e-9);
+    /* Llama 3.x's scaling (--use-rope-scaling) on Llama 3.1 8B's rotary embedding: 128 channels, base
+       5e5, factor 8, low / high frequency factors 1 / 4, original context 8192. Expected values:
+       transformers' _compute_llama3_parameters (modeling_rope_utils.py) written out in Python floats
+       (wavelength w = 2 pi / f; w < 2048: f; w > 8192: f / 8; else s = (8192 / w - 1) / 3, (1 - s) f / 8 +
+       s f): pairs 0 and 20 kept, 29..34 blended, 38 and 63 divided. The same frequencies must reach the
+       op: a unit vector in pair i at position p comes out as (cos, sin)(p f_i). */
+    {
+        const mt_rope_args l3 = {.theta = 500000.0f, .llama3_factor = 8.0f, .llama3_low = 1.0f, .llama3_high = 4.0f,
+                                 .llama3_orig_max = 8192};
+        static const struct { int i; double f; } w3[] = {
+            {0, 1.0}, {20, 0.016560440080994446}, {29, 0.002166570763503359}, {30, 0.0013718935677611381},
+            {31, 0.0008567514129196321}, {32, 0.0005248461609929547}, {33, 0.00031269375038406517},
+            {34, 0.0001785078127679964}, {38, 5.165906874818956e-05}, {63, 3.068925988914511e-07}};
+        double inv3[64];
+        /* theta is a float in the args (5e5 is exact), the frequencies double: agreement to ~1e-15 relative */
+        mt_rope_inv_freq(&l3, 128, inv3);
+        for (size_t k = 0; k < sizeof w3 / sizeof w3[0]; k++) CHECK_NEAR(inv3[w3[k].i], w3[k].f, 0.0, 1e-12);
+        float v[128];
+        for (size_t k = 0; k < sizeof w3 / sizeof w3[0]; k++) {
+            const int i = w3[k].i, p = 100000; /* a long-context position, where the scaling matters */
+            memset(v, 0, sizeof v);
+            v[i] = 1.0f;
+            mt_rope_args op = l3;
+            op.x = v, op.B = 1, op.T = 1, op.n_heads = 1, op.D = 128, op.row_stride = 128, op.pos_offset = p;
+            OK(MT_BE_CALL(&be, rope, &op));
+            /* fp32 cos / sin of an angle computed in double: 1e-6 absolute */
+            CHECK_NEAR(v[i], cos(p * w3[k].f), 1e-6, 0.0);
+            CHECK_NEAR(v[i + 64], sin(p * w3[k].f), 1e-6, 0.0);
+        }
+        /* position interpolation (--rotary-seq-len-interpolation-factor 2): position 2p rotates exactly as
+           p without it (p f / 1 and 2p (f / 2) are the same double), on top of the Llama 3.x scaling */
+        float a[2 * 128], b[2 * 128];
+        for (int k = 0; k < 2 * 128; k++) a[k] = b[k] = (float)sin(0.37 * k + 0.1);
+        mt_rope_args half = l3, full = l3;
+        half.x = a, full.x = b;
+        half.B = full.B = 1, half.T = full.T = 1, half.n_heads = full.n_heads = 2, half.D = full.D = 128;
+        half.row_stride = full.row_stride = 2 * 128;
+        half.pos_interp = 2.0f, half.pos_offset = 2 * 77777, full.pos_offset = 77777;
+        OK(MT_BE_CALL(&be, rope, &half));
+        OK(MT_BE_CALL(&be, rope, &full));
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
     float lse[16];
     mt_attention_fwd_args aa = {x, lse, x, 1, 2, 3, 2, 2, 0}; /* H % KV != 0 */
     CHECK(MT_BE_CALL(&be, attention_fwd, &aa) == MT_ERR_CONFIG);

@@ -342,22 +342,36 @@ static void test_sum(size_t n, int squares) {
 /* ---- rope (in place) ---- */
 
 /* rot: rotary channels per head (0: all), interleaved: adjacent pairs (Megatron's --rotary-percent,
- * --rotary-interleaved) */
-static void test_rope_variant(int B, int T, int H, int D, int stride, int pos_offset, int rot, int interleaved) {
-    printf("  rope B=%d T=%d heads=%d D=%d row_stride=%d pos_offset=%d rot=%d interleaved=%d\n", B, T, H, D, stride,
-           pos_offset, rot, interleaved);
+ * --rotary-interleaved); scaled: Llama 3.1's frequency scaling (factor 8, 1 / 4, original 8192) and
+ * position interpolation by 2 (--use-rope-scaling, --rotary-seq-len-interpolation-factor) */
+static void test_rope_variant_scaled(int B, int T, int H, int D, int stride, int pos_offset, int rot, int interleaved,
+                                     int scaled) {
+    printf("  rope B=%d T=%d heads=%d D=%d row_stride=%d pos_offset=%d rot=%d interleaved=%d%s\n", B, T, H, D, stride,
+           pos_offset, rot, interleaved, scaled ? " llama3-scaled, interpolation 2" : "");
     const size_t n = (size_t)B * T * stride;
     float *h_x = host_rand(n, 1.0f, 0.0f);
     pair_t x = pair_new(h_x, n, 1);
     for (int inverse = 0; inverse <= 1; inverse++) {
         pair_set(&x, h_x, 1);
-        mt_rope_args c = {x.cpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse, rot, interleaved, 0, 0, 0, 0, 0};
-        mt_rope_args g = {x.gpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse, rot, interleaved, 0, 0, 0, 0, 0};
+        mt_rope_args c = {x.cpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse, rot, interleaved, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        mt_rope_args g = {x.gpu, B, T, H, D, stride, pos_offset, 10000.0f, inverse, rot, interleaved, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        if (scaled) {
+            c.llama3_factor = g.llama3_factor = 8.0f;
+            c.llama3_low = g.llama3_low = 1.0f;
+            c.llama3_high = g.llama3_high = 4.0f;
+            c.llama3_orig_max = g.llama3_orig_max = 8192;
+            c.pos_interp = g.pos_interp = 2.0f;
+            c.theta = g.theta = 500000.0f;
+        }
         RUN_BOTH(rope, c, g);
         compare(inverse ? "rope inverse, in place (act)" : "rope forward, in place (act)", &x, 1, NULL, TOL_ACT);
     }
     pair_free(&x);
     free(h_x);
+}
+
+static void test_rope_variant(int B, int T, int H, int D, int stride, int pos_offset, int rot, int interleaved) {
+    test_rope_variant_scaled(B, T, H, D, stride, pos_offset, rot, interleaved, 0);
 }
 
 static void test_rope(int B, int T, int H, int D, int stride, int pos_offset) {
@@ -686,6 +700,7 @@ int main(void) {
     test_rope(2, 37, 4, 64, 4 * 64 + 2 * 2 * 64, 5); /* q (4 heads) inside a GQA qkv row */
     test_rope_variant(2, 37, 4, 64, 4 * 64 + 2 * 2 * 64, 5, 32, 0);
     test_rope_variant(2, 37, 4, 64, 4 * 64 + 2 * 2 * 64, 5, 0, 1);
+    test_rope_variant_scaled(2, 37, 4, 128, 4 * 128 + 2 * 2 * 128, 100000, 0, 0, 1); /* Llama 3.1's frequencies */
     test_rope(2, 128, 12, 64, 3 * 768, 0);            /* q of a GPT-2 qkv row */
 
     test_attention(1, 1, 1, 1, 8);
