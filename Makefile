@@ -111,8 +111,9 @@ $(LIB): $(CORE_OBJ)
 mtrain: $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB) | $(CUDA_MODULE)
 	$(CC) $(CFLAGS) -o $@ $(CMD_SRC:%.c=$(BUILD)/%.o) $(LIB) $(GLOO_LIBS) $(LDLIBS)
 
-# a test is rebuilt when any test header changes: test/*.h and the shared ones in test/{unit,ops}/
-$(BUILD)/test/%: test/%.c $(LIB) $(wildcard test/*.h test/unit/*.h test/ops/*.h) | $(CUDA_MODULE)
+# a test is rebuilt when any test header changes: test/*.h and the shared ones in test/{unit,ops}/, and
+# the fuzz harnesses the corpus replays #include (test/fuzz/*.c, *.h)
+$(BUILD)/test/%: test/%.c $(LIB) $(wildcard test/*.h test/unit/*.h test/ops/*.h test/fuzz/*.h test/fuzz/*.c) | $(CUDA_MODULE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(GLOO_LIBS) $(LDLIBS)
 

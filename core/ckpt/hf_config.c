@@ -49,6 +49,24 @@ static void write_gpt(FILE *f, const mt_hf_model *m, const char *dtype) {
             dtype);
 }
 
+/* rope_scaling as Llama 3.1's config.json writes it (rope_type llama3), or linear interpolation, or null */
+static void write_rope_scaling(FILE *f, const mt_hf_model *m) {
+    if (m->rope_llama3) {
+        fprintf(f, "  \"rope_scaling\": {\n  ");
+        key_float(f, "factor", m->rope_factor, ",\n  ");
+        key_float(f, "high_freq_factor", m->rope_high, ",\n  ");
+        key_float(f, "low_freq_factor", m->rope_low, ",\n  ");
+        fprintf(f, "  \"original_max_position_embeddings\": %d,\n    \"rope_type\": \"llama3\"\n  },\n",
+                m->rope_orig_max);
+    } else if (m->rope_linear > 0.0f && m->rope_linear != 1.0f) {
+        fprintf(f, "  \"rope_scaling\": {\n  ");
+        key_float(f, "factor", m->rope_linear, ",\n  ");
+        fprintf(f, "  \"rope_type\": \"linear\"\n  },\n");
+    } else {
+        fprintf(f, "  \"rope_scaling\": null,\n");
+    }
+}
+
 /* LlamaConfig, or MixtralConfig for a model with experts (its keys as Mixtral-8x7B's config.json) */
 static void write_llama(FILE *f, const mt_hf_model *m, const char *dtype) {
     const int moe = m->E > 0;
@@ -66,7 +84,8 @@ static void write_llama(FILE *f, const mt_hf_model *m, const char *dtype) {
         key_float(f, "router_aux_loss_coef", m->aux_coeff, ",\n");
         fprintf(f, "  \"router_jitter_noise\": 0.0,\n  \"output_router_logits\": false,\n");
     } else {
-        fprintf(f, "  \"rope_scaling\": null,\n  \"hidden_act\": \"silu\",\n");
+        write_rope_scaling(f, m);
+        fprintf(f, "  \"hidden_act\": \"silu\",\n");
         fprintf(f, "  \"attention_bias\": %s,\n  \"attention_dropout\": 0.0,\n  \"mlp_bias\": %s,\n",
                 m->bias ? "true" : "false", m->bias ? "true" : "false");
     }

@@ -109,6 +109,14 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     if (c->position == MT_POS_ROPE && (c->rotary_percent < 1.0f || c->rope_interleaved))
         return unsupported(r, c->rope_interleaved ? "model.rope_interleaved" : "model.rotary_percent",
                            "partial or interleaved RoPE: Hugging Face's Llama rotates the two halves of the whole head");
+    if (c->position == MT_POS_ROPE && c->rope_scaling && c->rotary_interpolation != 1.0f)
+        return unsupported(r, "model.rotary_interpolation", "%g with model.rope_scaling: config.json's rope_scaling "
+                           "holds one kind, Llama 3.x's or linear interpolation, not both",
+                           (double)c->rotary_interpolation);
+    if (c->moe.experts > 0 && (c->rope_scaling || c->rotary_interpolation != 1.0f))
+        return unsupported(r, c->rope_scaling ? "model.rope_scaling" : "model.rotary_interpolation",
+                           "RoPE frequency scaling with experts: not exported (only Llama's config.json is written "
+                           "with rope_scaling)");
     m->arch = c->arch;
     m->L = c->layers;
     m->C = c->hidden;
@@ -124,6 +132,12 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     m->squared_relu = c->activation == MT_ACT_SQUARED_RELU;
     m->norm_eps = c->norm_eps;
     m->rope_theta = c->rope_theta;
+    m->rope_llama3 = c->position == MT_POS_ROPE && c->rope_scaling;
+    m->rope_factor = c->rope_scaling_factor;
+    m->rope_low = c->rope_low_freq_factor;
+    m->rope_high = c->rope_high_freq_factor;
+    m->rope_orig_max = c->rope_original_max_position;
+    m->rope_linear = c->position == MT_POS_ROPE ? c->rotary_interpolation : 1.0f;
     m->init_std = c->init_std;
     m->E = c->moe.experts;
     m->top_k = m->E > 0 ? c->moe.top_k : 0;

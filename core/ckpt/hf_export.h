@@ -48,6 +48,11 @@ typedef struct {
     int E, top_k; /* experts per layer and experts per token (0, 0: dense) */
     float aux_coeff; /* the load-balancing loss weight (config.json's router_aux_loss_coef; training only) */
     float norm_eps, rope_theta, init_std;
+    /* RoPE's frequency scaling, config.json's rope_scaling: Llama 3.x's (rope_type "llama3": factor, low /
+       high frequency factors, original context) or position interpolation ("linear": rope_linear, 1 = none) */
+    int rope_llama3;
+    float rope_factor, rope_low, rope_high, rope_linear;
+    int rope_orig_max;
     int bos, eos; /* token ids (the tokenizer's end-of-document id); set by the caller */
 } mt_hf_model;
 

@@ -193,31 +193,91 @@ static mt_status check_table(const mt_json_node *root, const fn_field *f, size_t
     return MT_OK;
 }
 
-/* transformers' newer RoPE record, {"rope_type": "default", "rope_theta": ...} in place of the
- * top-level rope_theta / rope_scaling: only the default rotation, at the recipe's theta. *theta_dflt
- * becomes its rope_theta (what the top-level key means when absent). */
+/* A RoPE record's kind and parameters (config.json's rope_scaling, or the newer rope_parameters) against
+ * the recipe's: no record, null or rope_type "default" is plain RoPE; "llama3" is Llama 3.x's frequency
+ * scaling (model.rope_scaling and its four keys; transformers requires all four in the record); "linear"
+ * is position interpolation by its factor (model.rotary_interpolation). Another kind is refused. `name`
+ * is the record's key, for the messages. */
+static mt_status check_rope_kind(const mt_json_node *rs, const char *name, const mt_hf_model *m, const char *path,
+                                 const char *recipe) {
+    const mt_json_node *t = NULL;
+    if (rs && rs->type == MT_JSON_OBJECT) {
+        t = mt_json_get(rs, "rope_type");
+        if (!t || t->type == MT_JSON_NULL) t = mt_json_get(rs, "type"); /* older transformers' key */
+    } else if (rs && rs->type != MT_JSON_NULL) {
+        return mt_errorf(MT_ERR_CONFIG, "%s: %s is not an object or null: not a config.json of transformers", path, name);
+    }
+    if (t && t->type != MT_JSON_STRING)
+        return mt_errorf(MT_ERR_CONFIG, "%s: %s.rope_type is not a string: not a config.json of transformers", path, name);
+    const char *kind = t ? t->str : "default";
+    const int llama3 = !strcmp(kind, "llama3"), linear = !strcmp(kind, "linear");
+    if (!llama3 && !linear && strcmp(kind, "default"))
+        return mt_errorf(MT_ERR_UNSUPPORTED, "%s: %s.rope_type is \"%.60s\"; mtrain computes RoPE plain, with Llama "
+                         "3.x's scaling (\"llama3\", model.rope_scaling) or with linear position interpolation "
+                         "(\"linear\", model.rotary_interpolation): this model cannot be imported", path, name, kind);
+    const double linear_want = m->rope_linear > 0.0f ? m->rope_linear : 1.0;
+    if (llama3 != m->rope_llama3)
+        return mt_errorf(MT_ERR_CONFIG, "%s: %s is %s, the recipe %s computes RoPE %s Llama 3.x's frequency scaling "
+                         "(model.rope_scaling): the imported model would score differently from the Hugging Face one; "
+                         "set model.rope_scaling: %s (--set model.rope_scaling=%s)", path, name,
+                         llama3 ? "Llama 3.x's (rope_type \"llama3\")" : t ? "not Llama 3.x's" : "absent", recipe,
+                         m->rope_llama3 ? "with" : "without", llama3 ? "true" : "false", llama3 ? "true" : "false");
+    if (!linear && linear_want != 1.0)
+        return mt_errorf(MT_ERR_CONFIG, "%s: %s has no linear interpolation, the recipe %s divides RoPE positions by "
+                         "%g (model.rotary_interpolation): the imported model would score differently from the Hugging "
+                         "Face one; set model.rotary_interpolation: 1", path, name, recipe, linear_want);
+    mt_status st = MT_OK;
+    if (llama3) {
+        const fn_field f[] = {
+            {"factor", F_NUMBER, m->rope_factor, NAN, NULL, "model.rope_scaling_factor"},
+            {"low_freq_factor", F_NUMBER, m->rope_low, NAN, NULL, "model.rope_low_freq_factor"},
+            {"high_freq_factor", F_NUMBER, m->rope_high, NAN, NULL, "model.rope_high_freq_factor"},
+            {"original_max_position_embeddings", F_NUMBER, m->rope_orig_max, NAN, NULL, "model.rope_original_max_position"},
+        };
+        st = check_table(rs, f, sizeof f / sizeof f[0], path, recipe);
+    } else if (linear) {
+        const fn_field f[] = {{"factor", F_NUMBER, linear_want, NAN, NULL, "model.rotary_interpolation"}};
+        st = check_table(rs, f, 1, path, recipe);
+    }
+    if (st != MT_OK) {
+        char where[64];
+        snprintf(where, sizeof where, "%s: ", name);
+        return mt_error_context(st, where);
+    }
+    return MT_OK;
+}
+
+/* transformers' newer RoPE record, {"rope_type": ..., "rope_theta": ..., its scaling's parameters} in place
+ * of the top-level rope_theta / rope_scaling, at the recipe's theta and scaling. *theta_dflt becomes its
+ * rope_theta (what the top-level key means when absent); *seen tells that the record held the RoPE kind. */
 static mt_status check_rope_parameters(const mt_json_node *root, const mt_hf_model *m, const char *path,
-                                       const char *recipe, double *theta_dflt) {
+                                       const char *recipe, double *theta_dflt, int *seen) {
     const mt_json_node *rp = mt_json_get(root, "rope_parameters");
+    *seen = 0;
     if (!rp || rp->type == MT_JSON_NULL) return MT_OK;
     if (rp->type != MT_JSON_OBJECT)
         return mt_errorf(MT_ERR_CONFIG, "%s: rope_parameters is not an object: not a config.json of transformers", path);
+    *seen = 1;
     const mt_json_node *t = mt_json_get(rp, "rope_theta");
     if (t && t->type == MT_JSON_NUMBER) *theta_dflt = t->number;
     const fn_field f[] = {
-        {"rope_type", F_STRING, 0, 0, "default", ""},
-        {"type", F_STRING, 0, 0, "default", ""},
         {"rope_theta", F_NUMBER, m->rope_theta, *theta_dflt, NULL, "model.rope_theta"},
         {"partial_rotary_factor", F_NUMBER, 1, 1, NULL, ""},
     };
     mt_status st = check_table(rp, f, sizeof f / sizeof f[0], path, recipe);
-    return st == MT_OK ? st : mt_error_context(st, "rope_parameters: ");
+    if (st != MT_OK) return mt_error_context(st, "rope_parameters: ");
+    return check_rope_kind(rp, "rope_parameters", m, path, recipe);
 }
 
 static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m, const char *path, const char *recipe) {
     double theta_dflt = m->E > 0 ? 1e6 : 10000.0; /* MixtralConfig's default, LlamaConfig's */
     if (m->arch == MT_ARCH_LLAMA) {
-        const mt_status st = check_rope_parameters(root, m, path, recipe, &theta_dflt);
+        int in_parameters = 0;
+        mt_status st = check_rope_parameters(root, m, path, recipe, &theta_dflt, &in_parameters);
+        if (st != MT_OK) return st;
+        /* the top-level rope_scaling: the kind, unless rope_parameters held it and this is null or absent */
+        const mt_json_node *rs = mt_json_get(root, "rope_scaling");
+        if (!in_parameters || (rs && rs->type != MT_JSON_NULL)) st = check_rope_kind(rs, "rope_scaling", m, path, recipe);
         if (st != MT_OK) return st;
     }
     const fn_field gpt[] = {
@@ -232,7 +292,6 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
     };
     const fn_field attention[] = { /* Llama's and Mixtral's alike (rope_theta: the class's default) */
         {"rope_theta", F_NUMBER, m->rope_theta, theta_dflt, NULL, "model.rope_theta"},
-        {"rope_scaling", F_NULL, 0, 0, NULL, ""},
         {"partial_rotary_factor", F_NUMBER, 1, 1, NULL, ""},
         {"hidden_act", F_STRING, 0, 0, "silu", ""},
         {"head_dim", F_NUMBER, m->D, m->D, NULL, ""},

@@ -1,6 +1,7 @@
 # Acceptance: `mtrain logprobs` on a sharded checkpoint, against itself across layouts and against
 # an independent NumPy reference of the Hugging Face export.
-#   For gpt-tiny and llama-tiny (GQA: 4 query / 2 kv heads): train 20 iterations at tp 2 x pp 2
+#   For gpt-tiny, llama-tiny (GQA: 4 query / 2 kv heads) and llama-tiny with Llama 3.x's RoPE scaling
+#   (config.json's rope_scaling llama3): train 20 iterations at tp 2 x pp 2
 #   (4 ranks, --save), then score configs/golden_prompts.jsonl (10 prompts + completions) with
 #   `mtrain logprobs` on 1 rank and under `mtrain launch -n 2` at tp 2 (and gpt at tp 2 x pp 2 +
 #   SP on 4 ranks): the same per-token logprobs within 1e-5 (only the order of fp32 sums differs;
@@ -25,13 +26,14 @@ TRAIN=(--train-iters 20 --micro-batch-size 1 --global-batch-size 4 --lr 3e-3 --s
        --set logging.interval=1 --set logging.eval_interval=0)
 export_missing=0
 
-model() { # model NAME CONFIG
+model() { # model NAME CONFIG [FLAG...]: the flags change the model (its training and scoring alike)
   local name=$1 cfg=$2 ck="$TMP/$1.ckpt" t0
+  shift 2
   t0=$(date +%s.%N)
-  run "$name-train" "$MTRAIN" launch -n 4 -- --config "$cfg" "${TRAIN[@]}" --tensor-model-parallel-size 2 \
+  run "$name-train" "$MTRAIN" launch -n 4 -- --config "$cfg" "$@" "${TRAIN[@]}" --tensor-model-parallel-size 2 \
     --pipeline-model-parallel-size 2 --save "$ck"
   grep -q "tp 2, pp 2" "$TMP/$name-train.log" || fail "$name: training did not run at tp 2 x pp 2"
-  local L=(logprobs --config "$cfg" --load "$ck" --prompts "$PROMPTS")
+  local L=(logprobs --config "$cfg" "$@" --load "$ck" --prompts "$PROMPTS")
   run "$name-lp1" "$MTRAIN" "${L[@]}" --output "$TMP/$name.1.jsonl"
   run "$name-lp2" "$MTRAIN" launch -n 2 -- "${L[@]}" --output "$TMP/$name.tp2.jsonl" --tensor-model-parallel-size 2
   grep -q "2 ranks: tp 2, pp 1" "$TMP/$name-lp2.log" || { cat "$TMP/$name-lp2.log"; fail "$name: logprobs did not run at tp 2"; }
@@ -79,6 +81,9 @@ model() { # model NAME CONFIG
 
 model gpt configs/gpt-tiny.yaml
 model llama configs/llama-tiny.yaml
+# Llama 3.x's RoPE scaling (as Llama 3.1, on an original context of 16 positions so that the prompts'
+# positions reach the scaled frequencies): config.json's rope_scaling, which the reference applies
+model llama-rs configs/llama-tiny.yaml --use-rope-scaling --rope-scaling-factor 4 --set model.rope_original_max_position=16
 
 # errors
 G=(--config configs/gpt-tiny.yaml --load "$TMP/gpt.ckpt")

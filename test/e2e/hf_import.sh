@@ -5,7 +5,8 @@
 # the imported weights at tp 2 against the original save at 1 rank, both weights-only
 # (--finetune: fresh optimizer, iteration 0), 8 iterations within the tp equivalence tolerance
 # (1e-4 relative on losses, 1e-3 on grad norms; fp32 summation order only). Also the errors: a
-# recipe whose shape is not config.json's, a missing tensor, a misshapen tensor, a missing file.
+# recipe whose shape is not config.json's, a missing tensor, a misshapen tensor, a missing file. And
+# Llama 3.x's RoPE scaling: config.json's rope_scaling out and back, refused where the recipe differs.
 source test/e2e_lib.sh
 need_data
 PY=""
@@ -82,4 +83,34 @@ grep -q '"activation_function": "relu2"' "$TMP/r2-hf/config.json" || fail "squar
 "$MTRAIN" checkpoint inspect "$TMP/r2-imported" >/dev/null || fail "squared ReLU: the imported save does not verify"
 echo "squared ReLU: exported as relu2 and imported back"
 expect_fail relu2-as-gelu "model.activation" --input "$TMP/r2-hf" --save "$TMP/e5" --config configs/gpt-tiny.yaml
+# Llama 3.x's RoPE scaling (--use-rope-scaling) exports as config.json's rope_scaling {rope_type llama3, ...}
+# as Llama 3.1's; the import takes it back under the same recipe and refuses it without the scaling or with
+# another factor, naming the key; another rope_type (yarn) is refused as a model mtrain does not compute
+RS=(--use-rope-scaling --rope-scaling-factor 4 --set model.rope_original_max_position=32)
+"$MTRAIN" --config configs/llama-tiny.yaml "${RS[@]}" "${BASE[@]}" --train-iters 1 --save "$TMP/rs-ck" \
+  >"$TMP/rs-train.log" 2>&1 || { tail "$TMP/rs-train.log"; fail "rope scaling: training failed"; }
+"$MTRAIN" export --load "$TMP/rs-ck" --format hf --output "$TMP/rs-hf" >"$TMP/rs-export.log" 2>&1 \
+  || { cat "$TMP/rs-export.log"; fail "rope scaling: export failed"; }
+if [ -n "$PY" ]; then
+  "$PY" - "$TMP/rs-hf/config.json" <<'PYEOF' || fail "rope scaling: config.json's rope_scaling is not Llama 3.1's form"
+import json, sys
+rs = json.load(open(sys.argv[1]))["rope_scaling"]
+want = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 32}
+assert rs == want and isinstance(rs["factor"], float), rs
+PYEOF
+fi
+"$MTRAIN" import --format hf --input "$TMP/rs-hf" --save "$TMP/rs-imported" --config configs/llama-tiny.yaml "${RS[@]}" \
+  >"$TMP/rs-import.log" 2>&1 || { cat "$TMP/rs-import.log"; fail "rope scaling: import failed"; }
+"$MTRAIN" export --load "$TMP/rs-imported" --format hf --output "$TMP/rs-hf2" >/dev/null 2>&1 || fail "rope scaling: re-export failed"
+cmp "$TMP/rs-hf/config.json" "$TMP/rs-hf2/config.json" && cmp "$TMP/rs-hf/model.safetensors" "$TMP/rs-hf2/model.safetensors" \
+  || fail "rope scaling: export(import(export)) differs"
+echo "rope scaling: exported as rope_type llama3 and imported back byte for byte"
+expect_fail rs-unscaled "model.rope_scaling" --input "$TMP/rs-hf" --save "$TMP/e6" --config configs/llama-tiny.yaml
+expect_fail rs-factor "model.rope_scaling_factor" --input "$TMP/rs-hf" --save "$TMP/e7" --config configs/llama-tiny.yaml \
+  --use-rope-scaling --set model.rope_original_max_position=32
+cp -r "$TMP/rs-hf" "$TMP/rs-yarn"
+sed -i 's/"rope_type": "llama3"/"rope_type": "yarn"/' "$TMP/rs-yarn/config.json"
+expect_fail rs-yarn 'rope_type is "yarn"' --input "$TMP/rs-yarn" --save "$TMP/e8" --config configs/llama-tiny.yaml "${RS[@]}"
+[ ! -e "$TMP/e6" ] && [ ! -e "$TMP/e7" ] && [ ! -e "$TMP/e8" ] || fail "a failed import left a checkpoint folder"
 echo "hf import: ok"

@@ -25,7 +25,8 @@ modeling_gpt2.py GPT2LMHeadModel and modeling_llama.py LlamaForCausalLM), not mt
   llama: embed_tokens; per layer input_layernorm -> self_attn -> residual,
          post_attention_layernorm -> mlp -> residual; RMSNorm x / sqrt(mean(x^2) + rms_norm_eps) * w;
          nn.Linear weights (out, in), y = x @ W^T; RoPE on q and k with rotate_half (first half /
-         second half of each head, inv_freq = rope_theta^(-2i/head_dim), cos/sin of cat(f, f));
+         second half of each head, inv_freq = rope_theta^(-2i/head_dim), scaled as rope_scaling's
+         rope_type llama3 or linear says (modeling_rope_utils.py), cos/sin of cat(f, f));
          grouped-query attention: kv head j serves query heads j*n_rep .. (j+1)*n_rep - 1
          (repeat_kv); o_proj; mlp down_proj(silu(gate_proj x) * up_proj x); final norm; lm_head
          (untied unless tie_word_embeddings).
@@ -327,8 +328,11 @@ class Llama:
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
         self.theta = float(cfg.get("rope_theta", 10000.0))
         self.act = cfg.get("hidden_act", "silu")
-        if cfg.get("rope_scaling"):
-            raise RefError("config.json: rope_scaling %r is not supported" % (cfg["rope_scaling"],))
+        self.rope_scaling = cfg.get("rope_scaling") or None
+        if self.rope_scaling is not None:
+            kind = self.rope_scaling.get("rope_type", self.rope_scaling.get("type"))
+            if kind not in ("llama3", "linear", "default"):
+                raise RefError("config.json: rope_scaling %r is not supported" % (self.rope_scaling,))
         if self.H % self.KV:
             raise RefError("config.json: num_attention_heads %d is not a multiple of num_key_value_heads %d"
                            % (self.H, self.KV))
@@ -367,13 +371,32 @@ class Llama:
             if self.lm_head.shape != (V, C):
                 raise RefError("lm_head.weight has shape %s, expected %s" % (self.lm_head.shape, (V, C)))
 
+    def scaled(self, inv_freq):
+        """transformers' modeling_rope_utils: rope_type "linear" divides every frequency by factor;
+        "llama3" (_compute_llama3_parameters) keeps those of wavelength < old / high_freq_factor, divides
+        those of wavelength > old / low_freq_factor by factor and blends those between"""
+        rs = self.rope_scaling
+        kind = rs and rs.get("rope_type", rs.get("type"))
+        if kind == "linear":
+            return inv_freq / float(rs["factor"])
+        if kind != "llama3":
+            return inv_freq
+        factor, low, high = float(rs["factor"]), float(rs["low_freq_factor"]), float(rs["high_freq_factor"])
+        old = float(rs["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv_freq
+        out = np.where(wavelen > old / low, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * out / factor + smooth * out
+        medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+        return np.where(medium, smoothed, out)
+
     def logits(self, ids):
         T = len(ids)
         if self.P and T > self.P:
             raise RefError("%d tokens but max_position_embeddings = %d" % (T, self.P))
         H, KV, D = self.H, self.KV, self.D
         rep = H // KV
-        inv_freq = 1.0 / (self.theta ** (np.arange(0, D, 2, dtype=np.float64) / D))
+        inv_freq = self.scaled(1.0 / (self.theta ** (np.arange(0, D, 2, dtype=np.float64) / D)))
         freqs = np.outer(np.arange(T, dtype=np.float64), inv_freq)
         emb = np.concatenate([freqs, freqs], axis=-1)
         cos, sin = np.cos(emb)[None], np.sin(emb)[None]  # (1, T, D)

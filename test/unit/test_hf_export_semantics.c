@@ -1,11 +1,12 @@
 /* test_hf_export_semantics.c — the Hugging Face export mapping (core/ckpt/hf_export.h) keeps the
- * model's meaning: a small mtrain model (gpt; llama with GQA, untied; llama with biases) with random
+ * model's meaning: a small mtrain model (gpt; llama with GQA, untied; llama with biases; llama with Llama 3.x's
+ * RoPE scaling, and with linear position interpolation, config.json's rope_scaling) with random
  * weights everywhere (padding rows included) runs its forward on mtrain's CPU backend; its weights
  * go through the mapping, and a reference forward written from transformers' modeling code (GPT2:
  * Conv1D x W + b, gelu_new or relu2 (squared ReLU); Llama: x W^T, rotate_half RoPE, repeat_kv, silu(gate) * up,
  * RMSNorm)
  * on the mapped tensors alone gives the same loss. Negative controls (gate/up swapped, c_proj not
- * transposed, interleaved RoPE, gelu_new for relu2) must change it, so the comparison can fail. The mapping's names,
+ * transposed, interleaved RoPE, gelu_new for relu2, RoPE without its scaling) must change it, so the comparison can fail. The mapping's names,
  * shapes and values, and the whole export from a save, are checked by test_hf_export.c. */
 #include <math.h>
 #include <stdint.h>
@@ -74,7 +75,7 @@ static void rms_norm(const double *x, const float *w, int C, double eps, double 
 }
 
 typedef struct {
-    int swap_gate_up, untransposed_proj, interleaved_rope, gelu_for_relu2;
+    int swap_gate_up, untransposed_proj, interleaved_rope, gelu_for_relu2, unscaled_rope;
 } controls;
 
 /* causal attention of T rows; q (T, H*D), k / v (T, KV*D): query head h reads kv head h / (H / KV) */
@@ -101,13 +102,32 @@ static void attention(const double *q, const double *k, const double *v, int T, 
     free(p);
 }
 
+/* transformers' RoPE frequencies as config.json's rope_scaling selects them (modeling_rope_utils.py):
+ * _compute_default_rope_parameters, base^(-2i/D); "linear": divided by factor; "llama3"
+ * (_compute_llama3_parameters): wavelen = 2 pi / f, kept where wavelen < orig / high_freq_factor,
+ * divided by factor where wavelen > orig / low_freq_factor, else smoothed (1 - s) f / factor + s f with
+ * s = (orig / wavelen - low) / (high - low). `unscaled` (a control) ignores rope_scaling. */
+static double rope_freq(const mt_hf_model *m, int i, int D, int unscaled) {
+    const double f = pow(m->rope_theta, -2.0 * i / D);
+    if (unscaled) return f;
+    if (m->rope_llama3) {
+        const double wavelen = 2.0 * M_PI / f, orig = m->rope_orig_max;
+        if (wavelen < orig / m->rope_high) return f;
+        if (wavelen > orig / m->rope_low) return f / m->rope_factor;
+        const double sm = (orig / wavelen - m->rope_low) / (m->rope_high - m->rope_low);
+        return (1.0 - sm) * f / m->rope_factor + sm * f;
+    }
+    return m->rope_linear > 0 && m->rope_linear != 1.0f ? f / m->rope_linear : f;
+}
+
 /* transformers' apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, emb = cat(freqs, freqs) */
-static void rope(double *x, int n_heads, int D, int pos, double theta, int interleaved) {
+static void rope(double *x, int n_heads, int D, int pos, const mt_hf_model *m, int interleaved, int unscaled) {
+    const double theta = m->rope_theta;
     const int half = D / 2;
     for (int h = 0; h < n_heads; h++) {
         double *y = x + (size_t)h * D, r[64], c[64], s[64];
         for (int i = 0; i < D; i++) {
-            const double f = pow(theta, -2.0 * (i % half) / D);
+            const double f = rope_freq(m, i % half, D, unscaled);
             c[i] = cos(pos * f);
             s[i] = sin(pos * f);
             r[i] = i < half ? -y[i + half] : y[i - half]; /* rotate_half */
@@ -165,8 +185,8 @@ static double hf_loss(const hf_state *s, const mt_hf_model *m, const int32_t *to
                            Wopt(s, "model.layers.%d.self_attn.k_proj.bias", l), C, K, k + (size_t)t * K);
                     linear(a, W(s, "model.layers.%d.self_attn.v_proj.weight", l),
                            Wopt(s, "model.layers.%d.self_attn.v_proj.bias", l), C, K, v + (size_t)t * K);
-                    rope(q + (size_t)t * Q, H, D, t, m->rope_theta, ctl.interleaved_rope);
-                    rope(k + (size_t)t * K, KV, D, t, m->rope_theta, ctl.interleaved_rope);
+                    rope(q + (size_t)t * Q, H, D, t, m, ctl.interleaved_rope, ctl.unscaled_rope);
+                    rope(k + (size_t)t * K, KV, D, t, m, ctl.interleaved_rope, ctl.unscaled_rope);
                 }
             }
             attention(q, k, v, T, H, KV, D, att);
@@ -226,8 +246,9 @@ static double hf_loss(const hf_state *s, const mt_hf_model *m, const int32_t *to
     return loss / (B * T);
 }
 
-/* act: NULL, or the model.activation to set (gpt's squared_relu exports as GPT-2's "relu2") */
-static void check_semantics(const char *arch, int bias, const char *act) {
+/* act: NULL, or the model.activation to set (gpt's squared_relu exports as GPT-2's "relu2"); scaling (llama):
+ * 1 Llama 3.x's RoPE scaling, 2 linear position interpolation */
+static void check_semantics_scaled(const char *arch, int bias, const char *act, int scaling) {
     static mt_recipe r;
     const int B = 2, T = 7, V = 37;
     tiny_recipe(&r, arch, T);
@@ -239,6 +260,15 @@ static void check_semantics(const char *arch, int bias, const char *act) {
         CHECK(mt_recipe_set(&r, "model.ffn_hidden", "24", "test") == MT_OK);
         CHECK(mt_recipe_set(&r, "model.rope_theta", "100", "test") == MT_OK); /* large angles at 7 positions */
         if (bias) CHECK(mt_recipe_set(&r, "model.bias", "true", "test") == MT_OK);
+        /* an original context of 8 positions puts the tiny head's 2 frequencies (wavelengths 6.3 and 63) in
+           the blended and the divided bands of the scaling */
+        if (scaling == 1) {
+            CHECK(mt_recipe_set(&r, "model.rope_scaling", "true", "test") == MT_OK);
+            CHECK(mt_recipe_set(&r, "model.rope_scaling_factor", "4", "test") == MT_OK);
+            CHECK(mt_recipe_set(&r, "model.rope_original_max_position", "8", "test") == MT_OK);
+        } else if (scaling == 2) {
+            CHECK(mt_recipe_set(&r, "model.rotary_interpolation", "3", "test") == MT_OK);
+        }
     }
     mt_status st = tiny_batch_validate(&r, B);
     mt_backend be;
@@ -290,15 +320,16 @@ static void check_semantics(const char *arch, int bias, const char *act) {
         CHECKF(used, "%s: model tensor %s is not exported", arch, m.pl.t[k].name);
     }
     const hf_state s = {plan, data, np};
-    const double ref = hf_loss(&s, &hm, tokens, B, T, (controls){0, 0, 0, 0});
-    printf("%s%s%s%s: mtrain loss %.7f, transformers-convention reference %.7f\n", arch, bias ? " (biases)" : "",
-           act ? " " : "", act ? act : "", mt_loss, ref);
+    const double ref = hf_loss(&s, &hm, tokens, B, T, (controls){0, 0, 0, 0, 0});
+    printf("%s%s%s%s%s: mtrain loss %.7f, transformers-convention reference %.7f\n", arch, bias ? " (biases)" : "",
+           act ? " " : "", act ? act : "", scaling == 1 ? " (rope_scaling llama3)" : scaling == 2 ? " (rope_scaling linear)" : "",
+           mt_loss, ref);
     CHECK_NEAR(mt_loss, ref, 2e-5, 1e-5);
     /* the comparison can fail: each control breaks one convention */
     const controls ctl[] = {{.swap_gate_up = 1}, {.interleaved_rope = 1}, {.untransposed_proj = 1},
-                            {.gelu_for_relu2 = 1}};
-    for (int c = 0; c < 4; c++) {
-        if (llama ? c >= 2 : c < 2 || (c == 3 && !hm.squared_relu)) continue;
+                            {.gelu_for_relu2 = 1}, {.unscaled_rope = 1}};
+    for (int c = 0; c < 5; c++) {
+        if (c == 4 ? !scaling : llama ? c >= 2 : c < 2 || (c == 3 && !hm.squared_relu)) continue;
         const double bad = hf_loss(&s, &hm, tokens, B, T, ctl[c]);
         printf("%s control %d: %.7f\n", arch, c, bad);
         CHECKF(fabs(bad - ref) > 1e-3, "%s control %d does not change the loss (%.7f vs %.7f)", arch, c, bad, ref);
@@ -311,7 +342,11 @@ static void check_semantics(const char *arch, int bias, const char *act) {
     mt_backend_destroy(&be);
 }
 
+static void check_semantics(const char *arch, int bias, const char *act) { check_semantics_scaled(arch, bias, act, 0); }
+
 int main(void) {
+    check_semantics_scaled("llama", 0, NULL, 1);
+    check_semantics_scaled("llama", 0, NULL, 2);
     check_semantics("gpt", 0, NULL);
     check_semantics("gpt", 0, "squared_relu");
     check_semantics("llama", 0, NULL);
