@@ -513,7 +513,6 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--moe-expert-capacity-factor", "model.moe.capacity_factor", NULL },
     { "--moe-aux-loss-coeff", "model.moe.aux_loss_coeff", NULL },
     { "--moe-z-loss-coeff", "model.moe.z_loss_coeff", NULL },
-    { "--moe-layer-freq", "model.moe.layer_freq", NULL },
     { "--moe-router-pre-softmax", "model.moe.pre_softmax", "true" },
     { "--moe-pad-expert-input-to-capacity", "model.moe.pad_to_capacity", "true" },
     { "--use-mup", "model.mup.enabled", "true" },

@@ -195,6 +195,53 @@ static const meg_flag meg_flags[] = {
     { "--moe-ffn-hidden-size", 1, MEG_RULE, "model.ffn_hidden when there are experts (every layer is a MoE layer "
       "here, so the experts' width is the FFN width); without experts nothing" },
     { "--moe-router-dtype", 1, MEG_ACCEPT, "the router is computed in fp32" },
+    /* flags of Megatron-LM's example and model confs (examples/megatron_fsdp, examples/post_training/modelopt/conf) */
+    { "--init-model-with-meta-device", 0, MEG_ACCEPT, "Megatron-FSDP's meta-device initialization (FSDP itself is "
+      "substituted, see --use-torch-fsdp2): each rank initializes its parameters once, on its device" },
+    { "--use-nccl-ub", 0, MEG_ACCEPT, "NCCL user-buffer registration of the communication buffers: a speed switch" },
+    { "--fsdp-double-buffer", 0, MEG_ACCEPT, "a Megatron-FSDP buffer option (FSDP is substituted, see --use-torch-fsdp2)" },
+    { "--fsdp-manual-registration", 0, MEG_ACCEPT, "see --fsdp-double-buffer" },
+    { "--logging-level", 1, MEG_ACCEPT, "Python's logging level: mtrain's log has one level" },
+    { "--trust-remote-code", 0, MEG_ACCEPT, "a Hugging Face tokenizer is read from its tokenizer.json by mtrain: no "
+      "code runs" },
+    { "--enable-experimental", 0, MEG_ACCEPT, "Megatron's opt-in to its experimental features: those mtrain lacks are "
+      "refused by their own flags" },
+    { "--moe-permute-fusion", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--use-fused-weighted-squared-relu", 0, MEG_ACCEPT, "kernel fusion is the backend's choice" },
+    { "--moe-layer-recompute", 0, MEG_SUBST, "the MoE layer is not recomputed: the same numbers with more activation "
+      "memory (training.recompute selective / full recomputes in mtrain)" },
+    { "--padded-vocab-size", 1, MEG_RULE, "accepted: mtrain pads the vocabulary to 128*tp itself; padded rows never "
+      "count (see --make-vocab-size-divisible-by)" },
+    { "--moe-layer-freq", 1, MEG_RULE, "model.moe.layer_freq: an integer N (every N-th layer is a MoE layer), or "
+      "Megatron's per-layer pattern, a Python list expression such as ([0]+[1]*26) (0 dense, 1 MoE): a pattern of "
+      "MoE layers only is layer_freq 1; one with dense layers is refused, as is layer_freq > 1 (mixed dense and MoE "
+      "layers are not implemented)" },
+    { "--moe-router-score-function", 1, MEG_RULE, "softmax (Megatron's default, what mtrain's router computes); "
+      "sigmoid / sqrtsoftplus are refused" },
+    { "--moe-router-topk-scaling-factor", 1, MEG_RULE, "1 (no scaling, Megatron's default) only; another factor is "
+      "refused" },
+    { "--moe-token-drop-policy", 1, MEG_RULE, "with a capacity (--moe-expert-capacity-factor) mtrain drops by position "
+      "within each sequence (docs/moe.md): position is that rule, probs is noted as replaced by it; dropless: no effect" },
+    { "--add-qkv-bias", 0, MEG_REFUSE, "biases on the query / key / value projection alone (Qwen2) are not "
+      "implemented; --add-bias-linear (model.bias) puts a bias on every linear layer" },
+    { "--moe-router-enable-expert-bias", 0, MEG_REFUSE, "the aux-loss-free expert bias (DeepSeek-V3) is not implemented" },
+    { "--moe-router-bias-update-rate", 1, MEG_REFUSE, "see --moe-router-enable-expert-bias" },
+    { "--moe-router-num-groups", 1, MEG_REFUSE, "group-limited routing (DeepSeek-V3) is not implemented" },
+    { "--moe-router-group-topk", 1, MEG_REFUSE, "see --moe-router-num-groups" },
+    { "--moe-shared-expert-overlap", 0, MEG_REFUSE, "shared experts are not implemented" },
+    { "--moe-latent-size", 1, MEG_REFUSE, "MoE latent projections are not implemented" },
+    { "--no-rope-freq", 1, MEG_REFUSE, "layers without RoPE (Llama 4's NoPE layers) are not implemented" },
+    { "--hybrid-layer-pattern", 1, MEG_REFUSE, "Mamba / hybrid models (Megatron's pretrain_mamba.py, Nemotron-H) "
+      "are not implemented" },
+    { "--hybrid-override-pattern", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
+    { "--is-hybrid-model", 0, MEG_REFUSE, "see --hybrid-layer-pattern" },
+    { "--mamba-num-heads", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
+    { "--mamba-head-dim", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
+    { "--mamba-state-dim", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
+    { "--mamba-num-groups", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
+    { "--export-model-type", 1, MEG_REFUSE, "see --export-qk-l2-norm" },
+    { "--export-qk-l2-norm", 0, MEG_REFUSE, "a ModelOpt export option: ModelOpt export is not implemented" },
+    { "--export-moe-apply-probs-on-input", 0, MEG_REFUSE, "see --export-qk-l2-norm" },
     { "--mup-width-mult", 1, MEG_ACCEPT, "Megatron recomputes it as hidden / --mup-base-hidden-size under --use-mup "
       "and reads it nowhere else: no effect" },
     { "--hierarchical-context-parallel-sizes", 1, MEG_RULE, "the sizes (read as Megatron does: the numbers of the "
@@ -355,6 +402,45 @@ static mt_status set(mt_recipe *r, const char *key, const char *value, const cha
     return mt_recipe_set(r, key, value, flag);
 }
 
+/* Megatron's --moe-layer-freq pattern (moe_freq_type: a Python list expression evaluated by eval),
+ * in the forms its scripts write: terms joined by '+', each a list of 0 / 1 literals optionally
+ * repeated '* N', the whole optionally in parentheses: "([0]+[1]*26)", "[0]*3+[1]*58", "([0,1]*24)".
+ * Counts the layers and the dense ones; 0 when the text is not of that form. */
+static int moe_freq_pattern(const char *v, long *n_layers, long *n_dense) {
+    char t[512];
+    size_t k = 0;
+    for (const char *c = v; *c && k + 1 < sizeof t; c++)
+        if (*c != ' ' && *c != '\t') t[k++] = *c;
+    t[k] = 0;
+    char *p = t, *end = t + k;
+    if (k >= 2 && *p == '(' && end[-1] == ')') p++, *--end = 0;
+    *n_layers = *n_dense = 0;
+    while (p < end) {
+        if (*p != '[') return 0;
+        long ones = 0, zeros = 0;
+        p++;
+        for (;;) {
+            if (*p != '0' && *p != '1') return 0;
+            if (*p++ == '1') ones++;
+            else zeros++;
+            if (*p == ',') { p++; continue; }
+            if (*p == ']') { p++; break; }
+            return 0;
+        }
+        long rep = 1;
+        if (*p == '*') {
+            char *e;
+            rep = strtol(p + 1, &e, 10);
+            if (e == p + 1 || rep < 0 || rep > 1000000) return 0;
+            p = e;
+        }
+        *n_layers += rep * (ones + zeros), *n_dense += rep * zeros;
+        if (*p == '+') p++;
+        else if (p != end) return 0;
+    }
+    return *n_layers > 0;
+}
+
 /* The rules, once the aliases have been applied (so --num-layers, --tensor-model-parallel-size ...
  * are known whatever their order on the command line). */
 static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) {
@@ -409,6 +495,45 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
             KEEP(bad("--moe-router-load-balancing-type", v, "aux_loss or none (sinkhorn and seq_aux_loss are not "
                        "implemented)"));
     }
+    if ((v = seen(s, "--moe-layer-freq"))) {
+        long n_layers, n_dense;
+        char *e;
+        (void)strtol(v, &e, 10);
+        if (e != v && !*e) {
+            KEEP(set(r, "model.moe.layer_freq", v, "--moe-layer-freq"));
+        } else if (!moe_freq_pattern(v, &n_layers, &n_dense)) {
+            KEEP(bad("--moe-layer-freq", v, "an integer or a pattern such as ([0]+[1]*26) (lists of 0 and 1, * and +)"));
+        } else if (n_layers != r->model.layers) {
+            snprintf(buf, sizeof buf, "%ld", n_layers);
+            KEEP(mt_errorf(MT_ERR_CONFIG, "--moe-layer-freq %s: the pattern has %s layers, --num-layers %d (Megatron "
+                           "asserts they are equal)", v, buf, r->model.layers));
+        } else if (n_dense > 0) {
+            snprintf(buf, sizeof buf, "%ld of %ld", n_dense, n_layers);
+            KEEP(bad("--moe-layer-freq", v, n_dense == n_layers ? "every layer of the pattern is dense: drop "
+                     "--num-experts for a dense model" : "a pattern with dense layers: mixed dense and MoE layers are "
+                     "not implemented (every layer is a MoE layer here)"));
+        } else {
+            KEEP(set(r, "model.moe.layer_freq", "1", "--moe-layer-freq"));
+        }
+    }
+    if ((v = seen(s, "--moe-router-score-function")) && strcmp(v, "softmax") != 0)
+        KEEP(bad("--moe-router-score-function", v, "softmax only (sigmoid and sqrtsoftplus routing are not implemented)"));
+    if ((v = seen(s, "--moe-router-topk-scaling-factor"))) {
+        char *end;
+        const double f = strtod(v, &end);
+        if (end == v || *end || f != 1.0)
+            KEEP(bad("--moe-router-topk-scaling-factor", v, "1 only (scaling the routing weights is not implemented)"));
+    }
+    if ((v = seen(s, "--moe-token-drop-policy"))) {
+        if (strcmp(v, "probs") && strcmp(v, "position"))
+            KEEP(bad("--moe-token-drop-policy", v, "probs or position"));
+        else if (!strcmp(v, "probs") && r->model.moe.capacity_factor > 0.0f)
+            note(r, "--moe-token-drop-policy %s: over capacity mtrain drops by position within each sequence "
+                 "(docs/moe.md), the same tokens in every layout, not the lowest probabilities%s", v, NULL);
+    }
+    if ((v = seen(s, "--padded-vocab-size")))
+        note(r, "--padded-vocab-size %s: the vocabulary is padded to a multiple of 128 * tp (padded rows never count "
+             "in the loss)%s", v, NULL);
     if ((v = seen(s, "--optimizer")) && strcmp(v, "adam") != 0)
         KEEP(bad("--optimizer", v, "only adam (AdamW) is implemented"));
     if ((v = seen(s, "--distributed-timeout-minutes"))) {

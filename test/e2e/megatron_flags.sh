@@ -1,7 +1,8 @@
 # docs/megatron-flags.md stays true: its table is exactly what the parser's
 # tables print (`mtrain recipe-reference --megatron`), no flag is both an alias and a rule / note
 # row (the rows are taken first, so an alias behind one would never apply), and every flag of the
-# Megatron example argument lists in test/megatron/ is in the table (mapped, accepted, substitute,
+# Megatron example argument lists in test/megatron/ (and the model confs in test/megatron/modelopt/, whose
+# check outcome is asserted too) is in the table (mapped, accepted, substitute,
 # refused or rule); `mtrain --help` lists every flag of the table. Also: --split with the quotes a
 # shell passed, the pretrain_gpt.py token after `mtrain launch`'s torchrun flags, the vocabulary
 # size from a tokenizer.json, and --use-checkpoint-args (the model from the save's manifest recipe:
@@ -16,11 +17,35 @@ grep -o '^| `--[a-z0-9_-]*' "$TMP/table.md" | cut -c4- | sort >"$TMP/flags"
 dups=$(uniq -d "$TMP/flags")
 [ -z "$dups" ] || fail "flags both aliased and in the Megatron table: $dups"
 echo "table: $(wc -l <"$TMP/flags") flags, each once, docs in step"
-for f in test/megatron/*.args; do
+for f in test/megatron/*.args test/megatron/modelopt/*.args; do
   grep -v '^#' "$f" | grep -o '^--[a-z0-9_-]*' | sort -u | while read -r flag; do
     grep -qx -- "$flag" "$TMP/flags" || { echo "$f: $flag"; exit 1; }
   done || fail "a flag of a Megatron example is not in the table"
 done
+# Megatron's own model confs (test/megatron/modelopt/: MODEL_ARGS of examples/post_training/modelopt/conf):
+# the models mtrain computes pass `mtrain check` with the conf's meaning (Llama 3.1's RoPE scaling, Qwen3's
+# query / key norms, a MoE pattern of MoE layers only); those it does not are refused, each naming the flag
+# of the missing feature and nothing the conf states being unknown. Appended: the run's length and batch,
+# and a tokenizer where the conf names a Hugging Face one this machine lacks (the last value wins).
+conf() { # conf NAME WANT_RC NEEDLE... (NEEDLE: a line the check prints; KEY=VALUE: the resolved recipe's)
+  local name=$1 want=$2 rc=0; shift 2
+  mapfile -t A < <(grep -v '^#' "test/megatron/modelopt/$name.args")
+  "$MTRAIN" check --world-size 8 "${A[@]}" --global-batch-size 8 --train-iters 10 --tokenizer-type NullTokenizer \
+    --vocab-size 1000 >"$TMP/$name.check" 2>&1 || rc=$?
+  [ "$rc" = "$want" ] || { cat "$TMP/$name.check"; fail "$name: mtrain check exited $rc, expected $want"; }
+  ! grep -q "unknown argument" "$TMP/$name.check" || { grep -A9 "unknown argument" "$TMP/$name.check"; fail "$name: unknown flags"; }
+  local n
+  for n in "$@"; do
+    grep -qF -- "$n" "$TMP/$name.check" || { cat "$TMP/$name.check"; fail "$name: no '$n' in mtrain check's output"; }
+  done
+  echo "ok: Megatron's $name conf: mtrain check exit $rc$([ $# -gt 0 ] && printf '; has: %s' "$*")"
+}
+conf llama3.1_8b 0 "rope_scaling: true" "rope_scaling_factor: 8" "rope_theta: 500000" "kv_heads: 8"
+conf qwen3_8b 0 "qk_layernorm: true" "rope_theta: 1e+06"
+conf qwen3_30b_a3b 0 "experts: 128" "top_k: 8" "layer_freq: 1" "qk_layernorm: true"
+conf qwen2.5_7b 1 "--add-qkv-bias: biases on the query / key / value projection alone"
+conf deepseek_v2_lite 1 "--moe-shared-expert-intermediate-size: shared experts" "--moe-layer-freq ([0]+[1]*26): a pattern with dense layers"
+conf nemotron3_nano_30b_a3b 1 "--hybrid-layer-pattern" "--mamba-num-heads"
 "$MTRAIN" --help >"$TMP/help" 2>&1 || true
 while read -r flag; do grep -q -- " $flag\( \|$\)" "$TMP/help" || fail "mtrain --help does not list $flag"; done <"$TMP/flags"
 echo "ok: every example flag is in the table; --help lists all $(wc -l <"$TMP/flags")"
