@@ -67,11 +67,13 @@ static void write_rope_scaling(FILE *f, const mt_hf_model *m) {
     }
 }
 
-/* LlamaConfig, or MixtralConfig for a model with experts (its keys as Mixtral-8x7B's config.json) */
+/* LlamaConfig, MixtralConfig for a model with experts (its keys as Mixtral-8x7B's config.json), or
+ * Qwen2Config for biases on q / k / v alone (its keys as Qwen2.5-7B's config.json: no sliding window) */
 static void write_llama(FILE *f, const mt_hf_model *m, const char *dtype) {
-    const int moe = m->E > 0;
+    const int moe = m->E > 0, qwen2 = m->qkv_bias;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n",
-            moe ? "MixtralForCausalLM" : "LlamaForCausalLM", moe ? "mixtral" : "llama");
+            moe ? "MixtralForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
+            moe ? "mixtral" : qwen2 ? "qwen2" : "llama");
     fprintf(f, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n", m->V, m->C, m->F);
     fprintf(f, "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n", m->L,
             m->H, m->KV);
@@ -83,6 +85,11 @@ static void write_llama(FILE *f, const mt_hf_model *m, const char *dtype) {
         fprintf(f, "  \"num_local_experts\": %d,\n  \"num_experts_per_tok\": %d,\n", m->E, m->top_k);
         key_float(f, "router_aux_loss_coef", m->aux_coeff, ",\n");
         fprintf(f, "  \"router_jitter_noise\": 0.0,\n  \"output_router_logits\": false,\n");
+    } else if (qwen2) {
+        write_rope_scaling(f, m);
+        fprintf(f, "  \"hidden_act\": \"silu\",\n  \"attention_dropout\": 0.0,\n");
+        fprintf(f, "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n  \"max_window_layers\": %d,\n",
+                m->L);
     } else {
         write_rope_scaling(f, m);
         fprintf(f, "  \"hidden_act\": \"silu\",\n");
@@ -90,7 +97,7 @@ static void write_llama(FILE *f, const mt_hf_model *m, const char *dtype) {
                 m->bias ? "true" : "false", m->bias ? "true" : "false");
     }
     key_float(f, "initializer_range", m->init_std, ",\n");
-    if (!moe) fprintf(f, "  \"pretraining_tp\": 1,\n");
+    if (!moe && !qwen2) fprintf(f, "  \"pretraining_tp\": 1,\n");
     fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n", m->tied ? "true" : "false");
     fprintf(f, "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"torch_dtype\": \"%s\"\n}\n", m->bos, m->eos,
             dtype);

@@ -113,6 +113,9 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
         return unsupported(r, "model.rotary_interpolation", "%g with model.rope_scaling: config.json's rope_scaling "
                            "holds one kind, Llama 3.x's or linear interpolation, not both",
                            (double)c->rotary_interpolation);
+    if (c->qkv_bias && !c->bias && (c->arch == MT_ARCH_GPT || c->moe.experts > 0))
+        return unsupported(r, "model.qkv_bias", "true %s: biases on q / k / v alone export as Qwen2ForCausalLM, a "
+                           "dense Llama-like model", c->arch == MT_ARCH_GPT ? "with model.arch gpt" : "with experts");
     if (c->moe.experts > 0 && (c->rope_scaling || c->rotary_interpolation != 1.0f))
         return unsupported(r, c->rope_scaling ? "model.rope_scaling" : "model.rotary_interpolation",
                            "RoPE frequency scaling with experts: not exported (only Llama's config.json is written "
@@ -128,6 +131,7 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     m->max_pos = c->max_position > 0 ? c->max_position : c->seq_length;
     m->tied = c->tie_embeddings;
     m->bias = c->bias;
+    m->qkv_bias = !c->bias && c->qkv_bias;
     m->norm_1p = c->norm_1p;
     m->squared_relu = c->activation == MT_ACT_SQUARED_RELU;
     m->norm_eps = c->norm_eps;
@@ -225,7 +229,7 @@ static void plan_llama(const mt_hf_model *m, plan_ctx *pp) {
         add(&p, "qkv_w", l, Q, K, 0, C, 0, 2, "%s.%d.self_attn.k_proj.weight", pre, l);
         add(&p, "qkv_w", l, Q + K, K, 0, C, 0, 2, "%s.%d.self_attn.v_proj.weight", pre, l);
     }
-    if (m->bias)
+    if (m->bias || m->qkv_bias)
         for (int l = 0; l < m->L; l++) {
             add(&p, "qkv_b", l, 0, 1, 0, Q, 0, 1, "%s.%d.self_attn.q_proj.bias", pre, l);
             add(&p, "qkv_b", l, 0, 1, Q, K, 0, 1, "%s.%d.self_attn.k_proj.bias", pre, l);
@@ -287,7 +291,7 @@ int mt_hf_source_shape(const mt_hf_model *m, const char *src, int64_t *layers, i
         int64_t layers, rows, cols;
     } tab[] = {
         {"wte", 1, 1, m->V, C},           {"wpe", gpt, 1, m->max_pos, C},  {"ln1_w", 1, L, 1, C},
-        {"ln1_b", gpt, L, 1, C},          {"qkv_w", 1, L, Q + 2 * K, C},   {"qkv_b", b, L, 1, Q + 2 * K},
+        {"ln1_b", gpt, L, 1, C},          {"qkv_w", 1, L, Q + 2 * K, C},   {"qkv_b", b || m->qkv_bias, L, 1, Q + 2 * K},
         {"proj_w", 1, L, C, Q},           {"proj_b", b, L, 1, C},          {"ln2_w", 1, L, 1, C},
         {"ln2_b", gpt, L, 1, C},          {"fc_w", mlp, L, fcr, C},        {"fc_b", mlp && b, L, 1, fcr},
         {"fcproj_w", mlp, L, C, F},       {"fcproj_b", mlp && b, L, 1, C}, {"lnf_w", 1, 1, 1, C},

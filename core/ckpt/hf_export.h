@@ -42,6 +42,7 @@ typedef struct {
     mt_arch arch;
     int L, C, H, KV, D, F, V, max_pos;
     int tied, bias;
+    int qkv_bias; /* biases on q / k / v alone (model.qkv_bias without model.bias): Qwen2ForCausalLM */
     int norm_1p;  /* zero-centred gamma (model.norm_1p): the norm weights export as 1 + w, an ordinary norm */
     int squared_relu; /* the MLP's activation is relu(x)^2 (model.activation squared_relu): GPT-2's
                          activation_function "relu2" (transformers' ReLUSquaredActivation) */

@@ -323,7 +323,13 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
     if (m->arch != MT_ARCH_LLAMA) return check_table(root, gpt, sizeof gpt / sizeof gpt[0], path, recipe);
     const mt_status st = check_table(root, attention, sizeof attention / sizeof attention[0], path, recipe);
     if (st != MT_OK) return st;
+    /* Qwen2Config (biases on q / k / v alone, by its class; rms_norm_eps 1e-6): no sliding window */
+    const fn_field qwen2[] = {
+        {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-6, NULL, "model.norm_eps"},
+        {"use_sliding_window", F_BOOL, 0, 0, NULL, ""},
+    };
     if (m->E > 0) return check_table(root, mixtral, sizeof mixtral / sizeof mixtral[0], path, recipe);
+    if (m->qkv_bias) return check_table(root, qwen2, sizeof qwen2 / sizeof qwen2[0], path, recipe);
     return check_table(root, llama, sizeof llama / sizeof llama[0], path, recipe);
 }
 
@@ -336,12 +342,14 @@ static mt_status check_config(const char *dir, const mt_hf_model *m, const char 
     MT_CHECK(mt_json_doc_load(&doc, path));
     const mt_json_node *root = doc.root;
     const mt_json_node *mt = mt_json_get(root, "model_type");
-    const char *want_type = m->E > 0 ? "mixtral" : m->arch == MT_ARCH_LLAMA ? "llama" : "gpt2";
+    const char *want_type = m->E > 0 ? "mixtral" : m->arch != MT_ARCH_LLAMA ? "gpt2" : m->qkv_bias ? "qwen2" : "llama";
     if (!mt || mt->type != MT_JSON_STRING || strcmp(mt->str, want_type)) {
         st = mt_errorf(MT_ERR_CONFIG, "%s: model_type is %s%s%s; the recipe %s (%s) needs \"%s\"", path,
                        mt && mt->type == MT_JSON_STRING ? "\"" : "", mt && mt->type == MT_JSON_STRING ? mt->str : "missing",
                        mt && mt->type == MT_JSON_STRING ? "\"" : "", recipe,
-                       m->E > 0 ? "model.arch, model.moe.experts" : "model.arch", want_type);
+                       m->E > 0 ? "model.arch, model.moe.experts" : m->arch == MT_ARCH_LLAMA ? "model.arch, model.qkv_bias"
+                                                                  : "model.arch",
+                       want_type);
         goto done;
     }
     const int gpt = m->arch != MT_ARCH_LLAMA;

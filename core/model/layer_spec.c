@@ -57,5 +57,6 @@ mt_layer_spec mt_layer_spec_of(const mt_recipe *r) {
                                                    : MT_MLP_GELU;
     s.moe = m->moe.experts > 0;
     s.bias = m->bias;
+    s.qkv_bias = m->bias || m->qkv_bias;
     return s;
 }

@@ -67,6 +67,7 @@ typedef struct {
     mt_mlp_kind mlp;    /* the expert MLP's activation too when moe */
     int moe;            /* the MLP is a mixture of experts (model.moe.experts > 0) */
     int bias;           /* biases in the linear layers (qkv, proj, fc, fcproj) */
+    int qkv_bias;       /* a bias on qkv (set with bias too; alone: Qwen2's --add-qkv-bias) */
 } mt_layer_spec;
 
 mt_layer_spec mt_layer_spec_of(const mt_recipe *r);

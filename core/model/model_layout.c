@@ -240,7 +240,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
         add_mla(pl, &cur, one);
     } else {
         ix->qkv_w = add_tensor(pl, &cur, "qkv_w", L, pl->qkv_rows, C, 1, MT_INIT_NORMAL, ROWS, 3, q, kv, kv);
-        if (bias) ix->qkv_b = add_tensor(pl, &cur, "qkv_b", L, 1, pl->qkv_rows, 0, MT_INIT_ZERO, COLS, 3, q, kv, kv);
+        if (pl->spec.qkv_bias) ix->qkv_b = add_tensor(pl, &cur, "qkv_b", L, 1, pl->qkv_rows, 0, MT_INIT_ZERO, COLS, 3, q, kv, kv);
     }
     if (pl->spec.qk_norm == MT_QK_NORM_LEARNED) { /* per-head norms: every tp rank's heads add to the gradient */
         const char *name[4] = {"q_norm_w", "q_norm_b", "k_norm_w", "k_norm_b"};

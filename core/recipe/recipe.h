@@ -51,6 +51,7 @@ typedef struct {
     mt_pos position;       /* learned | rope */
     int tie_embeddings;    /* bool */
     int bias;              /* bool: biases in linear layers (gpt: true, llama: false) */
+    int qkv_bias;          /* bool: a bias on the query / key / value projection alone (--add-qkv-bias; Qwen2) */
     float norm_eps;
     int norm_1p;           /* bool: zero-centred gamma, every norm weight stored as w and applied as 1 + w */
     int qk_layernorm;      /* bool: a norm of model.norm's kind on every query and key head (over head_dim) */

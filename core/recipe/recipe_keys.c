@@ -69,6 +69,10 @@ const mt_recipe_key mt_recipe_keys[] = {
     ROW("model.bias", MT_KEY_BOOL, model.bias, "true", 0, 1, "",
         "biases in the linear layers (--disable-bias-linear: false); LayerNorm keeps its bias, as "
         "Megatron-Core's", NULL, MT_KF_ARCH | MT_KF_FUNCTION, "gpt: `true`, llama: `false`"),
+    KBOOL("model.qkv_bias", model.qkv_bias, "false",
+          "a bias on the query / key / value projection alone, none on the other linear layers (Megatron's "
+          "--add-qkv-bias; Qwen2 / Qwen2.5, Hugging Face's Qwen2ForCausalLM); model.bias true has it anyway",
+          MT_KF_FUNCTION),
     KFLT("model.norm_eps", model.norm_eps, "1e-5", 0, 1, "", "epsilon of the norm layers",
          MT_KF_MIN_EXCL | MT_KF_FUNCTION),
     KBOOL("model.norm_1p", model.norm_1p, "false",
@@ -487,6 +491,7 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--swiglu", "model.activation", "swiglu" },
     { "--untie-embeddings-and-output-weights", "model.tie_embeddings", "false" },
     { "--disable-bias-linear", "model.bias", "false" },
+    { "--add-qkv-bias", "model.qkv_bias", "true" },
     { "--norm-epsilon", "model.norm_eps", NULL },
     { "--apply-layernorm-1p", "model.norm_1p", "true" },
     { "--qk-layernorm", "model.qk_layernorm", "true" },

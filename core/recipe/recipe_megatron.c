@@ -222,8 +222,6 @@ static const meg_flag meg_flags[] = {
       "refused" },
     { "--moe-token-drop-policy", 1, MEG_RULE, "with a capacity (--moe-expert-capacity-factor) mtrain drops by position "
       "within each sequence (docs/moe.md): position is that rule, probs is noted as replaced by it; dropless: no effect" },
-    { "--add-qkv-bias", 0, MEG_REFUSE, "biases on the query / key / value projection alone (Qwen2) are not "
-      "implemented; --add-bias-linear (model.bias) puts a bias on every linear layer" },
     { "--moe-router-enable-expert-bias", 0, MEG_REFUSE, "the aux-loss-free expert bias (DeepSeek-V3) is not implemented" },
     { "--moe-router-bias-update-rate", 1, MEG_REFUSE, "see --moe-router-enable-expert-bias" },
     { "--moe-router-num-groups", 1, MEG_REFUSE, "group-limited routing (DeepSeek-V3) is not implemented" },

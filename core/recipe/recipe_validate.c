@@ -659,6 +659,8 @@ static void check_layout(const mt_recipe *r, problems *P) {
             add(P, key, "is not implemented with multi-latent attention, whose rotary embedding is YaRN's "
                 "(model.mla.rotary_scaling_factor); leave %s at its default", key);
     }
+    if (m->qkv_bias && !m->bias && m->mla.enabled)
+        add(P, "model.qkv_bias", "is not implemented with multi-latent attention (no qkv projection); leave it false");
     if (m->rope_scaling && !(m->rope_high_freq_factor > m->rope_low_freq_factor))
         add(P, "model.rope_high_freq_factor", "%g is not above model.rope_low_freq_factor = %g: Llama 3.x's "
             "scaling blends the frequencies between the two (Llama 3.1: 1 and 4)",

@@ -1,7 +1,7 @@
 # Acceptance: `mtrain logprobs` on a sharded checkpoint, against itself across layouts and against
 # an independent NumPy reference of the Hugging Face export.
-#   For gpt-tiny, llama-tiny (GQA: 4 query / 2 kv heads) and llama-tiny with Llama 3.x's RoPE scaling
-#   (config.json's rope_scaling llama3): train 20 iterations at tp 2 x pp 2
+#   For gpt-tiny, llama-tiny (GQA: 4 query / 2 kv heads) and llama-tiny with q / k / v biases and Llama
+#   3.x's RoPE scaling (Qwen2ForCausalLM, rope_scaling llama3): train 20 iterations at tp 2 x pp 2
 #   (4 ranks, --save), then score configs/golden_prompts.jsonl (10 prompts + completions) with
 #   `mtrain logprobs` on 1 rank and under `mtrain launch -n 2` at tp 2 (and gpt at tp 2 x pp 2 +
 #   SP on 4 ranks): the same per-token logprobs within 1e-5 (only the order of fp32 sums differs;
@@ -81,9 +81,11 @@ model() { # model NAME CONFIG [FLAG...]: the flags change the model (its trainin
 
 model gpt configs/gpt-tiny.yaml
 model llama configs/llama-tiny.yaml
-# Llama 3.x's RoPE scaling (as Llama 3.1, on an original context of 16 positions so that the prompts'
-# positions reach the scaled frequencies): config.json's rope_scaling, which the reference applies
-model llama-rs configs/llama-tiny.yaml --use-rope-scaling --rope-scaling-factor 4 --set model.rope_original_max_position=16
+# biases on q / k / v alone (--add-qkv-bias: exported as Qwen2ForCausalLM) and Llama 3.x's RoPE scaling (as
+# Llama 3.1, on an original context of 16 positions so that the prompts' positions reach the scaled
+# frequencies: config.json's rope_scaling), both of which the reference applies
+model qwen2-rs configs/llama-tiny.yaml --add-qkv-bias --use-rope-scaling --rope-scaling-factor 4 \
+  --set model.rope_original_max_position=16
 
 # errors
 G=(--config configs/gpt-tiny.yaml --load "$TMP/gpt.ckpt")

@@ -113,4 +113,17 @@ cp -r "$TMP/rs-hf" "$TMP/rs-yarn"
 sed -i 's/"rope_type": "llama3"/"rope_type": "yarn"/' "$TMP/rs-yarn/config.json"
 expect_fail rs-yarn 'rope_type is "yarn"' --input "$TMP/rs-yarn" --save "$TMP/e8" --config configs/llama-tiny.yaml "${RS[@]}"
 [ ! -e "$TMP/e6" ] && [ ! -e "$TMP/e7" ] && [ ! -e "$TMP/e8" ] || fail "a failed import left a checkpoint folder"
+# biases on q / k / v alone (--add-qkv-bias, Qwen2 / Qwen2.5) export as Qwen2ForCausalLM (q_proj / k_proj /
+# v_proj biases, none on o_proj or the MLP) and import back; a Llama recipe is refused naming model.qkv_bias
+"$MTRAIN" --config configs/llama-tiny.yaml --add-qkv-bias "${BASE[@]}" --train-iters 1 --save "$TMP/qw-ck" \
+  >"$TMP/qw-train.log" 2>&1 || { tail "$TMP/qw-train.log"; fail "qkv bias: training failed"; }
+"$MTRAIN" export --load "$TMP/qw-ck" --format hf --output "$TMP/qw-hf" >"$TMP/qw-export.log" 2>&1 \
+  || { cat "$TMP/qw-export.log"; fail "qkv bias: export failed"; }
+grep -q '"model_type": "qwen2"' "$TMP/qw-hf/config.json" || fail "qkv bias: config.json is not Qwen2's"
+"$MTRAIN" import --format hf --input "$TMP/qw-hf" --save "$TMP/qw-imported" --config configs/llama-tiny.yaml --add-qkv-bias \
+  >"$TMP/qw-import.log" 2>&1 || { cat "$TMP/qw-import.log"; fail "qkv bias: import failed"; }
+"$MTRAIN" export --load "$TMP/qw-imported" --format hf --output "$TMP/qw-hf2" >/dev/null 2>&1 || fail "qkv bias: re-export failed"
+cmp "$TMP/qw-hf/model.safetensors" "$TMP/qw-hf2/model.safetensors" || fail "qkv bias: export(import(export)) differs"
+echo "qkv bias: exported as Qwen2ForCausalLM and imported back byte for byte"
+expect_fail qw-as-llama "model.qkv_bias" --input "$TMP/qw-hf" --save "$TMP/e9" --config configs/llama-tiny.yaml
 echo "hf import: ok"

@@ -30,6 +30,8 @@ modeling_gpt2.py GPT2LMHeadModel and modeling_llama.py LlamaForCausalLM), not mt
          grouped-query attention: kv head j serves query heads j*n_rep .. (j+1)*n_rep - 1
          (repeat_kv); o_proj; mlp down_proj(silu(gate_proj x) * up_proj x); final norm; lm_head
          (untied unless tie_word_embeddings).
+  qwen2: llama's layer (Qwen2ForCausalLM, modeling_qwen2.py) with biases on q_proj, k_proj and v_proj
+         alone (no sliding window).
   mixtral: llama's attention and norms (MixtralForCausalLM, modeling_mixtral.py); the MLP is the
          sparse block: router logits = h @ block_sparse_moe.gate.weight^T over all
          num_local_experts experts, softmax over all of them, the num_experts_per_tok largest
@@ -337,6 +339,10 @@ class Llama:
             raise RefError("config.json: num_attention_heads %d is not a multiple of num_key_value_heads %d"
                            % (self.H, self.KV))
         attn_bias, mlp_bias = bool(cfg.get("attention_bias", False)), bool(cfg.get("mlp_bias", False))
+        # Qwen2 (modeling_qwen2.py): q_proj, k_proj, v_proj with bias=True, o_proj without, no MLP biases
+        qkv_bias = attn_bias or cfg.get("model_type") == "qwen2"
+        if cfg.get("model_type") == "qwen2" and cfg.get("use_sliding_window"):
+            raise RefError("config.json: use_sliding_window is not supported")
         w = Weights(tensors, ["model.", ""])
         C, H, KV, D, F, V = self.C, self.H, self.KV, self.D, self.F, self.V
         self.embed = w.get("embed_tokens.weight", (V, C))
@@ -353,9 +359,9 @@ class Llama:
             }
             lay.update(self.mlp_weights(w, p))
             zeros = lambda n: np.zeros(n)
-            lay["qb"] = w.get(p + "self_attn.q_proj.bias", (H * D,)) if attn_bias else zeros(H * D)
-            lay["kb"] = w.get(p + "self_attn.k_proj.bias", (KV * D,)) if attn_bias else zeros(KV * D)
-            lay["vb"] = w.get(p + "self_attn.v_proj.bias", (KV * D,)) if attn_bias else zeros(KV * D)
+            lay["qb"] = w.get(p + "self_attn.q_proj.bias", (H * D,)) if qkv_bias else zeros(H * D)
+            lay["kb"] = w.get(p + "self_attn.k_proj.bias", (KV * D,)) if qkv_bias else zeros(KV * D)
+            lay["vb"] = w.get(p + "self_attn.v_proj.bias", (KV * D,)) if qkv_bias else zeros(KV * D)
             lay["ob"] = w.get(p + "self_attn.o_proj.bias", (C,)) if attn_bias else zeros(C)
             if mlp_bias:
                 lay.update({"gb": w.get(p + "mlp.gate_proj.bias", (F,)), "ub": w.get(p + "mlp.up_proj.bias", (F,)),
@@ -475,9 +481,9 @@ def build_model(cfg, tensors):
         return GPT2(cfg, tensors)
     if mt == "mixtral" or "Mixtral" in arch:
         return Mixtral(cfg, tensors)
-    if mt == "llama" or "Llama" in arch:
+    if mt in ("llama", "qwen2") or "Llama" in arch or "Qwen2" in arch:
         return Llama(cfg, tensors)
-    raise RefError("config.json: model_type %r (architectures %r): only gpt2, llama and mixtral are supported"
+    raise RefError("config.json: model_type %r (architectures %r): only gpt2, llama, qwen2 and mixtral are supported"
                    % (mt, arch))
 
 

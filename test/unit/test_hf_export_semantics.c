@@ -1,5 +1,6 @@
 /* test_hf_export_semantics.c — the Hugging Face export mapping (core/ckpt/hf_export.h) keeps the
- * model's meaning: a small mtrain model (gpt; llama with GQA, untied; llama with biases; llama with Llama 3.x's
+ * model's meaning: a small mtrain model (gpt; llama with GQA, untied; llama with biases; llama with q / k / v
+ * biases alone, Qwen2ForCausalLM; llama with Llama 3.x's
  * RoPE scaling, and with linear position interpolation, config.json's rope_scaling) with random
  * weights everywhere (padding rows included) runs its forward on mtrain's CPU backend; its weights
  * go through the mapping, and a reference forward written from transformers' modeling code (GPT2:
@@ -246,7 +247,8 @@ static double hf_loss(const hf_state *s, const mt_hf_model *m, const int32_t *to
     return loss / (B * T);
 }
 
-/* act: NULL, or the model.activation to set (gpt's squared_relu exports as GPT-2's "relu2"); scaling (llama):
+/* bias: 0 none, 1 on every linear layer (model.bias), 2 on q / k / v alone (model.qkv_bias, Qwen2); act: NULL,
+ * or the model.activation to set (gpt's squared_relu exports as GPT-2's "relu2"); scaling (llama):
  * 1 Llama 3.x's RoPE scaling, 2 linear position interpolation */
 static void check_semantics_scaled(const char *arch, int bias, const char *act, int scaling) {
     static mt_recipe r;
@@ -259,7 +261,7 @@ static void check_semantics_scaled(const char *arch, int bias, const char *act, 
         CHECK(mt_recipe_set(&r, "model.kv_heads", "2", "test") == MT_OK);
         CHECK(mt_recipe_set(&r, "model.ffn_hidden", "24", "test") == MT_OK);
         CHECK(mt_recipe_set(&r, "model.rope_theta", "100", "test") == MT_OK); /* large angles at 7 positions */
-        if (bias) CHECK(mt_recipe_set(&r, "model.bias", "true", "test") == MT_OK);
+        if (bias == 1) CHECK(mt_recipe_set(&r, "model.bias", "true", "test") == MT_OK);
         /* an original context of 8 positions puts the tiny head's 2 frequencies (wavelengths 6.3 and 63) in
            the blended and the divided bands of the scaling */
         if (scaling == 1) {
@@ -269,6 +271,7 @@ static void check_semantics_scaled(const char *arch, int bias, const char *act, 
         } else if (scaling == 2) {
             CHECK(mt_recipe_set(&r, "model.rotary_interpolation", "3", "test") == MT_OK);
         }
+        if (bias == 2) CHECK(mt_recipe_set(&r, "model.qkv_bias", "true", "test") == MT_OK);
     }
     mt_status st = tiny_batch_validate(&r, B);
     mt_backend be;
@@ -321,7 +324,8 @@ static void check_semantics_scaled(const char *arch, int bias, const char *act, 
     }
     const hf_state s = {plan, data, np};
     const double ref = hf_loss(&s, &hm, tokens, B, T, (controls){0, 0, 0, 0, 0});
-    printf("%s%s%s%s%s: mtrain loss %.7f, transformers-convention reference %.7f\n", arch, bias ? " (biases)" : "",
+    printf("%s%s%s%s%s: mtrain loss %.7f, transformers-convention reference %.7f\n", arch,
+           bias == 2 ? " (q / k / v biases: Qwen2)" : bias ? " (biases)" : "",
            act ? " " : "", act ? act : "", scaling == 1 ? " (rope_scaling llama3)" : scaling == 2 ? " (rope_scaling linear)" : "",
            mt_loss, ref);
     CHECK_NEAR(mt_loss, ref, 2e-5, 1e-5);
@@ -351,5 +355,6 @@ int main(void) {
     check_semantics("gpt", 0, "squared_relu");
     check_semantics("llama", 0, NULL);
     check_semantics("llama", 1, NULL);
+    check_semantics("llama", 2, NULL); /* q / k / v biases alone */
     TEST_MAIN_END();
 }
