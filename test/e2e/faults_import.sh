@@ -4,7 +4,7 @@
 # unchanged import must succeed), one change each, each refused (exit non-zero) with a message
 # naming the field or tensor:
 #   llama config.json: rope_theta 500000, rms_norm_eps 1e-6, rms_norm_eps absent (transformers'
-#     default 1e-6 differs from the recipe's 1e-5), a llama3 rope_scaling, a llama3 or another theta's
+#     default 1e-6 differs from the recipe's 1e-5), a llama3, a linear and a yarn rope_scaling, a llama3 or another theta's
 #     rope_parameters (transformers' newer RoPE record), hidden_act gelu,
 #     attention_bias true;
 #   gpt config.json: activation_function relu, layer_norm_epsilon 1e-3,
@@ -39,9 +39,11 @@ L=configs/llama-tiny.yaml
 refused llama $L "rope_theta is 500000, the recipe" cfg "c['rope_theta'] = 500000.0"
 refused llama $L "rms_norm_eps is 1e-06, the recipe" cfg "c['rms_norm_eps'] = 1e-6"
 refused llama $L "rms_norm_eps is absent, the recipe" cfg "del c['rms_norm_eps']"
-refused llama $L "rope_scaling is an object" cfg "c['rope_scaling'] = {'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}"
+refused llama $L "rope_scaling is Llama 3.x's (rope_type \"llama3\"), the recipe $L computes RoPE without Llama 3.x's frequency scaling (model.rope_scaling)" cfg "c['rope_scaling'] = {'rope_type': 'llama3', 'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}"
 refused llama $L 'hidden_act is "gelu"' cfg "c['hidden_act'] = 'gelu'"
-refused llama $L 'rope_type is "llama3"' cfg "c['rope_parameters'] = {'rope_type': 'llama3', 'factor': 8.0, 'rope_theta': 10000.0}"
+refused llama $L "rope_parameters is Llama 3.x's (rope_type \"llama3\")" cfg "c['rope_parameters'] = {'rope_type': 'llama3', 'factor': 8.0, 'rope_theta': 10000.0}"
+refused llama $L "factor is 2, the recipe $L computes 1 (model.rotary_interpolation)" cfg "c['rope_scaling'] = {'rope_type': 'linear', 'factor': 2.0}"
+refused llama $L 'rope_scaling.rope_type is "yarn"' cfg "c['rope_scaling'] = {'rope_type': 'yarn', 'factor': 4.0}"
 refused llama $L "rope_theta is 500000" cfg "c['rope_parameters'] = {'rope_type': 'default', 'rope_theta': 500000.0}; del c['rope_theta']"
 refused llama $L "attention_bias is true" cfg "c['attention_bias'] = True"
 G=configs/gpt-tiny.yaml
