@@ -178,6 +178,7 @@ mt_status shm_wait(shm_ctx *c, _Atomic uint32_t *word, _Atomic int32_t *sleepers
     uint64_t start = mt_clock_ns();
     uint64_t deadline = c->timeout_s > 0 ? start + (uint64_t)c->timeout_s * 1000000000ull : UINT64_MAX;
     uint64_t next_check = start + SHM_CHECK_NS;
+    int grace_given = 0;
     for (;;) {
         if (atomic_load_explicit(&root->aborted, memory_order_acquire)) return abort_error(c);
         uint64_t now = mt_clock_ns();
@@ -195,6 +196,22 @@ mt_status shm_wait(shm_ctx *c, _Atomic uint32_t *word, _Atomic int32_t *sleepers
             next_check = now + SHM_CHECK_NS;
         }
         if (now >= deadline && cond(c, arg, &blocker)) return MT_OK;
+        char bstate = '?';
+        uint64_t bstart;
+        if (now >= deadline && !grace_given && blocker >= 0 &&
+            shm_proc_stat(c->members[blocker].pid, &bstate, &bstart) == 0 && bstate != 'T' && bstate != 't') {
+            /* The peer we wait for may itself be waiting, with the same timeout, in another communicator
+             * (a tp peer on this node in a data-parallel collective over the network that lost a node): it
+             * started that wait a little after ours began, so its error, the root cause, comes a little
+             * after our deadline. Give it a quarter of the timeout (1 to 5 s) to publish that error to
+             * this family (mt_pstate_abort) before reporting the peer as hung. A stopped peer gets none. */
+            uint64_t grace = (uint64_t)c->timeout_s * 250000000ull;
+            if (grace < 1000000000ull) grace = 1000000000ull;
+            if (grace > 5000000000ull) grace = 5000000000ull;
+            deadline = now + grace;
+            grace_given = 1;
+            continue;
+        }
         if (now >= deadline) {
             char who[160] = "a peer", state_msg[96] = "";
             if (blocker >= 0) {

@@ -371,9 +371,15 @@ static mt_status check_config(const char *dir, const mt_hf_model *m, const char 
         if (gpt && !strcmp(f[i].hf, "n_inner") && (!v || v->type == MT_JSON_NULL)) {
             if (m->F == 4 * m->C) continue; /* GPT-2's default 4 x n_embd */
         }
+        /* transformers' LlamaConfig / MixtralConfig: num_key_value_heads absent (or null) = num_attention_heads */
+        if (!gpt && !strcmp(f[i].hf, "num_key_value_heads") && (!v || v->type == MT_JSON_NULL))
+            v = mt_json_get(root, "num_attention_heads");
         if (!v || !v->is_integer || v->integer != f[i].want) {
-            st = mt_errorf(MT_ERR_CONFIG, "%s: %s is %lld, the recipe %s has %s = %d: give a recipe of this model",
-                           path, f[i].hf, v && v->is_integer ? (long long)v->integer : -1LL, recipe, f[i].key, f[i].want);
+            char got[160];
+            json_value_text(v, got, sizeof got);
+            st = mt_errorf(MT_ERR_CONFIG, "%s: %s is %s%s, the recipe %s has %s = %d: give a recipe of this model", path,
+                           f[i].hf, got, v && !v->is_integer && v->type == MT_JSON_NUMBER ? " (not an integer)" : "",
+                           recipe, f[i].key, f[i].want);
             goto done;
         }
     }

@@ -34,8 +34,10 @@ wait $all && fail "the launchers exited 0 with node 1's link down"
 dt=$(($(date +%s) - t0))
 echo "link down: both launchers ended after $dt s"
 [ $dt -le $((TMO + 15)) ] || fail "took $dt s to end (timeout_s $TMO)"
-for r in 0 1; do grep -q "rank $r.*mtnode1" "$TMP/cut.node0.log" || { tail -n 8 "$TMP/cut.node0.log"; fail "rank $r did not name mtnode1"; }; done
-for r in 2 3; do grep -q "rank $r.*mtnode0" "$TMP/cut.node1.log" || { tail -n 8 "$TMP/cut.node1.log"; fail "rank $r did not name mtnode0"; }; done
+# a rank's error line starts with its tag [rR ...]; a rank whose node-local peer met the lost node first
+# reports that peer's error ("rank 1 (pid P) aborted: rank 1: allreduce: lost node mtnode1 ...")
+for r in 0 1; do grep -qE "^\[r$r .*mtnode1" "$TMP/cut.node0.log" || { tail -n 8 "$TMP/cut.node0.log"; fail "rank $r did not name mtnode1"; }; done
+for r in 2 3; do grep -qE "^\[r$r .*mtnode0" "$TMP/cut.node1.log" || { tail -n 8 "$TMP/cut.node1.log"; fail "rank $r did not name mtnode0"; }; done
 grep -h "mtrain: error" "$TMP"/cut.node*.log | cut -c1-300
 mn_check_shm_empty
 echo "PASS: a short outage is ridden out; a long one is named by every rank within $dt s"

@@ -575,9 +575,10 @@ static void test_bootstrap_init(int n) {
 
 /* ---------------- failures ---------------- */
 
-enum { F_EXIT, F_KILL, F_STOP, F_ABORT, F_ABORT_SUB };
+enum { F_EXIT, F_KILL, F_STOP, F_ABORT, F_ABORT_SUB, F_LATE_ABORT };
 static const char *const g_fail_names[] = {"peer _exit()s", "peer SIGKILLed mid-collective", "peer SIGSTOPped",
-                                           "abort on the world", "abort on a sub-communicator"};
+                                           "abort on the world", "abort on a sub-communicator",
+                                           "abort just after the timeout"};
 typedef struct {
     int kind, victim;
 } fail_arg;
@@ -608,9 +609,13 @@ static void rank_fail(mt_comm *w, void *arg) {
         case F_STOP: raise(SIGSTOP); _exit(4);
         case F_ABORT:
         case F_ABORT_SUB:
-            usleep(300000); /* let the others block first */
-            mt_errorf(MT_ERR_DATA, "test reason: loss is NaN at iteration 17");
-            (f->kind == F_ABORT ? w : sub)->i->abort(f->kind == F_ABORT ? w : sub);
+        case F_LATE_ABORT:
+            /* let the others block first; the late abort comes 0.4 s after their 2 s timeout, as from a
+               peer that was itself waiting with the same timeout in another communicator (a lost node) */
+            usleep(f->kind == F_LATE_ABORT ? 2400000 : 300000);
+            if (f->kind == F_LATE_ABORT) mt_errorf(MT_ERR_PEER, "test reason: lost node mtnode1");
+            else mt_errorf(MT_ERR_DATA, "test reason: loss is NaN at iteration 17");
+            (f->kind == F_ABORT_SUB ? sub : w)->i->abort(f->kind == F_ABORT_SUB ? sub : w);
             st = w->i->barrier(w); /* the aborting rank's own calls fail too */
             CHECK(st == MT_ERR_PEER);
             if (sub) sub->i->destroy(sub);
@@ -642,7 +647,7 @@ static void rank_fail(mt_comm *w, void *arg) {
 static void test_failure(int kind, int n, int victim) {
     memset(g_sh, 0, sizeof *g_sh);
     fail_arg f = {kind, victim};
-    int timeout_s = kind == F_STOP ? 2 : 30;
+    int timeout_s = kind == F_STOP || kind == F_LATE_ABORT ? 2 : 30;
     pid_t pids[MAX_RANKS];
     double t0 = now_s();
     run_ranks(n, timeout_s, rank_fail, &f, g_fail_names[kind], pids);
@@ -653,7 +658,7 @@ static void test_failure(int kind, int n, int victim) {
     }
     /* survivors first (the victim stays a zombie or stopped meanwhile), with a deadline */
     for (int r = 0; r < n; r++) {
-        if (r == victim && kind != F_ABORT && kind != F_ABORT_SUB) continue;
+        if (r == victim && kind != F_ABORT && kind != F_ABORT_SUB && kind != F_LATE_ABORT) continue;
         int status = 0;
         double deadline = now_s() + 60;
         pid_t p;
@@ -665,7 +670,7 @@ static void test_failure(int kind, int n, int victim) {
         CHECKF(p > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: rank %d exit status 0x%x",
                g_fail_names[kind], r, status);
     }
-    if (kind != F_ABORT && kind != F_ABORT_SUB) {
+    if (kind != F_ABORT && kind != F_ABORT_SUB && kind != F_LATE_ABORT) {
         kill(pids[victim], SIGKILL);
         waitpid(pids[victim], NULL, 0);
     }
@@ -689,6 +694,11 @@ static void test_failure(int kind, int n, int victim) {
             CHECK_STR_CONTAINS(m, "is it stopped or hung?");
             CHECK_STR_CONTAINS(m, "stopped (SIGSTOP?)");
             CHECKF(g_sh->elapsed[r] >= 1.9 && g_sh->elapsed[r] < 6, "rank %d timed out after %.2f s", r,
+                   g_sh->elapsed[r]);
+            break;
+        case F_LATE_ABORT: /* the peer's own error, reported in the grace after the timeout, not "timed out" */
+            CHECK_STR_CONTAINS(m, "aborted: test reason: lost node mtnode1");
+            CHECKF(g_sh->elapsed[r] >= 1.9 && g_sh->elapsed[r] < 6, "rank %d noticed the late abort after %.2f s", r,
                    g_sh->elapsed[r]);
             break;
         default:
@@ -756,6 +766,7 @@ int main(int argc, char **argv) {
     test_failure(F_STOP, 4, 3);
     test_failure(F_ABORT, 4, 1);
     test_failure(F_ABORT_SUB, 4, 1);
+    test_failure(F_LATE_ABORT, 3, 2);
 
     int n_left = count_ours(1);
     CHECKF(n_left == 0, "%d mtrain-* entries of this test's ranks left in /dev/shm", n_left);
