@@ -238,6 +238,18 @@ static const meg_flag meg_flags[] = {
     { "--mamba-state-dim", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
     { "--mamba-num-groups", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
     { "--export-model-type", 1, MEG_REFUSE, "see --export-qk-l2-norm" },
+    { "--export-force-local-attention", 0, MEG_ACCEPT, "an attention implementation choice (Megatron's local "
+      "DotProductAttention): the attention kernel is the backend's" },
+    { "--quick-geglu", 0, MEG_REFUSE, "the quick-GeGLU activation (gpt-oss) is not implemented" },
+    { "--activation-func-clamp-value", 1, MEG_REFUSE, "clamping the activation (gpt-oss) is not implemented" },
+    { "--enable-gpt-oss", 0, MEG_REFUSE, "gpt-oss's YaRN RoPE on standard attention is not implemented" },
+    { "--window-size", 1, MEG_REFUSE, "sliding-window attention is not implemented (every layer attends causally "
+      "to the whole sequence)" },
+    { "--window-attn-skip-freq", 1, MEG_REFUSE, "see --window-size" },
+    { "--softmax-type", 1, MEG_RULE, "vanilla only (Megatron's default); off-by-one and learnable (attention sinks, "
+      "gpt-oss) are refused" },
+    { "--glu-linear-offset", 1, MEG_RULE, "0 only (Megatron's default); an offset on the gated linear unit's linear "
+      "half (gpt-oss) is refused" },
     { "--export-qk-l2-norm", 0, MEG_REFUSE, "a ModelOpt export option: ModelOpt export is not implemented" },
     { "--export-moe-apply-probs-on-input", 0, MEG_REFUSE, "see --export-qk-l2-norm" },
     { "--mup-width-mult", 1, MEG_ACCEPT, "Megatron recomputes it as hidden / --mup-base-hidden-size under --use-mup "
@@ -528,6 +540,14 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
         else if (!strcmp(v, "probs") && r->model.moe.capacity_factor > 0.0f)
             note(r, "--moe-token-drop-policy %s: over capacity mtrain drops by position within each sequence "
                  "(docs/moe.md), the same tokens in every layout, not the lowest probabilities%s", v, NULL);
+    }
+    if ((v = seen(s, "--softmax-type")) && strcmp(v, "vanilla") != 0)
+        KEEP(bad("--softmax-type", v, "vanilla only (attention sinks, off-by-one / learnable, are not implemented)"));
+    if ((v = seen(s, "--glu-linear-offset"))) {
+        char *end;
+        const double x = strtod(v, &end);
+        if (end == v || *end || x != 0.0)
+            KEEP(bad("--glu-linear-offset", v, "0 only (an offset on the gated linear unit is not implemented)"));
     }
     if ((v = seen(s, "--padded-vocab-size")))
         note(r, "--padded-vocab-size %s: the vocabulary is padded to a multiple of 128 * tp (padded rows never count "
