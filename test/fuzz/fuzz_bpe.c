@@ -48,21 +48,6 @@ static const char *const k_bpe_texts[] = {
 };
 #define FUZZ_BPE_N_TEXTS (sizeof k_bpe_texts / sizeof k_bpe_texts[0])
 
-static int fuzz_bpe_write(const char *path, const void *p, size_t n) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return -1;
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = write(fd, c, n);
-        if (w <= 0) {
-            close(fd);
-            return -1;
-        }
-        c += w, n -= (size_t)w;
-    }
-    return close(fd);
-}
-
 /* The ids of every text into ids (ends[k]: where text k's end); 1 when an encode fails or an id is
  * outside the vocabulary. */
 static int fuzz_bpe_encode_all(mt_tokenizer *tok, mt_token_buf *ids, int64_t *ends) {
@@ -169,8 +154,8 @@ static int fuzz_bpe_one(const uint8_t *data, size_t size) {
     const uint8_t *nul = memchr(data, 0, size);
     const size_t n_vocab = nul ? (size_t)(nul - data) : size;
     int bad = 0;
-    if (fuzz_bpe_write(vocab, data, n_vocab) || fuzz_bpe_write(merges, data + n_vocab + !!nul, size - n_vocab - !!nul) ||
-        fuzz_bpe_write(json, data, size)) {
+    if (fuzz_write_file(vocab, data, n_vocab) || fuzz_write_file(merges, data + n_vocab + !!nul, size - n_vocab - !!nul) ||
+        fuzz_write_file(json, data, size)) {
         perror(dir);
         bad = 1;
         goto out;

@@ -2,13 +2,16 @@
  * plain replay driver of a harness built with -DMT_FUZZ_REPLAY_MAIN (PROG FILE...: each file
  * through the harness, "ok" or "FAILED" per file, exit 1 when any failed), and
  * FUZZ_ENTRY_POINTS(one), a harness's libFuzzer entry (left out under MT_FUZZ_NO_ENTRY, where a
- * unit test replays the corpus itself) and that replay main. Define those two before including. */
+ * unit test replays the corpus itself) and that replay main; fuzz_write_file for the harnesses whose
+ * parser reads files. Define those two before including. */
 #ifndef MT_FUZZ_FILE_H
 #define MT_FUZZ_FILE_H
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* The whole file in a malloc'd buffer (not NULL for an empty file); NULL when it cannot be
  * opened. */
@@ -29,6 +32,22 @@ static inline uint8_t *fuzz_read_file(const char *path, size_t *n) {
     } while (got > 0);
     fclose(f);
     return b ? b : calloc(1, 1);
+}
+
+/* Writes n bytes to path (created or truncated, mode 0600): 0, or -1 when it cannot. */
+static inline int fuzz_write_file(const char *path, const void *p, size_t n) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        c += w, n -= (size_t)w;
+    }
+    return close(fd);
 }
 
 /* one(data, n): nonzero when the input was mishandled. */

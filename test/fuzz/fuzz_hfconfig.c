@@ -41,21 +41,6 @@ static int fuzz_hfc_n_accepted; /* inputs some import accepted (the replay test 
 static int fuzz_hfc_n_derived;  /* inputs whose derived recipe validated and exports */
 static char fuzz_hfc_last[1024]; /* the last import's message */
 
-static int fuzz_hfc_write(const char *path, const void *p, size_t n) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return -1;
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = write(fd, c, n);
-        if (w <= 0) {
-            close(fd);
-            return -1;
-        }
-        c += w, n -= (size_t)w;
-    }
-    return close(fd);
-}
-
 /* recipe keys set on every recipe (a one-iteration run of short sequences) */
 static mt_status fuzz_hfc_base(mt_recipe *r, const char *arch) {
     mt_recipe_defaults(r);
@@ -239,7 +224,7 @@ static int fuzz_hfconfig_one(const uint8_t *data, size_t size) {
     int bad = 0, accepted = 0, any = 0;
     mt_json_doc doc;
     memset(&doc, 0, sizeof doc);
-    if (fuzz_hfc_write(path, data, size)) {
+    if (fuzz_write_file(path, data, size)) {
         perror(path);
         bad = 1;
         goto out;

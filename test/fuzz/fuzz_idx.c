@@ -49,20 +49,6 @@ static void fuzz_idx_split(const uint8_t *data, size_t size, const uint8_t **idx
     *n_bin = size - 4 - *n_idx;
 }
 
-static int fuzz_idx_write(const char *path, const uint8_t *p, size_t n) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return -1;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w <= 0) {
-            close(fd);
-            return -1;
-        }
-        p += w, n -= (size_t)w;
-    }
-    return close(fd);
-}
-
 static int64_t fuzz_ld_i64(const uint8_t *p) { int64_t v; memcpy(&v, p, 8); return v; }
 static int32_t fuzz_ld_i32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
 
@@ -231,7 +217,7 @@ static int fuzz_idx_one(const uint8_t *data, size_t size) {
     snprintf(idx_path, sizeof idx_path, "%s.idx", prefix);
     snprintf(bin_path, sizeof bin_path, "%s.bin", prefix);
     int bad = 0;
-    if (fuzz_idx_write(idx_path, idx, n_idx) || fuzz_idx_write(bin_path, bin, n_bin)) {
+    if (fuzz_write_file(idx_path, idx, n_idx) || fuzz_write_file(bin_path, bin, n_bin)) {
         perror(dir);
         bad = 1;
         goto out;
