@@ -275,6 +275,11 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
         m->moe_pre_softmax = r->model.moe.pre_softmax;
     }
     m->attn_scale = r->model.mup.enabled ? (float)mt_mup_softmax_scale(&r->model, m->pl.D) : 0.0f;
+    /* multi-latent attention: Megatron's softmax_scale = mscale^2 / sqrt(qk_head_dim + qk_pos_emb_head_dim)
+       (MLASelfAttention; mscale = YaRN's from rotary_scaling_factor and mscale_all_dim, 1 without them), not
+       1 / sqrt of the core's padded head size */
+    if (m->pl.spec.mla)
+        m->attn_scale = m->pl.spec.softmax_mscale / sqrtf((float)(m->pl.spec.qk_dim + m->pl.spec.pos_dim));
     m->logit_mult = (float)mt_mup_output_mult(&r->model);
     m->embed_mult = (float)mt_mup_embedding_mult(&r->model);
     m->mup_width_mult = mt_mup_width_mult(&r->model);

@@ -1,7 +1,9 @@
 /* model_mla.c — multi-latent attention (Megatron's MLASelfAttention, megatron/core/transformer/
  * multi_latent_attention.py; DeepSeek-V2/V3): the layer's queries, keys and values from the normed
  * input x1, and the attention output before the output projection.
- *   q  = x1 W_q                                  (q_lora = 0: linear_q_proj, split by heads)
+ *   q  = x1 W_q                                  (q_lora = 0: linear_q_proj, split by heads; with
+ *                                                 spec.mla_norm q = norm(x1) W_q: Megatron fuses a norm
+ *                                                 into linear_q_proj then, mla_qk_norm_config.py)
  *   q  = norm(x1 W_qd) W_qu                      (linear_q_down_proj replicated, q_layernorm (only
  *                                                 with spec.mla_norm, as every norm below),
  *                                                 linear_q_up_proj split by heads)
@@ -42,10 +44,13 @@ static mla_view view_of(const mt_model *m, const mt_acts *A, int l) {
     w.ql = s->q_lora, w.kl = s->kv_lora, w.C = pl->C, w.norm = s->mla_norm;
     const int ls = A->l0 + mt_act_slice(pl, l - A->l0);
     const size_t N = (size_t)w.N;
+    /* with a q latent its norm runs on all N rows; without one, the norm fused into linear_q_proj runs on
+       this rank's N_r rows of x1 (C wide) */
+    const size_t qrows = w.ql ? N : (size_t)m->al.N_r, qw = w.ql ? (size_t)w.ql : (size_t)w.C;
     w.qc = ACT_L(m, A, mla_qc, ls, N * w.ql, w.es);
-    w.qcn = ACT_L(m, A, mla_qcn, ls, N * w.ql, w.es);
-    w.qc_mean = (float *)ACT_L(m, A, mla_qc_mean, ls, N, 4);
-    w.qc_rstd = (float *)ACT_L(m, A, mla_qc_rstd, ls, N, 4);
+    w.qcn = ACT_L(m, A, mla_qcn, ls, qrows * qw, w.es);
+    w.qc_mean = (float *)ACT_L(m, A, mla_qc_mean, ls, qrows, 4);
+    w.qc_rstd = (float *)ACT_L(m, A, mla_qc_rstd, ls, qrows, 4);
     w.kvc = ACT_L(m, A, mla_kvc, ls, N * w.kl, w.es);
     w.kvcn = ACT_L(m, A, mla_kvcn, ls, N * w.kl, w.es);
     w.kvc_mean = (float *)ACT_L(m, A, mla_kvc_mean, ls, N, 4);
@@ -93,6 +98,10 @@ mt_status mt_mla_qkv_fwd(mt_model *m, const mt_acts *A, int l, const void *x1, v
             MT_CHECK(mt_model_norm_rows_fwd(m, w.qcn, w.qc_mean, w.qc_rstd, w.qc, P(m, ix->q_ln_w, l),
                                             P(m, ix->q_ln_b, l), N, w.ql));
         MT_CHECK(matmul(m, w.q, w.qcn, P(m, ix->q_up_w, l), N, Hr * w.Dq, w.ql));
+    } else if (w.norm) { /* Megatron's norm fused into linear_q_proj: q = norm(x1) W_q */
+        MT_CHECK(mt_model_norm_rows_fwd(m, w.qcn, w.qc_mean, w.qc_rstd, x1, P(m, ix->q_ln_w, l), P(m, ix->q_ln_b, l),
+                                        m->al.N_r, C));
+        MT_CHECK(mt_tp_column_fwd(tp, w.q, w.qcn, P(m, ix->q_w, l), NULL, Hr * w.Dq, C));
     } else {
         MT_CHECK(mt_tp_column_fwd(tp, w.q, x1, P(m, ix->q_w, l), NULL, Hr * w.Dq, C));
     }
@@ -126,16 +135,37 @@ typedef struct {
     int l, ls;
 } ln1_ctx;
 
+static mt_status ln1_back(mt_model *m, const mt_acts *A, const ln1_ctx *c, const void *dx) {
+    const mt_param_index *ix = &m->pl.idx;
+    const int Nr = m->al.N_r;
+    return mt_model_norm_bwd(m, c->dresid, G(m, ix->ln1_w, c->l), G(m, ix->ln1_b, c->l), dx, c->x,
+                             P(m, ix->ln1_w, c->l), ACT_L(m, A, ln1_mean, c->ls, Nr, 4),
+                             ACT_L(m, A, ln1_rstd, c->ls, Nr, 4), Nr);
+}
+
 static mt_status column_back(mt_model *m, const mt_acts *A, const ln1_ctx *c, void *dw, const void *dout,
                              const void *x1, const void *w, int n_out) {
     mt_status st = MT_OK;
-    const mt_param_index *ix = &m->pl.idx;
-    const int Nr = m->al.N_r;
     void *dx = NULL;
     MT_CHECK(mt_tp_column_bwd(&m->par.tp, ACT(m, A, dln), &dx, dw, NULL, dout, x1, w, n_out, m->pl.C));
-    MT_CHECK(mt_model_norm_bwd(m, c->dresid, G(m, ix->ln1_w, c->l), G(m, ix->ln1_b, c->l), dx, c->x,
-                               P(m, ix->ln1_w, c->l), ACT_L(m, A, ln1_mean, c->ls, Nr, 4),
-                               ACT_L(m, A, ln1_rstd, c->ls, Nr, 4), Nr));
+    MT_CHECK(ln1_back(m, A, c, dx));
+out:
+    return st;
+}
+
+/* linear_q_proj with its fused norm (no q latent): the column-parallel backward on the normed rows, the
+ * norm's backward into mla_dxq (zeroed: norm backwards add), then norm1's */
+static mt_status q_normed_back(mt_model *m, const mt_acts *A, const mla_view *w, const ln1_ctx *c, const void *x1) {
+    mt_status st = MT_OK;
+    const mt_param_index *ix = &m->pl.idx;
+    const int Nr = m->al.N_r, l = c->l;
+    void *dx = NULL, *dxq = ACT(m, A, mla_dxq);
+    MT_CHECK(mt_tp_column_bwd(&m->par.tp, ACT(m, A, dln), &dx, G(m, ix->q_w, l), NULL, w->q, w->qcn, P(m, ix->q_w, l),
+                              w->Hr * w->Dq, w->C));
+    MT_CHECK(m->be->i->memset_zero(m->be, dxq, (size_t)Nr * w->C * w->es));
+    MT_CHECK(mt_model_norm_rows_bwd(m, dxq, G(m, ix->q_ln_w, l), G(m, ix->q_ln_b, l), dx, x1, P(m, ix->q_ln_w, l),
+                                    w->qc_mean, w->qc_rstd, Nr, w->C));
+    MT_CHECK(ln1_back(m, A, c, dxq));
 out:
     return st;
 }
@@ -193,6 +223,8 @@ mt_status mt_mla_qkv_bwd(mt_model *m, const mt_acts *A, int l, const void *x1, v
         MT_CHECK(up_back(m, &w, l, ix->q_up_w, ix->q_ln_w, ix->q_ln_b, w.q, w.qcn, w.qc, w.qc_mean, w.qc_rstd,
                          Hr * w.Dq, w.ql));
         MT_CHECK(column_back(m, A, &c, G(m, ix->q_down_w, l), w.dc, x1, P(m, ix->q_down_w, l), w.ql));
+    } else if (w.norm) {
+        MT_CHECK(q_normed_back(m, A, &w, &c, x1));
     } else {
         MT_CHECK(column_back(m, A, &c, G(m, ix->q_w, l), w.q, x1, P(m, ix->q_w, l), Hr * w.Dq));
     }

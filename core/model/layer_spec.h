@@ -53,7 +53,8 @@ typedef struct {
        The attention core runs on heads of max(qk_dim + pos_dim, v_dim) channels, the shorter parts
        zero-padded (train/model_mla.c) */
     int mla;
-    int mla_norm;       /* the latents' norms q_layernorm / kv_layernorm (of the model's norm kind): Megatron
+    int mla_norm;       /* the latents' norms q_layernorm / kv_layernorm (of the model's norm kind; without a
+                           q latent, the norm Megatron fuses into linear_q_proj: q = norm(x) W_q): Megatron
                            builds them with --qk-layernorm only (gpt_layer_specs.py, mla_qk_norm_config.py),
                            else they are IdentityOp */
     int q_lora, kv_lora, qk_dim, pos_dim, v_dim;

@@ -66,6 +66,11 @@ static void add_mla(mt_param_layout *pl, size_t *cursor, mt_init_kind one) {
         if (nb) rep[2] = ix->q_ln_b = add_tensor(pl, cursor, "q_ln_b", L, 1, s->q_lora, 0, Z, NONE, 0, 0, 0, 0);
         ix->q_up_w = add_tensor(pl, cursor, "q_up_w", L, hq, s->q_lora, 1, W, ROWS, 1, hq, 0, 0);
     } else {
+        /* --qk-layernorm without a q latent: Megatron fuses a norm of the model's kind into linear_q_proj
+           (TE's LayerNormLinear: q = norm(x1) W_q, mla_qk_norm_config.py); it sees this rank's token rows,
+           so its gradient is partial under sequence parallelism only, as norm1's */
+        if (nm) ix->q_ln_w = add_norm(pl, cursor, "q_ln_w", L, one);
+        if (nb) ix->q_ln_b = add_norm(pl, cursor, "q_ln_b", L, Z);
         ix->q_w = add_tensor(pl, cursor, "q_w", L, hq, C, 1, W, ROWS, 1, hq, 0, 0);
     }
     rep[3] = ix->kv_down_w = add_tensor(pl, cursor, "kv_down_w", L, s->kv_lora + s->pos_dim, C, 1, W, NONE, 0, 0, 0, 0);
@@ -451,9 +456,12 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
         const mt_layer_spec *sp = &pl->spec;
         const size_t qr = (size_t)sp->q_lora, kr = (size_t)sp->kv_lora, lat = qr > kr ? qr : kr, nm = sp->mla_norm;
         PLACE(mla_qc, L * N * qr * a);
-        PLACE(mla_qcn, nm * L * N * qr * a);
-        PLACE(mla_qc_mean, qr ? nm * L * N * f : 0);
-        PLACE(mla_qc_rstd, qr ? nm * L * N * f : 0);
+        /* the q latent's norm, or without a q latent the norm fused into linear_q_proj: this rank's rows of x1 */
+        const size_t qrows = qr ? N : Nr, qw = qr ? qr : C;
+        PLACE(mla_qcn, nm * L * qrows * qw * a);
+        PLACE(mla_qc_mean, nm * L * qrows * f);
+        PLACE(mla_qc_rstd, nm * L * qrows * f);
+        PLACE(mla_dxq, !qr && nm ? Nr * C * a : 0);
         PLACE(mla_kvc, L * N * kr * a);
         PLACE(mla_kvcn, nm * L * N * kr * a);
         PLACE(mla_kvc_mean, nm * L * N * f);

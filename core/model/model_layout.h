@@ -284,13 +284,16 @@ typedef struct {
        their norms and the norms' statistics (q's only with q_lora; the normed ones only with
        spec.mla_norm); one layer's scratch for the up projections' outputs (and their gradients),
        the shared rotated key part, the compacted attention output and the latents' gradients */
-    size_t mla_qc, mla_qcn, mla_qc_mean, mla_qc_rstd;     /* (L, N, q_lora) act x2; (L, N) f32 x2 */
+    size_t mla_qc, mla_qcn, mla_qc_mean, mla_qc_rstd;     /* (L, N, q_lora) act x2; (L, N) f32 x2; without a
+                                                             q latent, mla_qcn / _mean / _rstd: the norm fused
+                                                             into linear_q_proj, (L, N_r, C) and (L, N_r) */
     size_t mla_kvc, mla_kvcn, mla_kvc_mean, mla_kvc_rstd; /* (L, N, kv_lora) act x2; (L, N) f32 x2 */
     size_t mla_q;                  /* (N, H_r (qk + pos)) act */
     size_t mla_kv;                 /* (N, H_r (qk + v)) act */
     size_t mla_kpe;                /* (N, pos) act */
     size_t mla_o;                  /* (N, H_r v) act: the attention output without its padding */
     size_t mla_dlat, mla_dc;       /* (N, max(q_lora, kv_lora)) act each */
+    size_t mla_dxq;                /* (N_r, C) act: the fused q norm's input gradient (no q latent) */
     /* zero-centred gamma (spec.norm.one_plus; else 0 bytes): ones, and the 1 + w a norm applies */
     size_t norm_ones, norm_w1;     /* (max(C, D)) act each; norm_w1 under zero-centred gamma only */
     int moe_S, moe_R;

@@ -167,7 +167,7 @@ const mt_recipe_key mt_recipe_keys[] = {
          "YaRN's scaling factor (<= 1: YaRN is plain RoPE)", MT_KF_MIN_EXCL | MT_KF_FUNCTION),
     KFLT("model.mla.mscale", model.mla.mscale, "1.0", 0, 1e6, "", "YaRN's mscale", MT_KF_FUNCTION),
     KFLT("model.mla.mscale_all_dim", model.mla.mscale_all_dim, "0.0", 0, 1e6, "",
-         "YaRN's mscale_all_dim (also scales the softmax by its mscale squared)", MT_KF_FUNCTION),
+         "YaRN's mscale_all_dim; also the softmax scale: (0.1 * mscale_all_dim * ln(rotary_scaling_factor) + 1)^2 / sqrt(qk_head_dim + qk_pos_head_dim), whatever the rope type", MT_KF_FUNCTION),
     KINT("model.mla.yarn_original_max_position", model.mla.yarn_original_max_position, "4096", 1, 1 << 30, "",
          "YaRN's original_max_position_embeddings", MT_KF_FUNCTION),
     KFLT("model.mla.yarn_beta_fast", model.mla.yarn_beta_fast, "32", 0, 1e6, "", "YaRN's beta_fast", MT_KF_FUNCTION),

@@ -719,7 +719,6 @@ static void check_layout(const mt_recipe *r, problems *P) {
 /* multi-latent attention: what Megatron refuses with it, and what mtrain does not build */
 static void check_mla(const mt_recipe *r, problems *P) {
     const mt_model_cfg *m = &r->model;
-    const int dq = m->mla.qk_head_dim + m->mla.qk_pos_head_dim;
     if (!m->mla.enabled) return;
     if (m->kv_heads && m->kv_heads != m->heads)
         add(P, "model.kv_heads", "%d with model.mla.enabled: multi-latent attention has one key / value head per "
@@ -727,18 +726,8 @@ static void check_mla(const mt_recipe *r, problems *P) {
             m->kv_heads);
     if (m->qk_l2_norm)
         add(P, "model.qk_l2_norm", "is not supported with multi-latent attention (as in Megatron); drop it");
-    if (m->qk_layernorm && !m->mla.q_lora_rank)
-        add(P, "model.qk_layernorm", "with multi-latent attention and no model.mla.q_lora_rank (Megatron fuses a "
-            "norm into linear_q_proj) is not implemented; set a q_lora_rank or drop qk_layernorm");
     if (m->mla.qk_pos_head_dim % 2)
         add(P, "model.mla.qk_pos_head_dim", "%d: RoPE needs an even count", m->mla.qk_pos_head_dim);
-    if (m->mla.v_head_dim > dq)
-        add(P, "model.mla.v_head_dim", "%d exceeds qk_head_dim + qk_pos_head_dim = %d: the attention core would "
-            "need a softmax scale other than 1/sqrt(its head size), which is not implemented", m->mla.v_head_dim, dq);
-    if (m->mla.rotary_scaling_factor > 1.0f && m->mla.mscale_all_dim != 0.0f)
-        add(P, "model.mla.mscale_all_dim", "%g with rotary_scaling_factor %g scales the softmax by YaRN's mscale "
-            "squared, which is not implemented; use 0", (double)m->mla.mscale_all_dim,
-            (double)m->mla.rotary_scaling_factor);
     if (m->mup.enabled)
         add(P, "model.mup.enabled", "with multi-latent attention is not implemented (muP's softmax scale and "
             "MLA's own are not combined here); drop one of them");

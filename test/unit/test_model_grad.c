@@ -99,6 +99,52 @@ static void check_model(const char *arch, const char *rc_method, const char *var
 
 static void check_arch(const char *arch, const char *rc_method) { check_model(arch, rc_method, NULL); }
 
+/* the loss of the MLA model of the tiny recipe + keys, with its q projection (q_w: q_lora 0) times qmul */
+static double mla_loss(const char *keys, double qmul) {
+    static mt_recipe r;
+    tiny_recipe(&r, "gpt", GRAD_CHECK_T);
+    char kv[512];
+    snprintf(kv, sizeof kv, "%s", keys);
+    for (char *save = NULL, *s = strtok_r(kv, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(s, '=');
+        if (!eq) return NAN;
+        *eq = 0;
+        CHECKF(mt_recipe_set(&r, s, eq + 1, "test") == MT_OK, "%s", mt_last_error());
+    }
+    static grad_check c;
+    if (grad_check_open(&c, &r, loss_of) != MT_OK) return NAN;
+    const mt_param_tensor *t = &c.m.pl.t[c.m.pl.idx.q_w];
+    const size_t n = c.m.pl.n_elems;
+    float *p = malloc(n * 4);
+    c.be.i->copy_d2h(&c.be, p, c.m.params, n * 4);
+    for (size_t i = t->offset; i < t->offset + t->n; i++) p[i] = (float)(p[i] * qmul);
+    c.be.i->copy_h2d(&c.be, c.m.params, p, n * 4);
+    free(p);
+    const double loss = loss_of(&c.m, c.tokens, c.dloss, 0, c.n_tok);
+    grad_check_close(&c);
+    return loss;
+}
+
+/* Megatron's MLA softmax scale, mscale^2 / sqrt(qk_head_dim + qk_pos_head_dim) with mscale = 0.1 *
+ * mscale_all_dim * ln(rotary_scaling_factor) + 1 (MLASelfAttention, _yarn_get_mscale), checked through
+ * the scores' linearity in q: plain RoPE (the factor then changes nothing but this scale) with
+ * mscale_all_dim 0.707 and factor 40 gives the loss of the same weights without them and q_w times
+ * mscale^2 = 1.5896 (computed here from the formula). Heads of 4 + 2 query / key channels and 8 value
+ * channels, so a scale from the core's padded head size (1/sqrt(8)) fails too. fp32 forward of 18
+ * tokens: equal within 1e-5 relative; the unscaled pair differs by far more (printed, asserted > 1e-3). */
+static void check_mla_softmax_scale(void) {
+    const char *base = "model.mla.enabled=true,model.mla.kv_lora_rank=6,model.mla.qk_head_dim=4,"
+                       "model.mla.qk_pos_head_dim=2,model.mla.v_head_dim=8,model.init_std=0.5,model.mla.rope_yarn=false";
+    char keys[512];
+    snprintf(keys, sizeof keys, "%s,model.mla.rotary_scaling_factor=40,model.mla.mscale_all_dim=0.707", base);
+    const double ms = 0.1 * 0.707 * log(40.0) + 1.0;
+    const double la = mla_loss(keys, 1.0), lb = mla_loss(base, ms * ms), l0 = mla_loss(base, 1.0);
+    printf("MLA softmax scale: loss %.7f with mscale_all_dim, %.7f with q_w x %.4f instead, %.7f with neither\n",
+           la, lb, ms * ms, l0);
+    CHECK_NEAR(la, lb, 0.0, 1e-5);
+    CHECKF(fabs(la - l0) > 1e-3, "the softmax mscale changed the loss by only %.3g", fabs(la - l0));
+}
+
 int main(void) {
     /* layer variants (core/model/layer_spec.h): zero-centred gamma on LayerNorm and RMSNorm, the
        per-head qk norm (LayerNorm with bias, RMSNorm with GQA), both together under full recompute */
@@ -151,6 +197,17 @@ int main(void) {
     snprintf(v, sizeof v, "%s,model.mla.q_lora_rank=8,model.mla.qk_pos_head_dim=4,model.mla.v_head_dim=6,"
              "training.recompute=selective", mla);
     check_model("gpt", NULL, v);
+    /* --qk-layernorm without a q latent: the norm Megatron fuses into linear_q_proj (q = norm(x1) W_q), on
+       RMSNorm with zero-centred gamma and on LayerNorm with its bias under full recompute; values wider than
+       the query / key heads (v 8 > 4 + 2: the core's q / k parts zero-padded, the softmax scale from 6);
+       YaRN's softmax mscale (mscale_all_dim) */
+    snprintf(v, sizeof v, "%s,model.kv_heads=4,model.mla.qk_pos_head_dim=2,model.mla.v_head_dim=8,"
+             "model.qk_layernorm=true,model.norm_1p=true", mla);
+    check_model("llama", NULL, v);
+    snprintf(v, sizeof v, "%s,model.mla.qk_pos_head_dim=4,model.mla.v_head_dim=6,model.qk_layernorm=true,"
+             "model.mla.rotary_scaling_factor=40,model.mla.mscale_all_dim=0.707", mla);
+    check_model("gpt", "uniform", v);
+    check_mla_softmax_scale();
     check_arch("gpt", NULL);
     check_arch("llama", NULL);
     check_arch("gpt", "uniform");
