@@ -9,9 +9,12 @@
 
 /* Model dimensions as doubles, read off the full-model layout (mt_param_layout_build: the
  * vocabulary padded for the recipe's tp); the MoE sizes from the recipe (fc_rows / F are one
- * expert's). */
+ * expert's: model.moe.ffn_hidden). Mixed dense and MoE layers (model.moe.layer_freq / layer_pattern):
+ * moe_frac of the layers are MoE layers, the others dense MLPs of Fd (fcd_rows); the activation
+ * memory weighs the two kinds by it, the time model (plan_cost.c) times every layer as a MoE layer. */
 typedef struct {
     double L, C, H, KV, D, F, V, Vp, T, max_pos, qkv_rows, fc_rows, E, K;
+    double Fd, fcd_rows, moe_frac; /* the dense MLP's width and rows; the MoE layers' share (1: all, 0: dense) */
     double moe_cap, ep; /* MoE: capacity per expert per sequence (0: none), expert-parallel size */
     int ln, bias, tied, learned, moe;
     mt_model_fwd_flops fwd; /* forward FLOPs per token (mt_model_fwd_flops_per_token) */

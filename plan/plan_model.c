@@ -56,6 +56,13 @@ static mt_status get_dims(const mt_recipe *r, mt_param_layout *pl, dims *d) {
     d->qkv_rows = pl->qkv_rows;
     d->fc_rows = pl->fc_rows;
     d->moe = m->moe.experts > 0;
+    d->Fd = pl->F;
+    d->fcd_rows = pl->fc_rows;
+    d->moe_frac = d->moe ? (double)pl->n_kind_global[1] / pl->L_global : 0.0;
+    if (d->moe) { /* F / fc_rows: one expert's */
+        d->F = pl->Fe;
+        d->fc_rows = pl->efc_rows;
+    }
     d->E = d->moe ? m->moe.experts : 0;
     d->K = d->moe ? m->moe.top_k : 1;
     d->moe_cap = d->moe ? pl->moe_cap : 0;
@@ -160,9 +167,11 @@ static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_
                              double dropout, int fp8) {
     const double s = d->T / cp, sk = d->T, h = d->C;
     if (rc == MT_RECOMPUTE_FULL) return 2.0 * s * b * h / (sp ? t : 1);
-    double rep = (dropout > 0 ? 10.0 : 8.0) * h + (d->moe ? 2.0 * d->K * h : 0.0) - (fp8 ? 2.0 * h : 0.0);
-    double split = 2.0 * h + 4.0 * d->KV * d->D + 2.0 * h + d->K * (2.0 * d->fc_rows + 2.0 * d->F) +
-                   (fp8 ? h - d->K * d->F : 0.0);
+    /* a MoE layer's MLP terms (its routed copies) and a dense one's, weighed by the layers' kinds */
+    const double fm = d->moe ? d->moe_frac : 0.0, fd = 1.0 - fm;
+    double rep = (dropout > 0 ? 10.0 : 8.0) * h + fm * 2.0 * d->K * h - (fp8 ? 2.0 * h : 0.0);
+    double split = 2.0 * h + 4.0 * d->KV * d->D + 2.0 * h + fm * d->K * (2.0 * d->fc_rows + 2.0 * d->F) +
+                   fd * (2.0 * d->fcd_rows + 2.0 * d->Fd) + (fp8 ? h - fm * d->K * d->F - fd * d->Fd : 0.0);
     double per_token = sp ? (rep + split) / t : rep + split / t;
     double score = fused ? 4.0 * d->H / t : rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * sk / t;
     return s * b * (per_token + score);
@@ -192,7 +201,8 @@ static double act_layer_trainer(const dims *d, double b, int t, int sp, int cp, 
     if (rc == MT_RECOMPUTE_FULL) return a * N * C / (sp ? t : 1);
     double rep = 4.0 * C; /* resid, ln1, resid_mid, ln2 */
     const int sel = rc == MT_RECOMPUTE_SELECTIVE;
-    double split = d->qkv_rows + (sel ? 0.0 : d->H * d->D) + (d->moe ? 0.0 : d->fc_rows + d->F);
+    const double fm = d->moe ? d->moe_frac : 0.0; /* the MoE layers' share; the others keep fch, fch_act */
+    double split = d->qkv_rows + (sel ? 0.0 : d->H * d->D) + (1.0 - fm) * (d->fcd_rows + d->Fd);
     /* + the two norms' fp32 mean and rstd (on 1/t of the tokens with sp) */
     double per_token = sp ? (a * (rep + split) + 16.0) / t : a * (rep + split / t) + 16.0;
     double lse = sel ? 0.0 : 4.0 * d->H / t;
@@ -202,8 +212,8 @@ static double act_layer_trainer(const dims *d, double b, int t, int sp, int cp, 
                      and the per-expert counts (2E + ep E/ep words) */
         double S, R;
         moe_rows(d, b, N, &S, &R);
-        bytes += N * ((a + 4.0) * d->E + 12.0 * d->K) + a * (R * (C + (d->fc_rows + d->F) / t) + S * C) +
-                 4.0 * (2.0 * d->E + d->E);
+        bytes += fm * (N * ((a + 4.0) * d->E + 12.0 * d->K) + a * (R * (C + (d->fc_rows + d->F) / t) + S * C) +
+                       4.0 * (2.0 * d->E + d->E));
     }
     return bytes;
 }
@@ -222,7 +232,7 @@ static double act_slot_trainer(const dims *d, double b, int t, int sp, int cp, i
     double e = 12.0 * N + a * Nr * C + 8.0; /* tokens, targets, losses; resid; scalars */
     if (head) e += a * Nr * C + 8.0 * Nr + a * N * d->Vp / t + (t > 1 ? 12.0 * N : 0.0);
     e += a * (Nr * C + 2.0 * N * C + N * (d->qkv_rows + d->H * d->D) / t) + 4.0 * b * (d->H / t) * s;
-    if (!d->moe) e += a * N * (d->fc_rows + (d->fc_rows != d->F ? d->F : 0)) / t;
+    if (!d->moe || d->moe_frac < 1.0) e += a * N * (d->fcd_rows + (d->fcd_rows != d->Fd ? d->Fd : 0)) / t;
     if (cp > 1) e += a * 5.0 * N * 2.0 * (d->KV / t) * d->D;
     if (sp) e += a * (N * C + Nr * C);
     if (d->moe) {
@@ -584,7 +594,7 @@ static void plan_comm_volumes(const plan_ctx *x, mt_plan *p) {
         /* dispatch + combine, forward and backward (+2 with full recompute): each rank's s b k
          * routed token copies of h values, (ep-1)/ep of them leave the rank */
         const double toks = N * d->K / x->spdiv;
-        p->ep_comm.n_ops = (4.0 + (x->full ? 2.0 : 0.0)) * Ls * m;
+        p->ep_comm.n_ops = (4.0 + (x->full ? 2.0 : 0.0)) * ceil(Ls * d->moe_frac) * m; /* the MoE layers' */
         p->ep_comm.bytes = p->ep_comm.n_ops * (p->ep - 1.0) / p->ep * toks * d->C * x->abytes;
         p->ep_comm.network = mt_plan_spans_nodes(gpu, t, p->ep);
     }
@@ -625,10 +635,12 @@ static void note_act_terms(const plan_ctx *x, mt_plan *p) {
     const int t = x->t, sp = p->sp;
     const double rep_div = sp ? t : 1, h = d->C;
     const int f8 = plan_fp8(x); /* fp8 copies of the GEMM inputs (act_layer_bf16) */
-    const double inputs = (8.0 * h + (d->moe ? 2.0 * d->K * h : 0.0) - (f8 ? 2.0 * h : 0.0)) / rep_div;
+    const double fm = d->moe ? d->moe_frac : 0.0, fd = 1.0 - fm; /* the layers' kinds (act_layer_bf16) */
+    const double inputs = (8.0 * h + fm * 2.0 * d->K * h - (f8 ? 2.0 * h : 0.0)) / rep_div;
     const double masks = x->o->dropout > 0 ? 2.0 * h / rep_div : 0.0;
     const double attn = (2.0 * h + 4.0 * d->KV * d->D + 2.0 * h + (f8 ? h : 0.0)) / t;
-    const double mlp = d->K * (2.0 * d->fc_rows + 2.0 * d->F - (f8 ? d->F : 0.0)) / t;
+    const double mlp = (fm * d->K * (2.0 * d->fc_rows + 2.0 * d->F - (f8 ? d->F : 0.0)) +
+                        fd * (2.0 * d->fcd_rows + 2.0 * d->Fd - (f8 ? d->Fd : 0.0))) / t;
     const double score = !x->o->unfused_attention ? 4.0 * d->H / t
                          : p->recompute == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * d->T / t;
     const double all = inputs + masks + attn + mlp + score;

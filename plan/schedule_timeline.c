@@ -114,7 +114,11 @@ static mt_status vstage_flops(const mt_recipe *r, const mt_param_layout *pl, dou
                          "parallel.virtual_pipeline = %d x %d equal chunks; choose layers divisible by their product",
                          pl->L_global, p, v);
     for (int s = 0; s < p; s++)
-        for (int k = 0; k < v; k++) f_vs[k * p + s] = fl.layer * mt_recipe_chunk_layers(r, s, k);
+        for (int k = 0; k < v; k++) { /* a chunk's MoE layers and its dense ones (mixed: mt_recipe_moe_layer) */
+            const int n = mt_recipe_chunk_layers(r, s, k), l0 = mt_recipe_chunk_first_layer(r, s, k);
+            const int n_moe = moe ? mt_recipe_moe_layers(r, l0, n) : n;
+            f_vs[k * p + s] = fl.layer * n_moe + fl.dense_layer * (n - n_moe);
+        }
     f_vs[n_vs - 1] += fl.head; /* virtual stage p v - 1 = chunk v - 1 of stage p - 1: the output layer */
     return MT_OK;
 }

@@ -59,22 +59,23 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
              *g = v.g;
 
         /* MLP: dresid holds dL/dx' */
-        if (pl->moe) { /* mixture of experts (model_moe.c): dx = dL/dx2 */
+        if (mt_param_layer_is_moe(pl, l)) { /* mixture of experts (model_moe.c): dx = dL/dx2 */
             MT_CHECK(mt_moe_backward(m, A, l, x2, &dx));
             goto mlp_done;
         }
+        const int ds = mt_param_layer_slot(pl, l); /* the layer's slice of the dense MLP's stacks */
         if (m->pl.spec.mlp != MT_MLP_GELU) { /* dg = dresid Wfcproj, then back through the activation: SwiGLU
                                                   from its own dg buffer, squared ReLU in place in dfch */
             void *dg = m->pl.spec.mlp == MT_MLP_SWIGLU ? ACT(m, A, dfch_act) : ACT(m, A, dfch);
-            MT_CHECK(mt_tp_row_bwd(tp, dg, G(m, ix->fcproj_w, l), G(m, ix->fcproj_b, l), dresid, g,
-                                   P(m, ix->fcproj_w, l), C, pl->F_r));
-            MT_CHECK(mt_model_mlp_act_bwd(m, ACT(m, A, dfch), dg, h, N));
+            MT_CHECK(mt_tp_row_bwd(tp, dg, G(m, ix->fcproj_w, ds), G(m, ix->fcproj_b, ds), dresid, g,
+                                   P(m, ix->fcproj_w, ds), C, pl->F_r));
+            MT_CHECK(mt_model_mlp_act_bwd(m, ACT(m, A, dfch), dg, h, N, pl->F_r));
         } else { /* dfch = (dresid Wfcproj) * gelu'(h): one op (dGeLU in the dinp GEMM's epilogue) */
-            MT_CHECK(mt_tp_row_dgelu_bwd(tp, ACT(m, A, dfch), G(m, ix->fcproj_w, l),
-                                         G(m, ix->fcproj_b, l), dresid, g, h, P(m, ix->fcproj_w, l), C, pl->F_r));
+            MT_CHECK(mt_tp_row_dgelu_bwd(tp, ACT(m, A, dfch), G(m, ix->fcproj_w, ds),
+                                         G(m, ix->fcproj_b, ds), dresid, g, h, P(m, ix->fcproj_w, ds), C, pl->F_r));
         }
-        MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->fc_w, l), G(m, ix->fc_b, l), ACT(m, A, dfch), x2,
-                                  P(m, ix->fc_w, l), pl->fc_rows_r, C));
+        MT_CHECK(mt_tp_column_bwd(tp, dln, &dx, G(m, ix->fc_w, ds), G(m, ix->fc_b, ds), ACT(m, A, dfch), x2,
+                                  P(m, ix->fc_w, ds), pl->fc_rows_r, C));
     mlp_done:
         MT_CHECK(mt_model_norm_bwd(m, dresid, G(m, ix->ln2_w, l), G(m, ix->ln2_b, l), dx, xm, P(m, ix->ln2_w, l),
                                    ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), Nr));

@@ -58,17 +58,18 @@ mt_status mt_model_layer_forward(mt_model *m, const mt_acts *A, int l) {
     /* xm = x + y and x2 = norm2(xm) in one op (fused residual add + norm) */
     MT_CHECK(mt_model_add_norm_fwd(m, xm, x2, ACT_L(m, A, ln2_mean, ls, Nr, 4), ACT_L(m, A, ln2_rstd, ls, Nr, 4), x, y,
                                    P(m, ix->ln2_w, l), P(m, ix->ln2_b, l), Nr));
-    if (pl->moe) { /* the MLP is a mixture of experts (model_moe.c) */
+    if (mt_param_layer_is_moe(pl, l)) { /* the MLP is a mixture of experts (model_moe.c) */
         MT_CHECK(mt_moe_forward(m, A, l, x2, xm, xo));
         goto out;
     }
+    const int ds = mt_param_layer_slot(pl, l); /* the layer's slice of the dense MLP's stacks */
     if (m->pl.spec.mlp != MT_MLP_GELU) { /* h = x2 Wfc^T + b, then the activation (model_internal.h) */
-        MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
-        MT_CHECK(mt_model_mlp_act_fwd(m, g, h, N));
+        MT_CHECK(mt_tp_column_fwd(tp, h, x2, P(m, ix->fc_w, ds), P(m, ix->fc_b, ds), pl->fc_rows_r, C));
+        MT_CHECK(mt_model_mlp_act_fwd(m, g, h, N, pl->F_r));
     } else { /* h = x2 Wfc^T + b, g = gelu(h): one op (bias + GeLU in the GEMM's epilogue) */
-        MT_CHECK(mt_tp_column_gelu_fwd(tp, g, h, x2, P(m, ix->fc_w, l), P(m, ix->fc_b, l), pl->fc_rows_r, C));
+        MT_CHECK(mt_tp_column_gelu_fwd(tp, g, h, x2, P(m, ix->fc_w, ds), P(m, ix->fc_b, ds), pl->fc_rows_r, C));
     }
-    MT_CHECK(mt_tp_row_fwd(tp, part, &y, g, P(m, ix->fcproj_w, l), P(m, ix->fcproj_b, l), C, pl->F_r));
+    MT_CHECK(mt_tp_row_fwd(tp, part, &y, g, P(m, ix->fcproj_w, ds), P(m, ix->fcproj_b, ds), C, pl->F_r));
     mt_add_args ad2 = {.out = xo, .a = xm, .b = y, .n = NrC};
     MT_CHECK(MT_BE_CALL(m->be, add, &ad2));
 out:

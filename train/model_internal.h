@@ -111,16 +111,18 @@ static inline mt_layer_acts mt_layer_acts_of(const mt_model *m, const mt_acts *A
     v.atty = ACT_L(m, A, atty, v.la, N * pl->H_r * pl->D, a);
     v.xm = ACT_L(m, A, resid_mid, v.ls, NrC, a);
     v.x2 = ACT_L(m, A, ln2, v.ls, NrC, a);
-    v.h = ACT_L(m, A, fch, v.ls, N * pl->fc_rows_r, a);
-    v.g = ACT_L(m, A, fch_act, v.ls, N * pl->F_r, a);
+    /* a MoE model's dense layers: their own slices of the dense MLP's arrays (act_slot); its MoE layers none */
+    const int hs = pl->moe ? A->l0 + pl->act_slot[l] : v.ls;
+    v.h = ACT_L(m, A, fch, hs, N * pl->fc_rows_r, a);
+    v.g = ACT_L(m, A, fch_act, hs, N * pl->F_r, a);
     return v;
 }
 
-/* The MLP's activation of the layer spec over M rows of F_r hidden units, g (M, F_r) from h (M, fc_rows_r):
- * gelu(h), swiglu(h) (h's rows [gate | up]) or squared_relu(h). The dense GeLU layer instead runs the fused
- * GEMM + GeLU of the tensor-parallel layer (model_fwd.c / model_bwd.c); MoE experts and the others call these. */
-static inline mt_status mt_model_mlp_act_fwd(mt_model *m, void *g, const void *h, int M) {
-    const int F = m->pl.F_r;
+/* The MLP's activation of the layer spec over M rows of F hidden units (the dense MLP's F_r, an expert's
+ * Fe_r), g (M, F) from h (M, F or 2F): gelu(h), swiglu(h) (h's rows [gate | up]) or squared_relu(h). The
+ * dense GeLU layer instead runs the fused GEMM + GeLU of the tensor-parallel layer (model_fwd.c /
+ * model_bwd.c); MoE experts and the others call these. */
+static inline mt_status mt_model_mlp_act_fwd(mt_model *m, void *g, const void *h, int M, int F) {
     if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
         mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = M, .F = F};
         return MT_BE_CALL(m->be, swiglu_fwd, &sa);
@@ -129,9 +131,8 @@ static inline mt_status mt_model_mlp_act_fwd(mt_model *m, void *g, const void *h
     return m->pl.spec.mlp == MT_MLP_SQUARED_RELU ? MT_BE_CALL(m->be, squared_relu_fwd, &ea)
                                                  : MT_BE_CALL(m->be, gelu_fwd, &ea);
 }
-/* dh (M, fc_rows_r) = from dg (M, F_r) through the activation at h; dh may be dg when not gated (in place) */
-static inline mt_status mt_model_mlp_act_bwd(mt_model *m, void *dh, const void *dg, const void *h, int M) {
-    const int F = m->pl.F_r;
+/* dh (M, F or 2F) = from dg (M, F) through the activation at h; dh may be dg when not gated (in place) */
+static inline mt_status mt_model_mlp_act_bwd(mt_model *m, void *dh, const void *dg, const void *h, int M, int F) {
     if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
         mt_swiglu_bwd_args sa = {.dinp = dh, .dout = dg, .inp = h, .N = M, .F = F};
         return MT_BE_CALL(m->be, swiglu_bwd, &sa);

@@ -1,5 +1,6 @@
 /* model_moe.c — the mixture-of-experts layer of one rank (Megatron-Core's MoELayer with the
- * alltoall token dispatcher), in place of the MLP when model.moe.experts > 0:
+ * alltoall token dispatcher), in place of the MLP in the MoE layers (model.moe.layer_freq / layer_pattern;
+ * the router and experts are stacked over the stage's MoE layers: slot mt_param_layer_slot):
  *   x = gather_sp(norm2 out) (N, C);  logits = x Wr^T (router, replicated);  route: softmax, top-k,
  *   weights, capacity (moe_route: the drop rule of docs/moe.md);  dispatch rows to the dispatch
  *   layout (expert-major);  ep > 1: the expert-parallel layer (parallel/ep_dispatch.c) moves the rows
@@ -25,21 +26,23 @@ typedef struct {
     void *xin, *h, *g, *ysend;
 } moe_layer;
 
+/* MoE layer l's activations: slice act_slot[l] of the MoE arrays (only the chunk's MoE layers have one) */
 static moe_layer layer_of(const mt_model *m, const mt_acts *A, int l) {
     const mt_param_layout *pl = &m->pl;
     const size_t N = (size_t)m->al.N, E = pl->E, k = pl->top_k, R = m->al.moe_R, S = m->al.moe_S, C = pl->C;
     const size_t a = mt_dtype_bytes(m->act);
+    const int j = A->l0 + pl->act_slot[l]; /* ACT_L counts from A->l0 */
     moe_layer L;
-    L.logits = ACT_L(m, A, moe_logits, l, N * E, a);
-    L.probs = ACT_L(m, A, moe_probs, l, N * E, 4);
-    L.topi = ACT_L(m, A, moe_topi, l, N * k, 4);
-    L.topw = ACT_L(m, A, moe_topw, l, N * k, 4);
-    L.pos = ACT_L(m, A, moe_pos, l, N * k, 4);
-    L.counts = (int32_t *)ACT_L(m, A, moe_counts, l, 2 * E + (size_t)pl->ep * pl->E_r, 4);
-    L.xin = ACT_L(m, A, moe_xin, l, R * C, a);
-    L.h = ACT_L(m, A, moe_h, l, R * pl->fc_rows_r, a);
-    L.g = ACT_L(m, A, moe_g, l, R * pl->F_r, a);
-    L.ysend = ACT_L(m, A, moe_ysend, l, S * C, a);
+    L.logits = ACT_L(m, A, moe_logits, j, N * E, a);
+    L.probs = ACT_L(m, A, moe_probs, j, N * E, 4);
+    L.topi = ACT_L(m, A, moe_topi, j, N * k, 4);
+    L.topw = ACT_L(m, A, moe_topw, j, N * k, 4);
+    L.pos = ACT_L(m, A, moe_pos, j, N * k, 4);
+    L.counts = (int32_t *)ACT_L(m, A, moe_counts, j, 2 * E + (size_t)pl->ep * pl->E_r, 4);
+    L.xin = ACT_L(m, A, moe_xin, j, R * C, a);
+    L.h = ACT_L(m, A, moe_h, j, R * pl->efc_rows_r, a);
+    L.g = ACT_L(m, A, moe_g, j, R * pl->Fe_r, a);
+    L.ysend = ACT_L(m, A, moe_ysend, j, S * C, a);
     return L;
 }
 
@@ -53,7 +56,8 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
     const moe_layer L = layer_of(m, A, l);
     const void *xf = NULL;
     MT_CHECK(mt_tp_gather(tp, x2, &xf));
-    mt_matmul_fwd_args ra = {.out = L.logits, .inp = xf, .weight = P(m, ix->router_w, l), .M = N, .N = E, .K = C};
+    const int ms = mt_param_layer_slot(pl, l); /* the layer's slot in the MoE stacks */
+    mt_matmul_fwd_args ra = {.out = L.logits, .inp = xf, .weight = P(m, ix->router_w, ms), .M = N, .N = E, .K = C};
     MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &ra));
     mt_moe_route_args rt = {.logits = L.logits, .probs = L.probs, .topi = L.topi, .topw = L.topw, .pos = L.pos,
                             .counts = L.counts, .stats = m->moe_stats, .N = N, .E = E, .k = k, .T = m->al.T,
@@ -69,15 +73,15 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
         size_t r0;
         const int M = (int)mt_ep_expert_rows(&m->par.ep, le, &r0);
         if (M == 0) continue;
-        const int s = l * pl->E_r + le;
-        void *h = (char *)L.h + r0 * pl->fc_rows_r * a, *g = (char *)L.g + r0 * pl->F_r * a;
+        const int s = ms * pl->E_r + le;
+        void *h = (char *)L.h + r0 * pl->efc_rows_r * a, *g = (char *)L.g + r0 * pl->Fe_r * a;
         mt_matmul_fwd_args f1 = {.out = h, .inp = (char *)L.xin + r0 * C * a, .weight = P(m, ix->efc_w, s),
-                                 .bias = P(m, ix->efc_b, s), .M = M, .N = pl->fc_rows_r, .K = C};
+                                 .bias = P(m, ix->efc_b, s), .M = M, .N = pl->efc_rows_r, .K = C};
         MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &f1));
-        MT_CHECK(mt_model_mlp_act_fwd(m, g, h, M));
+        MT_CHECK(mt_model_mlp_act_fwd(m, g, h, M, pl->Fe_r));
         /* the replicated output bias once over tp (tp rank 0), as the row-parallel layer adds it */
         mt_matmul_fwd_args f2 = {.out = (char *)ye + r0 * C * a, .inp = g, .weight = P(m, ix->efcproj_w, s),
-                                 .bias = tp->rank == 0 ? P(m, ix->efcproj_b, s) : NULL, .M = M, .N = C, .K = pl->F_r};
+                                 .bias = tp->rank == 0 ? P(m, ix->efcproj_b, s) : NULL, .M = M, .N = C, .K = pl->Fe_r};
         MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &f2));
     }
     if (ep > 1) MT_CHECK(mt_ep_combine(&m->par.ep, ye, ACT(m, A, moe_recv), L.ysend));
@@ -99,6 +103,7 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
     const int N = m->al.N, C = pl->C, E = pl->E, k = pl->top_k, ep = pl->ep;
     const size_t a = mt_dtype_bytes(m->act);
     const moe_layer L = layer_of(m, A, l);
+    const int ms = mt_param_layer_slot(pl, l); /* the layer's slot in the MoE stacks */
     MT_CHECK(mt_ep_read_counts(&m->par.ep, L.counts));
     const void *dY = NULL;
     MT_CHECK(mt_tp_gather(tp, ACT(m, A, dresid), &dY));
@@ -112,18 +117,18 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
         size_t r0;
         const int M = (int)mt_ep_expert_rows(&m->par.ep, le, &r0);
         if (M == 0) continue;
-        const int s = l * pl->E_r + le;
+        const int s = ms * pl->E_r + le;
         void *dyl = (char *)dye + r0 * C * a;
-        void *dg = (char *)ACT(m, A, moe_dg) + r0 * pl->F_r * a, *dh = (char *)ACT(m, A, moe_dh) + r0 * pl->fc_rows_r * a;
-        const void *h = (char *)L.h + r0 * pl->fc_rows_r * a, *g = (char *)L.g + r0 * pl->F_r * a;
+        void *dg = (char *)ACT(m, A, moe_dg) + r0 * pl->Fe_r * a, *dh = (char *)ACT(m, A, moe_dh) + r0 * pl->efc_rows_r * a;
+        const void *h = (char *)L.h + r0 * pl->efc_rows_r * a, *g = (char *)L.g + r0 * pl->Fe_r * a;
         mt_matmul_bwd_args b2 = {.dinp = dg, .dweight = G(m, ix->efcproj_w, s), .dbias = G(m, ix->efcproj_b, s),
-                                 .dout = dyl, .inp = g, .weight = P(m, ix->efcproj_w, s), .M = M, .N = C, .K = pl->F_r};
+                                 .dout = dyl, .inp = g, .weight = P(m, ix->efcproj_w, s), .M = M, .N = C, .K = pl->Fe_r};
         MT_CHECK(MT_BE_CALL(m->be, matmul_bwd, &b2));
-        MT_CHECK(mt_model_mlp_act_bwd(m, dh, dg, h, M));
+        MT_CHECK(mt_model_mlp_act_bwd(m, dh, dg, h, M, pl->Fe_r));
         /* the input gradient overwrites this expert's output-gradient rows (consumed above) */
         mt_matmul_bwd_args b1 = {.dinp = dyl, .dweight = G(m, ix->efc_w, s), .dbias = G(m, ix->efc_b, s), .dout = dh,
                                  .inp = (char *)L.xin + r0 * C * a, .weight = P(m, ix->efc_w, s), .M = M,
-                                 .N = pl->fc_rows_r, .K = C};
+                                 .N = pl->efc_rows_r, .K = C};
         MT_CHECK(MT_BE_CALL(m->be, matmul_bwd, &b1));
     }
     const void *dxs = dye;
@@ -143,8 +148,8 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
     MT_CHECK(MT_BE_CALL(m->be, moe_route_bwd, &rb));
     const void *xf = NULL;
     MT_CHECK(mt_tp_gather(tp, x2, &xf));
-    mt_matmul_bwd_args rw = {.dinp = tp->rank == 0 ? dln : NULL, .dweight = G(m, ix->router_w, l),
-                             .dout = ACT(m, A, moe_dlogits), .inp = xf, .weight = P(m, ix->router_w, l), .M = N,
+    mt_matmul_bwd_args rw = {.dinp = tp->rank == 0 ? dln : NULL, .dweight = G(m, ix->router_w, ms),
+                             .dout = ACT(m, A, moe_dlogits), .inp = xf, .weight = P(m, ix->router_w, ms), .M = N,
                              .N = E, .K = C, .accumulate_dinp = 1};
     MT_CHECK(MT_BE_CALL(m->be, matmul_bwd, &rw));
     MT_CHECK(mt_tp_reduce(tp, dln, NULL, dx));

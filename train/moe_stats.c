@@ -30,7 +30,7 @@ mt_status mt_moe_stats_collect(mt_moe_stats *s, mt_model *m, const mt_grad_sync 
         MT_CHECK(w->comm->i->allreduce(w->comm, m->moe_stats, m->moe_stats, n, MT_F32, MT_RED_SUM));
     }
     MT_CHECK(m->be->i->copy_d2h(m->be, s->host, m->moe_stats, n * 4));
-    const double pairs = (double)n_micro * m->pl.L_global; /* (micro-batch, MoE layer) pairs */
+    const double pairs = (double)n_micro * m->pl.n_kind_global[1]; /* (micro-batch, MoE layer) pairs */
     s->lb_loss = pairs > 0 ? s->host[0] / pairs : 0;
     s->z_loss = pairs > 0 ? s->host[1] / pairs : 0;
     s->dropped = s->host[2];

@@ -172,8 +172,10 @@ static mt_status print_start(const trainer *t, FILE *log) {
         n_full += (size_t)full_pl.t[ti].n_layers * full_pl.t[ti].full_rows * full_pl.t[ti].full_cols;
     if (!log) goto out;
     const int tp = m->pl.tp, pp = ps->grid.pp;
-    char shard[48] = "", eps[48] = "";
-    if (m->pl.moe) snprintf(eps, sizeof eps, ", %d experts top-%d, ep %d", m->pl.E, m->pl.top_k, m->pl.ep);
+    char shard[48] = "", eps[96] = "", mixed[48] = "";
+    if (m->pl.moe && m->pl.n_kind_global[0] > 0) /* dense layers mixed in (model.moe.layer_freq / layer_pattern) */
+        snprintf(mixed, sizeof mixed, " in %d of %d layers", m->pl.n_kind_global[1], m->pl.L_global);
+    if (m->pl.moe) snprintf(eps, sizeof eps, ", %d experts top-%d%s, ep %d", m->pl.E, m->pl.top_k, mixed, m->pl.ep);
     if (tp > 1 || pp > 1)
         snprintf(shard, sizeof shard, "%zu on this %s; ", m->pl.n_params, pp > 1 ? "rank's stage" : "tp rank");
     char pps[224] = "";

@@ -21,8 +21,6 @@ mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_b
     } while (0)
     REFUSE("parallel.context", r->parallel.context > 1 && r->model.moe.experts > 0,
            "context parallelism with MoE layers (model.moe.experts > 0)");
-    REFUSE("model.moe.layer_freq", r->model.moe.experts > 0 && r->model.moe.layer_freq != 1,
-           "MoE layers interleaved with dense ones (layer_freq > 1)");
     REFUSE("model.moe.top_k", r->model.moe.experts > 0 && r->model.moe.top_k > 64, "top_k above 64");
     REFUSE("training.recompute", r->model.moe.experts > 0 && r->training.recompute == MT_RECOMPUTE_FULL,
            "full recompute of MoE layers");

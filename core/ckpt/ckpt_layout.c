@@ -18,7 +18,8 @@ int mt_ckpt_kind_find(const char *name) {
 
 void mt_ckpt_global_shape(const mt_param_layout *pl, int ti, int64_t shape[3]) {
     const mt_param_tensor *t = &pl->t[ti];
-    shape[0] = t->stacked ? (t->experts_r ? (int64_t)pl->L_global * pl->E : pl->L_global) : 1;
+    const int64_t n = mt_param_global_layers(pl, ti); /* every layer, or the layers of its kind */
+    shape[0] = t->stacked ? (t->experts_r ? n * pl->E : n) : 1;
     shape[1] = t->full_rows;
     shape[2] = t->full_cols;
 }
@@ -63,6 +64,14 @@ static int layer_runs(const mt_param_layout *pl, const mt_param_tensor *t, int r
     if (pl->pp <= 1) {
         runs[0][0] = 0, runs[0][1] = 0, runs[0][2] = t->n_layers;
         return 1;
+    }
+    if (t->layers != MT_LAYERS_EVERY) { /* one kind's layers: one run per local slot (its global slot) */
+        for (int l = 0; l < t->n_layers && l < MAX_RUNS; l++) {
+            runs[l][0] = l;
+            runs[l][1] = mt_param_global_slice(pl, (int)(t - pl->t), l);
+            runs[l][2] = 1;
+        }
+        return t->n_layers < MAX_RUNS ? t->n_layers : MAX_RUNS;
     }
     const int vpp = pl->vpp > 0 ? pl->vpp : 1;
     int n = 0;

@@ -24,7 +24,7 @@ static mt_status unsupported(const mt_recipe *r, const char *key, const char *fm
         r->model.moe.experts > 0
             ? "Hugging Face's MixtralForCausalLM cannot express this model; export supports mixture-of-experts models "
               "with model.arch: llama, model.position: rope, model.norm: rmsnorm, model.activation: swiglu, "
-              "model.bias: false, model.moe.pre_softmax: false, model.moe.layer_freq: 1"
+              "model.bias: false, model.moe.pre_softmax: false, every layer a MoE layer (model.moe.layer_freq: 1)"
         : r->model.arch == MT_ARCH_LLAMA
             ? "Hugging Face's LlamaForCausalLM cannot express this model; export supports llama with "
               "model.position: rope, model.norm: rmsnorm, model.activation: swiglu"
@@ -48,9 +48,16 @@ static mt_status check_moe(const mt_recipe *r) {
                            "Mixtral renormalises them to sum to 1 (transformers' Qwen3MoeForCausalLM has this router, "
                            "norm_topk_prob: false, but also per-head query / key norms; exporting to it is not "
                            "implemented)");
-    if (c->moe.layer_freq != 1)
-        return unsupported(r, "model.moe.layer_freq", "%d: dense MLP layers between the MoE layers; every Mixtral "
-                           "layer is sparse", c->moe.layer_freq);
+    const int n_moe = mt_recipe_moe_layers(r, 0, c->layers);
+    if (n_moe != c->layers)
+        return unsupported(r, c->moe.layer_pattern[0] ? "model.moe.layer_pattern" : "model.moe.layer_freq",
+                           "%d dense MLP layers among the %d: mixed dense and MoE layers; every Mixtral layer is "
+                           "sparse (exporting a mixed model to a DeepSeek / Llama 4 layout is not implemented)",
+                           c->layers - n_moe, c->layers);
+    if (mt_recipe_moe_ffn_hidden(r) != c->ffn_hidden)
+        return unsupported(r, "model.moe.ffn_hidden", "%d, model.ffn_hidden %d: Mixtral's experts have the width "
+                           "intermediate_size; set model.moe.ffn_hidden: 0 (or equal to model.ffn_hidden)",
+                           c->moe.ffn_hidden, c->ffn_hidden);
     if (c->bias)
         return unsupported(r, "model.bias", "true: the attention and expert biases (expert_fc_b, expert_fcproj_b) "
                            "have no place in Mixtral, whose layers have none");

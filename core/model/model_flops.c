@@ -27,14 +27,16 @@ void mt_model_fwd_flops_per_token(const mt_param_layout *pl, int moe_experts, in
     /* weights touched per token by matmuls: qkv, proj (attention), fc, fcproj (MLP) */
     const double attn_lin = 2.0 * attn_weights(pl);
     const double mlp_one = 2.0 * ((double)pl->fc_rows * C + C * pl->F);
-    /* a MoE layer runs top_k experts' MLPs and the router (C x E) */
-    const double mlp = moe_experts > 0 ? moe_top_k * mlp_one + 2.0 * C * moe_experts : mlp_one;
+    /* a MoE layer runs top_k experts' MLPs (of the experts' width Fe) and the router (C x E) */
+    const double Fe = pl->Fe > 0 ? pl->Fe : pl->F, efc = pl->efc_rows > 0 ? pl->efc_rows : pl->fc_rows;
+    const double mlp = moe_experts > 0 ? moe_top_k * 2.0 * (efc * C + C * Fe) + 2.0 * C * moe_experts : mlp_one;
     /* attention scores (q . k over the query / key head) and weighted sum (over the value head),
        counted over the full T x T square as Megatron does */
     const double dqk = pl->spec.mla ? pl->spec.qk_dim + pl->spec.pos_dim : pl->D;
     const double dv = pl->spec.mla ? pl->spec.v_dim : pl->D;
     f->attn_core = 2.0 * T * pl->H * (dqk + dv);
     f->layer = attn_lin + f->attn_core + mlp;
+    f->dense_layer = attn_lin + f->attn_core + mlp_one;
     f->head = 2.0 * C * pl->Vp;
 }
 
@@ -47,8 +49,12 @@ double mt_model_recompute_fwd_flops(const mt_model_fwd_flops *f, mt_recompute rc
 double mt_model_flops_per_seq(const mt_param_layout *pl, mt_recompute rc) {
     mt_model_fwd_flops f;
     mt_model_fwd_flops_per_token(pl, pl->moe ? pl->E : 0, pl->moe ? pl->top_k : 1, &f);
-    const double L = pl->L_global; /* the whole model, on any stage */
-    return pl->T * (3.0 * (L * f.layer + f.head) + L * mt_model_recompute_fwd_flops(&f, rc));
+    /* the whole model, on any stage: its MoE layers (all of them without dense ones) and its dense layers */
+    const double Lm = pl->moe ? pl->n_kind_global[1] : pl->L_global, Ld = pl->L_global - Lm;
+    const double layers = Lm * f.layer + Ld * f.dense_layer;
+    const double rerun = Lm * mt_model_recompute_fwd_flops(&f, rc) +
+                         Ld * (rc == MT_RECOMPUTE_FULL ? f.dense_layer : rc == MT_RECOMPUTE_SELECTIVE ? f.attn_core : 0);
+    return pl->T * (3.0 * (layers + f.head) + rerun);
 }
 
 void mt_model_flops_per_iter(const mt_param_layout *pl, double n_seqs, double *model_flops, double *hardware_flops) {

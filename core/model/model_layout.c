@@ -35,6 +35,7 @@ static int add_tensor(mt_param_layout *pl, size_t *cursor, const char *name, int
     t->stacked = 0; /* set by build for the per-layer tensors */
     t->pp_copy = 0;
     t->experts_r = 0;
+    t->layers = MT_LAYERS_EVERY;
     *cursor = align_up(*cursor + t->n, MT_PARAM_ALIGN);
     pl->n_params += t->n;
     return i;
@@ -152,6 +153,27 @@ static mt_status stage_layers(const mt_recipe *r, mt_param_layout *pl) {
     return MT_OK;
 }
 
+/* The layer kinds (mt_recipe_moe_layer) of the model and of the stage: each local layer's slot in its
+ * kind's parameter stacks and, per model chunk, in its kind's activation arrays. */
+static void layer_kinds(const mt_recipe *r, mt_param_layout *pl) {
+    for (int g = 0; g < pl->L_global; g++) {
+        pl->layer_moe[g] = (unsigned char)mt_recipe_moe_layer(r, g);
+        pl->n_kind_global[pl->layer_moe[g]]++;
+    }
+    for (int k = 0; k < pl->vpp; k++) {
+        const int l0 = pl->pp > 1 ? mt_param_chunk_l0(pl, k) : 0, n = pl->pp > 1 ? mt_param_chunk_layers(pl, k) : pl->L;
+        int in_chunk[2] = {0, 0};
+        for (int l = l0; l < l0 + n; l++) {
+            const int kind = mt_param_layer_is_moe(pl, l);
+            pl->slot_layer[kind][pl->n_kind[kind]] = (short)l;
+            pl->slot[l] = (short)pl->n_kind[kind]++;
+            pl->act_slot[l] = (short)in_chunk[kind]++;
+        }
+        for (int kind = 0; kind < 2; kind++)
+            if (in_chunk[kind] > pl->act_kind[kind]) pl->act_kind[kind] = in_chunk[kind];
+    }
+}
+
 static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layout *pl) {
     const mt_model_cfg *m = &r->model;
     mt_status st = MT_OK;
@@ -204,6 +226,9 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     } else {
         pl->Lc = pl->round = pl->L;
     }
+    if (pl->L_global > MT_LAYERS_MAX)
+        return mt_errorf(MT_ERR_CONFIG, "model layout: model.layers = %d, at most %d", pl->L_global, MT_LAYERS_MAX);
+    layer_kinds(r, pl);
     pl->has_embed = pl->stage == 0;
     pl->has_head = pl->stage == pl->pp - 1;
     if (r->training.recompute == MT_RECOMPUTE_FULL) {
@@ -222,6 +247,11 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
             return mt_errorf(MT_ERR_CONFIG, "model layout: model.moe.experts = %d with top_k %d does not split over "
                              "parallel.expert = %d (validate the recipe first: mtrain check)", pl->E, pl->top_k, ep);
         pl->E_r = pl->E / ep;
+        pl->Fe = mt_recipe_moe_ffn_hidden(r) > 0 ? mt_recipe_moe_ffn_hidden(r) : pl->F;
+        MT_CHECK(split_check("model.moe.ffn_hidden", pl->Fe, tp));
+        pl->Fe_r = pl->Fe / tp;
+        pl->efc_rows = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->Fe : pl->Fe;
+        pl->efc_rows_r = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->Fe_r : pl->Fe_r;
         if (m->moe.capacity_factor > 0) {
             const double c = ceil((double)m->moe.capacity_factor * pl->T * pl->top_k / pl->E - 1e-9);
             pl->moe_cap = c < 1 ? 1 : c > pl->T ? pl->T : (int)c;
@@ -260,13 +290,22 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     if (bias) ix->proj_b = add_tensor(pl, &cur, "proj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
     ix->ln2_w = add_norm(pl, &cur, "ln2_w", L, one);
     if (nb) ix->ln2_b = add_norm(pl, &cur, "ln2_b", L, MT_INIT_ZERO);
-    if (pl->moe) {
-        ix->router_w = add_tensor(pl, &cur, "router_w", L, pl->E, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
-    } else {
-        ix->fc_w = add_tensor(pl, &cur, "fc_w", L, pl->fc_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, F, F, 0);
-        if (bias) ix->fc_b = add_tensor(pl, &cur, "fc_b", L, 1, pl->fc_rows, 0, MT_INIT_ZERO, COLS, nfb, F, F, 0);
-        ix->fcproj_w = add_tensor(pl, &cur, "fcproj_w", L, C, F, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, F, 0, 0);
-        if (bias) ix->fcproj_b = add_tensor(pl, &cur, "fcproj_b", L, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
+    /* a MoE model's dense MLP tensors are stacked over its dense layers, the router and experts over its
+       MoE layers; a stage without layers of a kind has none of its tensors */
+    const int Ld = pl->n_kind[0], Lm = pl->n_kind[1];
+    const mt_layers_of dense_of = pl->moe ? MT_LAYERS_DENSE : MT_LAYERS_EVERY;
+    if (pl->moe && Lm > 0) {
+        ix->router_w = add_tensor(pl, &cur, "router_w", Lm, pl->E, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
+        pl->t[ix->router_w].layers = MT_LAYERS_MOE;
+    }
+    if (Ld > 0) {
+        ix->fc_w = add_tensor(pl, &cur, "fc_w", Ld, pl->fc_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, F, F, 0);
+        if (bias) ix->fc_b = add_tensor(pl, &cur, "fc_b", Ld, 1, pl->fc_rows, 0, MT_INIT_ZERO, COLS, nfb, F, F, 0);
+        ix->fcproj_w = add_tensor(pl, &cur, "fcproj_w", Ld, C, F, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, F, 0, 0);
+        if (bias) ix->fcproj_b = add_tensor(pl, &cur, "fcproj_b", Ld, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
+        const int dn[4] = {ix->fc_w, ix->fc_b, ix->fcproj_w, ix->fcproj_b};
+        for (int k = 0; k < 4; k++)
+            if (dn[k] >= 0) pl->t[dn[k]].layers = dense_of;
     }
     if (pl->has_head) {
         ix->lnf_w = add_norm(pl, &cur, "lnf_w", 1, one);
@@ -274,15 +313,15 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
         if (!m->tie_embeddings)
             ix->lm_head = add_tensor(pl, &cur, "lm_head", 1, pl->Vp, C, 1, MT_INIT_NORMAL, ROWS, 1, pl->Vp, 0, 0);
     }
-    if (pl->moe) { /* the expert gradient buffer: its tensors together, after every dense one */
-        const int n = L * pl->E_r;
-        ix->efc_w = add_tensor(pl, &cur, "expert_fc_w", n, pl->fc_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, F, F, 0);
-        if (bias) ix->efc_b = add_tensor(pl, &cur, "expert_fc_b", n, 1, pl->fc_rows, 0, MT_INIT_ZERO, COLS, nfb, F, F, 0);
-        ix->efcproj_w = add_tensor(pl, &cur, "expert_fcproj_w", n, C, F, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, F, 0, 0);
+    if (pl->moe && Lm > 0) { /* the expert gradient buffer: its tensors together, after every dense one */
+        const int n = Lm * pl->E_r, Fe = pl->Fe, er = pl->efc_rows;
+        ix->efc_w = add_tensor(pl, &cur, "expert_fc_w", n, er, C, 1, MT_INIT_NORMAL, ROWS, nfb, Fe, Fe, 0);
+        if (bias) ix->efc_b = add_tensor(pl, &cur, "expert_fc_b", n, 1, er, 0, MT_INIT_ZERO, COLS, nfb, Fe, Fe, 0);
+        ix->efcproj_w = add_tensor(pl, &cur, "expert_fcproj_w", n, C, Fe, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, Fe, 0, 0);
         if (bias) ix->efcproj_b = add_tensor(pl, &cur, "expert_fcproj_b", n, 1, C, 0, MT_INIT_ZERO, NONE, 0, 0, 0, 0);
         const int ex[4] = {ix->efc_w, ix->efc_b, ix->efcproj_w, ix->efcproj_b};
         for (int k = 0; k < 4; k++)
-            if (ex[k] >= 0) pl->t[ex[k]].experts_r = pl->E_r;
+            if (ex[k] >= 0) pl->t[ex[k]].experts_r = pl->E_r, pl->t[ex[k]].layers = MT_LAYERS_MOE;
     }
     pl->n_elems = cur;
     for (int ti = 0; ti < pl->n_tensors; ti++) {
@@ -323,11 +362,27 @@ void mt_param_layout_place_buffers(mt_param_layout *pl, const int shards[2]) {
     pl->n_elems += delta;
 }
 
+/* the global slot of local slot s of a stacked tensor of kind `of`: its global layer, or the count of
+ * the model's layers of its kind before that layer */
+static int global_slot(const mt_param_layout *pl, mt_layers_of of, int s) {
+    if (of == MT_LAYERS_EVERY) return mt_param_global_layer(pl, s);
+    const int kind = of == MT_LAYERS_MOE, g = mt_param_global_layer(pl, pl->slot_layer[kind][s]);
+    int n = 0;
+    for (int k = 0; k < g; k++) n += pl->layer_moe[k] == kind;
+    return n;
+}
+
 int mt_param_global_slice(const mt_param_layout *pl, int ti, int s) {
     const mt_param_tensor *t = &pl->t[ti];
     if (!t->stacked) return s;
-    if (!t->experts_r) return mt_param_global_layer(pl, s);
-    return mt_param_global_layer(pl, s / t->experts_r) * pl->E + pl->ep_rank * t->experts_r + s % t->experts_r;
+    if (!t->experts_r) return global_slot(pl, t->layers, s);
+    return global_slot(pl, t->layers, s / t->experts_r) * pl->E + pl->ep_rank * t->experts_r + s % t->experts_r;
+}
+
+int mt_param_global_layers(const mt_param_layout *pl, int ti) {
+    const mt_param_tensor *t = &pl->t[ti];
+    if (!t->stacked) return 1;
+    return t->layers == MT_LAYERS_EVERY ? pl->L_global : pl->n_kind_global[t->layers == MT_LAYERS_MOE];
 }
 
 /* local index k along a sharded axis of blocks -> full index */
@@ -391,9 +446,11 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(ln2, L * Nr * C * a);
     PLACE(ln2_mean, L * Nr * f);
     PLACE(ln2_rstd, L * Nr * f);
-    const size_t dense_mlp = pl->moe ? 0 : 1; /* MoE layers keep their MLP activations per expert row */
-    PLACE(fch, dense_mlp * L * N * pl->fc_rows_r * a);
-    PLACE(fch_act, dense_mlp * L * N * pl->F_r * a);
+    /* MoE layers keep their MLP activations per expert row; a MoE model's dense layers have act_kind[0]
+       slices of the dense MLP's (act_slot: no full recompute with MoE layers) */
+    const size_t dense_mlp = pl->moe ? (pl->act_kind[0] > 0) : 1, Ld = pl->moe ? (size_t)pl->act_kind[0] : L;
+    PLACE(fch, Ld * N * pl->fc_rows_r * a);
+    PLACE(fch_act, Ld * N * pl->F_r * a);
     PLACE(lnf, head ? Nr * C * a : 0);
     PLACE(lnf_mean, head ? Nr * f : 0);
     PLACE(lnf_rstd, head ? Nr * f : 0);
@@ -433,21 +490,22 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
         if (ep * S < R) R = ep * S;
         al->moe_S = (int)S;
         al->moe_R = (int)R;
-        PLACE(moe_logits, L * N * E * a);
-        PLACE(moe_probs, L * N * E * f);
-        PLACE(moe_topi, L * N * k * 4);
-        PLACE(moe_topw, L * N * k * f);
-        PLACE(moe_pos, L * N * k * 4);
-        PLACE(moe_counts, L * (2 * E + ep * Er) * 4);
-        PLACE(moe_xin, L * R * C * a);
-        PLACE(moe_h, L * R * pl->fc_rows_r * a);
-        PLACE(moe_g, L * R * pl->F_r * a);
-        PLACE(moe_ysend, L * S * C * a);
+        const size_t Lm = (size_t)pl->act_kind[1]; /* the MoE layers' slices (act_slot) */
+        PLACE(moe_logits, Lm * N * E * a);
+        PLACE(moe_probs, Lm * N * E * f);
+        PLACE(moe_topi, Lm * N * k * 4);
+        PLACE(moe_topw, Lm * N * k * f);
+        PLACE(moe_pos, Lm * N * k * 4);
+        PLACE(moe_counts, Lm * (2 * E + ep * Er) * 4);
+        PLACE(moe_xin, Lm * R * C * a);
+        PLACE(moe_h, Lm * R * pl->efc_rows_r * a);
+        PLACE(moe_g, Lm * R * pl->Fe_r * a);
+        PLACE(moe_ysend, Lm * S * C * a);
         PLACE(moe_send, S * C * a);
         PLACE(moe_recv, ep > 1 ? R * C * a : 0);
         PLACE(moe_ye, R * C * a);
-        PLACE(moe_dh, R * pl->fc_rows_r * a);
-        PLACE(moe_dg, R * pl->F_r * a);
+        PLACE(moe_dh, R * pl->efc_rows_r * a);
+        PLACE(moe_dg, R * pl->Fe_r * a);
         PLACE(moe_dlogits, N * E * a);
         PLACE(moe_dw, N * k * f);
         PLACE(moe_stats, (MT_MOE_STATS + 2 * E) * f);

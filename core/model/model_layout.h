@@ -19,6 +19,12 @@
 
 #define MT_PARAM_ALIGN 128
 #define MT_MAX_PARAM_TENSORS 32
+#define MT_LAYERS_MAX 1024 /* model.layers at most (the key's range) */
+
+/* Which layers a stacked tensor is stacked over: every layer of the stage, or only its dense (MLP)
+ * or only its MoE layers (model.moe.layer_freq / layer_pattern mix them: mt_recipe_moe_layer). A
+ * kind's stack holds the stage's layers of that kind in order: local layer l is slot pl->slot[l]. */
+typedef enum { MT_LAYERS_EVERY = 0, MT_LAYERS_DENSE, MT_LAYERS_MOE } mt_layers_of;
 
 typedef enum {
     MT_INIT_ZERO = 0,
@@ -65,6 +71,8 @@ typedef struct {
                               the per-head qk norms whenever tp > 1 (each rank norms its own heads) */
     int stacked;           /* per-layer tensor (L, rows, cols): layer l is global layer
                               mt_param_global_layer(pl, l) (init streams) */
+    mt_layers_of layers;   /* a stacked tensor's layers: every one, or one kind's (n_layers = the stage's
+                              layers of that kind; slice s is the kind's global slot mt_param_global_slice) */
     int pp_copy;           /* a copy of a tensor another pipeline stage owns (the last stage's wte
                               under tied embeddings): its gradient is summed over the embedding
                               group, the grad norm counts it on the owner only */
@@ -91,10 +99,11 @@ typedef struct {
        (H (qk + v), kv_lora) split by heads. The replicated ones see every rank's heads' gradients:
        partial over tp */
     int q_w, q_down_w, q_ln_w, q_ln_b, q_up_w, kv_down_w, kv_ln_w, kv_ln_b, kv_up_w;
-    int ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+    int ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b; /* the dense MLP: every layer of a dense model, the dense
+                                                        layers only (MT_LAYERS_DENSE) of a MoE model */
     int lnf_w, lnf_b;
-    int router_w;                           /* MoE: (L, E, C) replicated router */
-    int efc_w, efc_b, efcproj_w, efcproj_b; /* MoE experts: (L * E/ep, ...) one expert's fc / fcproj shard */
+    int router_w;                           /* MoE: (L_moe, E, C) replicated router, MoE layers only */
+    int efc_w, efc_b, efcproj_w, efcproj_b; /* MoE experts: (L_moe * E/ep, ...) one expert's fc / fcproj shard */
 } mt_param_index;
 
 typedef struct {
@@ -137,7 +146,19 @@ typedef struct {
     /* mixture of experts (model.moe.experts > 0): every layer's MLP is E experts of the dense MLP's
        shape (expert tensor parallelism = tp: each expert split over tp as the dense MLP is), E / ep
        of them on this rank (parallel.expert = ep), and a router (E, C) */
-    int moe;               /* 1: MoE layers */
+    int moe;               /* 1: MoE layers in the model (model.moe.experts > 0; a stage may hold none) */
+    /* the layer kinds (mt_recipe_moe_layer): kind 0 dense MLP, kind 1 MoE. A dense model's layers are all
+       kind 0 and its MLP tensors MT_LAYERS_EVERY */
+    int n_kind[2];         /* the stage's dense / MoE layers */
+    int n_kind_global[2];  /* the model's */
+    int act_kind[2];       /* MoE models: activation slices of each kind's MLP arrays, the most any model
+                              chunk of the stage holds */
+    unsigned char layer_moe[MT_LAYERS_MAX]; /* global layer g is a MoE layer */
+    short slot[MT_LAYERS_MAX];              /* local layer l's slot in its kind's parameter stacks */
+    short act_slot[MT_LAYERS_MAX];          /* ... and in its kind's activation arrays (chunk-relative) */
+    short slot_layer[2][MT_LAYERS_MAX];     /* kind k's local slot s -> local layer */
+    int Fe, Fe_r;          /* the experts' width (model.moe.ffn_hidden, or F) and its tp shard */
+    int efc_rows, efc_rows_r; /* Fe or 2 Fe (SwiGLU), and per tp rank */
     int E, E_r, ep, top_k; /* experts, experts on this rank (E / ep), ep, experts per token */
     int moe_cap;           /* capacity per expert per SEQUENCE: ceil(capacity_factor * T * top_k / E),
                               0 = dropless (docs/moe.md: the drop rule) */
@@ -169,10 +190,13 @@ static inline int mt_act_attn_slices(const mt_param_layout *pl) {
     return pl->recompute_attn ? 1 : mt_act_slices(pl);
 }
 
-/* Global slice index of local slice s of stacked tensor ti: the global layer for ordinary tensors;
- * for expert tensors global_layer * E + (global expert index), so the global tensor is
- * (model.layers * E, rows, cols) in checkpoints and init streams. */
+/* Global slice index of local slice s of stacked tensor ti: the global layer for ordinary tensors
+ * (MT_LAYERS_DENSE / _MOE: the kind's global slot, the count of the model's layers of that kind before
+ * it); for expert tensors global_slot * E + (global expert index), so the global tensor is
+ * (MoE layers * E, rows, cols) in checkpoints and init streams. */
 int mt_param_global_slice(const mt_param_layout *pl, int ti, int s);
+/* Global slice count of stacked tensor ti's layers: model.layers, or its kind's layers in the model. */
+int mt_param_global_layers(const mt_param_layout *pl, int ti);
 
 /* Model chunk k of the stage: its first local layer and its layer count (Lc, less the lacks of
  * chunk 0 and chunk vpp - 1; possibly 0). */
@@ -192,6 +216,13 @@ static inline int mt_param_global_layer(const mt_param_layout *pl, int l) {
     const int q = l + pl->lack_first;
     return (q / pl->Lc) * pl->round + pl->layer0 + q % pl->Lc - pl->lack_first;
 }
+
+/* Local layer l: a MoE layer?, and its slot in its kind's stacks (mt_param_offset of a MT_LAYERS_DENSE /
+ * _MOE tensor takes the slot; expert tensors slot * E_r + local expert). */
+static inline int mt_param_layer_is_moe(const mt_param_layout *pl, int l) {
+    return pl->layer_moe[mt_param_global_layer(pl, l)];
+}
+static inline int mt_param_layer_slot(const mt_param_layout *pl, int l) { return pl->slot[l]; }
 
 /* The layout of one tp rank (all ranks have the same shapes); errors name the dimension that
  * does not split over parallel.tensor. */
@@ -303,10 +334,12 @@ typedef struct {
 } mt_act_layout;
 
 /* Forward FLOPs per token of the model's pieces (2 per multiply-add), from the layout's
- * shapes (full, not per rank). moe_experts > 0: each layer's MLP is top_k of the layout's MLP
- * plus the router (the layout itself holds one dense MLP); 0 for a dense model. */
+ * shapes (full, not per rank). moe_experts > 0: a MoE layer's MLP is top_k experts' MLPs (width Fe)
+ * plus the router; dense_layer the same layer with the dense MLP (width F). */
 typedef struct {
-    double layer;     /* one transformer layer: qkv, proj, MLP and the attention core */
+    double layer;     /* one transformer layer: qkv, proj, MLP and the attention core (a MoE layer's when
+                         moe_experts > 0) */
+    double dense_layer; /* one layer with the layout's dense MLP (= layer for a dense model) */
     double attn_core; /* of which the attention scores and weighted sum (full T x T square) */
     double head;      /* the output layer: logits over the padded vocabulary */
 } mt_model_fwd_flops;

@@ -15,6 +15,7 @@
 
 #define MT_PATH_MAX 1024
 #define MT_BLEND_MAX 4096
+#define MT_MOE_PATTERN_MAX 1100 /* model.moe.layer_pattern: 1024 layers as 0 / 1 characters, and some */
 #define MT_BATCH_STEPS_MAX 16 /* entries of training.batch_schedule */
 
 typedef enum { MT_ARCH_GPT = 0, MT_ARCH_LLAMA } mt_arch;
@@ -72,6 +73,9 @@ typedef struct {
         float aux_loss_coeff;
         float z_loss_coeff;   /* router z-loss weight (0: off) */
         int layer_freq;       /* every layer_freq-th layer is MoE (layer i with i % freq == 0) */
+        char layer_pattern[MT_MOE_PATTERN_MAX]; /* one 0 / 1 per layer (1 MoE), or Megatron's expression
+                                 ([0]+[1]*26); "" = layer_freq decides (mt_recipe_moe_layer) */
+        int ffn_hidden;       /* the experts' width (--moe-ffn-hidden-size); 0 = model.ffn_hidden */
         int pre_softmax;      /* bool: softmax over all experts then top-k, weights not renormalised */
         int pad_to_capacity;  /* bool: Megatron's --moe-pad-expert-input-to-capacity (accepted, no effect) */
     } moe;
@@ -368,5 +372,17 @@ int mt_recipe_stage_first_layer(const mt_recipe *r, int stage);
  * layer (where its layers would start when it holds none). Without interleaving chunk 0 is the stage. */
 int mt_recipe_chunk_layers(const mt_recipe *r, int stage, int chunk);
 int mt_recipe_chunk_first_layer(const mt_recipe *r, int stage, int chunk);
+
+/* MoE layers (recipe_moe_layers.c; Megatron's --moe-layer-freq). mt_recipe_moe_pattern_parse: the
+ * 0 / 1 per layer of a model.moe.layer_pattern text (a plain "0111", or Megatron's expression
+ * "([0]+[1]*26)") into bits; the layer count, -1 when the text is neither form, -2 when it has more
+ * than max layers. mt_recipe_moe_layer: 1 when global layer `layer` is a MoE layer (the pattern, else
+ * layer % model.moe.layer_freq == 0; 0 for a dense model); mt_recipe_moe_layers: the MoE layers among
+ * [l0, l0 + n_layers); mt_recipe_moe_ffn_hidden: the experts' width (model.moe.ffn_hidden, or
+ * model.ffn_hidden when 0). */
+int mt_recipe_moe_pattern_parse(const char *text, unsigned char *bits, int max);
+int mt_recipe_moe_layer(const mt_recipe *r, int layer);
+int mt_recipe_moe_layers(const mt_recipe *r, int l0, int n_layers);
+int mt_recipe_moe_ffn_hidden(const mt_recipe *r);
 
 #endif

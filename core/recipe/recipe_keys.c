@@ -125,7 +125,14 @@ const mt_recipe_key mt_recipe_keys[] = {
     KFLT("model.moe.z_loss_coeff", model.moe.z_loss_coeff, "0", 0, 1000, "",
          "weight of the router z-loss (mean of logsumexp(logits)^2); 0 = none", 0),
     KINT("model.moe.layer_freq", model.moe.layer_freq, "1", 1, 1024, "",
-         "every layer_freq-th layer is an MoE layer (1 = all; the trainer implements 1)", MT_KF_FUNCTION),
+         "layer i (from 0) is a MoE layer when i % layer_freq == 0 (1 = all; the others are dense MLPs of "
+         "model.ffn_hidden)", MT_KF_FUNCTION),
+    ROW("model.moe.layer_pattern", MT_KEY_STRING, model.moe.layer_pattern, "", 0, 0, "",
+        "one 0 (dense) / 1 (MoE) per layer, as \"0111\" or Megatron's --moe-layer-freq expression "
+        "\"([0]+[1]*3)\"; \"\" = model.moe.layer_freq decides", NULL, MT_KF_FUNCTION, NULL),
+    KINT("model.moe.ffn_hidden", model.moe.ffn_hidden, "0", 0, 1 << 20, "",
+         "hidden width of each expert (--moe-ffn-hidden-size); 0 = model.ffn_hidden. Dense layers keep "
+         "model.ffn_hidden", MT_KF_FUNCTION),
     KBOOL("model.moe.pre_softmax", model.moe.pre_softmax, "false",
           "softmax over all experts, then top-k, weights not renormalised (false: the k weights are the "
           "softmax over the selected logits, Mixtral's and Megatron's default)", MT_KF_FUNCTION),

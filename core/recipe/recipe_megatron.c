@@ -192,8 +192,9 @@ static const meg_flag meg_flags[] = {
     { "--dsa-indexer-loss-coeff", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
     { "--moe-shared-expert-intermediate-size", 1, MEG_REFUSE, "shared experts are not implemented" },
     { "--moe-shared-expert-gate", 0, MEG_REFUSE, "shared experts are not implemented" },
-    { "--moe-ffn-hidden-size", 1, MEG_RULE, "model.ffn_hidden when there are experts (every layer is a MoE layer "
-      "here, so the experts' width is the FFN width); without experts nothing" },
+    { "--moe-ffn-hidden-size", 1, MEG_RULE, "model.moe.ffn_hidden when there are experts (the experts' width; dense "
+      "layers keep --ffn-hidden-size, which also follows it when every layer is a MoE layer and it is not given); "
+      "without experts nothing" },
     { "--moe-router-dtype", 1, MEG_ACCEPT, "the router is computed in fp32" },
     /* flags of Megatron-LM's example and model confs (examples/megatron_fsdp, examples/post_training/modelopt/conf) */
     { "--init-model-with-meta-device", 0, MEG_ACCEPT, "Megatron-FSDP's meta-device initialization (FSDP itself is "
@@ -212,10 +213,10 @@ static const meg_flag meg_flags[] = {
       "memory (training.recompute selective / full recomputes in mtrain)" },
     { "--padded-vocab-size", 1, MEG_RULE, "accepted: mtrain pads the vocabulary to 128*tp itself; padded rows never "
       "count (see --make-vocab-size-divisible-by)" },
-    { "--moe-layer-freq", 1, MEG_RULE, "model.moe.layer_freq: an integer N (every N-th layer is a MoE layer), or "
-      "Megatron's per-layer pattern, a Python list expression such as ([0]+[1]*26) (0 dense, 1 MoE): a pattern of "
-      "MoE layers only is layer_freq 1; one with dense layers is refused, as is layer_freq > 1 (mixed dense and MoE "
-      "layers are not implemented)" },
+    { "--moe-layer-freq", 1, MEG_RULE, "model.moe.layer_freq: an integer N (layer i is a MoE layer when i % N == 0, "
+      "the others dense MLPs of --ffn-hidden-size), or Megatron's per-layer pattern, a Python list expression such "
+      "as ([0]+[1]*26) (0 dense, 1 MoE): model.moe.layer_pattern (a pattern of MoE layers only is layer_freq 1; one "
+      "of dense layers only is refused)" },
     { "--moe-router-score-function", 1, MEG_RULE, "softmax (Megatron's default, what mtrain's router computes); "
       "sigmoid / sqrtsoftplus are refused" },
     { "--moe-router-topk-scaling-factor", 1, MEG_RULE, "1 (no scaling, Megatron's default) only; another factor is "
@@ -412,45 +413,6 @@ static mt_status set(mt_recipe *r, const char *key, const char *value, const cha
     return mt_recipe_set(r, key, value, flag);
 }
 
-/* Megatron's --moe-layer-freq pattern (moe_freq_type: a Python list expression evaluated by eval),
- * in the forms its scripts write: terms joined by '+', each a list of 0 / 1 literals optionally
- * repeated '* N', the whole optionally in parentheses: "([0]+[1]*26)", "[0]*3+[1]*58", "([0,1]*24)".
- * Counts the layers and the dense ones; 0 when the text is not of that form. */
-static int moe_freq_pattern(const char *v, long *n_layers, long *n_dense) {
-    char t[512];
-    size_t k = 0;
-    for (const char *c = v; *c && k + 1 < sizeof t; c++)
-        if (*c != ' ' && *c != '\t') t[k++] = *c;
-    t[k] = 0;
-    char *p = t, *end = t + k;
-    if (k >= 2 && *p == '(' && end[-1] == ')') p++, *--end = 0;
-    *n_layers = *n_dense = 0;
-    while (p < end) {
-        if (*p != '[') return 0;
-        long ones = 0, zeros = 0;
-        p++;
-        for (;;) {
-            if (*p != '0' && *p != '1') return 0;
-            if (*p++ == '1') ones++;
-            else zeros++;
-            if (*p == ',') { p++; continue; }
-            if (*p == ']') { p++; break; }
-            return 0;
-        }
-        long rep = 1;
-        if (*p == '*') {
-            char *e;
-            rep = strtol(p + 1, &e, 10);
-            if (e == p + 1 || rep < 0 || rep > 1000000) return 0;
-            p = e;
-        }
-        *n_layers += rep * (ones + zeros), *n_dense += rep * zeros;
-        if (*p == '+') p++;
-        else if (p != end) return 0;
-    }
-    return *n_layers > 0;
-}
-
 /* The rules, once the aliases have been applied (so --num-layers, --tensor-model-parallel-size ...
  * are known whatever their order on the command line). */
 static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) {
@@ -506,22 +468,25 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
                        "implemented)"));
     }
     if ((v = seen(s, "--moe-layer-freq"))) {
-        long n_layers, n_dense;
+        unsigned char bits[1024];
         char *e;
         (void)strtol(v, &e, 10);
+        const int n_layers = e != v && !*e ? 0 : mt_recipe_moe_pattern_parse(v, bits, (int)sizeof bits);
+        int n_dense = 0;
+        for (int i = 0; i < n_layers; i++) n_dense += !bits[i];
         if (e != v && !*e) {
             KEEP(set(r, "model.moe.layer_freq", v, "--moe-layer-freq"));
-        } else if (!moe_freq_pattern(v, &n_layers, &n_dense)) {
-            KEEP(bad("--moe-layer-freq", v, "an integer or a pattern such as ([0]+[1]*26) (lists of 0 and 1, * and +)"));
+        } else if (n_layers < 0) {
+            KEEP(bad("--moe-layer-freq", v, "an integer or a pattern such as ([0]+[1]*26) (lists of 0 and 1, * and +, "
+                     "at most 1024 layers)"));
         } else if (n_layers != r->model.layers) {
-            snprintf(buf, sizeof buf, "%ld", n_layers);
+            snprintf(buf, sizeof buf, "%d", n_layers);
             KEEP(mt_errorf(MT_ERR_CONFIG, "--moe-layer-freq %s: the pattern has %s layers, --num-layers %d (Megatron "
                            "asserts they are equal)", v, buf, r->model.layers));
+        } else if (n_dense == n_layers) {
+            KEEP(bad("--moe-layer-freq", v, "every layer of the pattern is dense: drop --num-experts for a dense model"));
         } else if (n_dense > 0) {
-            snprintf(buf, sizeof buf, "%ld of %ld", n_dense, n_layers);
-            KEEP(bad("--moe-layer-freq", v, n_dense == n_layers ? "every layer of the pattern is dense: drop "
-                     "--num-experts for a dense model" : "a pattern with dense layers: mixed dense and MoE layers are "
-                     "not implemented (every layer is a MoE layer here)"));
+            KEEP(set(r, "model.moe.layer_pattern", v, "--moe-layer-freq"));
         } else {
             KEEP(set(r, "model.moe.layer_freq", "1", "--moe-layer-freq"));
         }
@@ -712,8 +677,12 @@ static void apply_more_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems
         note(r, "--save-interval without --save: nothing is saved (as Megatron)%s%s", "", NULL);
     }
     if ((v = seen(s, "--moe-ffn-hidden-size")) && r->model.moe.experts > 0) {
-        /* every layer is a MoE layer here (model.moe.layer_freq 1), so the experts' width is the FFN width */
-        mt_recipe_problem_status(P, set(r, "model.ffn_hidden", v, "--moe-ffn-hidden-size"));
+        /* the experts' width; dense layers keep --ffn-hidden-size. When every layer is a MoE layer and
+           --ffn-hidden-size is not given, the dense width (then unused) follows it too */
+        mt_recipe_problem_status(P, set(r, "model.moe.ffn_hidden", v, "--moe-ffn-hidden-size"));
+        const char *by = r->origin.flag[mt_recipe_key_find("model.ffn_hidden")];
+        if (mt_recipe_moe_layers(r, 0, r->model.layers) == r->model.layers && !(by && !strcmp(by, "--ffn-hidden-size")))
+            mt_recipe_problem_status(P, set(r, "model.ffn_hidden", v, "--moe-ffn-hidden-size"));
     }
 }
 

@@ -733,6 +733,30 @@ static void check_mla(const mt_recipe *r, problems *P) {
             "MLA's own are not combined here); drop one of them");
 }
 
+/* the MoE layers (recipe_moe_layers.c): a pattern of one 0 / 1 per layer with a MoE layer among them,
+ * and the experts' width split over tp (expert tensor parallelism = tp) */
+static void check_moe_layers(const mt_recipe *r, problems *P) {
+    const mt_model_cfg *m = &r->model;
+    const int64_t tp = r->parallel.tensor > 0 ? r->parallel.tensor : 1;
+    if (m->moe.experts <= 0) return;
+    if (m->moe.layer_pattern[0]) {
+        unsigned char bits[1024];
+        const int n = mt_recipe_moe_pattern_parse(m->moe.layer_pattern, bits, (int)sizeof bits);
+        if (n < 0)
+            add(P, "model.moe.layer_pattern", "'%.60s' is not one 0 / 1 per layer: write \"0111\" or Megatron's "
+                "expression \"([0]+[1]*3)\" (lists of 0 and 1, * and +)", m->moe.layer_pattern);
+        else if (n != m->layers)
+            add(P, "model.moe.layer_pattern", "'%.60s' gives %d layers, model.layers is %d; one 0 / 1 per layer",
+                m->moe.layer_pattern, n, m->layers);
+    }
+    if (mt_recipe_moe_layers(r, 0, m->layers) == 0)
+        add(P, m->moe.layer_pattern[0] ? "model.moe.layer_pattern" : "model.moe.layer_freq",
+            "makes no layer a MoE layer; drop model.moe.experts for a dense model");
+    if (m->moe.ffn_hidden % tp)
+        add(P, "model.moe.ffn_hidden", "%d does not split over parallel.tensor = %" PRId64 " (%s); use a multiple "
+            "of %" PRId64, m->moe.ffn_hidden, tp, ref(r, "parallel.tensor"), tp);
+}
+
 mt_status mt_recipe_validate(mt_recipe *r, int world_size) {
     problems P;
     memset(&P, 0, sizeof P);
@@ -744,5 +768,6 @@ mt_status mt_recipe_validate(mt_recipe *r, int world_size) {
     if (resolve_auto(r, world_size, &P)) return finish(&P);
     check_layout(r, &P);
     check_mla(r, &P);
+    check_moe_layers(r, &P);
     return finish(&P);
 }

@@ -24,7 +24,8 @@ for f in test/megatron/*.args test/megatron/modelopt/*.args; do
 done
 # Megatron's own model confs (test/megatron/modelopt/: MODEL_ARGS of examples/post_training/modelopt/conf):
 # the models mtrain computes pass `mtrain check` with the conf's meaning (Llama 3.1's RoPE scaling, Qwen2.5's
-# q / k / v biases, Qwen3's query / key norms, a MoE pattern of MoE layers only); those it does not are refused, each naming the flag
+# q / k / v biases, Qwen3's query / key norms, a MoE pattern of MoE layers only; DeepSeek's
+# dense first layer is a model.moe.layer_pattern); those it does not are refused, each naming the flag
 # of the missing feature and nothing the conf states being unknown. Appended: the run's length and batch,
 # and a tokenizer where the conf names a Hugging Face one this machine lacks (the last value wins).
 conf() { # conf NAME WANT_RC NEEDLE... (NEEDLE: a line the check prints; KEY=VALUE: the resolved recipe's)
@@ -44,7 +45,7 @@ conf llama3.1_8b 0 "rope_scaling: true" "rope_scaling_factor: 8" "rope_theta: 50
 conf qwen3_8b 0 "qk_layernorm: true" "rope_theta: 1e+06"
 conf qwen3_30b_a3b 0 "experts: 128" "top_k: 8" "layer_freq: 1" "qk_layernorm: true"
 conf qwen2.5_7b 0 "qkv_bias: true" "bias: false" "rope_theta: 1e+06"
-conf deepseek_v2_lite 1 "--moe-shared-expert-intermediate-size: shared experts" "--moe-layer-freq ([0]+[1]*26): a pattern with dense layers"
+conf deepseek_v2_lite 1 "--moe-shared-expert-intermediate-size: shared experts"
 conf nemotron3_nano_30b_a3b 1 "--hybrid-layer-pattern" "--mamba-num-heads"
 "$MTRAIN" --help >"$TMP/help" 2>&1 || true
 while read -r flag; do grep -q -- " $flag\( \|$\)" "$TMP/help" || fail "mtrain --help does not list $flag"; done <"$TMP/flags"

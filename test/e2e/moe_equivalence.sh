@@ -17,6 +17,8 @@
 # Checkpoints: the capacity-1.0 run saved at ep=2 x tp 2 (4 ranks, distributed optimizer) after 10
 # iterations and resumed at ep=1 (1 rank) and at ep=4 (dp 4): iterations 11..20 against the serial
 # run's, same tolerance (expert tensors are saved as global (layers * experts, rows, cols) pieces).
+# Mixed dense and MoE layers: a 4-layer pattern dense, MoE, MoE, dense at pp 2 x ep 2 against its serial run, and
+# a save at pp 2 x tp 2 resumed on one rank (the section at the end).
 # Also: the metrics carry load_balancing_loss, expert_load and dropped_tokens, the log line the
 # load_balancing_loss field, and the aux-loss values agree across layouts too.
 source test/e2e_lib.sh
@@ -63,4 +65,22 @@ for ep in 1 4; do
   grep -q "loaded checkpoint" "$TMP/resume-$ep.log" || fail "resume at ep $ep did not load the checkpoint"
   compare "$TMP/serial-tail.jsonl" "$TMP/resume-$ep.jsonl" "saved at ep 2 x tp 2, resumed at ep $ep" 10 1e-4 1e-3
 done
+# mixed dense and MoE layers (Megatron's --moe-layer-freq pattern; DeepSeek's dense first layer): 4 layers dense,
+# MoE, MoE, dense, the experts narrower than the dense MLP (--moe-ffn-hidden-size 32), 10 iterations. pp 2 x ep 2
+# (each stage one dense and one MoE layer: its own slot maps) reproduces the serial run; a save at pp 2 x tp 2
+# after 5 iterations resumed on one rank (the per-kind stacks resharded across pipeline layouts) its 6..10
+ITERS=10
+BASE=(--train-iters $ITERS --micro-batch-size 1 --set logging.interval=1 --set logging.eval_interval=0 --set training.threads=1)
+MIX=(--config configs/mixtral-tiny.yaml --num-layers 4 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 64
+     --seq-length 32 --num-experts 4 --global-batch-size 8 --moe-layer-freq "([0]+[1]*2+[0])" --moe-ffn-hidden-size 32
+     --moe-expert-capacity-factor 0)
+serial mixed "${MIX[@]}"
+parallel mixed "mixed pp2 ep2" 4 "${MIX[@]}" --expert-model-parallel-size 2 --pipeline-model-parallel-size 2
+"$MTRAIN" launch -n 4 -- "${MIX[@]}" "${BASE[@]}" --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 \
+  --save "$TMP/ckmix" --exit-interval 5 >"$TMP/savemix.log" 2>&1 || { tail -n 20 "$TMP/savemix.log"; fail "mixed save run failed"; }
+grep -o '"iteration":[0-9]*,[^}]*' "$TMP/mixed.jsonl" | awk -F'[:,]' '$2 > 5' | sed 's/^/{/; s/$/}/' >"$TMP/mixed-tail.jsonl"
+"$MTRAIN" "${MIX[@]}" "${BASE[@]}" --load "$TMP/ckmix" --metrics "$TMP/mixed-resume.jsonl" >"$TMP/mixed-resume.log" 2>&1 ||
+  { tail -n 20 "$TMP/mixed-resume.log"; fail "mixed resume on one rank failed"; }
+grep -q "loaded checkpoint" "$TMP/mixed-resume.log" || fail "mixed resume did not load the checkpoint"
+compare "$TMP/mixed-tail.jsonl" "$TMP/mixed-resume.jsonl" "mixed: saved at pp 2 x tp 2, resumed on one rank" 5 1e-4 1e-3
 echo "PASS"

@@ -435,7 +435,11 @@ static void test_refusals(void) {
     check_refused_moe("llama", 4, "model.tie_embeddings", "true", 0);
     check_refused_moe("llama", 4, "model.moe.pre_softmax", "true", 1);
     check_refused_moe("llama", 4, "model.bias", "true", 1);
-    check_refused_moe("llama", 4, "model.moe.layer_freq", "2", 1);
+    check_refused_moe("llama", 4, "model.moe.layer_freq", "2", 1);       /* layer 1 of 2 dense */
+    check_refused_moe("llama", 4, "model.moe.layer_pattern", "01", 1);   /* a dense first layer */
+    check_refused_moe("llama", 4, "model.moe.layer_pattern", "[1]*2", 0); /* every layer sparse */
+    check_refused_moe("llama", 4, "model.moe.ffn_hidden", "32", 1);      /* experts narrower than intermediate_size */
+    check_refused_moe("llama", 4, "model.moe.ffn_hidden", "64", 0);
     check_refused_moe("llama", 4, "model.activation", "gelu", 1);
     check_refused_moe("llama", 4, "model.qk_layernorm", "true", 1);
     check_refused_moe("gpt", 4, "model.arch", "gpt", 1);

@@ -168,6 +168,14 @@ int main(void) {
     /* squared ReLU (Megatron's --squared-relu: relu(h)^2, not gated; C^1, so the kink at 0 costs the
        central difference only O(h) on the few hidden units within h of it): with fc biases, without
        biases on RMSNorm + GQA under full recompute (the experts' squared ReLU: test_moe.c) */
+    /* mixed dense and MoE layers (model.moe.layer_pattern / layer_freq): the dense MLP stacked over the dense
+       layer, the router and the experts (narrower: model.moe.ffn_hidden) over the MoE one; no aux / z loss (the
+       objective here is the token loss; test_moe.c checks those); top_k = experts: no routing flips under the
+       finite differences' steps */
+    check_model("llama", NULL, "model.moe.experts=2,model.moe.top_k=2,model.moe.layer_pattern=01,model.moe.ffn_hidden=8,"
+                "model.moe.aux_loss_coeff=0,model.moe.capacity_factor=0");
+    check_model("gpt", NULL, "model.moe.experts=2,model.moe.top_k=2,model.moe.layer_freq=2,model.moe.aux_loss_coeff=0,"
+                "model.moe.capacity_factor=0");
     check_model("gpt", NULL, "model.activation=squared_relu");
     check_model("llama", "uniform", "model.activation=squared_relu");
     /* partial and interleaved RoPE (--rotary-percent 0.5: 2 of each head's 4 channels rotate) */

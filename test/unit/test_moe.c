@@ -7,6 +7,8 @@
  *      z-loss) against central differences of the reference objective in double, the routing held
  *      fixed (top-k choices are piecewise constant);
  *   3. moe_permute / unpermute / unpermute_bwd against plain loops;
+ *   (4. below: a whole MoE model, also with dense layers mixed in (model.moe.layer_pattern), against
+ *   finite differences)
  *   4. a whole MoE model (dropless, swiglu or squared-ReLU experts, GQA) against finite differences of its full
  *      objective lm_loss + aux_coeff * sum aux + z_coeff * sum z, all parameters and per tensor
  *      (router and experts included), as test_model_grad does for dense models.
@@ -206,8 +208,10 @@ static double objective_of(mt_model *m, const int32_t *tokens, float dloss, int 
     return (double)loss / n_tok + m->moe_aux_coeff * st[0] + m->moe_z_coeff * st[1];
 }
 
-/* act: the experts' activation (model.activation: swiglu, or squared_relu, not gated) */
-static void check_model(const char *act) {
+/* act: the experts' activation (model.activation: swiglu, or squared_relu, not gated); pattern: NULL
+ * (every layer MoE), or model.moe.layer_pattern with dense layers, the experts then narrower than the
+ * dense MLP (model.moe.ffn_hidden 8, model.ffn_hidden 12) */
+static void check_model(const char *act, const char *pattern) {
     static mt_recipe r;
     tiny_recipe(&r, "llama", 6);
     CHECK(mt_recipe_set(&r, "model.activation", act, "test") == MT_OK);
@@ -216,8 +220,16 @@ static void check_model(const char *act) {
                                  {"model.moe.top_k", "2"},          {"model.moe.capacity_factor", "0"},
                                  {"model.moe.aux_loss_coeff", "0.1"}, {"model.moe.z_loss_coeff", "0.01"}};
     set_recipe_keys(&r, kv, sizeof kv / sizeof kv[0]);
+    if (pattern) {
+        const char *const mixed[][2] = {{"model.moe.layer_pattern", pattern}, {"model.moe.ffn_hidden", "8"}};
+        set_recipe_keys(&r, mixed, 2);
+    }
     static grad_check c;
     if (grad_check_open(&c, &r, objective_of) != MT_OK) return;
+    if (pattern) /* the dense MLP over the dense layer, the router and experts over the MoE layer */
+        CHECK(c.m.pl.n_kind[0] == 1 && c.m.pl.n_kind[1] == 1 && c.m.pl.t[c.m.pl.idx.fc_w].n_layers == 1 &&
+              c.m.pl.t[c.m.pl.idx.router_w].n_layers == 1 && c.m.pl.t[c.m.pl.idx.efc_w].n_layers == 4 &&
+              c.m.pl.t[c.m.pl.idx.efcproj_w].cols == 8 && c.m.pl.t[c.m.pl.idx.fcproj_w].cols == 12);
     const size_t n = c.m.ol.n_flat;
     grad_check_base(&c, n);
     for (int trial = -1; trial < c.m.pl.n_tensors; trial++) { /* -1: all parameters, then one tensor at a time */
@@ -225,7 +237,8 @@ static void check_model(const char *act) {
         double fd, gd;
         grad_check_direction(&c, lo, hi, 9, (uint64_t)(trial + 1), 1e-3, &fd, &gd);
         const char *name = trial < 0 ? "(all)" : c.m.pl.t[trial].name;
-        printf("moe model %s %-16s: finite difference %.6f, analytic %.6f\n", act, name, fd, gd);
+        printf("moe model %s %s %-16s: finite difference %.6f, analytic %.6f\n", act, pattern ? pattern : "all",
+               name, fd, gd);
         CHECKF(fabs(gd - fd) <= 2e-4 + 2e-2 * fabs(fd), "%s: fd %.6g analytic %.6g", trial < 0 ? "all" : name, fd,
                gd);
     }
@@ -241,7 +254,9 @@ int main(void) {
     }
     check_permute(&be);
     mt_backend_destroy(&be);
-    check_model("swiglu");
-    check_model("squared_relu");
+    check_model("swiglu", NULL);
+    check_model("squared_relu", NULL);
+    check_model("swiglu", "01");       /* a dense first layer (DeepSeek's), then a MoE layer */
+    check_model("squared_relu", "10"); /* a MoE layer, then a dense one (layer_freq 2's order) */
     TEST_MAIN_END();
 }

@@ -202,6 +202,48 @@ static void test_squared_relu_plan(void) {
     CHECK(f[2] > f[0]);
 }
 
+static void check_layout_acts(const char *name, int world, const char *const *sets);
+
+/* Mixed dense and MoE layers (model.moe.layer_pattern): the parameters are the dense model's MLPs on the dense
+ * layers and the MoE model's on the MoE ones, and so are the FLOPs (half of mixtral-tiny's 4 layers each way:
+ * the mean of the two models'); the planner's count is the model's. */
+static void test_mixed_plan(void) {
+    const char *const kinds[3][3] = {{"model.moe.layer_pattern=0110", "model.moe.ffn_hidden=32", NULL},
+                                     {"model.moe.layer_pattern=1111", "model.moe.ffn_hidden=32", NULL},
+                                     {"model.moe.experts=0", NULL, NULL}};
+    double f[3], n[3];
+    for (int i = 0; i < 3; i++) {
+        mt_recipe *r = load("mixtral-tiny", 1, kinds[i]);
+        mt_plan_params pc;
+        CHECK(mt_plan_count_params(r, &pc) == MT_OK);
+        mt_param_layout pl;
+        CHECK(mt_param_layout_build(r, &pl) == MT_OK);
+        /* the published count: the vocabulary unpadded (the padded layout's: check_trainer_memory_rc) */
+        const double pad = (double)(pl.Vp - pl.V) * pl.C * (pl.idx.lm_head >= 0 ? 2 : 1);
+        CHECKF(pc.n_params == (double)pl.n_params - pad, "%s: plan %.0f, layout %zu", kinds[i][0], pc.n_params,
+               pl.n_params);
+        f[i] = mt_plan_flops_per_seq(r, MT_RECOMPUTE_NONE);
+        n[i] = pc.n_params;
+        if (i == 0) {
+            CHECK(pl.n_kind[0] == 2 && pl.n_kind[1] == 2 && pl.t[pl.idx.fc_w].n_layers == 2 &&
+                  pl.t[pl.idx.router_w].n_layers == 2 && pl.t[pl.idx.efc_w].n_layers == 2 * pl.E);
+            CHECK(pl.slot[0] == 0 && pl.slot[1] == 0 && pl.slot[2] == 1 && pl.slot[3] == 1 && pl.Fe == 32);
+        }
+    }
+    /* the non-MLP parameters are the same in all three: the mixed model is the mean of the other two */
+    printf("mixed plan: %.0f parameters (all MoE %.0f, dense %.0f), FLOPs per sequence %.0f (%.0f, %.0f)\n", n[0],
+           n[1], n[2], f[0], f[1], f[2]);
+    CHECK_NEAR(n[0], (n[1] + n[2]) / 2, 0, 1e-12);
+    CHECK_NEAR(f[0], (f[1] + f[2]) / 2, 0, 1e-12);
+    /* pipeline stages of one dense and one MoE layer each: the plan's activations are the trainer's */
+    const char *pp2[] = {"model.moe.layer_pattern=0110", "model.moe.ffn_hidden=32", "parallel.pipeline=2",
+                         "training.micro_batch=2", NULL};
+    check_layout_acts("mixtral-tiny", 2, pp2);
+    const char *pe[] = {"model.moe.layer_pattern=([0]+[1]*2+[0])", "parallel.pipeline=2", "parallel.expert=2",
+                        "training.global_batch=16", NULL};
+    check_layout_acts("mixtral-tiny", 4, pe);
+}
+
 static void test_trainer_memory(void) {
     test_squared_relu_plan();
     check_trainer_memory_rc("gpt-tiny", 1, "model.activation=squared_relu");
@@ -210,6 +252,10 @@ static void test_trainer_memory(void) {
     check_trainer_memory("gpt-tiny", 1);
     check_trainer_memory("llama-tiny", 1);
     check_trainer_memory("mixtral-tiny", 1); /* MoE: router + expert tensors, expert activations */
+    /* mixed dense and MoE layers: the dense MLP over layers 0 and 3, the MoE tensors over 1 and 2 */
+    check_trainer_memory_rc("mixtral-tiny", 1, "model.moe.layer_pattern=0110");
+    check_trainer_memory_rc("mixtral-tiny", 1, "model.moe.layer_freq=3"); /* MoE layers 0 and 3 */
+    test_mixed_plan();
     /* full recompute (every layer): the layout keeps each layer's input and one layer's activations */
     check_trainer_memory_rc("gpt-tiny", 1, "training.recompute=full");
     check_trainer_memory_rc("llama-tiny", 1, "training.recompute=full");

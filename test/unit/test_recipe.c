@@ -319,6 +319,10 @@ static void test_validate_errors(void) {
     EXPECT_ERR(BASE "  moe:\n    experts: 6\nparallel:\n  expert: 4\n", 4, MT_ERR_CONFIG, "bad.yaml:9",
                "model.moe.experts", "parallel.expert = 4 (line 11)");
     EXPECT_ERR(BASE "  moe:\n    experts: 2\n    top_k: 3\n", 1, MT_ERR_CONFIG, "bad.yaml:10", "model.moe.top_k");
+    EXPECT_ERR(BASE "  moe:\n    experts: 2\n    layer_pattern: \"011\"\n", 1, MT_ERR_CONFIG, "bad.yaml:10",
+               "model.moe.layer_pattern", "gives 3 layers");
+    EXPECT_ERR(BASE "  moe:\n    experts: 2\n    layer_pattern: \"[0]+[1\"\n", 1, MT_ERR_CONFIG, "bad.yaml:10",
+               "model.moe.layer_pattern", "is not one 0 / 1 per layer");
     EXPECT_ERR(BASE "parallel:\n  expert: 2\n", 2, MT_ERR_CONFIG, "bad.yaml:9", "parallel.expert", "dense");
     EXPECT_ERR(BASE "  moe: {experts: 4}\nparallel: {expert: 4, tensor: 2, data: 2}\n", 4, MT_ERR_CONFIG,
                "bad.yaml:9", "parallel.expert", "must divide dp*cp");
@@ -511,6 +515,30 @@ static void test_args(void) {
         CHECK(r.training.precision == MT_PREC_FP32 && r.model.activation == MT_ACT_SWIGLU && !r.model.tie_embeddings);
         CHECK(!r.model.bias && r.model.moe.experts == 4 && r.model.moe.top_k == 1);
         CHECK(c == 3 && !strcmp(v[0], "--") && !strcmp(v[1], "--lr") && !strcmp(v[2], "1"));
+    }
+    /* --moe-layer-freq: an integer is model.moe.layer_freq (layer i is MoE when i % N == 0), a pattern with
+     * dense layers model.moe.layer_pattern; --moe-ffn-hidden-size the experts' width, the dense one kept */
+    {
+        mt_recipe q;
+        mt_recipe_defaults(&q);
+        char *v[] = { "--num-layers", "4", "--num-experts", "4", "--ffn-hidden-size", "96", "--moe-ffn-hidden-size", "32",
+                      "--moe-layer-freq", "([0]+[1]*3)", NULL };
+        int c = 10;
+        CHECKF(mt_recipe_apply_args(&q, &c, v) == MT_OK && c == 0, "%s", mt_last_error());
+        CHECK(!strcmp(q.model.moe.layer_pattern, "([0]+[1]*3)") && q.model.moe.ffn_hidden == 32 && q.model.ffn_hidden == 96);
+        CHECK(!mt_recipe_moe_layer(&q, 0) && mt_recipe_moe_layer(&q, 1) && mt_recipe_moe_layer(&q, 3));
+        CHECK(mt_recipe_moe_layers(&q, 0, 4) == 3 && mt_recipe_moe_ffn_hidden(&q) == 32);
+        mt_recipe_defaults(&q);
+        char *w[] = { "--num-layers", "6", "--num-experts", "4", "--moe-layer-freq", "2", "--moe-ffn-hidden-size", "32", NULL };
+        c = 8;
+        CHECKF(mt_recipe_apply_args(&q, &c, w) == MT_OK && c == 0, "%s", mt_last_error());
+        CHECK(q.model.moe.layer_freq == 2 && !q.model.moe.layer_pattern[0] && q.model.moe.ffn_hidden == 32);
+        CHECK(mt_recipe_moe_layer(&q, 0) && !mt_recipe_moe_layer(&q, 1) && mt_recipe_moe_layer(&q, 4));
+        CHECK(mt_recipe_moe_layers(&q, 1, 5) == 2);
+        unsigned char bits[8];
+        CHECK(mt_recipe_moe_pattern_parse("0110", bits, 8) == 4 && !bits[0] && bits[1] && bits[2] && !bits[3]);
+        CHECK(mt_recipe_moe_pattern_parse("[0, 1]*2+[1]", bits, 8) == 5 && !bits[2] && bits[3] && bits[4]);
+        CHECK(mt_recipe_moe_pattern_parse("[0]*9", bits, 8) == -2 && mt_recipe_moe_pattern_parse("0x1", bits, 8) == -1);
     }
     /* --squared-relu: model.activation squared_relu, set by the flag; with --swiglu refused (Megatron
      * asserts not both) */
