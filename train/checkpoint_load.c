@@ -220,6 +220,32 @@ static mt_status same_tokenizer(const char *ckpt_path, const mt_manifest *mf, co
                      mf->tokenizer_vocab, want, verb, mf->tokenizer);
 }
 
+/* Mixed dense and MoE layers: a save whose MoE layers are other layers than this recipe's has tensors of the
+ * same shapes (each kind's stack holds its layers in order), so the shapes cannot tell; the save's recipe
+ * (its manifest) can: its layer kinds (mt_recipe_moe_layer) against this one's. */
+static mt_status same_moe_layers(const char *ckpt_path, const mt_manifest *mf, const mt_recipe *r) {
+    if (!mf->recipe_yaml || r->model.moe.experts <= 0) return MT_OK;
+    mt_recipe *saved = malloc(sizeof *saved);
+    if (!saved) return mt_errorf(MT_ERR_OOM, "%s: the save's recipe", ckpt_path);
+    mt_recipe_defaults(saved);
+    mt_status st = MT_OK;
+    if (mt_recipe_load_string(saved, mf->recipe_yaml, strlen(mf->recipe_yaml), ckpt_path) == MT_OK &&
+        saved->model.moe.experts > 0 && saved->model.layers == r->model.layers)
+        for (int l = 0; l < r->model.layers; l++)
+            if (mt_recipe_moe_layer(saved, l) != mt_recipe_moe_layer(r, l)) {
+                st = mt_errorf(MT_ERR_CONFIG, "%s: layer %d is a %s layer in the save and a %s layer here: "
+                               "model.moe.layer_pattern / layer_freq differ (saved: pattern \"%.40s\", freq %d; here: "
+                               "\"%.40s\", %d); load with the save's", ckpt_path, l,
+                               mt_recipe_moe_layer(saved, l) ? "MoE" : "dense", mt_recipe_moe_layer(r, l) ? "MoE" : "dense",
+                               saved->model.moe.layer_pattern, saved->model.moe.layer_freq, r->model.moe.layer_pattern,
+                               r->model.moe.layer_freq);
+                break;
+            }
+    if (st == MT_OK) mt_clear_error(); /* a save's recipe this build cannot read: the shapes are the check */
+    free(saved);
+    return st;
+}
+
 mt_status mt_ckpt_load(const mt_recipe *r, mt_model *m, const mt_parallel_state *ps, const char *path,
                        mt_ckpt_state *cs, FILE *log) {
     mt_status st = MT_OK;
@@ -236,6 +262,7 @@ mt_status mt_ckpt_load(const mt_recipe *r, mt_model *m, const mt_parallel_state 
     MT_CHECK(mt_manifest_load(path, &L.mf));
     MT_CHECK(same_tokenizer(path, &L.mf, r, "resume (or fine-tune)"));
     MT_CHECK(check_model(&L, r, m));
+    MT_CHECK(same_moe_layers(path, &L.mf, r));
     L.files = calloc((size_t)L.mf.n_files, sizeof *L.files);
     L.first = calloc((size_t)L.mf.n_tensors, sizeof *L.first);
     L.count = calloc((size_t)L.mf.n_tensors, sizeof *L.count);

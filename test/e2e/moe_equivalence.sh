@@ -68,7 +68,8 @@ done
 # mixed dense and MoE layers (Megatron's --moe-layer-freq pattern; DeepSeek's dense first layer): 4 layers dense,
 # MoE, MoE, dense, the experts narrower than the dense MLP (--moe-ffn-hidden-size 32), 10 iterations. pp 2 x ep 2
 # (each stage one dense and one MoE layer: its own slot maps) reproduces the serial run; a save at pp 2 x tp 2
-# after 5 iterations resumed on one rank (the per-kind stacks resharded across pipeline layouts) its 6..10
+# after 5 iterations resumed on one rank (the per-kind stacks resharded across pipeline layouts) its 6..10, and
+# refused with the MoE layers elsewhere
 ITERS=10
 BASE=(--train-iters $ITERS --micro-batch-size 1 --set logging.interval=1 --set logging.eval_interval=0 --set training.threads=1)
 MIX=(--config configs/mixtral-tiny.yaml --num-layers 4 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 64
@@ -83,4 +84,10 @@ grep -o '"iteration":[0-9]*,[^}]*' "$TMP/mixed.jsonl" | awk -F'[:,]' '$2 > 5' | 
   { tail -n 20 "$TMP/mixed-resume.log"; fail "mixed resume on one rank failed"; }
 grep -q "loaded checkpoint" "$TMP/mixed-resume.log" || fail "mixed resume did not load the checkpoint"
 compare "$TMP/mixed-tail.jsonl" "$TMP/mixed-resume.jsonl" "mixed: saved at pp 2 x tp 2, resumed on one rank" 5 1e-4 1e-3
+# the same tensor shapes with other MoE layers (MoE, dense, dense, MoE) would load silently: refused by the save's recipe
+MIX2=("${MIX[@]}"); MIX2[17]="([1]+[0]*2+[1])"
+"$MTRAIN" "${MIX2[@]}" "${BASE[@]}" --load "$TMP/ckmix" >"$TMP/mixed-other.log" 2>&1 && fail "a save with other MoE layers loaded"
+grep -q "layer 0 is a dense layer in the save and a MoE layer here" "$TMP/mixed-other.log" ||
+  { tail -n 5 "$TMP/mixed-other.log"; fail "other MoE layers: not refused by name"; }
+echo "ok: a save with other MoE layers is refused"
 echo "PASS"
