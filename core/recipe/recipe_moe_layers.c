@@ -9,39 +9,94 @@
 
 #include "core/recipe/recipe.h"
 
-/* Megatron's expression: terms joined by '+', each a list of 0 / 1 literals optionally repeated
- * '* N', the whole optionally in parentheses ("([0]+[1]*26)", "[0]*3+[1]*58", "([0,1]*24)"). */
-static int parse_expr(const char *t, size_t k, unsigned char *bits, int max) {
-    const char *p = t, *end = t + k;
-    if (k >= 2 && *p == '(' && end[-1] == ')') p++, end--;
-    int n = 0;
-    while (p < end) {
-        if (*p != '[') return -1;
-        const char *list = ++p;
-        int len = 0;
-        for (;;) {
-            if (p >= end || (*p != '0' && *p != '1')) return -1;
-            p++, len++;
-            if (p < end && *p == ',') { p++; continue; }
-            if (p < end && *p == ']') { p++; break; }
-            return -1;
-        }
-        long rep = 1;
-        if (p < end && *p == '*') {
-            char *e;
-            rep = strtol(p + 1, &e, 10);
-            if (e == p + 1 || e > end || rep < 0 || rep > 1000000) return -1;
-            p = e;
-        }
-        for (long r = 0; r < rep; r++)
-            for (int i = 0; i < len; i++) {
-                if (n >= max) return -2;
-                bits[n++] = list[2 * i] == '1';
-            }
-        if (p < end && *p == '+') p++;
-        else if (p != end) return -1;
+/* Megatron's expression (moe_freq_type: a Python list expression of the characters , digits [ ] ( ) + *,
+ * evaluated by eval): a sum of terms, each a list of 0 / 1 literals or a parenthesised expression, repeated
+ * by '* N' (or 'N *') any number of times: "([0]+[1]*26)", "[0]*3+[1]*58", "([1]*3+[0]*1)*3". A small
+ * recursive-descent parser that writes the layers into bits as it reads them. */
+typedef struct {
+    const char *s, *end;
+    unsigned char *bits;
+    int max, n, err; /* err: -1 not of that form, -2 more than max layers */
+} pattern;
+
+static void expr(pattern *p);
+
+static void push(pattern *p, int bit) {
+    if (p->n >= p->max) p->err = -2;
+    else p->bits[p->n++] = (unsigned char)bit;
+}
+
+static long number(pattern *p) {
+    long v = -1;
+    while (p->s < p->end && *p->s >= '0' && *p->s <= '9') {
+        v = (v < 0 ? 0 : v) * 10 + (*p->s++ - '0');
+        if (v > 1000000) return -1;
     }
-    return n;
+    return v;
+}
+
+static void atom(pattern *p) {
+    if (p->s < p->end && *p->s == '[') {
+        for (p->s++;;) {
+            if (p->s >= p->end || (*p->s != '0' && *p->s != '1')) {
+                p->err = -1;
+                return;
+            }
+            push(p, *p->s++ == '1');
+            if (p->s < p->end && *p->s == ',') p->s++;
+            else break;
+        }
+        if (p->s < p->end && *p->s == ']') p->s++;
+        else p->err = -1;
+    } else if (p->s < p->end && *p->s == '(') {
+        p->s++;
+        expr(p);
+        if (!p->err && p->s < p->end && *p->s == ')') p->s++;
+        else if (!p->err) p->err = -1;
+    } else {
+        p->err = -1;
+    }
+}
+
+/* an atom and its repeats: the layers it wrote copied rep - 1 more times (none when rep is 0) */
+static void term(pattern *p) {
+    long rep = 1;
+    if (p->s < p->end && *p->s >= '0' && *p->s <= '9') { /* N * [..] */
+        rep = number(p);
+        if (rep < 0 || p->s >= p->end || *p->s != '*') {
+            p->err = -1;
+            return;
+        }
+        p->s++;
+    }
+    const int start = p->n;
+    atom(p);
+    while (!p->err && p->s < p->end && *p->s == '*') {
+        p->s++;
+        const long k = number(p);
+        if (k < 0 || rep * k > 1000000) p->err = -1;
+        else rep *= k;
+    }
+    if (p->err) return;
+    const int len = p->n - start;
+    if (rep == 0) p->n = start;
+    for (long r = 1; r < rep && !p->err; r++)
+        for (int i = 0; i < len && !p->err; i++) push(p, p->bits[start + i]);
+}
+
+static void expr(pattern *p) {
+    term(p);
+    while (!p->err && p->s < p->end && *p->s == '+') {
+        p->s++;
+        term(p);
+    }
+}
+
+static int parse_expr(const char *t, size_t k, unsigned char *bits, int max) {
+    pattern p = {.s = t, .end = t + k, .bits = bits, .max = max};
+    expr(&p);
+    if (!p.err && p.s != p.end) p.err = -1;
+    return p.err ? p.err : p.n;
 }
 
 int mt_recipe_moe_pattern_parse(const char *text, unsigned char *bits, int max) {
@@ -53,6 +108,10 @@ int mt_recipe_moe_pattern_parse(const char *text, unsigned char *bits, int max) 
         t[k++] = *c;
     }
     t[k] = 0;
+    if (k >= 2 && (t[0] == '\'' || t[0] == '"') && t[k - 1] == t[0]) { /* the quotes a launch script's shell passed on */
+        memmove(t, t + 1, k - 2);
+        t[k -= 2] = 0;
+    }
     if (k == 0) return -1;
     if (strspn(t, "01") == k) { /* the plain form: one character per layer */
         if ((int)k > max) return -2;

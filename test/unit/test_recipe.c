@@ -539,6 +539,12 @@ static void test_args(void) {
         CHECK(mt_recipe_moe_pattern_parse("0110", bits, 8) == 4 && !bits[0] && bits[1] && bits[2] && !bits[3]);
         CHECK(mt_recipe_moe_pattern_parse("[0, 1]*2+[1]", bits, 8) == 5 && !bits[2] && bits[3] && bits[4]);
         CHECK(mt_recipe_moe_pattern_parse("[0]*9", bits, 8) == -2 && mt_recipe_moe_pattern_parse("0x1", bits, 8) == -1);
+        /* Megatron's groups: "([1]*3+[0]*1)*2" = 1,1,1,0,1,1,1,0; a shell's quotes; N * [..]; a bad tail */
+        CHECK(mt_recipe_moe_pattern_parse("([1]*3+[0]*1)*2", bits, 8) == 8 && bits[0] && !bits[3] && bits[4] && !bits[7]);
+        CHECK(mt_recipe_moe_pattern_parse("'([0]+[1]*2)'", bits, 8) == 3 && !bits[0] && bits[2]);
+        CHECK(mt_recipe_moe_pattern_parse("2*[0,1]+([1]*0)", bits, 8) == 4 && !bits[2] && bits[3]);
+        CHECK(mt_recipe_moe_pattern_parse("([0]+[1]", bits, 8) == -1 && mt_recipe_moe_pattern_parse("[0]*", bits, 8) == -1);
+        CHECK(mt_recipe_moe_pattern_parse("[2]", bits, 8) == -1 && mt_recipe_moe_pattern_parse("[]", bits, 8) == -1);
     }
     /* --squared-relu: model.activation squared_relu, set by the flag; with --swiglu refused (Megatron
      * asserts not both) */
