@@ -17,8 +17,9 @@
 # Checkpoints: the capacity-1.0 run saved at ep=2 x tp 2 (4 ranks, distributed optimizer) after 10
 # iterations and resumed at ep=1 (1 rank) and at ep=4 (dp 4): iterations 11..20 against the serial
 # run's, same tolerance (expert tensors are saved as global (layers * experts, rows, cols) pieces).
-# Mixed dense and MoE layers: a 4-layer pattern dense, MoE, MoE, dense at pp 2 x ep 2 against its serial run, and
-# a save at pp 2 x tp 2 resumed on one rank (the section at the end).
+# Mixed dense and MoE layers: a 4-layer pattern dense, MoE, MoE, dense at pp 2 x ep 2 and an 8-layer
+# --moe-layer-freq 3 model at pp 2 x vpp 2 x tp 2 against their serial runs, and a save at pp 2 x tp 2 resumed on
+# one rank (the section at the end).
 # Also: the metrics carry load_balancing_loss, expert_load and dropped_tokens, the log line the
 # load_balancing_loss field, and the aux-loss values agree across layouts too.
 source test/e2e_lib.sh
@@ -67,7 +68,8 @@ for ep in 1 4; do
 done
 # mixed dense and MoE layers (Megatron's --moe-layer-freq pattern; DeepSeek's dense first layer): 4 layers dense,
 # MoE, MoE, dense, the experts narrower than the dense MLP (--moe-ffn-hidden-size 32), 10 iterations. pp 2 x ep 2
-# (each stage one dense and one MoE layer: its own slot maps) reproduces the serial run; a save at pp 2 x tp 2
+# (each stage one dense and one MoE layer: its own slot maps) reproduces the serial run, and so does an 8-layer
+# --moe-layer-freq 3 model at pp 2 x vpp 2 x tp 2 (sp); a save at pp 2 x tp 2
 # after 5 iterations resumed on one rank (the per-kind stacks resharded across pipeline layouts) its 6..10, and
 # refused with the MoE layers elsewhere
 ITERS=10
@@ -77,6 +79,12 @@ MIX=(--config configs/mixtral-tiny.yaml --num-layers 4 --hidden-size 64 --num-at
      --moe-expert-capacity-factor 0)
 serial mixed "${MIX[@]}"
 parallel mixed "mixed pp2 ep2" 4 "${MIX[@]}" --expert-model-parallel-size 2 --pipeline-model-parallel-size 2
+# 8 layers, --moe-layer-freq 3 (MoE layers 0, 3, 6), interleaved: pp 2 x vpp 2 x tp 2 with sequence parallelism, each
+# model chunk of 2 layers its own mix (one chunk all dense)
+MIX8=("${MIX[@]}"); MIX8[3]=8; MIX8[17]=3
+serial mixed8 "${MIX8[@]}"
+parallel mixed8 "mixed8 pp2 vpp2 tp2 sp" 4 "${MIX8[@]}" --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 \
+  --tensor-model-parallel-size 2 --sequence-parallel
 "$MTRAIN" launch -n 4 -- "${MIX[@]}" "${BASE[@]}" --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 \
   --save "$TMP/ckmix" --exit-interval 5 >"$TMP/savemix.log" 2>&1 || { tail -n 20 "$TMP/savemix.log"; fail "mixed save run failed"; }
 grep -o '"iteration":[0-9]*,[^}]*' "$TMP/mixed.jsonl" | awk -F'[:,]' '$2 > 5' | sed 's/^/{/; s/$/}/' >"$TMP/mixed-tail.jsonl"
