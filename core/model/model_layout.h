@@ -143,9 +143,10 @@ typedef struct {
                               L_global / vpp when even */
     int has_embed;         /* stage 0: wte (+ wpe) and the embedding */
     int has_head;          /* last stage: final norm, output layer (lm_head, or a copy of wte), loss */
-    /* mixture of experts (model.moe.experts > 0): every layer's MLP is E experts of the dense MLP's
-       shape (expert tensor parallelism = tp: each expert split over tp as the dense MLP is), E / ep
-       of them on this rank (parallel.expert = ep), and a router (E, C) */
+    /* mixture of experts (model.moe.experts > 0): a MoE layer's MLP (every layer's, or those of
+       model.moe.layer_freq / layer_pattern) is E experts of the dense MLP's kind, Fe wide (expert tensor
+       parallelism = tp: each expert split over tp as the dense MLP is), E / ep of them on this rank
+       (parallel.expert = ep), and a router (E, C) */
     int moe;               /* 1: MoE layers in the model (model.moe.experts > 0; a stage may hold none) */
     /* the layer kinds (mt_recipe_moe_layer): kind 0 dense MLP, kind 1 MoE. A dense model's layers are all
        kind 0 and its MLP tensors MT_LAYERS_EVERY */
@@ -266,8 +267,9 @@ typedef struct {
     size_t atty;                   /* (L, N, H_r*D) act */
     size_t resid_mid;              /* (L, N_r, C) act */
     size_t ln2, ln2_mean, ln2_rstd;
-    size_t fch;                    /* (L, N, fc_rows_r) act */
-    size_t fch_act;                /* (L, N, F_r) act */
+    size_t fch;                    /* (L, N, fc_rows_r) act; a MoE model: (act_kind[0], ...), its dense layers'
+                                      slices (act_slot) */
+    size_t fch_act;                /* (L, N, F_r) act; likewise */
     size_t lnf, lnf_mean, lnf_rstd;/* (N_r, C) act; (N_r) f32 x2 */
     size_t logits;                 /* (N, Vp_r) act; overwritten by dlogits */
     size_t losses;                 /* (N) f32 */
@@ -291,7 +293,8 @@ typedef struct {
     size_t sp_slice;               /* (N_r, C) act: reduce-scattered partial sums */
     /* mixture of experts (pl->moe; else 0 bytes). S = dispatch rows of this rank (its N tokens'
        kept assignments, at most N * top_k), R = expert rows it computes (at most ep * E_r * rows
-       any one source can send one expert: N, or B * moe_cap) */
+       any one source can send one expert: N, or B * moe_cap). The per-layer arrays ("L" below) hold
+       act_kind[1] slices, one per MoE layer of the chunk (act_slot); h / g are Fe_r wide (efc_rows_r) */
     size_t moe_logits;             /* (L, N, E) act router logits */
     size_t moe_probs;              /* (L, N, E) f32 softmax */
     size_t moe_topi;               /* (L, N, k) i32 chosen experts */
