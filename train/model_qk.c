@@ -2,7 +2,8 @@
  * attention core, as the layer spec (pl.spec) says: the per-head norm (spec.qk_norm: a norm of the
  * model's kind over head_dim, its own weight and bias per layer for q and for k; or the weightless
  * L2 norm, RMSNorm applying the model's ones, with no weight gradient), then RoPE at the
- * tokens' positions (mt_model_rope: global positions under context parallelism, parallel/cp_attention.c).
+ * tokens' positions (mt_model_rope: global positions under context parallelism, parallel/cp_attention.c),
+ * except on the layers model.no_rope_layers names (Megatron's --no-rope-freq: those attend without it).
  * Forward in place on the layer's qkv activation; backward in place on dqkv (the gradient of the
  * attention core's input becomes the gradient of the projection's output).
  * The norm: each token's q heads (k heads) are a column block of its qkv row; copy_rows packs them
@@ -76,14 +77,14 @@ mt_status mt_model_qk_fwd(mt_model *m, const mt_acts *A, int l, void *qkv) {
         MT_CHECK(norm_fwd(m, tmp, &q, l));
         MT_CHECK(columns(m, qkv, tmp, &q, 1));
     }
-    if (m->pl.spec.rope) MT_CHECK(mt_model_rope(m, qkv, 0));
+    if (m->pl.spec.rope && !mt_param_layer_no_rope(&m->pl, l)) MT_CHECK(mt_model_rope(m, qkv, 0));
 out:
     return st;
 }
 
 mt_status mt_model_qk_bwd(mt_model *m, const mt_acts *A, int l, void *dqkv) {
     mt_status st = MT_OK;
-    if (m->pl.spec.rope) MT_CHECK(mt_model_rope(m, dqkv, 1));
+    if (m->pl.spec.rope && !mt_param_layer_no_rope(&m->pl, l)) MT_CHECK(mt_model_rope(m, dqkv, 1));
     void *tmp = ACT(m, A, dtmp), *dout = ACT(m, A, dln);
     for (int k = 0; m->pl.spec.qk_norm && k < 2; k++) {
         const qk_block q = block_of(m, A, l, k);

@@ -84,6 +84,10 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
         return unsupported(r, "model.mla.enabled", "true: multi-latent attention's low-rank query / key / value "
                            "projections have no field in GPT-2 or Llama (transformers' DeepseekV3ForCausalLM has "
                            "them; exporting to it is not implemented)");
+    if (c->no_rope_layers[0])
+        return unsupported(r, "model.no_rope_layers", "'%.60s': layers without RoPE have no field in GPT-2 or Llama "
+                           "(transformers' Llama 4 has no_rope_layers; exporting to it is not implemented)",
+                           c->no_rope_layers);
     if (c->qk_l2_norm)
         return unsupported(r, "model.qk_l2_norm", "true: the per-head L2 norm of queries and keys (--qk-l2-norm) "
                            "has no field in GPT-2 or Llama (transformers' Llama 4 has one; exporting to it is not "

@@ -153,11 +153,12 @@ static mt_status stage_layers(const mt_recipe *r, mt_param_layout *pl) {
     return MT_OK;
 }
 
-/* The layer kinds (mt_recipe_moe_layer) of the model and of the stage: each local layer's slot in its
+/* The layer kinds (mt_recipe_moe_layer; and the layers without RoPE) of the model and of the stage: each local layer's slot in its
  * kind's parameter stacks and, per model chunk, in its kind's activation arrays. */
 static void layer_kinds(const mt_recipe *r, mt_param_layout *pl) {
     for (int g = 0; g < pl->L_global; g++) {
         pl->layer_moe[g] = (unsigned char)mt_recipe_moe_layer(r, g);
+        pl->layer_no_rope[g] = (unsigned char)mt_recipe_no_rope_layer(r, g);
         pl->n_kind_global[pl->layer_moe[g]]++;
     }
     for (int k = 0; k < pl->vpp; k++) {

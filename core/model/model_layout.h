@@ -155,6 +155,7 @@ typedef struct {
     int act_kind[2];       /* MoE models: activation slices of each kind's MLP arrays, the most any model
                               chunk of the stage holds */
     unsigned char layer_moe[MT_LAYERS_MAX]; /* global layer g is a MoE layer */
+    unsigned char layer_no_rope[MT_LAYERS_MAX]; /* global layer g attends without RoPE (mt_recipe_no_rope_layer) */
     short slot[MT_LAYERS_MAX];              /* local layer l's slot in its kind's parameter stacks */
     short act_slot[MT_LAYERS_MAX];          /* ... and in its kind's activation arrays (chunk-relative) */
     short slot_layer[2][MT_LAYERS_MAX];     /* kind k's local slot s -> local layer */
@@ -224,6 +225,11 @@ static inline int mt_param_layer_is_moe(const mt_param_layout *pl, int l) {
     return pl->layer_moe[mt_param_global_layer(pl, l)];
 }
 static inline int mt_param_layer_slot(const mt_param_layout *pl, int l) { return pl->slot[l]; }
+
+/* Local layer l attends without RoPE (model.no_rope_layers, by its global index) */
+static inline int mt_param_layer_no_rope(const mt_param_layout *pl, int l) {
+    return pl->layer_no_rope[mt_param_global_layer(pl, l)];
+}
 
 /* The layout of one tp rank (all ranks have the same shapes); errors name the dimension that
  * does not split over parallel.tensor. */

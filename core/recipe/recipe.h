@@ -65,6 +65,8 @@ typedef struct {
     float rope_low_freq_factor, rope_high_freq_factor; /* its band edges */
     int rope_original_max_position;      /* its original context */
     float rotary_interpolation;          /* positions divided by this (--rotary-seq-len-interpolation-factor) */
+    char no_rope_layers[MT_MOE_PATTERN_MAX]; /* layers without RoPE (Megatron's --no-rope-freq): "N" or a list
+                                              expression; "" = none (mt_recipe_no_rope_layer) */
     float init_std;        /* normal(0, init_std); output projections / sqrt(2*layers) */
     struct {
         int experts;       /* 0 = dense */
@@ -384,5 +386,14 @@ int mt_recipe_moe_pattern_parse(const char *text, unsigned char *bits, int max);
 int mt_recipe_moe_layer(const mt_recipe *r, int layer);
 int mt_recipe_moe_layers(const mt_recipe *r, int l0, int n_layers);
 int mt_recipe_moe_ffn_hidden(const mt_recipe *r);
+
+/* Layers without RoPE (recipe_no_rope.c; Megatron's --no-rope-freq, Llama 4's NoPE layers):
+ * mt_recipe_no_rope_parse: the 0 / 1 per layer (1 = no RoPE) of a model.no_rope_layers text for
+ * n_layers layers: "N" (digits only, as Megatron's no_rope_freq_type reads it) is layer i without RoPE
+ * when (i + 1) % N == 0, a text with '[' is Megatron's list expression ("([0]*3+[1])*12"); 0, -1 when
+ * the text is neither form, -2 when it is longer than max; "" is all zeros. mt_recipe_no_rope_layer: 1
+ * when global layer `layer` attends without RoPE (0 for a text the validator refuses). */
+int mt_recipe_no_rope_parse(const char *text, int n_layers, unsigned char *bits, int max);
+int mt_recipe_no_rope_layer(const mt_recipe *r, int layer);
 
 #endif

@@ -113,6 +113,10 @@ const mt_recipe_key mt_recipe_keys[] = {
     KFLT("model.rotary_interpolation", model.rotary_interpolation, "1.0", 0, 1e6, "",
          "RoPE positions divided by this (Megatron's --rotary-seq-len-interpolation-factor, Hugging Face's "
          "rope_type linear); 1: none", MT_KF_MIN_EXCL | MT_KF_FUNCTION),
+    ROW("model.no_rope_layers", MT_KEY_STRING, model.no_rope_layers, "", 0, 0, "",
+        "layers that attend without RoPE (Megatron's --no-rope-freq; Llama 4's NoPE layers): \"N\" = every N-th "
+        "layer, the last of each N (layers % N == 0), or a list expression of one 0 / 1 per layer, 1 = no RoPE, "
+        "as \"([0]*3+[1])*12\"; \"\" = RoPE on every layer", NULL, MT_KF_FUNCTION, NULL),
     KFLT("model.init_std", model.init_std, "0.02", 0, 10, "",
          "weights ~ normal(0, init_std); output projections also / sqrt(2*layers)", MT_KF_MIN_EXCL),
     KINT("model.moe.experts", model.moe.experts, "0", 0, 4096, "",
@@ -503,6 +507,8 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--apply-layernorm-1p", "model.norm_1p", "true" },
     { "--qk-layernorm", "model.qk_layernorm", "true" },
     { "--qk-l2-norm", "model.qk_l2_norm", "true" },
+    /* ModelOpt's model builder (megatron/post_training/model_builder.py): config.qk_l2_norm = export_qk_l2_norm */
+    { "--export-qk-l2-norm", "model.qk_l2_norm", "true" },
     { "--multi-latent-attention", "model.mla.enabled", "true" },
     { "--q-lora-rank", "model.mla.q_lora_rank", NULL },
     { "--kv-lora-rank", "model.mla.kv_lora_rank", NULL },
@@ -513,6 +519,7 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--use-rope-scaling", "model.rope_scaling", "true" },
     { "--rope-scaling-factor", "model.rope_scaling_factor", NULL },
     { "--rotary-seq-len-interpolation-factor", "model.rotary_interpolation", NULL },
+    { "--no-rope-freq", "model.no_rope_layers", NULL },
     { "--mscale", "model.mla.mscale", NULL },
     { "--mscale-all-dim", "model.mla.mscale_all_dim", NULL },
     { "--yarn-original-max-position-embeddings", "model.mla.yarn_original_max_position", NULL },

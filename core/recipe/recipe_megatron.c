@@ -229,7 +229,6 @@ static const meg_flag meg_flags[] = {
     { "--moe-router-group-topk", 1, MEG_REFUSE, "see --moe-router-num-groups" },
     { "--moe-shared-expert-overlap", 0, MEG_REFUSE, "shared experts are not implemented" },
     { "--moe-latent-size", 1, MEG_REFUSE, "MoE latent projections are not implemented" },
-    { "--no-rope-freq", 1, MEG_REFUSE, "layers without RoPE (Llama 4's NoPE layers) are not implemented" },
     { "--hybrid-layer-pattern", 1, MEG_REFUSE, "Mamba / hybrid models (Megatron's pretrain_mamba.py, Nemotron-H) "
       "are not implemented" },
     { "--hybrid-override-pattern", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
@@ -238,7 +237,7 @@ static const meg_flag meg_flags[] = {
     { "--mamba-head-dim", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
     { "--mamba-state-dim", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
     { "--mamba-num-groups", 1, MEG_REFUSE, "see --hybrid-layer-pattern" },
-    { "--export-model-type", 1, MEG_REFUSE, "see --export-qk-l2-norm" },
+    { "--export-model-type", 1, MEG_REFUSE, "a ModelOpt export option: ModelOpt export is not implemented" },
     { "--export-force-local-attention", 0, MEG_ACCEPT, "an attention implementation choice (Megatron's local "
       "DotProductAttention): the attention kernel is the backend's" },
     { "--quick-geglu", 0, MEG_REFUSE, "the quick-GeGLU activation (gpt-oss) is not implemented" },
@@ -251,8 +250,8 @@ static const meg_flag meg_flags[] = {
       "gpt-oss) are refused" },
     { "--glu-linear-offset", 1, MEG_RULE, "0 only (Megatron's default); an offset on the gated linear unit's linear "
       "half (gpt-oss) is refused" },
-    { "--export-qk-l2-norm", 0, MEG_REFUSE, "a ModelOpt export option: ModelOpt export is not implemented" },
-    { "--export-moe-apply-probs-on-input", 0, MEG_REFUSE, "see --export-qk-l2-norm" },
+    { "--export-moe-apply-probs-on-input", 0, MEG_REFUSE, "the routing weights applied to the experts' input "
+      "(Megatron's moe_apply_probs_on_input, Llama 4's top-1 routing) are not implemented" },
     { "--mup-width-mult", 1, MEG_ACCEPT, "Megatron recomputes it as hidden / --mup-base-hidden-size under --use-mup "
       "and reads it nowhere else: no effect" },
     { "--hierarchical-context-parallel-sizes", 1, MEG_RULE, "the sizes (read as Megatron does: the numbers of the "

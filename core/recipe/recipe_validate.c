@@ -757,6 +757,31 @@ static void check_moe_layers(const mt_recipe *r, problems *P) {
             "of %" PRId64, m->moe.ffn_hidden, tp, ref(r, "parallel.tensor"), tp);
 }
 
+/* layers without RoPE (recipe_no_rope.c): N dividing the layers (Megatron asserts it), a pattern of one 0 / 1
+ * per layer, RoPE to skip, and not multi-latent attention (its rotated part is its own) */
+static void check_no_rope(const mt_recipe *r, problems *P) {
+    const mt_model_cfg *m = &r->model;
+    if (!m->no_rope_layers[0]) return;
+    unsigned char bits[1024];
+    const int n = m->layers <= 1024 ? mt_recipe_no_rope_parse(m->no_rope_layers, m->layers, bits, (int)sizeof bits) : -2;
+    const long every = strchr(m->no_rope_layers, '[') ? 0 : strtol(m->no_rope_layers, NULL, 10);
+    if (n < 0)
+        add(P, "model.no_rope_layers", "'%.60s' is neither N (every N-th layer) nor one 0 / 1 per layer as Megatron's "
+            "expression \"([0]*3+[1])*2\" (lists of 0 and 1, * and +)", m->no_rope_layers);
+    else if (n != m->layers)
+        add(P, "model.no_rope_layers", "'%.60s' gives %d layers, model.layers is %d; one 0 / 1 per layer",
+            m->no_rope_layers, n, m->layers);
+    else if (every > 0 && m->layers % every)
+        add(P, "model.no_rope_layers", "%ld does not divide model.layers = %d (Megatron asserts num_layers %% "
+            "no_rope_freq == 0); pick a divisor or write the pattern", every, m->layers);
+    if (m->position != MT_POS_ROPE)
+        add(P, "model.no_rope_layers", "'%.60s' with model.position learned: there is no RoPE to skip; set "
+            "model.position rope or drop it", m->no_rope_layers);
+    if (m->mla.enabled)
+        add(P, "model.no_rope_layers", "with multi-latent attention is not implemented (MLA rotates its own "
+            "position part); drop one of them");
+}
+
 mt_status mt_recipe_validate(mt_recipe *r, int world_size) {
     problems P;
     memset(&P, 0, sizeof P);
@@ -769,5 +794,6 @@ mt_status mt_recipe_validate(mt_recipe *r, int world_size) {
     check_layout(r, &P);
     check_mla(r, &P);
     check_moe_layers(r, &P);
+    check_no_rope(r, &P);
     return finish(&P);
 }

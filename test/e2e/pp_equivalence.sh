@@ -38,12 +38,16 @@ LLAMA=(--config configs/llama-tiny.yaml)
 EVAL=(--train-iters 4 --micro-batch-size 2 --set logging.interval=1 --set logging.eval_interval=2 --set logging.eval_iters=2)
 MLA=(--multi-latent-attention --q-lora-rank 48 --kv-lora-rank 32 --qk-head-dim 24 --qk-pos-emb-head-dim 8
   --v-head-dim 16 --qk-layernorm --num-layers 2 --seq-length 64)
+# Llama 4's attention as Megatron's ModelOpt conf states it: no RoPE on layer 1 of 4 (--no-rope-freq as a
+# pattern), the weightless query / key L2 norm (--export-qk-l2-norm: ModelOpt's builder sets qk_l2_norm)
+NOPE=(--no-rope-freq "([0]+[1]+[0]*2)" --export-qk-l2-norm)
 # the serial runs (what each is for: at its comparisons below), two at a time
 bg_serial gpt1 "${GPT[@]}"; bg_serial llama1 "${LLAMA[@]}"; wait_serials
 bg_serial --variant llama1qk "${LLAMA[@]}" --qk-layernorm; bg_serial --variant llama1l2 "${LLAMA[@]}" --qk-l2-norm; wait_serials
 bg_serial --variant gpt1qk1p "${GPT[@]}" --qk-layernorm --apply-layernorm-1p; bg_serial --variant gpt1r2 "${GPT[@]}" --squared-relu
 wait_serials
 bg_serial --variant gpt1mla "${GPT[@]}" "${MLA[@]}"
+bg_serial --variant llama1nope "${LLAMA[@]}" "${NOPE[@]}"
 ( "$MTRAIN" "${GPT[@]}" "${EVAL[@]}" --threads 1 --metrics "$TMP/ev1.jsonl" >"$TMP/ev1.log" 2>&1 ||
   { cat "$TMP/ev1.log"; fail "serial eval run failed"; } ) &
 SERIALS+=($!)
@@ -104,3 +108,10 @@ parallel gpt1r2 "gpt squared-relu pp=2" 2 2 "${GPT[@]}" --squared-relu
 # in the functional configs' layout, tp=2 x pp=2 with sequence parallelism, against its own serial run
 # (2 layers of 64 tokens: cheap)
 parallel gpt1mla "gpt mla tp=2 pp=2 sp" 4 2 "${GPT[@]}" "${MLA[@]}" --tensor-model-parallel-size 2 --sequence-parallel
+# layers without RoPE, interleaved (pp 2 x vpp 2): the NoPE layer (global 1) is stage 1's first local layer, so a
+# rule read by local index (or not at all) computes another model than the serial run
+parallel llama1nope "llama no-rope pp=2 vpp=2" 2 2 "${LLAMA[@]}" "${NOPE[@]}" --virtual-pipeline-model-parallel-size 2
+# ... and that serial run is not the one with RoPE on every layer (same L2 norm, same 8 steps): the rule acts
+read -r wn _ <<<"$(worst lm_loss "$TMP/llama1l2.jsonl" "$TMP/llama1nope.jsonl")"
+echo "no-rope layer 1 against RoPE everywhere: worst relative loss difference $wn"
+awk -v v="$wn" 'BEGIN { exit !(v > 1e-3) }' || fail "no-rope layer 1: losses within $wn of RoPE on every layer"

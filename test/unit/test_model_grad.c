@@ -216,6 +216,9 @@ int main(void) {
              "model.mla.rotary_scaling_factor=40,model.mla.mscale_all_dim=0.707", mla);
     check_model("gpt", "uniform", v);
     check_mla_softmax_scale();
+    /* a layer without RoPE (Megatron's --no-rope-freq, Llama 4's NoPE layers): layer 0 of 2, with the
+       weightless query / key L2 norm Llama 4 pairs with it */
+    check_model("llama", NULL, "model.no_rope_layers=([1]+[0]),model.qk_l2_norm=true");
     check_arch("gpt", NULL);
     check_arch("llama", NULL);
     check_arch("gpt", "uniform");

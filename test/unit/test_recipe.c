@@ -324,6 +324,15 @@ static void test_validate_errors(void) {
     EXPECT_ERR(BASE "  moe:\n    experts: 2\n    layer_pattern: \"[0]+[1\"\n", 1, MT_ERR_CONFIG, "bad.yaml:10",
                "model.moe.layer_pattern", "is not one 0 / 1 per layer");
     EXPECT_ERR(BASE "parallel:\n  expert: 2\n", 2, MT_ERR_CONFIG, "bad.yaml:9", "parallel.expert", "dense");
+    /* layers without RoPE (Megatron's --no-rope-freq) */
+    EXPECT_ERR(BASE "  position: rope\n  no_rope_layers: \"3\"\n", 1, MT_ERR_CONFIG, "bad.yaml:9",
+               "model.no_rope_layers", "3 does not divide model.layers = 4");
+    EXPECT_ERR(BASE "  position: rope\n  no_rope_layers: \"[0]*3\"\n", 1, MT_ERR_CONFIG, "bad.yaml:9",
+               "model.no_rope_layers", "gives 3 layers, model.layers is 4");
+    EXPECT_ERR(BASE "  position: rope\n  no_rope_layers: \"2x\"\n", 1, MT_ERR_CONFIG, "bad.yaml:9",
+               "model.no_rope_layers", "is neither N");
+    EXPECT_ERR(BASE "  no_rope_layers: \"2\"\n", 1, MT_ERR_CONFIG, "bad.yaml:8", "model.no_rope_layers",
+               "no RoPE to skip");
     EXPECT_ERR(BASE "  moe: {experts: 4}\nparallel: {expert: 4, tensor: 2, data: 2}\n", 4, MT_ERR_CONFIG,
                "bad.yaml:9", "parallel.expert", "must divide dp*cp");
     /* sequence / context parallel */
