@@ -119,8 +119,7 @@ static inline mt_layer_acts mt_layer_acts_of(const mt_model *m, const mt_acts *A
 /* The MLP's activation of the layer spec over M rows of F_r hidden units, g (M, F_r) from h (M, fc_rows_r):
  * gelu(h), swiglu(h) (h's rows [gate | up]) or squared_relu(h). The dense GeLU layer instead runs the fused
  * GEMM + GeLU of the tensor-parallel layer (model_fwd.c / model_bwd.c); MoE experts and the others call these. */
-static inline mt_status mt_model_mlp_act_fwd(mt_model *m, void *g, const void *h, int M) {
-    const int F = m->pl.F_r;
+static inline mt_status mt_model_mlp_act_fwd_w(mt_model *m, void *g, const void *h, int M, int F) {
     if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
         mt_swiglu_fwd_args sa = {.out = g, .inp = h, .N = M, .F = F};
         return MT_BE_CALL(m->be, swiglu_fwd, &sa);
@@ -130,8 +129,7 @@ static inline mt_status mt_model_mlp_act_fwd(mt_model *m, void *g, const void *h
                                                  : MT_BE_CALL(m->be, gelu_fwd, &ea);
 }
 /* dh (M, fc_rows_r) = from dg (M, F_r) through the activation at h; dh may be dg when not gated (in place) */
-static inline mt_status mt_model_mlp_act_bwd(mt_model *m, void *dh, const void *dg, const void *h, int M) {
-    const int F = m->pl.F_r;
+static inline mt_status mt_model_mlp_act_bwd_w(mt_model *m, void *dh, const void *dg, const void *h, int M, int F) {
     if (m->pl.spec.mlp == MT_MLP_SWIGLU) {
         mt_swiglu_bwd_args sa = {.dinp = dh, .dout = dg, .inp = h, .N = M, .F = F};
         return MT_BE_CALL(m->be, swiglu_bwd, &sa);
@@ -140,6 +138,22 @@ static inline mt_status mt_model_mlp_act_bwd(mt_model *m, void *dh, const void *
     return m->pl.spec.mlp == MT_MLP_SQUARED_RELU ? MT_BE_CALL(m->be, squared_relu_bwd, &ea)
                                                  : MT_BE_CALL(m->be, gelu_bwd, &ea);
 }
+
+/* the same over F hidden units of another width (F_r above; the MoE shared experts' Fs_r) */
+static inline mt_status mt_model_mlp_act_fwd(mt_model *m, void *g, const void *h, int M) {
+    return mt_model_mlp_act_fwd_w(m, g, h, M, m->pl.F_r);
+}
+static inline mt_status mt_model_mlp_act_bwd(mt_model *m, void *dh, const void *dg, const void *h, int M) {
+    return mt_model_mlp_act_bwd_w(m, dh, dg, h, M, m->pl.F_r);
+}
+
+/* The MoE shared experts of layer l (model_moe_shared.c), called by model_moe.c: forward out (N, C, partial
+ * over tp) += shared(xf) (xf the gathered norm2 output, all N rows); backward in two parts, because under
+ * sequence parallelism the output gradient dY and the input xf are gathered into the same buffer in turn:
+ * the output side from dY (N, C), then the input side adding its partial gradient into dln (N, C). */
+mt_status mt_moe_shared_forward(mt_model *m, const mt_acts *A, int l, const void *xf, void *out);
+mt_status mt_moe_shared_backward_out(mt_model *m, const mt_acts *A, int l, const void *dY);
+mt_status mt_moe_shared_backward_in(mt_model *m, const mt_acts *A, int l, const void *xf, void *dln);
 
 /* the part hook (model.h), when set */
 static inline mt_status mt_model_part_hook(mt_model *m, int backward, int part) {

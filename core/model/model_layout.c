@@ -222,6 +222,13 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
             return mt_errorf(MT_ERR_CONFIG, "model layout: model.moe.experts = %d with top_k %d does not split over "
                              "parallel.expert = %d (validate the recipe first: mtrain check)", pl->E, pl->top_k, ep);
         pl->E_r = pl->E / ep;
+        if (m->moe.shared_ffn > 0) {
+            pl->Fs = m->moe.shared_ffn;
+            MT_CHECK(split_check("model.moe.shared_ffn", pl->Fs, tp));
+            pl->Fs_r = pl->Fs / tp;
+            pl->fcs_rows = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->Fs : pl->Fs;
+            pl->fcs_rows_r = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->Fs_r : pl->Fs_r;
+        }
         if (m->moe.capacity_factor > 0) {
             const double c = ceil((double)m->moe.capacity_factor * pl->T * pl->top_k / pl->E - 1e-9);
             pl->moe_cap = c < 1 ? 1 : c > pl->T ? pl->T : (int)c;
@@ -262,6 +269,13 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     if (nb) ix->ln2_b = add_norm(pl, &cur, "ln2_b", L, MT_INIT_ZERO);
     if (pl->moe) {
         ix->router_w = add_tensor(pl, &cur, "router_w", L, pl->E, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
+        if (pl->Fs) { /* the shared experts: a dense tensor-parallel MLP without biases (Megatron asserts none) */
+            const int Fs = pl->Fs;
+            ix->sfc_w = add_tensor(pl, &cur, "shared_fc_w", L, pl->fcs_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, Fs, Fs, 0);
+            ix->sfcproj_w = add_tensor(pl, &cur, "shared_fcproj_w", L, C, Fs, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, Fs, 0, 0);
+            if (pl->spec.moe_shared_gate) /* (1, C): a matrix to Megatron, so decayed */
+                ix->sgate_w = add_tensor(pl, &cur, "shared_gate_w", L, 1, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
+        }
     } else {
         ix->fc_w = add_tensor(pl, &cur, "fc_w", L, pl->fc_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, F, F, 0);
         if (bias) ix->fc_b = add_tensor(pl, &cur, "fc_b", L, 1, pl->fc_rows, 0, MT_INIT_ZERO, COLS, nfb, F, F, 0);
@@ -451,6 +465,16 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
         PLACE(moe_dlogits, N * E * a);
         PLACE(moe_dw, N * k * f);
         PLACE(moe_stats, (MT_MOE_STATS + 2 * E) * f);
+        if (pl->Fs) {
+            const size_t gate = pl->spec.moe_shared_gate;
+            PLACE(moe_sh, L * N * pl->fcs_rows_r * a);
+            PLACE(moe_sg, L * N * pl->Fs_r * a);
+            PLACE(moe_sy, (gate ? L : 1) * N * C * a);
+            PLACE(moe_sgate, gate * L * N * f);
+            PLACE(moe_sdh, N * pl->fcs_rows_r * a);
+            PLACE(moe_sdg, N * pl->Fs_r * a);
+            PLACE(moe_sdz, gate * N * f);
+        }
     }
     if (pl->spec.mla) {
         const mt_layer_spec *sp = &pl->spec;

@@ -190,8 +190,6 @@ static const meg_flag meg_flags[] = {
     { "--dsa-indexer-head-dim", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
     { "--dsa-indexer-topk", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
     { "--dsa-indexer-loss-coeff", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
-    { "--moe-shared-expert-intermediate-size", 1, MEG_REFUSE, "shared experts are not implemented" },
-    { "--moe-shared-expert-gate", 0, MEG_REFUSE, "shared experts are not implemented" },
     { "--moe-ffn-hidden-size", 1, MEG_RULE, "model.ffn_hidden when there are experts (every layer is a MoE layer "
       "here, so the experts' width is the FFN width); without experts nothing" },
     { "--moe-router-dtype", 1, MEG_ACCEPT, "the router is computed in fp32" },
@@ -226,7 +224,8 @@ static const meg_flag meg_flags[] = {
     { "--moe-router-bias-update-rate", 1, MEG_REFUSE, "see --moe-router-enable-expert-bias" },
     { "--moe-router-num-groups", 1, MEG_REFUSE, "group-limited routing (DeepSeek-V3) is not implemented" },
     { "--moe-router-group-topk", 1, MEG_REFUSE, "see --moe-router-num-groups" },
-    { "--moe-shared-expert-overlap", 0, MEG_REFUSE, "shared experts are not implemented" },
+    { "--moe-shared-expert-overlap", 0, MEG_ACCEPT, "a scheduling choice (Megatron runs the shared experts on a side "
+      "stream, overlapped with the token dispatch): the same numbers, the shared experts run after the routed ones" },
     { "--moe-latent-size", 1, MEG_REFUSE, "MoE latent projections are not implemented" },
     { "--no-rope-freq", 1, MEG_REFUSE, "layers without RoPE (Llama 4's NoPE layers) are not implemented" },
     { "--hybrid-layer-pattern", 1, MEG_REFUSE, "Mamba / hybrid models (Megatron's pretrain_mamba.py, Nemotron-H) "

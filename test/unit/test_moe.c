@@ -206,11 +206,22 @@ static double objective_of(mt_model *m, const int32_t *tokens, float dloss, int 
     return (double)loss / n_tok + m->moe_aux_coeff * st[0] + m->moe_z_coeff * st[1];
 }
 
-/* act: the experts' activation (model.activation: swiglu, or squared_relu, not gated) */
-static void check_model(const char *act) {
+/* act: the experts' activation (model.activation: swiglu, or squared_relu, not gated); shared: NULL, or the
+ * shared experts' keys "key=value[,key=value]" (model.moe.shared_ffn, shared_gate, training.recompute) */
+static void check_model(const char *act, const char *shared) {
     static mt_recipe r;
     tiny_recipe(&r, "llama", 6);
     CHECK(mt_recipe_set(&r, "model.activation", act, "test") == MT_OK);
+    char kvs[256], what[300];
+    snprintf(kvs, sizeof kvs, "%s", shared ? shared : "");
+    snprintf(what, sizeof what, "%s%s%s", act, shared ? " " : "", shared ? shared : "");
+    for (char *save = NULL, *s = strtok_r(kvs, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(s, '=');
+        CHECK(eq != NULL);
+        if (!eq) return;
+        *eq = 0;
+        CHECKF(mt_recipe_set(&r, s, eq + 1, "test") == MT_OK, "%s", mt_last_error());
+    }
     const char *const kv[][2] = {{"model.kv_heads", "2"},           {"model.ffn_hidden", "12"},
                                  {"model.init_std", "0.2"},         {"model.moe.experts", "4"},
                                  {"model.moe.top_k", "2"},          {"model.moe.capacity_factor", "0"},
@@ -225,7 +236,7 @@ static void check_model(const char *act) {
         double fd, gd;
         grad_check_direction(&c, lo, hi, 9, (uint64_t)(trial + 1), 1e-3, &fd, &gd);
         const char *name = trial < 0 ? "(all)" : c.m.pl.t[trial].name;
-        printf("moe model %s %-16s: finite difference %.6f, analytic %.6f\n", act, name, fd, gd);
+        printf("moe model %s %-16s: finite difference %.6f, analytic %.6f\n", what, name, fd, gd);
         CHECKF(fabs(gd - fd) <= 2e-4 + 2e-2 * fabs(fd), "%s: fd %.6g analytic %.6g", trial < 0 ? "all" : name, fd,
                gd);
     }
@@ -241,7 +252,12 @@ int main(void) {
     }
     check_permute(&be);
     mt_backend_destroy(&be);
-    check_model("swiglu");
-    check_model("squared_relu");
+    check_model("swiglu", NULL);
+    check_model("squared_relu", NULL);
+    /* shared experts (model_moe_shared.c): SwiGLU, with the sigmoid gate under selective recompute, and a
+       gated squared-ReLU one */
+    check_model("swiglu", "model.moe.shared_ffn=8");
+    check_model("swiglu", "model.moe.shared_ffn=8,model.moe.shared_gate=true,training.recompute=selective");
+    check_model("squared_relu", "model.moe.shared_ffn=6,model.moe.shared_gate=true");
     TEST_MAIN_END();
 }
