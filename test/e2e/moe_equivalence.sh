@@ -63,4 +63,21 @@ for ep in 1 4; do
   grep -q "loaded checkpoint" "$TMP/resume-$ep.log" || fail "resume at ep $ep did not load the checkpoint"
   compare "$TMP/serial-tail.jsonl" "$TMP/resume-$ep.jsonl" "saved at ep 2 x tp 2, resumed at ep $ep" 10 1e-4 1e-3
 done
+# shared experts (model_moe_shared.c; Megatron's SharedExpertMLP with Qwen2-MoE's sigmoid gate), dropless, 10
+# iterations: tp 2 with SP x ep 2 with the distributed optimizer (the shared MLP split over tp like the dense
+# one, its partial output joining the routed experts' before the one reduction), saving at iteration 5 and
+# resumed serially (shared tensors resharded from tp 2 to 1), and pp 2 x ep 2 against the serial run
+ITERS=10
+BASE=(--train-iters $ITERS --micro-batch-size 1 --set logging.interval=1 --set logging.eval_interval=0 --set training.threads=1)
+S=(--moe-expert-capacity-factor 0 --moe-shared-expert-intermediate-size 96 --moe-shared-expert-gate)
+serial serial-shared "${MOE[@]}" "${S[@]}"
+parallel serial-shared "tp2 sp ep2 shared" 4 "${MOE[@]}" "${S[@]}" --expert-model-parallel-size 2 \
+  --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer --save "$TMP/ck-shared" --save-interval 5
+parallel serial-shared "pp2 ep2 shared" 4 "${MOE[@]}" "${S[@]}" --expert-model-parallel-size 2 --pipeline-model-parallel-size 2
+grep -o '"iteration":[0-9]*,[^}]*' "$TMP/serial-shared.jsonl" | awk -F'[:,]' '$2 > 5' | sed 's/^/{/; s/$/}/' \
+  >"$TMP/serial-shared-tail.jsonl"
+"$MTRAIN" "${MOE[@]}" "${S[@]}" "${BASE[@]}" --load "$TMP/ck-shared" --ckpt-step 5 --metrics "$TMP/resume-shared.jsonl" \
+  >"$TMP/resume-shared.log" 2>&1 || { tail -n 20 "$TMP/resume-shared.log"; fail "resume of the shared-expert save failed"; }
+grep -q "loaded checkpoint" "$TMP/resume-shared.log" || fail "the shared-expert resume did not load the checkpoint"
+compare "$TMP/serial-shared-tail.jsonl" "$TMP/resume-shared.jsonl" "shared experts saved at tp 2 x ep 2, resumed at 1" 5 1e-4 1e-3
 echo "PASS"
