@@ -13,6 +13,8 @@
 typedef struct {
     double L, C, H, KV, D, F, V, Vp, T, max_pos, qkv_rows, fc_rows, E, K;
     double moe_cap, ep; /* MoE: capacity per expert per sequence (0: none), expert-parallel size */
+    double Fs, fcs_rows; /* MoE shared experts: their width and fc rows (0: none) */
+    int sgate;          /* ... and their sigmoid gate */
     int ln, bias, tied, learned, moe;
     mt_model_fwd_flops fwd; /* forward FLOPs per token (mt_model_fwd_flops_per_token) */
 } dims;

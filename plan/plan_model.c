@@ -60,6 +60,9 @@ static mt_status get_dims(const mt_recipe *r, mt_param_layout *pl, dims *d) {
     d->K = d->moe ? m->moe.top_k : 1;
     d->moe_cap = d->moe ? pl->moe_cap : 0;
     d->ep = d->moe && r->parallel.expert > 1 ? r->parallel.expert : 1;
+    d->Fs = pl->Fs;
+    d->fcs_rows = pl->fcs_rows;
+    d->sgate = pl->spec.moe_shared_gate;
     d->ln = pl->idx.ln1_b >= 0;
     d->bias = pl->idx.qkv_b >= 0;
     d->tied = pl->idx.lm_head < 0;
@@ -163,6 +166,10 @@ static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_
     double rep = (dropout > 0 ? 10.0 : 8.0) * h + (d->moe ? 2.0 * d->K * h : 0.0) - (fp8 ? 2.0 * h : 0.0);
     double split = 2.0 * h + 4.0 * d->KV * d->D + 2.0 * h + d->K * (2.0 * d->fc_rows + 2.0 * d->F) +
                    (fp8 ? h - d->K * d->F : 0.0);
+    /* MoE shared experts: their fc output and activation (split over tp; their input is the router's), with
+       the gate the reduced output it scales (a sequence-parallel tensor) */
+    split += 2.0 * (d->fcs_rows + d->Fs);
+    rep += d->sgate ? 2.0 * h : 0.0;
     double per_token = sp ? (rep + split) / t : rep + split / t;
     double score = fused ? 4.0 * d->H / t : rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * sk / t;
     return s * b * (per_token + score);
@@ -204,6 +211,9 @@ static double act_layer_trainer(const dims *d, double b, int t, int sp, int cp, 
         moe_rows(d, b, N, &S, &R);
         bytes += N * ((a + 4.0) * d->E + 12.0 * d->K) + a * (R * (C + (d->fc_rows + d->F) / t) + S * C) +
                  4.0 * (2.0 * d->E + d->E);
+        /* shared experts: fc output and activation on 1/t of the units; with the gate its input (the
+           tp-partial output) and the fp32 gate values */
+        bytes += N * (a * (d->fcs_rows + d->Fs) / t + (d->sgate ? a * C + 4.0 : 0.0));
     }
     return bytes;
 }
@@ -230,6 +240,9 @@ static double act_slot_trainer(const dims *d, double b, int t, int sp, int cp, i
         moe_rows(d, b, N, &S, &R);
         e += a * (S * C + (d->ep > 1 ? R * C : 0.0) + R * C + R * (d->fc_rows + d->F) / t + N * d->E) +
              4.0 * (N * d->K + MT_MOE_STATS + 2.0 * d->E);
+        /* shared experts: their output without the gate (one layer's), the gradients of their fc output and
+           activation, the gate logits' fp32 gradient */
+        if (d->Fs > 0) e += a * ((d->sgate ? 0.0 : N * C) + N * (d->fcs_rows + d->Fs) / t) + (d->sgate ? 4.0 * N : 0.0);
     }
     return e;
 }
