@@ -37,12 +37,16 @@ static mt_status unsupported(const mt_recipe *r, const char *key, const char *fm
 
 /* what Mixtral's sparse block cannot express: its router is softmax over every expert, the top k,
  * the k probabilities renormalised (== softmax over the k selected logits, mtrain's default), each
- * expert a bias-free SwiGLU, every layer sparse, no shared expert (mtrain has none) */
+ * expert a bias-free SwiGLU, every layer sparse, no shared expert */
 static mt_status check_moe(const mt_recipe *r) {
     const mt_model_cfg *c = &r->model;
     if (c->arch != MT_ARCH_LLAMA)
         return unsupported(r, "model.arch", "gpt with %d experts: transformers has no GPT-2 mixture of experts",
                            c->moe.experts);
+    if (c->moe.shared_ffn > 0)
+        return unsupported(r, "model.moe.shared_ffn", "%d: shared experts beside the routed ones have no place in "
+                           "Mixtral (transformers' Qwen2MoeForCausalLM has them, with a gate: mlp.shared_expert, "
+                           "mlp.shared_expert_gate; exporting to it is not implemented)", c->moe.shared_ffn);
     if (c->moe.pre_softmax)
         return unsupported(r, "model.moe.pre_softmax", "true: the top-k probabilities weigh the experts as they are; "
                            "Mixtral renormalises them to sum to 1 (transformers' Qwen3MoeForCausalLM has this router, "

@@ -436,6 +436,7 @@ static void test_refusals(void) {
     check_refused_moe("llama", 4, "model.moe.pre_softmax", "true", 1);
     check_refused_moe("llama", 4, "model.bias", "true", 1);
     check_refused_moe("llama", 4, "model.moe.layer_freq", "2", 1);
+    check_refused_moe("llama", 4, "model.moe.shared_ffn", "32", 1); /* shared experts: not Mixtral's */
     check_refused_moe("llama", 4, "model.activation", "gelu", 1);
     check_refused_moe("llama", 4, "model.qk_layernorm", "true", 1);
     check_refused_moe("gpt", 4, "model.arch", "gpt", 1);
