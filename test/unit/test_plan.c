@@ -66,6 +66,22 @@ static void test_param_counts(void) {
     CHECK_NEAR(pc.n_active, 12.9e9, 0, 0.01);
     CHECK(pc.n_params == 46702792704.0);
     printf("mixtral-8x7b: %.0f parameters, %.0f active\n", pc.n_params, pc.n_active);
+    /* Qwen1.5-MoE-A2.7B (Qwen's model card: 14.3B in total, 2.7B activated): 24 layers of hidden 2048, 16 heads,
+       q / k / v biases, 60 experts of 1408 top-4 and a gated shared expert of 5632 (model.moe.shared_ffn, the total
+       width), vocabulary 151936 untied: by hand 2 V C + C + 24 (4 C^2 + 3 C + 2 C + 60 C + 60 x 3 C 1408 +
+       3 C 5632 + C) = 14,315,784,192, of which 24 x 56/60 of the experts are inactive: 2,689,173,504 */
+    static const char *const qwen[] = { "model.layers=24", "model.hidden=2048", "model.heads=16", "model.kv_heads=16",
+                                        "model.ffn_hidden=1408", "model.vocab=151936", "model.qkv_bias=true",
+                                        "model.moe.experts=60", "model.moe.top_k=4", "model.moe.shared_ffn=5632",
+                                        "model.moe.shared_gate=true", "parallel.expert=4", "parallel.pipeline=1",
+                                        "parallel.data=32", NULL };
+    mt_plan_count_params(load("mixtral-8x7b", 64, qwen), &pc);
+    CHECK(pc.n_params == 14315784192.0);
+    CHECK(pc.n_active == 2689173504.0);
+    CHECK_NEAR(pc.n_params, 14.3e9, 0, 0.01);
+    CHECK_NEAR(pc.n_active, 2.7e9, 0, 0.01);
+    printf("qwen1.5-moe-a2.7b (mixtral-8x7b's recipe reshaped): %.0f parameters, %.0f active\n", pc.n_params,
+           pc.n_active);
     /* a dense model: active = total */
     mt_plan_count_params(load("llama3-70b", 1024, auto_dp), &pc);
     CHECK(pc.n_active == pc.n_params && pc.n_expert == 0);
