@@ -26,8 +26,10 @@ typedef struct {
     void *xin, *h, *g, *ysend;
 } moe_layer;
 
+/* local layer l's slices (mt_act_slice: one shared slice for the layers full recompute reruns) */
 static moe_layer layer_of(const mt_model *m, const mt_acts *A, int l) {
     const mt_param_layout *pl = &m->pl;
+    l = A->l0 + mt_act_slice(pl, l - A->l0);
     const size_t N = (size_t)m->al.N, E = pl->E, k = pl->top_k, R = m->al.moe_R, S = m->al.moe_S, C = pl->C;
     const size_t a = mt_dtype_bytes(m->act);
     moe_layer L;
@@ -57,7 +59,7 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
     mt_matmul_fwd_args ra = {.out = L.logits, .inp = xf, .weight = P(m, ix->router_w, l), .M = N, .N = E, .K = C};
     MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &ra));
     mt_moe_route_args rt = {.logits = L.logits, .probs = L.probs, .topi = L.topi, .topw = L.topw, .pos = L.pos,
-                            .counts = L.counts, .stats = m->moe_stats, .N = N, .E = E, .k = k, .T = m->al.T,
+                            .counts = L.counts, .stats = m->recomputing ? NULL : m->moe_stats, .N = N, .E = E, .k = k, .T = m->al.T,
                             .cap = pl->moe_cap, .pre_softmax = m->moe_pre_softmax};
     MT_CHECK(MT_BE_CALL(m->be, moe_route, &rt));
     MT_CHECK(mt_ep_exchange_counts(&m->par.ep, L.counts));

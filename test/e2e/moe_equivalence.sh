@@ -66,14 +66,16 @@ done
 # shared experts (model_moe_shared.c; Megatron's SharedExpertMLP with Qwen2-MoE's sigmoid gate), dropless, 10
 # iterations: tp 2 with SP x ep 2 with the distributed optimizer (the shared MLP split over tp like the dense
 # one, its partial output joining the routed experts' before the one reduction), saving at iteration 5 and
-# resumed serially (shared tensors resharded from tp 2 to 1), and pp 2 x ep 2 against the serial run
+# resumed serially (shared tensors resharded from tp 2 to 1), and pp 2 x ep 2 under full recompute (every MoE
+# layer's forward rerun before its backward: the same routing, its statistics counted once) against the serial run
 ITERS=10
 BASE=(--train-iters $ITERS --micro-batch-size 1 --set logging.interval=1 --set logging.eval_interval=0 --set training.threads=1)
 S=(--moe-expert-capacity-factor 0 --moe-shared-expert-intermediate-size 96 --moe-shared-expert-gate)
 serial serial-shared "${MOE[@]}" "${S[@]}"
 parallel serial-shared "tp2 sp ep2 shared" 4 "${MOE[@]}" "${S[@]}" --expert-model-parallel-size 2 \
   --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer --save "$TMP/ck-shared" --save-interval 5
-parallel serial-shared "pp2 ep2 shared" 4 "${MOE[@]}" "${S[@]}" --expert-model-parallel-size 2 --pipeline-model-parallel-size 2
+parallel serial-shared "pp2 ep2 shared full recompute" 4 "${MOE[@]}" "${S[@]}" --expert-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --set training.recompute=full
 grep -o '"iteration":[0-9]*,[^}]*' "$TMP/serial-shared.jsonl" | awk -F'[:,]' '$2 > 5' | sed 's/^/{/; s/$/}/' \
   >"$TMP/serial-shared-tail.jsonl"
 "$MTRAIN" "${MOE[@]}" "${S[@]}" "${BASE[@]}" --load "$TMP/ck-shared" --ckpt-step 5 --metrics "$TMP/resume-shared.jsonl" \

@@ -231,6 +231,22 @@ static void check_model(const char *act, const char *shared) {
     if (grad_check_open(&c, &r, objective_of) != MT_OK) return;
     const size_t n = c.m.ol.n_flat;
     grad_check_base(&c, n);
+    /* full recompute reruns each MoE layer's forward before its backward: the same routing, so the gradient and
+       the objective (its MoE statistics counted once) are bitwise those of the run before without it */
+    static float *prev_g;
+    static size_t prev_n;
+    static double prev_obj;
+    const double obj = objective_of(&c.m, c.tokens, c.dloss, 1, c.n_tok);
+    if (shared && strstr(shared, "training.recompute=full")) {
+        CHECKF(prev_g && prev_n == n && memcmp(prev_g, c.g, n * 4) == 0 && prev_obj == obj,
+               "%s: gradient or objective differs from the run without recompute", what);
+        printf("moe model %s: gradient and objective (%.9g) bitwise equal to the run without recompute\n", what, obj);
+    }
+    free(prev_g);
+    prev_g = malloc(n * 4);
+    memcpy(prev_g, c.g, n * 4);
+    prev_n = n;
+    prev_obj = obj;
     for (int trial = -1; trial < c.m.pl.n_tensors; trial++) { /* -1: all parameters, then one tensor at a time */
         const size_t lo = trial < 0 ? 0 : c.m.pl.t[trial].offset, hi = trial < 0 ? n : lo + c.m.pl.t[trial].n;
         double fd, gd;
@@ -255,9 +271,13 @@ int main(void) {
     check_model("swiglu", NULL);
     check_model("squared_relu", NULL);
     /* shared experts (model_moe_shared.c): SwiGLU, with the sigmoid gate under selective recompute, and a
-       gated squared-ReLU one */
+       gated squared-ReLU one (then under full recompute) */
     check_model("swiglu", "model.moe.shared_ffn=8");
     check_model("swiglu", "model.moe.shared_ffn=8,model.moe.shared_gate=true,training.recompute=selective");
     check_model("squared_relu", "model.moe.shared_ffn=6,model.moe.shared_gate=true");
+    /* full recompute of MoE layers (uniform: both layers; block: the first), after the same model without */
+    check_model("squared_relu", "model.moe.shared_ffn=6,model.moe.shared_gate=true,training.recompute=full");
+    check_model("swiglu", NULL);
+    check_model("swiglu", "training.recompute=full,training.recompute_method=block,training.recompute_num_layers=1");
     TEST_MAIN_END();
 }

@@ -255,6 +255,7 @@ static void test_trainer_memory(void) {
     /* MoE shared experts: their tensors (parameter count and elements as the model's), activations, FLOPs */
     check_trainer_memory_rc("mixtral-tiny", 1, "model.moe.shared_ffn=96");
     check_trainer_memory_kv("mixtral-tiny", 1, "model.moe.shared_ffn=96", "model.moe.shared_gate=true");
+    check_trainer_memory_kv("mixtral-tiny", 1, "training.recompute=full", "model.moe.shared_ffn=96");
     /* full recompute (every layer): the layout keeps each layer's input and one layer's activations */
     check_trainer_memory_rc("gpt-tiny", 1, "training.recompute=full");
     check_trainer_memory_rc("llama-tiny", 1, "training.recompute=full");
@@ -377,6 +378,12 @@ static void test_layout_acts(void) {
     const char *shp[] = { "parallel.pipeline=2", "parallel.expert=2", "training.global_batch=16",
                           "model.moe.shared_ffn=64", "training.recompute=selective", NULL };
     check_layout_acts("mixtral-tiny", 4, shg);
+    const char *shf[] = { "parallel.tensor=2", "parallel.expert=2", "parallel.sequence_parallel=true",
+                          "training.global_batch=16", "model.moe.shared_ffn=96", "training.recompute=full", NULL };
+    const char *epb[] = { "parallel.pipeline=2", "parallel.expert=2", "training.global_batch=16", "training.recompute=full",
+                          "training.recompute_method=block", "training.recompute_num_layers=1", NULL };
+    check_layout_acts("mixtral-tiny", 4, shf);
+    check_layout_acts("mixtral-tiny", 4, epb);
     check_layout_acts("mixtral-tiny", 4, shp);
     /* bf16 on a GPU: the CUDA trainer's buffers (2-byte activations, fp32 statistics) */
     check_layout_acts_dt("gpt-tiny", 1, none, 1);
