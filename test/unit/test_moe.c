@@ -6,10 +6,12 @@
  *   2. moe_route_bwd: the router gradient (through the weights, the load-balancing loss and the
  *      z-loss) against central differences of the reference objective in double, the routing held
  *      fixed (top-k choices are piecewise constant);
- *   3. moe_permute / unpermute / unpermute_bwd against plain loops;
+ *   3. moe_permute / unpermute / unpermute_bwd against plain loops; the shared experts' gate ops (moe_gate_fwd,
+ *      moe_gate_bwd, moe_gate_logit_bwd) against a double reference, bitwise the same on 1 and 3 threads;
  *   4. a whole MoE model (dropless, swiglu or squared-ReLU experts, GQA) against finite differences of its full
  *      objective lm_loss + aux_coeff * sum aux + z_coeff * sum z, all parameters and per tensor
- *      (router and experts included), as test_model_grad does for dense models.
+ *      (router and experts included), as test_model_grad does for dense models; with shared experts (gated
+ *      or not, selective and full recompute), full recompute bitwise equal to the run without.
  * Tolerances: ops in fp32 vs double: 1e-5 relative; finite differences as test_model_grad (h = 1e-3
  * here so that no token's top-k choice flips inside the step: 2% relative + 2e-4 absolute). */
 #include <math.h>
@@ -192,6 +194,56 @@ static void check_permute(mt_backend *be) {
     }
 }
 
+/* The shared experts' gate ops against a double reference (gate = sigmoid(x . w), out += gate y; dy = gate dout,
+ * dz = gate (1 - gate) <dout, y>; dw += sum dz x, dx += dz w), on a one-thread backend and, bitwise the same, on
+ * a three-thread one (rows and columns split over threads, each output written by one). */
+static void check_gate(mt_backend *be1) {
+    enum { R = 131, C = 300 }; /* R * C above the CPU backend's threading threshold (MT_CPU_PAR_MIN) */
+    static float x[R * C], y[R * C], out[2][R * C], w[C], gate[2][R], dy[2][R * C], dz[2][R], dw[2][C], dx[2][R * C];
+    for (int i = 0; i < R * C; i++) {
+        x[i] = (float)mt_rng_normal(6, 1, (uint64_t)i);
+        y[i] = (float)mt_rng_normal(6, 2, (uint64_t)i);
+    }
+    for (int c = 0; c < C; c++) w[c] = 0.1f * (float)mt_rng_normal(6, 3, (uint64_t)c);
+    mt_backend be3;
+    CHECK(mt_backend_cpu_create(&be3, 3) == MT_OK);
+    mt_backend *bes[2] = {be1, &be3};
+    for (int b = 0; b < 2; b++) {
+        for (int i = 0; i < R * C; i++) out[b][i] = dx[b][i] = 0.5f;
+        for (int c = 0; c < C; c++) dw[b][c] = 0.25f;
+        mt_moe_gate_fwd_args fa = {.out = out[b], .gate = gate[b], .y = y, .x = x, .w = w, .N = R, .C = C};
+        CHECK(MT_BE_CALL(bes[b], moe_gate_fwd, &fa) == MT_OK);
+        mt_moe_gate_bwd_args ba = {.dy = dy[b], .dz = dz[b], .dout = x, .y = y, .gate = gate[b], .N = R, .C = C};
+        CHECK(MT_BE_CALL(bes[b], moe_gate_bwd, &ba) == MT_OK);
+        mt_moe_gate_logit_bwd_args la = {.dw = dw[b], .dx = dx[b], .dz = dz[b], .x = x, .w = w, .N = R, .C = C};
+        CHECK(MT_BE_CALL(bes[b], moe_gate_logit_bwd, &la) == MT_OK);
+    }
+    double worst = 0;
+    for (int t = 0; t < R; t++) {
+        double z = 0, dot = 0;
+        for (int c = 0; c < C; c++) z += (double)x[t * C + c] * w[c], dot += (double)x[t * C + c] * y[t * C + c];
+        const double g = 1 / (1 + exp(-z)), d = g * (1 - g) * dot;
+        CHECK_NEAR(gate[0][t], g, 1e-7, 1e-6);
+        CHECK_NEAR(dz[0][t], d, 1e-6, 1e-5);
+        for (int c = 0; c < C; c++) {
+            CHECK_NEAR(out[0][t * C + c], 0.5 + g * y[t * C + c], 1e-6, 1e-6);
+            CHECK_NEAR(dy[0][t * C + c], g * x[t * C + c], 1e-7, 1e-6);
+            CHECK_NEAR(dx[0][t * C + c], 0.5 + (double)dz[0][t] * w[c], 1e-6, 1e-6);
+        }
+        if (fabs(gate[0][t] - g) > worst) worst = fabs(gate[0][t] - g);
+    }
+    for (int c = 0; c < C; c++) {
+        double r = 0.25;
+        for (int t = 0; t < R; t++) r += (double)dz[0][t] * x[t * C + c];
+        CHECK_NEAR(dw[0][c], r, 1e-6, 1e-5);
+    }
+    CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0 && memcmp(gate[0], gate[1], sizeof gate[0]) == 0 &&
+          memcmp(dy[0], dy[1], sizeof dy[0]) == 0 && memcmp(dz[0], dz[1], sizeof dz[0]) == 0 &&
+          memcmp(dw[0], dw[1], sizeof dw[0]) == 0 && memcmp(dx[0], dx[1], sizeof dx[0]) == 0);
+    printf("moe_gate ops (%d x %d): worst |gate - reference| %.2e; 1 and 3 threads bitwise equal\n", R, C, worst);
+    mt_backend_destroy(&be3);
+}
+
 /* ---- 4. a whole MoE model against finite differences ---- */
 static double objective_of(mt_model *m, const int32_t *tokens, float dloss, int backward, int n_tok) {
     float loss = 0, gsq = 0;
@@ -267,6 +319,7 @@ int main(void) {
         check_route(&be, 2, pre); /* 2 per expert per sequence of 6 tokens: some dropped */
     }
     check_permute(&be);
+    check_gate(&be);
     mt_backend_destroy(&be);
     check_model("swiglu", NULL);
     check_model("squared_relu", NULL);
