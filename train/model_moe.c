@@ -58,9 +58,10 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
     MT_CHECK(mt_tp_gather(tp, x2, &xf));
     mt_matmul_fwd_args ra = {.out = L.logits, .inp = xf, .weight = P(m, ix->router_w, l), .M = N, .N = E, .K = C};
     MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &ra));
+    /* a full-recompute rerun routes the same tokens again: its statistics are not counted twice */
     mt_moe_route_args rt = {.logits = L.logits, .probs = L.probs, .topi = L.topi, .topw = L.topw, .pos = L.pos,
-                            .counts = L.counts, .stats = m->recomputing ? NULL : m->moe_stats, .N = N, .E = E, .k = k, .T = m->al.T,
-                            .cap = pl->moe_cap, .pre_softmax = m->moe_pre_softmax};
+                            .counts = L.counts, .stats = m->recomputing ? NULL : m->moe_stats, .N = N, .E = E,
+                            .k = k, .T = m->al.T, .cap = pl->moe_cap, .pre_softmax = m->moe_pre_softmax};
     MT_CHECK(MT_BE_CALL(m->be, moe_route, &rt));
     MT_CHECK(mt_ep_exchange_counts(&m->par.ep, L.counts));
     void *disp = ep > 1 ? ACT(m, A, moe_send) : L.xin;

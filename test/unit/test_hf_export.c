@@ -507,11 +507,13 @@ static void test_refusals(void) {
         mt_hf_model m;
         const char *const kv[][2] = {{"model.arch", "llama"}, {"model.moe.experts", "4"}, {"model.moe.top_k", "2"},
                                      {"model.layers", "2"}, {"model.hidden", "16"}, {"model.heads", "4"},
-                                     {"model.seq_length", "8"}, {"model.vocab", "37"}, {"training.iters", "1"}, {"model.ffn_hidden", "64"},
-                                     {"model.moe.shared_ffn", "32"}, {"model.qkv_bias", "true"}};
+                                     {"model.seq_length", "8"}, {"model.vocab", "37"}, {"training.iters", "1"},
+                                     {"model.ffn_hidden", "64"}, {"model.moe.shared_ffn", "32"},
+                                     {"model.qkv_bias", "true"}};
         for (int pass = 0; pass < 3; pass++) {
             mt_recipe_defaults(&r);
-            for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) CHECK(mt_recipe_set(&r, kv[i][0], kv[i][1], "t") == MT_OK);
+            for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+                CHECK(mt_recipe_set(&r, kv[i][0], kv[i][1], "t") == MT_OK);
             if (pass > 0) CHECK(mt_recipe_set(&r, "model.moe.shared_gate", "true", "t") == MT_OK);
             if (pass > 1) CHECK(mt_recipe_set(&r, "model.moe.pre_softmax", "true", "t") == MT_OK);
             CHECKF(mt_recipe_validate(&r, 1) == MT_OK, "%s", mt_last_error());
