@@ -367,6 +367,40 @@ typedef struct {
     int N, k, C;
 } mt_moe_unpermute_bwd_args;
 
+/* The shared experts' gate (Megatron's SharedExpertMLP with --moe-shared-expert-gate, Qwen2-MoE's
+ * shared_expert_gate; train/model_moe_shared.c), fp32 maths: per token row t
+ *   gate[t] = sigmoid(<x[t], w>),  out[t] += gate[t] * y[t]. */
+typedef struct {
+    void *out;              /* (N, C) act, += */
+    void *gate;             /* (N) f32, = */
+    const void *y;          /* (N, C) act: the shared experts' output */
+    const void *x;          /* (N, C) act: the layer's input */
+    const void *w;          /* (C) act: w_gate */
+    int N, C;
+} mt_moe_gate_fwd_args;
+
+/* Its backward through the product: dy[t] = gate[t] * dout[t] (=); dz[t] = gate[t] (1 - gate[t]) <dout[t],
+ * y[t]> (=), the gradient of the gate's logit (a partial sum when y is one tp rank's partial output: sum
+ * dz over the group before moe_gate_logit_bwd). */
+typedef struct {
+    void *dy;               /* (N, C) act, = */
+    void *dz;               /* (N) f32, = */
+    const void *dout;       /* (N, C) act */
+    const void *y;          /* (N, C) act */
+    const void *gate;       /* (N) f32 from the forward */
+    int N, C;
+} mt_moe_gate_bwd_args;
+
+/* ... and through the logit z[t] = <x[t], w>: dw += sum_t dz[t] x[t]; dx[t] += dz[t] w (dx NULL: skipped). */
+typedef struct {
+    void *dw;               /* (C) f32, += */
+    void *dx;               /* (N, C) act, +=, or NULL */
+    const void *dz;         /* (N) f32 */
+    const void *x;          /* (N, C) act */
+    const void *w;          /* (C) act */
+    int N, C;
+} mt_moe_gate_logit_bwd_args;
+
 /* ---- fused ops (optional: a backend may leave them NULL; train/ then runs the unfused ops) ---- */
 
 /* Residual add + norm in one pass: out_resid = a + b (rounded to act), then the layernorm /
@@ -469,6 +503,9 @@ typedef struct {
     X(moe_permute, mt_moe_permute_args, ELEM, MOE)                              \
     X(moe_unpermute, mt_moe_unpermute_args, ELEM, MOE)                          \
     X(moe_unpermute_bwd, mt_moe_unpermute_bwd_args, ELEM, MOE)                  \
+    X(moe_gate_fwd, mt_moe_gate_fwd_args, ELEM, MOE)                            \
+    X(moe_gate_bwd, mt_moe_gate_bwd_args, ELEM, MOE)                            \
+    X(moe_gate_logit_bwd, mt_moe_gate_logit_bwd_args, ELEM, MOE)                \
     X(adamw, mt_adamw_args, OPT, ALL)                                           \
     X(cast_f32_to_act, mt_cast_args, OPT, OPTIONAL)                             \
     X(copy_rows, mt_copy_rows_args, MEM, ROWS)                                  \

@@ -177,6 +177,9 @@ static void cuda_fill_iface(struct mt_backend_i *t) {
     t->moe_permute = mt_cuda_moe_permute;
     t->moe_unpermute = mt_cuda_moe_unpermute;
     t->moe_unpermute_bwd = mt_cuda_moe_unpermute_bwd;
+    t->moe_gate_fwd = mt_cuda_moe_gate_fwd;     /* cuda_gate.cu */
+    t->moe_gate_bwd = mt_cuda_moe_gate_bwd;
+    t->moe_gate_logit_bwd = mt_cuda_moe_gate_logit_bwd;
 }
 
 /* The visible device count (0 = none); `why` says why there is none, or what there is. */

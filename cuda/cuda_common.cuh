@@ -236,6 +236,11 @@ mt_status mt_cuda_moe_permute(mt_backend *be, const mt_moe_permute_args *a);
 mt_status mt_cuda_moe_unpermute(mt_backend *be, const mt_moe_unpermute_args *a);
 mt_status mt_cuda_moe_unpermute_bwd(mt_backend *be, const mt_moe_unpermute_bwd_args *a);
 
+/* cuda_gate.cu */
+mt_status mt_cuda_moe_gate_fwd(mt_backend *be, const mt_moe_gate_fwd_args *a);
+mt_status mt_cuda_moe_gate_bwd(mt_backend *be, const mt_moe_gate_bwd_args *a);
+mt_status mt_cuda_moe_gate_logit_bwd(mt_backend *be, const mt_moe_gate_logit_bwd_args *a);
+
 /* cuda_optim.cu */
 mt_status mt_cuda_adamw(mt_backend *be, const mt_adamw_args *a);
 

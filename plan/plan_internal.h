@@ -16,6 +16,8 @@ typedef struct {
     double L, C, H, KV, D, F, V, Vp, T, max_pos, qkv_rows, fc_rows, E, K;
     double Fd, fcd_rows, moe_frac; /* the dense MLP's width and rows; the MoE layers' share (1: all, 0: dense) */
     double moe_cap, ep; /* MoE: capacity per expert per sequence (0: none), expert-parallel size */
+    double Fs, fcs_rows; /* MoE shared experts: their width and fc rows (0: none) */
+    int sgate;          /* ... and their sigmoid gate */
     int ln, bias, tied, learned, moe;
     mt_model_fwd_flops fwd; /* forward FLOPs per token (mt_model_fwd_flops_per_token) */
 } dims;
@@ -35,6 +37,8 @@ typedef struct {
     double b;                /* micro-batch */
     double pbytes, obytes, abytes; /* bytes per parameter, optimizer state per parameter, activation element */
     double act_layer_none, act_layer_rc, act_layer; /* one layer, one micro-batch, this rank */
+    double act_layer_none_rerun; /* the trainer's slice of the rerun layers under full recompute (both MLP kinds
+                                    in a mixed model; else act_layer_none) */
     double s_loc, N, spdiv;  /* local sequence (T / cp), tokens per micro-batch on a rank, the sp divisor */
     double A;                /* one micro-batch's hidden states on this rank's sequence, bytes */
     double Ls;               /* layers per stage (uneven stages: the most any stage holds) */

@@ -67,6 +67,9 @@ static mt_status get_dims(const mt_recipe *r, mt_param_layout *pl, dims *d) {
     d->K = d->moe ? m->moe.top_k : 1;
     d->moe_cap = d->moe ? pl->moe_cap : 0;
     d->ep = d->moe && r->parallel.expert > 1 ? r->parallel.expert : 1;
+    d->Fs = pl->Fs;
+    d->fcs_rows = pl->fcs_rows;
+    d->sgate = pl->spec.moe_shared_gate;
     d->ln = pl->idx.ln1_b >= 0;
     d->bias = pl->idx.qkv_b >= 0;
     d->tied = pl->idx.lm_head < 0;
@@ -172,6 +175,10 @@ static double act_layer_bf16(const dims *d, double b, int t, int sp, int cp, mt_
     double rep = (dropout > 0 ? 10.0 : 8.0) * h + fm * 2.0 * d->K * h - (fp8 ? 2.0 * h : 0.0);
     double split = 2.0 * h + 4.0 * d->KV * d->D + 2.0 * h + fm * d->K * (2.0 * d->fc_rows + 2.0 * d->F) +
                    fd * (2.0 * d->fcd_rows + 2.0 * d->Fd) + (fp8 ? h - fm * d->K * d->F - fd * d->Fd : 0.0);
+    /* MoE shared experts (in the MoE layers): their fc output and activation (split over tp; their input is the
+       router's), with the gate the reduced output it scales (a sequence-parallel tensor) */
+    split += fm * 2.0 * (d->fcs_rows + d->Fs);
+    rep += d->sgate ? fm * 2.0 * h : 0.0;
     double per_token = sp ? (rep + split) / t : rep + split / t;
     double score = fused ? 4.0 * d->H / t : rc == MT_RECOMPUTE_SELECTIVE ? 0.0 : 5.0 * d->H * sk / t;
     return s * b * (per_token + score);
@@ -196,13 +203,15 @@ static void moe_rows(const dims *d, double b, double N, double *S, double *R) {
     *R = fmin(d->ep * Er * per_src, d->ep * s_rows);
 }
 
-static double act_layer_trainer(const dims *d, double b, int t, int sp, int cp, mt_recompute rc, double a) {
+/* wm, wd: the weights of the MoE and the dense MLP's arrays (a layer's on average: the kinds' shares) */
+static double act_layer_trainer_w(const dims *d, double b, int t, int sp, int cp, mt_recompute rc, double a,
+                                  double wm, double wd) {
     const double s = d->T / cp, N = b * s, C = d->C;
     if (rc == MT_RECOMPUTE_FULL) return a * N * C / (sp ? t : 1);
     double rep = 4.0 * C; /* resid, ln1, resid_mid, ln2 */
     const int sel = rc == MT_RECOMPUTE_SELECTIVE;
-    const double fm = d->moe ? d->moe_frac : 0.0; /* the MoE layers' share; the others keep fch, fch_act */
-    double split = d->qkv_rows + (sel ? 0.0 : d->H * d->D) + (1.0 - fm) * (d->fcd_rows + d->Fd);
+    const double fm = d->moe ? wm : 0.0; /* the MoE arrays' weight; the dense MLP's fch, fch_act wd */
+    double split = d->qkv_rows + (sel ? 0.0 : d->H * d->D) + (d->moe ? wd : 1.0) * (d->fcd_rows + d->Fd);
     /* + the two norms' fp32 mean and rstd (on 1/t of the tokens with sp) */
     double per_token = sp ? (a * (rep + split) + 16.0) / t : a * (rep + split / t) + 16.0;
     double lse = sel ? 0.0 : 4.0 * d->H / t;
@@ -214,8 +223,15 @@ static double act_layer_trainer(const dims *d, double b, int t, int sp, int cp, 
         moe_rows(d, b, N, &S, &R);
         bytes += fm * (N * ((a + 4.0) * d->E + 12.0 * d->K) + a * (R * (C + (d->fc_rows + d->F) / t) + S * C) +
                        4.0 * (2.0 * d->E + d->E));
+        /* shared experts: fc output and activation on 1/t of the units; with the gate its input (the
+           tp-partial output) and the fp32 gate values */
+        bytes += fm * N * (a * (d->fcs_rows + d->Fs) / t + (d->sgate ? a * C + 4.0 : 0.0));
     }
     return bytes;
+}
+static double act_layer_trainer(const dims *d, double b, int t, int sp, int cp, mt_recompute rc, double a) {
+    const double fm = d->moe ? d->moe_frac : 0.0;
+    return act_layer_trainer_w(d, b, t, sp, cp, rc, a, fm, 1.0 - fm);
 }
 
 /* Bytes of one trainer activation buffer beyond its layers (mt_act_layout_build; a = bytes of an
@@ -240,6 +256,9 @@ static double act_slot_trainer(const dims *d, double b, int t, int sp, int cp, i
         moe_rows(d, b, N, &S, &R);
         e += a * (S * C + (d->ep > 1 ? R * C : 0.0) + R * C + R * (d->fc_rows + d->F) / t + N * d->E) +
              4.0 * (N * d->K + MT_MOE_STATS + 2.0 * d->E);
+        /* shared experts: their output without the gate (one layer's), the gradients of their fc output and
+           activation, the gate logits' fp32 gradient */
+        if (d->Fs > 0) e += a * ((d->sgate ? 0.0 : N * C) + N * (d->fcs_rows + d->Fs) / t) + (d->sgate ? 4.0 * N : 0.0);
     }
     return e;
 }
@@ -427,6 +446,12 @@ static void plan_layer_activations(plan_ctx *x, mt_plan *p) {
                                                   !x->o->unfused_attention, x->o->dropout, plan_fp8(x))
                                  : act_layer_trainer(d, x->b, x->t, s && x->t > 1, x->cp, (mt_recompute)rc, x->abytes);
     x->act_layer_none = p->act_layer_bytes[MT_RECOMPUTE_NONE][p->sp];
+    /* the trainer's slice of the layers full recompute reruns holds both kinds' MLP arrays in a model that mixes
+       dense and MoE layers (core/model/model_layout.c: each kind's arrays in the recompute slices) */
+    x->act_layer_none_rerun = !x->megatron_acts && d->moe && d->moe_frac < 1.0
+                                  ? act_layer_trainer_w(d, x->b, x->t, p->sp && x->t > 1, x->cp, MT_RECOMPUTE_NONE,
+                                                        x->abytes, 1.0, 1.0)
+                                  : x->act_layer_none;
     x->act_layer_rc = p->act_layer_bytes[p->recompute][p->sp];
     /* block recompute: the other layers keep everything */
     x->act_layer = x->full ? x->rc_frac * x->act_layer_rc + (1 - x->rc_frac) * x->act_layer_none : x->act_layer_rc;
@@ -456,7 +481,8 @@ static double stage_extra_acts(const plan_ctx *x, const mt_plan *p, const mt_pla
     const double Lchunk = (double)L_k * x->pp / ((double)x->pp * x->v);
     const double slots = x->pp > 1 ? rk->n_layer_mbs / Lchunk : 1.0;
     double per_slot = act_slot_trainer(d, x->b, x->t, p->sp, x->cp, k == x->pp - 1, x->abytes);
-    if (x->rc_layers > 0 || p->recompute == MT_RECOMPUTE_SELECTIVE) per_slot += x->act_layer_none - x->act_layer_rc;
+    if (x->rc_layers > 0) per_slot += x->act_layer_none_rerun - x->act_layer_rc;
+    else if (p->recompute == MT_RECOMPUTE_SELECTIVE) per_slot += x->act_layer_none - x->act_layer_rc;
     acts += slots * per_slot;
     if (x->pp > 1) acts += 2.0 * x->abytes * (N / spdiv) * d->C;
     return acts;

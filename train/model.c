@@ -265,9 +265,6 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
         return mt_errorf(MT_ERR_INTERNAL, "model init: tp group of %d ranks for parallel.tensor = %d", tp_g->size,
                          m->pl.tp);
     MT_CHECK(mt_recipe_check_sp_split(r)); /* the one sequence-parallel rule (core/recipe) */
-    if (m->pl.moe && m->pl.recompute)
-        return mt_errorf(MT_ERR_UNSUPPORTED, "model init: training.recompute = full with MoE layers (model.moe.experts "
-                         "> 0) is not implemented; use training.recompute none");
     if (m->pl.moe) {
         m->pl.ep_rank = mt_pstate_group(ps, MT_PG_EP)->size > 1 ? mt_pstate_group(ps, MT_PG_EP)->rank : 0;
         m->moe_aux_coeff = r->model.moe.aux_loss_coeff;

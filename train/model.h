@@ -77,6 +77,8 @@ typedef struct {
     float moe_dloss;       /* the loss scale of the micro-batches being run (the aux / z-loss gradients use it) */
     float moe_aux_coeff, moe_z_coeff;
     int moe_pre_softmax;
+    int recomputing;       /* 1 while backward reruns a layer's forward (full recompute): the MoE step statistics
+                              are not counted twice */
     /* muP (core/model/mup.h): the attention's softmax scale (0: 1/sqrt(head_dim)), the logits'
      * and the embedding output's multipliers (1: none) */
     float attn_scale, logit_mult, embed_mult;

@@ -52,7 +52,12 @@ mt_status mt_model_backward(mt_model *m, const mt_acts *A, mt_model_part part) {
 
     for (int l = l1 - 1; l >= l0; l--) {
         /* full recompute: rerun the layer's forward from its saved input into the shared slice */
-        if (l - A->l0 < pl->recompute) MT_CHECK(mt_model_layer_forward(m, A, l));
+        if (l - A->l0 < pl->recompute) {
+            m->recomputing = 1;
+            st = mt_model_layer_forward(m, A, l);
+            m->recomputing = 0;
+            if (st != MT_OK) goto out;
+        }
         const mt_layer_acts v = mt_layer_acts_of(m, A, l);
         const int ls = v.ls;
         void *x = v.x, *x1 = v.x1, *qkv = v.qkv, *lse = v.lse, *atty = v.atty, *xm = v.xm, *x2 = v.x2, *h = v.h,

@@ -142,6 +142,14 @@ static inline mt_status mt_model_mlp_act_bwd(mt_model *m, void *dh, const void *
                                                  : MT_BE_CALL(m->be, gelu_bwd, &ea);
 }
 
+/* The MoE shared experts of layer l (model_moe_shared.c), called by model_moe.c: forward out (N, C, partial
+ * over tp) += shared(xf) (xf the gathered norm2 output, all N rows); backward in two parts, because under
+ * sequence parallelism the output gradient dY and the input xf are gathered into the same buffer in turn:
+ * the output side from dY (N, C), then the input side adding its partial gradient into dln (N, C). */
+mt_status mt_moe_shared_forward(mt_model *m, const mt_acts *A, int l, const void *xf, void *out);
+mt_status mt_moe_shared_backward_out(mt_model *m, const mt_acts *A, int l, const void *dY);
+mt_status mt_moe_shared_backward_in(mt_model *m, const mt_acts *A, int l, const void *xf, void *dln);
+
 /* the part hook (model.h), when set */
 static inline mt_status mt_model_part_hook(mt_model *m, int backward, int part) {
     return m->part_hook ? m->part_hook(m->part_hook_ctx, backward, part) : MT_OK;

@@ -6,8 +6,9 @@
  *   layout (expert-major);  ep > 1: the expert-parallel layer (parallel/ep_dispatch.c) moves the rows
  *   to their experts' ranks, expert-major / source-minor;  per local expert ONE GEMM pair over its rows (fc, act,
  *   fcproj; experts split over tp like the dense MLP: expert tensor parallelism = tp);  rows back
- *   by the reverse all-to-all;  combine out[t] = sum_j w[t, j] y[t, j] (partial over tp);  reduce
- *   over tp (allreduce, reduce-scatter under SP);  residual add.
+ *   by the reverse all-to-all;  combine out[t] = sum_j w[t, j] y[t, j] (partial over tp);  plus the
+ *   shared experts' output (model_moe_shared.c, partial over tp too);  reduce over tp (allreduce,
+ *   reduce-scatter under SP);  residual add.
  * Backward is the reverse, with the duals: the output gradient gathered under SP, the combine
  * weights' gradient summed over tp (the expert outputs are tp-partial), the same all-to-alls in
  * reverse, the router's gradient (softmax / top-k / renormalisation, load-balancing and z-loss)
@@ -26,7 +27,8 @@ typedef struct {
     void *xin, *h, *g, *ysend;
 } moe_layer;
 
-/* MoE layer l's activations: slice act_slot[l] of the MoE arrays (only the chunk's MoE layers have one) */
+/* MoE layer l's activations: slice act_slot[l] of the MoE arrays (only the chunk's MoE layers have one; under
+ * full recompute the recompute slice, the rerun layers sharing one) */
 static moe_layer layer_of(const mt_model *m, const mt_acts *A, int l) {
     const mt_param_layout *pl = &m->pl;
     const size_t N = (size_t)m->al.N, E = pl->E, k = pl->top_k, R = m->al.moe_R, S = m->al.moe_S, C = pl->C;
@@ -59,9 +61,10 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
     const int ms = mt_param_layer_slot(pl, l); /* the layer's slot in the MoE stacks */
     mt_matmul_fwd_args ra = {.out = L.logits, .inp = xf, .weight = P(m, ix->router_w, ms), .M = N, .N = E, .K = C};
     MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &ra));
+    /* a full-recompute rerun routes the same tokens again: its statistics are not counted twice */
     mt_moe_route_args rt = {.logits = L.logits, .probs = L.probs, .topi = L.topi, .topw = L.topw, .pos = L.pos,
-                            .counts = L.counts, .stats = m->moe_stats, .N = N, .E = E, .k = k, .T = m->al.T,
-                            .cap = pl->moe_cap, .pre_softmax = m->moe_pre_softmax};
+                            .counts = L.counts, .stats = m->recomputing ? NULL : m->moe_stats, .N = N, .E = E,
+                            .k = k, .T = m->al.T, .cap = pl->moe_cap, .pre_softmax = m->moe_pre_softmax};
     MT_CHECK(MT_BE_CALL(m->be, moe_route, &rt));
     MT_CHECK(mt_ep_exchange_counts(&m->par.ep, L.counts));
     void *disp = ep > 1 ? ACT(m, A, moe_send) : L.xin;
@@ -87,6 +90,7 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
     if (ep > 1) MT_CHECK(mt_ep_combine(&m->par.ep, ye, ACT(m, A, moe_recv), L.ysend));
     mt_moe_unpermute_args ua = {.out = ACT(m, A, dtmp), .y = L.ysend, .pos = L.pos, .w = L.topw, .N = N, .k = k, .C = C};
     MT_CHECK(MT_BE_CALL(m->be, moe_unpermute, &ua));
+    if (pl->Fs) MT_CHECK(mt_moe_shared_forward(m, A, l, xf, ACT(m, A, dtmp))); /* partial over tp, as the combine */
     void *y = NULL;
     MT_CHECK(mt_tp_reduce(tp, ACT(m, A, dtmp), NULL, &y));
     mt_add_args ad = {.out = xo, .a = xm, .b = y, .n = (size_t)m->al.N_r * C};
@@ -112,6 +116,7 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
                                     .w = L.topw, .N = N, .k = k, .C = C};
     MT_CHECK(MT_BE_CALL(m->be, moe_unpermute_bwd, &ub));
     MT_CHECK(mt_tp_allreduce_f32(tp, ACT(m, A, moe_dw), (size_t)N * k)); /* expert outputs are tp-partial */
+    if (pl->Fs) MT_CHECK(mt_moe_shared_backward_out(m, A, l, dY)); /* before dY's buffer takes x2 (SP) */
     if (ep > 1) MT_CHECK(mt_ep_dispatch(&m->par.ep, dys, ACT(m, A, moe_recv), dye));
     for (int le = 0; le < pl->E_r; le++) {
         size_t r0;
@@ -152,6 +157,7 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
                              .dout = ACT(m, A, moe_dlogits), .inp = xf, .weight = P(m, ix->router_w, ms), .M = N,
                              .N = E, .K = C, .accumulate_dinp = 1};
     MT_CHECK(MT_BE_CALL(m->be, matmul_bwd, &rw));
+    if (pl->Fs) MT_CHECK(mt_moe_shared_backward_in(m, A, l, xf, dln));
     MT_CHECK(mt_tp_reduce(tp, dln, NULL, dx));
 out:
     return st;

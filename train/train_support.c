@@ -22,8 +22,6 @@ mt_status mt_train_check_supported(const mt_recipe *r, char *note, size_t note_b
     REFUSE("parallel.context", r->parallel.context > 1 && r->model.moe.experts > 0,
            "context parallelism with MoE layers (model.moe.experts > 0)");
     REFUSE("model.moe.top_k", r->model.moe.experts > 0 && r->model.moe.top_k > 64, "top_k above 64");
-    REFUSE("training.recompute", r->model.moe.experts > 0 && r->training.recompute == MT_RECOMPUTE_FULL,
-           "full recompute of MoE layers");
     REFUSE("training.recompute_num_layers", r->training.recompute == MT_RECOMPUTE_FULL &&
            r->training.recompute_method == MT_RECOMPUTE_UNIFORM && r->training.recompute_num_layers != 1,
            "uniform full recompute in units of more than one layer (use 1, or training.recompute_method block)");

@@ -69,6 +69,31 @@ static void write_rope_scaling(FILE *f, const mt_hf_model *m) {
 
 /* LlamaConfig, MixtralConfig for a model with experts (its keys as Mixtral-8x7B's config.json), or
  * Qwen2Config for biases on q / k / v alone (its keys as Qwen2.5-7B's config.json: no sliding window) */
+/* Qwen2MoeConfig (its keys as Qwen1.5-MoE-A2.7B's config.json): experts with a gated shared expert, every layer
+ * sparse (decoder_sparse_step 1, no mlp_only_layers), no sliding window */
+static void write_qwen2_moe(FILE *f, const mt_hf_model *m, const char *dtype) {
+    fprintf(f, "{\n  \"architectures\": [\"Qwen2MoeForCausalLM\"],\n  \"model_type\": \"qwen2_moe\",\n");
+    fprintf(f, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n", m->V, m->C, m->F);
+    fprintf(f, "  \"moe_intermediate_size\": %d,\n  \"shared_expert_intermediate_size\": %d,\n", m->F, m->Fs);
+    fprintf(f, "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n  \"norm_topk_prob\": %s,\n", m->E, m->top_k,
+            m->norm_topk ? "true" : "false");
+    fprintf(f, "  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [],\n");
+    key_float(f, "router_aux_loss_coef", m->aux_coeff, ",\n");
+    fprintf(f, "  \"output_router_logits\": false,\n");
+    fprintf(f, "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n", m->L,
+            m->H, m->KV);
+    fprintf(f, "  \"head_dim\": %d,\n  \"max_position_embeddings\": %d,\n", m->D, m->max_pos);
+    fprintf(f, "  \"qkv_bias\": %s,\n", m->qkv_bias ? "true" : "false");
+    key_float(f, "rms_norm_eps", m->norm_eps, ",\n");
+    key_float(f, "rope_theta", m->rope_theta, ",\n");
+    fprintf(f, "  \"rope_scaling\": null,\n  \"hidden_act\": \"silu\",\n  \"attention_dropout\": 0.0,\n");
+    fprintf(f, "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n  \"max_window_layers\": %d,\n", m->L);
+    key_float(f, "initializer_range", m->init_std, ",\n");
+    fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n", m->tied ? "true" : "false");
+    fprintf(f, "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"torch_dtype\": \"%s\"\n}\n", m->bos, m->eos,
+            dtype);
+}
+
 static void write_llama(FILE *f, const mt_hf_model *m, const char *dtype) {
     const int moe = m->E > 0, qwen2 = m->qkv_bias;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n",
@@ -106,6 +131,8 @@ static void write_llama(FILE *f, const mt_hf_model *m, const char *dtype) {
 mt_status mt_hf_write_config(FILE *f, const mt_hf_model *m, const char *torch_dtype) {
     if (m->arch == MT_ARCH_GPT)
         write_gpt(f, m, torch_dtype);
+    else if (m->E > 0 && m->Fs > 0)
+        write_qwen2_moe(f, m, torch_dtype);
     else
         write_llama(f, m, torch_dtype);
     return done(f, "config.json");

@@ -21,7 +21,11 @@ static mt_status unsupported(const mt_recipe *r, const char *key, const char *fm
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     const char *tail =
-        r->model.moe.experts > 0
+        r->model.moe.experts > 0 && r->model.moe.shared_ffn > 0
+            ? "Hugging Face's Qwen2MoeForCausalLM cannot express this model; export supports mixture-of-experts models "
+              "with shared experts with model.arch: llama, model.position: rope, model.norm: rmsnorm, model.activation: "
+              "swiglu, model.bias: false, model.moe.shared_gate: true, model.moe.layer_freq: 1"
+        : r->model.moe.experts > 0
             ? "Hugging Face's MixtralForCausalLM cannot express this model; export supports mixture-of-experts models "
               "with model.arch: llama, model.position: rope, model.norm: rmsnorm, model.activation: swiglu, "
               "model.bias: false, model.moe.pre_softmax: false, every layer a MoE layer (model.moe.layer_freq: 1)"
@@ -37,13 +41,16 @@ static mt_status unsupported(const mt_recipe *r, const char *key, const char *fm
 
 /* what Mixtral's sparse block cannot express: its router is softmax over every expert, the top k,
  * the k probabilities renormalised (== softmax over the k selected logits, mtrain's default), each
- * expert a bias-free SwiGLU, every layer sparse, no shared expert (mtrain has none) */
+ * expert a bias-free SwiGLU, every layer sparse, no shared expert */
 static mt_status check_moe(const mt_recipe *r) {
     const mt_model_cfg *c = &r->model;
     if (c->arch != MT_ARCH_LLAMA)
         return unsupported(r, "model.arch", "gpt with %d experts: transformers has no GPT-2 mixture of experts",
                            c->moe.experts);
-    if (c->moe.pre_softmax)
+    if (c->moe.shared_ffn > 0 && !c->moe.shared_gate)
+        return unsupported(r, "model.moe.shared_gate", "false: shared experts without a gate; Qwen2-MoE's shared "
+                           "expert always has one (mlp.shared_expert_gate), and Mixtral has no shared experts");
+    if (c->moe.pre_softmax && c->moe.shared_ffn <= 0)
         return unsupported(r, "model.moe.pre_softmax", "true: the top-k probabilities weigh the experts as they are; "
                            "Mixtral renormalises them to sum to 1 (transformers' Qwen3MoeForCausalLM has this router, "
                            "norm_topk_prob: false, but also per-head query / key norms; exporting to it is not "
@@ -124,7 +131,7 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
         return unsupported(r, "model.rotary_interpolation", "%g with model.rope_scaling: config.json's rope_scaling "
                            "holds one kind, Llama 3.x's or linear interpolation, not both",
                            (double)c->rotary_interpolation);
-    if (c->qkv_bias && !c->bias && (c->arch == MT_ARCH_GPT || c->moe.experts > 0))
+    if (c->qkv_bias && !c->bias && (c->arch == MT_ARCH_GPT || (c->moe.experts > 0 && c->moe.shared_ffn <= 0)))
         return unsupported(r, "model.qkv_bias", "true %s: biases on q / k / v alone export as Qwen2ForCausalLM, a "
                            "dense Llama-like model", c->arch == MT_ARCH_GPT ? "with model.arch gpt" : "with experts");
     if (c->moe.experts > 0 && (c->rope_scaling || c->rotary_interpolation != 1.0f))
@@ -157,6 +164,8 @@ mt_status mt_hf_model_from_recipe(const mt_recipe *r, mt_hf_model *m) {
     m->E = c->moe.experts;
     m->top_k = m->E > 0 ? c->moe.top_k : 0;
     m->aux_coeff = c->moe.aux_loss_coeff;
+    m->Fs = m->E > 0 ? c->moe.shared_ffn : 0;
+    m->norm_topk = !c->moe.pre_softmax;
     m->bos = m->eos = -1;
     if (m->E > 0 && (m->top_k < 1 || m->top_k > m->E))
         return mt_errorf(MT_ERR_CONFIG, "hf export: model.moe.top_k %d of %d experts", m->top_k, m->E);
@@ -249,6 +258,30 @@ static void plan_llama(const mt_hf_model *m, plan_ctx *pp) {
     for (int l = 0; l < m->L; l++) add(&p, "proj_w", l, 0, C, 0, Q, 0, 2, "%s.%d.self_attn.o_proj.weight", pre, l);
     if (m->bias) VEC_LAYERS("proj_b", C, "%s.%d.self_attn.o_proj.bias", pre, l);
     VEC_LAYERS("ln2_w", C, "%s.%d.post_attention_layernorm.weight", pre, l);
+    if (m->E > 0 && m->Fs > 0) { /* Qwen2-MoE's sparse block: the router, the experts, the gated shared expert */
+        for (int l = 0; l < m->L; l++) add(&p, "router_w", l, 0, m->E, 0, C, 0, 2, "%s.%d.mlp.gate.weight", pre, l);
+        for (int l = 0; l < m->L; l++)
+            for (int e = 0; e < m->E; e++) {
+                add(&p, "expert_fc_w", l * m->E + e, 0, F, 0, C, 0, 2, "%s.%d.mlp.experts.%d.gate_proj.weight", pre, l, e);
+                add(&p, "expert_fc_w", l * m->E + e, F, F, 0, C, 0, 2, "%s.%d.mlp.experts.%d.up_proj.weight", pre, l, e);
+            }
+        for (int l = 0; l < m->L; l++)
+            for (int e = 0; e < m->E; e++)
+                add(&p, "expert_fcproj_w", l * m->E + e, 0, C, 0, F, 0, 2, "%s.%d.mlp.experts.%d.down_proj.weight", pre,
+                    l, e);
+        const int Fs = m->Fs;
+        for (int l = 0; l < m->L; l++) {
+            add(&p, "shared_fc_w", l, 0, Fs, 0, C, 0, 2, "%s.%d.mlp.shared_expert.gate_proj.weight", pre, l);
+            add(&p, "shared_fc_w", l, Fs, Fs, 0, C, 0, 2, "%s.%d.mlp.shared_expert.up_proj.weight", pre, l);
+        }
+        for (int l = 0; l < m->L; l++)
+            add(&p, "shared_fcproj_w", l, 0, C, 0, Fs, 0, 2, "%s.%d.mlp.shared_expert.down_proj.weight", pre, l);
+        for (int l = 0; l < m->L; l++)
+            add(&p, "shared_gate_w", l, 0, 1, 0, C, 0, 2, "%s.%d.mlp.shared_expert_gate.weight", pre, l);
+        plan_llama_tail(m, &p);
+        *pp = p;
+        return;
+    }
     if (m->E > 0) { /* Mixtral's sparse block: gate = the router, w1 / w3 / w2 = gate / up / down */
         const char *const moe = "block_sparse_moe";
         for (int l = 0; l < m->L; l++) add(&p, "router_w", l, 0, m->E, 0, C, 0, 2, "%s.%d.%s.gate.weight", pre, l, moe);
@@ -309,6 +342,8 @@ int mt_hf_source_shape(const mt_hf_model *m, const char *src, int64_t *layers, i
         {"lnf_b", gpt, 1, 1, C},          {"lm_head", !m->tied, 1, m->V, C},
         {"router_w", moe, L, m->E, C},    {"expert_fc_w", moe, L * m->E, fcr, C},
         {"expert_fcproj_w", moe, L * m->E, C, F},
+        {"shared_fc_w", m->Fs > 0, L, 2 * (int64_t)m->Fs, C}, {"shared_fcproj_w", m->Fs > 0, L, C, m->Fs},
+        {"shared_gate_w", m->Fs > 0, L, 1, C},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(tab[i].name, src)) {

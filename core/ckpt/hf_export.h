@@ -1,5 +1,6 @@
 /* hf_export.h — a save as a Hugging Face transformers model folder: GPT2LMHeadModel for arch gpt,
- * LlamaForCausalLM for arch llama, MixtralForCausalLM for llama with experts (model.moe.experts > 0).
+ * LlamaForCausalLM for arch llama, MixtralForCausalLM for llama with experts (model.moe.experts > 0),
+ * Qwen2MoeForCausalLM for experts with gated shared experts.
  * `mtrain export --format hf` (cmd/cmd_export.c) calls
  * mt_hf_export; the rest is the pure mapping it is made of, exposed for the tests.
  *
@@ -22,6 +23,12 @@
  *          Mixtral's router (softmax over every expert, top k, the k probabilities renormalised) is
  *          mtrain's default (softmax over the k selected logits: the same numbers); it routes every
  *          token (dropless), so a capacity factor used in training is not part of the exported model.
+ *   qwen2_moe (shared experts with their gate, model.moe.shared_ffn + shared_gate): llama's attention (with
+ *          q / k / v biases when model.qkv_bias), norms and head; model.layers.N.mlp.gate.weight = router_w
+ *          layer N, mlp.experts.E.gate_proj / up_proj / down_proj = expert_fc_w halves / expert_fcproj_w,
+ *          mlp.shared_expert.gate_proj / up_proj (Fs, C) = the halves of shared_fc_w layer N, down_proj
+ *          (C, Fs) = shared_fcproj_w, mlp.shared_expert_gate.weight (1, C) = shared_gate_w; norm_topk_prob
+ *          = !model.moe.pre_softmax.
  * RoPE needs no permutation: mtrain rotates halves (x[i], x[i + D/2]) with theta^(-2i/D), as
  * transformers' rotate_half; query head h reads kv head h / (H / KV), as repeat_kv.
  * Output tensors are listed by source tensor, then layer, so each source tensor is read once. */
@@ -47,6 +54,8 @@ typedef struct {
     int squared_relu; /* the MLP's activation is relu(x)^2 (model.activation squared_relu): GPT-2's
                          activation_function "relu2" (transformers' ReLUSquaredActivation) */
     int E, top_k; /* experts per layer and experts per token (0, 0: dense) */
+    int Fs;       /* the shared experts' total width (model.moe.shared_ffn, gated): Qwen2MoeForCausalLM; 0: none */
+    int norm_topk; /* the top-k weights renormalised (model.moe.pre_softmax false): Qwen2-MoE's norm_topk_prob */
     float aux_coeff; /* the load-balancing loss weight (config.json's router_aux_loss_coef; training only) */
     float norm_eps, rope_theta, init_std;
     /* RoPE's frequency scaling, config.json's rope_scaling: Llama 3.x's (rope_type "llama3": factor, low /

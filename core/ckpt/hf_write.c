@@ -438,8 +438,9 @@ mt_status mt_hf_export(const mt_hf_export_opts *o, mt_hf_export_stats *s) {
     if (m.E > 0 && r.model.moe.capacity_factor > 0) { /* Mixtral drops nothing: say what that changes */
         const size_t used = strlen(s->note);
         snprintf(s->note + used, sizeof s->note - used, "%sthe model was trained with model.moe.capacity_factor %g "
-                 "(assignments over an expert's capacity dropped); MixtralForCausalLM routes every token (dropless), "
-                 "as mtrain logprobs and generate do", used ? "; " : "", (double)r.model.moe.capacity_factor);
+                 "(assignments over an expert's capacity dropped); %s routes every token (dropless), "
+                 "as mtrain logprobs and generate do", used ? "; " : "", (double)r.model.moe.capacity_factor,
+                 m.Fs > 0 ? "Qwen2MoeForCausalLM" : "MixtralForCausalLM");
     }
     MT_CHECK(mt_fsync_dir(tmp));
     /* publish: the old folder goes only now that the new one is complete */

@@ -74,6 +74,10 @@ mt_status mt_cpu_moe_route_bwd(mt_backend *be, const mt_moe_route_bwd_args *a);
 mt_status mt_cpu_moe_permute(mt_backend *be, const mt_moe_permute_args *a);
 mt_status mt_cpu_moe_unpermute(mt_backend *be, const mt_moe_unpermute_args *a);
 mt_status mt_cpu_moe_unpermute_bwd(mt_backend *be, const mt_moe_unpermute_bwd_args *a);
+/* the shared experts' sigmoid gate (cpu_ops_gate.c) */
+mt_status mt_cpu_moe_gate_fwd(mt_backend *be, const mt_moe_gate_fwd_args *a);
+mt_status mt_cpu_moe_gate_bwd(mt_backend *be, const mt_moe_gate_bwd_args *a);
+mt_status mt_cpu_moe_gate_logit_bwd(mt_backend *be, const mt_moe_gate_logit_bwd_args *a);
 /* fused ops and device-style init (cpu_ops_fused.c) */
 mt_status mt_cpu_add_layernorm_fwd(mt_backend *be, const mt_add_norm_fwd_args *a);
 mt_status mt_cpu_add_rmsnorm_fwd(mt_backend *be, const mt_add_norm_fwd_args *a);

@@ -56,6 +56,8 @@ mt_layer_spec mt_layer_spec_of(const mt_recipe *r) {
             : m->activation == MT_ACT_SQUARED_RELU ? MT_MLP_SQUARED_RELU
                                                    : MT_MLP_GELU;
     s.moe = m->moe.experts > 0;
+    s.moe_shared = s.moe && m->moe.shared_ffn > 0;
+    s.moe_shared_gate = s.moe_shared && m->moe.shared_gate;
     s.bias = m->bias;
     s.qkv_bias = m->bias || m->qkv_bias;
     return s;

@@ -67,6 +67,10 @@ typedef struct {
     /* MLP */
     mt_mlp_kind mlp;    /* the expert MLP's activation too when moe */
     int moe;            /* the MLP is a mixture of experts (model.moe.experts > 0) */
+    int moe_shared;     /* beside the routed experts, shared experts: one MLP of the experts' activation and no
+                           biases, model.moe.shared_ffn wide, through which every token goes (Megatron's
+                           SharedExpertMLP, megatron/core/transformer/moe/shared_experts.py) */
+    int moe_shared_gate;/* its output times sigmoid(x . w_gate) per token (--moe-shared-expert-gate) */
     int bias;           /* biases in the linear layers (qkv, proj, fc, fcproj) */
     int qkv_bias;       /* a bias on qkv (set with bias too; alone: Qwen2's --add-qkv-bias) */
 } mt_layer_spec;

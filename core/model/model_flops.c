@@ -1,6 +1,6 @@
 /* model_flops.c — the model's training FLOPs from its layout (pure): Megatron's formula
  * (Narayanan et al. 2021, appendix: 72 B s l h^2 (1 + s/6h + V/12hl) for GPT) generalised to GQA,
- * SwiGLU and MoE by counting every GEMM's weights. The trainer's MFU / HFU and `mtrain plan`
+ * SwiGLU and MoE (with shared experts) by counting every GEMM's weights. The trainer's MFU / HFU and `mtrain plan`
  * both call it: the per-token pieces (mt_model_fwd_flops_per_token) are the one count; the
  * per-sequence and per-iteration totals, with or without recomputation, are sums of them.
  * Recomputation reruns forward work only, never the output layer's: full reruns each
@@ -27,9 +27,13 @@ void mt_model_fwd_flops_per_token(const mt_param_layout *pl, int moe_experts, in
     /* weights touched per token by matmuls: qkv, proj (attention), fc, fcproj (MLP) */
     const double attn_lin = 2.0 * attn_weights(pl);
     const double mlp_one = 2.0 * ((double)pl->fc_rows * C + C * pl->F);
-    /* a MoE layer runs top_k experts' MLPs (of the experts' width Fe) and the router (C x E) */
+    /* a MoE layer runs top_k experts' MLPs (of the experts' width Fe), the router (C x E), and the shared
+       experts' MLP (width Fs) with its gate (C) */
     const double Fe = pl->Fe > 0 ? pl->Fe : pl->F, efc = pl->efc_rows > 0 ? pl->efc_rows : pl->fc_rows;
-    const double mlp = moe_experts > 0 ? moe_top_k * 2.0 * (efc * C + C * Fe) + 2.0 * C * moe_experts : mlp_one;
+    const double shared = moe_experts > 0 && pl->Fs > 0 ?
+        2.0 * ((double)pl->fcs_rows * C + C * pl->Fs) + (pl->spec.moe_shared_gate ? 2.0 * C : 0.0) : 0.0;
+    const double mlp = moe_experts > 0 ? moe_top_k * 2.0 * (efc * C + C * Fe) + 2.0 * C * moe_experts + shared
+                                       : mlp_one;
     /* attention scores (q . k over the query / key head) and weighted sum (over the value head),
        counted over the full T x T square as Megatron does */
     const double dqk = pl->spec.mla ? pl->spec.qk_dim + pl->spec.pos_dim : pl->D;

@@ -237,6 +237,15 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
         pl->recompute = n < pl->Lc ? n : pl->Lc;
     }
     pl->recompute_attn = r->training.recompute == MT_RECOMPUTE_SELECTIVE;
+    if (m->moe.experts > 0 && pl->recompute) { /* full recompute: each kind's MLP arrays follow the recompute slices, the
+                                       rerun layers of a chunk sharing slice 0 as every other array does */
+        for (int k = 0; k < pl->vpp; k++) {
+            const int l0 = pl->pp > 1 ? mt_param_chunk_l0(pl, k) : 0, n = pl->pp > 1 ? mt_param_chunk_layers(pl, k) : pl->L;
+            for (int l = l0; l < l0 + n; l++) pl->act_slot[l] = (short)mt_act_slice(pl, l - l0);
+        }
+        for (int kind = 0; kind < 2; kind++)
+            if (pl->act_kind[kind] > 0) pl->act_kind[kind] = mt_act_slices(pl);
+    }
 
     if (m->moe.experts > 0) {
         const int ep = r->parallel.expert > 0 ? r->parallel.expert : 1;
@@ -253,6 +262,13 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
         pl->Fe_r = pl->Fe / tp;
         pl->efc_rows = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->Fe : pl->Fe;
         pl->efc_rows_r = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->Fe_r : pl->Fe_r;
+        if (m->moe.shared_ffn > 0) {
+            pl->Fs = m->moe.shared_ffn;
+            MT_CHECK(split_check("model.moe.shared_ffn", pl->Fs, tp));
+            pl->Fs_r = pl->Fs / tp;
+            pl->fcs_rows = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->Fs : pl->Fs;
+            pl->fcs_rows_r = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->Fs_r : pl->Fs_r;
+        }
         if (m->moe.capacity_factor > 0) {
             const double c = ceil((double)m->moe.capacity_factor * pl->T * pl->top_k / pl->E - 1e-9);
             pl->moe_cap = c < 1 ? 1 : c > pl->T ? pl->T : (int)c;
@@ -298,6 +314,16 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     if (pl->moe && Lm > 0) {
         ix->router_w = add_tensor(pl, &cur, "router_w", Lm, pl->E, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
         pl->t[ix->router_w].layers = MT_LAYERS_MOE;
+        if (pl->Fs) { /* the shared experts: a dense tensor-parallel MLP without biases (Megatron asserts none) */
+            const int Fs = pl->Fs;
+            ix->sfc_w = add_tensor(pl, &cur, "shared_fc_w", Lm, pl->fcs_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, Fs, Fs, 0);
+            ix->sfcproj_w = add_tensor(pl, &cur, "shared_fcproj_w", Lm, C, Fs, 1, MT_INIT_NORMAL_OUTPUT, COLS, 1, Fs, 0, 0);
+            pl->t[ix->sfc_w].layers = pl->t[ix->sfcproj_w].layers = MT_LAYERS_MOE;
+            if (pl->spec.moe_shared_gate) { /* (1, C): a matrix to Megatron, so decayed */
+                ix->sgate_w = add_tensor(pl, &cur, "shared_gate_w", Lm, 1, C, 1, MT_INIT_NORMAL, NONE, 0, 0, 0, 0);
+                pl->t[ix->sgate_w].layers = MT_LAYERS_MOE;
+            }
+        }
     }
     if (Ld > 0) {
         ix->fc_w = add_tensor(pl, &cur, "fc_w", Ld, pl->fc_rows, C, 1, MT_INIT_NORMAL, ROWS, nfb, F, F, 0);
@@ -448,7 +474,7 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
     PLACE(ln2_mean, L * Nr * f);
     PLACE(ln2_rstd, L * Nr * f);
     /* MoE layers keep their MLP activations per expert row; a MoE model's dense layers have act_kind[0]
-       slices of the dense MLP's (act_slot: no full recompute with MoE layers) */
+       slices of the dense MLP's (act_slot; under full recompute the recompute slices) */
     const size_t dense_mlp = pl->moe ? (pl->act_kind[0] > 0) : 1, Ld = pl->moe ? (size_t)pl->act_kind[0] : L;
     PLACE(fch, Ld * N * pl->fc_rows_r * a);
     PLACE(fch_act, Ld * N * pl->F_r * a);
@@ -510,6 +536,16 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
         PLACE(moe_dlogits, N * E * a);
         PLACE(moe_dw, N * k * f);
         PLACE(moe_stats, (MT_MOE_STATS + 2 * E) * f);
+        if (pl->Fs) {
+            const size_t gate = pl->spec.moe_shared_gate;
+            PLACE(moe_sh, Lm * N * pl->fcs_rows_r * a);
+            PLACE(moe_sg, Lm * N * pl->Fs_r * a);
+            PLACE(moe_sy, (gate ? Lm : 1) * N * C * a);
+            PLACE(moe_sgate, gate * Lm * N * f);
+            PLACE(moe_sdh, N * pl->fcs_rows_r * a);
+            PLACE(moe_sdg, N * pl->Fs_r * a);
+            PLACE(moe_sdz, gate * N * f);
+        }
     }
     if (pl->spec.mla) {
         const mt_layer_spec *sp = &pl->spec;

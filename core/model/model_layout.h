@@ -18,7 +18,7 @@
 #include "core/recipe/recipe.h"
 
 #define MT_PARAM_ALIGN 128
-#define MT_MAX_PARAM_TENSORS 32
+#define MT_MAX_PARAM_TENSORS 40
 #define MT_LAYERS_MAX 1024 /* model.layers at most (the key's range) */
 
 /* Which layers a stacked tensor is stacked over: every layer of the stage, or only its dense (MLP)
@@ -104,6 +104,12 @@ typedef struct {
     int lnf_w, lnf_b;
     int router_w;                           /* MoE: (L_moe, E, C) replicated router, MoE layers only */
     int efc_w, efc_b, efcproj_w, efcproj_b; /* MoE experts: (L_moe * E/ep, ...) one expert's fc / fcproj shard */
+    /* MoE shared experts (spec.moe_shared): a tensor-parallel MLP of width Fs in each MoE layer (stacked over
+       the MoE layers, MT_LAYERS_MOE), sharded as fc_w / fcproj_w: shared_fc_w (L_moe, fcs_rows, C) split by
+       rows ([gate; up] blocks under SwiGLU), shared_fcproj_w (L_moe, C, Fs) by columns; spec.moe_shared_gate:
+       shared_gate_w (L_moe, 1, C) replicated (every tp rank computes the gate of all N tokens: a complete
+       gradient, as the router's) */
+    int sfc_w, sfcproj_w, sgate_w;
 } mt_param_index;
 
 typedef struct {
@@ -162,6 +168,8 @@ typedef struct {
     int Fe, Fe_r;          /* the experts' width (model.moe.ffn_hidden, or F) and its tp shard */
     int efc_rows, efc_rows_r; /* Fe or 2 Fe (SwiGLU), and per tp rank */
     int E, E_r, ep, top_k; /* experts, experts on this rank (E / ep), ep, experts per token */
+    int Fs, Fs_r;          /* shared experts' width (model.moe.shared_ffn; 0 = none) and its tp share */
+    int fcs_rows, fcs_rows_r; /* their fc rows: Fs (2 Fs under SwiGLU), and per tp rank */
     int moe_cap;           /* capacity per expert per SEQUENCE: ceil(capacity_factor * T * top_k / E),
                               0 = dropless (docs/moe.md: the drop rule) */
     int ep_rank;           /* which experts this rank holds (set by the model / checkpoint code; 0 in
@@ -320,6 +328,16 @@ typedef struct {
     size_t moe_dlogits;            /* (N, E) act scratch */
     size_t moe_dw;                 /* (N, k) f32 scratch: gradient of the combine weights */
     size_t moe_stats;              /* (MT_MOE_STATS + 2E) f32: the step's MoE sums (model_moe.h) */
+    /* MoE shared experts (spec.moe_shared; else 0 bytes): per layer the fc output and its activation (all N
+       tokens, this rank's Fs_r units), with the gate its output before the gate (partial over tp) and the
+       gate; one layer's scratch for their gradients */
+    size_t moe_sh;                 /* (L, N, fcs_rows_r) act */
+    size_t moe_sg;                 /* (L, N, Fs_r) act */
+    size_t moe_sy;                 /* (L, N, C) act with the gate; without it one layer's scratch (N, C) */
+    size_t moe_sgate;              /* (L, N) f32 sigmoid(x . w_gate) (gate only) */
+    size_t moe_sdh;                /* (N, fcs_rows_r) act scratch */
+    size_t moe_sdg;                /* (N, Fs_r) act scratch */
+    size_t moe_sdz;                /* (N) f32 scratch: the gate logits' gradient (gate only) */
     /* multi-latent attention (spec.mla; else 0 bytes): per layer the latents before and after
        their norms and the norms' statistics (q's only with q_lora; the normed ones only with
        spec.mla_norm); one layer's scratch for the up projections' outputs (and their gradients),

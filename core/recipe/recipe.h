@@ -80,6 +80,8 @@ typedef struct {
         int ffn_hidden;       /* the experts' width (--moe-ffn-hidden-size); 0 = model.ffn_hidden */
         int pre_softmax;      /* bool: softmax over all experts then top-k, weights not renormalised */
         int pad_to_capacity;  /* bool: Megatron's --moe-pad-expert-input-to-capacity (accepted, no effect) */
+        int shared_ffn;       /* total width of the shared experts (--moe-shared-expert-intermediate-size); 0 = none */
+        int shared_gate;      /* bool: the shared experts' output times sigmoid(x . w_gate) (--moe-shared-expert-gate) */
     } moe;
     struct { /* muP, Megatron-Core's (transformer_config.py, TransformerConfig.use_mup and mup_*): core/model/mup.h */
         int enabled;          /* bool: --use-mup */

@@ -142,6 +142,13 @@ const mt_recipe_key mt_recipe_keys[] = {
           "softmax over the selected logits, Mixtral's and Megatron's default)", MT_KF_FUNCTION),
     KBOOL("model.moe.pad_to_capacity", model.moe.pad_to_capacity, "false",
           "pad every expert's input to its capacity (accepted: results are the same without)", 0),
+    KINT("model.moe.shared_ffn", model.moe.shared_ffn, "0", 0, 1 << 20, "",
+         "total width of the shared experts (Megatron's SharedExpertMLP: one MLP of this width beside the routed "
+         "experts, every token through it, its output added to theirs; n shared experts of width f are "
+         "shared_ffn = n * f); 0 = none", MT_KF_FUNCTION),
+    KBOOL("model.moe.shared_gate", model.moe.shared_gate, "false",
+          "the shared experts' output scaled per token by sigmoid(x . w_gate), w_gate a (1, hidden) weight per "
+          "layer (Qwen2-MoE's shared_expert_gate); needs shared_ffn", MT_KF_FUNCTION),
     KBOOL("model.mup.enabled", model.mup.enabled, "false",
           "muP as Megatron-Core's --use-mup: width multiplier m = hidden / mup.base_hidden; hidden matrices "
           "initialised with std init_std / sqrt(m) (output projections also / sqrt(2*layers)), embeddings (and an "
@@ -534,6 +541,8 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--moe-z-loss-coeff", "model.moe.z_loss_coeff", NULL },
     { "--moe-router-pre-softmax", "model.moe.pre_softmax", "true" },
     { "--moe-pad-expert-input-to-capacity", "model.moe.pad_to_capacity", "true" },
+    { "--moe-shared-expert-intermediate-size", "model.moe.shared_ffn", NULL },
+    { "--moe-shared-expert-gate", "model.moe.shared_gate", "true" },
     { "--use-mup", "model.mup.enabled", "true" },
     { "--mup-base-hidden-size", "model.mup.base_hidden", NULL },
     { "--mup-embedding-mult", "model.mup.embedding_mult", NULL },

@@ -190,8 +190,6 @@ static const meg_flag meg_flags[] = {
     { "--dsa-indexer-head-dim", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
     { "--dsa-indexer-topk", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
     { "--dsa-indexer-loss-coeff", 1, MEG_REFUSE, "DeepSeek sparse attention is not implemented" },
-    { "--moe-shared-expert-intermediate-size", 1, MEG_REFUSE, "shared experts are not implemented" },
-    { "--moe-shared-expert-gate", 0, MEG_REFUSE, "shared experts are not implemented" },
     { "--moe-ffn-hidden-size", 1, MEG_RULE, "model.moe.ffn_hidden when there are experts (the experts' width; dense "
       "layers keep --ffn-hidden-size, which also follows it when every layer is a MoE layer and it is not given); "
       "without experts nothing" },
@@ -227,7 +225,8 @@ static const meg_flag meg_flags[] = {
     { "--moe-router-bias-update-rate", 1, MEG_REFUSE, "see --moe-router-enable-expert-bias" },
     { "--moe-router-num-groups", 1, MEG_REFUSE, "group-limited routing (DeepSeek-V3) is not implemented" },
     { "--moe-router-group-topk", 1, MEG_REFUSE, "see --moe-router-num-groups" },
-    { "--moe-shared-expert-overlap", 0, MEG_REFUSE, "shared experts are not implemented" },
+    { "--moe-shared-expert-overlap", 0, MEG_ACCEPT, "a scheduling choice (Megatron runs the shared experts on a side "
+      "stream, overlapped with the token dispatch): the same numbers, the shared experts run after the routed ones" },
     { "--moe-latent-size", 1, MEG_REFUSE, "MoE latent projections are not implemented" },
     { "--hybrid-layer-pattern", 1, MEG_REFUSE, "Mamba / hybrid models (Megatron's pretrain_mamba.py, Nemotron-H) "
       "are not implemented" },

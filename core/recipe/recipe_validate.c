@@ -620,10 +620,23 @@ static void check_layout(const mt_recipe *r, problems *P) {
             add(P, "parallel.expert", "ep = %" PRId64 " must divide dp*cp = %" PRId64 "*%" PRId64 " (expert "
                 "groups are carved out of the data-parallel ranks); use ep in %s", ep, dp, cp,
                 divisors(dp * cp, dv, sizeof dv));
+        if (m->moe.shared_ffn > 0 && m->moe.shared_ffn % tp)
+            add(P, "model.moe.shared_ffn", "%d does not split over parallel.tensor = %" PRId64 " (the shared experts "
+                "are a tensor-parallel MLP); use a multiple of %" PRId64, m->moe.shared_ffn, tp, tp);
+        if (m->moe.shared_ffn > 0 && m->bias)
+            add(P, "model.moe.shared_ffn", "shared experts have no biases (Megatron's SharedExpertMLP asserts "
+                "add_bias_linear false); set model.bias: false (--disable-bias-linear) or drop the shared experts");
+        if (m->moe.shared_gate && m->moe.shared_ffn <= 0)
+            add(P, "model.moe.shared_gate", "gates the shared experts, but there are none (model.moe.shared_ffn = 0, "
+                "%s); set shared_ffn or drop shared_gate", ref(r, "model.moe.shared_ffn"));
     } else if (ep > 1) {
         add(P, "parallel.expert", "%" PRId64 " but the model is dense (model.moe.experts = 0, %s); set "
             "parallel.expert: 1 or give model.moe.experts", ep, ref(r, "model.moe.experts"));
     }
+    if (m->moe.experts <= 0 && (m->moe.shared_ffn > 0 || m->moe.shared_gate))
+        add(P, "model.moe.shared_ffn", "shared experts belong to MoE layers but the model is dense "
+            "(model.moe.experts = 0, %s); give model.moe.experts or drop shared_ffn / shared_gate",
+            ref(r, "model.moe.experts"));
     if (pc->overlap_param_gather && !pc->distributed_optimizer) /* Megatron's asserts in arguments.py */
         add(P, "parallel.overlap_param_gather", "needs parallel.distributed_optimizer (only the distributed "
             "optimizer gathers parameters); set overlap_param_gather: false or add --use-distributed-optimizer");

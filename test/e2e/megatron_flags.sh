@@ -45,8 +45,17 @@ conf llama3.1_8b 0 "rope_scaling: true" "rope_scaling_factor: 8" "rope_theta: 50
 conf qwen3_8b 0 "qk_layernorm: true" "rope_theta: 1e+06"
 conf qwen3_30b_a3b 0 "experts: 128" "top_k: 8" "layer_freq: 1" "qk_layernorm: true"
 conf qwen2.5_7b 0 "qkv_bias: true" "bias: false" "rope_theta: 1e+06"
-conf deepseek_v2_lite 1 "--moe-shared-expert-intermediate-size: shared experts"
+conf deepseek_v2_lite 1 "--moe-router-load-balancing-type seq_aux_loss"
+! grep -q -- "--moe-shared-expert" "$TMP/deepseek_v2_lite.check" || fail "deepseek_v2_lite: the shared experts are refused"
 conf nemotron3_nano_30b_a3b 1 "--hybrid-layer-pattern" "--mamba-num-heads"
+# shared experts as Qwen2-MoE's (the total width, a sigmoid gate; the overlap is a scheduling choice)
+"$MTRAIN" check --mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 \
+  --train-iters 2 --micro-batch-size 1 --global-batch-size 2 --vocab-size 4096 --disable-bias-linear --swiglu --num-experts 4 \
+  --moe-shared-expert-intermediate-size 96 --moe-shared-expert-gate --moe-shared-expert-overlap >"$TMP/shared.yaml" 2>"$TMP/err" \
+  || { cat "$TMP/err"; fail "check with shared experts"; }
+grep -q "^    shared_ffn: 96 " "$TMP/shared.yaml" && grep -q "^    shared_gate: true " "$TMP/shared.yaml" \
+  || { grep shared "$TMP/shared.yaml"; fail "--moe-shared-expert-intermediate-size / -gate not mapped"; }
+echo "ok: --moe-shared-expert-intermediate-size 96 --moe-shared-expert-gate -> model.moe.shared_ffn 96, shared_gate true"
 "$MTRAIN" --help >"$TMP/help" 2>&1 || true
 while read -r flag; do grep -q -- " $flag\( \|$\)" "$TMP/help" || fail "mtrain --help does not list $flag"; done <"$TMP/flags"
 echo "ok: every example flag is in the table; --help lists all $(wc -l <"$TMP/flags")"

@@ -67,7 +67,7 @@ for ep in 1 4; do
   compare "$TMP/serial-tail.jsonl" "$TMP/resume-$ep.jsonl" "saved at ep 2 x tp 2, resumed at ep $ep" 10 1e-4 1e-3
 done
 # mixed dense and MoE layers (Megatron's --moe-layer-freq pattern; DeepSeek's dense first layer): 4 layers dense,
-# MoE, MoE, dense, the experts narrower than the dense MLP (--moe-ffn-hidden-size 32), 10 iterations. pp 2 x ep 2
+# MoE, MoE, dense, the MoE layers with gated shared experts, the experts narrower than the dense MLP (--moe-ffn-hidden-size 32), 10 iterations. pp 2 x ep 2
 # (each stage one dense and one MoE layer: its own slot maps) reproduces the serial run, and so does an 8-layer
 # --moe-layer-freq 3 model at pp 2 x vpp 2 x tp 2 (sp); a save at pp 2 x tp 2
 # after 5 iterations resumed on one rank (the per-kind stacks resharded across pipeline layouts) its 6..10, and
@@ -76,9 +76,12 @@ ITERS=10
 BASE=(--train-iters $ITERS --micro-batch-size 1 --set logging.interval=1 --set logging.eval_interval=0 --set training.threads=1)
 MIX=(--config configs/mixtral-tiny.yaml --num-layers 4 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 64
      --seq-length 32 --num-experts 4 --global-batch-size 8 --moe-layer-freq "([0]+[1]*2+[0])" --moe-ffn-hidden-size 32
-     --moe-expert-capacity-factor 0)
+     --moe-expert-capacity-factor 0 --moe-shared-expert-intermediate-size 48 --moe-shared-expert-gate)
 serial mixed "${MIX[@]}"
 parallel mixed "mixed pp2 ep2" 4 "${MIX[@]}" --expert-model-parallel-size 2 --pipeline-model-parallel-size 2
+# ... and under full recompute (each kind's activations in the recompute slices; the rerun routes once)
+parallel mixed "mixed pp2 ep2 full recompute" 4 "${MIX[@]}" --expert-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+  --set training.recompute=full
 # 8 layers, --moe-layer-freq 3 (MoE layers 0, 3, 6), interleaved: pp 2 x vpp 2 x tp 2 with sequence parallelism, each
 # model chunk of 2 layers its own mix (one chunk all dense)
 MIX8=("${MIX[@]}"); MIX8[3]=8; MIX8[17]=3
@@ -98,4 +101,21 @@ MIX2=("${MIX[@]}"); MIX2[17]="([1]+[0]*2+[1])"
 grep -q "layer 0 is a dense layer in the save and a MoE layer here" "$TMP/mixed-other.log" ||
   { tail -n 5 "$TMP/mixed-other.log"; fail "other MoE layers: not refused by name"; }
 echo "ok: a save with other MoE layers is refused"
+# shared experts (model_moe_shared.c; Megatron's SharedExpertMLP with Qwen2-MoE's sigmoid gate), dropless, 10
+# iterations: tp 2 with SP x ep 2 with the distributed optimizer (the shared MLP split over tp like the dense
+# one, its partial output joining the routed experts' before the one reduction), saving at iteration 5 and
+# resumed serially (shared tensors resharded from tp 2 to 1), and pp 2 x ep 2 under full recompute (every MoE
+# layer's forward rerun before its backward: the same routing, its statistics counted once) against the serial run
+S=(--moe-expert-capacity-factor 0 --moe-shared-expert-intermediate-size 96 --moe-shared-expert-gate)
+serial serial-shared "${MOE[@]}" "${S[@]}"
+parallel serial-shared "tp2 sp ep2 shared" 4 "${MOE[@]}" "${S[@]}" --expert-model-parallel-size 2 \
+  --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer --save "$TMP/ck-shared" --save-interval 5
+parallel serial-shared "pp2 ep2 shared full recompute" 4 "${MOE[@]}" "${S[@]}" --expert-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --set training.recompute=full
+grep -o '"iteration":[0-9]*,[^}]*' "$TMP/serial-shared.jsonl" | awk -F'[:,]' '$2 > 5' | sed 's/^/{/; s/$/}/' \
+  >"$TMP/serial-shared-tail.jsonl"
+"$MTRAIN" "${MOE[@]}" "${S[@]}" "${BASE[@]}" --load "$TMP/ck-shared" --ckpt-step 5 --metrics "$TMP/resume-shared.jsonl" \
+  >"$TMP/resume-shared.log" 2>&1 || { tail -n 20 "$TMP/resume-shared.log"; fail "resume of the shared-expert save failed"; }
+grep -q "loaded checkpoint" "$TMP/resume-shared.log" || fail "the shared-expert resume did not load the checkpoint"
+compare "$TMP/serial-shared-tail.jsonl" "$TMP/resume-shared.jsonl" "shared experts saved at tp 2 x ep 2, resumed at 1" 5 1e-4 1e-3
 echo "PASS"

@@ -2,7 +2,7 @@
  * act outputs and TOL_F32 for fp32 ones, in cuda_parity_check.h) of the layer ops: GEMM (and its
  * plan cache), layernorm / rmsnorm, the fused add + norm and GEMM + GeLU epilogues, init_normal,
  * GeLU / SwiGLU / add / cast, sum, RoPE, attention (the whole sequence, and one context-parallel
- * ring step's blocks with copy_rows) and the MoE router / dispatch / combine; plus, here only,
+ * ring step's blocks with copy_rows), the MoE router / dispatch / combine and the shared experts' gate; plus, here only,
  * the no-GPU failure of mt_backend_cuda_create, device placement and a full CUDA op table. The
  * embedding, the cross-entropy and AdamW are in test_cuda_parity_train.c.
  * The two tolerances cover every op here, for the reasons given in the header:
@@ -600,6 +600,44 @@ static void test_moe(int B, int T, int E, int k, int cap, int pre_softmax, int C
     free(h_counts); free(h_dw); free(h_x); free(h_y); free(h_dout);
 }
 
+/* The shared experts' sigmoid gate: forward (gate f32, out += act), its backward through the product (dy act,
+ * dz f32) from the CPU's gate on both sides, and through the logit (dw += f32, dx += act). dz and dw are fp32
+ * sums of bf16 products (fp32 order and expf vs the CPU's double exp) -> TOL_F32; the act outputs are one bf16
+ * rounding of an fp32 result -> TOL_ACT. */
+static void test_moe_gate(int N, int C) {
+    printf("  moe shared-expert gate N=%d C=%d\n", N, C);
+    float *h_x = host_rand((size_t)N * C, 1.0f, 0.0f), *h_y = host_rand((size_t)N * C, 1.0f, 0.0f);
+    float *h_out = host_rand((size_t)N * C, 1.0f, 0.0f), *h_w = host_rand((size_t)C, 0.3f, 0.0f);
+    float *h_dout = host_rand((size_t)N * C, 1.0f, 0.0f), *h_dw = host_rand((size_t)C, 1.0f, 0.0f);
+    float *h_gate = malloc((size_t)N * sizeof(float) + 1), *h_dz = malloc((size_t)N * sizeof(float) + 1);
+    pair_t x = pair_new(h_x, (size_t)N * C, 1), y = pair_new(h_y, (size_t)N * C, 1), w = pair_new(h_w, (size_t)C, 1);
+    pair_t out = pair_new(h_out, (size_t)N * C, 1), gate = pair_new(NULL, (size_t)N, 0);
+    pair_t dout = pair_new(h_dout, (size_t)N * C, 1), dy = pair_new(NULL, (size_t)N * C, 1);
+    pair_t dz = pair_new(NULL, (size_t)N, 0), dw = pair_new(h_dw, (size_t)C, 0), dx = pair_new(h_out, (size_t)N * C, 1);
+    mt_moe_gate_fwd_args fc = {out.cpu, gate.cpu, y.cpu, x.cpu, w.cpu, N, C};
+    mt_moe_gate_fwd_args fg = {out.gpu, gate.gpu, y.gpu, x.gpu, w.gpu, N, C};
+    RUN_BOTH(moe_gate_fwd, fc, fg);
+    compare("gate = sigmoid(x . w) (f32)", &gate, 0, NULL, TOL_F32);
+    compare("out += gate * y (act)", &out, 1, NULL, TOL_ACT);
+    down(&g_cpu, h_gate, gate.cpu, (size_t)N, MT_F32); /* the CPU's gate on both sides from here on */
+    pair_set(&gate, h_gate, 0);
+    mt_moe_gate_bwd_args bc = {dy.cpu, dz.cpu, dout.cpu, y.cpu, gate.cpu, N, C};
+    mt_moe_gate_bwd_args bg = {dy.gpu, dz.gpu, dout.gpu, y.gpu, gate.gpu, N, C};
+    RUN_BOTH(moe_gate_bwd, bc, bg);
+    compare("gate bwd dy = gate * dout (act)", &dy, 1, NULL, TOL_ACT);
+    compare("gate bwd dz (f32)", &dz, 0, NULL, TOL_F32);
+    down(&g_cpu, h_dz, dz.cpu, (size_t)N, MT_F32);
+    pair_set(&dz, h_dz, 0);
+    mt_moe_gate_logit_bwd_args lc = {dw.cpu, dx.cpu, dz.cpu, x.cpu, w.cpu, N, C};
+    mt_moe_gate_logit_bwd_args lg = {dw.gpu, dx.gpu, dz.gpu, x.gpu, w.gpu, N, C};
+    RUN_BOTH(moe_gate_logit_bwd, lc, lg);
+    compare("gate logit bwd dw += (f32)", &dw, 0, h_dw, TOL_F32);
+    compare("gate logit bwd dx += (act)", &dx, 1, NULL, TOL_ACT);
+    pair_t *all[] = {&x, &y, &w, &out, &gate, &dout, &dy, &dz, &dw, &dx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(h_x); free(h_y); free(h_out); free(h_w); free(h_dout); free(h_dw); free(h_gate); free(h_dz);
+}
+
 int main(void) {
     char why[512] = "";
     int have_gpu = mt_cuda_available(why, sizeof why);
@@ -734,6 +772,9 @@ int main(void) {
     test_moe(2, 32, 8, 2, 5, 0, 48);    /* capacity 5 per sequence: drops */
     test_moe(3, 20, 4, 1, 6, 1, 40);    /* switch-style top-1, weights = probabilities, drops */
     test_moe(2, 128, 64, 6, 0, 1, 128); /* many experts, top-6 */
+    test_moe_gate(1, 1);
+    test_moe_gate(37, 23);    /* odd shapes */
+    test_moe_gate(256, 768);  /* more rows than a block's threads per column sum */
 
     parity_close();
     TEST_MAIN_END();

@@ -39,6 +39,10 @@ modeling_gpt2.py GPT2LMHeadModel and modeling_llama.py LlamaForCausalLM), not mt
          y = sum_j w_j * w2_e(silu(w1_e h) * w3_e h) over the selected experts e; every token is
          routed (no capacity: Mixtral is dropless). Router fields Mixtral does not have
          (norm_topk_prob false, scoring_func other than softmax, shared experts) are refused.
+  qwen2_moe: llama's attention (q / k / v biases when qkv_bias) and norms (Qwen2MoeForCausalLM,
+         modeling_qwen2_moe.py); the MLP is the sparse block of Mixtral's router (renormalised only when
+         norm_topk_prob) over experts gate_proj / up_proj / down_proj, plus the shared expert scaled per
+         token by sigmoid(h . shared_expert_gate.weight); every layer sparse.
 
 Greedy decoding (the argmax of each next-token distribution, full recomputation each step):
 
@@ -340,7 +344,9 @@ class Llama:
                            % (self.H, self.KV))
         attn_bias, mlp_bias = bool(cfg.get("attention_bias", False)), bool(cfg.get("mlp_bias", False))
         # Qwen2 (modeling_qwen2.py): q_proj, k_proj, v_proj with bias=True, o_proj without, no MLP biases
-        qkv_bias = attn_bias or cfg.get("model_type") == "qwen2"
+        # Qwen2-MoE: the same, unless its config's qkv_bias (default true) says otherwise
+        qkv_bias = attn_bias or cfg.get("model_type") == "qwen2" or (cfg.get("model_type") == "qwen2_moe" and
+                                                                      bool(cfg.get("qkv_bias", True)))
         if cfg.get("model_type") == "qwen2" and cfg.get("use_sliding_window"):
             raise RefError("config.json: use_sliding_window is not supported")
         w = Weights(tensors, ["model.", ""])
@@ -474,6 +480,58 @@ class Mixtral(Llama):
         return y
 
 
+class Qwen2Moe(Llama):
+    """Qwen2MoeForCausalLM (modeling_qwen2_moe.py): Llama's layers (q / k / v biases when qkv_bias, true by
+    default) with Qwen2MoeSparseMoeBlock: router logits = h @ mlp.gate.weight^T, softmax over all num_experts,
+    the num_experts_per_tok largest (ties: the lower expert), renormalised when norm_topk_prob, y = sum_j w_j *
+    down_e(silu(gate_e h) * up_e h) + sigmoid(h . shared_expert_gate) * shared_expert(h); every layer sparse
+    (decoder_sparse_step 1, no mlp_only_layers)"""
+
+    def __init__(self, cfg, tensors):
+        self.E = int(cfg.get("num_experts", 60))
+        self.K = int(cfg.get("num_experts_per_tok", 4))
+        self.norm_topk = bool(cfg.get("norm_topk_prob", False))
+        self.Fe = int(cfg.get("moe_intermediate_size", 1408))
+        self.Fs = int(cfg.get("shared_expert_intermediate_size", 5632))
+        if not 1 <= self.K <= self.E:
+            raise RefError("config.json: num_experts_per_tok %d of %d experts" % (self.K, self.E))
+        if int(cfg.get("decoder_sparse_step", 1)) != 1 or cfg.get("mlp_only_layers"):
+            raise RefError("config.json: dense layers (decoder_sparse_step, mlp_only_layers) are not supported")
+        if cfg.get("use_sliding_window"):
+            raise RefError("config.json: use_sliding_window is not supported")
+        Llama.__init__(self, dict(cfg, attention_bias=False, mlp_bias=False), tensors)
+
+    def mlp_weights(self, w, p):
+        E, F, Fs, C = self.E, self.Fe, self.Fs, self.C
+        q = p + "mlp."
+        return {"router": w.get(q + "gate.weight", (E, C)),
+                "experts": [(w.get(q + "experts.%d.gate_proj.weight" % e, (F, C)),
+                             w.get(q + "experts.%d.up_proj.weight" % e, (F, C)),
+                             w.get(q + "experts.%d.down_proj.weight" % e, (C, F))) for e in range(E)],
+                "shared": (w.get(q + "shared_expert.gate_proj.weight", (Fs, C)),
+                           w.get(q + "shared_expert.up_proj.weight", (Fs, C)),
+                           w.get(q + "shared_expert.down_proj.weight", (C, Fs))),
+                "shared_gate": w.get(q + "shared_expert_gate.weight", (1, C))}
+
+    def mlp(self, a, h):
+        z = h @ a["router"].T  # (T, E)
+        p = np.exp(z - z.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        top = np.argsort(-p, axis=-1, kind="stable")[:, :self.K]
+        wt = np.take_along_axis(p, top, axis=-1)
+        if self.norm_topk:
+            wt /= wt.sum(axis=-1, keepdims=True)
+        y = np.zeros_like(h)
+        for e, (wg, wu, wd) in enumerate(a["experts"]):
+            rows, slot = np.nonzero(top == e)
+            if len(rows):
+                he = h[rows]
+                y[rows] += wt[rows, slot][:, None] * ((activation(self.act, he @ wg.T) * (he @ wu.T)) @ wd.T)
+        wg, wu, wd = a["shared"]
+        s = 1.0 / (1.0 + np.exp(-(h @ a["shared_gate"].T)))  # (T, 1)
+        return y + s * ((activation(self.act, h @ wg.T) * (h @ wu.T)) @ wd.T)
+
+
 def build_model(cfg, tensors):
     mt = cfg.get("model_type")
     arch = " ".join(cfg.get("architectures") or [])
@@ -481,9 +539,12 @@ def build_model(cfg, tensors):
         return GPT2(cfg, tensors)
     if mt == "mixtral" or "Mixtral" in arch:
         return Mixtral(cfg, tensors)
+    if mt == "qwen2_moe" or "Qwen2Moe" in arch:
+        return Qwen2Moe(cfg, tensors)
     if mt in ("llama", "qwen2") or "Llama" in arch or "Qwen2" in arch:
         return Llama(cfg, tensors)
-    raise RefError("config.json: model_type %r (architectures %r): only gpt2, llama, qwen2 and mixtral are supported"
+    raise RefError("config.json: model_type %r (architectures %r): only gpt2, llama, qwen2, mixtral and qwen2_moe are "
+                   "supported"
                    % (mt, arch))
 
 

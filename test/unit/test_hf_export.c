@@ -373,6 +373,69 @@ static void test_mixtral_mapping(void) {
     free(text);
 }
 
+/* Qwen2-MoE (gated shared experts): mlp.gate = router_w, mlp.experts.e.gate_proj / up_proj / down_proj = the
+ * expert_fc_w halves / expert_fcproj_w of slice l*E + e, mlp.shared_expert.gate_proj / up_proj = the halves of
+ * shared_fc_w layer l, down_proj = shared_fcproj_w, mlp.shared_expert_gate = shared_gate_w; q / k / v biases;
+ * config.json is Qwen2MoeConfig (norm_topk_prob from the router) */
+static void test_qwen2_moe_mapping(void) {
+    mt_hf_model m = small(MT_ARCH_LLAMA);
+    m.E = 3;
+    m.top_k = 2;
+    m.Fs = 8;
+    m.qkv_bias = 1;
+    m.norm_topk = 0;
+    const int n = mt_hf_plan(&m, NULL, 0), E = 3, C = 12, F = 20, Fs = 8;
+    CHECKF(n == 3 + m.L * (10 + 3 * E + 4), "%d tensors", n);
+    mt_hf_tensor *p = calloc((size_t)n, sizeof *p);
+    CHECK(mt_hf_plan(&m, p, n) == n);
+    for (int i = 0; i < n; i++) {
+        CHECKF(find(p, i, p[i].name) == NULL, "%s listed twice", p[i].name);
+        CHECKF(!strstr(p[i].name, "block_sparse_moe"), "a Mixtral tensor %s", p[i].name);
+    }
+    check_shape(p, n, "model.layers.2.mlp.gate.weight", 2, E, C);
+    check_shape(p, n, "model.layers.1.mlp.experts.2.up_proj.weight", 2, F, C);
+    check_shape(p, n, "model.layers.1.mlp.shared_expert.gate_proj.weight", 2, Fs, C);
+    check_shape(p, n, "model.layers.1.mlp.shared_expert.up_proj.weight", 2, Fs, C);
+    check_shape(p, n, "model.layers.1.mlp.shared_expert.down_proj.weight", 2, C, Fs);
+    check_shape(p, n, "model.layers.0.mlp.shared_expert_gate.weight", 2, 1, C);
+    CHECK(find(p, n, "model.layers.0.self_attn.q_proj.bias") != NULL);
+    CHECK_BLOCK(&m, p, n, "model.layers.1.mlp.experts.2.up_proj.weight", 0, F + i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.2.mlp.experts.0.down_proj.weight", 0, i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.1.mlp.shared_expert.gate_proj.weight", 0, i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.1.mlp.shared_expert.up_proj.weight", 0, Fs + i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.2.mlp.shared_expert.down_proj.weight", 0, i, j);
+    CHECK_BLOCK(&m, p, n, "model.layers.2.mlp.shared_expert_gate.weight", 0, i, j);
+    const mt_hf_tensor *t = find(p, n, "model.layers.1.mlp.shared_expert.up_proj.weight");
+    CHECK(t && !strcmp(t->src, "shared_fc_w") && t->layer == 1);
+    t = find(p, n, "model.layers.1.mlp.experts.2.gate_proj.weight");
+    CHECK(t && !strcmp(t->src, "expert_fc_w") && t->layer == 1 * E + 2);
+    int64_t l, r, c;
+    CHECK(mt_hf_source_shape(&m, "shared_fc_w", &l, &r, &c) && l == m.L && r == 2 * Fs && c == C);
+    CHECK(mt_hf_source_shape(&m, "shared_fcproj_w", &l, &r, &c) && l == m.L && r == C && c == Fs);
+    CHECK(mt_hf_source_shape(&m, "shared_gate_w", &l, &r, &c) && l == m.L && r == 1 && c == C);
+    free(p);
+    char *text = NULL;
+    size_t tn = 0;
+    FILE *f = open_memstream(&text, &tn);
+    CHECK(mt_hf_write_config(f, &m, "float32") == MT_OK);
+    fclose(f);
+    mt_json_doc d;
+    CHECK(mt_json_doc_parse(&d, text, tn, "qwen2_moe config") == MT_OK);
+    CHECK(!strcmp(get(d.root, "model_type", MT_JSON_STRING)->str, "qwen2_moe"));
+    const mt_json_node *a = get(d.root, "architectures", MT_JSON_ARRAY);
+    CHECK(a && a->n_items == 1 && a->items[0].type == MT_JSON_STRING &&
+          !strcmp(a->items[0].str, "Qwen2MoeForCausalLM"));
+    check_int(d.root, "num_experts", 3);
+    check_int(d.root, "num_experts_per_tok", 2);
+    check_int(d.root, "moe_intermediate_size", F);
+    check_int(d.root, "shared_expert_intermediate_size", Fs);
+    check_int(d.root, "decoder_sparse_step", 1);
+    get(d.root, "norm_topk_prob", MT_JSON_FALSE);
+    get(d.root, "qkv_bias", MT_JSON_TRUE);
+    mt_json_doc_free(&d);
+    free(text);
+}
+
 /* a recipe transformers cannot express (refused): MT_ERR_UNSUPPORTED naming key; else accepted.
  * experts > 0: a mixture-of-experts model (top 2) */
 static void check_refused_moe(const char *arch, int experts, const char *key, const char *value, int refused) {
@@ -400,7 +463,9 @@ static void check_refused_moe(const char *arch, int experts, const char *key, co
     }
     CHECKF(st == MT_ERR_UNSUPPORTED, "%s %s=%s accepted", arch, key, value);
     if (st != MT_OK) CHECK_STR_CONTAINS(mt_last_error(), key);
-    if (st != MT_OK && experts > 0) CHECK_STR_CONTAINS(mt_last_error(), "MixtralForCausalLM cannot express");
+    if (st != MT_OK && experts > 0)
+        CHECK_STR_CONTAINS(mt_last_error(), r.model.moe.shared_ffn > 0 ? "Qwen2MoeForCausalLM cannot express"
+                                                                        : "MixtralForCausalLM cannot express");
 }
 
 static void check_refused(const char *arch, const char *key, const char *value, int refused) {
@@ -441,6 +506,33 @@ static void test_refusals(void) {
     check_refused_moe("llama", 4, "model.moe.layer_pattern", "[1]*2", 0); /* every layer sparse */
     check_refused_moe("llama", 4, "model.moe.ffn_hidden", "32", 1);      /* experts narrower than intermediate_size */
     check_refused_moe("llama", 4, "model.moe.ffn_hidden", "64", 0);
+    check_refused_moe("llama", 4, "model.moe.shared_gate", "false", 0); /* no shared experts: Mixtral */
+    {   /* shared experts: Qwen2-MoE's, which always gates them; gated, with either router, they export */
+        static mt_recipe r;
+        mt_hf_model m;
+        const char *const kv[][2] = {{"model.arch", "llama"}, {"model.moe.experts", "4"}, {"model.moe.top_k", "2"},
+                                     {"model.layers", "2"}, {"model.hidden", "16"}, {"model.heads", "4"},
+                                     {"model.seq_length", "8"}, {"model.vocab", "37"}, {"training.iters", "1"},
+                                     {"model.ffn_hidden", "64"}, {"model.moe.shared_ffn", "32"},
+                                     {"model.qkv_bias", "true"}};
+        for (int pass = 0; pass < 3; pass++) {
+            mt_recipe_defaults(&r);
+            for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+                CHECK(mt_recipe_set(&r, kv[i][0], kv[i][1], "t") == MT_OK);
+            if (pass > 0) CHECK(mt_recipe_set(&r, "model.moe.shared_gate", "true", "t") == MT_OK);
+            if (pass > 1) CHECK(mt_recipe_set(&r, "model.moe.pre_softmax", "true", "t") == MT_OK);
+            CHECKF(mt_recipe_validate(&r, 1) == MT_OK, "%s", mt_last_error());
+            const mt_status st = mt_hf_model_from_recipe(&r, &m);
+            if (pass == 0) {
+                CHECK(st == MT_ERR_UNSUPPORTED);
+                CHECK_STR_CONTAINS(mt_last_error(), "model.moe.shared_gate");
+                CHECK_STR_CONTAINS(mt_last_error(), "Qwen2MoeForCausalLM cannot express");
+            } else {
+                CHECKF(st == MT_OK, "%s", mt_last_error());
+                CHECK(m.Fs == 32 && m.qkv_bias && m.norm_topk == (pass == 1));
+            }
+        }
+    }
     check_refused_moe("llama", 4, "model.activation", "gelu", 1);
     check_refused_moe("llama", 4, "model.qk_layernorm", "true", 1);
     check_refused_moe("gpt", 4, "model.arch", "gpt", 1);
@@ -720,6 +812,7 @@ int main(void) {
     test_llama_mapping(1, 0);
     test_llama_mapping(0, 1);
     test_mixtral_mapping();
+    test_qwen2_moe_mapping();
     test_convert();
     test_shards();
     test_config();

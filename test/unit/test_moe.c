@@ -6,12 +6,13 @@
  *   2. moe_route_bwd: the router gradient (through the weights, the load-balancing loss and the
  *      z-loss) against central differences of the reference objective in double, the routing held
  *      fixed (top-k choices are piecewise constant);
- *   3. moe_permute / unpermute / unpermute_bwd against plain loops;
- *   (4. below: a whole MoE model, also with dense layers mixed in (model.moe.layer_pattern), against
- *   finite differences)
- *   4. a whole MoE model (dropless, swiglu or squared-ReLU experts, GQA) against finite differences of its full
+ *   3. moe_permute / unpermute / unpermute_bwd against plain loops; the shared experts' gate ops (moe_gate_fwd,
+ *      moe_gate_bwd, moe_gate_logit_bwd) against a double reference, bitwise the same on 1 and 3 threads;
+ *   4. a whole MoE model (dropless, swiglu or squared-ReLU experts, GQA; also with dense layers mixed in,
+ *      model.moe.layer_pattern) against finite differences of its full
  *      objective lm_loss + aux_coeff * sum aux + z_coeff * sum z, all parameters and per tensor
- *      (router and experts included), as test_model_grad does for dense models.
+ *      (router and experts included), as test_model_grad does for dense models; with shared experts (gated
+ *      or not, selective and full recompute), full recompute bitwise equal to the run without.
  * Tolerances: ops in fp32 vs double: 1e-5 relative; finite differences as test_model_grad (h = 1e-3
  * here so that no token's top-k choice flips inside the step: 2% relative + 2e-4 absolute). */
 #include <math.h>
@@ -194,6 +195,56 @@ static void check_permute(mt_backend *be) {
     }
 }
 
+/* The shared experts' gate ops against a double reference (gate = sigmoid(x . w), out += gate y; dy = gate dout,
+ * dz = gate (1 - gate) <dout, y>; dw += sum dz x, dx += dz w), on a one-thread backend and, bitwise the same, on
+ * a three-thread one (rows and columns split over threads, each output written by one). */
+static void check_gate(mt_backend *be1) {
+    enum { R = 131, C = 300 }; /* R * C above the CPU backend's threading threshold (MT_CPU_PAR_MIN) */
+    static float x[R * C], y[R * C], out[2][R * C], w[C], gate[2][R], dy[2][R * C], dz[2][R], dw[2][C], dx[2][R * C];
+    for (int i = 0; i < R * C; i++) {
+        x[i] = (float)mt_rng_normal(6, 1, (uint64_t)i);
+        y[i] = (float)mt_rng_normal(6, 2, (uint64_t)i);
+    }
+    for (int c = 0; c < C; c++) w[c] = 0.1f * (float)mt_rng_normal(6, 3, (uint64_t)c);
+    mt_backend be3;
+    CHECK(mt_backend_cpu_create(&be3, 3) == MT_OK);
+    mt_backend *bes[2] = {be1, &be3};
+    for (int b = 0; b < 2; b++) {
+        for (int i = 0; i < R * C; i++) out[b][i] = dx[b][i] = 0.5f;
+        for (int c = 0; c < C; c++) dw[b][c] = 0.25f;
+        mt_moe_gate_fwd_args fa = {.out = out[b], .gate = gate[b], .y = y, .x = x, .w = w, .N = R, .C = C};
+        CHECK(MT_BE_CALL(bes[b], moe_gate_fwd, &fa) == MT_OK);
+        mt_moe_gate_bwd_args ba = {.dy = dy[b], .dz = dz[b], .dout = x, .y = y, .gate = gate[b], .N = R, .C = C};
+        CHECK(MT_BE_CALL(bes[b], moe_gate_bwd, &ba) == MT_OK);
+        mt_moe_gate_logit_bwd_args la = {.dw = dw[b], .dx = dx[b], .dz = dz[b], .x = x, .w = w, .N = R, .C = C};
+        CHECK(MT_BE_CALL(bes[b], moe_gate_logit_bwd, &la) == MT_OK);
+    }
+    double worst = 0;
+    for (int t = 0; t < R; t++) {
+        double z = 0, dot = 0;
+        for (int c = 0; c < C; c++) z += (double)x[t * C + c] * w[c], dot += (double)x[t * C + c] * y[t * C + c];
+        const double g = 1 / (1 + exp(-z)), d = g * (1 - g) * dot;
+        CHECK_NEAR(gate[0][t], g, 1e-7, 1e-6);
+        CHECK_NEAR(dz[0][t], d, 1e-6, 1e-5);
+        for (int c = 0; c < C; c++) {
+            CHECK_NEAR(out[0][t * C + c], 0.5 + g * y[t * C + c], 1e-6, 1e-6);
+            CHECK_NEAR(dy[0][t * C + c], g * x[t * C + c], 1e-7, 1e-6);
+            CHECK_NEAR(dx[0][t * C + c], 0.5 + (double)dz[0][t] * w[c], 1e-6, 1e-6);
+        }
+        if (fabs(gate[0][t] - g) > worst) worst = fabs(gate[0][t] - g);
+    }
+    for (int c = 0; c < C; c++) {
+        double r = 0.25;
+        for (int t = 0; t < R; t++) r += (double)dz[0][t] * x[t * C + c];
+        CHECK_NEAR(dw[0][c], r, 1e-6, 1e-5);
+    }
+    CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0 && memcmp(gate[0], gate[1], sizeof gate[0]) == 0 &&
+          memcmp(dy[0], dy[1], sizeof dy[0]) == 0 && memcmp(dz[0], dz[1], sizeof dz[0]) == 0 &&
+          memcmp(dw[0], dw[1], sizeof dw[0]) == 0 && memcmp(dx[0], dx[1], sizeof dx[0]) == 0);
+    printf("moe_gate ops (%d x %d): worst |gate - reference| %.2e; 1 and 3 threads bitwise equal\n", R, C, worst);
+    mt_backend_destroy(&be3);
+}
+
 /* ---- 4. a whole MoE model against finite differences ---- */
 static double objective_of(mt_model *m, const int32_t *tokens, float dloss, int backward, int n_tok) {
     float loss = 0, gsq = 0;
@@ -208,37 +259,60 @@ static double objective_of(mt_model *m, const int32_t *tokens, float dloss, int 
     return (double)loss / n_tok + m->moe_aux_coeff * st[0] + m->moe_z_coeff * st[1];
 }
 
-/* act: the experts' activation (model.activation: swiglu, or squared_relu, not gated); pattern: NULL
- * (every layer MoE), or model.moe.layer_pattern with dense layers, the experts then narrower than the
- * dense MLP (model.moe.ffn_hidden 8, model.ffn_hidden 12) */
-static void check_model(const char *act, const char *pattern) {
+/* act: the experts' activation (model.activation: swiglu, or squared_relu, not gated); keys: NULL, or more keys
+ * "key=value[,key=value]": the shared experts' (model.moe.shared_ffn, shared_gate), training.recompute, and
+ * model.moe.layer_pattern with dense layers (one dense and one MoE layer; give model.moe.ffn_hidden 8 to make
+ * the experts narrower than the dense MLP's 12) */
+static void check_model(const char *act, const char *shared) {
     static mt_recipe r;
     tiny_recipe(&r, "llama", 6);
     CHECK(mt_recipe_set(&r, "model.activation", act, "test") == MT_OK);
+    char kvs[256], what[300];
+    snprintf(kvs, sizeof kvs, "%s", shared ? shared : "");
+    snprintf(what, sizeof what, "%s%s%s", act, shared ? " " : "", shared ? shared : "");
+    for (char *save = NULL, *s = strtok_r(kvs, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(s, '=');
+        CHECK(eq != NULL);
+        if (!eq) return;
+        *eq = 0;
+        CHECKF(mt_recipe_set(&r, s, eq + 1, "test") == MT_OK, "%s", mt_last_error());
+    }
     const char *const kv[][2] = {{"model.kv_heads", "2"},           {"model.ffn_hidden", "12"},
                                  {"model.init_std", "0.2"},         {"model.moe.experts", "4"},
                                  {"model.moe.top_k", "2"},          {"model.moe.capacity_factor", "0"},
                                  {"model.moe.aux_loss_coeff", "0.1"}, {"model.moe.z_loss_coeff", "0.01"}};
     set_recipe_keys(&r, kv, sizeof kv / sizeof kv[0]);
-    if (pattern) {
-        const char *const mixed[][2] = {{"model.moe.layer_pattern", pattern}, {"model.moe.ffn_hidden", "8"}};
-        set_recipe_keys(&r, mixed, 2);
-    }
     static grad_check c;
     if (grad_check_open(&c, &r, objective_of) != MT_OK) return;
-    if (pattern) /* the dense MLP over the dense layer, the router and experts over the MoE layer */
+    if (shared && strstr(shared, "layer_pattern")) /* the dense MLP over the dense layer, the router, experts
+                                                      (and shared experts) over the MoE layer */
         CHECK(c.m.pl.n_kind[0] == 1 && c.m.pl.n_kind[1] == 1 && c.m.pl.t[c.m.pl.idx.fc_w].n_layers == 1 &&
               c.m.pl.t[c.m.pl.idx.router_w].n_layers == 1 && c.m.pl.t[c.m.pl.idx.efc_w].n_layers == 4 &&
               c.m.pl.t[c.m.pl.idx.efcproj_w].cols == 8 && c.m.pl.t[c.m.pl.idx.fcproj_w].cols == 12);
     const size_t n = c.m.ol.n_flat;
     grad_check_base(&c, n);
+    /* full recompute reruns each MoE layer's forward before its backward: the same routing, so the gradient and
+       the objective (its MoE statistics counted once) are bitwise those of the run before without it */
+    static float *prev_g;
+    static size_t prev_n;
+    static double prev_obj;
+    const double obj = objective_of(&c.m, c.tokens, c.dloss, 1, c.n_tok);
+    if (shared && strstr(shared, "training.recompute=full")) {
+        CHECKF(prev_g && prev_n == n && memcmp(prev_g, c.g, n * 4) == 0 && prev_obj == obj,
+               "%s: gradient or objective differs from the run without recompute", what);
+        printf("moe model %s: gradient and objective (%.9g) bitwise equal to the run without recompute\n", what, obj);
+    }
+    free(prev_g);
+    prev_g = malloc(n * 4);
+    memcpy(prev_g, c.g, n * 4);
+    prev_n = n;
+    prev_obj = obj;
     for (int trial = -1; trial < c.m.pl.n_tensors; trial++) { /* -1: all parameters, then one tensor at a time */
         const size_t lo = trial < 0 ? 0 : c.m.pl.t[trial].offset, hi = trial < 0 ? n : lo + c.m.pl.t[trial].n;
         double fd, gd;
         grad_check_direction(&c, lo, hi, 9, (uint64_t)(trial + 1), 1e-3, &fd, &gd);
         const char *name = trial < 0 ? "(all)" : c.m.pl.t[trial].name;
-        printf("moe model %s %s %-16s: finite difference %.6f, analytic %.6f\n", act, pattern ? pattern : "all",
-               name, fd, gd);
+        printf("moe model %s %-16s: finite difference %.6f, analytic %.6f\n", what, name, fd, gd);
         CHECKF(fabs(gd - fd) <= 2e-4 + 2e-2 * fabs(fd), "%s: fd %.6g analytic %.6g", trial < 0 ? "all" : name, fd,
                gd);
     }
@@ -253,10 +327,27 @@ int main(void) {
         check_route(&be, 2, pre); /* 2 per expert per sequence of 6 tokens: some dropped */
     }
     check_permute(&be);
+    check_gate(&be);
     mt_backend_destroy(&be);
     check_model("swiglu", NULL);
     check_model("squared_relu", NULL);
-    check_model("swiglu", "01");       /* a dense first layer (DeepSeek's), then a MoE layer */
-    check_model("squared_relu", "10"); /* a MoE layer, then a dense one (layer_freq 2's order) */
+    /* shared experts (model_moe_shared.c): SwiGLU, with the sigmoid gate under selective recompute, and a
+       gated squared-ReLU one (then under full recompute) */
+    check_model("swiglu", "model.moe.shared_ffn=8");
+    check_model("swiglu", "model.moe.shared_ffn=8,model.moe.shared_gate=true,training.recompute=selective");
+    check_model("squared_relu", "model.moe.shared_ffn=6,model.moe.shared_gate=true");
+    /* full recompute of MoE layers (uniform: both layers; block: the first), after the same model without */
+    check_model("squared_relu", "model.moe.shared_ffn=6,model.moe.shared_gate=true,training.recompute=full");
+    check_model("swiglu", NULL);
+    check_model("swiglu", "training.recompute=full,training.recompute_method=block,training.recompute_num_layers=1");
+    /* mixed dense and MoE layers: a dense first layer (DeepSeek's) then a MoE one, a MoE then a dense one
+       (layer_freq 2's order); with gated shared experts, then the same under full recompute (the MoE arrays in
+       the recompute slices) */
+    check_model("swiglu", "model.moe.layer_pattern=01,model.moe.ffn_hidden=8");
+    check_model("squared_relu", "model.moe.layer_pattern=10,model.moe.ffn_hidden=8");
+    check_model("swiglu", "model.moe.layer_pattern=01,model.moe.ffn_hidden=8,model.moe.shared_ffn=6,"
+                "model.moe.shared_gate=true");
+    check_model("swiglu", "model.moe.layer_pattern=01,model.moe.ffn_hidden=8,model.moe.shared_ffn=6,"
+                "model.moe.shared_gate=true,training.recompute=full");
     TEST_MAIN_END();
 }

@@ -66,6 +66,22 @@ static void test_param_counts(void) {
     CHECK_NEAR(pc.n_active, 12.9e9, 0, 0.01);
     CHECK(pc.n_params == 46702792704.0);
     printf("mixtral-8x7b: %.0f parameters, %.0f active\n", pc.n_params, pc.n_active);
+    /* Qwen1.5-MoE-A2.7B (Qwen's model card: 14.3B in total, 2.7B activated): 24 layers of hidden 2048, 16 heads,
+       q / k / v biases, 60 experts of 1408 top-4 and a gated shared expert of 5632 (model.moe.shared_ffn, the total
+       width), vocabulary 151936 untied: by hand 2 V C + C + 24 (4 C^2 + 3 C + 2 C + 60 C + 60 x 3 C 1408 +
+       3 C 5632 + C) = 14,315,784,192, of which 24 x 56/60 of the experts are inactive: 2,689,173,504 */
+    static const char *const qwen[] = { "model.layers=24", "model.hidden=2048", "model.heads=16", "model.kv_heads=16",
+                                        "model.ffn_hidden=1408", "model.vocab=151936", "model.qkv_bias=true",
+                                        "model.moe.experts=60", "model.moe.top_k=4", "model.moe.shared_ffn=5632",
+                                        "model.moe.shared_gate=true", "parallel.expert=4", "parallel.pipeline=1",
+                                        "parallel.data=32", NULL };
+    mt_plan_count_params(load("mixtral-8x7b", 64, qwen), &pc);
+    CHECK(pc.n_params == 14315784192.0);
+    CHECK(pc.n_active == 2689173504.0);
+    CHECK_NEAR(pc.n_params, 14.3e9, 0, 0.01);
+    CHECK_NEAR(pc.n_active, 2.7e9, 0, 0.01);
+    printf("qwen1.5-moe-a2.7b (mixtral-8x7b's recipe reshaped): %.0f parameters, %.0f active\n", pc.n_params,
+           pc.n_active);
     /* a dense model: active = total */
     mt_plan_count_params(load("llama3-70b", 1024, auto_dp), &pc);
     CHECK(pc.n_active == pc.n_params && pc.n_expert == 0);
@@ -106,8 +122,9 @@ static void test_anchors(void) {
 }
 
 /* The trainer's allocations for one recipe (fp32, one rank) vs plan's CPU mode. */
-static void check_trainer_memory_rc(const char *name, int allocate, const char *recompute) {
-    const char *const cpu[] = { "training.precision=fp32", "training.backend=cpu", recompute, NULL };
+/* recompute and more: NULL, or a key=value each (the second one only after the first) */
+static void check_trainer_memory_kv(const char *name, int allocate, const char *recompute, const char *more) {
+    const char *const cpu[] = { "training.precision=fp32", "training.backend=cpu", recompute, more, NULL };
     mt_recipe *r = load(name, 1, cpu);
     static mt_plan p;
     CHECK(plan_on_host(r, &p) == MT_OK);
@@ -149,6 +166,9 @@ static void check_trainer_memory_rc(const char *name, int allocate, const char *
     }
 }
 
+static void check_trainer_memory_rc(const char *name, int allocate, const char *recompute) {
+    check_trainer_memory_kv(name, allocate, recompute, NULL);
+}
 static void check_trainer_memory(const char *name, int allocate) { check_trainer_memory_rc(name, allocate, NULL); }
 
 /* ZeRO-1 on the trainer: dp ranks of gpt-tiny with the distributed optimizer, rank 0's
@@ -244,8 +264,30 @@ static void test_mixed_plan(void) {
     check_layout_acts("mixtral-tiny", 4, pe);
 }
 
+/* MoE shared experts: every token runs their MLP (SwiGLU: 2 Fs x C up, C x Fs down) and the gate (C), 3 passes;
+ * their parameters count as active (n_active grows by all of them) */
+static void test_shared_expert_plan(void) {
+    const char *const none[] = { "training.precision=fp32", "training.backend=cpu", NULL };
+    const char *const sh[] = { "training.precision=fp32", "training.backend=cpu", "model.moe.shared_ffn=96",
+                               "model.moe.shared_gate=true", NULL };
+    mt_recipe *r = load("mixtral-tiny", 1, none);
+    const double f0 = mt_plan_flops_per_seq(r, MT_RECOMPUTE_NONE);
+    mt_plan_params c0, c1;
+    CHECK(mt_plan_count_params(r, &c0) == MT_OK);
+    r = load("mixtral-tiny", 1, sh);
+    const double f1 = mt_plan_flops_per_seq(r, MT_RECOMPUTE_NONE);
+    CHECK(mt_plan_count_params(r, &c1) == MT_OK);
+    const double T = r->model.seq_length, L = r->model.layers, C = r->model.hidden, Fs = 96;
+    const double shared = L * (3 * Fs * C + C); /* parameters: fc (2 Fs, C), fcproj (C, Fs), gate (1, C) */
+    printf("mixtral-tiny with shared experts 96 + gate: FLOPs per sequence %.0f -> %.0f, parameters %.0f -> %.0f "
+           "(active %.0f -> %.0f)\n", f0, f1, c0.n_params, c1.n_params, c0.n_active, c1.n_active);
+    CHECK_NEAR(f1 - f0, 3 * T * 2 * shared, 0, 1e-12);
+    CHECK(c1.n_params - c0.n_params == shared && c1.n_active - c0.n_active == shared && c1.n_expert == c0.n_expert);
+}
+
 static void test_trainer_memory(void) {
     test_squared_relu_plan();
+    test_shared_expert_plan();
     check_trainer_memory_rc("gpt-tiny", 1, "model.activation=squared_relu");
     check_trainer_zero1(3);
     check_trainer_zero1(4);
@@ -256,6 +298,13 @@ static void test_trainer_memory(void) {
     check_trainer_memory_rc("mixtral-tiny", 1, "model.moe.layer_pattern=0110");
     check_trainer_memory_rc("mixtral-tiny", 1, "model.moe.layer_freq=3"); /* MoE layers 0 and 3 */
     test_mixed_plan();
+    /* MoE shared experts: their tensors (parameter count and elements as the model's), activations, FLOPs */
+    check_trainer_memory_rc("mixtral-tiny", 1, "model.moe.shared_ffn=96");
+    check_trainer_memory_kv("mixtral-tiny", 1, "model.moe.shared_ffn=96", "model.moe.shared_gate=true");
+    check_trainer_memory_kv("mixtral-tiny", 1, "training.recompute=full", "model.moe.shared_ffn=96");
+    /* both: shared experts in the MoE layers of a mixed model, and a mixed model under full recompute */
+    check_trainer_memory_kv("mixtral-tiny", 1, "model.moe.layer_pattern=0110", "model.moe.shared_ffn=96");
+    check_trainer_memory_kv("mixtral-tiny", 1, "training.recompute=full", "model.moe.layer_pattern=0110");
     /* full recompute (every layer): the layout keeps each layer's input and one layer's activations */
     check_trainer_memory_rc("gpt-tiny", 1, "training.recompute=full");
     check_trainer_memory_rc("llama-tiny", 1, "training.recompute=full");
@@ -373,6 +422,18 @@ static void test_layout_acts(void) {
     check_layout_acts("mixtral-tiny", 2, ep2);
     check_layout_acts("mixtral-tiny", 4, ept);
     check_layout_acts("mixtral-tiny", 2, epc);
+    const char *shg[] = { "parallel.tensor=2", "parallel.expert=2", "parallel.sequence_parallel=true",
+                          "training.global_batch=16", "model.moe.shared_ffn=96", "model.moe.shared_gate=true", NULL };
+    const char *shp[] = { "parallel.pipeline=2", "parallel.expert=2", "training.global_batch=16",
+                          "model.moe.shared_ffn=64", "training.recompute=selective", NULL };
+    check_layout_acts("mixtral-tiny", 4, shg);
+    const char *shf[] = { "parallel.tensor=2", "parallel.expert=2", "parallel.sequence_parallel=true",
+                          "training.global_batch=16", "model.moe.shared_ffn=96", "training.recompute=full", NULL };
+    const char *epb[] = { "parallel.pipeline=2", "parallel.expert=2", "training.global_batch=16", "training.recompute=full",
+                          "training.recompute_method=block", "training.recompute_num_layers=1", NULL };
+    check_layout_acts("mixtral-tiny", 4, shf);
+    check_layout_acts("mixtral-tiny", 4, epb);
+    check_layout_acts("mixtral-tiny", 4, shp);
     /* bf16 on a GPU: the CUDA trainer's buffers (2-byte activations, fp32 statistics) */
     check_layout_acts_dt("gpt-tiny", 1, none, 1);
     check_layout_acts_dt("llama-tiny", 2, sp2, 1);
@@ -380,6 +441,7 @@ static void test_layout_acts(void) {
     check_layout_acts_dt("gpt-tiny", 4, pps, 1);
     check_layout_acts_dt("llama-tiny", 4, cpt, 1);
     check_layout_acts_dt("mixtral-tiny", 4, ept, 1);
+    check_layout_acts_dt("mixtral-tiny", 4, shg, 1);
     {   /* gpt125m, and gpt175b's layout (tp 8, pp 16, sp, selective) on 1024 GPUs at its full size */
         const char *g125[] = { "parallel.data=auto", NULL };
         check_layout_acts_dt("gpt125m", 8, g125, 1);
