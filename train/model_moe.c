@@ -22,6 +22,7 @@ typedef struct {
     void *probs;    /* (N, E) f32 */
     void *topi, *topw, *pos; /* (N, k) */
     int32_t *counts;/* (2E + ep*E_r) i32 */
+    void *auxcnt;   /* (B, E) i32 */
     void *xin, *h, *g, *ysend;
 } moe_layer;
 
@@ -36,6 +37,7 @@ static moe_layer layer_of(const mt_model *m, const mt_acts *A, int l) {
     L.topw = ACT_L(m, A, moe_topw, l, N * k, 4);
     L.pos = ACT_L(m, A, moe_pos, l, N * k, 4);
     L.counts = (int32_t *)ACT_L(m, A, moe_counts, l, 2 * E + (size_t)pl->ep * pl->E_r, 4);
+    L.auxcnt = ACT_L(m, A, moe_auxcnt, l, (size_t)m->al.N / m->al.T * E, 4);
     L.xin = ACT_L(m, A, moe_xin, l, R * C, a);
     L.h = ACT_L(m, A, moe_h, l, R * pl->fc_rows_r, a);
     L.g = ACT_L(m, A, moe_g, l, R * pl->F_r, a);
@@ -56,8 +58,12 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
     mt_matmul_fwd_args ra = {.out = L.logits, .inp = xf, .weight = P(m, ix->router_w, l), .M = N, .N = E, .K = C};
     MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &ra));
     mt_moe_route_args rt = {.logits = L.logits, .probs = L.probs, .topi = L.topi, .topw = L.topw, .pos = L.pos,
-                            .counts = L.counts, .stats = m->moe_stats, .N = N, .E = E, .k = k, .T = m->al.T,
-                            .cap = pl->moe_cap, .pre_softmax = m->moe_pre_softmax};
+                            .counts = L.counts, .auxcnt = L.auxcnt, .stats = m->moe_stats,
+                            .bias = m->moe_bias ? (char *)m->moe_bias + (size_t)l * E * 4 : NULL,
+                            .bias_cnt = m->moe_bias_cnt ? (char *)m->moe_bias_cnt + (size_t)l * E * 4 : NULL,
+                            .N = N, .E = E, .k = k, .T = m->al.T, .cap = pl->moe_cap,
+                            .pre_softmax = m->moe_pre_softmax, .score = m->moe_score, .n_groups = m->moe_groups,
+                            .group_topk = m->moe_group_topk, .seq_aux = m->moe_seq_aux, .scale = m->moe_scale};
     MT_CHECK(MT_BE_CALL(m->be, moe_route, &rt));
     MT_CHECK(mt_ep_exchange_counts(&m->par.ep, L.counts));
     void *disp = ep > 1 ? ACT(m, A, moe_send) : L.xin;
@@ -137,8 +143,9 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
     /* the router: every tp rank computes the same gradient; its input part counts once (tp rank 0) */
     const float scale = (float)N * m->moe_dloss;
     mt_moe_route_bwd_args rb = {.dlogits = ACT(m, A, moe_dlogits), .logits = L.logits, .probs = L.probs,
-                                .topi = L.topi, .counts = L.counts, .dw = ACT(m, A, moe_dw), .N = N, .E = E, .k = k,
-                                .pre_softmax = m->moe_pre_softmax, .aux_scale = m->moe_aux_coeff * scale,
+                                .topi = L.topi, .auxcnt = L.auxcnt, .dw = ACT(m, A, moe_dw), .N = N, .E = E, .k = k,
+                                .T = m->al.T, .pre_softmax = m->moe_pre_softmax, .score = m->moe_score,
+                                .seq_aux = m->moe_seq_aux, .scale = m->moe_scale, .aux_scale = m->moe_aux_coeff * scale,
                                 .z_scale = m->moe_z_coeff * scale};
     MT_CHECK(MT_BE_CALL(m->be, moe_route_bwd, &rb));
     const void *xf = NULL;

@@ -222,6 +222,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
             return mt_errorf(MT_ERR_CONFIG, "model layout: model.moe.experts = %d with top_k %d does not split over "
                              "parallel.expert = %d (validate the recipe first: mtrain check)", pl->E, pl->top_k, ep);
         pl->E_r = pl->E / ep;
+        pl->moe_expert_bias = m->moe.expert_bias;
         if (m->moe.capacity_factor > 0) {
             const double c = ceil((double)m->moe.capacity_factor * pl->T * pl->top_k / pl->E - 1e-9);
             pl->moe_cap = c < 1 ? 1 : c > pl->T ? pl->T : (int)c;
@@ -451,6 +452,9 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
         PLACE(moe_dlogits, N * E * a);
         PLACE(moe_dw, N * k * f);
         PLACE(moe_stats, (MT_MOE_STATS + 2 * E) * f);
+        PLACE(moe_auxcnt, L * B * E * 4);
+        PLACE(moe_bias, pl->moe_expert_bias ? (size_t)pl->L * E * 4 : 0);
+        PLACE(moe_bias_cnt, pl->moe_expert_bias ? (size_t)pl->L * E * 4 : 0);
     }
     if (pl->spec.mla) {
         const mt_layer_spec *sp = &pl->spec;

@@ -139,6 +139,7 @@ typedef struct {
        of them on this rank (parallel.expert = ep), and a router (E, C) */
     int moe;               /* 1: MoE layers */
     int E, E_r, ep, top_k; /* experts, experts on this rank (E / ep), ep, experts per token */
+    int moe_expert_bias;   /* model.moe.expert_bias: the router's per-layer expert bias (state, not a parameter) */
     int moe_cap;           /* capacity per expert per SEQUENCE: ceil(capacity_factor * T * top_k / E),
                               0 = dropless (docs/moe.md: the drop rule) */
     int ep_rank;           /* which experts this rank holds (set by the model / checkpoint code; 0 in
@@ -280,6 +281,9 @@ typedef struct {
     size_t moe_dlogits;            /* (N, E) act scratch */
     size_t moe_dw;                 /* (N, k) f32 scratch: gradient of the combine weights */
     size_t moe_stats;              /* (MT_MOE_STATS + 2E) f32: the step's MoE sums (model_moe.h) */
+    size_t moe_auxcnt;             /* (L, B, E) i32: the load-balancing loss's routing counts (per sequence) */
+    size_t moe_bias;               /* (L, E) f32: the expert bias (model.moe.expert_bias) */
+    size_t moe_bias_cnt;           /* (L, E) f32: its step's token counts */
     /* multi-latent attention (spec.mla; else 0 bytes): per layer the latents before and after
        their norms and the norms' statistics (q's only with q_lora; the normed ones only with
        spec.mla_norm); one layer's scratch for the up projections' outputs (and their gradients),

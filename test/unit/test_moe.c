@@ -109,10 +109,10 @@ static double objective(const float *zf, const double *z_pert, const ref_route *
 
 static void check_route(mt_backend *be, int cap, int pre) {
     float z[N * E], probs[N * E], topw[N * K], stats[4 + 2 * E] = {0}, dz[N * E], dw[N * K];
-    int32_t topi[N * K], pos[N * K], counts[2 * E];
+    int32_t topi[N * K], pos[N * K], counts[2 * E], auxcnt[N / T * E];
     for (int i = 0; i < N * E; i++) z[i] = (float)(1.5 * mt_rng_normal(3, (uint64_t)cap, (uint64_t)i));
     mt_moe_route_args a = {.logits = z, .probs = probs, .topi = topi, .topw = topw, .pos = pos, .counts = counts,
-                           .stats = stats, .N = N, .E = E, .k = K, .T = T, .cap = cap, .pre_softmax = pre};
+                           .auxcnt = auxcnt, .stats = stats, .N = N, .E = E, .k = K, .T = T, .cap = cap, .pre_softmax = pre};
     CHECK(be->i->moe_route(be, &a) == MT_OK);
     ref_route R;
     reference(z, cap, pre, &R);
@@ -138,8 +138,8 @@ static void check_route(mt_backend *be, int cap, int pre) {
     for (int i = 0; i < N * K; i++)
         if (pos[i] < 0) dw[i] = 0; /* the combine gives dropped assignments no gradient */
     const double ca = 0.7, cz = 0.3;
-    mt_moe_route_bwd_args b = {.dlogits = dz, .logits = z, .probs = probs, .topi = topi, .counts = counts, .dw = dw,
-                               .N = N, .E = E, .k = K, .pre_softmax = pre, .aux_scale = (float)ca, .z_scale = (float)cz};
+    mt_moe_route_bwd_args b = {.dlogits = dz, .logits = z, .probs = probs, .topi = topi, .auxcnt = auxcnt, .dw = dw,
+                               .N = N, .E = E, .k = K, .T = T, .pre_softmax = pre, .aux_scale = (float)ca, .z_scale = (float)cz};
     CHECK(be->i->moe_route_bwd(be, &b) == MT_OK);
     double zd[N * E], worst = 0;
     for (int i = 0; i < N * E; i++) zd[i] = z[i];
