@@ -10,7 +10,7 @@
 
 #include "core/moe_rule.h"
 
-mt_status mt_moe_bias_begin(mt_model *m) {
+mt_status mt_moe_bias_begin(const mt_model *m) {
     if (!m->moe_bias) return MT_OK;
     return m->be->i->memset_zero(m->be, m->moe_bias_cnt, (size_t)m->pl.L * m->pl.E * 4);
 }
@@ -32,7 +32,7 @@ out:
     return st;
 }
 
-mt_status mt_moe_bias_gather(mt_model *m, const mt_parallel_state *ps, float *all) {
+mt_status mt_moe_bias_gather(const mt_model *m, const mt_parallel_state *ps, float *all) {
     if (!m->moe_bias) return MT_OK;
     mt_status st = MT_OK;
     const int E = m->pl.E, Lg = m->pl.L_global;

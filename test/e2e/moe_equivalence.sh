@@ -17,6 +17,9 @@
 # Checkpoints: the capacity-1.0 run saved at ep=2 x tp 2 (4 ranks, distributed optimizer) after 10
 # iterations and resumed at ep=1 (1 rank) and at ep=4 (dp 4): iterations 11..20 against the serial
 # run's, same tolerance (expert tensors are saved as global (layers * experts, rows, cols) pieces).
+# The DeepSeek-V3 router (sigmoid, expert bias, groups, scaling, seq_aux_loss): a sharded run against the
+# serial one, and its expert bias through checkpoints (bit-exact serial resume; a pp 2 x ep 2 save resumed
+# serially), at the end.
 # Also: the metrics carry load_balancing_loss, expert_load and dropped_tokens, the log line the
 # load_balancing_loss field, and the aux-loss values agree across layouts too.
 source test/e2e_lib.sh
@@ -63,4 +66,32 @@ for ep in 1 4; do
   grep -q "loaded checkpoint" "$TMP/resume-$ep.log" || fail "resume at ep $ep did not load the checkpoint"
   compare "$TMP/serial-tail.jsonl" "$TMP/resume-$ep.jsonl" "saved at ep 2 x tp 2, resumed at ep $ep" 10 1e-4 1e-3
 done
+# The DeepSeek-V3 router (docs/moe.md): sigmoid scores, the expert bias (rate 0.01: it moves the choice within a
+# few steps), 2 of 4 groups of 2 experts, top 4, the weights x 2.5, seq_aux_loss; 10 iterations, dropless. The
+# sharded run (tp 2 with sequence parallelism x ep 2 x dp 2, distributed optimizer: the bias's token counts
+# summed over dp) against the serial one, the tolerance above. Then its checkpoint: the serial run saved after 5
+# iterations and resumed reproduces iterations 6..10 of the uninterrupted run bit for bit (the expert bias is in
+# the save: without it the resumed run chooses other experts).
+ITERS=10
+BASE=(--train-iters $ITERS --micro-batch-size 1 --set logging.interval=1 --set logging.eval_interval=0 --set training.threads=1)
+DS=("${MOE[@]}" --num-experts 8 --moe-router-topk 4 --moe-router-score-function sigmoid --moe-router-enable-expert-bias
+    --moe-router-bias-update-rate 0.01 --moe-router-num-groups 4 --moe-router-group-topk 2
+    --moe-router-topk-scaling-factor 2.5 --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 0.001
+    --moe-expert-capacity-factor 0)
+serial ds "${DS[@]}"
+parallel ds "deepseek router tp2 sp ep2 dp2" 4 "${DS[@]}" --expert-model-parallel-size 2 --tensor-model-parallel-size 2 \
+  --sequence-parallel --use-distributed-optimizer
+"$MTRAIN" "${DS[@]}" "${BASE[@]}" --save "$TMP/ck-ds" --exit-interval 5 >"$TMP/ds-save.log" 2>&1 ||
+  { tail -n 20 "$TMP/ds-save.log"; fail "deepseek router: the save run failed"; }
+"$MTRAIN" "${DS[@]}" "${BASE[@]}" --load "$TMP/ck-ds" --metrics "$TMP/ds-resume.jsonl" >"$TMP/ds-resume.log" 2>&1 ||
+  { tail -n 20 "$TMP/ds-resume.log"; fail "deepseek router: the resume failed"; }
+grep -o '"iteration":[0-9]*,[^}]*' "$TMP/ds.jsonl" | awk -F'[:,]' '$2 > 5' | sed 's/^/{/; s/$/}/' >"$TMP/ds-tail.jsonl"
+compare "$TMP/ds-tail.jsonl" "$TMP/ds-resume.jsonl" "deepseek router saved after 5, resumed" 5 0 0
+# the bias of every pipeline stage reaches the save: saved at pp 2 x ep 2 (dp 2), resumed serially
+"$MTRAIN" launch -n 4 -- "${DS[@]}" "${BASE[@]}" --pipeline-model-parallel-size 2 --expert-model-parallel-size 2 \
+  --save "$TMP/ck-ds-pp" --exit-interval 5 >"$TMP/ds-save-pp.log" 2>&1 ||
+  { tail -n 20 "$TMP/ds-save-pp.log"; fail "deepseek router: the pp 2 x ep 2 save failed"; }
+"$MTRAIN" "${DS[@]}" "${BASE[@]}" --load "$TMP/ck-ds-pp" --metrics "$TMP/ds-resume-pp.jsonl" >"$TMP/ds-resume-pp.log" 2>&1 ||
+  { tail -n 20 "$TMP/ds-resume-pp.log"; fail "deepseek router: the resume of the pp 2 x ep 2 save failed"; }
+compare "$TMP/ds-tail.jsonl" "$TMP/ds-resume-pp.jsonl" "deepseek router saved at pp 2 x ep 2 after 5, resumed serially" 5 1e-4 1e-3
 echo "PASS"
