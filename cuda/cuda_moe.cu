@@ -18,7 +18,7 @@ static unsigned moe_blocks(size_t n) { return (unsigned)((n + MOE_THREADS - 1) /
 /* per token: scores (softmax or sigmoid), the top-k choice (core/moe_rule.h), weights; lse for the
  * z-loss into lse_out; the aux loss's plain top k counted into auxcnt (integer atomics: exact) */
 __global__ void moe_softmax_topk_kernel(const bf16 *logits, float *probs, int32_t *topi, float *topw, float *lse_out,
-                                        int32_t *auxcnt, const float *bias, int N, int E, int k, int T, int pre_softmax,
+                                        float *div_out, int32_t *auxcnt, const float *bias, int N, int E, int k, int T, int pre_softmax,
                                         int score, int n_groups, int group_topk, int seq_aux, float scale) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= N) return;
@@ -39,6 +39,7 @@ __global__ void moe_softmax_topk_kernel(const bf16 *logits, float *probs, int32_
         for (int e = 0; e < E; e++) div += p[e];
         div += MT_MOE_SIGMOID_EPS;
     }
+    div_out[t] = div;
     mt_moe_select(p, NULL, E, k, 1, 0, 0, div, ai);
     int32_t *ac = auxcnt + (seq_aux ? (size_t)(t / T) * E : 0);
     for (int j = 0; j < k; j++) atomicAdd(&ac[ai[j]], 1);
@@ -99,7 +100,8 @@ __global__ void moe_rows_kernel(const int32_t *topi, int32_t *pos, const int32_t
 }
 
 /* one thread: the step's statistics (the CPU op's order of summation) */
-__global__ void moe_stats_kernel(const float *probs, const float *lse, const int32_t *counts, const int32_t *auxcnt,
+__global__ void moe_stats_kernel(const float *probs, const float *lse, const float *div, const int32_t *counts,
+                                 const int32_t *auxcnt,
                                  float *stats, int N, int E, int k, int T, int score, int seq_aux) {
     if (blockIdx.x || threadIdx.x) return;
     const int n_seq = (N + T - 1) / T, nb = seq_aux ? n_seq : 1, rows = seq_aux ? T : N;
@@ -110,14 +112,8 @@ __global__ void moe_stats_kernel(const float *probs, const float *lse, const int
         for (int e = 0; e < E; e++) {
             double ps = 0;
             for (int t = b * rows; t < (b + 1) * rows && t < N; t++) {
-                const float *p = probs + (size_t)t * E;
-                float div = 1.f;
-                if (score == MT_MOE_SCORE_SIGMOID) {
-                    div = 0.f;
-                    for (int f = 0; f < E; f++) div += p[f];
-                    div += MT_MOE_SIGMOID_EPS;
-                }
-                ps += div != 1.f ? p[e] / div : p[e];
+                const float pe = probs[(size_t)t * E + e];
+                ps += score == MT_MOE_SCORE_SIGMOID && div[t] != 1.f ? pe / div[t] : pe;
             }
             sb += ps * auxcnt[(size_t)b * E + e];
         }
@@ -148,16 +144,16 @@ mt_status mt_cuda_moe_route(mt_backend *be, const mt_moe_route_args *a) {
         return mt_errorf(MT_ERR_INTERNAL, "cuda moe_route: %d experts, top %d, %d tokens", E, k, N);
     if (N == 0) return MT_OK;
     mt_cuda_ctx *c = mt_cuda_ctx_of(be);
-    if (c->scratch_bytes < (size_t)N * sizeof(float))
+    if (c->scratch_bytes < (size_t)2 * N * sizeof(float))
         return mt_errorf(MT_ERR_CUDA, "cuda moe_route: %d tokens need %zu bytes of scratch (have %zu)", N,
-                         (size_t)N * sizeof(float), c->scratch_bytes);
+                         (size_t)2 * N * sizeof(float), c->scratch_bytes);
     if (a->n_groups > MT_MOE_MAX_GROUPS)
         return mt_errorf(MT_ERR_INTERNAL, "cuda moe_route: %d groups (at most %d)", a->n_groups, MT_MOE_MAX_GROUPS);
-    float *lse = c->scratch;
+    float *lse = c->scratch, *div = lse + N; /* per token: logsumexp, the aux scores' divisor */
     const int n_seq = (N + T - 1) / T;
     CUDA_CHECK(cudaMemsetAsync(a->auxcnt, 0, (size_t)(a->seq_aux ? n_seq : 1) * E * sizeof(int32_t), c->stream));
     moe_softmax_topk_kernel<<<moe_blocks(N), MOE_THREADS, 0, c->stream>>>(
-        (const bf16 *)a->logits, (float *)a->probs, (int32_t *)a->topi, (float *)a->topw, lse, (int32_t *)a->auxcnt,
+        (const bf16 *)a->logits, (float *)a->probs, (int32_t *)a->topi, (float *)a->topw, lse, div, (int32_t *)a->auxcnt,
         (const float *)a->bias, N, E, k, T, a->pre_softmax, a->score, a->n_groups, a->group_topk, a->seq_aux,
         mt_moe_scale(a->scale));
     CUDA_CHECK_LAUNCH();
@@ -176,7 +172,7 @@ mt_status mt_cuda_moe_route(mt_backend *be, const mt_moe_route_args *a) {
         CUDA_CHECK_LAUNCH();
     }
     if (a->stats) {
-        moe_stats_kernel<<<1, 1, 0, c->stream>>>((const float *)a->probs, lse, (const int32_t *)a->counts,
+        moe_stats_kernel<<<1, 1, 0, c->stream>>>((const float *)a->probs, lse, div, (const int32_t *)a->counts,
                                                  (const int32_t *)a->auxcnt, (float *)a->stats, N, E, k, T, a->score,
                                                  a->seq_aux);
         CUDA_CHECK_LAUNCH();

@@ -44,7 +44,9 @@ conf llama3.1_8b 0 "rope_scaling: true" "rope_scaling_factor: 8" "rope_theta: 50
 conf qwen3_8b 0 "qk_layernorm: true" "rope_theta: 1e+06"
 conf qwen3_30b_a3b 0 "experts: 128" "top_k: 8" "layer_freq: 1" "qk_layernorm: true"
 conf qwen2.5_7b 0 "qkv_bias: true" "bias: false" "rope_theta: 1e+06"
-conf deepseek_v2_lite 1 "--moe-shared-expert-intermediate-size: shared experts" "--moe-layer-freq ([0]+[1]*26): a pattern with dense layers"
+# DeepSeek-V2-Lite: its seq_aux_loss, scaling factor 1 and pre-softmax router are accepted; two refusals remain
+conf deepseek_v2_lite 1 "--moe-shared-expert-intermediate-size: shared experts" "--moe-layer-freq ([0]+[1]*26): a pattern with dense layers" \
+  "2 problems"
 # DeepSeek-R1 (V3's architecture): sigmoid routing with the expert bias, 4 of 8 groups, scaling 2.5 and seq_aux_loss
 # are accepted; only the shared experts and the dense first layers remain
 conf deepseek_r1 1 "--moe-shared-expert-intermediate-size: shared experts" "--moe-shared-expert-overlap: shared experts" \
