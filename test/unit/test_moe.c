@@ -7,7 +7,8 @@
  *      z-loss) against central differences of the reference objective in double, the routing held
  *      fixed (top-k choices are piecewise constant);
  *   3. moe_permute / unpermute / unpermute_bwd against plain loops;
- *   4. a whole MoE model (dropless, swiglu or squared-ReLU experts, GQA) against finite differences of its full
+ *   4. a whole MoE model (dropless, swiglu or squared-ReLU experts, GQA; and DeepSeek-V3's router: sigmoid,
+ *      expert bias, groups, scaling, seq_aux_loss) against finite differences of its full
  *      objective lm_loss + aux_coeff * sum aux + z_coeff * sum z, all parameters and per tensor
  *      (router and experts included), as test_model_grad does for dense models.
  * Tolerances: ops in fp32 vs double: 1e-5 relative; finite differences as test_model_grad (h = 1e-3
@@ -206,8 +207,10 @@ static double objective_of(mt_model *m, const int32_t *tokens, float dloss, int 
     return (double)loss / n_tok + m->moe_aux_coeff * st[0] + m->moe_z_coeff * st[1];
 }
 
-/* act: the experts' activation (model.activation: swiglu, or squared_relu, not gated) */
-static void check_model(const char *act) {
+/* act: the experts' activation (model.activation: swiglu, or squared_relu, not gated); deepseek: the router
+ * of DeepSeek-V3 (sigmoid scores, an expert bias set to fixed nonzero values, 1 of 2 groups, weights x 2.5,
+ * seq_aux_loss) */
+static void check_model(const char *act, int deepseek) {
     static mt_recipe r;
     tiny_recipe(&r, "llama", 6);
     CHECK(mt_recipe_set(&r, "model.activation", act, "test") == MT_OK);
@@ -216,8 +219,16 @@ static void check_model(const char *act) {
                                  {"model.moe.top_k", "2"},          {"model.moe.capacity_factor", "0"},
                                  {"model.moe.aux_loss_coeff", "0.1"}, {"model.moe.z_loss_coeff", "0.01"}};
     set_recipe_keys(&r, kv, sizeof kv / sizeof kv[0]);
+    const char *const ds[][2] = {{"model.moe.score_function", "sigmoid"}, {"model.moe.expert_bias", "true"},
+                                 {"model.moe.num_groups", "2"},           {"model.moe.group_topk", "1"},
+                                 {"model.moe.topk_scaling_factor", "2.5"}, {"model.moe.load_balancing", "seq_aux_loss"}};
+    if (deepseek) set_recipe_keys(&r, ds, sizeof ds / sizeof ds[0]);
     static grad_check c;
     if (grad_check_open(&c, &r, objective_of) != MT_OK) return;
+    if (deepseek) { /* the CPU backend's memory is the host's: a bias that moves choices, fixed for the check */
+        CHECK(c.m.moe_bias != NULL);
+        for (int i = 0; i < c.m.pl.L * c.m.pl.E; i++) ((float *)c.m.moe_bias)[i] = 0.05f * (float)((i * 7) % 5 - 2);
+    }
     const size_t n = c.m.ol.n_flat;
     grad_check_base(&c, n);
     for (int trial = -1; trial < c.m.pl.n_tensors; trial++) { /* -1: all parameters, then one tensor at a time */
@@ -225,7 +236,8 @@ static void check_model(const char *act) {
         double fd, gd;
         grad_check_direction(&c, lo, hi, 9, (uint64_t)(trial + 1), 1e-3, &fd, &gd);
         const char *name = trial < 0 ? "(all)" : c.m.pl.t[trial].name;
-        printf("moe model %s %-16s: finite difference %.6f, analytic %.6f\n", act, name, fd, gd);
+        printf("moe model %s%s %-16s: finite difference %.6f, analytic %.6f\n", act, deepseek ? " deepseek" : "",
+               name, fd, gd);
         CHECKF(fabs(gd - fd) <= 2e-4 + 2e-2 * fabs(fd), "%s: fd %.6g analytic %.6g", trial < 0 ? "all" : name, fd,
                gd);
     }
@@ -241,7 +253,8 @@ int main(void) {
     }
     check_permute(&be);
     mt_backend_destroy(&be);
-    check_model("swiglu");
-    check_model("squared_relu");
+    check_model("swiglu", 0);
+    check_model("squared_relu", 0);
+    check_model("swiglu", 1);
     TEST_MAIN_END();
 }
