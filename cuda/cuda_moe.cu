@@ -1,6 +1,7 @@
 /* cuda_moe.cu — the mixture-of-experts ops on the GPU (backend.h: moe_route, moe_route_bwd,
  * moe_permute, moe_unpermute, moe_unpermute_bwd), bf16 rows, fp32 router maths; the reference is
- * core/cpu/cpu_ops_moe.c and the results must match it (the drop decisions exactly).
+ * core/cpu/cpu_ops_moe.c and the results must match it (the drop decisions exactly): the per-token
+ * choice and weights are core/moe_rule.h's, the same code on both.
  * Rule: the routing order (which assignments are kept, and their rows) is sequential by
  * definition: the capacity pass runs one thread per (sequence, expert) in token order, the row
  * assignment one thread per expert in token order; only the per-token maths is parallel. */

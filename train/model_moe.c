@@ -1,7 +1,8 @@
 /* model_moe.c — the mixture-of-experts layer of one rank (Megatron-Core's MoELayer with the
  * alltoall token dispatcher), in place of the MLP when model.moe.experts > 0:
- *   x = gather_sp(norm2 out) (N, C);  logits = x Wr^T (router, replicated);  route: softmax, top-k,
- *   weights, capacity (moe_route: the drop rule of docs/moe.md);  dispatch rows to the dispatch
+ *   x = gather_sp(norm2 out) (N, C);  logits = x Wr^T (router, replicated);  route: scores (softmax or
+ *   sigmoid), top-k (groups, expert bias: train/moe_bias.c), weights, capacity (moe_route: the drop rule
+ *   of docs/moe.md);  dispatch rows to the dispatch
  *   layout (expert-major);  ep > 1: the expert-parallel layer (parallel/ep_dispatch.c) moves the rows
  *   to their experts' ranks, expert-major / source-minor;  per local expert ONE GEMM pair over its rows (fc, act,
  *   fcproj; experts split over tp like the dense MLP: expert tensor parallelism = tp);  rows back

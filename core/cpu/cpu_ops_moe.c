@@ -1,6 +1,8 @@
 /* cpu_ops_moe.c — the mixture-of-experts ops on the CPU (backend.h: moe_route, moe_route_bwd,
- * moe_permute, moe_unpermute, moe_unpermute_bwd): the router's softmax / top-k / capacity rule and
- * its backward through the combine weights, the load-balancing loss and the z-loss; the row
+ * moe_permute, moe_unpermute, moe_unpermute_bwd): the router (softmax or sigmoid scores, the top-k
+ * choice with its groups and expert bias and the weights: core/moe_rule.h's per-token rules), the
+ * capacity rule, and its backward through the combine weights, the load-balancing loss (per
+ * micro-batch or per sequence) and the z-loss; the row
  * gathers and scatters between token order and the expert-major dispatch layout.
  * Rules: fp32 maths; the routing pass runs in token order on one thread (it defines which
  * assignments are dropped: a property of the tokens, never of the thread count); the row copies
