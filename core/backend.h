@@ -302,38 +302,54 @@ typedef struct {            /* dst (act) = src (f32), n elements: master -> comp
  * [3] routed assignments, then E routed-per-expert counts, then E kept-per-expert counts */
 #define MT_MOE_STATS 4
 
-/* MoE router, fp32 maths: per token row the softmax of its E logits (probs), the top k experts
- * (ties: the lower index), their weights (pre_softmax: the probabilities themselves; else the softmax
- * over the k selected logits, i.e. renormalised), and the capacity rule: the assignments of each
+/* MoE router, fp32 maths (the per-token rules are core/moe_rule.h's): per token row its scores
+ * (probs: softmax of its E logits, or score SIGMOID: sigmoid of each), the top k experts (ties: the
+ * lower index) by the score (softmax without pre_softmax: by the logit), plus bias (the expert bias,
+ * choice only), among the group_topk best of n_groups groups when n_groups > 1; their weights
+ * (mt_moe_weights: renormalised softmax, the probabilities themselves under pre_softmax, or the
+ * chosen sigmoids over their sum) times scale; and the capacity rule: the assignments of each
  * sequence (T consecutive rows) to one expert are kept in token order up to cap (0: all kept).
  * pos is the assignment's row in the dispatch layout (experts in order, each expert's kept
  * assignments in token order), -1 when dropped (its weight then 0). counts: [0, E) kept per
- * expert, [E, 2E) routed per expert (before dropping). stats (+=, NULL to skip; MT_MOE_STATS
- * layout of model_layout.h): [0] the load-balancing loss E / (N^2 k) * sum_e (sum_t probs) *
- * routed_e (Megatron's switch_load_balancing_loss_func without its coefficient), [1] the z-loss
- * mean_t logsumexp(logits_t)^2, [2] dropped, [3] routed, then routed and kept per expert. */
+ * expert, [E, 2E) routed per expert (before dropping). auxcnt: the load-balancing loss's own
+ * routing (Megatron's compute_routing_scores_for_aux_loss: the plain top k of the aux scores q,
+ * softmax probabilities or sigmoids over their row sum + 1e-20, no bias, no groups), counted per
+ * expert, per sequence (row b*E + e) when seq_aux, else summed over the micro-batch (row 0).
+ * bias_cnt (+=, NULL to skip): kept per expert, as f32 (the expert bias's token counts).
+ * stats (+=, NULL to skip; MT_MOE_STATS layout of model_layout.h): [0] the load-balancing loss
+ * E / (N^2 k) * sum_e (sum_t q) * auxcnt_e (Megatron's switch_load_balancing_loss_func without its
+ * coefficient; seq_aux: the mean over sequences of that of each sequence, T tokens), [1] the
+ * z-loss mean_t logsumexp(logits_t)^2, [2] dropped, [3] routed, then routed and kept per expert. */
 typedef struct {
     const void *logits;     /* (N, E) act */
-    void *probs;            /* (N, E) f32 */
+    void *probs;            /* (N, E) f32: softmax probabilities or sigmoid scores */
     void *topi;             /* (N, k) i32 */
     void *topw;             /* (N, k) f32 */
     void *pos;              /* (N, k) i32 */
     void *counts;           /* (2E) i32, = */
+    void *auxcnt;           /* (N / T, E) i32, = (row 0 only without seq_aux) */
     void *stats;            /* (MT_MOE_STATS + 2E) f32, +=; may be NULL */
+    const void *bias;       /* (E) f32 expert bias, or NULL */
+    void *bias_cnt;         /* (E) f32, +=; may be NULL */
     int N, E, k, T, cap, pre_softmax;
+    int score;              /* MT_MOE_SCORE_SOFTMAX / _SIGMOID (core/moe_rule.h) */
+    int n_groups, group_topk; /* group-limited routing (n_groups <= 1: off) */
+    int seq_aux;            /* bool: the load-balancing loss per sequence */
+    float scale;            /* the weights' factor (Megatron's topk scaling factor; 1: none) */
 } mt_moe_route_args;
 
 /* Router backward: dlogits = d/dlogits of (sum dw * weights) + aux_scale * aux + z_scale * z
  * (the weights of dropped assignments count with dw = 0: renormalised weights still depend on
- * their logits). */
+ * their logits), with the forward's score, scale, seq_aux and T (aux of each sequence). */
 typedef struct {
     void *dlogits;          /* (N, E) act, = */
     const void *logits;     /* (N, E) act */
     const void *probs;      /* (N, E) f32 */
     const void *topi;       /* (N, k) i32 */
-    const void *counts;     /* (2E) i32 from the forward (routed per expert at [E, 2E)) */
+    const void *auxcnt;     /* (N / T, E) i32 from the forward */
     const void *dw;         /* (N, k) f32 gradient of the combine weights */
-    int N, E, k, pre_softmax;
+    int N, E, k, T, pre_softmax, score, seq_aux;
+    float scale;
     float aux_scale, z_scale;
 } mt_moe_route_bwd_args;
 

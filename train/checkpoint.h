@@ -33,6 +33,7 @@ typedef struct {
     mt_ckpt_piece *pieces;
     size_t n_pieces;
     void *snapshot;             /* host copy of this rank's pieces, in file order */
+    float *expert_bias;         /* (model.layers, E) host copy of the router's expert bias (NULL without) */
     uint64_t snapshot_bytes;
     void *xfer;                 /* backend scratch for the per-save exchange of rank records */
     size_t xfer_bytes;

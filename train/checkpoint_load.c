@@ -21,6 +21,7 @@
 #include "core/ckpt/manifest.h"
 #include "core/clock.h"
 #include "core/data/tokenizer.h"
+#include "train/moe_bias.h"
 
 int mt_restart_count(const char **var) {
     static const char *const vars[] = {"MT_RESTART_COUNT", "SLURM_RESTART_COUNT"};
@@ -333,6 +334,15 @@ mt_status mt_ckpt_load(const mt_recipe *r, mt_model *m, const mt_parallel_state 
             m->moments_zero = 0; /* the loaded moments are read by the next step */
             bytes_read += t->n * 4;
         }
+    }
+    if (m->moe_bias && L.mf.expert_bias) { /* the router's expert bias (state): this rank's layers */
+        if (L.mf.expert_bias_layers != m->pl.L_global || L.mf.expert_bias_experts != m->pl.E) {
+            st = mt_errorf(MT_ERR_DATA, "%s: expert_bias is %d layers x %d experts, the model (model.layers, "
+                           "model.moe.experts) %d x %d", path, L.mf.expert_bias_layers, L.mf.expert_bias_experts,
+                           m->pl.L_global, m->pl.E);
+            goto out;
+        }
+        MT_CHECK(mt_moe_bias_set(m, L.mf.expert_bias));
     }
     MT_CHECK(be->i->sync(be));
     memset(cs, 0, sizeof *cs);

@@ -26,6 +26,7 @@
 #include "core/ckpt/safetensors.h"
 #include "core/clock.h"
 #include "parallel/grad_sync.h"
+#include "train/moe_bias.h"
 #include "train/optim.h"
 
 /* What each rank tells rank 0 (int32 words, exchanged as F32-sized elements). */
@@ -250,7 +251,7 @@ out:
 
 /* rank 0: manifest, publish, tracker, retention */
 static mt_status publish(const mt_recipe *r, const mt_model *m, const mt_parallel_state *ps, const mt_ckpt_state *cs,
-                         const rank_record *recs, const char *tmp) {
+                         const rank_record *recs, const char *tmp, const float *expert_bias) {
     mt_status st = MT_OK;
     const char *root = r->checkpoint.dir;
     const int do_fsync = r->checkpoint.fsync;
@@ -258,6 +259,16 @@ static mt_status publish(const mt_recipe *r, const mt_model *m, const mt_paralle
     char path[MT_CKPT_PATH_MAX + 64], part[MT_CKPT_PATH_MAX + 80], final[MT_CKPT_PATH_MAX], old[MT_CKPT_PATH_MAX];
     FILE *f = NULL;
     MT_CHECK(build_manifest(r, m, ps, cs, recs, &mf));
+    if (expert_bias) { /* the whole model's, gathered by every rank when the save began */
+        const size_t n = (size_t)m->pl.L_global * m->pl.E;
+        if (!(mf.expert_bias = malloc(n * sizeof *mf.expert_bias))) {
+            st = mt_errorf(MT_ERR_OOM, "checkpoint manifest: the expert bias (%zu floats)", n);
+            goto out;
+        }
+        memcpy(mf.expert_bias, expert_bias, n * sizeof *mf.expert_bias);
+        mf.expert_bias_layers = m->pl.L_global;
+        mf.expert_bias_experts = m->pl.E;
+    }
     snprintf(path, sizeof path, "%s/%s", tmp, MT_MANIFEST_NAME);
     snprintf(part, sizeof part, "%s.part", path);
     f = fopen(part, "w");
@@ -396,7 +407,7 @@ static mt_status finish(mt_ckpt_saver *s, const mt_parallel_state *ps, FILE *log
         goto out;
     }
     if (ps->rank == 0) {
-        local = publish(r, m, ps, &s->cs, recs, s->tmp);
+        local = publish(r, m, ps, &s->cs, recs, s->tmp, m->moe_bias ? s->expert_bias : NULL);
         if (local != MT_OK) {
             snprintf(s->err, sizeof s->err, "%s", mt_last_error());
             /* a save that was not published (e.g. its manifest did not fit on a full disk) must not keep
@@ -468,6 +479,12 @@ mt_status mt_ckpt_save_begin(mt_ckpt_saver *s, const mt_recipe *r, const mt_mode
         s->xfer_bytes = (size_t)ps->size * sizeof(rank_record) * 2;
         MT_CHECK(be->i->alloc(be, s->xfer_bytes, &s->xfer));
     }
+    if (m->moe_bias) { /* the expert bias: state outside the tensors, every stage's layers to every rank */
+        if (!s->expert_bias && !(s->expert_bias = malloc((size_t)m->pl.L_global * m->pl.E * sizeof *s->expert_bias)))
+            return mt_errorf(MT_ERR_OOM, "checkpoint: the expert bias (%d layers x %d experts)", m->pl.L_global,
+                             m->pl.E);
+        MT_CHECK(mt_moe_bias_gather(m, ps, s->expert_bias));
+    }
     /* 1 + 2: snapshot; rank 0 prepares the folder. A local failure still joins the exchange. */
     local = snapshot(s, m, &rk);
     s->snapshot_seconds = mt_clock_s() - s->t_begin;
@@ -522,6 +539,7 @@ void mt_ckpt_saver_free(mt_ckpt_saver *s, mt_backend *be) {
     if (s->xfer && be) be->i->free(be, s->xfer);
     free(s->pieces);
     free(s->snapshot);
+    free(s->expert_bias);
     if (s->lock_fd_plus1) close(s->lock_fd_plus1 - 1);
     memset(s, 0, sizeof *s);
 }

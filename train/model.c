@@ -270,6 +270,13 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
         m->moe_aux_coeff = r->model.moe.aux_loss_coeff;
         m->moe_z_coeff = r->model.moe.z_loss_coeff;
         m->moe_pre_softmax = r->model.moe.pre_softmax;
+        if (r->model.moe.load_balancing == MT_MOE_LB_NONE) m->moe_aux_coeff = 0;
+        m->moe_seq_aux = r->model.moe.load_balancing == MT_MOE_LB_SEQ_AUX;
+        m->moe_score = r->model.moe.score_function;
+        m->moe_scale = r->model.moe.topk_scaling_factor;
+        m->moe_groups = r->model.moe.num_groups > 1 && r->model.moe.group_topk > 0 ? r->model.moe.num_groups : 0;
+        m->moe_group_topk = m->moe_groups ? r->model.moe.group_topk : 0;
+        m->moe_bias_rate = r->model.moe.bias_update_rate;
     }
     m->attn_scale = r->model.mup.enabled ? (float)mt_mup_softmax_scale(&r->model, m->pl.D) : 0.0f;
     /* multi-latent attention: Megatron's softmax_scale = mscale^2 / sqrt(qk_head_dim + qk_pos_emb_head_dim)
@@ -314,9 +321,19 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
     if (mt_layer_spec_norm_ones(&m->pl.spec)) MT_CHECK(fill_norm_ones(m));
     if (m->pl.moe) {
         m->moe_stats = ACT(m, &m->acts, moe_stats);
+        if (m->pl.moe_expert_bias) { /* zero until a step moves it or a checkpoint loads it */
+            m->moe_bias = ACT(m, &m->acts, moe_bias);
+            m->moe_bias_cnt = ACT(m, &m->acts, moe_bias_cnt);
+            MT_CHECK(be->i->memset_zero(be, m->moe_bias, (size_t)m->pl.L * m->pl.E * 4));
+            MT_CHECK(be->i->memset_zero(be, m->moe_bias_cnt, (size_t)m->pl.L * m->pl.E * 4));
+        }
         MT_CHECK(mt_ep_init(&m->par.ep, be, m->act, mt_pstate_group(ps, MT_PG_EP), m->pl.ep, m->pl.E, m->pl.C,
                             m->al.moe_R, m->al.moe_S));
         m->par.ep.clock = &m->par.clocks.g[MT_PG_EP];
+    }
+    if (m->moe_bias && !(m->moe_bias_host = malloc((size_t)2 * m->pl.L * m->pl.E * sizeof *m->moe_bias_host))) {
+        st = mt_errorf(MT_ERR_OOM, "model init: the expert bias's host copy (%d layers x %d experts)", m->pl.L, m->pl.E);
+        goto out;
     }
     m->staging = malloc((size_t)m->al.N * 2 * sizeof *m->staging);
     if (!m->staging) {
@@ -345,6 +362,7 @@ void mt_model_free(mt_model *m) {
     if (m->adam_v) be->i->free(be, m->adam_v);
     if (m->acts.base) be->i->free(be, m->acts.base);
     free(m->staging);
+    free(m->moe_bias_host);
     mt_ep_free(&m->par.ep);
     memset(m, 0, sizeof *m);
 }
@@ -446,6 +464,7 @@ mt_status mt_model_view_open(mt_model *d, const mt_model *m, int T) {
     if (st != MT_OK) return st;
     d->scalars = ACT(d, &d->acts, scalars);
     if (d->pl.moe) d->moe_stats = ACT(d, &d->acts, moe_stats);
+    d->moe_bias_cnt = NULL; /* a view routes with the model's bias and counts nothing */
     if (d->pl.spec.norm.one_plus) d->norm_w1 = ACT(d, &d->acts, norm_w1); /* the ones stay the model's own */
     return MT_OK;
 }

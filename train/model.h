@@ -79,6 +79,14 @@ typedef struct {
     int moe_pre_softmax;
     int recomputing;       /* 1 while backward reruns a layer's forward (full recompute): the MoE step statistics
                               are not counted twice */
+    int moe_score, moe_groups, moe_group_topk, moe_seq_aux; /* the router's rules (recipe model.moe.*) */
+    float moe_scale;       /* model.moe.topk_scaling_factor */
+    float moe_bias_rate;   /* model.moe.bias_update_rate */
+    void *moe_bias;        /* (L, E) f32 in the model's activation buffer: the expert bias (model.moe.expert_bias;
+                              NULL without): state, not a parameter (train/moe_bias.c) */
+    void *moe_bias_cnt;    /* (L, E) f32 there: the step's kept assignments per layer and expert; NULL: not counted
+                              (evaluation, logprobs, generate) */
+    float *moe_bias_host;  /* (2, L, E) f32 host scratch of the bias update (train/moe_bias.c) */
     /* muP (core/model/mup.h): the attention's softmax scale (0: 1/sqrt(head_dim)), the logits'
      * and the embedding output's multipliers (1: none) */
     float attn_scale, logit_mult, embed_mult;

@@ -1,8 +1,9 @@
 /* model_moe.c — the mixture-of-experts layer of one rank (Megatron-Core's MoELayer with the
  * alltoall token dispatcher), in place of the MLP in the MoE layers (model.moe.layer_freq / layer_pattern;
  * the router and experts are stacked over the stage's MoE layers: slot mt_param_layer_slot):
- *   x = gather_sp(norm2 out) (N, C);  logits = x Wr^T (router, replicated);  route: softmax, top-k,
- *   weights, capacity (moe_route: the drop rule of docs/moe.md);  dispatch rows to the dispatch
+ *   x = gather_sp(norm2 out) (N, C);  logits = x Wr^T (router, replicated);  route: scores (softmax or
+ *   sigmoid), top-k (groups, expert bias: train/moe_bias.c), weights, capacity (moe_route: the drop rule
+ *   of docs/moe.md);  dispatch rows to the dispatch
  *   layout (expert-major);  ep > 1: the expert-parallel layer (parallel/ep_dispatch.c) moves the rows
  *   to their experts' ranks, expert-major / source-minor;  per local expert ONE GEMM pair over its rows (fc, act,
  *   fcproj; experts split over tp like the dense MLP: expert tensor parallelism = tp);  rows back
@@ -24,6 +25,7 @@ typedef struct {
     void *probs;    /* (N, E) f32 */
     void *topi, *topw, *pos; /* (N, k) */
     int32_t *counts;/* (2E + ep*E_r) i32 */
+    void *auxcnt;   /* (B, E) i32 */
     void *xin, *h, *g, *ysend;
 } moe_layer;
 
@@ -41,6 +43,7 @@ static moe_layer layer_of(const mt_model *m, const mt_acts *A, int l) {
     L.topw = ACT_L(m, A, moe_topw, j, N * k, 4);
     L.pos = ACT_L(m, A, moe_pos, j, N * k, 4);
     L.counts = (int32_t *)ACT_L(m, A, moe_counts, j, 2 * E + (size_t)pl->ep * pl->E_r, 4);
+    L.auxcnt = ACT_L(m, A, moe_auxcnt, j, (size_t)m->al.N / m->al.T * E, 4);
     L.xin = ACT_L(m, A, moe_xin, j, R * C, a);
     L.h = ACT_L(m, A, moe_h, j, R * pl->efc_rows_r, a);
     L.g = ACT_L(m, A, moe_g, j, R * pl->Fe_r, a);
@@ -63,8 +66,13 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
     MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &ra));
     /* a full-recompute rerun routes the same tokens again: its statistics are not counted twice */
     mt_moe_route_args rt = {.logits = L.logits, .probs = L.probs, .topi = L.topi, .topw = L.topw, .pos = L.pos,
-                            .counts = L.counts, .stats = m->recomputing ? NULL : m->moe_stats, .N = N, .E = E,
-                            .k = k, .T = m->al.T, .cap = pl->moe_cap, .pre_softmax = m->moe_pre_softmax};
+                            .counts = L.counts, .auxcnt = L.auxcnt, .stats = m->recomputing ? NULL : m->moe_stats,
+                            .bias = m->moe_bias ? (char *)m->moe_bias + (size_t)l * E * 4 : NULL,
+                            .bias_cnt = m->moe_bias_cnt && !m->recomputing ? (char *)m->moe_bias_cnt + (size_t)l * E * 4
+                                                                            : NULL,
+                            .N = N, .E = E, .k = k, .T = m->al.T, .cap = pl->moe_cap,
+                            .pre_softmax = m->moe_pre_softmax, .score = m->moe_score, .n_groups = m->moe_groups,
+                            .group_topk = m->moe_group_topk, .seq_aux = m->moe_seq_aux, .scale = m->moe_scale};
     MT_CHECK(MT_BE_CALL(m->be, moe_route, &rt));
     MT_CHECK(mt_ep_exchange_counts(&m->par.ep, L.counts));
     void *disp = ep > 1 ? ACT(m, A, moe_send) : L.xin;
@@ -147,8 +155,9 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
     /* the router: every tp rank computes the same gradient; its input part counts once (tp rank 0) */
     const float scale = (float)N * m->moe_dloss;
     mt_moe_route_bwd_args rb = {.dlogits = ACT(m, A, moe_dlogits), .logits = L.logits, .probs = L.probs,
-                                .topi = L.topi, .counts = L.counts, .dw = ACT(m, A, moe_dw), .N = N, .E = E, .k = k,
-                                .pre_softmax = m->moe_pre_softmax, .aux_scale = m->moe_aux_coeff * scale,
+                                .topi = L.topi, .auxcnt = L.auxcnt, .dw = ACT(m, A, moe_dw), .N = N, .E = E, .k = k,
+                                .T = m->al.T, .pre_softmax = m->moe_pre_softmax, .score = m->moe_score,
+                                .seq_aux = m->moe_seq_aux, .scale = m->moe_scale, .aux_scale = m->moe_aux_coeff * scale,
                                 .z_scale = m->moe_z_coeff * scale};
     MT_CHECK(MT_BE_CALL(m->be, moe_route_bwd, &rb));
     const void *xf = NULL;

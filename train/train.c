@@ -26,6 +26,7 @@
 
 #include "core/clock.h"
 #include "core/device_peak.h"
+#include "train/moe_bias.h"
 #include "train/optim.h"
 #include "train/stop_request.h"
 
@@ -146,6 +147,7 @@ static mt_status run_pass(trainer *t, int64_t consumed) {
     mt_model *m = &t->model;
     mt_timing *tm = &t->tm.probe;
     MT_CHECK(mt_model_zero_grads(m));
+    MT_CHECK(mt_moe_bias_begin(m));
     if (t->ov) MT_CHECK(mt_grad_overlap_begin(t->ov, t->n_micro));
     const double t0 = mt_timing_begin(tm, MT_TM_FWD_BWD);
     MT_CHECK(run_batch(t, t->train, consumed, (float)(1.0 / t->tokens_per_iter), 1));
@@ -178,6 +180,7 @@ static mt_status train_step(trainer *t, int64_t it, int64_t consumed, int64_t *n
     if (res->exit_code) goto out; /* no update: a save holds the state before this iteration */
     MT_CHECK(mt_model_read_scalars(m, &loss_sum, &grad_sq));
     MT_CHECK(mt_moe_stats_collect(&t->moe, m, &t->gs, t->G_cur / t->B));
+    MT_CHECK(mt_moe_bias_update(m, t->gs.ps)); /* Megatron: in finalize_model_grads, skipped step or not */
     res->loss = (double)loss_sum / t->tokens_per_iter;
     res->grad_norm = sqrt((double)grad_sq);
     /* Megatron's scheduler steps by the samples of each batch: under ramp-up or a step schedule the

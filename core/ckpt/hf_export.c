@@ -28,7 +28,8 @@ static mt_status unsupported(const mt_recipe *r, const char *key, const char *fm
         : r->model.moe.experts > 0
             ? "Hugging Face's MixtralForCausalLM cannot express this model; export supports mixture-of-experts models "
               "with model.arch: llama, model.position: rope, model.norm: rmsnorm, model.activation: swiglu, "
-              "model.bias: false, model.moe.pre_softmax: false, every layer a MoE layer (model.moe.layer_freq: 1)"
+              "model.bias: false, model.moe.pre_softmax: false, every layer a MoE layer (model.moe.layer_freq: 1), the "
+              "softmax router without groups, scaling or expert bias"
         : r->model.arch == MT_ARCH_LLAMA
             ? "Hugging Face's LlamaForCausalLM cannot express this model; export supports llama with "
               "model.position: rope, model.norm: rmsnorm, model.activation: swiglu"
@@ -55,6 +56,17 @@ static mt_status check_moe(const mt_recipe *r) {
                            "Mixtral renormalises them to sum to 1 (transformers' Qwen3MoeForCausalLM has this router, "
                            "norm_topk_prob: false, but also per-head query / key norms; exporting to it is not "
                            "implemented)");
+    if (c->moe.score_function != 0)
+        return unsupported(r, "model.moe.score_function", "sigmoid: Mixtral's router takes the softmax (DeepSeek-V3's "
+                           "sigmoid router is not exported)");
+    if (c->moe.topk_scaling_factor != 1.0f)
+        return unsupported(r, "model.moe.topk_scaling_factor", "%g: Mixtral's routing weights are not scaled",
+                           (double)c->moe.topk_scaling_factor);
+    if (c->moe.num_groups > 1 && c->moe.group_topk > 0)
+        return unsupported(r, "model.moe.num_groups", "%d groups: Mixtral routes among all experts (no group-limited "
+                           "routing)", c->moe.num_groups);
+    if (c->moe.expert_bias)
+        return unsupported(r, "model.moe.expert_bias", "true: Mixtral's router has no expert bias");
     const int n_moe = mt_recipe_moe_layers(r, 0, c->layers);
     if (n_moe != c->layers)
         return unsupported(r, c->moe.layer_pattern[0] ? "model.moe.layer_pattern" : "model.moe.layer_freq",

@@ -41,6 +41,16 @@ mt_status mt_manifest_write(FILE *f, const mt_manifest *m) {
         fprintf(f, ",\n \"rerun_state_machine\": ");
         mt_json_write_string(f, m->rerun_state);
     }
+    if (m->expert_bias) { /* each float's bits as 8 hex digits, so the load is bit-exact */
+        fprintf(f, ",\n \"expert_bias\": {\"layers\": %d, \"experts\": %d, \"bits\": \"", m->expert_bias_layers,
+                m->expert_bias_experts);
+        for (size_t i = 0; i < (size_t)m->expert_bias_layers * m->expert_bias_experts; i++) {
+            uint32_t u;
+            memcpy(&u, &m->expert_bias[i], 4);
+            fprintf(f, "%08" PRIx32, u);
+        }
+        fprintf(f, "\"}");
+    }
     fprintf(f, ",\n \"files\": [");
     for (int i = 0; i < m->n_files; i++) {
         fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
@@ -328,6 +338,29 @@ static mt_status parse_root(const mt_json_node *root, const char *name, mt_manif
     c.where = "";
     if (mt_json_get(root, "rerun_state_machine"))
         MT_CHECK(get_str(&c, root, "rerun_state_machine", m->rerun_state, sizeof m->rerun_state));
+    if (mt_json_get(root, "expert_bias")) {
+        MT_CHECK(get_node(&c, root, "expert_bias", MT_JSON_OBJECT, &n));
+        c.where = "expert_bias";
+        MT_CHECK(get_int(&c, n, "layers", 1, 1 << 20, &m->expert_bias_layers));
+        MT_CHECK(get_int(&c, n, "experts", 1, 1 << 20, &m->expert_bias_experts));
+        const mt_json_node *b = NULL;
+        MT_CHECK(get_node(&c, n, "bits", MT_JSON_STRING, &b));
+        const size_t n_el = (size_t)m->expert_bias_layers * m->expert_bias_experts;
+        if (b->n_str_bytes != 8 * n_el) return bad(&c, b, "bits", "not 8 hex digits per layer and expert");
+        if (!(m->expert_bias = malloc(n_el * sizeof *m->expert_bias)))
+            return mt_errorf(MT_ERR_OOM, "%s: expert_bias of %zu floats", name, n_el);
+        for (size_t i = 0; i < n_el; i++) {
+            uint32_t u = 0;
+            for (int d = 0; d < 8; d++) {
+                const char h = b->str[8 * i + (size_t)d];
+                const int v = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : -1;
+                if (v < 0) return bad(&c, b, "bits", "not hexadecimal digits");
+                u = u << 4 | (uint32_t)v;
+            }
+            memcpy(&m->expert_bias[i], &u, 4);
+        }
+        c.where = "";
+    }
     MT_CHECK(get_str(&c, root, "arch", m->arch, sizeof m->arch));
     MT_CHECK(get_str(&c, root, "weight_dtype", m->weight_dtype, sizeof m->weight_dtype));
     if (strcmp(m->weight_dtype, "F32") && strcmp(m->weight_dtype, "BF16"))
@@ -399,6 +432,7 @@ void mt_manifest_free(mt_manifest *m) {
     free(m->files);
     free(m->tensors);
     free(m->pieces);
+    free(m->expert_bias);
     memset(m, 0, sizeof *m);
 }
 

@@ -73,6 +73,11 @@ typedef struct {
     int n_tensors;
     mt_manifest_piece *pieces;
     size_t n_pieces;
+    /* the router's expert bias (model.moe.expert_bias; NULL = none): state, not a tensor of the layout,
+       (expert_bias_layers = model.layers, expert_bias_experts) f32, written as the floats' bit patterns
+       (exact); malloc'd */
+    float *expert_bias;
+    int expert_bias_layers, expert_bias_experts;
 } mt_manifest;
 
 /* Fills what comes from the recipe alone: train_iters, seed, the schedule (but lr at the save),

@@ -269,6 +269,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
             pl->fcs_rows = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->Fs : pl->Fs;
             pl->fcs_rows_r = pl->spec.mlp == MT_MLP_SWIGLU ? 2 * pl->Fs_r : pl->Fs_r;
         }
+        pl->moe_expert_bias = m->moe.expert_bias;
         if (m->moe.capacity_factor > 0) {
             const double c = ceil((double)m->moe.capacity_factor * pl->T * pl->top_k / pl->E - 1e-9);
             pl->moe_cap = c < 1 ? 1 : c > pl->T ? pl->T : (int)c;
@@ -546,6 +547,9 @@ void mt_act_layout_build(const mt_param_layout *pl, int B, mt_dtype act, mt_act_
             PLACE(moe_sdg, N * pl->Fs_r * a);
             PLACE(moe_sdz, gate * N * f);
         }
+        PLACE(moe_auxcnt, Lm * B * E * 4); /* the MoE layers' slices (act_slot) */
+        PLACE(moe_bias, pl->moe_expert_bias ? (size_t)pl->L * E * 4 : 0);
+        PLACE(moe_bias_cnt, pl->moe_expert_bias ? (size_t)pl->L * E * 4 : 0);
     }
     if (pl->spec.mla) {
         const mt_layer_spec *sp = &pl->spec;

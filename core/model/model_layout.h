@@ -170,6 +170,7 @@ typedef struct {
     int E, E_r, ep, top_k; /* experts, experts on this rank (E / ep), ep, experts per token */
     int Fs, Fs_r;          /* shared experts' width (model.moe.shared_ffn; 0 = none) and its tp share */
     int fcs_rows, fcs_rows_r; /* their fc rows: Fs (2 Fs under SwiGLU), and per tp rank */
+    int moe_expert_bias;   /* model.moe.expert_bias: the router's per-layer expert bias (state, not a parameter) */
     int moe_cap;           /* capacity per expert per SEQUENCE: ceil(capacity_factor * T * top_k / E),
                               0 = dropless (docs/moe.md: the drop rule) */
     int ep_rank;           /* which experts this rank holds (set by the model / checkpoint code; 0 in
@@ -338,6 +339,9 @@ typedef struct {
     size_t moe_sdh;                /* (N, fcs_rows_r) act scratch */
     size_t moe_sdg;                /* (N, Fs_r) act scratch */
     size_t moe_sdz;                /* (N) f32 scratch: the gate logits' gradient (gate only) */
+    size_t moe_auxcnt;             /* (L_moe slices, B, E) i32: the load-balancing loss's routing counts (per sequence) */
+    size_t moe_bias;               /* (L, E) f32: the expert bias (model.moe.expert_bias) */
+    size_t moe_bias_cnt;           /* (L, E) f32: its step's token counts */
     /* multi-latent attention (spec.mla; else 0 bytes): per layer the latents before and after
        their norms and the norms' statistics (q's only with q_lora; the normed ones only with
        spec.mla_norm); one layer's scratch for the up projections' outputs (and their gradients),

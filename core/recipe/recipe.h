@@ -22,6 +22,7 @@ typedef enum { MT_ARCH_GPT = 0, MT_ARCH_LLAMA } mt_arch;
 typedef enum { MT_NORM_LAYERNORM = 0, MT_NORM_RMSNORM } mt_norm;
 typedef enum { MT_ACT_GELU = 0, MT_ACT_SWIGLU, MT_ACT_SQUARED_RELU } mt_act;
 typedef enum { MT_POS_LEARNED = 0, MT_POS_ROPE } mt_pos;
+typedef enum { MT_MOE_LB_AUX = 0, MT_MOE_LB_SEQ_AUX, MT_MOE_LB_NONE } mt_moe_lb;
 typedef enum { MT_DECAY_COSINE = 0, MT_DECAY_LINEAR, MT_DECAY_CONSTANT, MT_DECAY_INV_SQRT, MT_DECAY_WSD } mt_decay;
 typedef enum { MT_WSD_LINEAR = 0, MT_WSD_COSINE, MT_WSD_EXPONENTIAL, MT_WSD_MINUS_SQRT } mt_wsd_decay;
 typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL } mt_recompute;
@@ -82,6 +83,13 @@ typedef struct {
         int pad_to_capacity;  /* bool: Megatron's --moe-pad-expert-input-to-capacity (accepted, no effect) */
         int shared_ffn;       /* total width of the shared experts (--moe-shared-expert-intermediate-size); 0 = none */
         int shared_gate;      /* bool: the shared experts' output times sigmoid(x . w_gate) (--moe-shared-expert-gate) */
+        int score_function;   /* MT_MOE_SCORE_SOFTMAX / _SIGMOID (core/moe_rule.h): --moe-router-score-function */
+        float topk_scaling_factor; /* the routing weights' factor (--moe-router-topk-scaling-factor; 1: none) */
+        int expert_bias;      /* bool: aux-loss-free balancing bias (--moe-router-enable-expert-bias) */
+        float bias_update_rate; /* its step per optimizer step (--moe-router-bias-update-rate) */
+        int num_groups;       /* group-limited routing: expert groups (--moe-router-num-groups; 0: off) */
+        int group_topk;       /* groups kept per token (--moe-router-group-topk) */
+        int load_balancing;   /* MT_MOE_LB_*: --moe-router-load-balancing-type */
     } moe;
     struct { /* muP, Megatron-Core's (transformer_config.py, TransformerConfig.use_mup and mup_*): core/model/mup.h */
         int enabled;          /* bool: --use-mup */

@@ -28,6 +28,8 @@ static const char *const wsd_names[] = { "linear", "cosine", "exponential", "min
 static const char *const recompute_names[] = { "none", "selective", "full", NULL };
 static const char *const recompute_method_names[] = { "uniform", "block", NULL };
 static const char *const prec_names[] = { "fp32", "bf16", NULL };
+static const char *const moe_score_names[] = { "softmax", "sigmoid", NULL };
+static const char *const moe_lb_names[] = { "aux_loss", "seq_aux_loss", "none", NULL };
 static const char *const backend_names[] = { "auto", "cpu", "cuda", NULL };
 static const char *const tok_names[] = { "byte", "gpt2bpe", "hf", "null", "spm", "gptspm", "llama2", NULL };
 static const char *const timing_option_names[] = { "minmax", "max", "all", NULL };
@@ -149,6 +151,27 @@ const mt_recipe_key mt_recipe_keys[] = {
     KBOOL("model.moe.shared_gate", model.moe.shared_gate, "false",
           "the shared experts' output scaled per token by sigmoid(x . w_gate), w_gate a (1, hidden) weight per "
           "layer (Qwen2-MoE's shared_expert_gate); needs shared_ffn", MT_KF_FUNCTION),
+    KENUM("model.moe.score_function", model.moe.score_function, "softmax", moe_score_names,
+          "router scores: softmax over the experts, or sigmoid of each logit (DeepSeek-V3; weights = the chosen "
+          "sigmoids over their sum when top_k > 1)", MT_KF_FUNCTION),
+    KFLT("model.moe.topk_scaling_factor", model.moe.topk_scaling_factor, "1.0", 0, 1e6, "",
+         "the routing weights times this (Megatron's --moe-router-topk-scaling-factor; 1: none)",
+         MT_KF_MIN_EXCL | MT_KF_FUNCTION),
+    KBOOL("model.moe.expert_bias", model.moe.expert_bias, "false",
+          "aux-loss-free load balancing (DeepSeek-V3): a per-layer, per-expert bias added to the scores for the "
+          "top-k choice only, moved by bias_update_rate * sign(mean load - load) after every step (needs "
+          "score_function sigmoid)", MT_KF_FUNCTION),
+    KFLT("model.moe.bias_update_rate", model.moe.bias_update_rate, "0.001", 0, 1000, "",
+         "the expert bias's step per optimizer step", 0),
+    KINT("model.moe.num_groups", model.moe.num_groups, "0", 0, 64, "",
+         "group-limited routing: the experts form this many groups (consecutive experts); 0 or 1: off",
+         MT_KF_FUNCTION),
+    KINT("model.moe.group_topk", model.moe.group_topk, "0", 0, 64, "",
+         "groups kept per token (those with the largest sum of their top top_k / group_topk scores); "
+         "the top_k experts are chosen among them", MT_KF_FUNCTION),
+    KENUM("model.moe.load_balancing", model.moe.load_balancing, "aux_loss", moe_lb_names,
+          "the load-balancing loss (weight aux_loss_coeff): aux_loss over the micro-batch, seq_aux_loss per "
+          "sequence then averaged (DeepSeek-V2 / V3), none", 0),
     KBOOL("model.mup.enabled", model.mup.enabled, "false",
           "muP as Megatron-Core's --use-mup: width multiplier m = hidden / mup.base_hidden; hidden matrices "
           "initialised with std init_std / sqrt(m) (output projections also / sqrt(2*layers)), embeddings (and an "
@@ -543,6 +566,11 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--moe-pad-expert-input-to-capacity", "model.moe.pad_to_capacity", "true" },
     { "--moe-shared-expert-intermediate-size", "model.moe.shared_ffn", NULL },
     { "--moe-shared-expert-gate", "model.moe.shared_gate", "true" },
+    { "--moe-router-topk-scaling-factor", "model.moe.topk_scaling_factor", NULL },
+    { "--moe-router-enable-expert-bias", "model.moe.expert_bias", "true" },
+    { "--moe-router-bias-update-rate", "model.moe.bias_update_rate", NULL },
+    { "--moe-router-num-groups", "model.moe.num_groups", NULL },
+    { "--moe-router-group-topk", "model.moe.group_topk", NULL },
     { "--use-mup", "model.mup.enabled", "true" },
     { "--mup-base-hidden-size", "model.mup.base_hidden", NULL },
     { "--mup-embedding-mult", "model.mup.embedding_mult", NULL },

@@ -113,8 +113,9 @@ static const meg_flag meg_flags[] = {
     { "--moe-grouped-gemm", 0, MEG_ACCEPT, "the experts' GEMMs are batched per expert" },
     { "--moe-token-dispatcher-type", 1, MEG_RULE, "alltoall only (tokens dispatched by all-to-all over the expert "
       "group); allgather / flex are refused" },
-    { "--moe-router-load-balancing-type", 1, MEG_RULE, "aux_loss (Switch / GShard, weight --moe-aux-loss-coeff) or "
-      "none (model.moe.aux_loss_coeff 0); sinkhorn / seq_aux_loss are refused" },
+    { "--moe-router-load-balancing-type", 1, MEG_RULE, "model.moe.load_balancing: aux_loss (Switch / GShard, weight "
+      "--moe-aux-loss-coeff), seq_aux_loss (the same per sequence, averaged: DeepSeek-V2 / V3) or none "
+      "(model.moe.aux_loss_coeff 0); sinkhorn / global_aux_loss / quantile_balancing and lists are refused" },
     /* checkpoints, logging, profiling */
     { "--ckpt-format", 1, MEG_ACCEPT, "mtrain saves its own format (safetensors pieces + manifest.json, loadable "
       "at any layout; `mtrain export --format hf` for serving)" },
@@ -215,16 +216,10 @@ static const meg_flag meg_flags[] = {
       "the others dense MLPs of --ffn-hidden-size), or Megatron's per-layer pattern, a Python list expression such "
       "as ([0]+[1]*26) (0 dense, 1 MoE): model.moe.layer_pattern (a pattern of MoE layers only is layer_freq 1; one "
       "of dense layers only is refused)" },
-    { "--moe-router-score-function", 1, MEG_RULE, "softmax (Megatron's default, what mtrain's router computes); "
-      "sigmoid / sqrtsoftplus are refused" },
-    { "--moe-router-topk-scaling-factor", 1, MEG_RULE, "1 (no scaling, Megatron's default) only; another factor is "
-      "refused" },
+    { "--moe-router-score-function", 1, MEG_RULE, "model.moe.score_function: softmax (Megatron's default) or sigmoid "
+      "(DeepSeek-V3: the chosen sigmoids over their sum); sqrtsoftplus is refused" },
     { "--moe-token-drop-policy", 1, MEG_RULE, "with a capacity (--moe-expert-capacity-factor) mtrain drops by position "
       "within each sequence (docs/moe.md): position is that rule, probs is noted as replaced by it; dropless: no effect" },
-    { "--moe-router-enable-expert-bias", 0, MEG_REFUSE, "the aux-loss-free expert bias (DeepSeek-V3) is not implemented" },
-    { "--moe-router-bias-update-rate", 1, MEG_REFUSE, "see --moe-router-enable-expert-bias" },
-    { "--moe-router-num-groups", 1, MEG_REFUSE, "group-limited routing (DeepSeek-V3) is not implemented" },
-    { "--moe-router-group-topk", 1, MEG_REFUSE, "see --moe-router-num-groups" },
     { "--moe-shared-expert-overlap", 0, MEG_ACCEPT, "a scheduling choice (Megatron runs the shared experts on a side "
       "stream, overlapped with the token dispatch): the same numbers, the shared experts run after the routed ones" },
     { "--moe-latent-size", 1, MEG_REFUSE, "MoE latent projections are not implemented" },
@@ -461,9 +456,11 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
         KEEP(bad("--moe-token-dispatcher-type", v, "only the alltoall dispatcher is implemented"));
     if ((v = seen(s, "--moe-router-load-balancing-type"))) {
         if (!strcmp(v, "none")) KEEP(set(r, "model.moe.aux_loss_coeff", "0", "--moe-router-load-balancing-type"));
-        else if (strcmp(v, "aux_loss") != 0)
-            KEEP(bad("--moe-router-load-balancing-type", v, "aux_loss or none (sinkhorn and seq_aux_loss are not "
-                       "implemented)"));
+        if (!strcmp(v, "none") || !strcmp(v, "aux_loss") || !strcmp(v, "seq_aux_loss"))
+            KEEP(set(r, "model.moe.load_balancing", v, "--moe-router-load-balancing-type"));
+        else
+            KEEP(bad("--moe-router-load-balancing-type", v, "aux_loss, seq_aux_loss or none (sinkhorn, "
+                       "global_aux_loss, quantile_balancing and lists of types are not implemented)"));
     }
     if ((v = seen(s, "--moe-layer-freq"))) {
         unsigned char bits[1024];
@@ -489,13 +486,11 @@ static void apply_rules(mt_recipe *r, const meg_seen *s, mt_recipe_problems *P) 
             KEEP(set(r, "model.moe.layer_freq", "1", "--moe-layer-freq"));
         }
     }
-    if ((v = seen(s, "--moe-router-score-function")) && strcmp(v, "softmax") != 0)
-        KEEP(bad("--moe-router-score-function", v, "softmax only (sigmoid and sqrtsoftplus routing are not implemented)"));
-    if ((v = seen(s, "--moe-router-topk-scaling-factor"))) {
-        char *end;
-        const double f = strtod(v, &end);
-        if (end == v || *end || f != 1.0)
-            KEEP(bad("--moe-router-topk-scaling-factor", v, "1 only (scaling the routing weights is not implemented)"));
+    if ((v = seen(s, "--moe-router-score-function"))) {
+        if (!strcmp(v, "softmax") || !strcmp(v, "sigmoid"))
+            KEEP(set(r, "model.moe.score_function", v, "--moe-router-score-function"));
+        else
+            KEEP(bad("--moe-router-score-function", v, "softmax or sigmoid (sqrtsoftplus routing is not implemented)"));
     }
     if ((v = seen(s, "--moe-token-drop-policy"))) {
         if (strcmp(v, "probs") && strcmp(v, "position"))

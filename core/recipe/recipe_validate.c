@@ -616,6 +616,29 @@ static void check_layout(const mt_recipe *r, problems *P) {
         if (m->moe.top_k > m->moe.experts)
             add(P, "model.moe.top_k", "routes each token to %d experts but there are only %d; set top_k <= %d",
                 m->moe.top_k, m->moe.experts, m->moe.experts);
+        const int G = m->moe.num_groups, Kg = m->moe.group_topk;
+        if (Kg > 0 && G <= 1)
+            add(P, "model.moe.group_topk", "%d groups kept per token but model.moe.num_groups is %d (%s); group-limited "
+                "routing needs num_groups > 1 (Megatron: --moe-router-num-groups), or set group_topk: 0", Kg, G,
+                ref(r, "model.moe.num_groups"));
+        if (G > 1 && m->moe.experts % G)
+            add(P, "model.moe.num_groups", "%d groups do not split the %d experts (%s) evenly; use a divisor of %d (%s)",
+                G, m->moe.experts, ref(r, "model.moe.experts"), m->moe.experts,
+                divisors(m->moe.experts, dv, sizeof dv));
+        else if (G > 1 && Kg > G)
+            add(P, "model.moe.group_topk", "keeps %d groups per token but there are only model.moe.num_groups = %d; "
+                "set group_topk <= %d", Kg, G, G);
+        else if (G > 1 && Kg > 0 && Kg > m->moe.top_k)
+            add(P, "model.moe.group_topk", "keeps %d groups but a token goes to top_k = %d experts: a group's score is "
+                "the sum of its top top_k / group_topk = 0 scores; set group_topk <= %d", Kg, m->moe.top_k,
+                m->moe.top_k);
+        else if (G > 1 && Kg > 0 && (int64_t)m->moe.top_k > (int64_t)Kg * (m->moe.experts / G))
+            add(P, "model.moe.top_k", "%d experts per token from %d kept groups of %d experts (model.moe.group_topk, "
+                "num_groups); set top_k <= %d", m->moe.top_k, Kg, m->moe.experts / G, Kg * (m->moe.experts / G));
+        if (m->moe.expert_bias && m->moe.score_function != 1)
+            add(P, "model.moe.expert_bias", "the aux-loss-free expert bias needs model.moe.score_function: sigmoid "
+                "(%s; Megatron-Core raises the same for softmax scores); set score_function: sigmoid or expert_bias: "
+                "false", ref(r, "model.moe.score_function"));
         if ((dp * cp) % ep)
             add(P, "parallel.expert", "ep = %" PRId64 " must divide dp*cp = %" PRId64 "*%" PRId64 " (expert "
                 "groups are carved out of the data-parallel ranks); use ep in %s", ep, dp, cp,

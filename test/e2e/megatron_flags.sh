@@ -45,8 +45,13 @@ conf llama3.1_8b 0 "rope_scaling: true" "rope_scaling_factor: 8" "rope_theta: 50
 conf qwen3_8b 0 "qk_layernorm: true" "rope_theta: 1e+06"
 conf qwen3_30b_a3b 0 "experts: 128" "top_k: 8" "layer_freq: 1" "qk_layernorm: true"
 conf qwen2.5_7b 0 "qkv_bias: true" "bias: false" "rope_theta: 1e+06"
-conf deepseek_v2_lite 1 "--moe-router-load-balancing-type seq_aux_loss"
-! grep -q -- "--moe-shared-expert" "$TMP/deepseek_v2_lite.check" || fail "deepseek_v2_lite: the shared experts are refused"
+# DeepSeek-V2-Lite: multi-latent attention with YaRN's softmax scale, a dense first layer, shared experts, the
+# pre-softmax router with seq_aux_loss; DeepSeek-R1 (V3's architecture): also sigmoid routing with the expert bias,
+# 4 of 8 groups, scaling 2.5, three dense layers. Both pass with their meaning.
+conf deepseek_v2_lite 0 "layer_pattern: \"([0]+[1]*26)\"" "shared_ffn: 2816" "load_balancing: seq_aux_loss" \
+  "mscale_all_dim: 0.707" "ffn_hidden: 1408"
+conf deepseek_r1 0 "layer_pattern: \"[0]*3+[1]*58\"" "shared_ffn: 2048" "score_function: sigmoid" "expert_bias: true" \
+  "num_groups: 8" "group_topk: 4" "topk_scaling_factor: 2.5" "q_lora_rank: 1536"
 conf nemotron3_nano_30b_a3b 1 "--hybrid-layer-pattern" "--mamba-num-heads"
 # shared experts as Qwen2-MoE's (the total width, a sigmoid gate; the overlap is a scheduling choice)
 "$MTRAIN" check --mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 \

@@ -20,6 +20,9 @@
 # Mixed dense and MoE layers: a 4-layer pattern dense, MoE, MoE, dense at pp 2 x ep 2 and an 8-layer
 # --moe-layer-freq 3 model at pp 2 x vpp 2 x tp 2 against their serial runs, and a save at pp 2 x tp 2 resumed on
 # one rank (the section at the end).
+# The DeepSeek-V3 router (sigmoid, expert bias, groups, scaling, seq_aux_loss): a sharded run against the
+# serial one, and its expert bias through checkpoints (bit-exact serial resume; a pp 2 x ep 2 save resumed
+# serially), at the end.
 # Also: the metrics carry load_balancing_loss, expert_load and dropped_tokens, the log line the
 # load_balancing_loss field, and the aux-loss values agree across layouts too.
 source test/e2e_lib.sh
@@ -67,7 +70,8 @@ for ep in 1 4; do
   compare "$TMP/serial-tail.jsonl" "$TMP/resume-$ep.jsonl" "saved at ep 2 x tp 2, resumed at ep $ep" 10 1e-4 1e-3
 done
 # mixed dense and MoE layers (Megatron's --moe-layer-freq pattern; DeepSeek's dense first layer): 4 layers dense,
-# MoE, MoE, dense, the MoE layers with gated shared experts, the experts narrower than the dense MLP (--moe-ffn-hidden-size 32), 10 iterations. pp 2 x ep 2
+# MoE, MoE, dense (DeepSeek's whole MoE layer: gated shared experts, the sigmoid router with expert bias, 1 of 2
+# groups, scaling and seq_aux_loss), the experts narrower than the dense MLP (--moe-ffn-hidden-size 32), 10 iterations. pp 2 x ep 2
 # (each stage one dense and one MoE layer: its own slot maps) reproduces the serial run, and so does an 8-layer
 # --moe-layer-freq 3 model at pp 2 x vpp 2 x tp 2 (sp); a save at pp 2 x tp 2
 # after 5 iterations resumed on one rank (the per-kind stacks resharded across pipeline layouts) its 6..10, and
@@ -76,7 +80,10 @@ ITERS=10
 BASE=(--train-iters $ITERS --micro-batch-size 1 --set logging.interval=1 --set logging.eval_interval=0 --set training.threads=1)
 MIX=(--config configs/mixtral-tiny.yaml --num-layers 4 --hidden-size 64 --num-attention-heads 4 --ffn-hidden-size 64
      --seq-length 32 --num-experts 4 --global-batch-size 8 --moe-layer-freq "([0]+[1]*2+[0])" --moe-ffn-hidden-size 32
-     --moe-expert-capacity-factor 0 --moe-shared-expert-intermediate-size 48 --moe-shared-expert-gate)
+     --moe-expert-capacity-factor 0 --moe-shared-expert-intermediate-size 48 --moe-shared-expert-gate
+     --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01
+     --moe-router-num-groups 2 --moe-router-group-topk 1 --moe-router-topk-scaling-factor 2.5
+     --moe-router-load-balancing-type seq_aux_loss)
 serial mixed "${MIX[@]}"
 parallel mixed "mixed pp2 ep2" 4 "${MIX[@]}" --expert-model-parallel-size 2 --pipeline-model-parallel-size 2
 # ... and under full recompute (each kind's activations in the recompute slices; the rerun routes once)
@@ -118,4 +125,30 @@ grep -o '"iteration":[0-9]*,[^}]*' "$TMP/serial-shared.jsonl" | awk -F'[:,]' '$2
   >"$TMP/resume-shared.log" 2>&1 || { tail -n 20 "$TMP/resume-shared.log"; fail "resume of the shared-expert save failed"; }
 grep -q "loaded checkpoint" "$TMP/resume-shared.log" || fail "the shared-expert resume did not load the checkpoint"
 compare "$TMP/serial-shared-tail.jsonl" "$TMP/resume-shared.jsonl" "shared experts saved at tp 2 x ep 2, resumed at 1" 5 1e-4 1e-3
+# The DeepSeek-V3 router (docs/moe.md): sigmoid scores, the expert bias (rate 0.01: it moves the choice within a
+# few steps), 2 of 4 groups of 2 experts, top 4, the weights x 2.5, seq_aux_loss; 10 iterations, dropless. The
+# sharded run (tp 2 with sequence parallelism x ep 2 x dp 2, distributed optimizer: the bias's token counts
+# summed over dp) against the serial one, the tolerance above. Then its checkpoint: the serial run saved after 5
+# iterations and resumed reproduces iterations 6..10 of the uninterrupted run bit for bit (the expert bias is in
+# the save: without it the resumed run chooses other experts).
+DS=("${MOE[@]}" --num-experts 8 --moe-router-topk 4 --moe-router-score-function sigmoid --moe-router-enable-expert-bias
+    --moe-router-bias-update-rate 0.01 --moe-router-num-groups 4 --moe-router-group-topk 2
+    --moe-router-topk-scaling-factor 2.5 --moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 0.001
+    --moe-expert-capacity-factor 0)
+serial ds "${DS[@]}"
+parallel ds "deepseek router tp2 sp ep2 dp2" 4 "${DS[@]}" --expert-model-parallel-size 2 --tensor-model-parallel-size 2 \
+  --sequence-parallel --use-distributed-optimizer
+"$MTRAIN" "${DS[@]}" "${BASE[@]}" --save "$TMP/ck-ds" --exit-interval 5 >"$TMP/ds-save.log" 2>&1 ||
+  { tail -n 20 "$TMP/ds-save.log"; fail "deepseek router: the save run failed"; }
+"$MTRAIN" "${DS[@]}" "${BASE[@]}" --load "$TMP/ck-ds" --metrics "$TMP/ds-resume.jsonl" >"$TMP/ds-resume.log" 2>&1 ||
+  { tail -n 20 "$TMP/ds-resume.log"; fail "deepseek router: the resume failed"; }
+grep -o '"iteration":[0-9]*,[^}]*' "$TMP/ds.jsonl" | awk -F'[:,]' '$2 > 5' | sed 's/^/{/; s/$/}/' >"$TMP/ds-tail.jsonl"
+compare "$TMP/ds-tail.jsonl" "$TMP/ds-resume.jsonl" "deepseek router saved after 5, resumed" 5 0 0
+# the bias of every pipeline stage reaches the save: saved at pp 2 x ep 2 (dp 2), resumed serially
+"$MTRAIN" launch -n 4 -- "${DS[@]}" "${BASE[@]}" --pipeline-model-parallel-size 2 --expert-model-parallel-size 2 \
+  --save "$TMP/ck-ds-pp" --exit-interval 5 >"$TMP/ds-save-pp.log" 2>&1 ||
+  { tail -n 20 "$TMP/ds-save-pp.log"; fail "deepseek router: the pp 2 x ep 2 save failed"; }
+"$MTRAIN" "${DS[@]}" "${BASE[@]}" --load "$TMP/ck-ds-pp" --metrics "$TMP/ds-resume-pp.jsonl" >"$TMP/ds-resume-pp.log" 2>&1 ||
+  { tail -n 20 "$TMP/ds-resume-pp.log"; fail "deepseek router: the resume of the pp 2 x ep 2 save failed"; }
+compare "$TMP/ds-tail.jsonl" "$TMP/ds-resume-pp.jsonl" "deepseek router saved at pp 2 x ep 2 after 5, resumed serially" 5 1e-4 1e-3
 echo "PASS"

@@ -519,8 +519,9 @@ static void compare_i32(const char *what, const pair_t *p) {
  * CPU's double exp: ~1 ulp) -> TOL_F32; top-k indices, rows and counts must match exactly (a
  * softmax keeps the logits' order, and ties go to the lower index on both); dlogits and the row
  * copies / weighted sums are one bf16 rounding of an fp32 result -> TOL_ACT. */
-static void test_moe(int B, int T, int E, int k, int cap, int pre_softmax, int C) {
-    printf("  moe B=%d T=%d E=%d top-%d cap=%d pre_softmax=%d C=%d\n", B, T, E, k, cap, pre_softmax, C);
+static void test_moe(int B, int T, int E, int k, int cap, int pre_softmax, int C, int score, int groups, int seq_aux) {
+    printf("  moe B=%d T=%d E=%d top-%d cap=%d pre_softmax=%d C=%d score=%d groups=%d seq_aux=%d\n", B, T, E, k, cap,
+           pre_softmax, C, score, groups, seq_aux);
     const int N = B * T;
     const size_t nk = (size_t)N * k, nst = (size_t)MT_MOE_STATS + 2 * (size_t)E;
     float *h_logits = host_rand((size_t)N * E, 2.0f, 0.0f);
@@ -529,11 +530,17 @@ static void test_moe(int B, int T, int E, int k, int cap, int pre_softmax, int C
     pair_t topw = pair_new(NULL, nk, 0), stats = pair_new(h_stats0, nst, 0);
     int32_t *h_zero = calloc(nk + 2 * (size_t)E + 1, sizeof(int32_t));
     pair_t topi = ipair_new(h_zero, nk), pos = ipair_new(h_zero, nk), counts = ipair_new(h_zero, 2 * (size_t)E);
+    int32_t *h_zero2 = calloc((size_t)B * E + 1, sizeof(int32_t));
+    pair_t auxcnt = ipair_new(h_zero2, (size_t)B * E);
 
-    mt_moe_route_args rc = {logits.cpu, probs.cpu, topi.cpu, topw.cpu, pos.cpu, counts.cpu, stats.cpu,
-                            N, E, k, T, cap, pre_softmax};
-    mt_moe_route_args rg = {logits.gpu, probs.gpu, topi.gpu, topw.gpu, pos.gpu, counts.gpu, stats.gpu,
-                            N, E, k, T, cap, pre_softmax};
+    mt_moe_route_args rc = {.logits = logits.cpu, .probs = probs.cpu, .topi = topi.cpu, .topw = topw.cpu,
+                            .pos = pos.cpu, .counts = counts.cpu, .auxcnt = auxcnt.cpu, .stats = stats.cpu,
+                            .N = N, .E = E, .k = k, .T = T, .cap = cap, .pre_softmax = pre_softmax,
+                            .score = score, .n_groups = groups, .group_topk = groups ? 2 : 0, .seq_aux = seq_aux,
+                            .scale = 2.5f};
+    mt_moe_route_args rg = rc;
+    rg.logits = logits.gpu, rg.probs = probs.gpu, rg.topi = topi.gpu, rg.topw = topw.gpu, rg.pos = pos.gpu;
+    rg.counts = counts.gpu, rg.auxcnt = auxcnt.gpu, rg.stats = stats.gpu;
     RUN_BOTH(moe_route, rc, rg);
     compare("route probs (f32)", &probs, 0, NULL, TOL_F32);
     compare("route top-k weights (f32)", &topw, 0, NULL, TOL_F32);
@@ -541,6 +548,7 @@ static void test_moe(int B, int T, int E, int k, int cap, int pre_softmax, int C
     compare_i32("route top-k experts (i32)", &topi);
     compare_i32("route dispatch rows (i32)", &pos);
     compare_i32("route counts (i32)", &counts);
+    compare_i32("route aux-loss counts (i32)", &auxcnt);
 
     /* the CPU's routing on both sides from here on */
     float *h_probs = malloc((size_t)N * E * sizeof(float) + 1), *h_topw = malloc(nk * sizeof(float) + 1);
@@ -562,10 +570,13 @@ static void test_moe(int B, int T, int E, int k, int cap, int pre_softmax, int C
     /* router backward */
     float *h_dw = host_rand(nk, 1.0f, 0.0f);
     pair_t dw = pair_new(h_dw, nk, 0), dlogits = pair_new(NULL, (size_t)N * E, 1);
-    mt_moe_route_bwd_args bc = {dlogits.cpu, logits.cpu, probs.cpu, topi.cpu, counts.cpu, dw.cpu, N, E, k,
-                                pre_softmax, 0.01f, 0.001f};
-    mt_moe_route_bwd_args bg = {dlogits.gpu, logits.gpu, probs.gpu, topi.gpu, counts.gpu, dw.gpu, N, E, k,
-                                pre_softmax, 0.01f, 0.001f};
+    mt_moe_route_bwd_args bc = {.dlogits = dlogits.cpu, .logits = logits.cpu, .probs = probs.cpu, .topi = topi.cpu,
+                                .auxcnt = auxcnt.cpu, .dw = dw.cpu, .N = N, .E = E, .k = k, .T = T,
+                                .pre_softmax = pre_softmax, .score = score, .seq_aux = seq_aux, .scale = 2.5f,
+                                .aux_scale = 0.01f, .z_scale = 0.001f};
+    mt_moe_route_bwd_args bg = bc;
+    bg.dlogits = dlogits.gpu, bg.logits = logits.gpu, bg.probs = probs.gpu, bg.topi = topi.gpu;
+    bg.auxcnt = auxcnt.gpu, bg.dw = dw.gpu;
     RUN_BOTH(moe_route_bwd, bc, bg);
     compare("route bwd dlogits = (act)", &dlogits, 1, NULL, TOL_ACT);
 
@@ -593,10 +604,10 @@ static void test_moe(int B, int T, int E, int k, int cap, int pre_softmax, int C
     compare("unpermute bwd dy (act)", &dy, 1, NULL, TOL_ACT);
     compare("unpermute bwd dw = (f32)", &dwc, 0, NULL, TOL_F32);
 
-    pair_t *all[] = {&logits, &probs, &topw, &stats, &topi, &pos, &counts, &dw, &dlogits,
+    pair_t *all[] = {&logits, &probs, &topw, &stats, &topi, &pos, &counts, &auxcnt, &dw, &dlogits,
                      &x, &disp, &y, &comb, &dout, &dy, &dwc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
-    free(h_logits); free(h_stats0); free(h_zero); free(h_probs); free(h_topw); free(h_topi); free(h_pos);
+    free(h_logits); free(h_stats0); free(h_zero); free(h_zero2); free(h_probs); free(h_topw); free(h_topi); free(h_pos);
     free(h_counts); free(h_dw); free(h_x); free(h_y); free(h_dout);
 }
 
@@ -767,11 +778,14 @@ int main(void) {
     g_att_scale = 0;
     unsetenv("MT_CUDA_ATTENTION");
 
-    test_moe(1, 1, 2, 1, 0, 0, 8);      /* one token */
-    test_moe(2, 16, 8, 2, 0, 0, 64);    /* mixtral-like top-2 of 8, dropless, renormalised */
-    test_moe(2, 32, 8, 2, 5, 0, 48);    /* capacity 5 per sequence: drops */
-    test_moe(3, 20, 4, 1, 6, 1, 40);    /* switch-style top-1, weights = probabilities, drops */
-    test_moe(2, 128, 64, 6, 0, 1, 128); /* many experts, top-6 */
+    test_moe(1, 1, 2, 1, 0, 0, 8, 0, 0, 0);      /* one token */
+    test_moe(2, 16, 8, 2, 0, 0, 64, 0, 0, 0);    /* mixtral-like top-2 of 8, dropless, renormalised */
+    test_moe(2, 32, 8, 2, 5, 0, 48, 0, 0, 0);    /* capacity 5 per sequence: drops */
+    test_moe(3, 20, 4, 1, 6, 1, 40, 0, 0, 0);    /* switch-style top-1, weights = probabilities, drops */
+    test_moe(2, 128, 64, 6, 0, 1, 128, 0, 0, 0); /* many experts, top-6 */
+    test_moe(2, 32, 16, 4, 0, 0, 48, 1, 4, 1);   /* DeepSeek-V3-like: sigmoid, 2 of 4 groups, seq aux */
+    test_moe(2, 32, 16, 4, 6, 1, 48, 0, 4, 0);   /* softmax pre_softmax, groups, drops */
+    test_moe(2, 32, 8, 1, 0, 0, 48, 1, 0, 0);    /* sigmoid top-1: the weight is the score */
     test_moe_gate(1, 1);
     test_moe_gate(37, 23);    /* odd shapes */
     test_moe_gate(256, 768);  /* more rows than a block's threads per column sum */

@@ -9,7 +9,8 @@
  *   3. moe_permute / unpermute / unpermute_bwd against plain loops; the shared experts' gate ops (moe_gate_fwd,
  *      moe_gate_bwd, moe_gate_logit_bwd) against a double reference, bitwise the same on 1 and 3 threads;
  *   4. a whole MoE model (dropless, swiglu or squared-ReLU experts, GQA; also with dense layers mixed in,
- *      model.moe.layer_pattern) against finite differences of its full
+ *      model.moe.layer_pattern; and DeepSeek-V3's router: sigmoid, expert bias, groups, scaling,
+ *      seq_aux_loss) against finite differences of its full
  *      objective lm_loss + aux_coeff * sum aux + z_coeff * sum z, all parameters and per tensor
  *      (router and experts included), as test_model_grad does for dense models; with shared experts (gated
  *      or not, selective and full recompute), full recompute bitwise equal to the run without.
@@ -112,10 +113,10 @@ static double objective(const float *zf, const double *z_pert, const ref_route *
 
 static void check_route(mt_backend *be, int cap, int pre) {
     float z[N * E], probs[N * E], topw[N * K], stats[4 + 2 * E] = {0}, dz[N * E], dw[N * K];
-    int32_t topi[N * K], pos[N * K], counts[2 * E];
+    int32_t topi[N * K], pos[N * K], counts[2 * E], auxcnt[N / T * E];
     for (int i = 0; i < N * E; i++) z[i] = (float)(1.5 * mt_rng_normal(3, (uint64_t)cap, (uint64_t)i));
     mt_moe_route_args a = {.logits = z, .probs = probs, .topi = topi, .topw = topw, .pos = pos, .counts = counts,
-                           .stats = stats, .N = N, .E = E, .k = K, .T = T, .cap = cap, .pre_softmax = pre};
+                           .auxcnt = auxcnt, .stats = stats, .N = N, .E = E, .k = K, .T = T, .cap = cap, .pre_softmax = pre};
     CHECK(be->i->moe_route(be, &a) == MT_OK);
     ref_route R;
     reference(z, cap, pre, &R);
@@ -141,8 +142,8 @@ static void check_route(mt_backend *be, int cap, int pre) {
     for (int i = 0; i < N * K; i++)
         if (pos[i] < 0) dw[i] = 0; /* the combine gives dropped assignments no gradient */
     const double ca = 0.7, cz = 0.3;
-    mt_moe_route_bwd_args b = {.dlogits = dz, .logits = z, .probs = probs, .topi = topi, .counts = counts, .dw = dw,
-                               .N = N, .E = E, .k = K, .pre_softmax = pre, .aux_scale = (float)ca, .z_scale = (float)cz};
+    mt_moe_route_bwd_args b = {.dlogits = dz, .logits = z, .probs = probs, .topi = topi, .auxcnt = auxcnt, .dw = dw,
+                               .N = N, .E = E, .k = K, .T = T, .pre_softmax = pre, .aux_scale = (float)ca, .z_scale = (float)cz};
     CHECK(be->i->moe_route_bwd(be, &b) == MT_OK);
     double zd[N * E], worst = 0;
     for (int i = 0; i < N * E; i++) zd[i] = z[i];
@@ -260,14 +261,18 @@ static double objective_of(mt_model *m, const int32_t *tokens, float dloss, int 
 }
 
 /* act: the experts' activation (model.activation: swiglu, or squared_relu, not gated); keys: NULL, or more keys
- * "key=value[,key=value]": the shared experts' (model.moe.shared_ffn, shared_gate), training.recompute, and
+ * "key=value[,key=value]": the shared experts' (model.moe.shared_ffn, shared_gate), training.recompute,
  * model.moe.layer_pattern with dense layers (one dense and one MoE layer; give model.moe.ffn_hidden 8 to make
- * the experts narrower than the dense MLP's 12) */
+ * the experts narrower than the dense MLP's 12), the router's (DEEPSEEK: DeepSeek-V3's sigmoid scores, an
+ * expert bias set to fixed nonzero values, 1 of 2 groups, weights x 2.5, seq_aux_loss) */
+#define DEEPSEEK                                                                                              \
+    "model.moe.score_function=sigmoid,model.moe.expert_bias=true,model.moe.num_groups=2,model.moe.group_topk=1," \
+    "model.moe.topk_scaling_factor=2.5,model.moe.load_balancing=seq_aux_loss"
 static void check_model(const char *act, const char *shared) {
     static mt_recipe r;
     tiny_recipe(&r, "llama", 6);
     CHECK(mt_recipe_set(&r, "model.activation", act, "test") == MT_OK);
-    char kvs[256], what[300];
+    char kvs[512], what[600];
     snprintf(kvs, sizeof kvs, "%s", shared ? shared : "");
     snprintf(what, sizeof what, "%s%s%s", act, shared ? " " : "", shared ? shared : "");
     for (char *save = NULL, *s = strtok_r(kvs, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
@@ -289,6 +294,10 @@ static void check_model(const char *act, const char *shared) {
         CHECK(c.m.pl.n_kind[0] == 1 && c.m.pl.n_kind[1] == 1 && c.m.pl.t[c.m.pl.idx.fc_w].n_layers == 1 &&
               c.m.pl.t[c.m.pl.idx.router_w].n_layers == 1 && c.m.pl.t[c.m.pl.idx.efc_w].n_layers == 4 &&
               c.m.pl.t[c.m.pl.idx.efcproj_w].cols == 8 && c.m.pl.t[c.m.pl.idx.fcproj_w].cols == 12);
+    if (c.m.moe_bias) { /* the CPU backend's memory is the host's: a bias that moves choices, fixed for the check */
+        CHECK(shared && strstr(shared, "model.moe.expert_bias=true"));
+        for (int i = 0; i < c.m.pl.L * c.m.pl.E; i++) ((float *)c.m.moe_bias)[i] = 0.05f * (float)((i * 7) % 5 - 2);
+    }
     const size_t n = c.m.ol.n_flat;
     grad_check_base(&c, n);
     /* full recompute reruns each MoE layer's forward before its backward: the same routing, so the gradient and
@@ -348,6 +357,13 @@ int main(void) {
     check_model("swiglu", "model.moe.layer_pattern=01,model.moe.ffn_hidden=8,model.moe.shared_ffn=6,"
                 "model.moe.shared_gate=true");
     check_model("swiglu", "model.moe.layer_pattern=01,model.moe.ffn_hidden=8,model.moe.shared_ffn=6,"
+                "model.moe.shared_gate=true,training.recompute=full");
+    /* DeepSeek-V3's router; then with DeepSeek's layer kinds (a dense first layer) and gated shared experts, and
+       the same under full recompute (bitwise: the rerun routes with the same bias and counts nothing twice) */
+    check_model("swiglu", DEEPSEEK);
+    check_model("swiglu", DEEPSEEK ",model.moe.layer_pattern=01,model.moe.ffn_hidden=8,model.moe.shared_ffn=6,"
+                "model.moe.shared_gate=true");
+    check_model("swiglu", DEEPSEEK ",model.moe.layer_pattern=01,model.moe.ffn_hidden=8,model.moe.shared_ffn=6,"
                 "model.moe.shared_gate=true,training.recompute=full");
     TEST_MAIN_END();
 }

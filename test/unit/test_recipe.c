@@ -333,6 +333,31 @@ static void test_validate_errors(void) {
                "model.no_rope_layers", "is neither N");
     EXPECT_ERR(BASE "  no_rope_layers: \"2\"\n", 1, MT_ERR_CONFIG, "bad.yaml:8", "model.no_rope_layers",
                "no RoPE to skip");
+    /* the router rules of Megatron's TopKRouter: bad values name their key */
+    EXPECT_ERR(BASE "  moe: {experts: 8, top_k: 2, num_groups: 3, group_topk: 1}\n", 1, MT_ERR_CONFIG,
+               "model.moe.num_groups", "do not split the 8 experts");
+    EXPECT_ERR(BASE "  moe: {experts: 8, top_k: 4, num_groups: 2, group_topk: 3}\n", 1, MT_ERR_CONFIG,
+               "model.moe.group_topk", "only model.moe.num_groups = 2");
+    EXPECT_ERR(BASE "  moe: {experts: 8, top_k: 2, num_groups: 4, group_topk: 3}\n", 1, MT_ERR_CONFIG,
+               "model.moe.group_topk", "top_k = 2");
+    EXPECT_ERR(BASE "  moe: {experts: 8, top_k: 4, num_groups: 4, group_topk: 1}\n", 1, MT_ERR_CONFIG,
+               "model.moe.top_k", "from 1 kept groups of 2 experts");
+    EXPECT_ERR(BASE "  moe: {experts: 8, top_k: 2, group_topk: 1}\n", 1, MT_ERR_CONFIG, "model.moe.group_topk",
+               "needs num_groups > 1");
+    EXPECT_ERR(BASE "  moe: {experts: 8, top_k: 2, expert_bias: true}\n", 1, MT_ERR_CONFIG, "model.moe.expert_bias",
+               "score_function: sigmoid");
+    EXPECT_ERR(BASE "  moe: {experts: 8, score_function: sqrtsoftplus}\n", 1, MT_ERR_CONFIG,
+               "model.moe.score_function");
+    EXPECT_ERR(BASE "  moe: {experts: 8, topk_scaling_factor: 0}\n", 1, MT_ERR_CONFIG, "model.moe.topk_scaling_factor");
+    {
+        mt_recipe r;
+        CHECK(load(&r, BASE "  moe: {experts: 8, top_k: 4, score_function: sigmoid, expert_bias: true, num_groups: 4, "
+                            "group_topk: 2, topk_scaling_factor: 2.5, load_balancing: seq_aux_loss}\n") == MT_OK);
+        CHECK(mt_recipe_validate(&r, 1) == MT_OK);
+        CHECK(r.model.moe.score_function == 1 && r.model.moe.expert_bias && r.model.moe.num_groups == 4 &&
+              r.model.moe.group_topk == 2 && r.model.moe.topk_scaling_factor == 2.5f &&
+              r.model.moe.load_balancing == MT_MOE_LB_SEQ_AUX && r.model.moe.bias_update_rate == 1e-3f);
+    }
     EXPECT_ERR(BASE "  moe: {experts: 4}\nparallel: {expert: 4, tensor: 2, data: 2}\n", 4, MT_ERR_CONFIG,
                "bad.yaml:9", "parallel.expert", "must divide dp*cp");
     /* sequence / context parallel */
