@@ -274,6 +274,7 @@ mt_status mt_model_create(mt_model *m, const mt_recipe *r, mt_backend *be, const
         m->moe_seq_aux = r->model.moe.load_balancing == MT_MOE_LB_SEQ_AUX;
         m->moe_score = r->model.moe.score_function;
         m->moe_scale = r->model.moe.topk_scaling_factor;
+        m->moe_probs_on_input = r->model.moe.apply_probs_on_input;
         m->moe_groups = r->model.moe.num_groups > 1 && r->model.moe.group_topk > 0 ? r->model.moe.num_groups : 0;
         m->moe_group_topk = m->moe_groups ? r->model.moe.group_topk : 0;
         m->moe_bias_rate = r->model.moe.bias_update_rate;

@@ -81,6 +81,7 @@ typedef struct {
                               are not counted twice */
     int moe_score, moe_groups, moe_group_topk, moe_seq_aux; /* the router's rules (recipe model.moe.*) */
     float moe_scale;       /* model.moe.topk_scaling_factor */
+    int moe_probs_on_input; /* model.moe.apply_probs_on_input: expert(w x) combined with weight 1 */
     float moe_bias_rate;   /* model.moe.bias_update_rate */
     void *moe_bias;        /* (L, E) f32 in the model's activation buffer: the expert bias (model.moe.expert_bias;
                               NULL without): state, not a parameter (train/moe_bias.c) */

@@ -76,8 +76,16 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
     MT_CHECK(MT_BE_CALL(m->be, moe_route, &rt));
     MT_CHECK(mt_ep_exchange_counts(&m->par.ep, L.counts));
     void *disp = ep > 1 ? ACT(m, A, moe_send) : L.xin;
-    mt_moe_permute_args pa = {.out = disp, .x = xf, .pos = L.pos, .N = N, .k = k, .C = C};
-    MT_CHECK(MT_BE_CALL(m->be, moe_permute, &pa));
+    if (m->moe_probs_on_input) { /* disp[pos[t]] = w[t] x[t]: the combine's backward with x as its gradient (its
+                                    dw, of no use here, into the scratch the backward overwrites; ysend not yet
+                                    written, only read for it) */
+        mt_moe_unpermute_bwd_args sp = {.dy = disp, .dw = ACT(m, A, moe_dw), .dout = xf, .y = L.ysend, .pos = L.pos,
+                                        .w = L.topw, .N = N, .k = k, .C = C};
+        MT_CHECK(MT_BE_CALL(m->be, moe_unpermute_bwd, &sp));
+    } else {
+        mt_moe_permute_args pa = {.out = disp, .x = xf, .pos = L.pos, .N = N, .k = k, .C = C};
+        MT_CHECK(MT_BE_CALL(m->be, moe_permute, &pa));
+    }
     if (ep > 1) MT_CHECK(mt_ep_dispatch(&m->par.ep, disp, ACT(m, A, moe_recv), L.xin));
     void *ye = ep > 1 ? ACT(m, A, moe_ye) : L.ysend;
     for (int le = 0; le < pl->E_r; le++) {
@@ -96,7 +104,8 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
         MT_CHECK(MT_BE_CALL(m->be, matmul_fwd, &f2));
     }
     if (ep > 1) MT_CHECK(mt_ep_combine(&m->par.ep, ye, ACT(m, A, moe_recv), L.ysend));
-    mt_moe_unpermute_args ua = {.out = ACT(m, A, dtmp), .y = L.ysend, .pos = L.pos, .w = L.topw, .N = N, .k = k, .C = C};
+    mt_moe_unpermute_args ua = {.out = ACT(m, A, dtmp), .y = L.ysend, .pos = L.pos,
+                                .w = m->moe_probs_on_input ? NULL : L.topw, .N = N, .k = k, .C = C};
     MT_CHECK(MT_BE_CALL(m->be, moe_unpermute, &ua));
     if (pl->Fs) MT_CHECK(mt_moe_shared_forward(m, A, l, xf, ACT(m, A, dtmp))); /* partial over tp, as the combine */
     void *y = NULL;
@@ -120,10 +129,15 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
     const void *dY = NULL;
     MT_CHECK(mt_tp_gather(tp, ACT(m, A, dresid), &dY));
     void *dys = ep > 1 ? ACT(m, A, moe_send) : ACT(m, A, moe_ye), *dye = ACT(m, A, moe_ye);
-    mt_moe_unpermute_bwd_args ub = {.dy = dys, .dw = ACT(m, A, moe_dw), .dout = dY, .y = L.ysend, .pos = L.pos,
-                                    .w = L.topw, .N = N, .k = k, .C = C};
-    MT_CHECK(MT_BE_CALL(m->be, moe_unpermute_bwd, &ub));
-    MT_CHECK(mt_tp_allreduce_f32(tp, ACT(m, A, moe_dw), (size_t)N * k)); /* expert outputs are tp-partial */
+    if (m->moe_probs_on_input) { /* combined with weight 1: the dispatch of dY (the weights' gradient below) */
+        mt_moe_permute_args pa = {.out = dys, .x = dY, .pos = L.pos, .N = N, .k = k, .C = C};
+        MT_CHECK(MT_BE_CALL(m->be, moe_permute, &pa));
+    } else {
+        mt_moe_unpermute_bwd_args ub = {.dy = dys, .dw = ACT(m, A, moe_dw), .dout = dY, .y = L.ysend, .pos = L.pos,
+                                        .w = L.topw, .N = N, .k = k, .C = C};
+        MT_CHECK(MT_BE_CALL(m->be, moe_unpermute_bwd, &ub));
+        MT_CHECK(mt_tp_allreduce_f32(tp, ACT(m, A, moe_dw), (size_t)N * k)); /* expert outputs are tp-partial */
+    }
     if (pl->Fs) MT_CHECK(mt_moe_shared_backward_out(m, A, l, dY)); /* before dY's buffer takes x2 (SP) */
     if (ep > 1) MT_CHECK(mt_ep_dispatch(&m->par.ep, dys, ACT(m, A, moe_recv), dye));
     for (int le = 0; le < pl->E_r; le++) {
@@ -150,8 +164,20 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
         dxs = ACT(m, A, moe_send);
     }
     void *dln = ACT(m, A, dln);
-    mt_moe_unpermute_args pb = {.out = dln, .y = dxs, .pos = L.pos, .w = NULL, .N = N, .k = k, .C = C};
+    /* the dispatch's backward: dln[t] = dxs[pos[t]], times w[t] when the weight scaled the input */
+    mt_moe_unpermute_args pb = {.out = dln, .y = dxs, .pos = L.pos, .w = m->moe_probs_on_input ? L.topw : NULL, .N = N,
+                                .k = k, .C = C};
     MT_CHECK(MT_BE_CALL(m->be, moe_unpermute, &pb));
+    const void *xf = NULL;
+    MT_CHECK(mt_tp_gather(tp, x2, &xf));
+    if (m->moe_probs_on_input) { /* dw[t] = <dxs[pos[t]], x[t]> (dxs tp-partial: summed over tp); the combine
+                                    backward computes it, its dy rows into whichever dispatch buffer dxs is not */
+        void *scratch = dxs == ACT(m, A, moe_send) ? ACT(m, A, moe_ye) : ACT(m, A, moe_send);
+        mt_moe_unpermute_bwd_args wb = {.dy = scratch, .dw = ACT(m, A, moe_dw), .dout = xf, .y = dxs, .pos = L.pos,
+                                        .w = L.topw, .N = N, .k = k, .C = C};
+        MT_CHECK(MT_BE_CALL(m->be, moe_unpermute_bwd, &wb));
+        MT_CHECK(mt_tp_allreduce_f32(tp, ACT(m, A, moe_dw), (size_t)N * k));
+    }
     /* the router: every tp rank computes the same gradient; its input part counts once (tp rank 0) */
     const float scale = (float)N * m->moe_dloss;
     mt_moe_route_bwd_args rb = {.dlogits = ACT(m, A, moe_dlogits), .logits = L.logits, .probs = L.probs,
@@ -160,8 +186,6 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
                                 .seq_aux = m->moe_seq_aux, .scale = m->moe_scale, .aux_scale = m->moe_aux_coeff * scale,
                                 .z_scale = m->moe_z_coeff * scale};
     MT_CHECK(MT_BE_CALL(m->be, moe_route_bwd, &rb));
-    const void *xf = NULL;
-    MT_CHECK(mt_tp_gather(tp, x2, &xf));
     mt_matmul_bwd_args rw = {.dinp = tp->rank == 0 ? dln : NULL, .dweight = G(m, ix->router_w, ms),
                              .dout = ACT(m, A, moe_dlogits), .inp = xf, .weight = P(m, ix->router_w, ms), .M = N,
                              .N = E, .K = C, .accumulate_dinp = 1};

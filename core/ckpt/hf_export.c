@@ -67,6 +67,9 @@ static mt_status check_moe(const mt_recipe *r) {
                            "routing)", c->moe.num_groups);
     if (c->moe.expert_bias)
         return unsupported(r, "model.moe.expert_bias", "true: Mixtral's router has no expert bias");
+    if (c->moe.apply_probs_on_input)
+        return unsupported(r, "model.moe.apply_probs_on_input", "true: Mixtral weighs the experts' outputs "
+                           "(transformers' Llama 4 weighs the input; exporting to it is not implemented)");
     const int n_moe = mt_recipe_moe_layers(r, 0, c->layers);
     if (n_moe != c->layers)
         return unsupported(r, c->moe.layer_pattern[0] ? "model.moe.layer_pattern" : "model.moe.layer_freq",

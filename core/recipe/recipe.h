@@ -90,6 +90,8 @@ typedef struct {
         int num_groups;       /* group-limited routing: expert groups (--moe-router-num-groups; 0: off) */
         int group_topk;       /* groups kept per token (--moe-router-group-topk) */
         int load_balancing;   /* MT_MOE_LB_*: --moe-router-load-balancing-type */
+        int apply_probs_on_input; /* bool: the routing weight scales the expert's input, not its output (Megatron's
+                                     moe_apply_probs_on_input, Llama 4; top_k 1 only) */
     } moe;
     struct { /* muP, Megatron-Core's (transformer_config.py, TransformerConfig.use_mup and mup_*): core/model/mup.h */
         int enabled;          /* bool: --use-mup */

@@ -172,6 +172,9 @@ const mt_recipe_key mt_recipe_keys[] = {
     KENUM("model.moe.load_balancing", model.moe.load_balancing, "aux_loss", moe_lb_names,
           "the load-balancing loss (weight aux_loss_coeff): aux_loss over the micro-batch, seq_aux_loss per "
           "sequence then averaged (DeepSeek-V2 / V3), none", 0),
+    KBOOL("model.moe.apply_probs_on_input", model.moe.apply_probs_on_input, "false",
+          "the routing weight scales the token's input to its expert, expert(p x), and the output is added with "
+          "weight 1 (Megatron's moe_apply_probs_on_input, Llama 4; top_k 1 only); false: p expert(x)", MT_KF_FUNCTION),
     KBOOL("model.mup.enabled", model.mup.enabled, "false",
           "muP as Megatron-Core's --use-mup: width multiplier m = hidden / mup.base_hidden; hidden matrices "
           "initialised with std init_std / sqrt(m) (output projections also / sqrt(2*layers)), embeddings (and an "
@@ -571,6 +574,8 @@ const mt_recipe_alias mt_recipe_aliases[] = {
     { "--moe-router-bias-update-rate", "model.moe.bias_update_rate", NULL },
     { "--moe-router-num-groups", "model.moe.num_groups", NULL },
     { "--moe-router-group-topk", "model.moe.group_topk", NULL },
+    /* ModelOpt's model builder (megatron/post_training/model_builder.py): config.moe_apply_probs_on_input */
+    { "--export-moe-apply-probs-on-input", "model.moe.apply_probs_on_input", "true" },
     { "--use-mup", "model.mup.enabled", "true" },
     { "--mup-base-hidden-size", "model.mup.base_hidden", NULL },
     { "--mup-embedding-mult", "model.mup.embedding_mult", NULL },

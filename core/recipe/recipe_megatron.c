@@ -244,8 +244,6 @@ static const meg_flag meg_flags[] = {
       "gpt-oss) are refused" },
     { "--glu-linear-offset", 1, MEG_RULE, "0 only (Megatron's default); an offset on the gated linear unit's linear "
       "half (gpt-oss) is refused" },
-    { "--export-moe-apply-probs-on-input", 0, MEG_REFUSE, "the routing weights applied to the experts' input "
-      "(Megatron's moe_apply_probs_on_input, Llama 4's top-1 routing) are not implemented" },
     { "--mup-width-mult", 1, MEG_ACCEPT, "Megatron recomputes it as hidden / --mup-base-hidden-size under --use-mup "
       "and reads it nowhere else: no effect" },
     { "--hierarchical-context-parallel-sizes", 1, MEG_RULE, "the sizes (read as Megatron does: the numbers of the "

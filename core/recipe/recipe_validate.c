@@ -616,6 +616,10 @@ static void check_layout(const mt_recipe *r, problems *P) {
         if (m->moe.top_k > m->moe.experts)
             add(P, "model.moe.top_k", "routes each token to %d experts but there are only %d; set top_k <= %d",
                 m->moe.top_k, m->moe.experts, m->moe.experts);
+        if (m->moe.apply_probs_on_input && m->moe.top_k != 1)
+            add(P, "model.moe.apply_probs_on_input", "with top_k = %d (%s): the weight on the expert's input is "
+                "defined for one expert per token (Megatron asserts moe_router_topk == 1); set top_k: 1 or drop it",
+                m->moe.top_k, ref(r, "model.moe.top_k"));
         const int G = m->moe.num_groups, Kg = m->moe.group_topk;
         if (Kg > 0 && G <= 1)
             add(P, "model.moe.group_topk", "%d groups kept per token but model.moe.num_groups is %d (%s); group-limited "

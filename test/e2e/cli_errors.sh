@@ -70,7 +70,7 @@ head -c 4096 /dev/urandom >"$TMP/f_text_document.idx"; cp "$DATA.bin" "$TMP/f_te
 expect_error "f_text_document.idx" "$MTRAIN" --config configs/gpt-tiny.yaml --set data.path="$TMP/f_text_document" --train-iters 1
 expect_error "missing_text_document" "$MTRAIN" --config configs/gpt-tiny.yaml --set data.path="$TMP/missing_text_document" --train-iters 1
 # a feature the trainer does not have yet is refused, naming the key
-expect_error "training.recompute (full recompute of MoE layers)" "$MTRAIN" --config configs/gpt-tiny.yaml --set model.moe.experts=4 --set training.recompute=full --train-iters 1
+expect_error "model.moe.top_k (top_k above 64)" "$MTRAIN" --config configs/gpt-tiny.yaml --set model.moe.experts=80 --set model.moe.top_k=65 --train-iters 1
 # a checkpoint to load that is not there: named, with the fix (test/e2e/checkpoint_safety.sh has the rest)
 expect_error "checkpoint.load: $TMP/no-such-ckpt" "$MTRAIN" --config configs/gpt-tiny.yaml --load "$TMP/no-such-ckpt" --train-iters 1
 # a metrics file that cannot be written

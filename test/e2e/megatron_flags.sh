@@ -54,9 +54,9 @@ conf deepseek_r1 0 "layer_pattern: \"[0]*3+[1]*58\"" "shared_ffn: 2048" "score_f
   "num_groups: 8" "group_topk: 4" "topk_scaling_factor: 2.5" "q_lora_rank: 1536"
 # Kimi-K2 (DeepSeek-V3's architecture at 61 layers, 384 experts): passes with its meaning
 conf kimi_k2 0 "layer_pattern: \"[0]*1+[1]*60\"" "experts: 384" "score_function: sigmoid" "expert_bias: true"
-# Llama 4 Scout: its NoPE-free attention with the L2 norm (--export-qk-l2-norm), sigmoid top-1 routing and shared
-# expert are accepted; only the routing weights on the experts' input remain
-conf llama4_scout 1 "--export-moe-apply-probs-on-input: the routing weights applied to the experts' input" "1 problem"
+# Llama 4 Scout: the L2-normed attention (--export-qk-l2-norm), sigmoid top-1 routing with the weight on the expert's
+# input (--export-moe-apply-probs-on-input) and a shared expert: passes with its meaning
+conf llama4_scout 0 "qk_l2_norm: true" "apply_probs_on_input: true" "top_k: 1" "shared_ffn: 8192" "score_function: sigmoid"
 conf nemotron3_nano_30b_a3b 1 "--hybrid-layer-pattern" "--mamba-num-heads"
 # shared experts as Qwen2-MoE's (the total width, a sigmoid gate; the overlap is a scheduling choice)
 "$MTRAIN" check --mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 \

@@ -151,4 +151,12 @@ compare "$TMP/ds-tail.jsonl" "$TMP/ds-resume.jsonl" "deepseek router saved after
 "$MTRAIN" "${DS[@]}" "${BASE[@]}" --load "$TMP/ck-ds-pp" --metrics "$TMP/ds-resume-pp.jsonl" >"$TMP/ds-resume-pp.log" 2>&1 ||
   { tail -n 20 "$TMP/ds-resume-pp.log"; fail "deepseek router: the resume of the pp 2 x ep 2 save failed"; }
 compare "$TMP/ds-tail.jsonl" "$TMP/ds-resume-pp.jsonl" "deepseek router saved at pp 2 x ep 2 after 5, resumed serially" 5 1e-4 1e-3
+# Llama 4's routing (ModelOpt's --export-moe-apply-probs-on-input: the weight scales the expert's input, the output
+# added with weight 1), sigmoid top-1 with a shared expert, 10 iterations: tp 2 with SP x ep 2 (the weights'
+# gradient <dx_expert, x> summed over tp; the dispatch buffers of ep > 1) against the serial run
+L4=("${MOE[@]}" --moe-router-topk 1 --moe-router-score-function sigmoid --export-moe-apply-probs-on-input
+    --moe-expert-capacity-factor 0 --moe-shared-expert-intermediate-size 64)
+serial l4 "${L4[@]}"
+parallel l4 "llama 4 routing tp2 sp ep2" 4 "${L4[@]}" --expert-model-parallel-size 2 --tensor-model-parallel-size 2 \
+  --sequence-parallel
 echo "PASS"

@@ -491,7 +491,7 @@ static void test_refusals(void) {
     check_refused("llama", "model.qk_layernorm", "true", 1); /* no q_norm / k_norm in Llama or GPT-2 */
     check_refused("gpt", "model.qk_layernorm", "true", 1);
     check_refused("llama", "model.qk_l2_norm", "true", 1); /* transformers' Llama 4 field: export not implemented */
-    check_refused("llama", "model.no_rope_layers", "2", 1); /* Llama 4's no_rope_layers: export not implemented */
+    check_refused("llama", "model.no_rope_layers", "2", 1);
     check_refused("gpt", "model.mup.enabled", "true", 1); /* muP's softmax scale 1 / head_dim: no field */
     check_refused("gpt", "model.mla.enabled", "true", 1); /* transformers' DeepseekV3 layout: export not implemented */
     check_refused("llama", "model.norm_1p", "true", 0);      /* exported as 1 + w */

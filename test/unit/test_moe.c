@@ -268,6 +268,9 @@ static double objective_of(mt_model *m, const int32_t *tokens, float dloss, int 
 #define DEEPSEEK                                                                                              \
     "model.moe.score_function=sigmoid,model.moe.expert_bias=true,model.moe.num_groups=2,model.moe.group_topk=1," \
     "model.moe.topk_scaling_factor=2.5,model.moe.load_balancing=seq_aux_loss"
+#define LLAMA4_OUT "model.moe.score_function=sigmoid,model.moe.top_k=1,model.moe.capacity_factor=0"
+#define LLAMA4 LLAMA4_OUT ",model.moe.apply_probs_on_input=true"
+static double g_last_obj; /* the objective of the last check_model's model at its initial parameters */
 static void check_model(const char *act, const char *shared) {
     static mt_recipe r;
     tiny_recipe(&r, "llama", 6);
@@ -275,6 +278,11 @@ static void check_model(const char *act, const char *shared) {
     char kvs[512], what[600];
     snprintf(kvs, sizeof kvs, "%s", shared ? shared : "");
     snprintf(what, sizeof what, "%s%s%s", act, shared ? " " : "", shared ? shared : "");
+    const char *const kv[][2] = {{"model.kv_heads", "2"},           {"model.ffn_hidden", "12"},
+                                 {"model.init_std", "0.2"},         {"model.moe.experts", "4"},
+                                 {"model.moe.top_k", "2"},          {"model.moe.capacity_factor", "0"},
+                                 {"model.moe.aux_loss_coeff", "0.1"}, {"model.moe.z_loss_coeff", "0.01"}};
+    set_recipe_keys(&r, kv, sizeof kv / sizeof kv[0]);
     for (char *save = NULL, *s = strtok_r(kvs, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(s, '=');
         CHECK(eq != NULL);
@@ -282,11 +290,6 @@ static void check_model(const char *act, const char *shared) {
         *eq = 0;
         CHECKF(mt_recipe_set(&r, s, eq + 1, "test") == MT_OK, "%s", mt_last_error());
     }
-    const char *const kv[][2] = {{"model.kv_heads", "2"},           {"model.ffn_hidden", "12"},
-                                 {"model.init_std", "0.2"},         {"model.moe.experts", "4"},
-                                 {"model.moe.top_k", "2"},          {"model.moe.capacity_factor", "0"},
-                                 {"model.moe.aux_loss_coeff", "0.1"}, {"model.moe.z_loss_coeff", "0.01"}};
-    set_recipe_keys(&r, kv, sizeof kv / sizeof kv[0]);
     static grad_check c;
     if (grad_check_open(&c, &r, objective_of) != MT_OK) return;
     if (shared && strstr(shared, "layer_pattern")) /* the dense MLP over the dense layer, the router, experts
@@ -316,6 +319,7 @@ static void check_model(const char *act, const char *shared) {
     memcpy(prev_g, c.g, n * 4);
     prev_n = n;
     prev_obj = obj;
+    g_last_obj = obj;
     for (int trial = -1; trial < c.m.pl.n_tensors; trial++) { /* -1: all parameters, then one tensor at a time */
         const size_t lo = trial < 0 ? 0 : c.m.pl.t[trial].offset, hi = trial < 0 ? n : lo + c.m.pl.t[trial].n;
         double fd, gd;
@@ -361,6 +365,13 @@ int main(void) {
     /* DeepSeek-V3's router; then with DeepSeek's layer kinds (a dense first layer) and gated shared experts, and
        the same under full recompute (bitwise: the rerun routes with the same bias and counts nothing twice) */
     check_model("swiglu", DEEPSEEK);
+    /* Llama 4's routing: sigmoid top-1, the weight on the expert's input (apply_probs_on_input), against finite
+       differences; its loss differs from the same weights' output-weighted model (expert(w x) != w expert(x)) */
+    check_model("swiglu", LLAMA4);
+    const double l4 = g_last_obj;
+    check_model("swiglu", LLAMA4_OUT);
+    printf("llama 4 routing: objective %.9g, with the weight on the output instead %.9g\n", l4, g_last_obj);
+    CHECKF(fabs(l4 - g_last_obj) > 1e-4, "apply_probs_on_input changed the objective by only %.3g", fabs(l4 - g_last_obj));
     check_model("swiglu", DEEPSEEK ",model.moe.layer_pattern=01,model.moe.ffn_hidden=8,model.moe.shared_ffn=6,"
                 "model.moe.shared_gate=true");
     check_model("swiglu", DEEPSEEK ",model.moe.layer_pattern=01,model.moe.ffn_hidden=8,model.moe.shared_ffn=6,"

@@ -334,6 +334,8 @@ static void test_validate_errors(void) {
     EXPECT_ERR(BASE "  no_rope_layers: \"2\"\n", 1, MT_ERR_CONFIG, "bad.yaml:8", "model.no_rope_layers",
                "no RoPE to skip");
     /* the router rules of Megatron's TopKRouter: bad values name their key */
+    EXPECT_ERR(BASE "  moe: {experts: 8, top_k: 2, apply_probs_on_input: true}\n", 1, MT_ERR_CONFIG,
+               "model.moe.apply_probs_on_input", "top_k = 2");
     EXPECT_ERR(BASE "  moe: {experts: 8, top_k: 2, num_groups: 3, group_topk: 1}\n", 1, MT_ERR_CONFIG,
                "model.moe.num_groups", "do not split the 8 experts");
     EXPECT_ERR(BASE "  moe: {experts: 8, top_k: 4, num_groups: 2, group_topk: 3}\n", 1, MT_ERR_CONFIG,
