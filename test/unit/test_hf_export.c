@@ -251,6 +251,18 @@ static const mt_json_node *get(const mt_json_node *o, const char *k, mt_json_typ
     CHECKF(x && x->type == type, "config key %s missing or a %s", k, x ? mt_json_type_name(x->type) : "nothing");
     return x;
 }
+
+/* m's config.json (float32) parsed into d, its model_type and single architecture checked; the text (free
+ * it after mt_json_doc_free) */
+static char *config_doc(const mt_hf_model *m, mt_json_doc *d, const char *model_type, const char *arch) {
+    char *text = text_of(mt_hf_write_config, m, "float32");
+    CHECK(mt_json_doc_parse(d, text, strlen(text), model_type) == MT_OK);
+    CHECK(!strcmp(get(d->root, "model_type", MT_JSON_STRING)->str, model_type));
+    const mt_json_node *a = get(d->root, "architectures", MT_JSON_ARRAY);
+    CHECK(a && a->n_items == 1 && a->items[0].type == MT_JSON_STRING && !strcmp(a->items[0].str, arch));
+    return text;
+}
+
 static void check_int(const mt_json_node *o, const char *k, int64_t want) {
     const mt_json_node *x = get(o, k, MT_JSON_NUMBER);
     CHECKF(x && x->is_integer && x->integer == want, "config %s: expected %lld", k, (long long)want);
@@ -353,17 +365,8 @@ static void test_mixtral_mapping(void) {
     CHECK(mt_hf_source_shape(&m, "expert_fcproj_w", &l, &r, &c) && l == m.L * E && r == C && c == F);
     CHECK(!mt_hf_source_shape(&m, "fc_w", &l, &r, &c));
     free(p);
-    char *text = NULL;
-    size_t tn = 0;
-    FILE *f = open_memstream(&text, &tn);
-    CHECK(mt_hf_write_config(f, &m, "float32") == MT_OK);
-    fclose(f);
     mt_json_doc d;
-    CHECK(mt_json_doc_parse(&d, text, tn, "mixtral config") == MT_OK);
-    CHECK(!strcmp(get(d.root, "model_type", MT_JSON_STRING)->str, "mixtral"));
-    const mt_json_node *a = get(d.root, "architectures", MT_JSON_ARRAY);
-    CHECK(a && a->n_items == 1 && a->items[0].type == MT_JSON_STRING &&
-          !strcmp(a->items[0].str, "MixtralForCausalLM"));
+    char *text = config_doc(&m, &d, "mixtral", "MixtralForCausalLM");
     check_int(d.root, "num_local_experts", 3);
     check_int(d.root, "num_experts_per_tok", 2);
     get(d.root, "sliding_window", MT_JSON_NULL);
@@ -414,17 +417,8 @@ static void test_qwen2_moe_mapping(void) {
     CHECK(mt_hf_source_shape(&m, "shared_fcproj_w", &l, &r, &c) && l == m.L && r == C && c == Fs);
     CHECK(mt_hf_source_shape(&m, "shared_gate_w", &l, &r, &c) && l == m.L && r == 1 && c == C);
     free(p);
-    char *text = NULL;
-    size_t tn = 0;
-    FILE *f = open_memstream(&text, &tn);
-    CHECK(mt_hf_write_config(f, &m, "float32") == MT_OK);
-    fclose(f);
     mt_json_doc d;
-    CHECK(mt_json_doc_parse(&d, text, tn, "qwen2_moe config") == MT_OK);
-    CHECK(!strcmp(get(d.root, "model_type", MT_JSON_STRING)->str, "qwen2_moe"));
-    const mt_json_node *a = get(d.root, "architectures", MT_JSON_ARRAY);
-    CHECK(a && a->n_items == 1 && a->items[0].type == MT_JSON_STRING &&
-          !strcmp(a->items[0].str, "Qwen2MoeForCausalLM"));
+    char *text = config_doc(&m, &d, "qwen2_moe", "Qwen2MoeForCausalLM");
     check_int(d.root, "num_experts", 3);
     check_int(d.root, "num_experts_per_tok", 2);
     check_int(d.root, "moe_intermediate_size", F);

@@ -52,15 +52,7 @@ static void check_model(const char *arch, const char *rc_method, const char *var
     }
     if (rc_method && !strcmp(rc_method, "block"))
         CHECK(mt_recipe_set(&r, "training.recompute_num_layers", "1", "test") == MT_OK);
-    char kv[256];
-    snprintf(kv, sizeof kv, "%s", variant ? variant : "");
-    for (char *save = NULL, *s = strtok_r(kv, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(s, '=');
-        CHECK(eq != NULL);
-        if (!eq) return;
-        *eq = 0;
-        CHECKF(mt_recipe_set(&r, s, eq + 1, "test") == MT_OK, "%s", mt_last_error());
-    }
+    if (!set_recipe_csv(&r, variant)) return;
     if (variant) arch = variant; /* names the checks below */
     static grad_check c;
     if (grad_check_open(&c, &r, loss_of) != MT_OK) return;
@@ -103,14 +95,7 @@ static void check_arch(const char *arch, const char *rc_method) { check_model(ar
 static double mla_loss(const char *keys, double qmul) {
     static mt_recipe r;
     tiny_recipe(&r, "gpt", GRAD_CHECK_T);
-    char kv[512];
-    snprintf(kv, sizeof kv, "%s", keys);
-    for (char *save = NULL, *s = strtok_r(kv, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(s, '=');
-        if (!eq) return NAN;
-        *eq = 0;
-        CHECKF(mt_recipe_set(&r, s, eq + 1, "test") == MT_OK, "%s", mt_last_error());
-    }
+    if (!set_recipe_csv(&r, keys)) return NAN;
     static grad_check c;
     if (grad_check_open(&c, &r, loss_of) != MT_OK) return NAN;
     const mt_param_tensor *t = &c.m.pl.t[c.m.pl.idx.q_w];

@@ -275,21 +275,14 @@ static void check_model(const char *act, const char *shared) {
     static mt_recipe r;
     tiny_recipe(&r, "llama", 6);
     CHECK(mt_recipe_set(&r, "model.activation", act, "test") == MT_OK);
-    char kvs[512], what[600];
-    snprintf(kvs, sizeof kvs, "%s", shared ? shared : "");
+    char what[600];
     snprintf(what, sizeof what, "%s%s%s", act, shared ? " " : "", shared ? shared : "");
     const char *const kv[][2] = {{"model.kv_heads", "2"},           {"model.ffn_hidden", "12"},
                                  {"model.init_std", "0.2"},         {"model.moe.experts", "4"},
                                  {"model.moe.top_k", "2"},          {"model.moe.capacity_factor", "0"},
                                  {"model.moe.aux_loss_coeff", "0.1"}, {"model.moe.z_loss_coeff", "0.01"}};
     set_recipe_keys(&r, kv, sizeof kv / sizeof kv[0]);
-    for (char *save = NULL, *s = strtok_r(kvs, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(s, '=');
-        CHECK(eq != NULL);
-        if (!eq) return;
-        *eq = 0;
-        CHECKF(mt_recipe_set(&r, s, eq + 1, "test") == MT_OK, "%s", mt_last_error());
-    }
+    if (!set_recipe_csv(&r, shared)) return;
     static grad_check c;
     if (grad_check_open(&c, &r, objective_of) != MT_OK) return;
     if (shared && strstr(shared, "layer_pattern")) /* the dense MLP over the dense layer, the router, experts

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/backend.h"
 #include "core/model/model_layout.h"
@@ -19,6 +20,21 @@ static inline void set_recipe_keys(mt_recipe *r, const char *const (*kv)[2], siz
     for (size_t i = 0; i < n; i++)
         CHECKF(mt_recipe_set(r, kv[i][0], kv[i][1], "test") == MT_OK, "%s = %s: %s", kv[i][0], kv[i][1],
                mt_last_error());
+}
+
+/* Sets r's keys from the text "key=value[,key=value...]" (NULL or "": none), each checked; 0 when an item
+ * has no '=' (checked too). */
+static inline int set_recipe_csv(mt_recipe *r, const char *keys) {
+    char kv[1024];
+    snprintf(kv, sizeof kv, "%s", keys ? keys : "");
+    for (char *save = NULL, *s = strtok_r(kv, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(s, '=');
+        CHECKF(eq != NULL, "'%s' is not key=value", s);
+        if (!eq) return 0;
+        *eq = 0;
+        CHECKF(mt_recipe_set(r, s, eq + 1, "test") == MT_OK, "%s = %s: %s", s, eq + 1, mt_last_error());
+    }
+    return 1;
 }
 
 /* Sets r's key to the integer v (checked). */
