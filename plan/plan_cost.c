@@ -267,19 +267,52 @@ static layer_time layer_compute(const plan_ctx *x, mt_plan *p, const cost_ctx *c
     const int rc_attn = p->recompute == MT_RECOMPUTE_SELECTIVE || rcf > 0;
     layer_time lt;
 
-    /* GEMMs of one layer on this rank, forward (f) and the two backward ones (b) */
+    /* GEMMs of one layer on this rank, forward (f) and the two backward ones (b); the MLP's, the mean over the
+       layers' kinds: a MoE layer's experts (ne batched GEMMs of Ne rows), router and shared experts (all N
+       tokens, tensor-parallel as the dense MLP), a dense layer's MLP of Fd */
     const double Ne = d->moe ? p->ep * N * d->K / d->E : N, ne = d->moe ? d->E / p->ep : 1;
+    const double fm = d->moe ? d->moe_frac : 0.0, fd = 1.0 - fm;
     double gf = 0, gb = 0, flops_l = 0;
     gemm_fb(cl, 1, N, d->qkv_rows / t, d->C, &gf, &gb, &flops_l);
     gemm_fb(cl, 1, N, d->C, d->H * d->D / t, &gf, &gb, &flops_l);
-    gemm_fb(cl, ne, Ne, d->fc_rows / t, d->C, &gf, &gb, &flops_l);
-    gemm_fb(cl, ne, Ne, d->C, d->F / t, &gf, &gb, &flops_l);
-    if (d->moe) gemm_fb(cl, 1, N, d->E, d->C, &gf, &gb, &flops_l); /* router */
+    double mf = 0, mb = 0, mfl = 0, df = 0, db = 0, dfl = 0;
+    if (fm > 0) {
+        gemm_fb(cl, ne, Ne, d->fc_rows / t, d->C, &mf, &mb, &mfl);
+        gemm_fb(cl, ne, Ne, d->C, d->F / t, &mf, &mb, &mfl);
+        gemm_fb(cl, 1, N, d->E, d->C, &mf, &mb, &mfl); /* router */
+        if (d->Fs > 0) {
+            gemm_fb(cl, 1, N, d->fcs_rows / t, d->C, &mf, &mb, &mfl);
+            gemm_fb(cl, 1, N, d->C, d->Fs / t, &mf, &mb, &mfl);
+        }
+    }
+    if (fd > 0) {
+        gemm_fb(cl, 1, N, d->fcd_rows / t, d->C, &df, &db, &dfl);
+        gemm_fb(cl, 1, N, d->C, d->Fd / t, &df, &db, &dfl);
+    }
+    gf += fm * mf + fd * df;
+    gb += fm * mb + fd * db;
+    flops_l += fm * mfl + fd * dfl;
     lt.gemm = gf * (1.0 + rcf) + gb;
     gemm_3(cl, 1, N, d->qkv_rows / t, d->C, lt.g[G_QKV]);
     gemm_3(cl, 1, N, d->C, d->H * d->D / t, lt.g[G_PROJ]);
-    gemm_3(cl, ne, Ne, d->fc_rows / t, d->C, lt.g[G_FC1]);
-    gemm_3(cl, ne, Ne, d->C, d->F / t, lt.g[G_FC2]);
+    double e1[3] = {0, 0, 0}, e2[3] = {0, 0, 0}, s1[3] = {0, 0, 0}, s2[3] = {0, 0, 0}, d1[3] = {0, 0, 0},
+           d2[3] = {0, 0, 0};
+    if (fm > 0) {
+        gemm_3(cl, ne, Ne, d->fc_rows / t, d->C, e1);
+        gemm_3(cl, ne, Ne, d->C, d->F / t, e2);
+        if (d->Fs > 0) {
+            gemm_3(cl, 1, N, d->fcs_rows / t, d->C, s1);
+            gemm_3(cl, 1, N, d->C, d->Fs / t, s2);
+        }
+    }
+    if (fd > 0) {
+        gemm_3(cl, 1, N, d->fcd_rows / t, d->C, d1);
+        gemm_3(cl, 1, N, d->C, d->Fd / t, d2);
+    }
+    for (int i = 0; i < 3; i++) {
+        lt.g[G_FC1][i] = fm * (e1[i] + s1[i]) + fd * d1[i];
+        lt.g[G_FC2][i] = fm * (e2[i] + s2[i]) + fd * d2[i];
+    }
     double attn_fwd = 0.0;
 
     /* attention core: scores s x (s cp) by D and context s x D by (s cp), per (sequence, head) */

@@ -231,9 +231,14 @@ static void test_mixed_plan(void) {
     const char *const kinds[3][3] = {{"model.moe.layer_pattern=0110", "model.moe.ffn_hidden=32", NULL},
                                      {"model.moe.layer_pattern=1111", "model.moe.ffn_hidden=32", NULL},
                                      {"model.moe.experts=0", NULL, NULL}};
-    double f[3], n[3];
+    double f[3], n[3], tg[3];
     for (int i = 0; i < 3; i++) {
         mt_recipe *r = load("mixtral-tiny", 1, kinds[i]);
+        mt_plan_opts o;
+        static mt_plan p;
+        mt_plan_opts_defaults(&o);
+        CHECK(mt_plan_compute(r, 1, mt_gpu_find("h100-80g"), &o, &p) == MT_OK);
+        tg[i] = p.t_gemm_s;
         mt_plan_params pc;
         CHECK(mt_plan_count_params(r, &pc) == MT_OK);
         mt_param_layout pl;
@@ -255,6 +260,10 @@ static void test_mixed_plan(void) {
            n[1], n[2], f[0], f[1], f[2]);
     CHECK_NEAR(n[0], (n[1] + n[2]) / 2, 0, 1e-12);
     CHECK_NEAR(f[0], (f[1] + f[2]) / 2, 0, 1e-12);
+    /* and so is the time model's GEMM time (the layers' MLP GEMMs the mean over the kinds; the rest the same) */
+    printf("mixed plan: GEMM time per step on an H100 %.6g s (all MoE %.6g, dense %.6g)\n", tg[0], tg[1], tg[2]);
+    CHECK(tg[1] != tg[2]);
+    CHECK_NEAR(tg[0], (tg[1] + tg[2]) / 2, 0, 1e-9);
     /* pipeline stages of one dense and one MoE layer each: the plan's activations are the trainer's */
     const char *pp2[] = {"model.moe.layer_pattern=0110", "model.moe.ffn_hidden=32", "parallel.pipeline=2",
                          "training.micro_batch=2", NULL};
@@ -283,6 +292,17 @@ static void test_shared_expert_plan(void) {
            "(active %.0f -> %.0f)\n", f0, f1, c0.n_params, c1.n_params, c0.n_active, c1.n_active);
     CHECK_NEAR(f1 - f0, 3 * T * 2 * shared, 0, 1e-12);
     CHECK(c1.n_params - c0.n_params == shared && c1.n_active - c0.n_active == shared && c1.n_expert == c0.n_expert);
+    /* the time model runs their GEMMs too (all N tokens each): an H100's GEMM time per step grows */
+    double tg[2];
+    for (int i = 0; i < 2; i++) {
+        mt_plan_opts o;
+        static mt_plan p;
+        mt_plan_opts_defaults(&o);
+        CHECK(mt_plan_compute(load("mixtral-tiny", 1, i ? sh : none), 1, mt_gpu_find("h100-80g"), &o, &p) == MT_OK);
+        tg[i] = p.t_gemm_s;
+    }
+    printf("mixtral-tiny GEMM time per step on an H100: %.6g s, with the shared experts %.6g s\n", tg[0], tg[1]);
+    CHECK(tg[1] > tg[0] * 1.01);
 }
 
 static void test_trainer_memory(void) {
