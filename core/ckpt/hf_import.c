@@ -270,7 +270,7 @@ static mt_status check_rope_parameters(const mt_json_node *root, const mt_hf_mod
 }
 
 static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m, const char *path, const char *recipe) {
-    double theta_dflt = m->E > 0 ? 1e6 : 10000.0; /* MixtralConfig's default, LlamaConfig's */
+    double theta_dflt = m->E > 0 && !m->Fs ? 1e6 : 10000.0; /* MixtralConfig's default; LlamaConfig's, Qwen2MoeConfig's */
     if (m->arch == MT_ARCH_LLAMA) {
         int in_parameters = 0;
         mt_status st = check_rope_parameters(root, m, path, recipe, &theta_dflt, &in_parameters);
@@ -328,6 +328,19 @@ static mt_status check_fn_fields(const mt_json_node *root, const mt_hf_model *m,
         {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-6, NULL, "model.norm_eps"},
         {"use_sliding_window", F_BOOL, 0, 0, NULL, ""},
     };
+    /* Qwen2MoeConfig (gated shared experts, biases on q / k / v; transformers' defaults: rms_norm_eps 1e-6,
+       norm_topk_prob false, moe_intermediate_size 1408, shared_expert_intermediate_size 5632), every layer sparse */
+    const fn_field qwen2_moe[] = {
+        {"rms_norm_eps", F_NUMBER, m->norm_eps, 1e-6, NULL, "model.norm_eps"},
+        {"moe_intermediate_size", F_NUMBER, m->F, 1408, NULL, "model.moe.ffn_hidden"},
+        {"shared_expert_intermediate_size", F_NUMBER, m->Fs, 5632, NULL, "model.moe.shared_ffn"},
+        {"norm_topk_prob", F_BOOL, m->norm_topk, 0, NULL, "model.moe.pre_softmax"},
+        {"qkv_bias", F_BOOL, m->qkv_bias, 1, NULL, "model.qkv_bias"},
+        {"decoder_sparse_step", F_NUMBER, 1, 1, NULL, ""},
+        {"mlp_only_layers", F_NONE, 0, 0, "[] or absent (every layer sparse)", ""},
+        {"use_sliding_window", F_BOOL, 0, 0, NULL, ""},
+    };
+    if (m->E > 0 && m->Fs > 0) return check_table(root, qwen2_moe, sizeof qwen2_moe / sizeof qwen2_moe[0], path, recipe);
     if (m->E > 0) return check_table(root, mixtral, sizeof mixtral / sizeof mixtral[0], path, recipe);
     if (m->qkv_bias) return check_table(root, qwen2, sizeof qwen2 / sizeof qwen2[0], path, recipe);
     return check_table(root, llama, sizeof llama / sizeof llama[0], path, recipe);
@@ -342,12 +355,14 @@ static mt_status check_config(const char *dir, const mt_hf_model *m, const char 
     MT_CHECK(mt_json_doc_load(&doc, path));
     const mt_json_node *root = doc.root;
     const mt_json_node *mt = mt_json_get(root, "model_type");
-    const char *want_type = m->E > 0 ? "mixtral" : m->arch != MT_ARCH_LLAMA ? "gpt2" : m->qkv_bias ? "qwen2" : "llama";
+    const char *want_type = m->E > 0 ? (m->Fs > 0 ? "qwen2_moe" : "mixtral")
+                            : m->arch != MT_ARCH_LLAMA ? "gpt2" : m->qkv_bias ? "qwen2" : "llama";
     if (!mt || mt->type != MT_JSON_STRING || strcmp(mt->str, want_type)) {
         st = mt_errorf(MT_ERR_CONFIG, "%s: model_type is %s%s%s; the recipe %s (%s) needs \"%s\"", path,
                        mt && mt->type == MT_JSON_STRING ? "\"" : "", mt && mt->type == MT_JSON_STRING ? mt->str : "missing",
                        mt && mt->type == MT_JSON_STRING ? "\"" : "", recipe,
-                       m->E > 0 ? "model.arch, model.moe.experts" : m->arch == MT_ARCH_LLAMA ? "model.arch, model.qkv_bias"
+                       m->E > 0 ? "model.arch, model.moe.experts, model.moe.shared_ffn"
+                       : m->arch == MT_ARCH_LLAMA ? "model.arch, model.qkv_bias"
                                                                   : "model.arch",
                        want_type);
         goto done;
@@ -363,7 +378,7 @@ static mt_status check_config(const char *dir, const mt_hf_model *m, const char 
              {gpt ? "n_inner" : "intermediate_size", "model.ffn_hidden", m->F},
              {"vocab_size", "model.vocab", m->V},
              {gpt ? "n_positions" : "max_position_embeddings", "model.max_position", m->max_pos},
-             {m->E > 0 ? "num_local_experts" : NULL, "model.moe.experts", m->E},
+             {m->E > 0 ? (m->Fs > 0 ? "num_experts" : "num_local_experts") : NULL, "model.moe.experts", m->E},
              {m->E > 0 ? "num_experts_per_tok" : NULL, "model.moe.top_k", m->top_k}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         if (!f[i].hf) continue;

@@ -193,6 +193,19 @@ run lp-q "$MTRAIN" logprobs "${QNET[@]}" --prompts "$PROMPTS" --load "$TMP/q" --
 run ref-q "$PY" test/ref/hf_logprobs.py "$TMP/hfq" "$TMP/q.1.jsonl" "$TMP/q.ref.jsonl"
 within "shared experts, ep 2 x tp 2 save: mtrain vs NumPy reference of the Qwen2-MoE export" "$TMP/q.1.jsonl" \
   "$TMP/q.ref.jsonl" 1e-4
+# ... and back: export -> import -> export byte for byte (weights and config.json)
+run import-q "$MTRAIN" import --format hf --input "$TMP/hfq" --save "$TMP/q-imported" "${QNET[@]}"
+run export-q2 "$MTRAIN" export --load "$TMP/q-imported" --format hf --output "$TMP/hfq2"
+cmp "$TMP/hfq/model.safetensors" "$TMP/hfq2/model.safetensors" || fail "Qwen2-MoE: export(import(export)) differs"
+cmp "$TMP/hfq/config.json" "$TMP/hfq2/config.json" || fail "Qwen2-MoE: config.json differs after the round trip"
+echo "Qwen2-MoE: import of the export re-exports byte for byte ($(stat -c %s "$TMP/hfq/model.safetensors") bytes)"
+# a Qwen2-MoE folder with another shared width: refused naming the key
+"$PY" -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['shared_expert_intermediate_size'] = 48
+json.dump(c, open(p, 'w'))" "$TMP/hfq2/config.json"
+rc=0; "$MTRAIN" import --format hf --input "$TMP/hfq2" --save "$TMP/q-bad" "${QNET[@]}" >"$TMP/q-bad.log" 2>&1 || rc=$?
+[ $rc -ne 0 ] && grep -q "shared_expert_intermediate_size" "$TMP/q-bad.log" && grep -q "model.moe.shared_ffn" "$TMP/q-bad.log" &&
+  [ ! -e "$TMP/q-bad" ] || { cat "$TMP/q-bad.log"; fail "Qwen2-MoE import with another shared width: exit $rc"; }
+echo "refused import: $(grep -m1 error "$TMP/q-bad.log" | cut -c1-200)"
 run train-qng "$MTRAIN" "${NET[@]}" --train-iters 1 --micro-batch-size 1 --global-batch-size 1 \
   --set model.moe.shared_ffn=96 --save "$TMP/qng"
 rc=0; "$MTRAIN" export --load "$TMP/qng" --format hf --output "$TMP/hfqng" >"$TMP/qng-export.log" 2>&1 || rc=$?
