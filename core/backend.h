@@ -372,10 +372,11 @@ typedef struct {
 } mt_moe_unpermute_args;
 
 /* Combine backward: dy[pos[t, j]] = w[t, j] * dout[t]; dw[t, j] = <dout[t], y[pos[t, j]]> (0 when
- * dropped). */
+ * dropped). Either output may be NULL, then not computed (dw NULL: y is not read): the weighted dispatch
+ * alone (dy) or the weights' gradient alone (dw). */
 typedef struct {
-    void *dy;               /* (rows, C) act, = for the kept rows */
-    void *dw;               /* (N, k) f32, = */
+    void *dy;               /* (rows, C) act, = for the kept rows; or NULL */
+    void *dw;               /* (N, k) f32, =; or NULL */
     const void *dout;       /* (N, C) act */
     const void *y;          /* (rows, C) act */
     const void *pos;        /* (N, k) i32 */

@@ -285,15 +285,16 @@ __global__ void moe_unpermute_bwd_kernel(bf16 *dy, float *dw, const bf16 *dout, 
         const size_t tj = (size_t)t * k + j;
         const int32_t p = pos[tj];
         if (p < 0) {
-            if (threadIdx.x == 0) dw[tj] = 0.f;
+            if (dw && threadIdx.x == 0) dw[tj] = 0.f;
             continue;
         }
         float s = 0.f;
         for (int c = threadIdx.x; c < C; c += blockDim.x) {
             const float g = __bfloat162float(dout[(size_t)t * C + c]);
-            s += g * __bfloat162float(y[(size_t)p * C + c]);
-            dy[(size_t)p * C + c] = __float2bfloat16(w[tj] * g);
+            if (dw) s += g * __bfloat162float(y[(size_t)p * C + c]);
+            if (dy) dy[(size_t)p * C + c] = __float2bfloat16(w[tj] * g);
         }
+        if (!dw) continue; /* the same for the whole block: no thread is left at the barriers below */
         red[threadIdx.x] = s;
         __syncthreads();
         for (int h = blockDim.x / 2; h > 0; h >>= 1) {

@@ -76,11 +76,10 @@ mt_status mt_moe_forward(mt_model *m, const mt_acts *A, int l, const void *x2, c
     MT_CHECK(MT_BE_CALL(m->be, moe_route, &rt));
     MT_CHECK(mt_ep_exchange_counts(&m->par.ep, L.counts));
     void *disp = ep > 1 ? ACT(m, A, moe_send) : L.xin;
-    if (m->moe_probs_on_input) { /* disp[pos[t]] = w[t] x[t]: the combine's backward with x as its gradient (its
-                                    dw, of no use here, into the scratch the backward overwrites; ysend not yet
-                                    written, only read for it) */
-        mt_moe_unpermute_bwd_args sp = {.dy = disp, .dw = ACT(m, A, moe_dw), .dout = xf, .y = L.ysend, .pos = L.pos,
-                                        .w = L.topw, .N = N, .k = k, .C = C};
+    if (m->moe_probs_on_input) { /* disp[pos[t]] = w[t] x[t]: the combine's backward with x as its gradient, its
+                                    weights' gradient not computed */
+        mt_moe_unpermute_bwd_args sp = {.dy = disp, .dw = NULL, .dout = xf, .y = NULL, .pos = L.pos, .w = L.topw,
+                                        .N = N, .k = k, .C = C};
         MT_CHECK(MT_BE_CALL(m->be, moe_unpermute_bwd, &sp));
     } else {
         mt_moe_permute_args pa = {.out = disp, .x = xf, .pos = L.pos, .N = N, .k = k, .C = C};
@@ -170,10 +169,9 @@ mt_status mt_moe_backward(mt_model *m, const mt_acts *A, int l, const void *x2, 
     MT_CHECK(MT_BE_CALL(m->be, moe_unpermute, &pb));
     const void *xf = NULL;
     MT_CHECK(mt_tp_gather(tp, x2, &xf));
-    if (m->moe_probs_on_input) { /* dw[t] = <dxs[pos[t]], x[t]> (dxs tp-partial: summed over tp); the combine
-                                    backward computes it, its dy rows into whichever dispatch buffer dxs is not */
-        void *scratch = dxs == ACT(m, A, moe_send) ? ACT(m, A, moe_ye) : ACT(m, A, moe_send);
-        mt_moe_unpermute_bwd_args wb = {.dy = scratch, .dw = ACT(m, A, moe_dw), .dout = xf, .y = dxs, .pos = L.pos,
+    if (m->moe_probs_on_input) { /* dw[t] = <dxs[pos[t]], x[t]> (dxs tp-partial: summed over tp): the combine
+                                    backward's weights' gradient alone */
+        mt_moe_unpermute_bwd_args wb = {.dy = NULL, .dw = ACT(m, A, moe_dw), .dout = xf, .y = dxs, .pos = L.pos,
                                         .w = L.topw, .N = N, .k = k, .C = C};
         MT_CHECK(MT_BE_CALL(m->be, moe_unpermute_bwd, &wb));
         MT_CHECK(mt_tp_allreduce_f32(tp, ACT(m, A, moe_dw), (size_t)N * k));

@@ -241,17 +241,19 @@ mt_status mt_cpu_moe_unpermute_bwd(mt_backend *be, const mt_moe_unpermute_bwd_ar
             const size_t tj = (size_t)t * k + j;
             const int32_t p = pos[tj];
             if (p < 0) {
-                dw[tj] = 0.0f;
+                if (dw) dw[tj] = 0.0f;
                 continue;
             }
-            const float *yr = y + (size_t)p * C;
-            float *d = dy + (size_t)p * C;
-            double s = 0;
-            for (int c = 0; c < C; c++) {
-                s += (double)g[c] * yr[c];
-                d[c] = w[tj] * g[c];
+            if (dy) {
+                float *d = dy + (size_t)p * C;
+                for (int c = 0; c < C; c++) d[c] = w[tj] * g[c];
             }
-            dw[tj] = (float)s;
+            if (dw) {
+                const float *yr = y + (size_t)p * C;
+                double s = 0;
+                for (int c = 0; c < C; c++) s += (double)g[c] * yr[c];
+                dw[tj] = (float)s;
+            }
         }
     }
     return MT_OK;

@@ -194,6 +194,18 @@ static void check_permute(mt_backend *be) {
             }
         CHECK_NEAR(dw[i], r, 1e-6, 1e-5);
     }
+    /* each half alone (the other output NULL; y unread without dw): bitwise the full call's */
+    static float dy1[N * K * C], dw1[N * K];
+    memset(dy1, 0, sizeof dy1);
+    mt_moe_unpermute_bwd_args u1 = {.dy = dy1, .dw = NULL, .dout = x, .y = NULL, .pos = pos, .w = w, .N = N, .k = K,
+                                    .C = C};
+    CHECK(be->i->moe_unpermute_bwd(be, &u1) == MT_OK);
+    mt_moe_unpermute_bwd_args u2 = {.dy = NULL, .dw = dw1, .dout = x, .y = y, .pos = pos, .w = w, .N = N, .k = K, .C = C};
+    CHECK(be->i->moe_unpermute_bwd(be, &u2) == MT_OK);
+    for (int i = 0; i < N * K; i++) {
+        CHECK(dw1[i] == dw[i]);
+        for (int c = 0; pos[i] >= 0 && c < C; c++) CHECK(dy1[pos[i] * C + c] == dy[pos[i] * C + c]);
+    }
 }
 
 /* The shared experts' gate ops against a double reference (gate = sigmoid(x . w), out += gate y; dy = gate dout,
