@@ -153,8 +153,10 @@ static mt_status stage_layers(const mt_recipe *r, mt_param_layout *pl) {
     return MT_OK;
 }
 
-/* The layer kinds (mt_recipe_moe_layer; and the layers without RoPE) of the model and of the stage: each local layer's slot in its
- * kind's parameter stacks and, per model chunk, in its kind's activation arrays. */
+/* The layer kinds (mt_recipe_moe_layer; and the layers without RoPE) of the model and of the stage: each local
+ * layer's slot in its kind's parameter stacks and, per model chunk, in its kind's activation arrays (under full
+ * recompute the recompute slices, the rerun layers of a chunk sharing slice 0 as every other array does; set
+ * pl->recompute first). */
 static void layer_kinds(const mt_recipe *r, mt_param_layout *pl) {
     for (int g = 0; g < pl->L_global; g++) {
         pl->layer_moe[g] = (unsigned char)mt_recipe_moe_layer(r, g);
@@ -168,11 +170,14 @@ static void layer_kinds(const mt_recipe *r, mt_param_layout *pl) {
             const int kind = mt_param_layer_is_moe(pl, l);
             pl->slot_layer[kind][pl->n_kind[kind]] = (short)l;
             pl->slot[l] = (short)pl->n_kind[kind]++;
-            pl->act_slot[l] = (short)in_chunk[kind]++;
+            pl->act_slot[l] = (short)(pl->recompute ? mt_act_slice(pl, l - l0) : in_chunk[kind]);
+            in_chunk[kind]++;
         }
         for (int kind = 0; kind < 2; kind++)
             if (in_chunk[kind] > pl->act_kind[kind]) pl->act_kind[kind] = in_chunk[kind];
     }
+    for (int kind = 0; kind < 2 && pl->recompute; kind++)
+        if (pl->act_kind[kind] > 0) pl->act_kind[kind] = mt_act_slices(pl);
 }
 
 static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layout *pl) {
@@ -229,7 +234,6 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
     }
     if (pl->L_global > MT_LAYERS_MAX)
         return mt_errorf(MT_ERR_CONFIG, "model layout: model.layers = %d, at most %d", pl->L_global, MT_LAYERS_MAX);
-    layer_kinds(r, pl);
     pl->has_embed = pl->stage == 0;
     pl->has_head = pl->stage == pl->pp - 1;
     if (r->training.recompute == MT_RECOMPUTE_FULL) {
@@ -237,15 +241,7 @@ static mt_status build(const mt_recipe *r, int use_pp, int stage, mt_param_layou
         pl->recompute = n < pl->Lc ? n : pl->Lc;
     }
     pl->recompute_attn = r->training.recompute == MT_RECOMPUTE_SELECTIVE;
-    if (m->moe.experts > 0 && pl->recompute) { /* full recompute: each kind's MLP arrays follow the recompute slices, the
-                                       rerun layers of a chunk sharing slice 0 as every other array does */
-        for (int k = 0; k < pl->vpp; k++) {
-            const int l0 = pl->pp > 1 ? mt_param_chunk_l0(pl, k) : 0, n = pl->pp > 1 ? mt_param_chunk_layers(pl, k) : pl->L;
-            for (int l = l0; l < l0 + n; l++) pl->act_slot[l] = (short)mt_act_slice(pl, l - l0);
-        }
-        for (int kind = 0; kind < 2; kind++)
-            if (pl->act_kind[kind] > 0) pl->act_kind[kind] = mt_act_slices(pl);
-    }
+    layer_kinds(r, pl);
 
     if (m->moe.experts > 0) {
         const int ep = r->parallel.expert > 0 ? r->parallel.expert : 1;
