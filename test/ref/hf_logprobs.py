@@ -437,6 +437,26 @@ class Llama:
         return (g * (h @ a["up"].T + a.get("ub", 0.0))) @ a["down"].T + a.get("db", 0.0)
 
 
+def routed_experts(act, h, router, experts, k, renorm):
+    """The routed experts' sum of transformers' Mixtral / Qwen2-MoE sparse blocks: router logits h @ router^T,
+    softmax over all experts, the k largest (lower expert first on ties), renormalised to sum 1 when renorm,
+    y = sum_j w_j * down_e(act(gate_e h) * up_e h); experts: (gate, up, down) weights per expert"""
+    z = h @ router.T  # (T, E)
+    p = np.exp(z - z.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    top = np.argsort(-p, axis=-1, kind="stable")[:, :k]
+    wt = np.take_along_axis(p, top, axis=-1)
+    if renorm:
+        wt /= wt.sum(axis=-1, keepdims=True)
+    y = np.zeros_like(h)
+    for e, (wg, wu, wd) in enumerate(experts):
+        rows, slot = np.nonzero(top == e)
+        if len(rows):
+            he = h[rows]
+            y[rows] += wt[rows, slot][:, None] * ((activation(act, he @ wg.T) * (he @ wu.T)) @ wd.T)
+    return y
+
+
 class Mixtral(Llama):
     """MixtralForCausalLM: Llama's layers with the sparse block of softmax-top-k-renormalised experts"""
 
@@ -465,19 +485,7 @@ class Mixtral(Llama):
                              w.get(q + "experts.%d.w2.weight" % e, (C, F))) for e in range(E)]}
 
     def mlp(self, a, h):
-        z = h @ a["router"].T  # (T, E)
-        p = np.exp(z - z.max(axis=-1, keepdims=True))
-        p /= p.sum(axis=-1, keepdims=True)
-        top = np.argsort(-p, axis=-1, kind="stable")[:, :self.K]  # the k largest, lower expert first on ties
-        wt = np.take_along_axis(p, top, axis=-1)
-        wt /= wt.sum(axis=-1, keepdims=True)
-        y = np.zeros_like(h)
-        for e, (w1, w3, w2) in enumerate(a["experts"]):
-            rows, slot = np.nonzero(top == e)
-            if len(rows):
-                he = h[rows]
-                y[rows] += wt[rows, slot][:, None] * ((activation(self.act, he @ w1.T) * (he @ w3.T)) @ w2.T)
-        return y
+        return routed_experts(self.act, h, a["router"], a["experts"], self.K, True)
 
 
 class Qwen2Moe(Llama):
@@ -514,19 +522,7 @@ class Qwen2Moe(Llama):
                 "shared_gate": w.get(q + "shared_expert_gate.weight", (1, C))}
 
     def mlp(self, a, h):
-        z = h @ a["router"].T  # (T, E)
-        p = np.exp(z - z.max(axis=-1, keepdims=True))
-        p /= p.sum(axis=-1, keepdims=True)
-        top = np.argsort(-p, axis=-1, kind="stable")[:, :self.K]
-        wt = np.take_along_axis(p, top, axis=-1)
-        if self.norm_topk:
-            wt /= wt.sum(axis=-1, keepdims=True)
-        y = np.zeros_like(h)
-        for e, (wg, wu, wd) in enumerate(a["experts"]):
-            rows, slot = np.nonzero(top == e)
-            if len(rows):
-                he = h[rows]
-                y[rows] += wt[rows, slot][:, None] * ((activation(self.act, he @ wg.T) * (he @ wu.T)) @ wd.T)
+        y = routed_experts(self.act, h, a["router"], a["experts"], self.K, self.norm_topk)
         wg, wu, wd = a["shared"]
         s = 1.0 / (1.0 + np.exp(-(h @ a["shared_gate"].T)))  # (T, 1)
         return y + s * ((activation(self.act, h @ wg.T) * (h @ wu.T)) @ wd.T)
